@@ -1,0 +1,71 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Layers (arrows point one way):
+//   scopefs (CLI) -> Daemon -> ScopeFS -> FuseBridge -> CFuse3
+//                           \-> PolicyStore -> Policy
+// Policy has no libfuse, no SQLite and no syscalls: it is unit-tested in memory.
+let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
+
+let package = Package(
+    name: "ScopeFS",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "scopefs", targets: ["scopefs"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CFuse3",
+            pkgConfig: "fuse3",
+            providers: [.apt(["libfuse3-dev"])]
+        ),
+        .systemLibrary(name: "CSystemShims"),
+        .target(
+            name: "FuseBridge",
+            dependencies: ["CFuse3", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "Policy",
+            swiftSettings: strict
+        ),
+        .target(
+            name: "PolicyStore",
+            dependencies: ["Policy", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "ScopeFS",
+            dependencies: ["FuseBridge", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "Daemon",
+            dependencies: [
+                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "scopefs",
+            dependencies: [
+                "Daemon", "Policy", "PolicyStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PolicyTests",
+            dependencies: ["Policy", "PolicyStore"]
+        ),
+    ]
+)

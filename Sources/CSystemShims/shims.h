@@ -1,0 +1,32 @@
+#ifndef SCOPEFS_CSYSTEMSHIMS_H
+#define SCOPEFS_CSYSTEMSHIMS_H
+// GNU-only calls that Swift's Glibc module does not expose (they need
+// _GNU_SOURCE, and defining it in a Swift-imported header breaks fd_set).
+// The prototypes are glibc's own; the symbols are in libc.
+#include <sys/types.h>
+#include <sys/xattr.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
+
+int fallocate(int fd, int mode, off_t offset, off_t len);
+ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+
+#include <spawn.h>
+int unshare(int flags);
+int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, const char *path);
+static const int scopefs_clone_newns = 0x00020000;
+
+int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+/// struct ucred (SO_PEERCRED) is hidden behind _GNU_SOURCE; same layout.
+struct scopefs_ucred {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+
+/// O_DIRECT and O_PATH are hidden behind _GNU_SOURCE too (values for Linux).
+static const int scopefs_o_direct = 040000;
+static const int scopefs_o_path = 010000000;
+#endif

@@ -1,0 +1,49 @@
+import Foundation
+import Glibc
+import PolicyStore
+
+/// How the CLI talks to the daemon that serves a state directory.
+public enum ControlClient {
+    /// Sends one request. Throws `.noDaemon` (exit 69) when no daemon listens.
+    public static func send(_ request: ControlRequest, state: StateDirectory) throws(ScopeFSError) -> ControlResponse {
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.connected(to: state.controlSocketPath)
+        } catch {
+            throw ScopeFSError(
+                .noDaemon,
+                "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`")
+        }
+        defer { socket.close() }
+        guard let body = try? JSONEncoder().encode(request), socket.writeLine(body), let line = socket.readLine(),
+            let response = try? JSONDecoder().decode(ControlResponse.self, from: line)
+        else {
+            throw ScopeFSError(.timedOut, "the daemon serving \(state.path) did not answer")
+        }
+        return response
+    }
+
+    /// Tells a running daemon that the isolation layer changed, and waits
+    /// until it has taken the change in (SPEC S13). No daemon: nothing to do.
+    public static func notifyChange(state: StateDirectory) throws(ScopeFSError) {
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return }
+        let response: ControlResponse
+        do {
+            response = try send(ControlRequest(op: .reload), state: state)
+        } catch where error.kind == .noDaemon {
+            return  // a socket left by a crashed daemon; the next mount reads the database anyway
+        }
+        if !response.ok {
+            throw ScopeFSError(.internalError, "the daemon could not reload: \(response.message ?? "unknown error")")
+        }
+    }
+
+    public static func status(state: StateDirectory) throws(ScopeFSError) -> DaemonStatus? {
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
+        do {
+            return try send(ControlRequest(op: .status), state: state).status
+        } catch where error.kind == .noDaemon {
+            return nil
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Policy
+
+/// The control socket's messages: one JSON object per line each way.
+/// The daemon trusts nothing in a request about who sent it: the peer's
+/// pid and uid come from the kernel (SO_PEERCRED).
+public struct ControlRequest: Codable, Sendable {
+    public enum Operation: String, Codable, Sendable {
+        /// Make the sender the root of an app process tree (`scopefs run`).
+        case register
+        /// Re-read the isolation layer now (sent after every CLI change).
+        case reload
+        case status
+    }
+
+    public var op: Operation
+    public var app: AppID?
+
+    public init(op: Operation, app: AppID? = nil) {
+        self.op = op
+        self.app = app
+    }
+}
+
+public struct ControlResponse: Codable, Sendable {
+    public var ok: Bool
+    /// The exit code a CLI should use when `ok` is false (docs/CLI.md).
+    public var code: Int32?
+    public var message: String?
+    public var mountpoint: String?
+    public var status: DaemonStatus?
+
+    public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
+        ControlResponse(ok: false, code: code, message: message)
+    }
+}
+
+public struct DaemonStatus: Codable, Sendable {
+    public struct AppProcessStatus: Codable, Sendable {
+        public var pid: Int32
+        public var app: AppID
+        public var parent: Int32?
+    }
+
+    public var pid: Int32
+    public var mountpoint: String
+    public var stateDirectory: String
+    public var openFiles: String
+    public var followsProcessEvents: Bool
+    public var policyGeneration: UInt64
+    public var inodes: Int
+    public var processes: [AppProcessStatus]
+}

@@ -1,0 +1,136 @@
+import Foundation
+import FuseBridge
+import Glibc
+import Logging
+import Policy
+import PolicyStore
+import ScopeFS
+import Synchronization
+
+/// What `scopefs mount` asks of the daemon.
+public struct DaemonOptions: Sendable {
+    public var state: StateDirectory
+    public var mountpoint: String
+    public var openFiles: MountConfiguration.OpenFiles
+    public var allowOther: Bool
+    /// Where to write "ready" (or the error) once the mount is up.
+    public var readyDescriptor: Int32?
+
+    public init(
+        state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
+        readyDescriptor: Int32?
+    ) {
+        self.state = state
+        self.mountpoint = mountpoint
+        self.openFiles = openFiles
+        self.allowOther = allowOther
+        self.readyDescriptor = readyDescriptor
+    }
+}
+
+/// One daemon serves one mount and one state directory (SPEC S1): it wires
+/// the policy store, the file system, the FUSE session, the process tracker
+/// and the control socket, and tears them down in reverse order.
+public enum Daemon {
+    public static func run(_ options: DaemonOptions, logger: Logger) throws(ScopeFSError) -> Int32 {
+        let state = options.state
+        let database = try PolicyDatabase.open(state)
+        let repository = PolicyRepository(database: database)
+        let lock = try DaemonLock(state)
+        defer { lock.release() }
+        let mountpoint = try MountPoint.prepare(options.mountpoint)
+        umask(0)  // the kernel already applied the caller's umask
+
+        let ownerUID = getuid()
+        let tracker = ProcessTracker(ownerUID: ownerUID)
+        let configuration = MountConfiguration(
+            openFiles: options.openFiles, containersPath: state.containersPath, ownerUID: ownerUID)
+        let fileSystem: ScopeFileSystem
+        do {
+            fileSystem = try ScopeFileSystem(
+                configuration: configuration, callers: tracker, snapshot: try repository.snapshot(generation: 1))
+        } catch let error as ScopeFSError {
+            throw error
+        } catch {
+            throw ScopeFSError(.ioError, "cannot open \(state.containersPath): \(error)")
+        }
+        var mountOptions = ["default_permissions", "fsname=scopefs", "subtype=scopefs"]
+        if options.allowOther { mountOptions.append("allow_other") }
+        let session: FuseSession
+        do {
+            session = try FuseSession(fileSystem: fileSystem, options: mountOptions)
+            try session.mount(at: mountpoint)
+        } catch {
+            throw ScopeFSError(.cannotMount, "cannot mount at \(mountpoint): \(error) (is /dev/fuse available and fuse3 installed?)")
+        }
+
+        let reloader = PolicyReloader(repository: repository, fileSystem: fileSystem, session: session, logger: logger)
+        let stopping = Atomic<Bool>(false)
+        let server: ControlServer
+        do {
+            server = try ControlServer(path: state.controlSocketPath, ownerUID: ownerUID, logger: logger) { request, peer in
+                Self.handle(request, peer: peer, tracker: tracker, reloader: reloader, fileSystem: fileSystem, mountpoint: mountpoint, options: options)
+            }
+        } catch {
+            session.unmount()
+            throw ScopeFSError(.ioError, "cannot listen on \(state.controlSocketPath): \(error)")
+        }
+        server.start()
+        Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
+        if let watcher = try? ChangeWatcher(state) {
+            Thread.detachNewThread { reloader.watch(watcher, until: { stopping.load(ordering: .relaxed) }) }
+        }
+        DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
+        logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
+        Readiness.report(options.readyDescriptor, .ready)
+
+        session.installSignalHandlers()
+        let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
+        stopping.store(true, ordering: .relaxed)
+        server.stop()
+        unlink(state.controlSocketPath)
+        session.unmount()
+        DaemonInfo.remove(from: state)
+        logger.info("unmounted \(mountpoint) (loop result \(result))")
+        return 0
+    }
+
+    private static func handle(
+        _ request: ControlRequest, peer: UnixSocket.PeerCredentials, tracker: ProcessTracker,
+        reloader: PolicyReloader, fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
+    ) -> ControlResponse {
+        switch request.op {
+        case .reload:
+            do {
+                try reloader.reload()
+                return ControlResponse(ok: true)
+            } catch {
+                return .failure(error.exitCode, error.message)
+            }
+        case .register:
+            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app") }
+            guard fileSystem.snapshot.apps[app] != nil else {
+                return .failure(ScopeFSError.Kind.unknown.rawValue, ScopeFSError.unknownApp(app).message)
+            }
+            switch tracker.register(pid: peer.pid, app: app) {
+            case .success:
+                return ControlResponse(ok: true, mountpoint: mountpoint)
+            case .failure(.alreadyApp(let existing)):
+                return .failure(
+                    ScopeFSError.Kind.refused.rawValue,
+                    "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)")
+            case .failure(.gone):
+                return .failure(ScopeFSError.Kind.refused.rawValue, "the registering process is gone")
+            }
+        case .status:
+            let processes = tracker.appProcesses.map {
+                DaemonStatus.AppProcessStatus(pid: $0.key.pid, app: $0.app, parent: $0.parent)
+            }
+            let status = DaemonStatus(
+                pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
+                openFiles: options.openFiles.rawValue, followsProcessEvents: tracker.followsEvents,
+                policyGeneration: fileSystem.snapshot.generation, inodes: fileSystem.inodeCount, processes: processes)
+            return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
+        }
+    }
+}

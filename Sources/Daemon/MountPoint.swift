@@ -1,0 +1,66 @@
+import Foundation
+import Glibc
+import PolicyStore
+
+/// Checks on a mountpoint before mounting, and recovery of one left behind
+/// by a daemon that died ("Transport endpoint is not connected").
+public enum MountPoint {
+    /// Resolves and checks `path`; unmounts a dead FUSE mount found there.
+    public static func prepare(_ path: String) throws(ScopeFSError) -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let normalized = (absolute as NSString).standardizingPath
+        var info = stat()
+        if stat(normalized, &info) != 0 {
+            let error = errno
+            if error == ENOTCONN {
+                try recoverDead(normalized)
+                return normalized
+            }
+            throw ScopeFSError(.cannotMount, "mountpoint \(normalized) is not usable: \(String(cString: strerror(error)))")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw ScopeFSError(.cannotMount, "mountpoint \(normalized) is not a directory")
+        }
+        if isMounted(normalized) {
+            throw ScopeFSError(.cannotMount, "\(normalized) is already a mountpoint; unmount it first (`scopefs unmount \(normalized)`)")
+        }
+        return normalized
+    }
+
+    /// A daemon that was killed leaves its mount behind; detach it.
+    private static func recoverDead(_ path: String) throws(ScopeFSError) {
+        if umount2(path, Int32(MNT_DETACH)) != 0 && !runFusermount(["-u", "-z", path]) {
+            throw ScopeFSError(.cannotMount, "\(path) is a dead mount and could not be detached; run `fusermount3 -uz \(path)`")
+        }
+    }
+
+    /// Whether `path` is a mountpoint (per /proc/self/mountinfo).
+    public static func isMounted(_ path: String) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        return text.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 4 && unescape(fields[4]) == path
+        }
+    }
+
+    private static func unescape(_ field: Substring) -> String {
+        field.replacingOccurrences(of: "\\040", with: " ").replacingOccurrences(of: "\\011", with: "\t")
+            .replacingOccurrences(of: "\\012", with: "\n").replacingOccurrences(of: "\\134", with: "\\")
+    }
+
+    /// Unmounts a ScopeFS mount: as root directly, else with fusermount3.
+    public static func unmount(_ path: String, lazy: Bool = false) -> Bool {
+        if umount2(path, lazy ? Int32(MNT_DETACH) : 0) == 0 { return true }
+        return runFusermount(lazy ? ["-u", "-z", path] : ["-u", path])
+    }
+
+    static func runFusermount(_ arguments: [String]) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+}

@@ -1,0 +1,160 @@
+import FuseBridge
+import Glibc
+import Policy
+import ScopeFS
+import Synchronization
+
+/// Knows which processes belong to which app, and who each FUSE request
+/// comes from (SPEC §1 "App process", S5, S36).
+///
+/// An app's tree starts at the process that registered over the control
+/// socket (`scopefs run`); every process forked from an app process joins
+/// the app, whatever happens to its parent later (double forks, daemons).
+/// Identities are cached per thread and dropped when the kernel reports the
+/// thread's exit, so the hot path costs one dictionary lookup.
+public final class ProcessTracker: CallerResolver {
+    public struct AppProcess: Sendable {
+        public var key: ProcessKey
+        public var app: AppID
+        /// The app process that forked it (nil for the registered root).
+        public var parent: Int32?
+    }
+
+    private struct State {
+        var processes: [Int32: AppProcess] = [:]
+        var callers: [Int32: Caller] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let connector: ProcConnector?
+    /// Serialises reading the connector: events must be applied in order.
+    private let connectorLock = Mutex(())
+    private let ownerUID: uid_t
+    private let exits: @Sendable (AppProcess) -> Void
+
+    /// `exits` is told about every app process that ends.
+    public init(ownerUID: uid_t, exits: @escaping @Sendable (AppProcess) -> Void = { _ in }) {
+        self.ownerUID = ownerUID
+        self.connector = ProcConnector()
+        self.exits = exits
+    }
+
+    /// Whether fork/exit events are followed (else identities are checked
+    /// against /proc on every request).
+    public var followsEvents: Bool { connector != nil }
+
+    // MARK: Requests
+
+    public func caller(of request: Request) -> Caller {
+        let thread = request.threadID
+        guard thread > 0 else { return .stranger }
+        if connector != nil, let cached = state.withLock({ $0.callers[thread] }) { return cached }
+        return resolve(thread: thread, uid: request.uid)
+    }
+
+    private func resolve(thread: Int32, uid: uid_t) -> Caller {
+        guard let status = ProcFS.status(of: thread), let key = ProcFS.key(of: status.tgid) else { return .stranger }
+        applyPendingEvents()
+        let caller: Caller
+        if let app = appOf(key, parent: status.parent) {
+            caller = .app(app, key)
+        } else {
+            caller = status.uid == ownerUID && uid == ownerUID ? .inspector : .stranger
+        }
+        if connector != nil {
+            state.withLock { state in
+                if state.callers.count > 200_000 { state.callers.removeAll() }
+                state.callers[thread] = caller
+            }
+        }
+        return caller
+    }
+
+    /// The app of a process: known from the fork events, or found by walking
+    /// up its parents to a known app process.
+    private func appOf(_ key: ProcessKey, parent: Int32) -> AppID? {
+        if let known = state.withLock({ $0.processes[key.pid] }), known.key.startTime == key.startTime || known.key.startTime == 0 {
+            return known.app
+        }
+        var ancestor = parent
+        for _ in 0..<64 where ancestor > 1 {
+            if let known = state.withLock({ $0.processes[ancestor] }), let ancestorKey = ProcFS.key(of: ancestor),
+                known.key.startTime == ancestorKey.startTime || known.key.startTime == 0
+            {
+                let joined = AppProcess(key: key, app: known.app, parent: ancestor)
+                state.withLock { $0.processes[key.pid] = joined }
+                return known.app
+            }
+            guard let status = ProcFS.status(of: ancestor) else { break }
+            ancestor = status.parent
+        }
+        return nil
+    }
+
+    // MARK: Registration
+
+    /// Makes `pid` the root of a new app process tree. Refused when the
+    /// process already is an app process (SPEC S5).
+    public func register(pid: Int32, app: AppID) -> Result<ProcessKey, RegistrationError> {
+        guard let key = ProcFS.key(of: pid), let status = ProcFS.status(of: pid) else { return .failure(.gone) }
+        applyPendingEvents()
+        if let existing = appOf(key, parent: status.parent) { return .failure(.alreadyApp(existing)) }
+        state.withLock { state in
+            state.processes[pid] = AppProcess(key: key, app: app, parent: nil)
+            // Its threads may have been cached as the inspector before.
+            state.callers = state.callers.filter { $0.value.app != nil }
+        }
+        return .success(key)
+    }
+
+    public enum RegistrationError: Error {
+        case alreadyApp(AppID)
+        case gone
+    }
+
+    /// Live app processes, for `scopefs status`.
+    public var appProcesses: [AppProcess] {
+        state.withLock { Array($0.processes.values) }.sorted { $0.key.pid < $1.key.pid }
+    }
+
+    // MARK: Events
+
+    /// Runs until `stop` says so, applying fork and exit events as they come.
+    public func follow(until stop: @Sendable () -> Bool) {
+        guard let connector else { return }
+        while !stop() {
+            if connector.wait(timeoutMilliseconds: 200) { applyPendingEvents() }
+        }
+    }
+
+    private func applyPendingEvents() {
+        guard let connector else { return }
+        connectorLock.withLock { _ in
+            connector.drain { event in apply(event) }
+        }
+    }
+
+    private func apply(_ event: ProcConnector.Event) {
+        switch event {
+        case .fork(let parentTGID, let childPID, let childTGID):
+            guard childPID == childTGID else { return }  // a new thread, not a process
+            state.withLock { state in
+                guard let parent = state.processes[parentTGID] else { return }
+                // Start time 0: learned from the event, validated by the exit event.
+                state.processes[childTGID] = AppProcess(
+                    key: ProcessKey(pid: childTGID, startTime: 0), app: parent.app, parent: parentTGID)
+            }
+        case .exit(let pid, let tgid):
+            let ended: AppProcess? = state.withLock { state in
+                state.callers[pid] = nil
+                guard pid == tgid else { return nil }
+                return state.processes.removeValue(forKey: tgid)
+            }
+            if let ended { exits(ended) }
+        case .overflow:
+            // Events were lost: forget every cached identity; they are
+            // re-established from /proc (parents) on the next request.
+            state.withLock { $0.callers.removeAll() }
+        }
+    }
+}

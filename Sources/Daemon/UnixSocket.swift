@@ -1,0 +1,119 @@
+import CSystemShims
+import Foundation
+import Glibc
+
+/// A stream Unix-domain socket carrying one JSON line each way.
+struct UnixSocket {
+    let descriptor: Int32
+
+    struct PeerCredentials {
+        var pid: Int32
+        var uid: uid_t
+    }
+
+    static func listening(at path: String) throws -> UnixSocket {
+        let socket = try make()
+        unlink(path)
+        var address = try address(path)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket.descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0, listen(socket.descriptor, 64) == 0 else {
+            let error = errno
+            socket.close()
+            throw POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO)
+        }
+        chmod(path, 0o600)
+        return socket
+    }
+
+    static func connected(to path: String, timeoutSeconds: Int = 30) throws -> UnixSocket {
+        let socket = try make()
+        var address = try address(path)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket.descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            let error = errno
+            socket.close()
+            throw POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO)
+        }
+        socket.setTimeout(seconds: timeoutSeconds)
+        return socket
+    }
+
+    private static func make() throws -> UnixSocket {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return UnixSocket(descriptor: descriptor)
+    }
+
+    private static func address(_ path: String) throws -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw POSIXError(.ENAMETOOLONG) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+
+    func accept() -> UnixSocket? {
+        while true {
+            let client = CSystemShims.accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+            if client >= 0 { return UnixSocket(descriptor: client) }
+            if errno != EINTR && errno != ECONNABORTED { return nil }
+        }
+    }
+
+    func setTimeout(seconds: Int) {
+        var time = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The peer as the kernel knows it.
+    var peer: PeerCredentials? {
+        var credentials = scopefs_ucred()
+        var length = socklen_t(MemoryLayout<scopefs_ucred>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid)
+    }
+
+    /// Reads one line (at most `limit` bytes); nil on EOF, error or overflow.
+    func readLine(limit: Int = 64 * 1024) -> Data? {
+        var data = Data()
+        var byte: UInt8 = 0
+        while data.count < limit {
+            let count = Glibc.read(descriptor, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { return nil }
+            if byte == UInt8(ascii: "\n") { return data }
+            data.append(byte)
+        }
+        return nil
+    }
+
+    func writeLine(_ data: Data) -> Bool {
+        var payload = data
+        payload.append(UInt8(ascii: "\n"))
+        return payload.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let count = Glibc.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return false }
+                offset += count
+            }
+            return true
+        }
+    }
+
+    func close() { Glibc.close(descriptor) }
+}

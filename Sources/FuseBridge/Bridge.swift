@@ -1,0 +1,100 @@
+import CFuse3
+import Glibc
+import SystemPackage
+
+/// Helpers shared by the C callbacks. Every request goes through `answer`,
+/// which replies exactly once: with the body's result, or with its errno.
+enum Bridge {
+    static func fileSystem(_ request: fuse_req_t) -> any FileSystem {
+        Unmanaged<BridgeContext>.fromOpaque(fuse_req_userdata(request)!).takeUnretainedValue().fileSystem
+    }
+
+    static func caller(_ request: fuse_req_t) -> Request {
+        let context = fuse_req_ctx(request)!.pointee
+        return Request(threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask)
+    }
+
+    /// Runs `body` and sends its result with `reply`, or its errno.
+    @inline(__always)
+    static func answer<T>(
+        _ request: fuse_req_t, _ body: () throws(Errno) -> T, reply: (T) -> Void
+    ) {
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            _ = fuse_reply_err(request, error.rawValue)
+            return
+        }
+        reply(result)
+    }
+
+    /// For requests whose only answer is success or an errno.
+    @inline(__always)
+    static func answer(_ request: fuse_req_t, _ body: () throws(Errno) -> Void) {
+        answer(request, body) { _ = fuse_reply_err(request, 0) }
+    }
+
+    static func entryParam(_ entry: Entry) -> fuse_entry_param {
+        var param = fuse_entry_param()
+        param.ino = fuse_ino_t(entry.inode)
+        param.generation = 0
+        param.attr = entry.attributes
+        param.attr_timeout = entry.attributeTimeout
+        param.entry_timeout = entry.entryTimeout
+        return param
+    }
+
+    static func replyEntry(_ request: fuse_req_t, _ entry: Entry) {
+        var param = entryParam(entry)
+        _ = fuse_reply_entry(request, &param)
+    }
+
+    static func replyAttributes(_ request: fuse_req_t, _ attributes: Attributes) {
+        var stat = attributes.stat
+        _ = fuse_reply_attr(request, &stat, attributes.timeout)
+    }
+
+    static func apply(_ open: OpenFile, to info: UnsafeMutablePointer<fuse_file_info>) {
+        info.pointee.fh = open.handle
+        info.pointee.keep_cache = open.keepCache ? 1 : 0
+        info.pointee.direct_io = open.directIO ? 1 : 0
+    }
+
+    static func string(_ pointer: UnsafePointer<CChar>?) -> String {
+        pointer.map { String(cString: $0) } ?? ""
+    }
+
+    static func changes(_ attr: UnsafeMutablePointer<stat>?, _ toSet: Int32) -> AttributeChanges {
+        var changes = AttributeChanges()
+        guard let attr = attr?.pointee else { return changes }
+        if toSet & FUSE_SET_ATTR_MODE != 0 { changes.mode = attr.st_mode }
+        if toSet & FUSE_SET_ATTR_UID != 0 { changes.uid = attr.st_uid }
+        if toSet & FUSE_SET_ATTR_GID != 0 { changes.gid = attr.st_gid }
+        if toSet & FUSE_SET_ATTR_SIZE != 0 { changes.size = Int64(attr.st_size) }
+        if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
+            changes.accessTime = .now
+        } else if toSet & FUSE_SET_ATTR_ATIME != 0 {
+            changes.accessTime = .time(attr.st_atim)
+        }
+        if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
+            changes.modificationTime = .now
+        } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
+            changes.modificationTime = .time(attr.st_mtim)
+        }
+        return changes
+    }
+
+    /// Answers getxattr/listxattr: a size probe (size 0), ERANGE, or the bytes.
+    static func replyXattr(_ request: fuse_req_t, _ value: [UInt8], size: Int) {
+        if size == 0 {
+            _ = fuse_reply_xattr(request, value.count)
+        } else if value.count > size {
+            _ = fuse_reply_err(request, ERANGE)
+        } else {
+            value.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { _ = fuse_reply_buf(request, $0.baseAddress, $0.count) }
+            }
+        }
+    }
+}

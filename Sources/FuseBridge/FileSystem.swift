@@ -1,0 +1,154 @@
+import Glibc
+import SystemPackage
+
+/// The operations a file system implements, named after the FUSE requests
+/// and speaking Swift types only. The bridge turns each request into one
+/// call and the call's result (or thrown `Errno`) into exactly one reply.
+public protocol FileSystem: AnyObject, Sendable {
+    func initialize(_ connection: inout ConnectionSettings)
+
+    func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry
+    func forget(_ inode: UInt64, count: UInt64)
+    func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes
+    func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
+        throws(Errno) -> Attributes
+    func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String
+
+    func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry
+    func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry
+    func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry
+    func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry
+    func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno)
+    func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno)
+    func rename(_ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
+        throws(Errno)
+
+    func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile
+    func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
+        throws(Errno) -> (Entry, OpenFile)
+    func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData
+    /// The descriptor a write request's data is copied into (zero-copy).
+    func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32
+    func flush(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno)
+    func release(inode: UInt64, handle: UInt64)
+    func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno)
+    func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)
+        throws(Errno)
+    func copyFileRange(
+        _ request: Request, from: (inode: UInt64, handle: UInt64, offset: Int64),
+        to: (inode: UInt64, handle: UInt64, offset: Int64), length: Int, flags: Int32
+    ) throws(Errno) -> Int
+
+    func opendir(_ request: Request, inode: UInt64) throws(Errno) -> UInt64
+    /// Fills `listing` from `offset`; `plus` asks for full entries (readdirplus).
+    func readdir(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, listing: inout DirectoryListing)
+        throws(Errno)
+    func releasedir(inode: UInt64, handle: UInt64)
+    func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno)
+
+    func statfs(_ request: Request, inode: UInt64) throws(Errno) -> statvfs
+
+    func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
+        throws(Errno)
+    /// Returns the value; the bridge answers size probes and ERANGE itself.
+    func getxattr(_ request: Request, inode: UInt64, name: String) throws(Errno) -> [UInt8]
+    /// Returns the NUL-separated list of names.
+    func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8]
+    func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno)
+}
+
+/// The caller of one request, as the kernel reports it.
+public struct Request: Sendable {
+    /// The calling *thread's* id (not the process id).
+    public var threadID: Int32
+    public var uid: uid_t
+    public var gid: gid_t
+    public var umask: mode_t
+
+    public init(threadID: Int32, uid: uid_t, gid: gid_t, umask: mode_t) {
+        self.threadID = threadID
+        self.uid = uid
+        self.gid = gid
+        self.umask = umask
+    }
+}
+
+/// Attributes with how long the kernel may cache them.
+public struct Attributes {
+    public var stat: stat
+    public var timeout: Double
+
+    public init(stat: stat, timeout: Double) {
+        self.stat = stat
+        self.timeout = timeout
+    }
+}
+
+/// A lookup's answer: the inode the kernel will refer to, its attributes,
+/// and cache lifetimes. Each returned entry adds one to the inode's lookup
+/// count, which the kernel later returns through `forget`.
+public struct Entry {
+    public var inode: UInt64
+    public var attributes: stat
+    public var attributeTimeout: Double
+    public var entryTimeout: Double
+
+    public init(inode: UInt64, attributes: stat, attributeTimeout: Double, entryTimeout: Double) {
+        self.inode = inode
+        self.attributes = attributes
+        self.attributeTimeout = attributeTimeout
+        self.entryTimeout = entryTimeout
+    }
+}
+
+public struct OpenFile: Sendable {
+    public var handle: UInt64
+    /// Keep the page cache from earlier opens (the file did not change).
+    public var keepCache: Bool
+    public var directIO: Bool
+
+    public init(handle: UInt64, keepCache: Bool = false, directIO: Bool = false) {
+        self.handle = handle
+        self.keepCache = keepCache
+        self.directIO = directIO
+    }
+}
+
+public enum ReadData {
+    /// `size` bytes of `descriptor` at `offset`, sent without a copy.
+    case descriptor(Int32, offset: Int64, size: Int)
+    case bytes([UInt8])
+}
+
+/// Which attributes a setattr request changes.
+public struct AttributeChanges {
+    public var mode: mode_t?
+    public var uid: uid_t?
+    public var gid: gid_t?
+    public var size: Int64?
+    /// nil: leave; .now: current time; .time: the given time.
+    public var accessTime: TimeChange?
+    public var modificationTime: TimeChange?
+
+    public enum TimeChange {
+        case now
+        case time(timespec)
+    }
+
+    public init() {}
+}
+
+/// Negotiated at mount time (the `init` request).
+public struct ConnectionSettings {
+    public var maxWrite: UInt32
+    public var maxReadahead: UInt32
+    public var wantSplice: Bool
+    public var wantReaddirplus: Bool
+
+    public init(maxWrite: UInt32, maxReadahead: UInt32, wantSplice: Bool, wantReaddirplus: Bool) {
+        self.maxWrite = maxWrite
+        self.maxReadahead = maxReadahead
+        self.wantSplice = wantSplice
+        self.wantReaddirplus = wantReaddirplus
+    }
+}

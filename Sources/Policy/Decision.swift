@@ -1,0 +1,116 @@
+/// The decision point: every operation on a provider or container item is
+/// classified and checked here, so the rules of SPEC S2–S4, S9 and S14 live
+/// in one place.
+
+/// Who is asking, as established from the kernel (SPEC §1 "App process").
+public enum Caller: Sendable, Equatable {
+    /// A process of an app (launched by `scopefs run`, or a descendant).
+    case app(AppID, ProcessKey)
+    /// The mount owner's own process that is not an app process: the
+    /// read-only inspect view (SPEC S4).
+    case inspector
+    /// Anybody else (another user's process, reaching the mount only with
+    /// `allow_other`): sees nothing.
+    case stranger
+
+    public var app: AppID? {
+        if case .app(let app, _) = self { return app }
+        return nil
+    }
+}
+
+/// A process as the kernel knows it: thread-group id plus start time, so a
+/// reused pid is never mistaken for the original (SPEC S36).
+public struct ProcessKey: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var pid: Int32
+    public var startTime: UInt64
+
+    public init(pid: Int32, startTime: UInt64) {
+        self.pid = pid
+        self.startTime = startTime
+    }
+
+    public var description: String { "\(pid)@\(startTime)" }
+}
+
+/// What an operation does to its target, for the decision.
+public enum OperationClass: Sendable {
+    /// lookup and getattr: never need more than visibility (SPEC S9).
+    case lookup
+    /// Content read: open for reading, read, readdir, readlink, getxattr.
+    case read
+    /// Content write: open for writing, write, create, mkdir, unlink, rmdir,
+    /// rename, link, symlink, setattr, setxattr, removexattr, fallocate.
+    case write
+}
+
+/// Why an operation was refused. Each has the errno SPEC S32 names.
+public enum Denial: Error, Sendable, Equatable {
+    /// Not granted, or another app's: ENOENT.
+    case invisible
+    /// Denied by the sandbox (revoked, read-only grant, bare folder): EPERM.
+    case denied
+    /// A write from the inspect view: EROFS (SPEC S4).
+    case readOnlyView
+    /// A rename or link across grants or providers: EXDEV (SPEC S32).
+    case crossGrant
+}
+
+public enum Decision {
+    /// Decides an operation on a provider item for an app process or the
+    /// inspector. `scopeHeld` is consulted only for content operations on a
+    /// granted item (the per-process security scope, SPEC S9).
+    public static func provider(
+        _ operation: OperationClass, coverage: Coverage, caller: Caller,
+        scopeHeld: (Grant) -> Bool = { _ in true }
+    ) -> Denial? {
+        switch caller {
+        case .stranger:
+            return .invisible
+        case .inspector:
+            if coverage == .hidden { return .invisible }
+            return operation == .write ? .readOnlyView : nil
+        case .app:
+            switch coverage {
+            case .hidden:
+                return .invisible
+            case .ancestor:
+                return operation == .write ? .denied : nil
+            case .granted(let grant):
+                if operation == .lookup { return nil }
+                if grant.state != .active { return .denied }
+                if operation == .write && grant.access != .readWrite { return .denied }
+                return scopeHeld(grant) ? nil : .denied
+            }
+        }
+    }
+
+    /// Decides an operation on an item of an app's own container: the app has
+    /// full access, the inspector reads (SPEC S4), nobody else sees it.
+    public static func container(_ operation: OperationClass, caller: Caller) -> Denial? {
+        switch caller {
+        case .stranger: return .invisible
+        case .inspector: return operation == .write ? .readOnlyView : nil
+        case .app: return nil
+        }
+    }
+
+    /// Decides an operation on the synthetic folders (the mount root,
+    /// `MOUNT/<app>`, `Providers/`): they can be listed, never changed.
+    public static func synthetic(_ operation: OperationClass, caller: Caller) -> Denial? {
+        switch caller {
+        case .stranger: return .invisible
+        case .inspector: return operation == .write ? .readOnlyView : nil
+        case .app: return operation == .write ? .denied : nil
+        }
+    }
+
+    /// Whether a caller may enter `MOUNT/<app>` at all (SPEC S3).
+    public static func mayEnter(app: AppID, caller: Caller) -> Bool {
+        switch caller {
+        case .stranger: return false
+        case .inspector: return true
+        case .app(let own, _): return own == app
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import GRDB
+import Policy
+
+/// The isolation layer in SQLite (SPEC S13): WAL, versioned migrations, and
+/// a clear error — never a silent reset — for a corrupt database or one
+/// written by a newer ScopeFS.
+public final class PolicyDatabase: Sendable {
+    public let writer: any DatabaseWriter
+    /// Identifies the database in messages.
+    public let location: String
+
+    /// Opens the database of an initialised state directory.
+    public static func open(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
+        guard FileManager.default.fileExists(atPath: state.databasePath) else {
+            throw ScopeFSError(
+                .badState,
+                "state directory \(state.path) is not initialised (no scopefs.sqlite); run `scopefs --state \(state.path) init`"
+            )
+        }
+        return try PolicyDatabase(path: state.databasePath)
+    }
+
+    /// Creates (or opens) the database of a state directory.
+    public static func create(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
+        try state.create()
+        return try PolicyDatabase(path: state.databasePath)
+    }
+
+    /// An in-memory database, for tests of the policy engine.
+    public static func inMemory() throws(ScopeFSError) -> PolicyDatabase {
+        do {
+            let queue = try DatabaseQueue(configuration: Self.configuration())
+            return try PolicyDatabase(writer: queue, location: ":memory:")
+        } catch let error as ScopeFSError {
+            throw error
+        } catch {
+            throw ScopeFSError(.internalError, "in-memory database: \(error)")
+        }
+    }
+
+    private convenience init(path: String) throws(ScopeFSError) {
+        do {
+            let pool = try DatabasePool(path: path, configuration: Self.configuration())
+            try self.init(writer: pool, location: path)
+        } catch let error as ScopeFSError {
+            throw error
+        } catch {
+            throw Self.describe(error, path: path)
+        }
+    }
+
+    private init(writer: any DatabaseWriter, location: String) throws {
+        self.writer = writer
+        self.location = location
+        let migrator = Migrations.migrator
+        let superseded = try writer.read { db in try migrator.hasBeenSuperseded(db) }
+        if superseded {
+            throw ScopeFSError(
+                .badState,
+                "database \(location) was written by a newer ScopeFS (unknown schema version); upgrade scopefs — the file was left untouched"
+            )
+        }
+        try migrator.migrate(writer)
+    }
+
+    private static func configuration() -> Configuration {
+        var config = Configuration()
+        config.foreignKeysEnabled = true
+        config.busyMode = .timeout(10)
+        return config
+    }
+
+    /// Turns SQLite's errors about the file itself into a people-facing
+    /// error that keeps the file untouched (SPEC S34).
+    static func describe(_ error: any Error, path: String) -> ScopeFSError {
+        if let dbError = error as? DatabaseError {
+            switch dbError.resultCode {
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+                return ScopeFSError(
+                    .badState,
+                    "database \(path) is corrupt or not a ScopeFS database (\(dbError.message ?? "unreadable")); it was left untouched — move it away and run `scopefs init` to start over"
+                )
+            case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
+                return ScopeFSError(.ioError, "cannot open database \(path): \(dbError.message ?? "\(dbError)")")
+            default:
+                return ScopeFSError(.ioError, "database \(path): \(dbError.message ?? "\(dbError)")")
+            }
+        }
+        return ScopeFSError(.internalError, "database \(path): \(error)")
+    }
+
+    /// Runs a read, mapping database errors to people-facing ones.
+    public func read<T>(_ body: (Database) throws -> T) throws(ScopeFSError) -> T {
+        do { return try writer.read(body) } catch { throw map(error) }
+    }
+
+    /// Runs a write transaction; it is durable when this returns (SPEC S13).
+    public func write<T>(_ body: (Database) throws -> T) throws(ScopeFSError) -> T {
+        do { return try writer.write(body) } catch { throw map(error) }
+    }
+
+    private func map(_ error: any Error) -> ScopeFSError {
+        if let error = error as? ScopeFSError { return error }
+        return Self.describe(error, path: location)
+    }
+}
+
+/// The schema, one migration per version. Never edit a shipped migration:
+/// add a new one.
+enum Migrations {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-isolation-layer") { db in
+            try db.execute(sql: """
+                CREATE TABLE providers (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    name TEXT NOT NULL,
+                    directory TEXT NOT NULL,
+                    created_at DOUBLE NOT NULL
+                );
+                CREATE TABLE apps (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    name TEXT NOT NULL,
+                    created_at DOUBLE NOT NULL
+                );
+                -- Provider items by stable identifier. device/inode record the
+                -- file identity so an item can be found again after a rename.
+                CREATE TABLE items (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    provider_id TEXT NOT NULL REFERENCES providers(id) ON DELETE CASCADE,
+                    relative_path TEXT NOT NULL,
+                    is_directory BOOLEAN NOT NULL,
+                    device INTEGER NOT NULL,
+                    inode INTEGER NOT NULL,
+                    UNIQUE (provider_id, relative_path)
+                );
+                CREATE TABLE grants (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    item_id TEXT NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+                    access TEXT NOT NULL CHECK (access IN ('read', 'read-write')),
+                    state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
+                    granted_at DOUBLE NOT NULL,
+                    changed_at DOUBLE NOT NULL,
+                    UNIQUE (app_id, item_id)
+                );
+                CREATE INDEX grants_by_app ON grants(app_id);
+                """)
+        }
+        return migrator
+    }
+}

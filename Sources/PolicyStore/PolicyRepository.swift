@@ -1,0 +1,235 @@
+import Foundation
+import GRDB
+import Policy
+
+/// Reads and changes the isolation layer. Every method is one transaction.
+public struct PolicyRepository: Sendable {
+    public let database: PolicyDatabase
+
+    public init(database: PolicyDatabase) {
+        self.database = database
+    }
+
+    // MARK: Snapshot
+
+    /// Builds the in-memory index the daemon decides from (SPEC S36).
+    public func snapshot(generation: UInt64) throws(ScopeFSError) -> PolicySnapshot {
+        try database.read { db in
+            PolicySnapshot(
+                generation: generation,
+                apps: try Self.fetchApps(db),
+                providers: try Self.fetchProviders(db),
+                grants: try Self.fetchGrants(db, app: nil))
+        }
+    }
+
+    // MARK: Providers
+
+    public func addProvider(id: ProviderID, directory: String, name: String?) throws(ScopeFSError) -> Provider {
+        try Identifier.validate(id, what: "provider")
+        let resolved = try Self.existingDirectory(directory)
+        let provider = Provider(id: id, name: name ?? id, directory: resolved)
+        try database.write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM providers WHERE id = ?", arguments: [id]) == true {
+                throw ScopeFSError(.badData, "provider \(id) already exists; remove it first or pick another ID")
+            }
+            try db.execute(
+                sql: "INSERT INTO providers (id, name, directory, created_at) VALUES (?, ?, ?, ?)",
+                arguments: [provider.id, provider.name, provider.directory, Date().timeIntervalSince1970])
+        }
+        return provider
+    }
+
+    public func providers() throws(ScopeFSError) -> [Provider] {
+        try database.read { db in try Self.fetchProviders(db) }
+    }
+
+    public func removeProvider(id: ProviderID) throws(ScopeFSError) {
+        try database.write { db in
+            try db.execute(sql: "DELETE FROM providers WHERE id = ?", arguments: [id])
+            if db.changesCount == 0 { throw ScopeFSError.unknownProvider(id) }
+        }
+    }
+
+    // MARK: Apps
+
+    public func addApp(id: AppID, name: String?) throws(ScopeFSError) -> App {
+        try Identifier.validate(id, what: "app")
+        let app = App(id: id, name: name ?? id)
+        try database.write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM apps WHERE id = ?", arguments: [id]) == true {
+                throw ScopeFSError(.badData, "app \(id) already exists")
+            }
+            try db.execute(
+                sql: "INSERT INTO apps (id, name, created_at) VALUES (?, ?, ?)",
+                arguments: [app.id, app.name, Date().timeIntervalSince1970])
+        }
+        return app
+    }
+
+    public func apps() throws(ScopeFSError) -> [App] {
+        try database.read { db in try Self.fetchApps(db) }
+    }
+
+    public func removeApp(id: AppID) throws(ScopeFSError) {
+        try database.write { db in
+            try db.execute(sql: "DELETE FROM apps WHERE id = ?", arguments: [id])
+            if db.changesCount == 0 { throw ScopeFSError.unknownApp(id) }
+        }
+    }
+
+    // MARK: Grants
+
+    /// Grants an item (file or folder) to an app, or re-activates and updates
+    /// an existing grant of the same item (SPEC S17).
+    public func grant(app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access)
+        throws(ScopeFSError) -> Grant
+    {
+        guard let path = RelativePath.normalize(rawPath) else {
+            throw ScopeFSError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
+        }
+        return try database.write { db in
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+            guard let provider = try Self.fetchProviders(db).first(where: { $0.id == providerID }) else {
+                throw ScopeFSError.unknownProvider(providerID)
+            }
+            let file = try ProviderFile.inspect(provider: provider, path: path)
+            let itemID = try Self.upsertItem(db, provider: providerID, path: path, file: file)
+            let now = Date().timeIntervalSince1970
+            try db.execute(
+                sql: """
+                    INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at)
+                    VALUES (?, ?, ?, 'active', ?, ?)
+                    ON CONFLICT (app_id, item_id) DO UPDATE
+                    SET access = excluded.access, state = 'active', changed_at = excluded.changed_at
+                    """,
+                arguments: [app, itemID, access.rawValue, now, now])
+            return try Self.fetchGrants(db, app: app).first { $0.item == itemID }!
+        }
+    }
+
+    /// Sets the state of one grant (by id) or of all of an app's grants.
+    /// Returns the grants whose state changed.
+    @discardableResult
+    public func setState(_ state: GrantState, app: AppID, grant grantID: GrantID?) throws(ScopeFSError) -> [Grant] {
+        try database.write { db in
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+            let grants = try Self.fetchGrants(db, app: app)
+            let targets: [Grant]
+            if let grantID {
+                guard let grant = grants.first(where: { $0.id == grantID }) else {
+                    throw ScopeFSError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
+                }
+                targets = [grant]
+            } else {
+                targets = grants
+            }
+            let changed = targets.filter { $0.state != state }
+            let now = Date().timeIntervalSince1970
+            for grant in changed {
+                try db.execute(
+                    sql: "UPDATE grants SET state = ?, changed_at = ? WHERE id = ?",
+                    arguments: [state.rawValue, now, grant.id])
+            }
+            return changed.map { var g = $0; g.state = state; return g }
+        }
+    }
+
+    public func grants(app: AppID?) throws(ScopeFSError) -> [Grant] {
+        try database.read { db in
+            if let app, try !Self.fetchApps(db).contains(where: { $0.id == app }) { throw ScopeFSError.unknownApp(app) }
+            return try Self.fetchGrants(db, app: app)
+        }
+    }
+
+    // MARK: Queries
+
+    static func fetchApps(_ db: Database) throws -> [App] {
+        try Row.fetchAll(db, sql: "SELECT id, name FROM apps ORDER BY id").map { App(id: $0["id"], name: $0["name"]) }
+    }
+
+    static func fetchProviders(_ db: Database) throws -> [Provider] {
+        try Row.fetchAll(db, sql: "SELECT id, name, directory FROM providers ORDER BY id").map {
+            Provider(id: $0["id"], name: $0["name"], directory: $0["directory"])
+        }
+    }
+
+    static func fetchGrants(_ db: Database, app: AppID?) throws -> [Grant] {
+        let sql = """
+            SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
+                   g.access, g.state, g.granted_at
+            FROM grants g JOIN items i ON i.id = g.item_id
+            \(app == nil ? "" : "WHERE g.app_id = ?")
+            ORDER BY g.id
+            """
+        return try Row.fetchAll(db, sql: sql, arguments: app.map { [$0] } ?? []).map { row in
+            Grant(
+                id: row["id"], app: row["app_id"], provider: row["provider_id"], item: row["item_id"],
+                relativePath: row["relative_path"], isDirectory: row["is_directory"],
+                access: Access(rawValue: row["access"]) ?? .read,
+                state: GrantState(rawValue: row["state"]) ?? .revoked,
+                grantedAt: row["granted_at"])
+        }
+    }
+
+    /// Finds the item at `path`, or records a new one. An item whose file
+    /// identity changed (deleted and re-created) gets a new identifier.
+    private static func upsertItem(_ db: Database, provider: ProviderID, path: String, file: ProviderFile) throws
+        -> ItemIdentifier
+    {
+        if let row = try Row.fetchOne(
+            db, sql: "SELECT id, device, inode FROM items WHERE provider_id = ? AND relative_path = ?",
+            arguments: [provider, path])
+        {
+            let id: String = row["id"]
+            if row["device"] == Int64(bitPattern: file.device) && row["inode"] == Int64(bitPattern: file.inode) {
+                return id
+            }
+            // Same path, new file: the old item no longer lives here.
+            try db.execute(
+                sql: "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')' WHERE id = ?",
+                arguments: [id])
+        }
+        let id = UUID().uuidString.lowercased()
+        try db.execute(
+            sql: """
+                INSERT INTO items (id, provider_id, relative_path, is_directory, device, inode)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [id, provider, path, file.isDirectory, Int64(bitPattern: file.device), Int64(bitPattern: file.inode)])
+        return id
+    }
+
+    private static func existingDirectory(_ directory: String) throws(ScopeFSError) -> String {
+        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: absolute, isDirectory: &isDirectory) else {
+            throw ScopeFSError(.noInput, "provider directory \(absolute) does not exist")
+        }
+        guard isDirectory.boolValue else {
+            throw ScopeFSError(.noInput, "provider directory \(absolute) is not a directory")
+        }
+        return URL(fileURLWithPath: absolute).resolvingSymlinksInPath().path
+    }
+}
+
+extension ScopeFSError {
+    public static func unknownApp(_ id: String) -> ScopeFSError {
+        ScopeFSError(.unknown, "unknown app \(id); see `scopefs app list`")
+    }
+
+    public static func unknownProvider(_ id: String) -> ScopeFSError {
+        ScopeFSError(.unknown, "unknown provider \(id); see `scopefs provider list`")
+    }
+}
+
+/// App and provider IDs: reverse-DNS style names that are also safe as one
+/// path component of the mount.
+public enum Identifier {
+    public static func validate(_ id: String, what: String) throws(ScopeFSError) {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+        guard !id.isEmpty, id.count <= 200, id != ".", id != "..", id.allSatisfy({ allowed.contains($0) }) else {
+            throw ScopeFSError(.badData, "invalid \(what) ID '\(id)': use letters, digits, '.', '-' and '_' (e.g. com.example.editor)")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// The state directory of SPEC S1: database, containers, control socket.
+/// One daemon serves one state directory.
+public struct StateDirectory: Sendable {
+    public let path: String
+
+    public init(path: String) {
+        self.path = (path as NSString).standardizingPath
+    }
+
+    /// `--state`, else `$SCOPEFS_STATE`, else `$XDG_STATE_HOME/scopefs`, else
+    /// `~/.local/state/scopefs` (SPEC S1).
+    public static func resolve(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> StateDirectory
+    {
+        if let explicit, !explicit.isEmpty { return StateDirectory(path: absolute(explicit)) }
+        if let fromEnv = environment["SCOPEFS_STATE"], !fromEnv.isEmpty {
+            return StateDirectory(path: absolute(fromEnv))
+        }
+        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") {
+            return StateDirectory(path: xdg + "/scopefs")
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return StateDirectory(path: home + "/.local/state/scopefs")
+    }
+
+    private static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+
+    public var databasePath: String { path + "/scopefs.sqlite" }
+    public var containersPath: String { path + "/containers" }
+    public var controlSocketPath: String { path + "/control.sock" }
+    public var daemonInfoPath: String { path + "/daemon.json" }
+    public var daemonLockPath: String { path + "/daemon.lock" }
+
+    public func containerPath(of app: String) -> String { containersPath + "/" + app }
+
+    /// The folders every container has (SPEC S2).
+    public static let containerFolders = ["Documents", "Library", "tmp"]
+
+    /// Creates the directory tree (idempotent), private to its owner.
+    public func create() throws(ScopeFSError) {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: containersPath, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: path)
+        } catch {
+            throw ScopeFSError(.ioError, "cannot create state directory \(path): \(error.localizedDescription)")
+        }
+    }
+
+    public func createContainer(for app: String) throws(ScopeFSError) {
+        do {
+            for folder in Self.containerFolders {
+                try FileManager.default.createDirectory(
+                    atPath: containerPath(of: app) + "/" + folder, withIntermediateDirectories: true)
+            }
+        } catch {
+            throw ScopeFSError(.ioError, "cannot create the container of \(app): \(error.localizedDescription)")
+        }
+    }
+}

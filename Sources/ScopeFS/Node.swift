@@ -1,0 +1,74 @@
+import Glibc
+import Policy
+
+/// Where a node lives in the mount (SPEC S2):
+/// `root` / `appDirectory` / `providersDirectory` are synthetic folders;
+/// `container` and `provider` nodes are backed by a host file.
+enum Place: Hashable, Sendable {
+    case root
+    case appDirectory(AppID)
+    case providersDirectory(AppID)
+    case container(AppID)
+    case provider(AppID, ProviderID)
+
+    var app: AppID? {
+        switch self {
+        case .root: nil
+        case .appDirectory(let app), .providersDirectory(let app), .container(let app), .provider(let app, _): app
+        }
+    }
+
+    var isBacked: Bool {
+        switch self {
+        case .container, .provider: true
+        default: false
+        }
+    }
+}
+
+/// A backing file's identity on the host.
+struct FileIdentity: Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+}
+
+/// How the node table finds a node again. Each app has its own nodes, even
+/// for the same host file, so one app's cached entries and attributes never
+/// serve another (SPEC S3); within a view, hard links share one node.
+enum NodeKey: Hashable, Sendable {
+    case appDirectory(AppID)
+    case providersDirectory(AppID)
+    case backed(Place, FileIdentity)
+}
+
+/// The immutable part of an inode. Its links (parent, name, lookup count)
+/// live in the node table under the table's lock.
+final class Node: Sendable {
+    let inode: UInt64
+    let place: Place
+    let identity: FileIdentity?
+    let isDirectory: Bool
+    /// An O_PATH descriptor of a backed directory, held for the node's
+    /// lifetime: children are reached relative to it, never by path.
+    let directory: Int32?
+    /// True for the root of a container or of a provider view.
+    let isDomainRoot: Bool
+
+    init(inode: UInt64, place: Place, identity: FileIdentity?, isDirectory: Bool, directory: Int32?, isDomainRoot: Bool) {
+        self.inode = inode
+        self.place = place
+        self.identity = identity
+        self.isDirectory = isDirectory
+        self.directory = directory
+        self.isDomainRoot = isDomainRoot
+    }
+
+    deinit {
+        if let directory { Sys.close(directory) }
+    }
+}

@@ -1,0 +1,184 @@
+import Glibc
+import Policy
+import Synchronization
+
+/// All inodes the kernel knows about. Inode numbers are handed out in
+/// increasing order and never reused within a mount; an entry is dropped
+/// when the kernel forgets its last lookup.
+///
+/// Lock order: this table's lock is a leaf — no other lock is taken while
+/// it is held, and no system call is made under it.
+final class NodeTable: Sendable {
+    struct Record {
+        var node: Node
+        var parent: UInt64
+        var name: String
+        var lookups: UInt64
+        /// Coverage cached for (policy generation, tree epoch).
+        var coverage: (generation: UInt64, epoch: UInt64, value: Coverage)?
+        /// mtime and size seen at the last open, to keep the page cache
+        /// across opens of an unchanged file.
+        var cachedVersion: FileVersion?
+    }
+
+    private struct State {
+        var records: [UInt64: Record] = [:]
+        var byKey: [NodeKey: UInt64] = [:]
+        var nextInode: UInt64 = 2
+        /// Bumped when a directory moves: cached coverage depends on paths.
+        var epoch: UInt64 = 0
+    }
+
+    static let rootInode: UInt64 = 1
+    private let state = Mutex(State())
+
+    init(root: Node) {
+        state.withLock { state in
+            state.records[Self.rootInode] = Record(node: root, parent: Self.rootInode, name: "", lookups: 1)
+        }
+    }
+
+    func node(_ inode: UInt64) -> Node? {
+        state.withLock { $0.records[inode]?.node }
+    }
+
+    /// What an operation needs about a node: the node, its parent node (whose
+    /// directory descriptor stays open while this value lives) and its name.
+    struct Resolved {
+        var node: Node
+        var parent: Node?
+        var name: String
+        var path: String
+    }
+
+    func resolve(_ inode: UInt64) -> Resolved? {
+        state.withLock { state in
+            guard let record = state.records[inode] else { return nil }
+            let parent = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]?.node
+            return Resolved(node: record.node, parent: parent, name: record.name, path: Self.path(of: inode, in: state))
+        }
+    }
+
+    /// The node's path relative to its container or provider root.
+    private static func path(of inode: UInt64, in state: State) -> String {
+        var components: [String] = []
+        var current = inode
+        while let record = state.records[current], record.node.place.isBacked, !record.node.isDomainRoot {
+            components.append(record.name)
+            current = record.parent
+        }
+        return components.reversed().joined(separator: "/")
+    }
+
+    /// Finds the node for `key` or creates it with `make`, records where it
+    /// was seen (`parent`, `name`) and takes one lookup. `make` runs under
+    /// the lock and must not make system calls.
+    func lookup(key: NodeKey, parent: UInt64, name: String, make: (UInt64) -> Node) -> Node {
+        state.withLock { state in
+            if let inode = state.byKey[key], var record = state.records[inode] {
+                if record.parent != parent || record.name != name {
+                    if record.node.isDirectory { state.epoch &+= 1 }
+                    record.parent = parent
+                    record.name = name
+                    record.coverage = nil
+                }
+                record.lookups += 1
+                state.records[inode] = record
+                return record.node
+            }
+            let inode = state.nextInode
+            state.nextInode += 1
+            let node = make(inode)
+            state.records[inode] = Record(node: node, parent: parent, name: name, lookups: 1)
+            state.byKey[key] = inode
+            return node
+        }
+    }
+
+    /// Returns lookups the kernel no longer holds; the last one drops the node.
+    func forget(_ inode: UInt64, count: UInt64) {
+        guard inode != Self.rootInode else { return }
+        let dropped: Node? = state.withLock { state in
+            guard var record = state.records[inode] else { return nil }
+            record.lookups -= min(count, record.lookups)
+            if record.lookups > 0 {
+                state.records[inode] = record
+                return nil
+            }
+            state.records[inode] = nil
+            if let key = Self.key(of: record.node), state.byKey[key] == inode { state.byKey[key] = nil }
+            return record.node
+        }
+        // The last reference may close a descriptor: outside the lock.
+        _ = dropped
+    }
+
+    private static func key(of node: Node) -> NodeKey? {
+        switch node.place {
+        case .root: nil
+        case .appDirectory(let app): .appDirectory(app)
+        case .providersDirectory(let app): .providersDirectory(app)
+        case .container, .provider: node.identity.map { .backed(node.place, $0) }
+        }
+    }
+
+    /// Records that a node now lives at `parent`/`name` (after a rename).
+    func moved(identity: FileIdentity, place: Place, to parent: UInt64, name: String) {
+        state.withLock { state in
+            guard let inode = state.byKey[.backed(place, identity)], var record = state.records[inode] else { return }
+            record.parent = parent
+            record.name = name
+            record.coverage = nil
+            state.records[inode] = record
+            if record.node.isDirectory { state.epoch &+= 1 }
+        }
+    }
+
+    func cachedCoverage(_ inode: UInt64, generation: UInt64) -> Coverage? {
+        state.withLock { state in
+            guard let cached = state.records[inode]?.coverage,
+                cached.generation == generation, cached.epoch == state.epoch
+            else { return nil }
+            return cached.value
+        }
+    }
+
+    func storeCoverage(_ inode: UInt64, generation: UInt64, coverage: Coverage) {
+        state.withLock { state in
+            state.records[inode]?.coverage = (generation, state.epoch, coverage)
+        }
+    }
+
+    /// Swaps in the version seen at this open; returns the previous one.
+    func exchangeVersion(_ inode: UInt64, _ version: FileVersion) -> FileVersion? {
+        state.withLock { state in
+            let previous = state.records[inode]?.cachedVersion
+            state.records[inode]?.cachedVersion = version
+            return previous
+        }
+    }
+
+    /// Nodes of one app and provider whose path lies within `path`.
+    func nodes(app: AppID, provider: ProviderID, within path: String) -> [(inode: UInt64, parent: UInt64, name: String)] {
+        state.withLock { state in
+            state.records.compactMap { inode, record in
+                guard case .provider(let a, let p) = record.node.place, a == app, p == provider,
+                    RelativePath.isWithin(Self.path(of: inode, in: state), path)
+                else { return nil }
+                return (inode, record.parent, record.name)
+            }
+        }
+    }
+
+    var count: Int { state.withLock { $0.records.count } }
+}
+
+/// What decides whether cached pages of a file are still good.
+struct FileVersion: Equatable, Sendable {
+    var modified: timespec
+    var size: Int64
+
+    static func == (a: FileVersion, b: FileVersion) -> Bool {
+        a.size == b.size && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+    }
+}

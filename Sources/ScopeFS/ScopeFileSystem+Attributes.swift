@@ -1,0 +1,70 @@
+import FuseBridge
+import Glibc
+import Policy
+import SystemPackage
+
+/// setattr: chmod, chown, truncate, utimens (SPEC S35). Permission checks
+/// are the kernel's (`default_permissions`); the policy check is ours.
+extension ScopeFileSystem {
+    public func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
+        throws(Errno) -> Attributes
+    {
+        let target = try gate(inode, .write, callers.caller(of: request))
+        guard target.node.place.isBacked else { throw .notPermitted }
+        let open = handle.map(OpenHandle.from)
+        if let open { try checkStillGranted(open) }
+        try withPathDescriptor(target) { descriptor, isSymlink throws(Errno) in
+            if let mode = changes.mode {
+                if isSymlink { throw Errno.notSupported }
+                try Sys.chmod(Sys.procPath(descriptor), mode & 0o7777)
+            }
+            if changes.uid != nil || changes.gid != nil {
+                try Sys.chownAt(descriptor, "", changes.uid ?? uid_t.max, changes.gid ?? gid_t.max)
+            }
+            if let size = changes.size {
+                if let open, open.writable {
+                    try Sys.ftruncate(open.descriptor, size)
+                } else {
+                    try Sys.truncate(Sys.procPath(descriptor), size)
+                }
+            }
+            if changes.accessTime != nil || changes.modificationTime != nil {
+                try setTimes(changes, target: target, descriptor: descriptor, isSymlink: isSymlink)
+            }
+        }
+        return Attributes(stat: try attributes(of: target.resolved), timeout: timeout(for: target.node))
+    }
+
+    private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno) {
+        func spec(_ change: AttributeChanges.TimeChange?) -> timespec {
+            switch change {
+            case nil: timespec(tv_sec: 0, tv_nsec: Self.omitTime)
+            case .now: timespec(tv_sec: 0, tv_nsec: Self.nowTime)
+            case .time(let time): time
+            }
+        }
+        let times = [spec(changes.accessTime), spec(changes.modificationTime)]
+        if isSymlink, let parent = target.resolved.parent?.directory {
+            try Sys.utimens(parent, target.resolved.name, times, flags: Sys.noFollow)
+        } else {
+            try Sys.utimens(AT_FDCWD, Sys.procPath(descriptor), times, flags: 0)
+        }
+    }
+
+    // UTIME_NOW and UTIME_OMIT do not import into Swift.
+    static let nowTime = (1 << 30) - 1
+    static let omitTime = (1 << 30) - 2
+
+    /// Runs `body` with an O_PATH descriptor of the node's own file: the
+    /// folder's descriptor, or one opened without following a symlink and
+    /// checked to be the node's file.
+    func withPathDescriptor<T>(_ target: Target, _ body: (Int32, Bool) throws(Errno) -> T) throws(Errno) -> T {
+        if let directory = target.node.directory { return try body(directory, false) }
+        guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
+        let descriptor = try Sys.openAt(parent, target.resolved.name, Sys.pathOnly | O_NOFOLLOW)
+        defer { Sys.close(descriptor) }
+        let info = try Sys.stat(descriptor)
+        guard FileIdentity(info) == target.node.identity else { throw .noSuchFileOrDirectory }
+        return try body(descriptor, info.isSymlink)
+    }
+}

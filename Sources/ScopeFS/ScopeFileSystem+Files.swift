@@ -1,0 +1,132 @@
+import FuseBridge
+import Glibc
+import Policy
+import SystemPackage
+
+/// Open files: open, create, read, write and friends (SPEC S9, S14, S35, S37).
+extension ScopeFileSystem {
+    public func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
+        let writes = Self.opensForWriting(flags)
+        let target = try gate(inode, writes ? .write : .read, callers.caller(of: request))
+        guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
+        let descriptor = try Sys.openAt(parent, target.resolved.name, Self.backingFlags(flags) | O_NOFOLLOW)
+        let info: stat
+        do {
+            info = try Sys.stat(descriptor)
+        } catch {
+            Sys.close(descriptor)
+            throw error
+        }
+        guard FileIdentity(info) == target.node.identity else {
+            Sys.close(descriptor)
+            throw .noSuchFileOrDirectory
+        }
+        let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
+        return OpenFile(handle: handle.handle, keepCache: keepsCache(inode, info))
+    }
+
+    public func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
+        throws(Errno) -> (Entry, OpenFile)
+    {
+        let caller = callers.caller(of: request)
+        let folder = try gate(parent, .write, caller)
+        let directory = try backedDirectory(folder)
+        let descriptor = try Sys.openAt(
+            directory, name, Self.backingFlags(flags) | O_CREAT | O_NOFOLLOW, mode)
+        do {
+            try giveToCaller(directory, name, request, folder: folder.node)
+            let (node, info) = try backedChild(of: folder.node, named: name)
+            let handle = OpenHandle(descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true)
+            _ = table.exchangeVersion(node.inode, FileVersion(modified: info.st_mtim, size: Int64(info.st_size)))
+            return (entry(node, info), OpenFile(handle: handle.handle))
+        } catch {
+            Sys.close(descriptor)
+            throw error
+        }
+    }
+
+    public func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
+        let open = OpenHandle.from(handle)
+        try checkStillGranted(open)
+        return .descriptor(open.descriptor, offset: offset, size: size)
+    }
+
+    public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
+        let open = OpenHandle.from(handle)
+        try checkStillGranted(open)
+        return open.descriptor
+    }
+
+    public func flush(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) {}
+
+    public func release(inode: UInt64, handle: UInt64) {
+        let open = OpenHandle.from(handle)
+        if open.writable, let info = try? Sys.stat(open.descriptor) {
+            // Our own writes went through the page cache: it is still good.
+            _ = table.exchangeVersion(inode, FileVersion(modified: info.st_mtim, size: Int64(info.st_size)))
+        }
+        OpenHandle.release(handle)
+    }
+
+    public func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
+        let open = OpenHandle.from(handle)
+        try checkStillGranted(open)
+        try Sys.fsync(open.descriptor, dataOnly: dataOnly)
+    }
+
+    public func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)
+        throws(Errno)
+    {
+        let open = OpenHandle.from(handle)
+        try checkStillGranted(open)
+        guard open.writable else { throw .badFileDescriptor }
+        try Sys.fallocate(open.descriptor, mode, offset, length)
+    }
+
+    public func copyFileRange(
+        _ request: Request, from: (inode: UInt64, handle: UInt64, offset: Int64),
+        to: (inode: UInt64, handle: UInt64, offset: Int64), length: Int, flags: Int32
+    ) throws(Errno) -> Int {
+        let source = OpenHandle.from(from.handle)
+        let destination = OpenHandle.from(to.handle)
+        try checkStillGranted(source)
+        try checkStillGranted(destination)
+        return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
+    }
+
+    // MARK: Helpers
+
+    static func opensForWriting(_ flags: Int32) -> Bool {
+        (flags & O_ACCMODE) != O_RDONLY || flags & O_TRUNC != 0
+    }
+
+    /// Flags for the backing open. O_DIRECT is dropped: libfuse 3.14 hands
+    /// the daemon misaligned buffers, so a passed-through O_DIRECT write fails
+    /// with EINVAL (the kernel still bypasses its own cache for the caller).
+    static func backingFlags(_ flags: Int32) -> Int32 {
+        flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Sys.direct | O_CLOEXEC)
+    }
+
+    /// Whether the kernel may keep pages from earlier opens: only when the
+    /// file's mtime and size are what they were then.
+    func keepsCache(_ inode: UInt64, _ info: stat) -> Bool {
+        let version = FileVersion(modified: info.st_mtim, size: Int64(info.st_size))
+        return table.exchangeVersion(inode, version) == version
+    }
+
+    /// The descriptor of a backed folder that passed the gate.
+    func backedDirectory(_ folder: Target) throws(Errno) -> Int32 {
+        guard folder.node.place.isBacked else { throw .notPermitted }
+        guard let directory = folder.node.directory else { throw .notDirectory }
+        return directory
+    }
+
+    /// New files belong to the caller, not to the daemon; in a setgid folder
+    /// they take the folder's group, as the backing file system would.
+    func giveToCaller(_ directory: Int32, _ name: String, _ request: Request, folder: Node) throws(Errno) {
+        guard request.uid != daemonUID || request.gid != daemonGID else { return }
+        let folderInfo = try Sys.stat(directory)
+        let group = folderInfo.st_mode & S_ISGID != 0 ? folderInfo.st_gid : request.gid
+        try Sys.chownAt(directory, name, request.uid, group)
+    }
+}

@@ -1,0 +1,173 @@
+import FuseBridge
+import Glibc
+import Policy
+import SystemPackage
+
+/// Lookup, forget and attributes: how names become nodes (SPEC S2, S3).
+extension ScopeFileSystem {
+    static let containerName = "Container"
+    static let providersName = "Providers"
+
+    public func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
+        let caller = callers.caller(of: request)
+        let parentTarget = try gate(parent, .lookup, caller)
+        let (node, info) = try child(of: parentTarget, named: name, caller: caller)
+        return entry(node, info)
+    }
+
+    public func forget(_ inode: UInt64, count: UInt64) {
+        table.forget(inode, count: count)
+    }
+
+    public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
+        let target = try gate(inode, .lookup, callers.caller(of: request))
+        if let handle, target.node.place.isBacked, !target.node.isDirectory {
+            return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: timeout(for: target.node))
+        }
+        return Attributes(stat: try attributes(of: target.resolved), timeout: timeout(for: target.node))
+    }
+
+    public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
+        let target = try gate(inode, .read, callers.caller(of: request))
+        guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
+        return try Sys.readlinkAt(parent, target.resolved.name)
+    }
+
+    public func statfs(_ request: Request, inode: UInt64) throws(Errno) -> statvfs {
+        let target = try gate(inode, .lookup, callers.caller(of: request))
+        if let directory = target.node.directory ?? target.resolved.parent?.directory {
+            return try Sys.statvfs(directory)
+        }
+        return try Sys.statvfs(containers)
+    }
+
+    // MARK: Children
+
+    /// Finds (and takes a lookup on) the child `name` of a folder that the
+    /// caller may see. Invisible children are ENOENT (SPEC S2, S3).
+    func child(of parent: Target, named name: String, caller: Caller) throws(Errno) -> (Node, stat) {
+        guard parent.node.isDirectory else { throw .notDirectory }
+        let snapshot = withPolicy { $0 }
+        switch parent.node.place {
+        case .root:
+            guard snapshot.apps[name] != nil, Decision.mayEnter(app: name, caller: caller) else {
+                throw .noSuchFileOrDirectory
+            }
+            return synthetic(.appDirectory(name), key: .appDirectory(name), parent: parent.node.inode, name: name)
+        case .appDirectory(let app):
+            switch name {
+            case Self.containerName:
+                let path = configuration.containersPath + "/" + app
+                return try domainRoot(.container(app), path: path, parent: parent.node.inode, name: name)
+            case Self.providersName:
+                return synthetic(
+                    .providersDirectory(app), key: .providersDirectory(app), parent: parent.node.inode, name: name)
+            default:
+                throw .noSuchFileOrDirectory
+            }
+        case .providersDirectory(let app):
+            guard snapshot.visibleProviders(of: app).contains(name), let provider = snapshot.providers[name] else {
+                throw .noSuchFileOrDirectory
+            }
+            return try domainRoot(.provider(app, name), path: provider.directory, parent: parent.node.inode, name: name)
+        case .container:
+            return try backedChild(of: parent.node, named: name)
+        case .provider(let app, let provider):
+            let path = RelativePath.join(parent.path, name)
+            if snapshot.coverage(app: app, provider: provider, path: path) == .hidden { throw .noSuchFileOrDirectory }
+            return try backedChild(of: parent.node, named: name)
+        }
+    }
+
+    private func synthetic(_ place: Place, key: NodeKey, parent: UInt64, name: String) -> (Node, stat) {
+        let node = table.lookup(key: key, parent: parent, name: name) { inode in
+            Node(inode: inode, place: place, identity: nil, isDirectory: true, directory: nil, isDomainRoot: false)
+        }
+        return (node, syntheticAttributes(node))
+    }
+
+    /// The root of a container or provider view, reached by its host path.
+    private func domainRoot(_ place: Place, path: String, parent: UInt64, name: String) throws(Errno) -> (Node, stat) {
+        let descriptor = try Sys.openAt(AT_FDCWD, path, Sys.pathOnly | O_DIRECTORY)
+        return try adopt(descriptor, place: place, parent: parent, name: name, isDomainRoot: true)
+    }
+
+    /// A host file inside a container or provider, reached relative to its
+    /// parent's descriptor without following symlinks (SPEC S33).
+    func backedChild(of parent: Node, named name: String) throws(Errno) -> (Node, stat) {
+        guard let directory = parent.directory else { throw .staleNFSFileHandle }
+        guard name != "." && name != ".." && !name.contains("/") else { throw .invalidArgument }
+        let info = try Sys.statAt(directory, name)
+        if info.isDirectory {
+            let descriptor = try Sys.openAt(directory, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
+            return try adopt(descriptor, place: parent.place, parent: parent.inode, name: name, isDomainRoot: false)
+        }
+        let node = table.lookup(key: .backed(parent.place, FileIdentity(info)), parent: parent.inode, name: name) {
+            inode in
+            Node(
+                inode: inode, place: parent.place, identity: FileIdentity(info), isDirectory: false, directory: nil,
+                isDomainRoot: false)
+        }
+        return (node, info)
+    }
+
+    /// Makes (or finds) the node of a directory whose O_PATH descriptor was
+    /// just opened; the descriptor is closed if the node already had one.
+    private func adopt(_ descriptor: Int32, place: Place, parent: UInt64, name: String, isDomainRoot: Bool)
+        throws(Errno) -> (Node, stat)
+    {
+        let info: stat
+        do { info = try Sys.stat(descriptor) } catch {
+            Sys.close(descriptor)
+            throw error
+        }
+        let identity = FileIdentity(info)
+        var adopted = false
+        let node = table.lookup(key: .backed(place, identity), parent: parent, name: name) { inode in
+            adopted = true
+            return Node(
+                inode: inode, place: place, identity: identity, isDirectory: true, directory: descriptor,
+                isDomainRoot: isDomainRoot)
+        }
+        if !adopted { Sys.close(descriptor) }
+        return (node, info)
+    }
+
+    // MARK: Attributes
+
+    func entry(_ node: Node, _ info: stat) -> Entry {
+        // The entry of `MOUNT/<app>` is never cached: each path walk asks
+        // again, so another app's process meets ENOENT (SPEC S3).
+        let entryTimeout: Double = if case .appDirectory = node.place { 0 } else { configuration.cacheTimeout }
+        return Entry(inode: node.inode, attributes: info, attributeTimeout: timeout(for: node), entryTimeout: entryTimeout)
+    }
+
+    func timeout(for node: Node) -> Double {
+        configuration.cacheTimeout
+    }
+
+    /// Attributes of a node: its host file's, or made up for synthetic folders.
+    func attributes(of resolved: NodeTable.Resolved) throws(Errno) -> stat {
+        let node = resolved.node
+        guard node.place.isBacked else { return syntheticAttributes(node) }
+        if let directory = node.directory { return try Sys.stat(directory) }
+        guard let parent = resolved.parent?.directory else { throw .staleNFSFileHandle }
+        let info = try Sys.statAt(parent, resolved.name)
+        guard FileIdentity(info) == node.identity else { throw .noSuchFileOrDirectory }
+        return info
+    }
+
+    func syntheticAttributes(_ node: Node) -> stat {
+        var info = stat()
+        info.st_ino = ino_t(node.inode)
+        info.st_mode = S_IFDIR | 0o555
+        info.st_nlink = 2
+        info.st_uid = daemonUID
+        info.st_gid = daemonGID
+        info.st_atim = mountTime
+        info.st_mtim = mountTime
+        info.st_ctim = mountTime
+        info.st_blksize = 4096
+        return info
+    }
+}

@@ -1,0 +1,91 @@
+import FuseBridge
+import Glibc
+import Policy
+import SystemPackage
+
+/// Changes to folders: mknod, mkdir, symlink, link, unlink, rmdir, rename
+/// (SPEC S9, S32, S35). Each is a write on the folder(s) it changes.
+extension ScopeFileSystem {
+    public func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry {
+        try make(request, parent, name) { directory throws(Errno) in try Sys.mknodAt(directory, name, mode, device) }
+    }
+
+    public func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
+        try make(request, parent, name) { directory throws(Errno) in try Sys.mkdirAt(directory, name, mode) }
+    }
+
+    public func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
+        try make(request, parent, name) { directory throws(Errno) in try Sys.symlinkAt(target, directory, name) }
+    }
+
+    /// Creates `name` in a writable folder with `body`, hands it to the caller
+    /// and looks it up.
+    private func make(_ request: Request, _ parent: UInt64, _ name: String, _ body: (Int32) throws(Errno) -> Void)
+        throws(Errno) -> Entry
+    {
+        let folder = try gate(parent, .write, callers.caller(of: request))
+        let directory = try backedDirectory(folder)
+        try body(directory)
+        try giveToCaller(directory, name, request, folder: folder.node)
+        let (node, info) = try backedChild(of: folder.node, named: name)
+        return entry(node, info)
+    }
+
+    public func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry {
+        let caller = callers.caller(of: request)
+        let source = try gate(inode, .write, caller)
+        let folder = try gate(newParent, .write, caller)
+        try requireSameGrant(source, folder)
+        guard let sourceDirectory = source.resolved.parent?.directory else { throw .notPermitted }
+        let directory = try backedDirectory(folder)
+        try Sys.linkAt(sourceDirectory, source.resolved.name, directory, newName)
+        let (node, info) = try backedChild(of: folder.node, named: newName)
+        return entry(node, info)
+    }
+
+    public func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno) {
+        try remove(request, parent, name, flags: 0)
+    }
+
+    public func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno) {
+        try remove(request, parent, name, flags: Sys.removeDirectory)
+    }
+
+    private func remove(_ request: Request, _ parent: UInt64, _ name: String, flags: Int32) throws(Errno) {
+        let caller = callers.caller(of: request)
+        let folder = try gate(parent, .write, caller)
+        try requireVisibleChild(folder, name)
+        try Sys.unlinkAt(try backedDirectory(folder), name, flags)
+    }
+
+    public func rename(
+        _ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32
+    ) throws(Errno) {
+        let caller = callers.caller(of: request)
+        let from = try gate(parent, .write, caller)
+        let to = parent == newParent ? from : try gate(newParent, .write, caller)
+        try requireSameGrant(from, to)
+        try requireVisibleChild(from, name)
+        let fromDirectory = try backedDirectory(from)
+        let toDirectory = try backedDirectory(to)
+        try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
+        if let moved = try? Sys.statAt(toDirectory, newName) {
+            table.moved(identity: FileIdentity(moved), place: to.node.place, to: to.node.inode, name: newName)
+        }
+    }
+
+    /// Renames and links stay inside one grant of one provider, or inside
+    /// one container; anything else is EXDEV (SPEC S32).
+    private func requireSameGrant(_ a: Target, _ b: Target) throws(Errno) {
+        guard a.node.place == b.node.place, a.grant?.id == b.grant?.id else { throw .improperLink }
+    }
+
+    /// Names the app cannot see cannot be removed either (SPEC S2).
+    private func requireVisibleChild(_ folder: Target, _ name: String) throws(Errno) {
+        guard case .provider(let app, let provider) = folder.node.place else { return }
+        let path = RelativePath.join(folder.path, name)
+        if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
+            throw .noSuchFileOrDirectory
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import FuseBridge
+import Glibc
+import Policy
+import SystemPackage
+
+/// Extended attributes pass through to the host file (SPEC S35). Names
+/// under `user.scopefs.` are ScopeFS's own control attributes and are never
+/// stored on host files.
+extension ScopeFileSystem {
+    static let controlPrefix = "user.scopefs."
+
+    public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
+        throws(Errno)
+    {
+        if name.hasPrefix(Self.controlPrefix) { throw .notSupported }
+        let target = try gate(inode, .write, callers.caller(of: request))
+        try xattrPath(target) { path throws(Errno) in try Sys.setxattr(path, name, value, flags) }
+    }
+
+    public func getxattr(_ request: Request, inode: UInt64, name: String) throws(Errno) -> [UInt8] {
+        if name.hasPrefix(Self.controlPrefix) { throw .noData }
+        let target = try gate(inode, .read, callers.caller(of: request))
+        return try xattrPath(target) { path throws(Errno) in try Sys.getxattr(path, name) }
+    }
+
+    public func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
+        let target = try gate(inode, .read, callers.caller(of: request))
+        return try xattrPath(target) { path throws(Errno) in try Sys.listxattr(path) }
+    }
+
+    public func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) {
+        if name.hasPrefix(Self.controlPrefix) { throw .notSupported }
+        let target = try gate(inode, .write, callers.caller(of: request))
+        try xattrPath(target) { path throws(Errno) in try Sys.removexattr(path, name) }
+    }
+
+    /// The /proc path naming the node's host file: the folder's own
+    /// descriptor, or the parent's descriptor plus the name (used with the
+    /// l*xattr calls, so a final symlink is not followed).
+    private func xattrPath<T>(_ target: Target, _ body: (String) throws(Errno) -> T) throws(Errno) -> T {
+        guard target.node.place.isBacked else { throw .notSupported }
+        if let directory = target.node.directory { return try body(Sys.procPath(directory)) }
+        guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
+        return try body(Sys.procPath(parent, target.resolved.name))
+    }
+}

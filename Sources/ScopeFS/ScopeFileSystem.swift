@@ -1,0 +1,114 @@
+import FuseBridge
+import Glibc
+import Policy
+import Synchronization
+import SystemPackage
+
+/// Tells who a request comes from (implemented by the daemon's process
+/// tracker; the file system never reads /proc itself).
+public protocol CallerResolver: Sendable {
+    func caller(of request: Request) -> Caller
+}
+
+/// What a mount was asked for.
+public struct MountConfiguration: Sendable {
+    public enum OpenFiles: String, Sendable, CaseIterable {
+        /// Revocation also cuts descriptors opened before it (SPEC S14 default).
+        case revoke
+        /// Descriptors opened before a revocation keep working.
+        case keep
+    }
+
+    public var openFiles: OpenFiles
+    /// `<state>/containers`: each app's container is a folder in it.
+    public var containersPath: String
+    /// The user whose non-app processes get the inspect view (SPEC S4).
+    public var ownerUID: uid_t
+    /// How long the kernel may cache entries and attributes of backed items.
+    public var cacheTimeout: Double
+
+    public init(openFiles: OpenFiles, containersPath: String, ownerUID: uid_t, cacheTimeout: Double = 1.0) {
+        self.openFiles = openFiles
+        self.containersPath = containersPath
+        self.ownerUID = ownerUID
+        self.cacheTimeout = cacheTimeout
+    }
+}
+
+/// The ScopeFS file system: per-app views of containers and granted provider
+/// items, every operation gated by the policy snapshot (SPEC S2–S4, S9, S14).
+public final class ScopeFileSystem: FileSystem {
+    let configuration: MountConfiguration
+    let callers: any CallerResolver
+    let table: NodeTable
+    private let policy: Mutex<PolicySnapshot>
+    let mountTime: timespec
+    let daemonUID: uid_t
+    let daemonGID: gid_t
+    /// The containers folder, for statfs of synthetic folders.
+    let containers: Int32
+
+    public init(configuration: MountConfiguration, callers: any CallerResolver, snapshot: PolicySnapshot) throws(Errno) {
+        containers = try Sys.openAt(AT_FDCWD, configuration.containersPath, Sys.pathOnly | O_DIRECTORY)
+        self.configuration = configuration
+        self.callers = callers
+        self.policy = Mutex(snapshot)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        mountTime = now
+        daemonUID = getuid()
+        daemonGID = getgid()
+        table = NodeTable(
+            root: Node(
+                inode: NodeTable.rootInode, place: .root, identity: nil, isDirectory: true, directory: nil,
+                isDomainRoot: false))
+    }
+
+    deinit { Sys.close(containers) }
+
+    public func initialize(_ connection: inout ConnectionSettings) {}
+
+    // MARK: Policy
+
+    /// The current snapshot; decisions read it under a short lock.
+    func withPolicy<T>(_ body: (borrowing PolicySnapshot) -> T) -> T {
+        policy.withLock { body($0) }
+    }
+
+    public var snapshot: PolicySnapshot { policy.withLock { $0 } }
+
+    /// Installs a new snapshot and returns what the kernel must forget:
+    /// inodes covered by grants that were revoked or removed (their cached
+    /// pages and mappings must go, SPEC S14) and entries of removed grants.
+    public func install(_ snapshot: PolicySnapshot) -> CacheInvalidation {
+        let previous = policy.withLock { current in
+            let previous = current
+            current = snapshot
+            return previous
+        }
+        var invalidation = CacheInvalidation()
+        for (id, old) in previous.grantsByID where old.state == .active {
+            let new = snapshot.grantsByID[id]
+            guard new?.state != .active else { continue }
+            for node in table.nodes(app: old.app, provider: old.provider, within: old.relativePath) {
+                invalidation.inodes.append(node.inode)
+                if new == nil { invalidation.entries.append((node.parent, node.name)) }
+            }
+        }
+        return invalidation
+    }
+
+    /// How many inodes the kernel holds (for status and leak checks).
+    public var inodeCount: Int { table.count }
+
+    /// The policy snapshot's number: caches keyed by it go stale with it.
+    var generation: UInt64 { policy.withLock { $0.generation } }
+}
+
+/// Kernel caches to drop after a policy change, from a thread that is not
+/// serving a FUSE request.
+public struct CacheInvalidation: Sendable {
+    public var inodes: [UInt64] = []
+    public var entries: [(parent: UInt64, name: String)] = []
+    public var isEmpty: Bool { inodes.isEmpty && entries.isEmpty }
+}

@@ -1,0 +1,172 @@
+import CSystemShims
+import Glibc
+import SystemPackage
+
+/// One wrapper per system call used on the backing store: retried on EINTR
+/// (never `close`), failures as `Errno`, paths relative to directory
+/// descriptors with O_NOFOLLOW wherever a swapped symlink could lead out
+/// (SPEC S33).
+enum Sys {
+    // Constants that do not import into Swift.
+    static let pathOnly: Int32 = scopefs_o_path
+    static let direct: Int32 = scopefs_o_direct
+    static let emptyPath: Int32 = 0x1000  // AT_EMPTY_PATH
+    static let noFollow: Int32 = AT_SYMLINK_NOFOLLOW
+    static let removeDirectory: Int32 = AT_REMOVEDIR
+
+    @inline(__always)
+    static func retrying<T: BinaryInteger>(_ body: () -> T) throws(Errno) -> T {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            if errno != EINTR { throw Errno(rawValue: errno) }
+        }
+    }
+
+    /// The corresponding C function is `openat`.
+    static func openAt(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> Int32 {
+        try retrying { openat(directory, name, flags | O_CLOEXEC, mode) }
+    }
+
+    /// The corresponding C function is `fstatat` (never following a final symlink).
+    static func statAt(_ directory: Int32, _ name: String) throws(Errno) -> stat {
+        var info = Glibc.stat()
+        _ = try retrying { fstatat(directory, name, &info, noFollow) }
+        return info
+    }
+
+    /// The corresponding C function is `fstat`.
+    static func stat(_ descriptor: Int32) throws(Errno) -> stat {
+        var info = Glibc.stat()
+        _ = try retrying { fstat(descriptor, &info) }
+        return info
+    }
+
+    static func close(_ descriptor: Int32) {
+        _ = Glibc.close(descriptor)
+    }
+
+    static func mkdirAt(_ directory: Int32, _ name: String, _ mode: mode_t) throws(Errno) {
+        _ = try retrying { mkdirat(directory, name, mode) }
+    }
+
+    static func mknodAt(_ directory: Int32, _ name: String, _ mode: mode_t, _ device: dev_t) throws(Errno) {
+        _ = try retrying { mknodat(directory, name, mode, device) }
+    }
+
+    static func symlinkAt(_ target: String, _ directory: Int32, _ name: String) throws(Errno) {
+        _ = try retrying { symlinkat(target, directory, name) }
+    }
+
+    static func linkAt(_ fromDirectory: Int32, _ fromName: String, _ toDirectory: Int32, _ toName: String) throws(Errno) {
+        _ = try retrying { linkat(fromDirectory, fromName, toDirectory, toName, 0) }
+    }
+
+    static func unlinkAt(_ directory: Int32, _ name: String, _ flags: Int32) throws(Errno) {
+        _ = try retrying { unlinkat(directory, name, flags) }
+    }
+
+    /// The corresponding system call is `renameat2` (flags: RENAME_NOREPLACE, RENAME_EXCHANGE).
+    static func renameAt(_ from: Int32, _ fromName: String, _ to: Int32, _ toName: String, _ flags: UInt32) throws(Errno) {
+        _ = try retrying { renameat2(from, fromName, to, toName, flags) }
+    }
+
+    static func readlinkAt(_ directory: Int32, _ name: String) throws(Errno) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = try retrying { readlinkat(directory, name, &buffer, buffer.count - 1) }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Changes owner without following a symlink: `fchownat(fd, name, ..., AT_SYMLINK_NOFOLLOW)`.
+    static func chownAt(_ directory: Int32, _ name: String, _ uid: uid_t, _ gid: gid_t) throws(Errno) {
+        _ = try retrying { fchownat(directory, name, uid, gid, noFollow | (name.isEmpty ? emptyPath : 0)) }
+    }
+
+    /// The path through which a descriptor's own file is named again
+    /// (chmod, utimens, truncate and xattrs have no O_PATH variant).
+    static func procPath(_ descriptor: Int32, _ name: String? = nil) -> String {
+        name.map { "/proc/self/fd/\(descriptor)/\($0)" } ?? "/proc/self/fd/\(descriptor)"
+    }
+
+    static func chmod(_ path: String, _ mode: mode_t) throws(Errno) {
+        _ = try retrying { Glibc.chmod(path, mode) }
+    }
+
+    static func truncate(_ path: String, _ size: Int64) throws(Errno) {
+        _ = try retrying { Glibc.truncate(path, off_t(size)) }
+    }
+
+    static func ftruncate(_ descriptor: Int32, _ size: Int64) throws(Errno) {
+        _ = try retrying { Glibc.ftruncate(descriptor, off_t(size)) }
+    }
+
+    static func utimens(_ directory: Int32, _ name: String, _ times: [timespec], flags: Int32) throws(Errno) {
+        _ = try retrying { utimensat(directory, name, times, flags) }
+    }
+
+    static func fsync(_ descriptor: Int32, dataOnly: Bool) throws(Errno) {
+        _ = try retrying { dataOnly ? fdatasync(descriptor) : Glibc.fsync(descriptor) }
+    }
+
+    static func fallocate(_ descriptor: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) throws(Errno) {
+        _ = try retrying { CSystemShims.fallocate(descriptor, mode, off_t(offset), off_t(length)) }
+    }
+
+    static func copyFileRange(_ from: Int32, _ fromOffset: Int64, _ to: Int32, _ toOffset: Int64, _ length: Int)
+        throws(Errno) -> Int
+    {
+        var inOffset = off_t(fromOffset)
+        var outOffset = off_t(toOffset)
+        return try retrying { copy_file_range(from, &inOffset, to, &outOffset, length, 0) }
+    }
+
+    static func statvfs(_ descriptor: Int32) throws(Errno) -> Glibc.statvfs {
+        var info = Glibc.statvfs()
+        _ = try retrying { fstatvfs(descriptor, &info) }
+        return info
+    }
+
+    static func pread(_ descriptor: Int32, _ size: Int, _ offset: Int64) throws(Errno) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: size)
+        let count = try retrying { Glibc.pread(descriptor, &buffer, size, off_t(offset)) }
+        buffer.removeSubrange(count...)
+        return buffer
+    }
+
+    // MARK: Extended attributes, named through /proc/self/fd so that no
+    // symlink in the backing store is followed (the l* variants).
+
+    static func getxattr(_ path: String, _ name: String) throws(Errno) -> [UInt8] {
+        while true {
+            let size = try retrying { lgetxattr(path, name, nil, 0) }
+            var buffer = [UInt8](repeating: 0, count: size)
+            let count = lgetxattr(path, name, &buffer, size)
+            if count >= 0 { return Array(buffer[..<count]) }
+            if errno != ERANGE && errno != EINTR { throw Errno(rawValue: errno) }
+        }
+    }
+
+    static func listxattr(_ path: String) throws(Errno) -> [UInt8] {
+        while true {
+            let size = try retrying { llistxattr(path, nil, 0) }
+            var buffer = [CChar](repeating: 0, count: size)
+            let count = llistxattr(path, &buffer, size)
+            if count >= 0 { return buffer[..<count].map { UInt8(bitPattern: $0) } }
+            if errno != ERANGE && errno != EINTR { throw Errno(rawValue: errno) }
+        }
+    }
+
+    static func setxattr(_ path: String, _ name: String, _ value: UnsafeRawBufferPointer, _ flags: Int32) throws(Errno) {
+        _ = try retrying { lsetxattr(path, name, value.baseAddress, value.count, flags) }
+    }
+
+    static func removexattr(_ path: String, _ name: String) throws(Errno) {
+        _ = try retrying { lremovexattr(path, name) }
+    }
+}
+
+extension stat {
+    var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }
+    var isSymlink: Bool { (st_mode & S_IFMT) == S_IFLNK }
+    var isRegular: Bool { (st_mode & S_IFMT) == S_IFREG }
+}

@@ -1,0 +1,111 @@
+import ArgumentParser
+import Daemon
+import Foundation
+import Policy
+import PolicyStore
+
+/// `PROVIDER:RELPATH` as typed on the command line.
+struct ItemReference: ExpressibleByArgument {
+    var provider: String
+    var path: String
+
+    init?(argument: String) {
+        guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex else { return nil }
+        provider = String(argument[..<colon])
+        path = String(argument[argument.index(after: colon)...])
+    }
+
+    static var defaultCompletionKind: CompletionKind { .default }
+}
+
+struct GrantCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "grant", abstract: "Grant an app a file or folder of a provider; prints the grant id.")
+    @OptionGroup var options: StateOptions
+    @Argument var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"))
+    var item: ItemReference
+    @Flag(help: "Grant read access only.") var readOnly = false
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let grant = try options.repository().grant(
+                app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
+            try ControlClient.notifyChange(state: options.directory)
+            print(grant.id)
+        }
+    }
+}
+
+/// `GRANT | --all`, shared by revoke and restore.
+struct GrantSelection: ParsableArguments {
+    @Argument var app: String
+    @Argument(help: "Grant id (see `scopefs privacy`).") var grant: Int64?
+    @Flag(help: "All of the app's grants.") var all = false
+
+    func validate() throws {
+        if (grant == nil) == !all { throw ValidationError("name one grant id, or --all") }
+    }
+}
+
+func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: StateOptions) throws {
+    try report { () throws(ScopeFSError) in
+        let changed = try options.repository().setState(state, app: selection.app, grant: selection.all ? nil : selection.grant)
+        try ControlClient.notifyChange(state: options.directory)
+        for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\(grant.provider):\(grant.relativePath)") }
+    }
+}
+
+struct RevokeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke", abstract: "Revoke a grant (or all of an app's): the next access fails with EPERM.")
+    @OptionGroup var options: StateOptions
+    @OptionGroup var selection: GrantSelection
+
+    func run() throws { try changeState(.revoked, selection, options) }
+}
+
+struct RestoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore", abstract: "Restore a revoked grant (or all of an app's) without remounting.")
+    @OptionGroup var options: StateOptions
+    @OptionGroup var selection: GrantSelection
+
+    func run() throws { try changeState(.active, selection, options) }
+}
+
+struct PrivacyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "privacy", abstract: "Per app: granted items, provider, access, state and grant date (SPEC S16).")
+    @OptionGroup var options: StateOptions
+    @Argument var app: String?
+    @Flag(help: "Print JSON.") var json = false
+
+    struct Row: Encodable {
+        var grant: Int64
+        var app: String
+        var provider: String
+        var path: String
+        var kind: String
+        var access: String
+        var state: String
+        var grantedAt: String
+    }
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let formatter = ISO8601DateFormatter()
+            let rows = try options.repository().grants(app: app).map { grant in
+                Row(
+                    grant: grant.id, app: grant.app, provider: grant.provider, path: grant.relativePath,
+                    kind: grant.isDirectory ? "folder" : "file", access: grant.access.rawValue, state: grant.state.rawValue,
+                    grantedAt: formatter.string(from: Date(timeIntervalSince1970: grant.grantedAt)))
+            }
+            if json { return printJSON(rows) }
+            print(["GRANT", "APP", "ITEM", "KIND", "ACCESS", "STATE", "GRANTED"].joined(separator: "\t"))
+            for row in rows {
+                print("\(row.grant)\t\(row.app)\t\(row.provider):\(row.path)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(row.grantedAt)")
+            }
+        }
+    }
+}

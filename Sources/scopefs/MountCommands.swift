@@ -1,0 +1,128 @@
+import ArgumentParser
+import Daemon
+import Foundation
+import Glibc
+import Logging
+import PolicyStore
+import ScopeFS
+
+extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
+
+struct MountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Serve the ScopeFS mount; in the background, return once it is ready.")
+    @OptionGroup var options: StateOptions
+    @Argument var mountpoint: String
+    @Flag(help: "Stay in the foreground.") var foreground = false
+    @Option(help: "What revocation does to descriptors opened before it: revoke (default) or keep.")
+    var openFiles: MountConfiguration.OpenFiles = .revoke
+    @Flag(help: "Let other users' processes reach the mount (FUSE allow_other).") var allowOther = false
+    @Option(help: .hidden) var readyFd: Int32?
+    @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            if foreground { return try serve() }
+            try startInBackground()
+        }
+    }
+
+    private func serve() throws(ScopeFSError) {
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        let logger = Logger(label: "scopefs")
+        let daemonOptions = DaemonOptions(
+            state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
+            readyDescriptor: readyFd)
+        do {
+            _ = try Daemon.run(daemonOptions, logger: logger)
+        } catch {
+            Readiness.report(readyFd, .failed(error))
+            throw error
+        }
+    }
+
+    /// Re-runs this binary with `--foreground` in a new session, its output
+    /// in `<state>/daemon.log`, and waits for its readiness report.
+    private func startInBackground() throws(ScopeFSError) {
+        _ = try PolicyDatabase.open(options.directory)  // fail here, with the right code, if it is unusable
+        var pipe: [Int32] = [0, 0]
+        guard Glibc.pipe(&pipe) == 0 else { throw ScopeFSError(.ioError, "pipe: \(String(cString: strerror(errno)))") }
+        var arguments = [
+            "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
+            "--ready-fd", "3",
+        ]
+        if allowOther { arguments.append("--allow-other") }
+        let log = options.directory.path + "/daemon.log"
+        let pid = try Spawner.daemon(arguments: ["mount"] + arguments, readyPipe: pipe[1], log: log)
+        close(pipe[1])
+        defer { close(pipe[0]) }
+        switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
+        case .ready:
+            print("mounted \(mountpoint) (daemon pid \(pid))")
+        case .failed(let error):
+            throw error
+        case nil:
+            var status: Int32 = 0
+            waitpid(pid, &status, WNOHANG)
+            throw ScopeFSError(.cannotMount, "the daemon exited before the mount was ready; see \(log)")
+        }
+    }
+}
+
+struct UnmountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unmount", abstract: "Unmount and wait for the daemon to exit.")
+    @OptionGroup var options: StateOptions
+    @Argument var mountpoint: String
+    @Option(help: "Seconds to wait for the daemon to exit.") var timeout: Double = 10
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let path = (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
+            let normalized = (path as NSString).standardizingPath
+            guard MountPoint.isMounted(normalized) else {
+                throw ScopeFSError(.noInput, "\(normalized) is not mounted")
+            }
+            let daemon = DaemonInfo.read(from: options.directory).flatMap { $0.mountpoint == normalized ? $0.pid : nil }
+            guard MountPoint.unmount(normalized) || MountPoint.unmount(normalized, lazy: true) else {
+                throw ScopeFSError(.ioError, "cannot unmount \(normalized) (busy?)")
+            }
+            if let daemon { try waitForExit(daemon) }
+        }
+    }
+
+    private func waitForExit(_ pid: Int32) throws(ScopeFSError) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while kill(pid, 0) == 0 {
+            if Date() > deadline { throw ScopeFSError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
+            usleep(20_000)
+        }
+    }
+}
+
+/// Starts the daemon as a detached process.
+enum Spawner {
+    static func daemon(arguments: [String], readyPipe: Int32, log: String) throws(ScopeFSError) -> pid_t {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_adddup2(&actions, readyPipe, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(0x80))  // POSIX_SPAWN_SETSID: survive the terminal
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            throw ScopeFSError(.internalError, "cannot start the daemon: \(String(cString: strerror(result)))")
+        }
+        return pid
+    }
+}

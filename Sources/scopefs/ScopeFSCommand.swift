@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import PolicyStore
+
+@main
+struct ScopeFSCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scopefs",
+        abstract: "The iOS/macOS document-picker security model for Linux apps, as a FUSE file system.",
+        discussion: "Exit codes are listed in docs/CLI.md.",
+        subcommands: [
+            InitCommand.self, ProviderCommand.self, AppCommand.self, GrantCommand.self, RevokeCommand.self,
+            RestoreCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
+            StatusCommand.self,
+        ])
+}
+
+/// `--state DIR`, shared by every command (SPEC S1).
+struct StateOptions: ParsableArguments {
+    @Option(name: .long, help: "State directory (default: $SCOPEFS_STATE, else $XDG_STATE_HOME/scopefs).")
+    var state: String?
+
+    var directory: StateDirectory { StateDirectory.resolve(explicit: state) }
+
+    func repository() throws(ScopeFSError) -> PolicyRepository {
+        PolicyRepository(database: try PolicyDatabase.open(directory))
+    }
+}
+
+/// Runs a command body, turning people-facing errors into a message on
+/// stderr and their documented exit code.
+func report(_ body: () throws(ScopeFSError) -> Void) throws {
+    do {
+        try body()
+    } catch {
+        FileHandle.standardError.write(Data("scopefs: \(error.message)\n".utf8))
+        throw ExitCode(error.exitCode)
+    }
+}
+
+func printJSON<T: Encodable>(_ value: T) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text) }
+}

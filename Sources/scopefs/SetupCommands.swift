@@ -1,0 +1,115 @@
+import ArgumentParser
+import Daemon
+import Foundation
+import Policy
+import PolicyStore
+
+struct InitCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "init", abstract: "Create the state directory and its database.")
+    @OptionGroup var options: StateOptions
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            _ = try PolicyDatabase.create(options.directory)
+            print("initialised \(options.directory.path)")
+        }
+    }
+}
+
+struct ProviderCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "provider", abstract: "Register storage locations.",
+        subcommands: [Add.self, List.self, Remove.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register a provider backed by a directory.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "Provider ID, e.g. com.example.drive or local.") var id: String
+        @Argument(help: "Backing directory.") var directory: String
+        @Option(help: "Display name.") var name: String?
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                let provider = try options.repository().addProvider(id: id, directory: directory, name: name)
+                try ControlClient.notifyChange(state: options.directory)
+                print("provider \(provider.id) -> \(provider.directory)")
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List providers.")
+        @OptionGroup var options: StateOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                let providers = try options.repository().providers()
+                if json { return printJSON(providers) }
+                for provider in providers { print("\(provider.id)\t\(provider.name)\t\(provider.directory)") }
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unregister a provider and drop its grants.")
+        @OptionGroup var options: StateOptions
+        @Argument var id: String
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                try options.repository().removeProvider(id: id)
+                try ControlClient.notifyChange(state: options.directory)
+            }
+        }
+    }
+}
+
+struct AppCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "app", abstract: "Register apps.", subcommands: [Add.self, List.self, Remove.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register an app and create its container.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "App ID, e.g. com.example.editor.") var id: String
+        @Option(help: "Display name.") var name: String?
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                let app = try options.repository().addApp(id: id, name: name)
+                try options.directory.createContainer(for: app.id)
+                try ControlClient.notifyChange(state: options.directory)
+                print("app \(app.id) container \(options.directory.containerPath(of: app.id))")
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List apps.")
+        @OptionGroup var options: StateOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                let apps = try options.repository().apps()
+                if json { return printJSON(apps) }
+                for app in apps { print("\(app.id)\t\(app.name)") }
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unregister an app and drop its grants (its container stays on disk).")
+        @OptionGroup var options: StateOptions
+        @Argument var id: String
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                try options.repository().removeApp(id: id)
+                try ControlClient.notifyChange(state: options.directory)
+            }
+        }
+    }
+}

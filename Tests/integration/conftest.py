@@ -1,0 +1,89 @@
+"""pytest configuration for the ScopeFS real-mount integration suite.
+
+- Every test here is marked `integration` and needs /dev/fuse. The suite is
+  skipped (with a reason) only when /dev/fuse is missing; when /dev/fuse is
+  present, a missing binary or a broken mount is a failure, never a skip.
+- Each test body runs under a per-test alarm (SCOPEFS_IT_TEST_TIMEOUT,
+  default 120 s), and the whole session under a time budget
+  (SCOPEFS_IT_BUDGET, default 540 s): once it is spent, the remaining tests
+  fail fast instead of running the session past 10 minutes.
+- The pytest process becomes a child subreaper, so the daemon that
+  `scopefs mount` leaves running in the background is our child and the
+  `env` fixture can check that it exits with status 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from scopefs_harness import FUSE_DEVICE, Env, binary_problem, set_child_subreaper
+
+HERE = Path(__file__).resolve().parent
+TEST_TIMEOUT = int(os.environ.get("SCOPEFS_IT_TEST_TIMEOUT", "120"))
+SESSION_BUDGET = int(os.environ.get("SCOPEFS_IT_BUDGET", "540"))
+_session_start = time.monotonic()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "integration: real-mount ScopeFS test through /dev/fuse")
+    set_child_subreaper()
+
+
+def pytest_collection_modifyitems(config, items):
+    fuse_missing = not os.path.exists(FUSE_DEVICE)
+    for item in items:
+        if HERE not in Path(str(item.fspath)).resolve().parents:
+            continue
+        item.add_marker(pytest.mark.integration)
+        if fuse_missing:
+            item.add_marker(pytest.mark.skip(
+                reason=f"{FUSE_DEVICE} is missing: ScopeFS integration tests need a real FUSE mount"))
+
+
+def pytest_runtest_setup(item):
+    spent = time.monotonic() - _session_start
+    if spent > SESSION_BUDGET:
+        pytest.fail(f"session time budget of {SESSION_BUDGET}s spent ({spent:.0f}s); "
+                    f"the suite must stay well under 10 minutes")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Fail a test body that runs longer than TEST_TIMEOUT (teardown is not
+    covered: it has its own bounded timeouts and must always run)."""
+    def on_alarm(signum, frame):
+        pytest.fail(f"test body exceeded {TEST_TIMEOUT}s")
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TEST_TIMEOUT)
+    try:
+        return (yield)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def env():
+    """A fresh, initialised ScopeFS world (SPEC S1): state dir, providers
+    `local` and `drive`, apps ALPHA and BETA, nothing granted, not mounted.
+    Tests call env.grant(...) and env.mount(...). Teardown unmounts with
+    bounded retries, fails on a leftover mount, checks that the daemon
+    exited with status 0 and did not leak file descriptors."""
+    problem = binary_problem()
+    if problem:
+        pytest.fail(problem)
+    world = Env()
+    try:
+        world.init_world()
+    except BaseException:
+        world.teardown()
+        raise
+    yield world
+    problems = world.teardown()
+    if problems:
+        pytest.fail("teardown problems:\n- " + "\n- ".join(problems), pytrace=False)

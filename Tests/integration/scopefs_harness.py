@@ -1,0 +1,692 @@
+"""Harness for ScopeFS real-mount integration tests.
+
+Everything here drives the real `scopefs` binary through subprocesses and a
+real FUSE mount (/dev/fuse). Filesystem accesses to the mount are always made
+from child processes with a timeout, never from the pytest process itself, so
+a wedged daemon makes a test fail instead of hanging the whole session.
+
+Layout of one test world (see `Env`):
+
+    ROOT/state/                 --state directory
+    ROOT/backing/local/...      backing directory of provider "local"
+    ROOT/backing/drive/...      backing directory of provider "drive"
+    ROOT/backing/escape/        a sibling of the providers (for `../` tests)
+    ROOT/mnt/                   the mountpoint
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+DEFAULT_BIN = REPO_ROOT / ".build" / "debug" / "scopefs"
+FUSE_DEVICE = "/dev/fuse"
+
+ALPHA = "com.example.alpha"
+BETA = "com.example.beta"
+LOCAL = "local"
+DRIVE = "drive"
+NOBODY = 65534
+
+# 8 KiB so that mmap tests span two pages; a recognisable, non-repeating pattern.
+REPORT_BYTES = b"".join(b"report line %05d\n" % i for i in range(482))[:8192]
+
+MOUNT_TIMEOUT = 20        # `scopefs mount` must return once the mount is ready
+CLI_TIMEOUT = 30
+APP_TIMEOUT = 60
+DAEMON_EXIT_TIMEOUT = 10
+FD_SLACK = 8
+
+CRASH_MARKERS = (
+    "Fatal error",
+    "Stack dump",
+    "Current stack trace",
+    "Program crashed",
+    "Segmentation fault",
+    "Illegal instruction",
+)
+
+APPSIDE_SOURCE = (HERE / "appside.py").read_text()
+
+
+# ---------------------------------------------------------------------------
+# binary / environment discovery
+
+
+def scopefs_bin() -> Path:
+    """SCOPEFS_BIN, else REPO/.build/debug/scopefs."""
+    return Path(os.environ.get("SCOPEFS_BIN", str(DEFAULT_BIN)))
+
+
+def binary_problem() -> str | None:
+    """Why the binary cannot be used, or None."""
+    b = scopefs_bin()
+    if not b.exists():
+        return f"scopefs binary not found at {b} (build it, or set SCOPEFS_BIN)"
+    if not os.access(b, os.X_OK):
+        return f"scopefs binary at {b} is not executable"
+    return None
+
+
+_help_cache: dict[str, str] = {}
+
+
+def subcommand_help(sub: str) -> str:
+    """Text of `scopefs SUB --help` (stdout + stderr), cached."""
+    if sub not in _help_cache:
+        try:
+            p = subprocess.run([str(scopefs_bin()), sub, "--help"], capture_output=True,
+                               text=True, timeout=CLI_TIMEOUT)
+            _help_cache[sub] = p.stdout + p.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _help_cache[sub] = ""
+    return _help_cache[sub]
+
+
+def supports_lenient_scopes() -> bool:
+    """Strict scopes arrive later; mount lenient when `mount --help` offers --scopes."""
+    return "--scopes" in subcommand_help("mount")
+
+
+# ---------------------------------------------------------------------------
+# mounts, processes
+
+
+def _unescape_mount_field(field: str) -> str:
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and i + 3 < len(field) and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mountinfo_entries() -> list[tuple[str, str]]:
+    """(mount point, fstype) pairs from /proc/self/mountinfo."""
+    entries = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            entries.append((_unescape_mount_field(fields[4]), right.split()[0]))
+    return entries
+
+
+def proc_mounts_points() -> list[str]:
+    with open("/proc/mounts") as f:
+        return [_unescape_mount_field(line.split()[1]) for line in f]
+
+
+def mount_count(path: Path) -> int:
+    return proc_mounts_points().count(str(path))
+
+
+def mounts_under(root: Path) -> list[str]:
+    r = str(root)
+    return [m for m in proc_mounts_points() if m == r or m.startswith(r + "/")]
+
+
+def safe_rmtree(root: Path) -> bool:
+    """rm -rf root unless a mount still lives inside it."""
+    if mounts_under(root):
+        return False
+    shutil.rmtree(root, ignore_errors=True)
+    return True
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the reaper of orphaned descendants, so the daemon
+    that `scopefs mount` leaves behind becomes our child and its exit status
+    can be read with waitpid()."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_CHILD_SUBREAPER = 36
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except OSError:
+        return False
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, ppid) of pid, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rindex(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def wait_for_exit(pid: int, timeout: float) -> tuple[str, int | None]:
+    """Wait until pid is gone. Returns ("exited", waitstatus) when it was our
+    child (reaped here), ("gone", None) when it vanished without us being
+    able to reap it, or ("alive", None) on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got == pid:
+                return "exited", status
+        except ChildProcessError:
+            st = _proc_stat(pid)
+            if st is None or (st[0] in ("Z", "X") and st[1] != os.getpid()):
+                return "gone", None
+        if time.monotonic() > deadline:
+            return "alive", None
+        time.sleep(0.05)
+
+
+def reap_orphan_zombies() -> None:
+    """Reap zombies that were reparented to us (we are a subreaper)."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        st = _proc_stat(int(entry))
+        if st and st[1] == me and st[0] == "Z":
+            try:
+                os.waitpid(int(entry), os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def fd_count(pid: int) -> int | None:
+    """Open fds of pid, not counting pipes: libfuse keeps a splice pipe pair
+    per worker thread, which comes and goes with the thread pool, not with
+    open files."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    count = 0
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
+                continue
+        except OSError:
+            continue
+        count += 1
+    return count
+
+
+def drop_dentry_caches() -> None:
+    """Ask the kernel to drop unused dentries and inodes, so that FUSE sends
+    FORGET for every node no process uses any more (a daemon may hold an fd
+    per remembered node; that is not a leak)."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")
+    except OSError:
+        pass
+
+
+def _short_arg(arg) -> str:
+    """Command-line argument for messages: a snippet without its prelude."""
+    text = str(arg)
+    marker = "# ---- snippet ----\n"
+    if marker in text:
+        return "<snippet: " + text.split(marker, 1)[1].strip()[:800] + ">"
+    return text
+
+
+def describe(p: subprocess.CompletedProcess) -> str:
+    args = p.args if isinstance(p.args, str) else " ".join(map(_short_arg, p.args))
+    return (f"command: {args[:1500]}\nexit: {p.returncode}\n"
+            f"stdout: {(p.stdout or '')[-3000:]}\nstderr: {(p.stderr or '')[-3000:]}")
+
+
+def crash_markers(text: str) -> list[str]:
+    return [m for m in CRASH_MARKERS if m in text]
+
+
+def last_json_line(p: subprocess.CompletedProcess):
+    lines = [ln for ln in (p.stdout or "").splitlines() if ln.strip()]
+    if not lines:
+        raise AssertionError("expected a JSON line on stdout\n" + describe(p))
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise AssertionError(f"last stdout line is not JSON ({exc})\n" + describe(p))
+
+
+def snippet(code: str) -> str:
+    """The app-side prelude followed by the dedented snippet."""
+    return APPSIDE_SOURCE + "\n# ---- snippet ----\n" + textwrap.dedent(code)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group we created for pid (start_new_session)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def run_bounded(argv: list, timeout: float, env: dict, out_dir: Path | None = None,
+                what: str = "command") -> subprocess.CompletedProcess:
+    """Run argv in its own session with a deadline; on timeout kill its whole
+    process group and fail. With out_dir, stdout/stderr go to files there
+    (a daemon that inherits them cannot keep us waiting for EOF); without,
+    they are pipes read to EOF (so output of double-forked descendants is
+    collected too)."""
+    argv = [str(a) for a in argv]
+    if out_dir is None:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            out, err = proc.communicate()
+            p = subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
+                                            err.decode(errors="replace"))
+            raise AssertionError(f"{what} hung for {timeout}s and was killed\n" + describe(p))
+        return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
+                                           err.decode(errors="replace"))
+    fo = tempfile.TemporaryFile(dir=out_dir)
+    fe = tempfile.TemporaryFile(dir=out_dir)
+    with fo, fe:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env,
+                                start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc.pid)
+            proc.wait()
+        fo.seek(0)
+        fe.seek(0)
+        p = subprocess.CompletedProcess(argv, proc.returncode, fo.read().decode(errors="replace"),
+                                        fe.read().decode(errors="replace"))
+    if timed_out:
+        raise AssertionError(f"{what} hung for {timeout}s and was killed\n" + describe(p))
+    return p
+
+
+# ---------------------------------------------------------------------------
+# a step-by-step app process
+
+
+class AppSession:
+    """An app process driven line by line: the snippet calls step(obj) to
+    report and wait; the test calls recv() to read that report and send()
+    to let it continue."""
+
+    def __init__(self, popen: subprocess.Popen, stderr_path: Path):
+        self.popen = popen
+        self.stderr_path = stderr_path
+        self._buf = b""
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def recv(self, timeout: float = 20):
+        """Next JSON line from the app (fails on timeout or EOF)."""
+        fd = self.popen.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"app process sent nothing within {timeout}s; "
+                                     f"stderr: {self.stderr()}")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    rc = self.popen.wait(timeout=10)
+                    raise AssertionError(f"app process ended (exit {rc}) before reporting; "
+                                         f"partial stdout: {self._buf!r}; stderr: {self.stderr()}")
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            raise AssertionError(f"app sent non-JSON line {line!r}; stderr: {self.stderr()}")
+
+    def send(self, text: str = "go") -> None:
+        self.popen.stdin.write((text + "\n").encode())
+        self.popen.stdin.flush()
+
+    def finish(self, timeout: float = 20) -> int:
+        """Close stdin and wait for the app to exit; returns its exit status."""
+        try:
+            self.popen.stdin.close()
+        except OSError:
+            pass
+        return self.popen.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        """Let the app end on stdin EOF; after 2 s SIGKILL its process group."""
+        try:
+            self.popen.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.popen.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(self.popen.pid)  # the session we created for it; also gets its children
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            self.popen.stdout.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------
+# one test world
+
+
+@dataclass
+class Daemon:
+    pid: int
+    fd_baseline: int | None
+
+
+class Env:
+    """A fresh ScopeFS world in its own temp dir: state dir, two providers,
+    two apps, a mountpoint. Tests grant, mount and run app processes through
+    it; `teardown()` unmounts and checks the daemon exited cleanly."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="scopefs-it-", dir="/tmp"))
+        # Other users (uid 65534 cases) must be able to traverse to the mount.
+        os.chmod(self.root, 0o755)
+        self.state = self.root / "state"
+        self.mnt = self.root / "mnt"
+        self.mnt.mkdir(mode=0o755)
+        self.bin = scopefs_bin()
+        self.mounted = False
+        self.daemon: Daemon | None = None
+        self.daemon_problem: str | None = None
+        self.sessions: list[AppSession] = []
+        self.base_env = dict(os.environ)
+        self.base_env.pop("PYTHONFAULTHANDLER", None)
+        self.base_env.pop("SCOPEFS_STATE", None)
+        self.base_env.update(XDG_STATE_HOME=str(self.root / "xdg-state"),
+                             PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
+
+    # -- paths -------------------------------------------------------------
+
+    def backing(self, provider: str = LOCAL) -> Path:
+        return self.root / "backing" / provider
+
+    def app_dir(self, app: str) -> str:
+        """MOUNT/<app> (SPEC S2)."""
+        return str(self.mnt / app)
+
+    def prov(self, app: str, provider: str = LOCAL, rel: str = "") -> str:
+        """MOUNT/<app>/Providers/<provider>/<rel> (SPEC S2)."""
+        p = self.mnt / app / "Providers" / provider
+        return str(p / rel) if rel else str(p)
+
+    def container(self, app: str, rel: str = "") -> str:
+        p = self.mnt / app / "Container"
+        return str(p / rel) if rel else str(p)
+
+    # -- CLI ---------------------------------------------------------------
+
+    def cli_argv(self, *args, state: Path | None = None) -> list[str]:
+        return [str(self.bin), "--state", str(state or self.state), *map(str, args)]
+
+    def cli(self, *args, expect: int | None = 0, state: Path | None = None,
+            timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+        """Run `scopefs --state STATE ARGS...`; assert the exit code unless expect is None."""
+        p = run_bounded(self.cli_argv(*args, state=state), timeout, self.base_env,
+                        out_dir=self.root, what=f"scopefs {' '.join(map(str, args))[:200]}")
+        if expect is not None:
+            assert p.returncode == expect, f"expected exit {expect}\n" + describe(p)
+        return p
+
+    def init_world(self) -> None:
+        """init + the standard providers, apps and backing files."""
+        self.cli("init")
+        self._make_backing_tree()
+        self.cli("provider", "add", LOCAL, self.backing(LOCAL), "--name", "On My Laptop")
+        self.cli("provider", "add", DRIVE, self.backing(DRIVE), "--name", "Example Drive")
+        self.cli("app", "add", ALPHA, "--name", "Alpha")
+        self.cli("app", "add", BETA, "--name", "Beta")
+
+    def _make_backing_tree(self) -> None:
+        files = {
+            "local/docs/report.txt": REPORT_BYTES,
+            "local/docs/secret.txt": b"top secret\n",
+            "local/deep/a/b/target.txt": b"deep target\n",
+            "local/deep/a/b/sibling.txt": b"deep sibling\n",
+            "local/deep/a/other.txt": b"other\n",
+            "local/deep/hidden/x.txt": b"x\n",
+            "local/photos/p.jpg": b"\xff\xd8 not really a jpeg",
+            "drive/archive/old.txt": b"old\n",
+            "escape/outside.txt": b"outside every provider\n",
+        }
+        for rel, data in files.items():
+            p = self.root / "backing" / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+        for rel in ("local/work", "local/work2", "drive/inbox"):
+            (self.root / "backing" / rel).mkdir(parents=True, exist_ok=True)
+        for dirpath, _, _ in os.walk(self.root / "backing"):
+            os.chmod(dirpath, 0o755)
+
+    def grant(self, app: str, spec: str, read_only: bool = False) -> str:
+        """`scopefs grant APP PROVIDER:REL [--read-only]`; returns the grant id."""
+        args = ["grant", app, spec] + (["--read-only"] if read_only else [])
+        p = self.cli(*args)
+        tokens = p.stdout.split()
+        assert tokens, "grant printed no grant id\n" + describe(p)
+        return tokens[-1]
+
+    def revoke(self, app: str, grant_id: str) -> None:
+        self.cli("revoke", app, grant_id)
+
+    def restore(self, app: str, grant_id: str) -> None:
+        self.cli("restore", app, grant_id)
+
+    # -- mount ---------------------------------------------------------------
+
+    def mount_args(self, open_files: str | None = None, allow_other: bool = False) -> list:
+        """Arguments of `scopefs mount MNT ...`; adds `--scopes lenient` while
+        the binary offers it (strict scope mode arrives later, SPEC S9)."""
+        args = ["mount", self.mnt]
+        if supports_lenient_scopes():
+            args += ["--scopes", "lenient"]
+        if open_files:
+            args += ["--open-files", open_files]
+        if allow_other:
+            args += ["--allow-other"]
+        return args
+
+    def mount(self, open_files: str | None = None, allow_other: bool = False) -> None:
+        """`scopefs mount MNT` in background mode: it must return, within
+        MOUNT_TIMEOUT, once the mount is ready (CLI.md); then the mount must
+        be in /proc/self/mountinfo and `status --json` must name the daemon."""
+        try:
+            self.cli(*self.mount_args(open_files, allow_other), timeout=MOUNT_TIMEOUT)
+        finally:
+            self.mounted = self.mounted or bool(mount_count(self.mnt))
+        assert any(mp == str(self.mnt) and fs.startswith("fuse") for mp, fs in mountinfo_entries()), \
+            f"`scopefs mount` returned 0 but {self.mnt} is not a fuse mount in /proc/self/mountinfo"
+        self.mounted = True
+        self._record_daemon()
+
+    def _record_daemon(self) -> None:
+        self.daemon, self.daemon_problem = None, None
+        try:
+            pid = self.daemon_pid()
+        except AssertionError as exc:
+            # Keep the test body running; teardown reports the problem.
+            self.daemon_problem = str(exc)
+            return
+        self.daemon = Daemon(pid, fd_count(pid))
+
+    def daemon_pid(self) -> int:
+        """`scopefs status --json` -> daemon.pid (SPEC S30)."""
+        p = self.cli("status", "--json")
+        try:
+            pid = int(json.loads(p.stdout)["daemon"]["pid"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AssertionError(f"status --json has no daemon.pid ({exc!r})\n" + describe(p))
+        assert os.path.exists(f"/proc/{pid}"), f"status --json names pid {pid}, which does not exist"
+        return pid
+
+    def kill_daemon(self) -> int:
+        """SIGKILL the daemon (pid from status --json) and reap it; returns the pid."""
+        pid = self.daemon.pid if self.daemon else self.daemon_pid()
+        os.kill(pid, signal.SIGKILL)
+        how, _ = wait_for_exit(pid, DAEMON_EXIT_TIMEOUT)
+        assert how != "alive", f"daemon {pid} survived SIGKILL"
+        self.daemon = None
+        return pid
+
+    # -- processes ------------------------------------------------------------
+
+    def run_argv(self, app: str, cmd: list, sandbox: bool = False) -> list[str]:
+        return self.cli_argv("run", "--app", app, *(["--sandbox"] if sandbox else []), "--", *cmd)
+
+    def run_app(self, app: str, cmd: list[str], sandbox: bool = False,
+                timeout: float = APP_TIMEOUT) -> subprocess.CompletedProcess:
+        """`scopefs run --app APP [--sandbox] -- CMD...` (SPEC S5)."""
+        return run_bounded(self.run_argv(app, cmd, sandbox), timeout, self.base_env,
+                           what=f"app process {' '.join(map(str, cmd))[:80]}")
+
+    def app_py(self, app: str, code: str, *args, sandbox: bool = False,
+               check: bool = True) -> subprocess.CompletedProcess:
+        """Run a Python snippet (with the appside prelude) as an app process."""
+        p = self.run_app(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox)
+        if check:
+            assert p.returncode == 0, "app snippet failed\n" + describe(p)
+        return p
+
+    def app_json(self, app: str, code: str, *args, sandbox: bool = False):
+        """app_py() and parse the last stdout line as JSON."""
+        return last_json_line(self.app_py(app, code, *args, sandbox=sandbox))
+
+    def host_json(self, code: str, *args):
+        """Run a snippet as a plain process of the mount owner (not an app
+        process: the inspect view, SPEC S4) and parse its JSON result."""
+        p = run_bounded(["python3", "-c", snippet(code), *args], APP_TIMEOUT, self.base_env,
+                        what="host snippet")
+        assert p.returncode == 0, "host snippet failed\n" + describe(p)
+        return last_json_line(p)
+
+    def app_session(self, app: str, code: str, *args) -> AppSession:
+        """Start a snippet as an app process with stdin/stdout pipes (see AppSession)."""
+        argv = self.run_argv(app, ["python3", "-c", snippet(code), *map(str, args)])
+        err = self.root / f"session-{len(self.sessions)}.err"
+        with open(err, "w") as fe:
+            popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=fe, env=self.base_env, start_new_session=True)
+        s = AppSession(popen, err)
+        self.sessions.append(s)
+        return s
+
+    # -- teardown -------------------------------------------------------------
+
+    def _unmount(self, problems: list[str]) -> None:
+        """`scopefs unmount` with bounded retries, then fusermount3 -u, then -uz."""
+        failures = []
+        for attempt in range(3):
+            p = self.cli("unmount", self.mnt, expect=None, timeout=20)
+            if not mount_count(self.mnt):
+                if p.returncode != 0:
+                    problems.append("`scopefs unmount` unmounted but exited nonzero\n" + describe(p))
+                return
+            failures.append(describe(p))
+            time.sleep(0.5)
+        problems.append("`scopefs unmount` failed 3 times:\n" + "\n".join(failures))
+        for extra in (["-u"], ["-uz"]):
+            subprocess.run(["fusermount3", *extra, str(self.mnt)], capture_output=True, timeout=20)
+            if not mount_count(self.mnt):
+                problems.append(f"mount was only removed by `fusermount3 {' '.join(extra)}`")
+                return
+        problems.append(f"LEFTOVER MOUNT at {self.mnt}")
+
+    def _check_fds(self, problems: list[str]) -> None:
+        """Fail when the daemon holds more fds than right after mount (+slack),
+        once all app processes are gone and the kernel forgot unused nodes."""
+        d = self.daemon
+        if not d or d.fd_baseline is None:
+            return
+        limit = d.fd_baseline + FD_SLACK
+        deadline = time.monotonic() + 4    # releases arrive asynchronously after app exit
+        dropped = False
+        while True:
+            now = fd_count(d.pid)
+            if now is None or now <= limit or time.monotonic() > deadline:
+                break
+            if not dropped and time.monotonic() > deadline - 3:
+                drop_dentry_caches()
+                dropped = True
+            time.sleep(0.1)
+        if now is not None and now > limit:
+            targets = []
+            for fd in sorted(os.listdir(f"/proc/{d.pid}/fd"), key=int):
+                try:
+                    targets.append(os.readlink(f"/proc/{d.pid}/fd/{fd}"))
+                except OSError:
+                    pass
+            targets = [t for t in targets if not t.startswith("pipe:")]
+            problems.append(f"daemon fd leak: {d.fd_baseline} fds (pipes not counted) after mount, "
+                            f"{now} before unmount (slack {FD_SLACK}); newest: {targets[-20:]}")
+
+    def _check_daemon_exit(self, problems: list[str]) -> None:
+        d = self.daemon
+        if not d:
+            return
+        how, status = wait_for_exit(d.pid, DAEMON_EXIT_TIMEOUT)
+        if how == "alive":
+            problems.append(f"daemon {d.pid} still running {DAEMON_EXIT_TIMEOUT}s after unmount; killed it")
+            os.kill(d.pid, signal.SIGKILL)
+            wait_for_exit(d.pid, 5)
+        elif how == "exited" and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            problems.append(f"daemon {d.pid} exited with status {os.waitstatus_to_exitcode(status)} "
+                            f"(want 0)")
+        self.daemon = None
+
+    def teardown(self) -> list[str]:
+        """Stop app sessions, unmount, verify the daemon exited 0 and leaked no
+        fds, remove the temp dir. Returns a list of problems (empty = clean)."""
+        problems: list[str] = []
+        for s in self.sessions:
+            s.kill()
+        if self.daemon_problem:
+            problems.append("could not get the daemon pid: " + self.daemon_problem)
+        if self.mounted or mount_count(self.mnt):
+            if self.daemon and not os.path.exists(f"/proc/{self.daemon.pid}"):
+                problems.append(f"daemon {self.daemon.pid} died during the test")
+            self._check_fds(problems)
+            self._unmount(problems)
+            self._check_daemon_exit(problems)
+            self.mounted = False
+        reap_orphan_zombies()
+        if mount_count(self.mnt):
+            problems.append(f"{self.mnt} still in /proc/mounts after teardown")
+        if not safe_rmtree(self.root):
+            problems.append(f"not removing {self.root}: mounts still inside: {mounts_under(self.root)}")
+        return problems

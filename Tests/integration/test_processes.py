@@ -1,0 +1,117 @@
+"""`scopefs run`: app identity of processes, exit status, --sandbox. SPEC S5."""
+
+import os
+
+import pytest
+
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
+
+DOUBLE_FORK = """
+import time
+
+def gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+granted, foreign = sys.argv[1], sys.argv[2:]
+app_pid, app_sid = os.getpid(), os.getsid(0)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() != 0:
+        os._exit(0)                      # the intermediate child exits at once
+    # grandchild: wait until the original app process has exited, then report
+    deadline = time.monotonic() + 10
+    while not gone(app_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    emit({"orphaned": gone(app_pid),
+          "new_session": os.getsid(0) != app_sid,
+          "read": outcome(lambda: read_bytes(granted)[:16].hex()),
+          "foreign": {p: attempt(os.stat, p) for p in foreign}})
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_double_forked_descendant_stays_the_app(env):
+    """SPEC S5: a descendant that double-forks (fork, setsid, fork, parent
+    exits) is still an app process: it reads the app's granted file and
+    another app's paths are ENOENT for it."""
+    env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
+    env.grant(BETA, f"{LOCAL}:docs")
+    env.mount()
+    got = env.app_json(ALPHA, DOUBLE_FORK,
+                       env.prov(ALPHA, LOCAL, "docs/report.txt"),
+                       env.app_dir(BETA), env.prov(BETA, LOCAL, "docs/report.txt"))
+    assert got["orphaned"] and got["new_session"], got
+    assert got["read"] == {"ok": REPORT_BYTES[:16].hex()}
+    assert got["foreign"] == {env.app_dir(BETA): "ENOENT",
+                              env.prov(BETA, LOCAL, "docs/report.txt"): "ENOENT"}
+
+
+@pytest.mark.parametrize("target", [BETA, ALPHA], ids=["other-app", "same-app"])
+def test_app_process_cannot_start_an_app(env, target):
+    """SPEC S5, CLI.md exit 77: an app process that runs `scopefs run --app
+    ANY` is refused with exit code 77 and a message on stderr."""
+    env.mount()
+    got = env.app_json(ALPHA, """
+        import subprocess
+        p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=30)
+        emit({"rc": p.returncode, "stderr": p.stderr, "stdout": p.stdout})
+    """, *env.run_argv(target, ["true"]))
+    assert got["rc"] == 77, got
+    assert got["stderr"].strip(), "refusal must explain itself on stderr"
+
+
+def _not_executable(env):
+    path = env.root / "not-executable.sh"
+    path.write_text("#!/bin/sh\nexit 0\n")
+    os.chmod(path, 0o644)
+    return [str(path)]
+
+
+@pytest.mark.parametrize("make_cmd,expected", [
+    (lambda env: ["sh", "-c", "exit 3"], 3),
+    (lambda env: ["sh", "-c", "exit 0"], 0),
+    (lambda env: ["sh", "-c", "kill -TERM $$"], 128 + 15),
+    (lambda env: [str(env.root / "no-such-command")], 127),
+    (_not_executable, 126),
+], ids=["exit-3", "exit-0", "killed-by-SIGTERM", "not-found", "not-executable"])
+def test_run_propagates_exit_status(env, make_cmd, expected):
+    """SPEC S5, CLI.md: `scopefs run` exits with CMD's status (128+N when
+    killed by signal N; 126/127 when CMD cannot be executed / is missing)."""
+    env.mount()
+    p = env.run_app(ALPHA, make_cmd(env))
+    assert p.returncode == expected, p.stderr
+
+
+SANDBOX_VIEW = """
+mnt, alpha, beta = sys.argv[1], sys.argv[2], sys.argv[3]
+emit({"sandbox": listing("/sandbox"),
+      "home": os.environ.get("HOME"),
+      "report": outcome(lambda: read_bytes("/sandbox/Providers/local/docs/report.txt")[:16].hex()),
+      "documents": listing("/sandbox/Container/Documents"),
+      "write-own-container": attempt(write_text, "/sandbox/Container/Documents/from-sandbox.txt", "hi"),
+      "mnt-own": attempt(os.stat, os.path.join(mnt, alpha, "Container")),
+      "mnt-other": attempt(os.stat, os.path.join(mnt, beta)),
+      "mnt-listing": listing(mnt)})
+"""
+
+
+def test_sandbox_shows_only_the_app_directory(env):
+    """SPEC S5: with --sandbox the app sees MOUNT/X at /sandbox (Container and
+    Providers), HOME is /sandbox/Container, and the main mount (its own
+    path, other apps) is not reachable."""
+    env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
+    env.mount()
+    got = env.app_json(ALPHA, SANDBOX_VIEW, env.mnt, ALPHA, BETA, sandbox=True)
+    assert got["sandbox"] == ["Container", "Providers"]
+    assert got["home"] == "/sandbox/Container"
+    assert got["report"] == {"ok": REPORT_BYTES[:16].hex()}
+    assert got["write-own-container"] == "OK"
+    assert got["mnt-own"] != "OK" and got["mnt-other"] != "OK", got
+    assert not (isinstance(got["mnt-listing"], list) and {ALPHA, BETA} & set(got["mnt-listing"])), got
+    seen = env.app_json(ALPHA, "emit(listing(sys.argv[1]))", env.container(ALPHA, "Documents"))
+    assert "from-sandbox.txt" in seen

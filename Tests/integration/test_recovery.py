@@ -1,0 +1,26 @@
+"""A daemon that dies leaves a dead mountpoint; mounting again recovers it.
+SPEC S34."""
+
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, mount_count
+
+READ_HEAD = "emit(outcome(lambda: read_bytes(sys.argv[1])[:16].hex()))"
+
+
+def test_mount_recovers_after_daemon_sigkill(env):
+    """SPEC S34: after `kill -9` of the daemon the mountpoint reports
+    "Transport endpoint is not connected" (ENOTCONN); `scopefs mount` on the
+    same mountpoint recovers it (exit 0, a single live mount), reads work
+    again, and a normal unmount follows (teardown)."""
+    env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
+    env.mount()
+    target = env.prov(ALPHA, LOCAL, "docs/report.txt")
+    assert env.app_json(ALPHA, READ_HEAD, target) == {"ok": REPORT_BYTES[:16].hex()}
+
+    env.kill_daemon()
+    dead = env.host_json("emit({'stat': attempt(os.stat, sys.argv[1]), 'list': listing(sys.argv[1])})",
+                         env.mnt)
+    assert dead == {"stat": "ENOTCONN", "list": "ENOTCONN"}
+
+    env.mount()
+    assert mount_count(env.mnt) == 1, "the new mount was stacked on the dead one"
+    assert env.app_json(ALPHA, READ_HEAD, target) == {"ok": REPORT_BYTES[:16].hex()}

@@ -1,0 +1,237 @@
+"""Turns raw samples into the table, results.json, the chart and
+docs/PERFORMANCE.md."""
+
+import json
+import os
+import shutil
+import statistics
+
+from workloads import GROUPS
+
+KEYS = [key for _, keys in GROUPS for key, _ in keys]
+BYTES = {"write", "read-cold", "read-warm"}
+
+
+def summarise(samples):
+    """samples: list of seconds -> {median, min, max, n}."""
+    if not samples:
+        return None
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
+            "n": len(samples)}
+
+
+def fmt_time(sec):
+    if sec is None:
+        return "-"
+    if sec < 1e-3:
+        return f"{sec * 1e6:.0f} µs"
+    if sec < 1:
+        return f"{sec * 1e3:.3g} ms"
+    return f"{sec:.3g} s"
+
+
+def fmt_ratio(r):
+    return "-" if r is None else (f"{r:.2f}×" if r < 10 else f"{r:.1f}×" if r < 100 else f"{r:.0f}×")
+
+
+def rate(key, median, sizes):
+    if not median:
+        return ""
+    per = {"create": sizes.files, "stat": sizes.files, "list": sizes.files,
+           "unlink": sizes.files, "ls-lR": sizes.small, "cat": sizes.small,
+           "randread": sizes.rand, "untar": sizes.tree, "rm-rf": sizes.tree}
+    if key in BYTES:
+        return f"{sizes.big_mib / median:,.0f} MiB/s"
+    return f"{per[key] / median:,.0f} /s" if key in per else ""
+
+
+def rows(results, systems, labels, sizes):
+    """One row per workload x system: cells as strings, plus the ratios."""
+    out = []
+    for key in KEYS:
+        per = results["workloads"].get(key, {})
+        base = {s: (per.get(s) or {}).get("summary") for s in ("native", "passthrough_ll")}
+        for name in systems:
+            entry = per.get(name)
+            if entry is None:
+                continue
+            s = entry.get("summary")
+            if not s:
+                out.append([labels[key], name, "failed: " + entry.get("error", "?")[:60],
+                            "", "", "", ""])
+                continue
+            ratios = [s["median"] / b["median"] if b and b["median"] else None
+                      for b in (base["native"], base["passthrough_ll"])]
+            out.append([labels[key], name, fmt_time(s["median"]),
+                        f"{fmt_time(s['min'])}–{fmt_time(s['max'])}",
+                        fmt_ratio(ratios[0]), fmt_ratio(ratios[1]), rate(key, s["median"], sizes)])
+    return out
+
+
+HEADER = ["workload", "system", "median", "min–max", "× native", "× passthrough_ll", "rate"]
+
+
+def text_table(table):
+    widths = [max(len(r[i]) for r in [HEADER] + table) for i in range(len(HEADER))]
+    lines, last = [], None
+    for r in [HEADER] + table:
+        first = r[0] if r[0] != last else ""
+        last = r[0]
+        cells = [first] + r[1:]
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+        if r is HEADER:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(table):
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    last = None
+    for r in table:
+        first = r[0] if r[0] != last else ""
+        last = r[0]
+        lines.append("| " + " | ".join([first] + r[1:]) + " |")
+    return "\n".join(lines)
+
+
+def chart(plt, results, systems, labels, path):
+    """Bars of median/native per workload, one colour per system, log scale."""
+    others = [s for s in systems if s != "native"]
+    keys = [k for k in KEYS if (results["workloads"].get(k, {}).get("native") or {}).get("summary")]
+    if not others or not keys:
+        return False
+    fig, ax = plt.subplots(figsize=(13, 5.5))
+    width = 0.8 / len(others)
+    for i, name in enumerate(others):
+        xs, ys = [], []
+        for j, key in enumerate(keys):
+            per = results["workloads"][key]
+            s = (per.get(name) or {}).get("summary")
+            if s:
+                xs.append(j + (i - (len(others) - 1) / 2) * width)
+                ys.append(s["median"] / per["native"]["summary"]["median"])
+        ax.bar(xs, ys, width, label=results["systems"][name]["label"])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([labels[k] for k in keys], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("time relative to the native directory (log scale, lower is better)")
+    m = results["machine"]
+    ax.set_title(f"ScopeFS benchmark — median of {results['config']['reps']} runs, "
+                 f"backing on {m['backing']}, {m['nproc']} CPUs, kernel {m['kernel']}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_json(results, path):
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+def scopefs_section(results):
+    """Markdown (also printed) for the ScopeFS-specific costs."""
+    sc = results.get("scopefs_costs") or {}
+    lines = []
+    rev = sc.get("revocation")
+    if rev:
+        lines.append(f"Revocation latency ({rev['completed']} of {rev['requested']} revokes completed, "
+                     f"{rev['timeouts']} never denied within 3 s):")
+        lines.append("")
+        lines.append("| measured | p50 | p99 | min | max |")
+        lines.append("|---|---|---|---|---|")
+        for key, what in (("after_return_ms", "first EPERM after `scopefs revoke` returned"),
+                          ("after_start_ms", "first EPERM after `scopefs revoke` started"),
+                          ("revoke_cli_ms", "`scopefs revoke` run time")):
+            v = rev.get(key)
+            if v:
+                lines.append(f"| {what} | {v['p50']:.3f} ms | {v['p99']:.3f} ms | "
+                             f"{v['min']:.3f} ms | {v['max']:.3f} ms |")
+        if rev.get("error"):
+            lines.append(f"\nRevocation test error: {rev['error']}")
+        lines.append("")
+    mem = sc.get("memory")
+    if mem:
+        lines.append(f"Daemon memory and descriptors while an app process walks {mem['files']:,} files "
+                     f"(os.walk + stat{'; took %.1f s' % mem['walk_seconds'] if 'walk_seconds' in mem else ''}):")
+        lines.append("")
+        lines.append("| when | VmRSS | open fds | threads |")
+        lines.append("|---|---|---|---|")
+        for key, what in (("before", "before the walk"), ("during_peak", "during (peak)"),
+                          ("after", "after the walk"), ("after_forget", "after drop_caches (kernel forgot)"),
+                          ("after_unmount", "after unmount")):
+            v = mem.get(key)
+            if v is None:
+                continue
+            if v.get("alive") is False:
+                lines.append(f"| {what} | daemon exited | | |")
+            else:
+                lines.append(f"| {what} | {v['rss_kib'] / 1024:.1f} MiB | {v['fds']:,} | {v['threads']} |")
+        if mem.get("error"):
+            lines.append(f"\nMemory test error: {mem['error']}")
+        lines.append("")
+    pol = sc.get("policy_bench")
+    if pol:
+        lines.append(f"Policy decision microbenchmark (`{os.path.basename(pol['binary'])}`):")
+        lines.append("")
+        lines.append("```json\n" + json.dumps(pol.get("result", pol), indent=2) + "\n```")
+        lines.append("")
+    elif sc:
+        lines.append("Policy decision microbenchmark: no binary yet (set SCOPEFS_POLICY_BENCH).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def performance_md(results, table, chart_name):
+    m, c = results["machine"], results["config"]
+    skipped = [f"- {v['label']}: skipped — {v['reason']}" for v in results["systems"].values()
+               if v["status"] == "skipped"]
+    failed = [f"- {v['label']}: failed — {v['reason']}" for v in results["systems"].values()
+              if v["status"] == "failed"]
+    parts = [
+        "# Performance",
+        "",
+        "Generated by `make bench` (`python3 bench/run.py`); see `bench/README.md` for what each",
+        "workload measures and how caches are dropped. SPEC S36–S38.",
+        "",
+        "## Machine",
+        "",
+        f"- date: {m['date']}",
+        f"- CPUs (nproc): {m['nproc']} — {m['cpu']}",
+        f"- memory: {m['memory_gib']:.1f} GiB",
+        f"- kernel: {m['kernel']}; {m['os']}",
+        f"- backing directory: {m['backing']} (`{m['backing_path']}`)",
+        f"- libfuse {m['libfuse']}; xdg-desktop-portal {m.get('portal') or '-'}",
+        f"- repetitions: {c['reps']} (median, min–max){' — quick smoke run' if c['quick'] else ''}",
+        f"- cache drop before cold reads: {c.get('drop_method') or '-'}",
+        f"- whole run: {results['total_seconds']:.0f} s",
+        "",
+        "## Results",
+        "",
+        "Times are wall-clock seconds of the phase measured inside the process that does it;",
+        "ratios are medians divided by the native directory's and by libfuse's C",
+        "`passthrough_ll` example's median (lower is better).",
+        "",
+    ]
+    parts += skipped + failed + ([""] if skipped or failed else [])
+    parts += [markdown_table(table), ""]
+    if chart_name:
+        parts += [f"![time relative to native]({chart_name})", ""]
+    section = scopefs_section(results)
+    if section:
+        parts += ["## ScopeFS-specific costs", "", section]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def write_docs(results, table, chart_path, repo):
+    docs = os.path.join(repo, "docs")
+    name = None
+    if chart_path and os.path.exists(chart_path):
+        name = "performance-chart.png"
+        shutil.copyfile(chart_path, os.path.join(docs, name))
+    with open(os.path.join(docs, "PERFORMANCE.md"), "w") as f:
+        f.write(performance_md(results, table, name))

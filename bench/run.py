@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""ScopeFS benchmark (SPEC S38): the native directory, libfuse's C
+passthrough_ll, xdg-document-portal and ScopeFS in strict mode, side by side
+on the same backing directory.
+
+    python3 bench/run.py [--backing tmpfs|ext4] [--quick] [--out bench-results/]
+
+See bench/README.md.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import deps  # noqa: E402
+import report  # noqa: E402
+import scopefs_costs  # noqa: E402
+import systems as sysmod  # noqa: E402
+import workloads as wl  # noqa: E402
+from deps import log  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BACKINGS = {"tmpfs": "/dev/shm", "ext4": "/var/tmp"}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backing", choices=sorted(BACKINGS), default="tmpfs",
+                   help="where the backing directory lives: tmpfs (/dev/shm, default) or ext4 (/var/tmp)")
+    p.add_argument("--quick", action="store_true", help="1 repetition and small sizes (smoke run)")
+    p.add_argument("--out", default=os.path.join(REPO, "bench-results"),
+                   help="folder for results.json and chart.png (default: bench-results/)")
+    p.add_argument("--reps", type=int, help="repetitions (default 3, or 1 with --quick)")
+    p.add_argument("--systems", default=",".join(c.name for c in sysmod.ALL),
+                   help="comma-separated subset of: " + ", ".join(c.name for c in sysmod.ALL))
+    docs = p.add_mutually_exclusive_group()
+    docs.add_argument("--docs", dest="docs", action="store_true", default=None,
+                      help="update docs/PERFORMANCE.md (default for full runs)")
+    docs.add_argument("--no-docs", dest="docs", action="store_false",
+                      help="do not touch docs/ (default for --quick)")
+    a = p.parse_args()
+    a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
+    unknown = set(a.systems) - {c.name for c in sysmod.ALL}
+    if unknown or "native" not in a.systems:
+        p.error("--systems: unknown " + ", ".join(sorted(unknown)) if unknown
+                else "--systems must include native")
+    if a.docs is None:
+        a.docs = not a.quick
+    return a
+
+
+def scopefs_binary():
+    path = os.environ.get("SCOPEFS_BIN") or os.path.join(REPO, ".build", "release", "scopefs")
+    return os.path.abspath(path)
+
+
+def machine_info(backing, backing_path):
+    def first(path, key):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith(key):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return "?"
+
+    def cmd(*argv):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    os_name = ""
+    if os.path.exists("/etc/os-release"):
+        with open("/etc/os-release") as f:
+            os_name = next((ln.split("=", 1)[1].strip().strip('"') for ln in f
+                            if ln.startswith("PRETTY_NAME=")), "")
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "memory_gib": int(first("/proc/meminfo", "MemTotal").split()[0]) / 1024 / 1024,
+        "kernel": platform.release(),
+        "os": os_name,
+        "backing": backing,
+        "backing_path": backing_path,
+        "libfuse": cmd("pkg-config", "--modversion", "fuse3"),
+        "portal": cmd("dpkg-query", "-W", "-f", "${Version}", "xdg-desktop-portal"),
+        "git": cmd("git", "-C", REPO, "rev-parse", "--short", "HEAD"),
+    }
+
+
+def _sigterm(signum, frame):
+    raise SystemExit(128 + signum)  # runs the finally blocks: unmount and clean up
+
+
+def start_systems(ctx, names, results):
+    started = []
+    for cls in sysmod.ALL:
+        if cls.name not in names:
+            continue
+        s = cls(ctx)
+        entry = {"label": s.label}
+        results["systems"][s.name] = entry
+        log(f"bench: starting {s.label}")
+        try:
+            s.setup()
+            started.append(s)
+            entry.update(status="ok", **s.info())
+            log(f"bench:   {s.label} at {s.root}")
+        except sysmod.Skip as e:
+            entry.update(status="skipped", reason=str(e))
+            log(f"bench: SKIPPING {s.label}: {e}")
+            s.teardown()
+        except (sysmod.SetupError, OSError, subprocess.SubprocessError) as e:
+            entry.update(status="failed", reason=str(e))
+            log(f"bench: FAILED to start {s.label}: {e}")
+            s.teardown()
+    return started
+
+
+def run_group(ctx, group, keys, system, rep, results):
+    tag = f"{group.__name__}-{system.name}-r{rep}"
+    done = set()
+    try:
+        for key, seconds in group(ctx, system, tag):
+            entry = results["workloads"].setdefault(key, {}).setdefault(system.name, {"samples": []})
+            entry["samples"].append(seconds)
+            done.add(key)
+    except (wl.PhaseError, OSError, subprocess.SubprocessError) as e:
+        log(f"bench:   {system.name} {group.__name__}: {e}")
+        for key, _ in keys:
+            if key not in done:
+                entry = results["workloads"].setdefault(key, {}).setdefault(system.name, {"samples": []})
+                entry["error"] = str(e)
+    finally:
+        ctx.clean(tag)
+
+
+def run_all(ctx, started, results):
+    sizes = ctx.sizes
+    for rep in range(sizes.reps):
+        order = started[rep % len(started):] + started[:rep % len(started)]
+        for group, keys in wl.GROUPS:
+            log(f"bench: rep {rep + 1}/{sizes.reps} {group.__name__}: "
+                + " ".join(s.name for s in order))
+            for s in order:  # systems alternate within each repetition
+                run_group(ctx, group, keys, s, rep, results)
+
+
+def scopefs_extras(ctx, sfs, results):
+    costs = results["scopefs_costs"]
+    for key, what, fn, n in (
+            ("revocation", f"revocation latency ({ctx.sizes.revokes} revokes)",
+             scopefs_costs.revocation, ctx.sizes.revokes),
+            ("memory", f"daemon memory while walking {ctx.sizes.walk:,} files",
+             scopefs_costs.memory, ctx.sizes.walk)):
+        log("bench: ScopeFS " + what)
+        try:
+            costs[key] = fn(ctx, sfs, n)
+        except (wl.PhaseError, OSError, subprocess.SubprocessError) as e:
+            costs[key] = {"error": str(e)}
+            log(f"bench:   failed: {e}")
+
+
+def cleanup(tmp, started):
+    for s in reversed(started):
+        try:
+            s.teardown()
+        except Exception as e:  # keep tearing the others down
+            log(f"bench: teardown of {s.name} failed: {e}")
+    left = [m for m in sysmod.mountpoints() if m == tmp or m.startswith(tmp + "/")]
+    if left:
+        log("bench: NOT removing " + tmp + ": still mounted: " + ", ".join(left))
+        return
+    subprocess.run(["rm", "-rf", "--one-file-system", tmp])
+
+
+def main():
+    args = parse_args()
+    t_start = time.monotonic()
+    sizes = wl.QUICK if args.quick else wl.FULL
+    if args.reps:
+        sizes = wl.Sizes(**{**vars(sizes), "reps": args.reps})
+    scopefs = scopefs_binary() if "scopefs" in args.systems else None
+    if scopefs and not os.access(scopefs, os.X_OK):
+        sys.exit(f"bench: no ScopeFS binary at {scopefs}: build it (swift build -c release), set "
+                 "SCOPEFS_BIN, or leave it out with --systems native,passthrough_ll,portal")
+    if os.geteuid() != 0:
+        log("bench: not root: cold reads fall back to posix_fadvise, apt installs will fail")
+    deps.ensure_packages()
+    fsops, ptll = deps.build_helpers()
+    plt = deps.ensure_matplotlib()
+
+    signal.signal(signal.SIGTERM, _sigterm)
+    tmp = tempfile.mkdtemp(prefix="scopefs-bench-", dir=BACKINGS[args.backing])
+    backing = os.path.join(tmp, "backing")
+    os.makedirs(os.path.join(backing, sysmod.WORKDIR))
+    ctx = wl.Context(tmp, backing, fsops, ptll, scopefs, sizes)
+    results = {"machine": machine_info(args.backing, backing),
+               "config": {"quick": args.quick, "reps": sizes.reps, "sizes": vars(sizes)},
+               "systems": {}, "workloads": {}, "scopefs_costs": {}}
+    log(f"bench: backing directory {backing}")
+    started = []
+    try:
+        results["config"]["tree_files"] = wl.make_tarball(ctx.tarball, sizes.tree)
+        started = start_systems(ctx, args.systems, results)
+        run_all(ctx, started, results)
+        sfs = next((s for s in started if s.name == "scopefs"), None)
+        if sfs:
+            scopefs_extras(ctx, sfs, results)
+    finally:
+        cleanup(tmp, started)
+    if scopefs:
+        pol = scopefs_costs.policy_bench(scopefs)
+        if pol:
+            results["scopefs_costs"]["policy_bench"] = pol
+
+    for per in results["workloads"].values():
+        for entry in per.values():
+            entry["summary"] = report.summarise(entry["samples"])
+    results["config"]["drop_method"] = ctx.drop_method
+    results["total_seconds"] = time.monotonic() - t_start
+    names = [n for n, v in results["systems"].items() if v["status"] != "skipped"]
+    table = report.rows(results, names, wl.labels(sizes), sizes)
+
+    os.makedirs(args.out, exist_ok=True)
+    chart_path = os.path.join(args.out, "chart.png")
+    if not (plt and report.chart(plt, results, names, wl.labels(sizes), chart_path)):
+        chart_path = None
+    results["total_seconds"] = time.monotonic() - t_start
+    report.write_json(results, os.path.join(args.out, "results.json"))
+    if args.docs:
+        report.write_docs(results, table, chart_path, REPO)
+
+    print()
+    for v in results["systems"].values():
+        if v["status"] != "ok":
+            print(f"{v['label']}: {v['status']} — {v['reason']}")
+    print(report.text_table(table))
+    extra = report.scopefs_section(results)
+    if extra:
+        print("\nScopeFS-specific costs\n" + extra)
+    print(f"\nresults: {os.path.join(args.out, 'results.json')}"
+          + (f", chart: {chart_path}" if chart_path else "")
+          + (", docs/PERFORMANCE.md updated" if args.docs else ""))
+    print(f"whole run: {results['total_seconds']:.0f} s")
+    failed = [n for n, v in results["systems"].items() if v["status"] == "failed"]
+    failed += [f"{n}:{k}" for k, per in results["workloads"].items() for n, e in per.items() if "error" in e]
+    if failed:
+        print("FAILURES: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""The systems under test. Each one exposes the same backing directory.
+
+A system has a `root` (where the benchmark's working folder BACKING/work
+appears through it) and `wrap(argv)`, which turns a workload command into
+the command that runs it as a client of that system (for ScopeFS: as an
+app process, in scope). `setup()` raises Skip only for the document
+portal, the one system that may be missing.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import dbus_wire
+from deps import PORTAL_BIN, log
+
+WORKDIR = "work"  # the folder under the backing directory that all systems share
+
+
+class Skip(Exception):
+    """The system cannot run here; the message says why."""
+
+
+class SetupError(Exception):
+    """The system failed to start (a failure, not a skip)."""
+
+
+def mountpoints():
+    """Mount points of this mount namespace, unescaped."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            field = line.split()[4]
+            out.append(field.encode().decode("unicode_escape"))
+    return out
+
+
+def is_mounted(path):
+    return os.path.realpath(path) in mountpoints()
+
+
+def wait_until(predicate, timeout, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def fusermount_u(path):
+    """Unmounts PATH with bounded retries; returns True once it is unmounted."""
+    for _ in range(20):
+        if not is_mounted(path):
+            return True
+        subprocess.run(["fusermount3", "-u", path], stderr=subprocess.DEVNULL)
+        if wait_until(lambda: not is_mounted(path), 0.5):
+            return True
+    return not is_mounted(path)
+
+
+def stop_process(proc, timeout=10):
+    """Waits for a process we started, then SIGTERM, then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.wait(timeout=timeout)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def alive(pid):
+    """True while PID runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tail(path, n=800):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:].strip()
+    except OSError:
+        return ""
+
+
+class System:
+    name = "?"
+    label = "?"
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.root = None
+
+    def setup(self):
+        pass
+
+    def wrap(self, argv):
+        return list(argv)
+
+    def teardown(self):
+        pass
+
+    def info(self):
+        return {}
+
+
+class Native(System):
+    name, label = "native", "native"
+
+    def setup(self):
+        self.root = os.path.join(self.ctx.backing, WORKDIR)
+
+
+class PassthroughLL(System):
+    name, label = "passthrough_ll", "passthrough_ll (C)"
+
+    def setup(self):
+        self.mnt = os.path.join(self.ctx.tmp, "mnt-passthrough_ll")
+        os.makedirs(self.mnt)
+        self.logfile = os.path.join(self.ctx.tmp, "passthrough_ll.log")
+        # -f keeps it in the foreground of our child process so that we own its pid;
+        # default options: multithreaded, cache=normal, timeout=1.0.
+        with open(self.logfile, "w") as logf:
+            self.proc = subprocess.Popen(
+                [self.ctx.passthrough_ll, "-f", "-o", "source=" + self.ctx.backing, self.mnt],
+                stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+        if not wait_until(lambda: is_mounted(self.mnt) or self.proc.poll() is not None, 20):
+            raise SetupError("passthrough_ll did not mount within 20 s")
+        if not is_mounted(self.mnt):
+            raise SetupError("passthrough_ll exited: " + _tail(self.logfile))
+        self.root = os.path.join(self.mnt, WORKDIR)
+
+    def teardown(self):
+        if hasattr(self, "mnt"):
+            fusermount_u(self.mnt)
+        stop_process(getattr(self, "proc", None))
+
+    def info(self):
+        return {"options": "-o source=BACKING (defaults: multithreaded, cache=normal, timeout=1.0)"}
+
+
+class DocumentPortal(System):
+    name, label = "portal", "xdg-document-portal"
+
+    def setup(self):
+        if not os.path.exists(PORTAL_BIN):
+            raise Skip(f"{PORTAL_BIN} is not installed (apt package xdg-desktop-portal)")
+        base = os.path.join(self.ctx.tmp, "portal")
+        self.runtime = os.path.join(base, "runtime")
+        os.makedirs(self.runtime, mode=0o700)
+        self.env = dict(os.environ)
+        for var, sub in (("XDG_RUNTIME_DIR", "runtime"), ("XDG_DATA_HOME", "data"),
+                         ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
+            self.env[var] = os.path.join(base, sub)
+            os.makedirs(self.env[var], mode=0o700, exist_ok=True)
+        self._start_bus(base)
+        self._start_portal(base)
+        try:
+            docid = dbus_wire.add_folder_document(self.address,
+                                                  os.path.join(self.ctx.backing, WORKDIR))
+        except (OSError, dbus_wire.DBusError) as e:
+            raise Skip(f"adding the folder document failed: {e}")
+        self.root = os.path.join(self.doc, docid, WORKDIR)
+        if not os.path.isdir(self.root):
+            raise Skip(f"document {docid} does not appear at {self.root}")
+
+    def _start_bus(self, base):
+        # A private session bus in the foreground of our own child process.
+        self.bus = subprocess.Popen(
+            ["dbus-daemon", "--session", "--nofork", "--print-address=1",
+             "--address=unix:path=" + os.path.join(base, "bus")],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
+        self.address = self.bus.stdout.readline().strip()
+        if not self.address:
+            raise Skip("dbus-daemon --session did not start")
+        self.env["DBUS_SESSION_BUS_ADDRESS"] = self.address
+
+    def _start_portal(self, base):
+        self.doc = os.path.join(self.runtime, "doc")
+        self.logfile = os.path.join(base, "portal.log")
+        with open(self.logfile, "w") as logf:
+            self.proc = subprocess.Popen([PORTAL_BIN, "--replace"], env=self.env,
+                                         stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+        ok = wait_until(lambda: is_mounted(self.doc) or self.proc.poll() is not None, 20)
+        if not ok or not is_mounted(self.doc):
+            raise Skip("xdg-document-portal did not mount $XDG_RUNTIME_DIR/doc: "
+                       + (_tail(self.logfile) or "no output"))
+
+    def teardown(self):
+        if hasattr(self, "doc"):
+            fusermount_u(self.doc)
+        stop_process(getattr(self, "proc", None), timeout=0)
+        stop_process(getattr(self, "bus", None), timeout=0)
+
+    def info(self):
+        r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "xdg-desktop-portal"],
+                           capture_output=True, text=True)
+        return {"version": r.stdout.strip(), "binary": PORTAL_BIN,
+                "documents": "one folder document (AddFull with the DIRECTORY flag) for BACKING/work"}
+
+
+class ScopeFS(System):
+    name, label = "scopefs", "ScopeFS (strict)"
+    APP, PROVIDER = "bench.app", "bench"
+
+    def cli(self, *args):
+        return [self.ctx.scopefs, "--state", self.state, *args]
+
+    def run_cli(self, *args, timeout=60):
+        r = subprocess.run(self.cli(*args), capture_output=True, text=True, timeout=timeout,
+                           env=self.env, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise SetupError(f"scopefs {' '.join(args)} exited {r.returncode}: "
+                             f"{(r.stderr or r.stdout).strip()[-500:]}")
+        return r.stdout
+
+    def setup(self):
+        self.state = os.path.join(self.ctx.tmp, "scopefs-state")
+        self.mnt = os.path.join(self.ctx.tmp, "mnt-scopefs")
+        os.makedirs(self.mnt)
+        self.env = dict(os.environ, SCOPEFS_STATE=self.state)
+        self.run_cli("init")
+        self.run_cli("provider", "add", self.PROVIDER, self.ctx.backing)
+        self.run_cli("app", "add", self.APP)
+        out = self.run_cli("grant", self.APP, f"{self.PROVIDER}:{WORKDIR}").strip()
+        self.grant = out.split()[-1] if out else ""
+        self.run_cli("mount", self.mnt, timeout=120)
+        if not is_mounted(self.mnt):
+            raise SetupError("scopefs mount returned but nothing is mounted at " + self.mnt)
+        self.mounted = True
+        self.root = os.path.join(self.mnt, self.APP, "Providers", self.PROVIDER, WORKDIR)
+        r = subprocess.run(self.cli("scope", "--help"), capture_output=True, env=self.env)
+        self.has_scope = r.returncode == 0
+        if not self.has_scope:
+            log("bench: `scopefs scope` does not exist yet: workloads run without scope exec")
+
+    def wrap(self, argv):
+        cmd = self.cli("run", "--app", self.APP, "--")
+        if self.has_scope:
+            cmd += self.cli("scope", "exec", self.root, "--")
+        return cmd + list(argv)
+
+    def daemon_pid(self):
+        """The daemon's pid from `scopefs status --json`, or None."""
+        r = subprocess.run(self.cli("status", "--json"), capture_output=True, text=True,
+                           env=self.env, timeout=30)
+        try:
+            return int(json.loads(r.stdout)["daemon"]["pid"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def unmount(self):
+        """Unmounts with the CLI (which waits for the daemon), then makes sure."""
+        if not getattr(self, "mounted", False) and not is_mounted(getattr(self, "mnt", "/-")):
+            return
+        try:
+            subprocess.run(self.cli("unmount", self.mnt), capture_output=True, env=self.env,
+                           timeout=60)
+        except subprocess.TimeoutExpired:
+            log("bench: scopefs unmount timed out")
+        fusermount_u(self.mnt)
+        self.mounted = False
+
+    def teardown(self):
+        pid = None
+        if getattr(self, "mounted", False):
+            try:
+                pid = self.daemon_pid()
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.unmount()
+        # The daemon we started must be gone once unmounted; stop it if not.
+        if pid and not wait_until(lambda: not alive(pid), 10):
+            log(f"bench: scopefs daemon {pid} still runs after unmount; sending SIGTERM")
+            os.kill(pid, signal.SIGTERM)
+
+    def info(self):
+        r = subprocess.run([self.ctx.scopefs, "--version"], capture_output=True, text=True)
+        return {"binary": self.ctx.scopefs, "version": r.stdout.strip(),
+                "mode": "strict (default)", "scope_exec": getattr(self, "has_scope", None)}
+
+
+ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS]

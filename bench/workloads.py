@@ -1,0 +1,171 @@
+"""The workloads, run identically on every system.
+
+Each workload phase is one process of bench/fsops (or a real tool that
+fsops starts and times), wrapped by the system so that on ScopeFS it runs
+as an app process in scope. fsops measures the phase itself, so process
+start-up, `scopefs run` and `scope exec` are not part of the numbers.
+Set-up and clean-up (creating input files, deleting output) happen
+directly in the backing directory and are not timed.
+"""
+
+import io
+import os
+import random
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+
+from systems import WORKDIR
+
+
+@dataclass
+class Sizes:
+    files: int        # create/stat/list/unlink
+    small: int        # ls -lR and cat of files of 4 KiB
+    big_mib: int      # sequential write/read
+    rand: int         # random 4 KiB reads
+    tree: int         # files in the untar tree
+    revokes: int      # revocation latency samples
+    walk: int         # files walked for the memory test
+    reps: int
+
+
+FULL = Sizes(files=10_000, small=2_000, big_mib=512, rand=20_000, tree=3_000,
+             revokes=100, walk=200_000, reps=3)
+QUICK = Sizes(files=2_000, small=500, big_mib=64, rand=4_000, tree=600,
+              revokes=20, walk=20_000, reps=1)
+
+
+class PhaseError(Exception):
+    pass
+
+
+class Context:
+    def __init__(self, tmp, backing, fsops, passthrough_ll, scopefs, sizes):
+        self.tmp, self.backing = tmp, backing
+        self.fsops, self.passthrough_ll, self.scopefs = fsops, passthrough_ll, scopefs
+        self.sizes = sizes
+        self.workdir = os.path.join(backing, WORKDIR)
+        self.resfile = os.path.join(tmp, "phase-result")
+        self.tarball = os.path.join(tmp, "tree.tar")
+        self.drop_method = None
+
+    def phase(self, system, argv, timeout=600):
+        """Runs one fsops phase through SYSTEM; returns its seconds."""
+        open(self.resfile, "w").close()
+        cmd = system.wrap([self.fsops, "-o", self.resfile, *map(str, argv)])
+        try:
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise PhaseError(f"{argv[0]} timed out after {timeout} s")
+        with open(self.resfile) as f:
+            lines = [ln.split() for ln in f if ln.startswith("RESULT ")]
+        if r.returncode != 0 or not lines:
+            err = r.stderr.strip().splitlines()
+            raise PhaseError(f"{argv[0]} exited {r.returncode}: {err[-1] if err else 'no output'}")
+        return float(lines[-1][2])
+
+    def drop_caches(self):
+        """Drops clean page cache, dentries and inodes of every filesystem,
+        FUSE mounts included (root only); fsops also fadvises the file."""
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            self.drop_method = "sync; echo 3 > /proc/sys/vm/drop_caches; posix_fadvise(DONTNEED)"
+        except OSError:
+            self.drop_method = "posix_fadvise(POSIX_FADV_DONTNEED) on the file only (not root)"
+
+    def native_create(self, rel, n, size):
+        """Creates N files directly in the backing directory (set-up, untimed)."""
+        path = os.path.join(self.workdir, rel)
+        subprocess.run([self.fsops, "-o", "/dev/null", "create", path, str(n), str(size)],
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def clean(self, rel):
+        """Removes a workload's leftovers from the backing directory (not a mount)."""
+        path = os.path.join(self.workdir, rel)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+
+def many_files(ctx, system, tag):
+    d, n = os.path.join(system.root, tag), ctx.sizes.files
+    yield "create", ctx.phase(system, ["create", d, n, 0])
+    yield "stat", ctx.phase(system, ["stat", d, n])
+    yield "list", ctx.phase(system, ["list", d])
+    yield "unlink", ctx.phase(system, ["unlink", d, n])
+
+
+def small_files(ctx, system, tag):
+    ctx.native_create(tag, ctx.sizes.small, 4096)
+    d = os.path.join(system.root, tag)
+    yield "ls-lR", ctx.phase(system, ["run", "ls", "-lR", d])
+    names = [os.path.join(d, f"f{i:05d}") for i in range(ctx.sizes.small)]
+    yield "cat", ctx.phase(system, ["run", "cat", *names])
+
+
+def big_file(ctx, system, tag):
+    f = os.path.join(system.root, tag)
+    yield "write", ctx.phase(system, ["write", f, ctx.sizes.big_mib])
+    ctx.drop_caches()
+    yield "read-cold", ctx.phase(system, ["read", f, "cold"])
+    yield "read-warm", ctx.phase(system, ["read", f, "warm"])
+    yield "randread", ctx.phase(system, ["randread", f, ctx.sizes.rand])
+
+
+def source_tree(ctx, system, tag):
+    os.mkdir(os.path.join(ctx.workdir, tag))
+    d = os.path.join(system.root, tag)
+    yield "untar", ctx.phase(system, ["run", "tar", "--no-same-owner", "-xf", ctx.tarball, "-C", d])
+    yield "rm-rf", ctx.phase(system, ["run", "rm", "-rf", os.path.join(d, "tree")])
+
+
+# (group function, [(key, label template)]) in run and report order
+GROUPS = [
+    (many_files, [("create", "create {files} files"), ("stat", "stat {files} files"),
+                  ("list", "list a {files}-entry folder"), ("unlink", "unlink {files} files")]),
+    (small_files, [("ls-lR", "ls -lR of {small} files"), ("cat", "cat {small} files of 4 KiB")]),
+    (big_file, [("write", "write {big_mib} MiB (1 MiB blocks)"), ("read-cold", "read {big_mib} MiB cold"),
+                ("read-warm", "read {big_mib} MiB warm"), ("randread", "{rand} random 4 KiB reads")]),
+    (source_tree, [("untar", "untar a {tree}-file tree"), ("rm-rf", "rm -rf the {tree}-file tree")]),
+]
+
+
+def labels(sizes):
+    return {key: tmpl.format(**vars(sizes)) for _, keys in GROUPS for key, tmpl in keys}
+
+
+def make_tarball(path, nfiles, seed=20240601):
+    """A deterministic synthetic source tree: tree/pkgNN/modNN/fileNNN.{c,h,txt},
+    sizes spread from 64 B to 32 KiB (log-uniform), fixed owner and mtime."""
+    rng = random.Random(seed)
+    blob = rng.randbytes(64 * 1024)
+    per_dir = max(1, nfiles // 100)
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
+        def add_dir(name):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
+            tar.addfile(info)
+        add_dir("tree")
+        count = 0
+        for top in range(10):
+            add_dir(f"tree/pkg{top:02d}")
+            for sub in range(10):
+                add_dir(f"tree/pkg{top:02d}/mod{sub:02d}")
+                for i in range(per_dir):
+                    if count == nfiles:
+                        break
+                    size = int(2 ** rng.uniform(6, 15))
+                    off = rng.randrange(len(blob) - size)
+                    info = tarfile.TarInfo(f"tree/pkg{top:02d}/mod{sub:02d}/file{i:03d}."
+                                           + rng.choice(("c", "h", "txt")))
+                    info.size, info.mode, info.mtime = size, 0o644, 1_700_000_000
+                    tar.addfile(info, io.BytesIO(blob[off:off + size]))
+                    count += 1
+    return count
+
