@@ -139,11 +139,12 @@ def scopefs_section(results):
     lines = []
     rev = sc.get("revocation")
     if rev:
-        lines.append(f"Revocation latency ({rev['completed']} of {rev['requested']} revokes completed, "
-                     f"{rev['timeouts']} never denied within 3 s):")
-        lines.append("")
-        lines.append("| measured | p50 | p99 | min | max |")
-        lines.append("|---|---|---|---|---|")
+        lines.append(f"Revocation latency ({rev.get('completed', 0)} of {rev.get('requested', '?')} "
+                     f"revokes completed, {rev.get('timeouts', 0)} never denied within 3 s):")
+        if rev.get("completed"):
+            lines.append("")
+            lines.append("| measured | p50 | p99 | min | max |")
+            lines.append("|---|---|---|---|---|")
         for key, what in (("after_return_ms", "first EPERM after `scopefs revoke` returned"),
                           ("after_start_ms", "first EPERM after `scopefs revoke` started"),
                           ("revoke_cli_ms", "`scopefs revoke` run time")):
@@ -156,7 +157,7 @@ def scopefs_section(results):
         lines.append("")
     mem = sc.get("memory")
     if mem:
-        lines.append(f"Daemon memory and descriptors while an app process walks {mem['files']:,} files "
+        lines.append(f"Daemon memory and descriptors while an app process walks {mem.get('files', 0):,} files "
                      f"(os.walk + stat{'; took %.1f s' % mem['walk_seconds'] if 'walk_seconds' in mem else ''}):")
         lines.append("")
         lines.append("| when | VmRSS | open fds | threads |")

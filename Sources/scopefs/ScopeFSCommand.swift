@@ -13,6 +13,10 @@ struct ScopeFSCommand: ParsableCommand {
             RestoreCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
             StatusCommand.self,
         ])
+
+    // Declared here too so that `scopefs --state DIR COMMAND` parses: the
+    // subcommands read the same option group.
+    @OptionGroup var options: StateOptions
 }
 
 /// `--state DIR`, shared by every command (SPEC S1).
