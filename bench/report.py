@@ -110,9 +110,11 @@ def chart(plt, results, systems, labels, path):
             if s:
                 xs.append(j + (i - (len(others) - 1) / 2) * width)
                 ys.append(s["median"] / per["native"]["summary"]["median"])
-        ax.bar(xs, ys, width, label=results["systems"][name]["label"])
+        bars = ax.bar(xs, ys, width, label=results["systems"][name]["label"])
+        ax.bar_label(bars, labels=[fmt_ratio(y) for y in ys], fontsize=6, rotation=90, padding=2)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    ax.margins(y=0.15)
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([labels[k] for k in keys], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("time relative to the native directory (log scale, lower is better)")

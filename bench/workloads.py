@@ -127,12 +127,12 @@ def source_tree(ctx, system, tag):
 
 # (group function, [(key, label template)]) in run and report order
 GROUPS = [
-    (many_files, [("create", "create {files} files"), ("stat", "stat {files} files"),
-                  ("list", "list a {files}-entry folder"), ("unlink", "unlink {files} files")]),
-    (small_files, [("ls-lR", "ls -lR of {small} files"), ("cat", "cat {small} files of 4 KiB")]),
+    (many_files, [("create", "create {files:,} files"), ("stat", "stat {files:,} files"),
+                  ("list", "list a {files:,}-entry folder"), ("unlink", "unlink {files:,} files")]),
+    (small_files, [("ls-lR", "ls -lR of {small:,} files"), ("cat", "cat {small:,} files of 4 KiB")]),
     (big_file, [("write", "write {big_mib} MiB (1 MiB blocks)"), ("read-cold", "read {big_mib} MiB cold"),
-                ("read-warm", "read {big_mib} MiB warm"), ("randread", "{rand} random 4 KiB reads")]),
-    (source_tree, [("untar", "untar a {tree}-file tree"), ("rm-rf", "rm -rf the {tree}-file tree")]),
+                ("read-warm", "read {big_mib} MiB warm"), ("randread", "{rand:,} random 4 KiB reads")]),
+    (source_tree, [("untar", "untar a {tree:,}-file tree"), ("rm-rf", "rm -rf the {tree:,}-file tree")]),
 ]
 
 
