@@ -12,6 +12,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "scopefs", targets: ["scopefs"]),
+        .library(name: "ScopeFSClient", targets: ["ScopeFSClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -61,6 +62,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+        // The Swift client library for apps (SPEC S31): Foundation only.
+        .target(
+            name: "ScopeFSClient",
             swiftSettings: strict
         ),
         .testTarget(

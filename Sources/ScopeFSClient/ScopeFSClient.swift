@@ -1,0 +1,1 @@
+// Filled in by the client-library work (SPEC S31).
