@@ -58,7 +58,7 @@ let package = Package(
         .executableTarget(
             name: "scopefs",
             dependencies: [
-                "Daemon", "Policy", "PolicyStore",
+                "Daemon", "Policy", "PolicyStore", "CSystemShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -40,12 +40,24 @@ public struct DaemonStatus: Codable, Sendable {
         public var pid: Int32
         public var app: AppID
         public var parent: Int32?
+        public var scopes: [ScopeStatus]
+        /// Outstanding successful starts (SPEC S10).
+        public var budgetUsed: Int
+        public var budgetExhausted: Bool
+    }
+
+    public struct ScopeStatus: Codable, Sendable {
+        public var grant: GrantID
+        public var path: String
+        public var count: Int
     }
 
     public var pid: Int32
     public var mountpoint: String
     public var stateDirectory: String
     public var openFiles: String
+    public var scopes: String
+    public var scopeBudget: Int
     public var followsProcessEvents: Bool
     public var policyGeneration: UInt64
     public var inodes: Int

@@ -13,13 +13,17 @@ public struct DaemonOptions: Sendable {
     public var mountpoint: String
     public var openFiles: MountConfiguration.OpenFiles
     public var allowOther: Bool
+    public var scopeMode: ScopeTable.Mode
+    public var scopeBudget: Int
     /// Where to write "ready" (or the error) once the mount is up.
     public var readyDescriptor: Int32?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
-        readyDescriptor: Int32?
+        scopeMode: ScopeTable.Mode, scopeBudget: Int, readyDescriptor: Int32?
     ) {
+        self.scopeMode = scopeMode
+        self.scopeBudget = scopeBudget
         self.state = state
         self.mountpoint = mountpoint
         self.openFiles = openFiles
@@ -43,12 +47,17 @@ public enum Daemon {
 
         let ownerUID = getuid()
         let tracker = ProcessTracker(ownerUID: ownerUID)
+        let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
+        let scopes = ScopeRegistry(
+            mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
+        tracker.onExit { process in scopes.processExited(pid: process.key.pid) }
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath, ownerUID: ownerUID)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(
-                configuration: configuration, callers: tracker, snapshot: try repository.snapshot(generation: 1))
+                configuration: configuration, callers: tracker, scopes: scopes, events: recorder,
+                snapshot: try repository.snapshot(generation: 1))
         } catch let error as ScopeFSError {
             throw error
         } catch {
@@ -69,7 +78,9 @@ public enum Daemon {
         let server: ControlServer
         do {
             server = try ControlServer(path: state.controlSocketPath, ownerUID: ownerUID, logger: logger) { request, peer in
-                Self.handle(request, peer: peer, tracker: tracker, reloader: reloader, fileSystem: fileSystem, mountpoint: mountpoint, options: options)
+                Self.handle(
+                    request, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader, fileSystem: fileSystem,
+                    mountpoint: mountpoint, options: options)
             }
         } catch {
             session.unmount()
@@ -77,6 +88,7 @@ public enum Daemon {
         }
         server.start()
         Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
+        Thread.detachNewThread { recorder.run(until: { stopping.load(ordering: .relaxed) }) }
         if let watcher = try? ChangeWatcher(state) {
             Thread.detachNewThread { reloader.watch(watcher, until: { stopping.load(ordering: .relaxed) }) }
         }
@@ -87,6 +99,7 @@ public enum Daemon {
         session.installSignalHandlers()
         let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
         stopping.store(true, ordering: .relaxed)
+        recorder.flush()
         server.stop()
         unlink(state.controlSocketPath)
         session.unmount()
@@ -96,7 +109,7 @@ public enum Daemon {
     }
 
     private static func handle(
-        _ request: ControlRequest, peer: UnixSocket.PeerCredentials, tracker: ProcessTracker,
+        _ request: ControlRequest, peer: UnixSocket.PeerCredentials, tracker: ProcessTracker, scopes: ScopeRegistry,
         reloader: PolicyReloader, fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
     ) -> ControlResponse {
         switch request.op {
@@ -123,12 +136,20 @@ public enum Daemon {
                 return .failure(ScopeFSError.Kind.refused.rawValue, "the registering process is gone")
             }
         case .status:
-            let processes = tracker.appProcesses.map {
-                DaemonStatus.AppProcessStatus(pid: $0.key.pid, app: $0.app, parent: $0.parent)
+            let counters = scopes.processes
+            let processes = tracker.appProcesses.map { process in
+                let held = counters[process.key.pid]
+                return DaemonStatus.AppProcessStatus(
+                    pid: process.key.pid, app: process.app, parent: process.parent,
+                    scopes: (held?.counts ?? [:]).sorted { $0.key < $1.key }.map {
+                        DaemonStatus.ScopeStatus(grant: $0.key, path: held?.paths[$0.key] ?? "", count: $0.value)
+                    },
+                    budgetUsed: held?.outstanding ?? 0, budgetExhausted: held?.exhausted ?? false)
             }
             let status = DaemonStatus(
                 pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
-                openFiles: options.openFiles.rawValue, followsProcessEvents: tracker.followsEvents,
+                openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
+                followsProcessEvents: tracker.followsEvents,
                 policyGeneration: fileSystem.snapshot.generation, inodes: fileSystem.inodeCount, processes: processes)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }

@@ -30,13 +30,31 @@ public final class ProcessTracker: CallerResolver {
     /// Serialises reading the connector: events must be applied in order.
     private let connectorLock = Mutex(())
     private let ownerUID: uid_t
-    private let exits: @Sendable (AppProcess) -> Void
+    private let exitHandlers = Mutex<[@Sendable (AppProcess) -> Void]>([])
 
-    /// `exits` is told about every app process that ends.
-    public init(ownerUID: uid_t, exits: @escaping @Sendable (AppProcess) -> Void = { _ in }) {
+    public init(ownerUID: uid_t) {
         self.ownerUID = ownerUID
         self.connector = ProcConnector()
-        self.exits = exits
+    }
+
+    /// `handler` is told about every app process that ends (leak reports,
+    /// import inboxes).
+    public func onExit(_ handler: @escaping @Sendable (AppProcess) -> Void) {
+        exitHandlers.withLock { $0.append(handler) }
+    }
+
+    /// `pid` followed by its ancestors in its app's process tree (for scope
+    /// inheritance, SPEC S9).
+    public func lineage(of pid: Int32) -> [Int32] {
+        state.withLock { state in
+            var chain = [pid]
+            var current = state.processes[pid]?.parent
+            while let parent = current, chain.count < 64 {
+                chain.append(parent)
+                current = state.processes[parent]?.parent
+            }
+            return chain
+        }
     }
 
     /// Whether fork/exit events are followed (else identities are checked
@@ -150,7 +168,9 @@ public final class ProcessTracker: CallerResolver {
                 guard pid == tgid else { return nil }
                 return state.processes.removeValue(forKey: tgid)
             }
-            if let ended { exits(ended) }
+            if let ended {
+                for handler in exitHandlers.withLock({ $0 }) { handler(ended) }
+            }
         case .overflow:
             // Events were lost: forget every cached identity; they are
             // re-established from /proc (parents) on the next request.

@@ -37,8 +37,12 @@ public struct ProcessKey: Sendable, Hashable, Codable, CustomStringConvertible {
 public enum OperationClass: Sendable {
     /// lookup and getattr: never need more than visibility (SPEC S9).
     case lookup
-    /// Content read: open for reading, read, readdir, readlink, getxattr.
+    /// Content read that needs a started scope in strict mode: open for
+    /// reading, opendir.
     case read
+    /// Reads that need an active grant but no scope: readdir on an open
+    /// directory, readlink, getxattr, listxattr (not listed in SPEC S9).
+    case metadata
     /// Content write: open for writing, write, create, mkdir, unlink, rmdir,
     /// rename, link, symlink, setattr, setxattr, removexattr, fallocate.
     case write
@@ -80,6 +84,7 @@ public enum Decision {
                 if operation == .lookup { return nil }
                 if grant.state != .active { return .denied }
                 if operation == .write && grant.access != .readWrite { return .denied }
+                if operation == .metadata { return nil }
                 return scopeHeld(grant) ? nil : .denied
             }
         }

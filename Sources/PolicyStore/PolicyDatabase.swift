@@ -148,6 +148,24 @@ enum Migrations {
                 CREATE INDEX grants_by_app ON grants(app_id);
                 """)
         }
+        migrator.registerMigration("v2-events") { db in
+            try db.execute(sql: """
+                CREATE TABLE events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    time DOUBLE NOT NULL,
+                    kind TEXT NOT NULL,
+                    app TEXT,
+                    pid INTEGER,
+                    path TEXT,
+                    operation TEXT,
+                    errno INTEGER,
+                    grant_id INTEGER,
+                    count INTEGER
+                );
+                CREATE INDEX events_by_app ON events(app, id);
+                CREATE INDEX events_by_kind ON events(kind, id);
+                """)
+        }
         return migrator
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import FuseBridge
 import Policy
 import SystemPackage
@@ -28,12 +29,21 @@ struct Target {
 extension ScopeFileSystem {
     /// Resolves `inode` and checks `operation` by `caller` against the
     /// policy. Every request on an existing node passes through here.
-    func gate(_ inode: UInt64, _ operation: OperationClass, _ caller: Caller) throws(Errno) -> Target {
+    func gate(
+        _ inode: UInt64, _ operation: OperationClass, _ caller: Caller, function: StaticString = #function
+    ) throws(Errno) -> Target {
         guard let resolved = table.resolve(inode) else { throw .staleNFSFileHandle }
-        return try gate(resolved, operation, caller)
+        do {
+            return try decide(resolved, operation, caller)
+        } catch {
+            recordDenial(error, resolved, caller, function: function)
+            throw error
+        }
     }
 
-    func gate(_ resolved: NodeTable.Resolved, _ operation: OperationClass, _ caller: Caller) throws(Errno) -> Target {
+    private func decide(_ resolved: NodeTable.Resolved, _ operation: OperationClass, _ caller: Caller) throws(Errno)
+        -> Target
+    {
         let place = resolved.node.place
         if let app = place.app, !Decision.mayEnter(app: app, caller: caller) { throw .noSuchFileOrDirectory }
         switch place {
@@ -65,10 +75,37 @@ extension ScopeFileSystem {
         return coverage
     }
 
-    /// The security-scope check of SPEC S9. The foundation grants access on
-    /// an active grant alone; the per-process counters plug in here.
+    /// The security-scope check of SPEC S9 (strict mode), or always true
+    /// in lenient mode.
     func scopeHeld(by caller: Caller, on grant: Grant) -> Bool {
-        true
+        scopes.holds(caller, grant)
+    }
+
+    /// Denials are events (SPEC S29). ENOENT is not: to the app an
+    /// invisible item is indistinguishable from a missing one, and shells
+    /// probe for missing names all the time. Recording only queues the event.
+    func recordDenial(_ error: Errno, _ resolved: NodeTable.Resolved, _ caller: Caller, function: StaticString) {
+        guard error != .noSuchFileOrDirectory else { return }
+        let name = "\(function)"
+        let operation = name.firstIndex(of: "(").map { String(name[..<$0]) } ?? name
+        var pid: Int32? = nil
+        if case .app(_, let process) = caller { pid = process.pid }
+        events.record(
+            Event(
+                time: Date().timeIntervalSince1970, kind: .denial, app: caller.app ?? resolved.node.place.app, pid: pid,
+                path: displayPath(resolved), operation: operation, errno: error.rawValue))
+    }
+
+    /// A node's path inside the mount, as people see it.
+    func displayPath(_ resolved: NodeTable.Resolved) -> String {
+        let tail = resolved.path.isEmpty ? "" : "/" + resolved.path
+        switch resolved.node.place {
+        case .root: return "/"
+        case .appDirectory(let app): return "/\(app)"
+        case .providersDirectory(let app): return "/\(app)/\(Self.providersName)"
+        case .container(let app): return "/\(app)/\(Self.containerName)" + tail
+        case .provider(let app, let provider): return "/\(app)/\(Self.providersName)/\(provider)" + tail
+        }
     }
 
     /// Checks that an already-open file may still be used: with

@@ -9,9 +9,12 @@ extension ScopeFileSystem {
     public func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
         throws(Errno) -> Attributes
     {
-        let target = try gate(inode, .write, callers.caller(of: request))
-        guard target.node.place.isBacked else { throw .notPermitted }
         let open = handle.map(OpenHandle.from)
+        // Through a descriptor opened in scope (ftruncate, fchmod), the
+        // descriptor's rights stand in for the scope (SPEC S9).
+        let caller = callers.caller(of: request)
+        let target = try gate(inode, open?.writable == true ? .metadata : .write, caller)
+        guard target.node.place.isBacked else { throw .notPermitted }
         if let open { try checkStillGranted(open) }
         try withPathDescriptor(target) { descriptor, isSymlink throws(Errno) in
             if let mode = changes.mode {

@@ -19,7 +19,8 @@ extension ScopeFileSystem {
     ) throws(Errno) {
         let caller = callers.caller(of: request)
         let directory = DirectoryHandle.from(handle)
-        let target = try gate(inode, .read, caller)
+        // The directory was opened in scope: reading it on needs the grant only.
+        let target = try gate(inode, .metadata, caller)
         if offset == 0 && directory.hasBeenRead {
             // rewinddir(): show the folder as it is now.
             directory.items = try items(of: target, caller: caller)

@@ -28,7 +28,7 @@ extension ScopeFileSystem {
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
-        let target = try gate(inode, .read, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request))
         guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
         return try Sys.readlinkAt(parent, target.resolved.name)
     }

@@ -12,19 +12,22 @@ extension ScopeFileSystem {
     public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
     {
-        if name.hasPrefix(Self.controlPrefix) { throw .notSupported }
+        if name.hasPrefix(Self.controlPrefix) {
+            _ = try control(request, inode: inode, name: name)
+            return
+        }
         let target = try gate(inode, .write, callers.caller(of: request))
         try xattrPath(target) { path throws(Errno) in try Sys.setxattr(path, name, value, flags) }
     }
 
     public func getxattr(_ request: Request, inode: UInt64, name: String) throws(Errno) -> [UInt8] {
-        if name.hasPrefix(Self.controlPrefix) { throw .noData }
-        let target = try gate(inode, .read, callers.caller(of: request))
+        if name.hasPrefix(Self.controlPrefix) { return Array(try control(request, inode: inode, name: name).utf8) }
+        let target = try gate(inode, .metadata, callers.caller(of: request))
         return try xattrPath(target) { path throws(Errno) in try Sys.getxattr(path, name) }
     }
 
     public func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
-        let target = try gate(inode, .read, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request))
         return try xattrPath(target) { path throws(Errno) in try Sys.listxattr(path) }
     }
 

@@ -40,6 +40,8 @@ public struct MountConfiguration: Sendable {
 public final class ScopeFileSystem: FileSystem {
     let configuration: MountConfiguration
     let callers: any CallerResolver
+    let scopes: ScopeRegistry
+    let events: any EventSink
     let table: NodeTable
     private let policy: Mutex<PolicySnapshot>
     let mountTime: timespec
@@ -48,7 +50,12 @@ public final class ScopeFileSystem: FileSystem {
     /// The containers folder, for statfs of synthetic folders.
     let containers: Int32
 
-    public init(configuration: MountConfiguration, callers: any CallerResolver, snapshot: PolicySnapshot) throws(Errno) {
+    public init(
+        configuration: MountConfiguration, callers: any CallerResolver, scopes: ScopeRegistry, events: any EventSink,
+        snapshot: PolicySnapshot
+    ) throws(Errno) {
+        self.scopes = scopes
+        self.events = events
         containers = try Sys.openAt(AT_FDCWD, configuration.containersPath, Sys.pathOnly | O_DIRECTORY)
         self.configuration = configuration
         self.callers = callers

@@ -3,10 +3,12 @@ import Daemon
 import Foundation
 import Glibc
 import Logging
+import Policy
 import PolicyStore
 import ScopeFS
 
 extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
+extension ScopeTable.Mode: ExpressibleByArgument {}
 
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -18,8 +20,15 @@ struct MountCommand: ParsableCommand {
     @Option(help: "What revocation does to descriptors opened before it: revoke (default) or keep.")
     var openFiles: MountConfiguration.OpenFiles = .revoke
     @Flag(help: "Let other users' processes reach the mount (FUSE allow_other).") var allowOther = false
+    @Option(help: "strict (default): content operations need a started scope; lenient: an active grant is enough.")
+    var scopes: ScopeTable.Mode = .strict
+    @Option(help: "Outstanding starts a process may hold (SPEC S10).") var scopeBudget: Int = 4096
     @Option(help: .hidden) var readyFd: Int32?
     @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
+
+    func validate() throws {
+        if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
+    }
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -33,8 +42,8 @@ struct MountCommand: ParsableCommand {
         let logger = Logger(label: "scopefs")
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
-            readyDescriptor: readyFd)
-        do {
+            scopeMode: scopes, scopeBudget: scopeBudget, readyDescriptor: readyFd)
+        do throws(ScopeFSError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
             Readiness.report(readyFd, .failed(error))
@@ -50,7 +59,7 @@ struct MountCommand: ParsableCommand {
         guard Glibc.pipe(&pipe) == 0 else { throw ScopeFSError(.ioError, "pipe: \(String(cString: strerror(errno)))") }
         var arguments = [
             "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
-            "--ready-fd", "3",
+            "--ready-fd", "3", "--scopes", scopes.rawValue, "--scope-budget", String(scopeBudget),
         ]
         if allowOther { arguments.append("--allow-other") }
         let log = options.directory.path + "/daemon.log"

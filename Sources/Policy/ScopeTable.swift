@@ -1,0 +1,95 @@
+/// Security-scope counters per (process, grant) (SPEC S6–S11). A value
+/// type with no locks and no clock, so the rules are unit-tested in memory;
+/// the daemon keeps one behind a lock.
+public struct ScopeTable: Sendable {
+    public enum Mode: String, Sendable, Codable, CaseIterable {
+        /// Content operations need an active grant and a started scope (S9).
+        case strict
+        /// Content operations need only the active grant; scopes still count.
+        case lenient
+    }
+
+    /// One process's counters and budget.
+    public struct ProcessScopes: Sendable, Codable {
+        public var app: AppID
+        public var counts: [GrantID: Int] = [:]
+        /// Where each grant was started, for leak reports.
+        public var paths: [GrantID: String] = [:]
+        /// Successful starts not yet balanced by a stop (SPEC S10).
+        public var outstanding = 0
+        /// Once the budget is used up, no start succeeds until the process exits.
+        public var exhausted = false
+    }
+
+    public enum StartOutcome: Equatable, Sendable {
+        case started(count: Int)
+        case budgetExhausted
+    }
+
+    public enum StopOutcome: Equatable, Sendable {
+        case stopped(count: Int)
+        /// Stop at zero: nothing changes, the call is recorded (SPEC S7).
+        case unbalanced
+    }
+
+    /// A counter left above zero by a process that exited (SPEC S11).
+    public struct Leak: Equatable, Sendable {
+        public var pid: Int32
+        public var app: AppID
+        public var grant: GrantID
+        public var path: String
+        public var count: Int
+    }
+
+    public let budget: Int
+    public private(set) var processes: [Int32: ProcessScopes] = [:]
+
+    public init(budget: Int = 4096) {
+        self.budget = budget
+    }
+
+    public mutating func start(pid: Int32, app: AppID, grant: GrantID, path: String) -> StartOutcome {
+        var scopes = processes[pid] ?? ProcessScopes(app: app)
+        if scopes.exhausted || scopes.outstanding >= budget {
+            scopes.exhausted = true
+            processes[pid] = scopes
+            return .budgetExhausted
+        }
+        scopes.counts[grant, default: 0] += 1
+        scopes.paths[grant] = path
+        scopes.outstanding += 1
+        processes[pid] = scopes
+        return .started(count: scopes.counts[grant]!)
+    }
+
+    public mutating func stop(pid: Int32, grant: GrantID) -> StopOutcome {
+        guard var scopes = processes[pid], let count = scopes.counts[grant], count > 0 else { return .unbalanced }
+        scopes.counts[grant] = count - 1
+        scopes.outstanding -= 1
+        if count == 1 {
+            scopes.counts[grant] = nil
+            scopes.paths[grant] = nil
+        }
+        processes[pid] = scopes
+        return .stopped(count: count - 1)
+    }
+
+    /// The process's own counter on a grant.
+    public func count(pid: Int32, grant: GrantID) -> Int {
+        processes[pid]?.counts[grant] ?? 0
+    }
+
+    /// Whether any process of `lineage` (the caller first, then its
+    /// ancestors in the app's process tree) holds the grant (SPEC S9).
+    public func holds(lineage: [Int32], grant: GrantID) -> Bool {
+        lineage.contains { count(pid: $0, grant: grant) > 0 }
+    }
+
+    /// Forgets an exited process; its counters above zero are leaks.
+    public mutating func exited(pid: Int32) -> [Leak] {
+        guard let scopes = processes.removeValue(forKey: pid) else { return [] }
+        return scopes.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { grant, count in
+            Leak(pid: pid, app: scopes.app, grant: grant, path: scopes.paths[grant] ?? "", count: count)
+        }
+    }
+}

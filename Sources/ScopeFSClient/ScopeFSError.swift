@@ -1,0 +1,106 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A failed start, stop or scope query, carrying the errno that the
+/// getxattr(2) call returned (docs/API.md "Errors", SPEC S32).
+///
+/// Switch over `kind` for the cases an app usually handles, or read `errno`
+/// (and `posixCode`) for the exact value:
+///
+///     do {
+///         try ScopeFS.startAccessing(url)
+///     } catch let error as ScopeFSError where error.kind == .denied {
+///         // no active grant, or it was revoked (SPEC S6, S14)
+///     } catch {
+///         print(error)   // "start accessing /mnt/…: EDQUOT (…)"
+///     }
+public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringConvertible {
+    /// Which call failed.
+    public enum Operation: String, Sendable {
+        case start = "start accessing"
+        case stop = "stop accessing"
+        case scopeCount = "read the scope count of"
+    }
+
+    /// What an errno means for a security scope.
+    public enum Kind: Sendable, Equatable, Hashable {
+        /// EPERM: no active grant of the caller's app covers the path, the
+        /// grant is revoked, or the caller is not an app process
+        /// (SPEC S6, S14).
+        case denied
+        /// EDQUOT: the process used up its budget of outstanding starts; it
+        /// stays so until the process exits (SPEC S10).
+        case budgetExhausted
+        /// ENOENT: the path is not visible to the caller's app (SPEC S2, S3).
+        case notVisible
+        /// ENODATA, ENOTSUP or ENOSYS: the path is not inside a ScopeFS mount
+        /// (or the mount does not offer the syscall API).
+        case notScopeFS
+        /// EPROTO: the mount replied with a value that docs/API.md does not
+        /// define.
+        case unexpectedReply
+        /// Anything else (EINVAL for a URL that is not a file URL, I/O
+        /// errors, ENOTCONN for a dead mount, …).
+        case other
+    }
+
+    /// The errno of the failed call.
+    public let errno: Int32
+    /// The call that failed.
+    public let operation: Operation
+    /// The path it was made on.
+    public let path: String
+
+    public init(errno: Int32, operation: Operation, path: String) {
+        self.errno = errno
+        self.operation = operation
+        self.path = path
+    }
+
+    /// The meaning of `errno` for a security scope.
+    public var kind: Kind {
+        switch errno {
+        case EPERM: return .denied
+        case EDQUOT: return .budgetExhausted
+        case ENOENT: return .notVisible
+        case ENODATA, ENOTSUP, ENOSYS: return .notScopeFS
+        case EPROTO: return .unexpectedReply
+        default: return .other
+        }
+    }
+
+    /// `errno` as Foundation's `POSIXErrorCode`, when it is a known value.
+    public var posixCode: POSIXErrorCode? { POSIXErrorCode(rawValue: errno) }
+
+    /// The symbolic name of `errno` ("EPERM") for the values this library
+    /// documents, else "errno N".
+    public var errnoName: String {
+        switch errno {
+        case EPERM: return "EPERM"
+        case ENOENT: return "ENOENT"
+        case EDQUOT: return "EDQUOT"
+        case EACCES: return "EACCES"
+        case EINVAL: return "EINVAL"
+        case ERANGE: return "ERANGE"
+        case ENODATA: return "ENODATA"
+        case ENOTSUP: return "ENOTSUP"
+        case ENOSYS: return "ENOSYS"
+        case EPROTO: return "EPROTO"
+        case ENOTCONN: return "ENOTCONN"
+        case EIO: return "EIO"
+        default: return "errno \(errno)"
+        }
+    }
+
+    public var description: String {
+        "\(operation.rawValue) \(path): \(errnoName) (\(String(cString: strerror(errno))))"
+    }
+}
+
+extension ScopeFSError: LocalizedError {
+    public var errorDescription: String? { description }
+}

@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import Policy
+import PolicyStore
+
+struct EventsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "events",
+        abstract: "What apps did: grants, revokes, restores, denials, starts, stops, leaks (SPEC S29).")
+    @OptionGroup var options: StateOptions
+    @Option(help: "Only this app's events.") var app: String?
+    @Option(help: "Only events at or after T (ISO 8601, or seconds since 1970, or -N for N seconds ago).")
+    var since: String?
+    @Option(help: "Only events of these kinds (comma-separated, e.g. leak,denial).") var kind: String?
+    @Option(help: "At most the newest N events.") var limit: Int = 1000
+    @Flag(help: "Keep printing new events as they come.") var follow = false
+    @Flag(help: "One JSON object per line.") var json = false
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let store = EventStore(database: try PolicyDatabase.open(options.directory))
+            var filter = EventStore.Filter(app: app, kinds: try kinds(), since: try sinceTime(), limit: limit)
+            while true {
+                let events = try store.events(filter)
+                for event in events { print(json ? Self.json(event) : Self.line(event)) }
+                fflush(nil)  // all streams: stdout is not concurrency-safe to name
+                guard follow else { return }
+                if let last = events.last?.id { filter.afterID = last }
+                filter.limit = nil
+                usleep(200_000)
+            }
+        }
+    }
+
+    private func kinds() throws(ScopeFSError) -> Set<Event.Kind>? {
+        guard let kind else { return nil }
+        var kinds: Set<Event.Kind> = []
+        for name in kind.split(separator: ",") {
+            guard let parsed = Event.Kind(rawValue: String(name)) else {
+                throw ScopeFSError(.usage, "unknown event kind \(name); kinds: \(Event.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            kinds.insert(parsed)
+        }
+        return kinds
+    }
+
+    private func sinceTime() throws(ScopeFSError) -> Double? {
+        guard let since else { return nil }
+        if let seconds = Double(since) { return seconds < 0 ? Date().timeIntervalSince1970 + seconds : seconds }
+        if let date = ISO8601DateFormatter().date(from: since) { return date.timeIntervalSince1970 }
+        throw ScopeFSError(.usage, "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or -N")
+    }
+
+    static func line(_ event: Event) -> String {
+        let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: event.time))
+        var fields = [time, event.kind.rawValue, event.app ?? "-", event.pid.map(String.init) ?? "-", event.path ?? "-"]
+        if let operation = event.operation { fields.append("op=\(operation)") }
+        if let code = event.errno { fields.append("errno=\(Errno.name(code))") }
+        if let count = event.count { fields.append("count=\(count)") }
+        if let grant = event.grant { fields.append("grant=\(grant)") }
+        return fields.joined(separator: "\t")
+    }
+
+    static func json(_ event: Event) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var object = (try? JSONSerialization.jsonObject(with: encoder.encode(event))) as? [String: Any] ?? [:]
+        if let code = event.errno { object["errnoName"] = Errno.name(code) }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+enum Errno {
+    static func name(_ code: Int32) -> String {
+        switch code {
+        case EPERM: "EPERM"
+        case ENOENT: "ENOENT"
+        case EROFS: "EROFS"
+        case EXDEV: "EXDEV"
+        case EDQUOT: "EDQUOT"
+        case EACCES: "EACCES"
+        default: String(code)
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import CSystemShims
+import Glibc
+import PolicyStore
+
+struct ScopeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scope", abstract: "Security scopes from the shell (SPEC S12).", subcommands: [Exec.self])
+
+    struct Exec: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.")
+        @Argument(help: "A path inside the mount.") var path: String
+        @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
+
+        func validate() throws {
+            if command.drop(while: { $0 == "--" }).isEmpty { throw ValidationError("name a command to run after --") }
+        }
+
+        func run() throws {
+            let command = Array(self.command.drop(while: { $0 == "--" }))
+            try report { () throws(ScopeFSError) in
+                // The getxattr form tells the outcome in one call (docs/API.md).
+                var buffer = [CChar](repeating: 0, count: 64)
+                guard getxattr(path, "user.scopefs.start", &buffer, buffer.count) >= 0 else {
+                    let code = errno
+                    let kind: ScopeFSError.Kind = code == ENOENT ? .noInput : .refused
+                    throw ScopeFSError(kind, "cannot start accessing \(path): \(String(cString: strerror(code)))")
+                }
+                let argv = command.map { strdup($0) } + [nil]
+                execvp(command[0], argv)
+                let code = errno
+                throw ScopeFSError(
+                    code == ENOENT ? .commandNotFound : .commandNotExecutable,
+                    "cannot run \(command[0]): \(String(cString: strerror(code)))")
+            }
+        }
+    }
+}
