@@ -39,6 +39,14 @@ public struct ScopeTable: Sendable {
         public var grant: GrantID
         public var path: String
         public var count: Int
+
+        public init(pid: Int32, app: AppID, grant: GrantID, path: String, count: Int) {
+            self.pid = pid
+            self.app = app
+            self.grant = grant
+            self.path = path
+            self.count = count
+        }
     }
 
     public let budget: Int

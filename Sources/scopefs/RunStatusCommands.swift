@@ -1,6 +1,7 @@
 import ArgumentParser
 import Daemon
 import Foundation
+import Policy
 import PolicyStore
 
 struct RunCommand: ParsableCommand {
@@ -36,19 +37,32 @@ struct StatusCommand: ParsableCommand {
     struct Report: Encodable {
         var stateDirectory: String
         var daemon: DaemonStatus?
+        var recentLeaks: [Event]
     }
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            _ = try PolicyDatabase.open(options.directory)
+            let database = try PolicyDatabase.open(options.directory)
             let status = try ControlClient.status(state: options.directory)
-            if json { return printJSON(Report(stateDirectory: options.directory.path, daemon: status)) }
-            guard let status else { return print("no daemon serves \(options.directory.path)") }
-            print("mounted at \(status.mountpoint) by daemon \(status.pid) (open files: \(status.openFiles), inodes: \(status.inodes))")
-            print("app processes: \(status.processes.count)")
-            for process in status.processes {
-                print("  \(process.pid)\t\(process.app)\(process.parent.map { "\tchild of \($0)" } ?? "")")
+            let leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
+            if json { return printJSON(Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks)) }
+            if let status {
+                print("mounted at \(status.mountpoint) by daemon \(status.pid)")
+                print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
+                print("app processes: \(status.processes.count)")
+                for process in status.processes { print(Self.describe(process)) }
+            } else {
+                print("no daemon serves \(options.directory.path)")
             }
+            print("recent leaks: \(leaks.count)")
+            for leak in leaks { print("  " + EventsCommand.line(leak)) }
         }
+    }
+
+    static func describe(_ process: DaemonStatus.AppProcessStatus) -> String {
+        var text = "  \(process.pid)\t\(process.app)\(process.parent.map { "\tchild of \($0)" } ?? "")"
+        text += "\tbudget used \(process.budgetUsed)\(process.budgetExhausted ? " (exhausted)" : "")"
+        for scope in process.scopes { text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path)" }
+        return text
     }
 }

@@ -1,0 +1,101 @@
+import Policy
+import Testing
+
+/// The decision rules of SPEC S2–S4, S9 and S14, on an in-memory snapshot.
+@Suite struct DecisionTests {
+    let app = "com.example.editor"
+    let process = Caller.app("com.example.editor", ProcessKey(pid: 10, startTime: 1))
+
+    func grant(_ id: GrantID, _ path: String, access: Access = .readWrite, state: GrantState = .active) -> Grant {
+        Grant(
+            id: id, app: app, provider: "local", item: "item-\(id)", relativePath: path, isDirectory: true,
+            access: access, state: state, grantedAt: 0)
+    }
+
+    func snapshot(_ grants: [Grant]) -> PolicySnapshot {
+        PolicySnapshot(
+            generation: 1, apps: [App(id: app, name: "Editor")],
+            providers: [Provider(id: "local", name: "Local", directory: "/p")], grants: grants)
+    }
+
+    @Test("SPEC S2: a folder grant covers the folder and everything below it")
+    func folderCoverage() {
+        let policy = snapshot([grant(1, "Projects/Novel")])
+        #expect(policy.coverage(app: app, provider: "local", path: "Projects/Novel/ch1.txt") == .granted(grant(1, "Projects/Novel")))
+        #expect(policy.coverage(app: app, provider: "local", path: "Projects/Novel/new/deep.txt") != .hidden)
+        #expect(policy.coverage(app: app, provider: "local", path: "Projects") == .ancestor)
+        #expect(policy.coverage(app: app, provider: "local", path: "") == .ancestor)
+        #expect(policy.coverage(app: app, provider: "local", path: "Projects/Other") == .hidden)
+        #expect(policy.coverage(app: app, provider: "local", path: "Projects/Novel2") == .hidden)
+        #expect(policy.childrenLeadingToGrants(app: app, provider: "local", path: "Projects") == ["Novel"])
+    }
+
+    @Test("SPEC S2/S3: nothing of another app, nothing of an ungranted provider")
+    func otherAppsSeeNothing() {
+        let policy = snapshot([grant(1, "Projects")])
+        #expect(policy.coverage(app: "com.example.other", provider: "local", path: "Projects") == .hidden)
+        #expect(policy.visibleProviders(of: "com.example.other").isEmpty)
+        #expect(Decision.mayEnter(app: app, caller: .app("com.example.other", ProcessKey(pid: 2, startTime: 2))) == false)
+        #expect(Decision.mayEnter(app: app, caller: .stranger) == false)
+        #expect(Decision.mayEnter(app: app, caller: .inspector))
+    }
+
+    @Test("SPEC S9: the nearest covering grant decides")
+    func nearestGrant() {
+        let policy = snapshot([grant(1, "A", access: .read), grant(2, "A/B")])
+        #expect(policy.coverage(app: app, provider: "local", path: "A/B/c") == .granted(grant(2, "A/B")))
+        #expect(policy.coverage(app: app, provider: "local", path: "A/c") == .granted(grant(1, "A", access: .read)))
+    }
+
+    @Test("SPEC S9/S32: read-only grants refuse writes with EPERM; scopes gate content operations")
+    func accessAndScopes() {
+        let readOnly = Coverage.granted(grant(1, "A", access: .read))
+        #expect(Decision.provider(.read, coverage: readOnly, caller: process) == nil)
+        #expect(Decision.provider(.write, coverage: readOnly, caller: process) == .denied)
+        #expect(Decision.provider(.read, coverage: readOnly, caller: process, scopeHeld: { _ in false }) == .denied)
+        #expect(Decision.provider(.lookup, coverage: readOnly, caller: process, scopeHeld: { _ in false }) == nil)
+        #expect(Decision.provider(.metadata, coverage: readOnly, caller: process, scopeHeld: { _ in false }) == nil)
+    }
+
+    @Test("SPEC S14: a revoked grant stays listed but every content operation is EPERM")
+    func revoked() {
+        let revoked = Coverage.granted(grant(1, "A", state: .revoked))
+        #expect(Decision.provider(.lookup, coverage: revoked, caller: process) == nil)
+        #expect(Decision.provider(.read, coverage: revoked, caller: process) == .denied)
+        #expect(Decision.provider(.metadata, coverage: revoked, caller: process) == .denied)
+        #expect(Decision.provider(.write, coverage: revoked, caller: process) == .denied)
+    }
+
+    @Test("SPEC S4: the inspect view reads without scopes and gets EROFS on writes")
+    func inspector() {
+        let covered = Coverage.granted(grant(1, "A"))
+        #expect(Decision.provider(.read, coverage: covered, caller: .inspector, scopeHeld: { _ in false }) == nil)
+        #expect(Decision.provider(.write, coverage: covered, caller: .inspector) == .readOnlyView)
+        #expect(Decision.provider(.read, coverage: .hidden, caller: .inspector) == .invisible)
+        #expect(Decision.container(.write, caller: .inspector) == .readOnlyView)
+        #expect(Decision.container(.write, caller: process) == nil)
+        #expect(Decision.provider(.read, coverage: covered, caller: .stranger) == .invisible)
+    }
+
+    @Test("SPEC S2: bare ancestor folders can be listed, not changed")
+    func ancestors() {
+        #expect(Decision.provider(.read, coverage: .ancestor, caller: process) == nil)
+        #expect(Decision.provider(.write, coverage: .ancestor, caller: process) == .denied)
+        #expect(Decision.provider(.read, coverage: .hidden, caller: process) == .invisible)
+    }
+}
+
+@Suite struct RelativePathTests {
+    @Test("SPEC S33: no path given on the command line leaves its provider")
+    func normalize() {
+        #expect(RelativePath.normalize("a/./b//c/") == "a/b/c")
+        #expect(RelativePath.normalize(".") == "")
+        #expect(RelativePath.normalize("") == "")
+        #expect(RelativePath.normalize("../x") == nil)
+        #expect(RelativePath.normalize("a/../../x") == nil)
+        #expect(RelativePath.normalize("/etc") == nil)
+        #expect(RelativePath.isWithin("a/b", "a"))
+        #expect(!RelativePath.isWithin("ab", "a"))
+        #expect(RelativePath.isWithin("anything", ""))
+    }
+}

@@ -1,0 +1,58 @@
+import Policy
+import Testing
+
+/// Security-scope counters (SPEC S6–S11) without a mount.
+@Suite struct ScopeTableTests {
+    @Test("SPEC S8: starts nest; access lasts until the N-th stop")
+    func nesting() {
+        var table = ScopeTable()
+        #expect(table.start(pid: 1, app: "a", grant: 7, path: "/p") == .started(count: 1))
+        #expect(table.start(pid: 1, app: "a", grant: 7, path: "/p") == .started(count: 2))
+        #expect(table.holds(lineage: [1], grant: 7))
+        #expect(table.stop(pid: 1, grant: 7) == .stopped(count: 1))
+        #expect(table.holds(lineage: [1], grant: 7))
+        #expect(table.stop(pid: 1, grant: 7) == .stopped(count: 0))
+        #expect(!table.holds(lineage: [1], grant: 7))
+    }
+
+    @Test("SPEC S7: a stop at zero changes nothing and never goes negative")
+    func unbalanced() {
+        var table = ScopeTable()
+        #expect(table.stop(pid: 1, grant: 7) == .unbalanced)
+        #expect(table.count(pid: 1, grant: 7) == 0)
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        #expect(table.count(pid: 1, grant: 7) == 1)
+    }
+
+    @Test("SPEC S9: a child holds what its ancestors hold; a sibling does not")
+    func inheritance() {
+        var table = ScopeTable()
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        #expect(table.holds(lineage: [2, 1], grant: 7))
+        #expect(!table.holds(lineage: [3, 4], grant: 7))
+        #expect(!table.holds(lineage: [2, 1], grant: 8))
+    }
+
+    @Test("SPEC S10: the budget of outstanding starts; exhausted until exit; a new process has a full budget")
+    func budget() {
+        var table = ScopeTable(budget: 3)
+        for count in 1...3 { #expect(table.start(pid: 1, app: "a", grant: 7, path: "/p") == .started(count: count)) }
+        #expect(table.start(pid: 1, app: "a", grant: 8, path: "/q") == .budgetExhausted)
+        _ = table.stop(pid: 1, grant: 7)
+        #expect(table.start(pid: 1, app: "a", grant: 7, path: "/p") == .budgetExhausted)
+        #expect(table.start(pid: 2, app: "a", grant: 7, path: "/p") == .started(count: 1))
+    }
+
+    @Test("SPEC S11: counters above zero at exit are leaks")
+    func leaks() {
+        var table = ScopeTable()
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        _ = table.start(pid: 1, app: "a", grant: 8, path: "/q")
+        _ = table.stop(pid: 1, grant: 8)
+        let leaks = table.exited(pid: 1)
+        #expect(leaks == [ScopeTable.Leak(pid: 1, app: "a", grant: 7, path: "/p", count: 2)])
+        #expect(table.exited(pid: 1).isEmpty)
+        #expect(table.exited(pid: 99).isEmpty)
+    }
+}
