@@ -101,12 +101,22 @@ struct UnmountCommand: ParsableCommand {
         }
     }
 
+    /// Waits until the daemon has exited. A daemon started in the background
+    /// is a child of init, which may reap it late: a zombie counts as gone.
     private func waitForExit(_ pid: Int32) throws(ScopeFSError) {
         let deadline = Date().addingTimeInterval(timeout)
-        while kill(pid, 0) == 0 {
+        while kill(pid, 0) == 0 && !Self.isZombie(pid) {
             if Date() > deadline { throw ScopeFSError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
-            usleep(20_000)
+            usleep(10_000)
         }
+    }
+
+    static func isZombie(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
+        return state == "Z" || state == "X"
     }
 }
 
