@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         .systemLibrary(
@@ -41,6 +42,16 @@ let package = Package(
             dependencies: ["Policy", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
+        // Documents (SPEC S17-S28): item locations, picker operations,
+        // bookmarks, queries. Used by the CLI and the daemon, not by the mount.
+        .target(
+            name: "Documents",
+            dependencies: [
+                "Policy", "PolicyStore", "CSystemShims",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "ScopeFS",
             dependencies: ["FuseBridge", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
@@ -49,7 +60,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims",
+                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims", "Documents",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -58,7 +69,7 @@ let package = Package(
         .executableTarget(
             name: "scopefs",
             dependencies: [
-                "Daemon", "Policy", "PolicyStore", "CSystemShims",
+                "Daemon", "Policy", "PolicyStore", "CSystemShims", "Documents",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -71,7 +82,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PolicyTests",
-            dependencies: ["Policy", "PolicyStore"]
+            dependencies: ["Policy", "PolicyStore", "Documents"]
         ),
     ]
 )

@@ -1,3 +1,4 @@
+import Documents
 import Foundation
 import Policy
 
@@ -11,14 +12,18 @@ public struct ControlRequest: Codable, Sendable {
         /// Re-read the isolation layer now (sent after every CLI change).
         case reload
         case status
+        /// Resolve a bookmark for the sending app process (SPEC S26, S27).
+        case resolve
     }
 
     public var op: Operation
     public var app: AppID?
+    public var bookmark: String?
 
-    public init(op: Operation, app: AppID? = nil) {
+    public init(op: Operation, app: AppID? = nil, bookmark: String? = nil) {
         self.op = op
         self.app = app
+        self.bookmark = bookmark
     }
 }
 
@@ -29,6 +34,9 @@ public struct ControlResponse: Codable, Sendable {
     public var message: String?
     public var mountpoint: String?
     public var status: DaemonStatus?
+    public var resolution: BookmarkResolution?
+    /// A resolved bookmark's path in the mount, as seen outside a sandbox.
+    public var path: String?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)

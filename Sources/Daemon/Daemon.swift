@@ -1,3 +1,4 @@
+import Documents
 import Foundation
 import FuseBridge
 import Glibc
@@ -51,12 +52,19 @@ public enum Daemon {
         let scopes = ScopeRegistry(
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
         tracker.onExit { process in scopes.processExited(pid: process.key.pid) }
+        tracker.onExit { process in
+            // SPEC S18: the import inbox goes with the app's last process.
+            guard !tracker.appProcesses.contains(where: { $0.app == process.app }) else { return }
+            let inbox = state.containerPath(of: process.app) + "/tmp/\(process.app)-Inbox"
+            try? FileManager.default.removeItem(atPath: inbox)
+        }
+        let documents = try DocumentBridge(state: state, repository: repository, logger: logger)
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath, ownerUID: ownerUID)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(
-                configuration: configuration, callers: tracker, scopes: scopes, events: recorder,
+                configuration: configuration, callers: tracker, scopes: scopes, events: recorder, documents: documents,
                 snapshot: try repository.snapshot(generation: 1))
         } catch let error as ScopeFSError {
             throw error
@@ -79,8 +87,8 @@ public enum Daemon {
         do {
             server = try ControlServer(path: state.controlSocketPath, ownerUID: ownerUID, logger: logger) { request, peer in
                 Self.handle(
-                    request, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader, fileSystem: fileSystem,
-                    mountpoint: mountpoint, options: options)
+                    request, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader, documents: documents,
+                    fileSystem: fileSystem, mountpoint: mountpoint, options: options)
             }
         } catch {
             session.unmount()
@@ -89,6 +97,11 @@ public enum Daemon {
         server.start()
         Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
         Thread.detachNewThread { recorder.run(until: { stopping.load(ordering: .relaxed) }) }
+        Thread.detachNewThread {
+            documents.watch(until: { stopping.load(ordering: .relaxed) }) {
+                do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
+            }
+        }
         if let watcher = try? ChangeWatcher(state) {
             Thread.detachNewThread { reloader.watch(watcher, until: { stopping.load(ordering: .relaxed) }) }
         }
@@ -110,7 +123,7 @@ public enum Daemon {
 
     private static func handle(
         _ request: ControlRequest, peer: UnixSocket.PeerCredentials, tracker: ProcessTracker, scopes: ScopeRegistry,
-        reloader: PolicyReloader, fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
+        reloader: PolicyReloader, documents: DocumentBridge, fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
     ) -> ControlResponse {
         switch request.op {
         case .reload:
@@ -134,6 +147,22 @@ public enum Daemon {
                     "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)")
             case .failure(.gone):
                 return .failure(ScopeFSError.Kind.refused.rawValue, "the registering process is gone")
+            }
+        case .resolve:
+            guard let token = request.bookmark else { return .failure(ScopeFSError.Kind.usage.rawValue, "resolve needs a bookmark") }
+            guard let app = tracker.app(of: peer.pid) else {
+                return .failure(
+                    ScopeFSError.Kind.refused.rawValue,
+                    "only an app process can resolve its bookmarks; run the resolver with `scopefs run --app APP`")
+            }
+            do {
+                let resolution = try documents.resolve(token, by: app)
+                var response = ControlResponse(ok: true, mountpoint: mountpoint)
+                response.resolution = resolution
+                response.path = mountpoint + "/" + app + "/" + resolution.pathInApp
+                return response
+            } catch {
+                return .failure(error.exitCode, error.message)
             }
         case .status:
             let counters = scopes.processes

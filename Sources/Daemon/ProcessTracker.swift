@@ -130,6 +130,13 @@ public final class ProcessTracker: CallerResolver {
         case gone
     }
 
+    /// The app of a live process (by pid), for control-socket requests.
+    public func app(of pid: Int32) -> AppID? {
+        guard let status = ProcFS.status(of: pid), let key = ProcFS.key(of: status.tgid) else { return nil }
+        applyPendingEvents()
+        return appOf(key, parent: status.parent)
+    }
+
     /// Live app processes, for `scopefs status`.
     public var appProcesses: [AppProcess] {
         state.withLock { Array($0.processes.values) }.sorted { $0.key.pid < $1.key.pid }

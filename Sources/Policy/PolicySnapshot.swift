@@ -8,10 +8,16 @@ public struct PolicySnapshot: Sendable {
     public let apps: [AppID: App]
     public let providers: [ProviderID: Provider]
     public let grantsByID: [GrantID: Grant]
+    /// Every known item's current location (references resolve through it).
+    public let items: [ItemIdentifier: ItemLocation]
     private let views: [AppID: [ProviderID: ProviderView]]
 
-    public init(generation: UInt64, apps: [App], providers: [Provider], grants: [Grant]) {
+    public init(
+        generation: UInt64, apps: [App], providers: [Provider], grants: [Grant],
+        items: [ItemIdentifier: ItemLocation] = [:]
+    ) {
         self.generation = generation
+        self.items = items
         self.apps = Dictionary(apps.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.providers = Dictionary(providers.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.grantsByID = Dictionary(grants.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })

@@ -166,6 +166,10 @@ enum Migrations {
                 CREATE INDEX events_by_kind ON events(kind, id);
                 """)
         }
+        migrator.registerMigration("v3-item-presence") { db in
+            // Set when an item cannot be found by its file identity any more.
+            try db.execute(sql: "ALTER TABLE items ADD COLUMN missing BOOLEAN NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -19,8 +19,19 @@ public struct PolicyRepository: Sendable {
                 generation: generation,
                 apps: try Self.fetchApps(db),
                 providers: try Self.fetchProviders(db),
-                grants: try Self.fetchGrants(db, app: nil))
+                grants: try Self.fetchGrants(db, app: nil),
+                items: try Self.fetchItemLocations(db))
         }
+    }
+
+    static func fetchItemLocations(_ db: Database) throws -> [ItemIdentifier: ItemLocation] {
+        var items: [ItemIdentifier: ItemLocation] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT id, provider_id, relative_path, is_directory, missing FROM items") {
+            items[row["id"]] = ItemLocation(
+                provider: row["provider_id"], path: row["relative_path"], isDirectory: row["is_directory"],
+                exists: !(row["missing"] as Bool))
+        }
+        return items
     }
 
     // MARK: Providers
@@ -174,7 +185,7 @@ public struct PolicyRepository: Sendable {
 
     /// Finds the item at `path`, or records a new one. An item whose file
     /// identity changed (deleted and re-created) gets a new identifier.
-    private static func upsertItem(_ db: Database, provider: ProviderID, path: String, file: ProviderFile) throws
+    static func upsertItem(_ db: Database, provider: ProviderID, path: String, file: ProviderFile) throws
         -> ItemIdentifier
     {
         if let row = try Row.fetchOne(
@@ -198,6 +209,16 @@ public struct PolicyRepository: Sendable {
                 """,
             arguments: [id, provider, path, file.isDirectory, Int64(bitPattern: file.device), Int64(bitPattern: file.inode)])
         return id
+    }
+
+    /// The identifier of the item at `path` (recorded now if it is new).
+    public func itemIdentifier(provider providerID: ProviderID, path: String) throws(ScopeFSError) -> ItemIdentifier {
+        try database.write { db in
+            guard let provider = try Self.fetchProviders(db).first(where: { $0.id == providerID }) else {
+                throw ScopeFSError.unknownProvider(providerID)
+            }
+            return try Self.upsertItem(db, provider: providerID, path: path, file: try ProviderFile.inspect(provider: provider, path: path))
+        }
     }
 
     private static func existingDirectory(_ directory: String) throws(ScopeFSError) -> String {

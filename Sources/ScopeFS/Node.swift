@@ -58,8 +58,15 @@ final class Node: Sendable {
     let directory: Int32?
     /// True for the root of a container or of a provider view.
     let isDomainRoot: Bool
+    /// Set for a reference document's stub in a container: the node is
+    /// shown as a symbolic link to the item (SPEC S23).
+    let reference: ReferenceStub?
 
-    init(inode: UInt64, place: Place, identity: FileIdentity?, isDirectory: Bool, directory: Int32?, isDomainRoot: Bool) {
+    init(
+        inode: UInt64, place: Place, identity: FileIdentity?, isDirectory: Bool, directory: Int32?, isDomainRoot: Bool,
+        reference: ReferenceStub? = nil
+    ) {
+        self.reference = reference
         self.inode = inode
         self.place = place
         self.identity = identity

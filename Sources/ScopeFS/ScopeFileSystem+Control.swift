@@ -13,6 +13,17 @@ extension ScopeFileSystem {
         case start = "user.scopefs.start"
         case stop = "user.scopefs.stop"
         case scope = "user.scopefs.scope"
+        // Item metadata (SPEC S24), read through a reference, which the
+        // kernel follows to the item (user.* attributes of a symlink itself
+        // are refused by the kernel before they reach ScopeFS).
+        case item = "user.scopefs.item"
+        case provider = "user.scopefs.provider"
+        case providerName = "user.scopefs.provider-name"
+        case path = "user.scopefs.path"
+        case grantState = "user.scopefs.grant-state"
+        // Bookmarks (SPEC S25).
+        case bookmark = "user.scopefs.bookmark"
+        case readOnlyBookmark = "user.scopefs.bookmark-read-only"
     }
 
     /// Performs a control attribute's action; returns its textual result.
@@ -21,10 +32,11 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let target = try gate(inode, .lookup, caller)
         guard case .provider(let app, let provider) = target.node.place else { return Self.notNeeded }
-        guard case .app(_, let process) = caller else { throw .notPermitted }
         guard case .granted(let grant) = coverage(of: target.resolved, app: app, provider: provider) else {
             throw .notPermitted
         }
+        if let metadata = try itemMetadata(attribute, target: target, provider: provider, grant: grant) { return metadata }
+        guard case .app(_, let process) = caller else { throw .notPermitted }
         let path = displayPath(target.resolved)
         switch attribute {
         case .start:
@@ -43,6 +55,27 @@ extension ScopeFileSystem {
             }
         case .scope:
             return grant.state == .active ? String(scopes.count(pid: process.pid, grant: grant.id)) : "0"
+        case .bookmark, .readOnlyBookmark:
+            // A bookmark for an item the app can access now (SPEC S25).
+            guard grant.state == .active else { throw .notPermitted }
+            let access: Access = attribute == .bookmark ? grant.access : .read
+            return try documents.bookmark(app: app, provider: provider, path: target.path, access: access)
+        default:
+            throw .notSupported
+        }
+    }
+
+    /// The reference metadata of SPEC S24, readable by the app and the inspector.
+    private func itemMetadata(_ attribute: ControlAttribute, target: Target, provider: ProviderID, grant: Grant)
+        throws(Errno) -> String?
+    {
+        switch attribute {
+        case .item: return try documents.itemIdentifier(provider: provider, path: target.path)
+        case .provider: return provider
+        case .providerName: return withPolicy { $0.providers[provider]?.name } ?? provider
+        case .path: return target.path
+        case .grantState: return grant.state.rawValue
+        default: return nil
         }
     }
 }

@@ -51,7 +51,8 @@ extension ScopeFileSystem {
         fallback.st_ino = ino_t(item.inode)
         fallback.st_mode = item.type
         if item.name != "." && item.name != "..", let (node, info) = try? child(of: folder, named: item.name, caller: caller) {
-            if listing.addPlus(name: item.name, entry: entry(node, info), fallback: fallback, nextOffset: Int64(next)) {
+            let shown = presented(node, info, path: RelativePath.join(folder.path, item.name))
+            if listing.addPlus(name: item.name, entry: entry(node, shown), fallback: fallback, nextOffset: Int64(next)) {
                 return true
             }
             table.forget(node.inode, count: 1)

@@ -12,7 +12,7 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let parentTarget = try gate(parent, .lookup, caller)
         let (node, info) = try child(of: parentTarget, named: name, caller: caller)
-        return entry(node, info)
+        return entry(node, presented(node, info, path: RelativePath.join(parentTarget.path, name)))
     }
 
     public func forget(_ inode: UInt64, count: UInt64) {
@@ -24,11 +24,13 @@ extension ScopeFileSystem {
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
             return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: timeout(for: target.node))
         }
-        return Attributes(stat: try attributes(of: target.resolved), timeout: timeout(for: target.node))
+        let info = presented(target.node, try attributes(of: target.resolved), path: target.path)
+        return Attributes(stat: info, timeout: timeout(for: target.node))
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
         let target = try gate(inode, .metadata, callers.caller(of: request))
+        if let stub = target.node.reference { return referenceTarget(stub, containerPath: target.path) }
         guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
         return try Sys.readlinkAt(parent, target.resolved.name)
     }
@@ -102,13 +104,44 @@ extension ScopeFileSystem {
             let descriptor = try Sys.openAt(directory, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
             return try adopt(descriptor, place: parent.place, parent: parent.inode, name: name, isDomainRoot: false)
         }
+        let stub = Self.isContainer(parent.place) ? readStub(directory, name, info) : nil
         let node = table.lookup(key: .backed(parent.place, FileIdentity(info)), parent: parent.inode, name: name) {
             inode in
             Node(
                 inode: inode, place: parent.place, identity: FileIdentity(info), isDirectory: false, directory: nil,
-                isDomainRoot: false)
+                isDomainRoot: false, reference: stub)
         }
         return (node, info)
+    }
+
+    static func isContainer(_ place: Place) -> Bool {
+        if case .container = place { return true }
+        return false
+    }
+
+    /// Reads a small container file to see whether it is a reference stub.
+    private func readStub(_ directory: Int32, _ name: String, _ info: stat) -> ReferenceStub? {
+        guard info.isRegular, info.st_size > 0, info.st_size <= ReferenceStub.maximumSize,
+            let descriptor = try? Sys.openAt(directory, name, O_RDONLY | O_NOFOLLOW)
+        else { return nil }
+        defer { Sys.close(descriptor) }
+        return (try? Sys.pread(descriptor, ReferenceStub.maximumSize, 0)).flatMap { ReferenceStub.parse($0) }
+    }
+
+    /// A reference stub is shown as a symbolic link to its item (SPEC S23).
+    func presented(_ node: Node, _ info: stat, path: String) -> stat {
+        guard let stub = node.reference else { return info }
+        var link = info
+        link.st_mode = S_IFLNK | 0o777
+        link.st_size = off_t(referenceTarget(stub, containerPath: path).utf8.count)
+        return link
+    }
+
+    /// The link target: the item's current place in the app's own view.
+    func referenceTarget(_ stub: ReferenceStub, containerPath: String) -> String {
+        let location = withPolicy { $0.items[stub.item] }
+        let itemPath = location.map { $0.exists ? $0.path : $0.path + " (missing)" } ?? "unknown-item-" + stub.item
+        return ReferenceStub.linkTarget(containerPath: containerPath, provider: stub.provider, itemPath: itemPath)
     }
 
     /// Makes (or finds) the node of a directory whose O_PATH descriptor was

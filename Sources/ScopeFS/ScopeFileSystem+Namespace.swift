@@ -72,6 +72,7 @@ extension ScopeFileSystem {
         if let moved = try? Sys.statAt(toDirectory, newName) {
             table.moved(identity: FileIdentity(moved), place: to.node.place, to: to.node.inode, name: newName)
         }
+        if case .provider = to.node.place { documents.itemsMayHaveMoved() }
     }
 
     /// Renames and links stay inside one grant of one provider, or inside

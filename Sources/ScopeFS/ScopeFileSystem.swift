@@ -10,6 +10,16 @@ public protocol CallerResolver: Sendable {
     func caller(of request: Request) -> Caller
 }
 
+/// Item identifiers and bookmarks, which need the database and the bookmark
+/// key: served by the daemon (never on the hot path: only when an app asks
+/// for `user.scopefs.item` or `user.scopefs.bookmark`).
+public protocol DocumentServices: Sendable {
+    func itemIdentifier(provider: ProviderID, path: String) throws(Errno) -> ItemIdentifier
+    func bookmark(app: AppID, provider: ProviderID, path: String, access: Access) throws(Errno) -> String
+    /// Something was renamed through the mount: item locations may have changed.
+    func itemsMayHaveMoved()
+}
+
 /// What a mount was asked for.
 public struct MountConfiguration: Sendable {
     public enum OpenFiles: String, Sendable, CaseIterable {
@@ -42,6 +52,7 @@ public final class ScopeFileSystem: FileSystem {
     let callers: any CallerResolver
     let scopes: ScopeRegistry
     let events: any EventSink
+    let documents: any DocumentServices
     let table: NodeTable
     private let policy: Mutex<PolicySnapshot>
     let mountTime: timespec
@@ -52,8 +63,9 @@ public final class ScopeFileSystem: FileSystem {
 
     public init(
         configuration: MountConfiguration, callers: any CallerResolver, scopes: ScopeRegistry, events: any EventSink,
-        snapshot: PolicySnapshot
+        documents: any DocumentServices, snapshot: PolicySnapshot
     ) throws(Errno) {
+        self.documents = documents
         self.scopes = scopes
         self.events = events
         containers = try Sys.openAt(AT_FDCWD, configuration.containersPath, Sys.pathOnly | O_DIRECTORY)

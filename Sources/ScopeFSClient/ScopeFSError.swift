@@ -13,7 +13,7 @@ import Musl
 ///
 ///     do {
 ///         try ScopeFS.startAccessing(url)
-///     } catch let error as ScopeFSError where error.kind == .denied {
+///     } catch where error.kind == .denied {   // `error` is a ScopeFSError (typed throws)
 ///         // no active grant, or it was revoked (SPEC S6, S14)
 ///     } catch {
 ///         print(error)   // "start accessing /mnt/…: EDQUOT (…)"

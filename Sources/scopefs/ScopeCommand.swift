@@ -22,12 +22,7 @@ struct ScopeCommand: ParsableCommand {
             let command = Array(self.command.drop(while: { $0 == "--" }))
             try report { () throws(ScopeFSError) in
                 // The getxattr form tells the outcome in one call (docs/API.md).
-                var buffer = [CChar](repeating: 0, count: 64)
-                guard getxattr(path, "user.scopefs.start", &buffer, buffer.count) >= 0 else {
-                    let code = errno
-                    let kind: ScopeFSError.Kind = code == ENOENT ? .noInput : .refused
-                    throw ScopeFSError(kind, "cannot start accessing \(path): \(String(cString: strerror(code)))")
-                }
+                _ = try ControlAttributes.read(path, "user.scopefs.start")
                 let argv = command.map { strdup($0) } + [nil]
                 execvp(command[0], argv)
                 let code = errno

@@ -11,7 +11,8 @@ struct ScopeFSCommand: ParsableCommand {
         subcommands: [
             InitCommand.self, ProviderCommand.self, AppCommand.self, GrantCommand.self, RevokeCommand.self,
             RestoreCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
-            StatusCommand.self, EventsCommand.self, ScopeCommand.self,
+            StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
+            ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
         ])
 
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the

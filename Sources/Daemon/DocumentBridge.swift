@@ -1,0 +1,61 @@
+import Documents
+import Foundation
+import Logging
+import Policy
+import PolicyStore
+import ScopeFS
+import Synchronization
+import SystemPackage
+
+/// Serves the file system's document needs (item identifiers, bookmarks)
+/// and keeps item locations current: a background pass re-locates items by
+/// file identity every second, or at once after a rename through the mount.
+final class DocumentBridge: DocumentServices {
+    private let repository: PolicyRepository
+    private let bookmarks: BookmarkService
+    private let locator: ItemLocator
+    private let logger: Logger
+    private let wake = DispatchSemaphore(value: 0)
+
+    init(state: StateDirectory, repository: PolicyRepository, logger: Logger) throws(ScopeFSError) {
+        self.repository = repository
+        self.bookmarks = BookmarkService(codec: try BookmarkCodec(state: state), repository: repository)
+        self.locator = ItemLocator(repository: repository)
+        self.logger = logger
+    }
+
+    func itemIdentifier(provider: ProviderID, path: String) throws(Errno) -> ItemIdentifier {
+        do { return try repository.itemIdentifier(provider: provider, path: path) } catch { throw errno(error) }
+    }
+
+    func bookmark(app: AppID, provider: ProviderID, path: String, access: Access) throws(Errno) -> String {
+        do { return try bookmarks.create(app: app, provider: provider, path: path, access: access) } catch {
+            throw errno(error)
+        }
+    }
+
+    func itemsMayHaveMoved() {
+        wake.signal()
+    }
+
+    func resolve(_ token: String, by app: AppID) throws(ScopeFSError) -> BookmarkResolution {
+        try bookmarks.resolve(token, by: app)
+    }
+
+    private func errno(_ error: ScopeFSError) -> Errno {
+        logger.warning("document service: \(error.message)")
+        return error.kind == .noInput ? .noSuchFileOrDirectory : .ioError
+    }
+
+    /// Re-locates items until `stop`; calls `changed` when any moved.
+    func watch(until stop: @Sendable () -> Bool, changed: () -> Void) {
+        while !stop() {
+            _ = wake.wait(timeout: .now() + 1)
+            do {
+                if try locator.refresh() { changed() }
+            } catch {
+                logger.error("item locations: \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Crypto
+import Foundation
+import Policy
+import PolicyStore
+
+/// Bookmarks (SPEC S25–S27): an opaque token bound to an app, a provider
+/// item and an access, authenticated with HMAC-SHA256 under a key kept in
+/// the state directory (mode 0600). Any changed byte makes it invalid.
+///
+/// Token: base64url(payload JSON) "." base64url(HMAC(key, payload)).
+public struct Bookmark: Codable, Sendable, Equatable {
+    public var version = 1
+    public var app: AppID
+    public var provider: ProviderID
+    public var item: ItemIdentifier
+    public var access: Access
+    /// Where the item was when the bookmark was made (stale detection).
+    public var path: String
+
+    public init(app: AppID, provider: ProviderID, item: ItemIdentifier, access: Access, path: String) {
+        self.app = app
+        self.provider = provider
+        self.item = item
+        self.access = access
+        self.path = path
+    }
+}
+
+public struct BookmarkCodec: Sendable {
+    // Kept as bytes: SymmetricKey is not Sendable in this swift-crypto.
+    private let keyBytes: Data
+    private var key: SymmetricKey { SymmetricKey(data: keyBytes) }
+
+    /// Loads the state directory's key, creating it (0600) on first use.
+    public init(state: StateDirectory) throws(ScopeFSError) {
+        let path = state.path + "/bookmark.key"
+        if let data = FileManager.default.contents(atPath: path), data.count == 32 {
+            keyBytes = data
+            return
+        }
+        let fresh = SymmetricKey(size: .bits256)
+        let data = fresh.withUnsafeBytes { Data($0) }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if descriptor < 0 {
+            // Another process created it first: use theirs.
+            guard let existing = FileManager.default.contents(atPath: path), existing.count == 32 else {
+                throw ScopeFSError(.ioError, "cannot create the bookmark key \(path): \(String(cString: strerror(errno)))")
+            }
+            keyBytes = existing
+            return
+        }
+        defer { close(descriptor) }
+        let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(descriptor) == 0 else {
+            throw ScopeFSError(.ioError, "cannot write the bookmark key \(path)")
+        }
+        keyBytes = data
+    }
+
+    public init(key: Data) {
+        self.keyBytes = key
+    }
+
+    public func encode(_ bookmark: Bookmark) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let payload = (try? encoder.encode(bookmark)) ?? Data()
+        let mac = Data(HMAC<SHA256>.authenticationCode(for: payload, using: key))
+        return payload.base64URL + "." + mac.base64URL
+    }
+
+    /// Verifies and decodes a token; tampering of any byte is rejected.
+    public func decode(_ token: String) throws(ScopeFSError) -> Bookmark {
+        let invalid = ScopeFSError(.badData, "bookmark is invalid: tampered with, truncated, or not a ScopeFS bookmark")
+        let parts = token.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let payload = Data(base64URL: String(parts[0])), let mac = Data(base64URL: String(parts[1])),
+            payload.base64URL == parts[0], mac.base64URL == parts[1],
+            HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: key),
+            let bookmark = try? JSONDecoder().decode(Bookmark.self, from: payload), bookmark.version == 1
+        else { throw invalid }
+        return bookmark
+    }
+}
+
+extension Data {
+    var base64URL: String {
+        base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    init?(base64URL text: String) {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        self.init(base64Encoded: base64)
+    }
+}
+
+/// The outcome of resolving a bookmark (SPEC S26).
+public struct BookmarkResolution: Codable, Sendable {
+    public var provider: ProviderID
+    /// The item's path inside its provider now.
+    public var path: String
+    /// The same, inside the app's directory of the mount (`Providers/<p>/<path>`).
+    public var pathInApp: String
+    public var isStale: Bool
+    public var access: Access
+}
+
+public struct BookmarkService: Sendable {
+    public let codec: BookmarkCodec
+    public let repository: PolicyRepository
+
+    public init(codec: BookmarkCodec, repository: PolicyRepository) {
+        self.codec = codec
+        self.repository = repository
+    }
+
+    /// A bookmark for an item the app can access (the caller checked that).
+    public func create(app: AppID, provider: ProviderID, path: String, access: Access) throws(ScopeFSError) -> String {
+        let item = try repository.itemIdentifier(provider: provider, path: path)
+        return codec.encode(Bookmark(app: app, provider: provider, item: item, access: access, path: path))
+    }
+
+    /// Resolves a bookmark presented by a process of `app`.
+    public func resolve(_ token: String, by app: AppID) throws(ScopeFSError) -> BookmarkResolution {
+        let bookmark = try codec.decode(token)
+        guard bookmark.app == app else {
+            throw ScopeFSError(.refused, "bookmark belongs to another app (\(bookmark.app)); it cannot be resolved by \(app)")
+        }
+        try ItemLocator(repository: repository).refresh()
+        let snapshot = try repository.snapshot(generation: 0)
+        var path: String
+        if let location = snapshot.items[bookmark.item], location.exists {
+            path = location.path
+        } else if ItemLocator.exists(at: snapshot.providers[bookmark.provider]?.directory ?? "/nonexistent", bookmark.path) {
+            path = bookmark.path  // deleted, and a new item made under the same name
+        } else {
+            throw ScopeFSError(.noInput, "file doesn't exist: the bookmarked item \(bookmark.provider):\(bookmark.path) was deleted")
+        }
+        let stale = path != bookmark.path || snapshot.items[bookmark.item]?.exists != true
+        switch snapshot.coverage(app: app, provider: bookmark.provider, path: path) {
+        case .granted(let grant) where grant.state == .active:
+            break
+        case .granted:
+            throw ScopeFSError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
+        default:
+            throw ScopeFSError(.refused, "\(app) no longer has a grant covering \(bookmark.provider):\(path)")
+        }
+        return BookmarkResolution(
+            provider: bookmark.provider, path: path,
+            pathInApp: "Providers/\(bookmark.provider)" + (path.isEmpty ? "" : "/" + path), isStale: stale,
+            access: bookmark.access)
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Glibc
+import Policy
+import PolicyStore
+
+/// The document picker's operations (SPEC S17–S20), as the commands and the
+/// terminal picker perform them once the user has chosen.
+public struct DocumentPicker: Sendable {
+    public let state: StateDirectory
+    public let repository: PolicyRepository
+
+    public init(state: StateDirectory, repository: PolicyRepository) {
+        self.state = state
+        self.repository = repository
+    }
+
+    public struct Opened: Sendable, Codable {
+        public var grant: GrantID
+        /// The reference document's path inside the container (files only).
+        public var reference: String?
+    }
+
+    /// Open (SPEC S17): an active grant, plus a reference document in
+    /// `Container/Documents/` for a file.
+    public func open(app: AppID, provider: ProviderID, path: String, access: Access) throws(ScopeFSError) -> Opened {
+        let grant = try repository.grant(app: app, provider: provider, path: path, access: access)
+        guard !grant.isDirectory else { return Opened(grant: grant.id, reference: nil) }
+        let name = RelativePath.lastComponent(of: grant.relativePath)
+        let reference = try writeReference(
+            ReferenceStub(provider: provider, item: grant.item, name: name), app: app, name: name)
+        return Opened(grant: grant.id, reference: reference)
+    }
+
+    /// Import (SPEC S18): a copy in `Container/tmp/<app>-Inbox/`; no grant.
+    /// The daemon removes the inbox when the app's last process exits.
+    public func importItem(app: AppID, provider providerID: ProviderID, path: String, copy: AtomicCopy)
+        throws(ScopeFSError) -> String
+    {
+        let source = try providerPath(providerID, path)
+        let inbox = try container(of: app) + "/tmp/\(app)-Inbox"
+        do {
+            try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
+        } catch {
+            throw ScopeFSError(.ioError, "cannot create \(inbox): \(error.localizedDescription)")
+        }
+        let name = Self.uniqueName((source as NSString).lastPathComponent, in: inbox)
+        try copy.copy(source, to: inbox + "/" + name)
+        return "tmp/\(app)-Inbox/\(name)"
+    }
+
+    /// Export to service (SPEC S19): a copy in a provider folder; the app
+    /// gets no access to it.
+    public func export(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
+        throws(ScopeFSError) -> String
+    {
+        let source = try containerItem(app, containerPath)
+        let destinationFolder = try providerPath(provider, folder)
+        let name = (source as NSString).lastPathComponent
+        try copy.copy(source, to: destinationFolder + "/" + name)
+        return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
+    }
+
+    /// Move to service (SPEC S20): the item leaves the container for a
+    /// provider folder; the app gets a grant and a reference, as after Open.
+    public func move(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
+        throws(ScopeFSError) -> Opened
+    {
+        let source = try containerItem(app, containerPath)
+        let destination = try export(app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
+        do {
+            try FileManager.default.removeItem(atPath: source)
+        } catch {
+            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(error.localizedDescription)")
+        }
+        return try open(app: app, provider: provider, path: destination, access: .readWrite)
+    }
+
+    // MARK: Helpers
+
+    /// Writes a stub under a name not yet taken ("a.txt", "a 2.txt", ...).
+    private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(ScopeFSError) -> String {
+        let documents = try container(of: app) + "/Documents"
+        for _ in 0..<1000 {
+            let unique = Self.uniqueName(name, in: documents)
+            let path = documents + "/" + unique
+            let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if descriptor < 0 && errno == EEXIST { continue }
+            guard descriptor >= 0 else {
+                throw ScopeFSError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
+            }
+            let bytes = stub.bytes
+            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            close(descriptor)
+            guard written == bytes.count else { throw ScopeFSError(.ioError, "cannot write reference \(path)") }
+            return "Documents/" + unique
+        }
+        throw ScopeFSError(.ioError, "no free name for a reference to \(name) in \(documents)")
+    }
+
+    static func uniqueName(_ name: String, in folder: String) -> String {
+        let fileManager = FileManager.default
+        guard fileManager.fileExists(atPath: folder + "/" + name) else { return name }
+        let base = (name as NSString).deletingPathExtension
+        let ext = (name as NSString).pathExtension
+        for number in 2... {
+            let candidate = ext.isEmpty ? "\(base) \(number)" : "\(base) \(number).\(ext)"
+            if !fileManager.fileExists(atPath: folder + "/" + candidate) { return candidate }
+        }
+        return name
+    }
+
+    private func container(of app: AppID) throws(ScopeFSError) -> String {
+        guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+        return state.containerPath(of: app)
+    }
+
+    private func containerItem(_ app: AppID, _ path: String) throws(ScopeFSError) -> String {
+        guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
+            throw ScopeFSError(.badData, "container path \(path) leaves the container")
+        }
+        let full = try container(of: app) + "/" + relative
+        guard FileManager.default.fileExists(atPath: full) else {
+            throw ScopeFSError(.noInput, "\(app) has no \(relative) in its container")
+        }
+        return full
+    }
+
+    private func providerPath(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> String {
+        guard let provider = try repository.providers().first(where: { $0.id == providerID }) else {
+            throw ScopeFSError.unknownProvider(providerID)
+        }
+        guard let relative = RelativePath.normalize(path) else {
+            throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
+        }
+        let full = relative.isEmpty ? provider.directory : provider.directory + "/" + relative
+        guard FileManager.default.fileExists(atPath: full) else {
+            throw ScopeFSError(.noInput, "\(providerID):\(relative) does not exist (\(full))")
+        }
+        return full
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Glibc
+import Policy
+import PolicyStore
+
+/// `scopefs query` (SPEC S28): an app's documents as NSMetadataQuery lists
+/// them — its own documents in `Container/Documents` and the external
+/// documents its reference documents point at.
+public struct DocumentQuery: Sendable {
+    public enum Scope: String, Sendable, CaseIterable {
+        /// NSMetadataQueryUbiquitousDocumentsScope: the app's own documents.
+        case documents
+        /// NSMetadataQueryAccessibleUbiquitousExternalDocumentsScope: references.
+        case external
+        case all
+    }
+
+    public struct Result: Codable, Sendable, Equatable {
+        /// The document (for a reference: the original's path in the mount).
+        public var url: String
+        /// Where it lives in the app's container (for a reference: the stub).
+        public var urlInLocalContainer: String
+        public var isExternalDocument: Bool
+        /// The provider's display name for external documents, the app's for its own.
+        public var containerDisplayName: String
+
+        enum CodingKeys: String, CodingKey {
+            case url
+            case urlInLocalContainer = "url_in_local_container"
+            case isExternalDocument = "is_external_document"
+            case containerDisplayName = "container_display_name"
+        }
+    }
+
+    public let state: StateDirectory
+    public let repository: PolicyRepository
+
+    public init(state: StateDirectory, repository: PolicyRepository) {
+        self.state = state
+        self.repository = repository
+    }
+
+    /// `mount` is the mount's path, or nil when no daemon serves the state
+    /// directory (paths are then given relative to the mount, as `/<app>/...`).
+    public func run(app: AppID, scope: Scope, nameGlob: String?, mount: String?) throws(ScopeFSError) -> [Result] {
+        guard let appRecord = try repository.apps().first(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+        try ItemLocator(repository: repository).refresh()
+        let snapshot = try repository.snapshot(generation: 0)
+        let base = (mount ?? "") + "/" + app
+        let documents = state.containerPath(of: app) + "/Documents"
+        var results: [Result] = []
+        for relative in Self.files(under: documents) {
+            let name = (relative as NSString).lastPathComponent
+            if let glob = nameGlob, fnmatch(glob, name, 0) != 0 { continue }
+            let local = base + "/Container/Documents/" + relative
+            if let stub = Self.stub(at: documents + "/" + relative) {
+                guard scope != .documents else { continue }
+                let location = snapshot.items[stub.item]
+                let path = location.map { "\(base)/Providers/\(stub.provider)" + ($0.path.isEmpty ? "" : "/" + $0.path) }
+                results.append(
+                    Result(
+                        url: path ?? "", urlInLocalContainer: local, isExternalDocument: true,
+                        containerDisplayName: snapshot.providers[stub.provider]?.name ?? stub.provider))
+            } else if scope != .external {
+                results.append(
+                    Result(url: local, urlInLocalContainer: local, isExternalDocument: false, containerDisplayName: appRecord.name))
+            }
+        }
+        return results.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }
+    }
+
+    static func stub(at path: String) -> ReferenceStub? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.read(upToCount: ReferenceStub.maximumSize + 1) else { return nil }
+        return ReferenceStub.parse(Array(data))
+    }
+
+    /// Regular files below `root`, relative to it, hidden files skipped.
+    static func files(under root: String) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return [] }
+        var files: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            if (relative as NSString).lastPathComponent.hasPrefix(".") { continue }
+            var info = stat()
+            if lstat(root + "/" + relative, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { files.append(relative) }
+        }
+        return files
+    }
+}

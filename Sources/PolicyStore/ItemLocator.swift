@@ -1,0 +1,107 @@
+import Foundation
+import GRDB
+import Policy
+
+/// Keeps item identifiers stable (SPEC §1): when an item is no longer at
+/// its recorded path — renamed or moved through the mount or directly on the
+/// host, with the daemon running or not — it is found again by its file
+/// identity (device and inode) and its path is updated. One lstat per item
+/// when nothing moved; a walk of the provider only when something did.
+public struct ItemLocator: Sendable {
+    public let repository: PolicyRepository
+
+    public init(repository: PolicyRepository) {
+        self.repository = repository
+    }
+
+    struct Recorded {
+        var id: ItemIdentifier
+        var path: String
+        var identity: FileKey
+        var missing: Bool
+    }
+
+    struct FileKey: Hashable {
+        var device: Int64
+        var inode: Int64
+    }
+
+    /// Re-locates every item; returns true when any location changed.
+    @discardableResult
+    public func refresh() throws(ScopeFSError) -> Bool {
+        var changed = false
+        for provider in try repository.providers() {
+            changed = try refresh(provider) || changed
+        }
+        return changed
+    }
+
+    private func refresh(_ provider: Provider) throws(ScopeFSError) -> Bool {
+        let items = try repository.database.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT id, relative_path, device, inode, missing FROM items WHERE provider_id = ?",
+                arguments: [provider.id]
+            ).map {
+                Recorded(
+                    id: $0["id"], path: $0["relative_path"], identity: FileKey(device: $0["device"], inode: $0["inode"]),
+                    missing: $0["missing"])
+            }
+        }
+        let lost = items.filter { Self.identity(at: provider.directory, $0.path) != $0.identity }
+        guard !lost.isEmpty else { return false }
+        let found = Self.walk(provider.directory, looking: Set(lost.map(\.identity)))
+        var updates: [(Recorded, String?)] = []
+        for item in lost {
+            let path = found[item.identity]
+            if path != item.path || item.missing != (path == nil) { updates.append((item, path)) }
+        }
+        guard !updates.isEmpty else { return false }
+        try repository.database.write { db in
+            for (item, path) in updates {
+                guard let path else {
+                    try db.execute(sql: "UPDATE items SET missing = 1 WHERE id = ?", arguments: [item.id])
+                    continue
+                }
+                // Whatever was recorded at the new path is not there any more.
+                try db.execute(
+                    sql: "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')', missing = 1 WHERE provider_id = ? AND relative_path = ? AND id != ?",
+                    arguments: [provider.id, path, item.id])
+                try db.execute(
+                    sql: "UPDATE items SET relative_path = ?, missing = 0 WHERE id = ?", arguments: [path, item.id])
+            }
+        }
+        return true
+    }
+
+    /// Whether something exists at `path` of a provider directory (no symlink followed).
+    public static func exists(at directory: String, _ path: String) -> Bool {
+        identity(at: directory, path) != nil
+    }
+
+    static func identity(at directory: String, _ path: String) -> FileKey? {
+        var info = stat()
+        let full = path.isEmpty ? directory : directory + "/" + path
+        guard lstat(full, &info) == 0 else { return nil }
+        return FileKey(device: Int64(bitPattern: UInt64(info.st_dev)), inode: Int64(bitPattern: UInt64(info.st_ino)))
+    }
+
+    /// Walks the provider (not following symlinks) until every wanted
+    /// identity is found.
+    static func walk(_ root: String, looking wanted: Set<FileKey>) -> [FileKey: String] {
+        var found: [FileKey: String] = [:]
+        var queue = [""]
+        while let relative = queue.popLast(), found.count < wanted.count {
+            let full = relative.isEmpty ? root : root + "/" + relative
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: full) else { continue }
+            for name in names {
+                let path = RelativePath.join(relative, name)
+                var info = stat()
+                guard lstat(root + "/" + path, &info) == 0 else { continue }
+                let key = FileKey(device: Int64(bitPattern: UInt64(info.st_dev)), inode: Int64(bitPattern: UInt64(info.st_ino)))
+                if wanted.contains(key) { found[key] = path }
+                if (info.st_mode & S_IFMT) == S_IFDIR { queue.append(path) }
+            }
+        }
+        return found
+    }
+}

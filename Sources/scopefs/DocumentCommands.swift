@@ -1,0 +1,181 @@
+import ArgumentParser
+import Daemon
+import Documents
+import Foundation
+import Glibc
+import Policy
+import PolicyStore
+
+/// The picker's operations as commands (SPEC S17–S21).
+struct DocumentOptions: ParsableArguments {
+    @OptionGroup var state: StateOptions
+
+    func picker() throws(ScopeFSError) -> DocumentPicker {
+        DocumentPicker(state: state.directory, repository: try state.repository())
+    }
+
+    /// Tells a running daemon; the new grant and reference work at once (S13).
+    func changed() throws(ScopeFSError) {
+        try ControlClient.notifyChange(state: state.directory)
+    }
+}
+
+struct OpenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open",
+        abstract: "Open a file or folder for an app: a grant, plus a reference document for a file (SPEC S17).")
+    @OptionGroup var options: DocumentOptions
+    @Argument var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
+    @Flag(help: "Grant read access only.") var readOnly = false
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let opened = try options.picker().open(
+                app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
+            try options.changed()
+            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+        }
+    }
+}
+
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/ (SPEC S18).")
+    @OptionGroup var options: DocumentOptions
+    @Argument var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let copy = try options.picker().importItem(app: app, provider: item.provider, path: item.path, copy: Progress.copy())
+            print("Container/\(copy)")
+        }
+    }
+}
+
+struct ExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19).")
+    @OptionGroup var options: DocumentOptions
+    @Argument var app: String
+    @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
+    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
+    @Flag(help: "Replace an existing destination.") var force = false
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let path = try options.picker().export(
+                app: app, containerPath: containerPath, provider: destination.provider, folder: destination.path,
+                copy: Progress.copy(replace: force))
+            print("\(destination.provider):\(path)")
+        }
+    }
+}
+
+struct MoveCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "move",
+        abstract: "Move an item out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20).")
+    @OptionGroup var options: DocumentOptions
+    @Argument var app: String
+    @Argument(help: "Path inside the app's container.") var containerPath: String
+    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
+    @Flag(help: "Replace an existing destination.") var force = false
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let opened = try options.picker().move(
+                app: app, containerPath: containerPath, provider: destination.provider, folder: destination.path,
+                copy: Progress.copy(replace: force))
+            try options.changed()
+            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+        }
+    }
+}
+
+/// A progress bar on stderr for copies of large files, when it is a terminal.
+enum Progress {
+    static func copy(replace: Bool = false) -> AtomicCopy {
+        guard isatty(2) == 1 else { return AtomicCopy(replace: replace) }
+        var last = -1
+        return AtomicCopy(replace: replace) { done, total in
+            guard total >= 16 << 20 else { return }
+            let percent = Int(done * 100 / max(total, 1))
+            guard percent != last else { return }
+            last = percent
+            let width = 40
+            let filled = width * percent / 100
+            let bar = String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
+            FileHandle.standardError.write(Data("\r[\(bar)] \(percent)% of \(total >> 20) MiB".utf8))
+            if done >= total { FileHandle.standardError.write(Data("\n".utf8)) }
+        }
+    }
+}
+
+extension DocumentQuery.Scope: ExpressibleByArgument {}
+
+struct QueryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query", abstract: "An app's documents, as NSMetadataQuery lists them (SPEC S28).")
+    @OptionGroup var options: StateOptions
+    @Option(help: "The app.") var app: String
+    @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.Scope = .all
+    @Option(help: "Only names matching this glob.") var name: String?
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let query = DocumentQuery(state: options.directory, repository: try options.repository())
+            let mount = DaemonInfo.read(from: options.directory)?.mountpoint
+            let results = try query.run(app: app, scope: scope, nameGlob: name, mount: mount)
+            if json { return printJSON(results) }
+            for result in results {
+                print("\(result.urlInLocalContainer)\t->\t\(result.url)\t\(result.isExternalDocument ? "external" : "local")\t\(result.containerDisplayName)")
+            }
+        }
+    }
+}
+
+struct BookmarkCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bookmark", abstract: "Bookmarks from the shell, inside `scopefs run` (SPEC S25–S27).",
+        subcommands: [Create.self, Resolve.self])
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a bookmark for PATH (this process must be an app process).")
+        @Argument var path: String
+        @Flag(help: "A read-only bookmark.") var readOnly = false
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                print(try ControlAttributes.read(path, readOnly ? "user.scopefs.bookmark-read-only" : "user.scopefs.bookmark"))
+            }
+        }
+    }
+
+    struct Resolve: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resolve a bookmark: its current path and whether it is stale.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "The bookmark, or - to read it from standard input.") var bookmark: String
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try report { () throws(ScopeFSError) in
+                let token = bookmark == "-" ? (readLine() ?? "") : bookmark
+                let response = try ControlClient.send(ControlRequest(op: .resolve, bookmark: token), state: options.directory)
+                guard response.ok, let resolution = response.resolution, let path = response.path else {
+                    throw ScopeFSError(
+                        ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "cannot resolve")
+                }
+                if json {
+                    struct Output: Encodable { var path: String; var pathInApp: String; var isStale: Bool; var access: String }
+                    return printJSON(Output(path: path, pathInApp: resolution.pathInApp, isStale: resolution.isStale, access: resolution.access.rawValue))
+                }
+                print("\(path)\tisStale=\(resolution.isStale)")
+            }
+        }
+    }
+}
