@@ -29,26 +29,59 @@ grant=$("$scopefs" --state "$state" grant "$app" local:Projects/Novel)
 echo "grant id: $grant"
 run "$scopefs" --state "$state" mount "$mnt"
 
-say "What the app sees (SPEC S2): its container, and only the granted folder"
-run "$scopefs" --state "$state" run --app "$app" -- find "$mnt" -maxdepth 6
-say "The app reads its document"
-run "$scopefs" --state "$state" run --app "$app" -- cat "$mnt/$app/Providers/local/Projects/Novel/chapter1.txt"
+novel=$mnt/$app/Providers/local/Projects/Novel
+chapter=$novel/chapter1.txt
+as_app() { "$scopefs" --state "$state" run --app "$app" -- "$@"; }
+
+say "What the app sees (SPEC S2): its container, and only the granted folder (listed in scope)"
+run as_app "$scopefs" scope exec "$novel" -- find "$mnt" -maxdepth 6
 say "Private/ was never granted: invisible (ENOENT)"
-run "$scopefs" --state "$state" run --app "$app" -- ls "$mnt/$app/Providers/local/Private" || true
+run as_app ls "$mnt/$app/Providers/local/Private" || true
+
+say "Security scopes (SPEC S6-S9): no start, no access; start, read, stop"
+run as_app cat "$chapter" || true
+run as_app python3 -c "
+import os
+p = '$chapter'
+print('start ->', os.getxattr(p, 'user.scopefs.start').decode())
+print('read  ->', open(p).read().strip())
+print('stop  ->', os.getxattr(p, 'user.scopefs.stop').decode())
+try:
+    open(p)
+except PermissionError as e:
+    print('read after the last stop ->', e.strerror)
+"
+say "scope exec: a shell tool in scope (SPEC S12)"
+run as_app "$scopefs" scope exec "$novel" -- cat "$chapter"
 
 say "Revoke while the app runs: the next read fails with EPERM (SPEC S14)"
 run "$scopefs" --state "$state" revoke "$app" "$grant"
-run "$scopefs" --state "$state" run --app "$app" -- cat "$mnt/$app/Providers/local/Projects/Novel/chapter1.txt" || true
+run as_app "$scopefs" scope exec "$novel" -- cat "$chapter" || true
 say "Restore: the same path works again, no remount (SPEC S15)"
 run "$scopefs" --state "$state" restore "$app" "$grant"
-run "$scopefs" --state "$state" run --app "$app" -- cat "$mnt/$app/Providers/local/Projects/Novel/chapter1.txt"
+run as_app "$scopefs" scope exec "$novel" -- cat "$chapter"
+
+say "Open a file with the picker: a grant and a reference document (SPEC S17, S22-S23)"
+run "$scopefs" --state "$state" open "$app" local:Projects/Novel/chapter1.txt
+run ls -l "$mnt/$app/Container/Documents"
+say "A bookmark, then the original is renamed on the host: the link follows (SPEC S23, S26)"
+bookmark=$(as_app "$scopefs" bookmark create "$mnt/$app/Container/Documents/chapter1.txt")
+echo "bookmark: ${bookmark:0:48}..."
+run mv "$demo/provider/Projects/Novel/chapter1.txt" "$demo/provider/Projects/Novel/Chapter One.txt"
+sleep 1.5
+run ls -l "$mnt/$app/Container/Documents"
+run as_app "$scopefs" --state "$state" bookmark resolve "$bookmark"
+
+say "A leak: the app exits holding a scope (SPEC S11)"
+run as_app python3 -c "import os; os.getxattr('$novel', 'user.scopefs.start'); print('exiting without stop')"
+sleep 0.5
 
 say "The inspect view: your own shell browses read-only (SPEC S4)"
-run ls -l "$mnt/$app/Providers/local/Projects/Novel"
-run touch "$mnt/$app/Providers/local/Projects/Novel/new.txt" || true
+run touch "$novel/new.txt" || true
 
-say "The Files and Folders page (SPEC S16) and the daemon's status"
+say "The Files and Folders page (SPEC S16), the event log (S29) and status (S30)"
 run "$scopefs" --state "$state" privacy "$app"
+run "$scopefs" --state "$state" events --app "$app"
 run "$scopefs" --state "$state" status
 
 say "Unmount"

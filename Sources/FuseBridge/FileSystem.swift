@@ -51,7 +51,9 @@ public protocol FileSystem: AnyObject, Sendable {
     func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
     /// Returns the value; the bridge answers size probes and ERANGE itself.
-    func getxattr(_ request: Request, inode: UInt64, name: String) throws(Errno) -> [UInt8]
+    /// `size` is the caller's buffer size (0 for a probe), for attributes
+    /// whose reading has an effect.
+    func getxattr(_ request: Request, inode: UInt64, name: String, size: Int) throws(Errno) -> [UInt8]
     /// Returns the NUL-separated list of names.
     func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8]
     func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno)

@@ -256,7 +256,7 @@ enum Operations {
         ops.getxattr = { req, ino, name, size in
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
-                try fs.getxattr(Bridge.caller(req!), inode: UInt64(ino), name: Bridge.string(name))
+                try fs.getxattr(Bridge.caller(req!), inode: UInt64(ino), name: Bridge.string(name), size: size)
             }, reply: { Bridge.replyXattr(req!, $0, size: size) })
         }
         ops.listxattr = { req, ino, size in

@@ -26,9 +26,14 @@ extension ScopeFileSystem {
         case readOnlyBookmark = "user.scopefs.bookmark-read-only"
     }
 
+    /// The answer to a size probe of `start`/`stop`: a probe must not act
+    /// (tools ask for the size first, then read), and every result fits.
+    static let probeAnswer = String(repeating: " ", count: 16)
+
     /// Performs a control attribute's action; returns its textual result.
-    func control(_ request: Request, inode: UInt64, name: String) throws(Errno) -> String {
+    func control(_ request: Request, inode: UInt64, name: String, probe: Bool = false) throws(Errno) -> String {
         guard let attribute = ControlAttribute(rawValue: name) else { throw .notSupported }
+        if probe && (attribute == .start || attribute == .stop) { return Self.probeAnswer }
         let caller = callers.caller(of: request)
         let target = try gate(inode, .lookup, caller)
         guard case .provider(let app, let provider) = target.node.place else { return Self.notNeeded }

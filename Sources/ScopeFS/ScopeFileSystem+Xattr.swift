@@ -20,8 +20,10 @@ extension ScopeFileSystem {
         try xattrPath(target) { path throws(Errno) in try Sys.setxattr(path, name, value, flags) }
     }
 
-    public func getxattr(_ request: Request, inode: UInt64, name: String) throws(Errno) -> [UInt8] {
-        if name.hasPrefix(Self.controlPrefix) { return Array(try control(request, inode: inode, name: name).utf8) }
+    public func getxattr(_ request: Request, inode: UInt64, name: String, size: Int) throws(Errno) -> [UInt8] {
+        if name.hasPrefix(Self.controlPrefix) {
+            return Array(try control(request, inode: inode, name: name, probe: size == 0).utf8)
+        }
         let target = try gate(inode, .metadata, callers.caller(of: request))
         return try xattrPath(target) { path throws(Errno) in try Sys.getxattr(path, name) }
     }
