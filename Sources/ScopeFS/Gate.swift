@@ -70,7 +70,8 @@ extension ScopeFileSystem {
         let inode = resolved.node.inode
         let generation = self.generation
         if let cached = table.cachedCoverage(inode, generation: generation) { return cached }
-        let coverage = withPolicy { $0.coverage(app: app, provider: provider, path: resolved.path) }
+        let path = resolved.path
+        let coverage = withPolicy { $0.coverage(app: app, provider: provider, path: path) }
         table.storeCoverage(inode, generation: generation, coverage: coverage)
         return coverage
     }

@@ -48,15 +48,23 @@ final class NodeTable: Sendable {
         var node: Node
         var parent: Node?
         var name: String
-        var path: String
+        fileprivate var table: NodeTable
+
+        /// The path relative to the container or provider root, computed on
+        /// demand: most operations (getattr, a coverage-cache hit) never need it.
+        var path: String { table.path(of: node.inode) }
     }
 
     func resolve(_ inode: UInt64) -> Resolved? {
         state.withLock { state in
             guard let record = state.records[inode] else { return nil }
             let parent = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]?.node
-            return Resolved(node: record.node, parent: parent, name: record.name, path: Self.path(of: inode, in: state))
+            return Resolved(node: record.node, parent: parent, name: record.name, table: self)
         }
+    }
+
+    func path(of inode: UInt64) -> String {
+        state.withLock { Self.path(of: inode, in: $0) }
     }
 
     /// The node's path relative to its container or provider root.

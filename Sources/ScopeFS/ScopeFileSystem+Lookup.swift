@@ -129,11 +129,11 @@ extension ScopeFileSystem {
     }
 
     /// A reference stub is shown as a symbolic link to its item (SPEC S23).
-    func presented(_ node: Node, _ info: stat, path: String) -> stat {
+    func presented(_ node: Node, _ info: stat, path: @autoclosure () -> String) -> stat {
         guard let stub = node.reference else { return info }
         var link = info
         link.st_mode = S_IFLNK | 0o777
-        link.st_size = off_t(referenceTarget(stub, containerPath: path).utf8.count)
+        link.st_size = off_t(referenceTarget(stub, containerPath: path()).utf8.count)
         return link
     }
 
