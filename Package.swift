@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .executable(name: "scopefs", targets: ["scopefs"]),
         .library(name: "ScopeFSClient", targets: ["ScopeFSClient"]),
+        .executable(name: "scopefs-bench-policy", targets: ["PolicyBenchmark"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -78,6 +79,12 @@ let package = Package(
         // The Swift client library for apps (SPEC S31): Foundation only.
         .target(
             name: "ScopeFSClient",
+            swiftSettings: strict
+        ),
+        // `make bench`: the policy decision alone, in ns (SPEC S36).
+        .executableTarget(
+            name: "PolicyBenchmark",
+            dependencies: ["Policy"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -21,10 +21,21 @@ public enum MountPoint {
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
             throw ScopeFSError(.cannotMount, "mountpoint \(normalized) is not a directory")
         }
+        if isMounted(normalized) && isDead(normalized) {
+            // The kernel may still answer stat of the root from its cache.
+            try recoverDead(normalized)
+            return normalized
+        }
         if isMounted(normalized) {
             throw ScopeFSError(.cannotMount, "\(normalized) is already a mountpoint; unmount it first (`scopefs unmount \(normalized)`)")
         }
         return normalized
+    }
+
+    /// statfs is never cached: a FUSE mount whose daemon died answers ENOTCONN.
+    static func isDead(_ path: String) -> Bool {
+        var info = statvfs()
+        return statvfs(path, &info) != 0 && errno == ENOTCONN
     }
 
     /// A daemon that was killed leaves its mount behind; detach it.

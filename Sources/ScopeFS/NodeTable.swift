@@ -19,6 +19,9 @@ final class NodeTable: Sendable {
         /// mtime and size seen at the last open, to keep the page cache
         /// across opens of an unchanged file.
         var cachedVersion: FileVersion?
+        /// Open files of this node: after an unlink, or a replacement under
+        /// its name, their descriptors still reach the file (fstat after unlink).
+        var openFiles: [OpenHandle] = []
     }
 
     private struct State {
@@ -164,6 +167,19 @@ final class NodeTable: Sendable {
             state.records[inode]?.cachedVersion = version
             return previous
         }
+    }
+
+    func opened(_ inode: UInt64, _ handle: OpenHandle) {
+        state.withLock { $0.records[inode]?.openFiles.append(handle) }
+    }
+
+    func closed(_ inode: UInt64, _ handle: OpenHandle) {
+        state.withLock { $0.records[inode]?.openFiles.removeAll { $0 === handle } }
+    }
+
+    /// A descriptor of one of the node's open files, if any.
+    func openFile(_ inode: UInt64) -> OpenHandle? {
+        state.withLock { $0.records[inode]?.openFiles.first }
     }
 
     /// Nodes of one app and provider whose path lies within `path`.

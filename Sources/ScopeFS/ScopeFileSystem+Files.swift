@@ -22,6 +22,7 @@ extension ScopeFileSystem {
             throw .noSuchFileOrDirectory
         }
         let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
+        table.opened(inode, handle)
         return OpenFile(handle: handle.handle, keepCache: keepsCache(inode, info))
     }
 
@@ -37,6 +38,7 @@ extension ScopeFileSystem {
             try giveToCaller(directory, name, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: name)
             let handle = OpenHandle(descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true)
+            table.opened(node.inode, handle)
             _ = table.exchangeVersion(node.inode, FileVersion(modified: info.st_mtim, size: Int64(info.st_size)))
             return (entry(node, info), OpenFile(handle: handle.handle))
         } catch {
@@ -65,6 +67,7 @@ extension ScopeFileSystem {
             // Our own writes went through the page cache: it is still good.
             _ = table.exchangeVersion(inode, FileVersion(modified: info.st_mtim, size: Int64(info.st_size)))
         }
+        table.closed(inode, open)
         OpenHandle.release(handle)
     }
 

@@ -185,9 +185,10 @@ extension ScopeFileSystem {
         guard node.place.isBacked else { return syntheticAttributes(node) }
         if let directory = node.directory { return try Sys.stat(directory) }
         guard let parent = resolved.parent?.directory else { throw .staleNFSFileHandle }
-        let info = try Sys.statAt(parent, resolved.name)
-        guard FileIdentity(info) == node.identity else { throw .noSuchFileOrDirectory }
-        return info
+        if let info = try? Sys.statAt(parent, resolved.name), FileIdentity(info) == node.identity { return info }
+        // Unlinked or replaced while open: the open descriptor still has it.
+        guard let open = table.openFile(node.inode) else { throw .noSuchFileOrDirectory }
+        return try Sys.stat(open.descriptor)
     }
 
     func syntheticAttributes(_ node: Node) -> stat {
