@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Policy
+import PolicyStore
 
 /// What `scopefs pick` does once the user has chosen (SPEC S17–S20).
 enum PickerMode: String, CaseIterable, Sendable {
@@ -127,7 +128,7 @@ enum PickerListing {
             value /= 1024
             unit += 1
         }
-        return String(format: "%.1f %@", value, units[unit])
+        return String(format: "%.1f", value) + " " + units[unit]
     }
 }
 

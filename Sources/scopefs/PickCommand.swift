@@ -1,0 +1,132 @@
+import ArgumentParser
+import Daemon
+import Documents
+import Foundation
+import Policy
+import PolicyStore
+
+extension PickerMode: ExpressibleByArgument {}
+
+/// `scopefs pick`: the document picker in a terminal (SPEC S21). The
+/// terminal code is in Picker/Terminal.swift; the listing, the rendering
+/// and the key handling in Picker/ are pure.
+struct PickCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pick",
+        abstract: "Choose a file or folder in a terminal picker, then open, import, export or move it (SPEC S21).",
+        discussion: """
+            Keys: Up/Down or k/j move, PgUp/PgDn/Home/End jump; Enter or Right opens a folder; \
+            Left or Backspace goes up; Space or s selects the highlighted file or folder, Enter \
+            selects a file, . selects the folder shown; y confirms; Esc, q or Ctrl-C cancels.
+            export and move first choose an item of the app's container, then a destination folder.
+            Exit status: 0 done, 1 cancelled by the user, 64 standard input is not a terminal, \
+            others as for scopefs open/import/export/move (docs/CLI.md).
+            """)
+
+    /// The exit status when the user cancels.
+    static let cancelled: Int32 = 1
+
+    @OptionGroup var options: StateOptions
+    @Option(help: "The app the item is chosen for.") var app: String
+    @Option(help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
+    var mode: PickerMode = .open
+    @Flag(help: "open: grant read access only.") var readOnly = false
+    @Flag(help: "export, move: replace an existing destination.") var force = false
+
+    func validate() throws {
+        if readOnly && mode != .open { throw ValidationError("--read-only applies to --mode open only") }
+        if force && !mode.startsInContainer { throw ValidationError("--force applies to --mode export and move only") }
+    }
+
+    func run() throws {
+        var chosen: PickerSelection?
+        try report { () throws(ScopeFSError) in chosen = try choose() }
+        guard let chosen else {
+            FileHandle.standardError.write(Data("scopefs: cancelled\n".utf8))
+            throw ExitCode(Self.cancelled)
+        }
+        try report { () throws(ScopeFSError) in try perform(chosen) }
+    }
+
+    /// Runs the picker; nil when the user cancels.
+    private func choose() throws(ScopeFSError) -> PickerSelection? {
+        guard Terminal.isTerminal(0) else {
+            throw ScopeFSError(
+                .usage,
+                "pick is interactive: standard input must be a terminal "
+                    + "(in scripts, use scopefs open, import, export or move)")
+        }
+        let repository = try options.repository()
+        guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+        let providers = try repository.providers()
+        guard !providers.isEmpty else {
+            throw ScopeFSError(.noInput, "there are no providers to pick from; add one with `scopefs provider add ID DIR`")
+        }
+        let container = options.directory.containerPath(of: app)
+        if mode.startsInContainer && !FileManager.default.fileExists(atPath: container) {
+            throw ScopeFSError(.noInput, "\(app) has no container at \(container)")
+        }
+
+        let list: PickerController.Lister = { place throws(ScopeFSError) in
+            switch place {
+            case .providers:
+                return PickerListing.entries(ofProviders: providers)
+            case .provider(let id, let path):
+                guard let provider = providers.first(where: { $0.id == id }) else { throw ScopeFSError.unknownProvider(id) }
+                return try PickerListing.entries(ofFolder: path.isEmpty ? provider.directory : provider.directory + "/" + path)
+            case .container(let path):
+                return try PickerListing.entries(ofFolder: path.isEmpty ? container : container + "/" + path)
+            }
+        }
+        var picker = PickerController(mode: mode, app: app, readOnly: readOnly, list: list)
+
+        let terminal = try Terminal()
+        defer { terminal.restore() }
+        while true {
+            let (width, height) = terminal.size()
+            picker.layout(rows: PickerView.listRows(height: height))
+            terminal.draw(PickerView.render(picker, width: width, height: height))
+            let key = terminal.readKey()
+            switch key {
+            case .resize, .redraw:
+                terminal.clear()
+                continue
+            case .endOfInput:
+                return nil
+            default:
+                break
+            }
+            switch picker.handle(key) {
+            case .proceed: continue
+            case .cancel: return nil
+            case .done(let selection): return selection
+            }
+        }
+    }
+
+    /// Does what was chosen, and prints what the matching command prints.
+    private func perform(_ chosen: PickerSelection) throws(ScopeFSError) {
+        let picker = DocumentPicker(state: options.directory, repository: try options.repository())
+        switch mode {
+        case .open:
+            let opened = try picker.open(
+                app: app, provider: chosen.provider, path: chosen.path, access: readOnly ? .read : .readWrite)
+            try ControlClient.notifyChange(state: options.directory)
+            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+        case .import:
+            let copy = try picker.importItem(app: app, provider: chosen.provider, path: chosen.path, copy: Progress.copy())
+            print("Container/\(copy)")
+        case .export:
+            let path = try picker.export(
+                app: app, containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path,
+                copy: Progress.copy(replace: force))
+            print("\(chosen.provider):\(path)")
+        case .move:
+            let opened = try picker.move(
+                app: app, containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path,
+                copy: Progress.copy(replace: force))
+            try ControlClient.notifyChange(state: options.directory)
+            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+        }
+    }
+}

@@ -1,0 +1,400 @@
+"""`scopefs pick`, the interactive terminal picker (SPEC S21), driven through
+a real pseudo-terminal: keystrokes in, screen out.
+
+The picker works on the state directory (no mount needed): it lists
+providers and folders, folders first then files, case-insensitively, with
+human-readable sizes and without hidden files; the user selects a file or a
+folder and confirms with y. Esc, q or Ctrl-C cancels with exit status 1; a
+standard input that is not a terminal is a usage error (64).
+
+A tiny ANSI screen (cursor positioning, erase, colours ignored) turns the
+picker's output into 24 lines of 80 columns, so assertions read the screen
+as the user sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect", reason="python3 -m pip install pexpect")
+
+BIN = os.environ.get("SCOPEFS_BIN", str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "scopefs"))
+APP = "com.example.editor"
+ROWS, COLS = 24, 80
+CANCELLED = 1
+CRASH_MARKERS = ("Fatal error", "Stack dump", "Current stack trace", "Program crashed", "Segmentation fault")
+
+UP, DOWN, RIGHT, LEFT, ESC = "\x1b[A", "\x1b[B", "\x1b[C", "\x1b[D", "\x1b"
+
+
+class Screen:
+    """Just enough of a terminal for the picker's output: CUP, ED, EL, SGR
+    and private modes; printable text at the cursor."""
+
+    CSI = re.compile(r"\x1b\[([?0-9;]*)([@-~])")
+    PARTIAL = re.compile(r"\x1b(\[[?0-9;]*)?\Z")
+
+    def __init__(self, rows: int = ROWS, cols: int = COLS):
+        self.rows, self.cols = rows, cols
+        self.grid = [[" "] * cols for _ in range(rows)]
+        self.row = self.col = 0
+        self.pending = ""
+        self.transcript = ""
+        self.overflow = False       # text written past the last column
+
+    def feed(self, data: str):
+        self.transcript += data
+        text, self.pending = self.pending + data, ""
+        i = 0
+        while i < len(text):
+            ch = text[i]
+            if ch == "\x1b":
+                match = self.CSI.match(text, i)
+                if not match:
+                    if self.PARTIAL.match(text, i):
+                        self.pending = text[i:]
+                        return
+                    i += 1
+                    continue
+                self._csi(*match.groups())
+                i = match.end()
+                continue
+            if ch == "\r":
+                self.col = 0
+            elif ch == "\n":
+                self.row = min(self.row + 1, self.rows - 1)
+            elif ch >= " ":
+                if self.col < self.cols:
+                    self.grid[self.row][self.col] = ch
+                else:
+                    self.overflow = True
+                self.col += 1
+            i += 1
+
+    def _csi(self, params: str, final: str):
+        if final == "H":
+            numbers = [int(p) if p else 1 for p in params.split(";")] if params else []
+            row, col = (numbers + [1, 1])[:2]
+            self.row, self.col = min(row, self.rows) - 1, min(col, self.cols) - 1
+        elif final == "J" and params == "2":
+            self.grid = [[" "] * self.cols for _ in range(self.rows)]
+        elif final == "K":
+            for x in range(min(self.col, self.cols), self.cols):
+                self.grid[self.row][x] = " "
+
+    def lines(self) -> list[str]:
+        return ["".join(row).rstrip() for row in self.grid]
+
+    def list_rows(self) -> list[str]:
+        """The list: rows 2..ROWS-3, without trailing blanks."""
+        rows = self.lines()[2:self.rows - 2]
+        while rows and not rows[-1].strip():
+            rows.pop()
+        return rows
+
+    def names(self) -> list[str]:
+        """Names in the list (folders end with /), in screen order."""
+        return [re.split(r"\s{2,}", row[2:].strip())[0] for row in self.list_rows()]
+
+    def cursor_index(self) -> int:
+        return next(i for i, row in enumerate(self.list_rows()) if row.startswith("> "))
+
+    def dump(self) -> str:
+        return "\n".join(f"{i:2}|{line}" for i, line in enumerate(self.lines()))
+
+
+class Picker:
+    """A `scopefs pick` process in an 80x24 pty."""
+
+    def __init__(self, state: Path, *args: str):
+        env = {k: v for k, v in os.environ.items() if k != "SCOPEFS_STATE"}
+        env.update(TERM="xterm-256color", LANG="C.UTF-8")
+        self.child = pexpect.spawn(BIN, ["--state", str(state), "pick", "--app", APP, *args],
+                                   dimensions=(ROWS, COLS), env=env, encoding="utf-8",
+                                   codec_errors="replace", timeout=15)
+        self.screen = Screen()
+        self.status: int | None = None
+
+    def wait_for(self, predicate, what: str, timeout: float = 10):
+        deadline = time.monotonic() + timeout
+        while not predicate(self.screen):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"timed out waiting for {what}; screen:\n{self.screen.dump()}")
+            try:
+                self.screen.feed(self.child.read_nonblocking(4096, timeout=min(0.2, remaining)))
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                if predicate(self.screen):
+                    return
+                raise AssertionError(f"picker exited while waiting for {what}; output:\n"
+                                     f"{self.screen.transcript!r}\nscreen:\n{self.screen.dump()}")
+
+    def wait_text(self, text: str, timeout: float = 10):
+        self.wait_for(lambda s: any(text in line for line in s.lines()), repr(text), timeout)
+
+    def send(self, keys: str):
+        self.child.send(keys)
+
+    def highlight(self, name: str):
+        """Moves the cursor to `name` with j/k (and the arrow keys), waiting
+        for each step to show."""
+        self.wait_for(lambda s: name in s.names(), f"{name} listed")
+        target = self.screen.names().index(name)
+        step = 0
+        while (current := self.screen.cursor_index()) != target:
+            down = current < target
+            # Alternate letters and arrows, so that both are exercised.
+            self.send(("j" if down else "k") if step % 2 == 0 else (DOWN if down else UP))
+            step += 1
+            expected = current + (1 if down else -1)
+            self.wait_for(lambda s: s.cursor_index() == expected, f"cursor on row {expected}")
+
+    def finish(self, timeout: float = 20) -> str:
+        """Waits for the exit; returns what was printed after the picker
+        left the alternate screen."""
+        self.child.expect(pexpect.EOF, timeout=timeout)
+        self.screen.feed(self.child.before or "")
+        self.child.close()
+        self.status = self.child.exitstatus
+        transcript = self.screen.transcript
+        assert not any(marker in transcript for marker in CRASH_MARKERS), transcript
+        assert "\x1b[?1049l" in transcript, "the picker did not leave the alternate screen"
+        return transcript.rsplit("\x1b[?1049l", 1)[1]
+
+
+def scopefs(state: Path, *args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    p = subprocess.run([BIN, "--state", str(state), *args], capture_output=True, text=True, timeout=30, **kwargs)
+    if check:
+        assert p.returncode == 0, f"scopefs {' '.join(args)}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+def grants(state: Path) -> list[dict]:
+    data = json.loads(scopefs(state, "privacy", APP, "--json").stdout)
+    found: list[dict] = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            if "provider" in value and any(k in value for k in ("path", "relativePath", "item")):
+                found.append(value)
+            for child in value.values():
+                walk(child)
+        elif isinstance(value, list):
+            for child in value:
+                walk(child)
+    walk(data)
+    return found
+
+
+def grant_path(grant: dict) -> str:
+    return grant.get("relativePath", grant.get("path", ""))
+
+
+@pytest.fixture
+def world(tmp_path):
+    """State S with provider `local` (P) and app com.example.editor."""
+    if not os.access(BIN, os.X_OK):
+        pytest.fail(f"scopefs binary not found at {BIN} (set SCOPEFS_BIN)")
+    state, provider = tmp_path / "S", tmp_path / "P"
+    (provider / "Projects" / "Novel").mkdir(parents=True)
+    (provider / "Projects" / "Novel" / "chapter1.txt").write_text("It was a dark and stormy night.\n")
+    (provider / "A folder").mkdir()
+    (provider / "archive").mkdir()
+    (provider / ".hidden").write_text("not for the picker")
+    (provider / "a.txt").write_bytes(b"a" * 4096)        # 4.0 KB
+    (provider / "b.txt").write_bytes(b"b" * 1234)        # 1.2 KB
+    (provider / "C.txt").write_bytes(b"c" * 5)           # 5 B
+    scopefs(state, "init")
+    scopefs(state, "provider", "add", "local", str(provider))
+    scopefs(state, "app", "add", APP)
+    return state, provider
+
+
+def open_local(picker: Picker):
+    picker.wait_text("local/")
+    picker.send(RIGHT)
+    picker.wait_for(lambda s: s.lines()[1].startswith("local:") and "Projects/" in s.names(), "local's root")
+
+
+def test_pick_folder_grants_it(world):
+    state, _ = world
+    picker = Picker(state)
+    picker.wait_text("Open: choose a file or folder for com.example.editor")
+    open_local(picker)
+
+    screen = picker.screen
+    assert screen.names() == ["A folder/", "archive/", "Projects/", "a.txt", "b.txt", "C.txt"], screen.dump()
+    rows = {name: row for name, row in zip(screen.names(), screen.list_rows())}
+    assert rows["a.txt"].endswith("4.0 KB") and rows["b.txt"].endswith("1.2 KB") and rows["C.txt"].endswith("5 B"), \
+        screen.dump()
+    assert ".hidden" not in "\n".join(screen.lines())
+    assert all(len(line) <= COLS for line in screen.lines()) and not screen.overflow
+
+    picker.highlight("Projects/")
+    picker.send("\r")
+    picker.wait_for(lambda s: s.lines()[1].startswith("local:Projects") and s.names() == ["Novel/"], "Projects")
+    picker.send(" ")
+    picker.wait_text("Open Novel for com.example.editor? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    assert re.search(r"^grant \d+\s*$", printed.strip(), re.M), printed
+
+    folders = [g for g in grants(state) if grant_path(g) == "Projects/Novel"]
+    assert folders, grants(state)
+    assert all(g.get("kind", "folder") == "folder" for g in folders), folders
+
+
+def test_escape_cancels_without_a_grant(world):
+    state, _ = world
+    picker = Picker(state)
+    open_local(picker)
+    picker.send(ESC)
+    picker.finish()
+    assert picker.status == CANCELLED
+    assert grants(state) == []
+    assert not list((state / "containers" / APP / "Documents").glob("*"))
+
+
+def test_open_file_writes_reference(world):
+    state, _ = world
+    picker = Picker(state)
+    open_local(picker)
+    picker.highlight("Projects/")
+    picker.send("\r")
+    picker.wait_for(lambda s: s.names() == ["Novel/"], "Projects")
+    picker.send("l")                                    # into Novel
+    picker.wait_for(lambda s: s.lines()[1].startswith("local:Projects/Novel"), "Novel")
+    assert picker.screen.names() == ["chapter1.txt"]
+    picker.send("\x7f")                                 # Backspace: up, Novel highlighted
+    picker.wait_for(lambda s: s.lines()[1].rstrip().split()[0] == "local:Projects", "back in Projects")
+    picker.send(RIGHT)
+    picker.wait_for(lambda s: s.names() == ["chapter1.txt"], "Novel again")
+    picker.send("\r")                                   # Enter on a file selects it
+    picker.wait_text("Open chapter1.txt for com.example.editor? [y/N]")
+    picker.send("n")                                    # not confirmed: back to the list
+    picker.wait_text("Not confirmed")
+    picker.send("s")
+    picker.wait_text("Open chapter1.txt for com.example.editor? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    assert "reference Container/Documents/chapter1.txt" in printed, printed
+    assert (state / "containers" / APP / "Documents" / "chapter1.txt").is_file()
+    assert [grant_path(g) for g in grants(state)] == ["Projects/Novel/chapter1.txt"]
+
+
+def test_move_from_container_to_provider_folder(world):
+    state, provider = world
+    documents = state / "containers" / APP / "Documents"
+    documents.mkdir(parents=True, exist_ok=True)
+    (documents / "report.txt").write_text("quarterly numbers\n")
+    picker = Picker(state, "--mode", "move")
+    picker.wait_text("Move: choose an item of the container of com.example.editor")
+    picker.highlight("Documents/")
+    picker.send("\r")
+    picker.wait_for(lambda s: "report.txt" in s.names(), "Documents")
+    picker.highlight("report.txt")
+    picker.send(" ")
+    picker.wait_text("Move report.txt: choose a destination folder")
+    open_local(picker)
+    picker.highlight("Projects/")
+    picker.send("s")
+    picker.wait_text("Move report.txt to local:Projects? [y/N]")
+    picker.send("Y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    assert re.search(r"grant \d+\treference Container/Documents/report.txt", printed), printed
+    assert (provider / "Projects" / "report.txt").read_text() == "quarterly numbers\n"
+    assert [grant_path(g) for g in grants(state)] == ["Projects/report.txt"]
+
+
+def test_long_list_scrolls_and_long_names_are_cut(world):
+    state, provider = world
+    many = provider / "Projects" / "many"
+    many.mkdir()
+    for i in range(60):
+        (many / f"file{i:02}.txt").write_text("x")
+    long_name = "a very long file name " * 6 + ".txt"
+    (many / long_name).write_text("x")
+    picker = Picker(state)
+    open_local(picker)
+    picker.highlight("Projects/")
+    picker.send("\r")
+    picker.wait_for(lambda s: "many/" in s.names(), "Projects")
+    picker.highlight("many/")
+    picker.send("\r")
+    picker.wait_for(lambda s: s.lines()[1].split()[-1] == "1/61", "position 1/61")
+    assert len(picker.screen.list_rows()) == ROWS - 4
+    first = picker.screen.list_rows()[0]
+    assert first.startswith("> a very long") and "…" in first and len(first) <= COLS, picker.screen.dump()
+    picker.send("G")                                    # End: the last file, scrolled into view
+    picker.wait_for(lambda s: s.lines()[1].split()[-1] == "61/61", "position 61/61")
+    assert picker.screen.list_rows()[-1].startswith("> file59.txt"), picker.screen.dump()
+    picker.send("\x1b[H")                                # Home
+    picker.wait_for(lambda s: s.lines()[1].split()[-1] == "1/61", "position 1/61")
+    assert picker.screen.list_rows()[0].startswith("> a very long"), picker.screen.dump()
+    assert not picker.screen.overflow
+    picker.send("q")
+    picker.finish()
+    assert picker.status == CANCELLED
+
+
+def test_not_a_terminal_is_a_usage_error(world):
+    state, _ = world
+    p = scopefs(state, "pick", "--app", APP, check=False, stdin=subprocess.DEVNULL)
+    assert p.returncode == 64, p
+    assert "terminal" in p.stderr, p.stderr
+    assert grants(state) == []
+
+
+def test_import_copies_a_file_into_the_inbox(world):
+    state, _ = world
+    picker = Picker(state, "--mode", "import")
+    picker.wait_text("Import: choose a file to copy into the inbox of com.example.editor")
+    open_local(picker)
+    picker.highlight("archive/")
+    picker.send(" ")                                    # a folder cannot be imported
+    picker.wait_text("Import copies a file")
+    picker.highlight("b.txt")
+    picker.send("\r")
+    picker.wait_text("Import b.txt for com.example.editor? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    inbox = f"tmp/{APP}-Inbox/b.txt"
+    assert f"Container/{inbox}" in printed, printed
+    assert (state / "containers" / APP / inbox).read_bytes() == b"b" * 1234
+    assert grants(state) == []
+
+
+def test_resize_redraws_and_sigterm_restores_the_terminal(world):
+    """The picker redraws for a new size (SIGWINCH); a signal that ends it
+    leaves the alternate screen and restores the terminal's settings."""
+    termios = pytest.importorskip("termios")
+    state, _ = world
+    picker = Picker(state)
+    picker.wait_text("local/")
+    fd = picker.child.child_fd
+    assert not termios.tcgetattr(fd)[3] & termios.ICANON, "the picker should put the terminal in raw mode"
+    picker.child.setwinsize(30, 100)
+    picker.screen = Screen(30, 100)
+    picker.wait_for(lambda s: s.lines()[0].startswith("Open:") and "Esc/q cancel" in s.lines()[29]
+                    and s.lines()[1].endswith("1/1") and len(s.lines()[1]) == 100, "a 100x30 redraw")
+    os.kill(picker.child.pid, signal.SIGTERM)
+    picker.child.expect(pexpect.EOF, timeout=10)
+    lflag = termios.tcgetattr(fd)[3]
+    assert lflag & termios.ICANON and lflag & termios.ECHO, "terminal left in raw mode"
+    assert (picker.child.before or "").endswith("\x1b[?1049l")
+    picker.child.close()
+    assert picker.child.signalstatus == signal.SIGTERM
