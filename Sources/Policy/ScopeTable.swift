@@ -56,30 +56,38 @@ public struct ScopeTable: Sendable {
         self.budget = budget
     }
 
+    // Both mutate the process's entry in place: copying it out and back
+    // would copy its dictionaries on every call.
     public mutating func start(pid: Int32, app: AppID, grant: GrantID, path: String) -> StartOutcome {
-        var scopes = processes[pid] ?? ProcessScopes(app: app)
-        if scopes.exhausted || scopes.outstanding >= budget {
-            scopes.exhausted = true
-            processes[pid] = scopes
-            return .budgetExhausted
+        let budget = self.budget
+        return modify(pid, app: app) { scopes in
+            if scopes.exhausted || scopes.outstanding >= budget {
+                scopes.exhausted = true
+                return .budgetExhausted
+            }
+            scopes.counts[grant, default: 0] += 1
+            scopes.paths[grant] = path
+            scopes.outstanding += 1
+            return .started(count: scopes.counts[grant]!)
         }
-        scopes.counts[grant, default: 0] += 1
-        scopes.paths[grant] = path
-        scopes.outstanding += 1
-        processes[pid] = scopes
-        return .started(count: scopes.counts[grant]!)
     }
 
     public mutating func stop(pid: Int32, grant: GrantID) -> StopOutcome {
-        guard var scopes = processes[pid], let count = scopes.counts[grant], count > 0 else { return .unbalanced }
-        scopes.counts[grant] = count - 1
-        scopes.outstanding -= 1
-        if count == 1 {
-            scopes.counts[grant] = nil
-            scopes.paths[grant] = nil
+        guard let count = processes[pid]?.counts[grant], count > 0 else { return .unbalanced }
+        return modify(pid, app: "") { scopes in
+            scopes.outstanding -= 1
+            if count == 1 {
+                scopes.counts[grant] = nil
+                scopes.paths[grant] = nil
+            } else {
+                scopes.counts[grant] = count - 1
+            }
+            return .stopped(count: count - 1)
         }
-        processes[pid] = scopes
-        return .stopped(count: count - 1)
+    }
+
+    private mutating func modify<T>(_ pid: Int32, app: AppID, _ body: (inout ProcessScopes) -> T) -> T {
+        body(&processes[pid, default: ProcessScopes(app: app)])
     }
 
     /// The process's own counter on a grant.

@@ -16,9 +16,8 @@ func measure(grants count: Int, decisions: Int) -> [String: Any] {
     let snapshot = PolicySnapshot(
         generation: 1, apps: apps, providers: [Provider(id: "local", name: "Local", directory: "/p")], grants: grants)
     let buildSeconds = Date().timeIntervalSince(built)
-    var table = ScopeTable()
-    for grant in grants.prefix(1000) { _ = table.start(pid: 42, app: grant.app, grant: grant.id, path: "") }
-    let caller = Caller.app(apps[0].id, ProcessKey(pid: 42, startTime: 1))
+    var table = ScopeTable(budget: count)
+    for grant in grants { _ = table.start(pid: 42, app: grant.app, grant: grant.id, path: "") }
     // Paths inside granted folders, three levels below the grant.
     let paths = (0..<1024).map { index -> (AppID, String) in
         let grant = grants[(index * 7919) % grants.count]
@@ -28,13 +27,23 @@ func measure(grants count: Int, decisions: Int) -> [String: Any] {
     let start = DispatchTime.now().uptimeNanoseconds
     for index in 0..<decisions {
         let (app, path) = paths[index & 1023]
+        let caller = Caller.app(app, ProcessKey(pid: 42, startTime: 1))
         let coverage = snapshot.coverage(app: app, provider: "local", path: path)
         if Decision.provider(.read, coverage: coverage, caller: caller, scopeHeld: { table.holds(lineage: [42, 1], grant: $0.id) }) == nil {
             allowed += 1
         }
     }
     let elapsed = DispatchTime.now().uptimeNanoseconds - start
+    // The coverage lookup alone (what a node's cached coverage saves).
+    var granted = 0
+    let coverageStart = DispatchTime.now().uptimeNanoseconds
+    for index in 0..<decisions {
+        let (app, path) = paths[index & 1023]
+        if case .granted = snapshot.coverage(app: app, provider: "local", path: path) { granted += 1 }
+    }
+    let coverageElapsed = DispatchTime.now().uptimeNanoseconds - coverageStart
     return [
+        "nsPerCoverageLookup": Double(coverageElapsed) / Double(decisions), "granted": granted,
         "grants": count, "decisions": decisions, "nsPerDecision": Double(elapsed) / Double(decisions),
         "snapshotBuildSeconds": buildSeconds, "allowed": allowed,
     ]
