@@ -52,6 +52,9 @@ public final class FuseSession: Sendable {
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_max_threads(config, maxThreads)
         fuse_loop_cfg_set_idle_threads(config, maxIdleThreads)
+        // One /dev/fuse descriptor per worker: requests are not funnelled
+        // through one shared queue read by every thread.
+        fuse_loop_cfg_set_clone_fd(config, 1)
         return fuse_session_loop_mt(session, config)
     }
 

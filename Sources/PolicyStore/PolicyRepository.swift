@@ -115,7 +115,9 @@ public struct PolicyRepository: Sendable {
                     SET access = excluded.access, state = 'active', changed_at = excluded.changed_at
                     """,
                 arguments: [app, itemID, access.rawValue, now, now])
-            return try Self.fetchGrants(db, app: app).first { $0.item == itemID }!
+            let grant = try Self.fetchGrants(db, app: app).first { $0.item == itemID }!
+            try Self.recordChange(db, .grant, grant)
+            return grant
         }
     }
 
@@ -141,6 +143,7 @@ public struct PolicyRepository: Sendable {
                 try db.execute(
                     sql: "UPDATE grants SET state = ?, changed_at = ? WHERE id = ?",
                     arguments: [state.rawValue, now, grant.id])
+                try Self.recordChange(db, state == .active ? .restore : .revoke, grant)
             }
             return changed.map { var g = $0; g.state = state; return g }
         }
@@ -151,6 +154,15 @@ public struct PolicyRepository: Sendable {
             if let app, try !Self.fetchApps(db).contains(where: { $0.id == app }) { throw ScopeFSError.unknownApp(app) }
             return try Self.fetchGrants(db, app: app)
         }
+    }
+
+    /// Grants, revokes and restores are events (SPEC S29), written in the
+    /// same transaction as the change, whichever command made it.
+    static func recordChange(_ db: Database, _ kind: Event.Kind, _ grant: Grant) throws {
+        let path = "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath)
+        try db.execute(
+            sql: "INSERT INTO events (time, kind, app, pid, path, operation, grant_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            arguments: [Date().timeIntervalSince1970, kind.rawValue, grant.app, getpid(), path, kind.rawValue, grant.id])
     }
 
     // MARK: Queries

@@ -98,7 +98,7 @@ extension ScopeFileSystem {
     /// parent's descriptor without following symlinks (SPEC S33).
     func backedChild(of parent: Node, named name: String) throws(Errno) -> (Node, stat) {
         guard let directory = parent.directory else { throw .staleNFSFileHandle }
-        guard name != "." && name != ".." && !name.contains("/") else { throw .invalidArgument }
+        guard name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) else { throw .invalidArgument }
         let info = try Sys.statAt(directory, name)
         if info.isDirectory {
             let descriptor = try Sys.openAt(directory, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)

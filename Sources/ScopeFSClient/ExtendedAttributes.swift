@@ -30,10 +30,11 @@ private enum LibC {
 /// The control replies are short ASCII values ("not-needed", "unbalanced", a
 /// counter), so one buffer of this size always fits.
 ///
-/// Each getxattr of `user.scopefs.start` or `.stop` performs the action, so
-/// the usual "ask the size with 0 first, then read" pattern would count the
-/// start twice. The library therefore makes exactly one call with a buffer
-/// that is large enough for every documented reply (docs/API.md).
+/// Each getxattr of `user.scopefs.start` or `.stop` with a buffer performs
+/// the action, so a start or stop is exactly one call: with a buffer smaller
+/// than 16 bytes the action would happen and the call fail with ERANGE
+/// (docs/API.md), and the usual "ask the size with 0 first, then read" costs a
+/// second request for nothing.
 private let replyCapacity = 256
 
 /// Reads a control attribute of `path` with one getxattr(2) call (following
@@ -46,21 +47,45 @@ private let replyCapacity = 256
 func readControlAttribute(
     _ attribute: ControlAttribute, of path: String, for operation: ScopeFSError.Operation
 ) throws(ScopeFSError) -> ControlReply {
+    let bytes = try readAttribute(attribute.rawValue, of: path, capacity: replyCapacity, for: operation)
+    guard let reply = ControlReply(bytes) else {
+        throw ScopeFSError(errno: EPROTO, operation: operation, path: path)
+    }
+    return reply
+}
+
+/// Reads an attribute that only reports (bookmarks, item metadata), growing
+/// the buffer on ERANGE; reading these performs no action, so retrying is safe.
+func readAttributeText(_ name: String, of path: String, for operation: ScopeFSError.Operation)
+    throws(ScopeFSError) -> String
+{
+    var capacity = 1024
+    while true {
+        do {
+            let bytes = try readAttribute(name, of: path, capacity: capacity, for: operation)
+            return String(decoding: bytes, as: UTF8.self)
+        } catch where error.errno == ERANGE && capacity < 1 << 20 {
+            capacity *= 16
+        }
+    }
+}
+
+/// One getxattr(2) call with a buffer of `capacity` bytes.
+private func readAttribute(_ name: String, of path: String, capacity: Int, for operation: ScopeFSError.Operation)
+    throws(ScopeFSError) -> [UInt8]
+{
     guard let getxattr = LibC.getxattr else {
         throw ScopeFSError(errno: ENOSYS, operation: operation, path: path)
     }
-    var buffer = [UInt8](repeating: 0, count: replyCapacity)
+    var buffer = [UInt8](repeating: 0, count: capacity)
     let (length, callErrno): (Int, Int32) = buffer.withUnsafeMutableBytes { raw in
-        let n = getxattr(path, attribute.rawValue, raw.baseAddress, raw.count)
+        let n = getxattr(path, name, raw.baseAddress, raw.count)
         return (n, n < 0 ? errno : 0)
     }
     guard length >= 0 else {
         throw ScopeFSError(errno: callErrno, operation: operation, path: path)
     }
-    guard let reply = ControlReply(buffer.prefix(min(length, buffer.count))) else {
-        throw ScopeFSError(errno: EPROTO, operation: operation, path: path)
-    }
-    return reply
+    return Array(buffer.prefix(min(length, buffer.count)))
 }
 
 extension URL {

@@ -24,6 +24,8 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case start = "start accessing"
         case stop = "stop accessing"
         case scopeCount = "read the scope count of"
+        case createBookmark = "create a bookmark of"
+        case resolveBookmark = "resolve a bookmark through"
     }
 
     /// What an errno means for a security scope.
@@ -40,8 +42,11 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         /// ENODATA, ENOTSUP or ENOSYS: the path is not inside a ScopeFS mount
         /// (or the mount does not offer the syscall API).
         case notScopeFS
-        /// EPROTO: the mount replied with a value that docs/API.md does not
-        /// define.
+        /// EBADMSG: a bookmark that was tampered with, truncated, or is not a
+        /// ScopeFS bookmark (SPEC S25, S26).
+        case invalidBookmark
+        /// EPROTO: the mount or the daemon replied with a value that
+        /// docs/API.md does not define.
         case unexpectedReply
         /// Anything else (EINVAL for a URL that is not a file URL, I/O
         /// errors, ENOTCONN for a dead mount, …).
@@ -52,13 +57,16 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
     public let errno: Int32
     /// The call that failed.
     public let operation: Operation
-    /// The path it was made on.
+    /// The path it was made on (for `.resolveBookmark`: the control socket).
     public let path: String
+    /// The daemon's own explanation, when it gave one (bookmark resolution).
+    public let message: String?
 
-    public init(errno: Int32, operation: Operation, path: String) {
+    public init(errno: Int32, operation: Operation, path: String, message: String? = nil) {
         self.errno = errno
         self.operation = operation
         self.path = path
+        self.message = message
     }
 
     /// The meaning of `errno` for a security scope.
@@ -68,6 +76,7 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case EDQUOT: return .budgetExhausted
         case ENOENT: return .notVisible
         case ENODATA, ENOTSUP, ENOSYS: return .notScopeFS
+        case EBADMSG: return .invalidBookmark
         case EPROTO: return .unexpectedReply
         default: return .other
         }
@@ -90,6 +99,9 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case ENOTSUP: return "ENOTSUP"
         case ENOSYS: return "ENOSYS"
         case EPROTO: return "EPROTO"
+        case EBADMSG: return "EBADMSG"
+        case ECONNREFUSED: return "ECONNREFUSED"
+        case ENAMETOOLONG: return "ENAMETOOLONG"
         case ENOTCONN: return "ENOTCONN"
         case EIO: return "EIO"
         default: return "errno \(errno)"
@@ -97,7 +109,7 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
     }
 
     public var description: String {
-        "\(operation.rawValue) \(path): \(errnoName) (\(String(cString: strerror(errno))))"
+        "\(operation.rawValue) \(path): \(errnoName) (\(message ?? String(cString: strerror(errno))))"
     }
 }
 

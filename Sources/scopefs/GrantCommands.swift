@@ -32,7 +32,6 @@ struct GrantCommand: ParsableCommand {
             let grant = try options.repository().grant(
                 app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
             try ControlClient.notifyChange(state: options.directory)
-            try recordChange(.grant, grant, options)
             print(grant.id)
         }
     }
@@ -53,18 +52,8 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
     try report { () throws(ScopeFSError) in
         let changed = try options.repository().setState(state, app: selection.app, grant: selection.all ? nil : selection.grant)
         try ControlClient.notifyChange(state: options.directory)
-        for grant in changed { try recordChange(state == .active ? .restore : .revoke, grant, options) }
         for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\(grant.provider):\(grant.relativePath)") }
     }
-}
-
-/// Grants, revokes and restores are events too (SPEC S29), made by this CLI.
-func recordChange(_ kind: Event.Kind, _ grant: Grant, _ options: StateOptions) throws(ScopeFSError) {
-    let event = Event(
-        time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(),
-        path: "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath),
-        operation: kind.rawValue, grant: grant.id)
-    try EventStore(database: try PolicyDatabase.open(options.directory)).append([event])
 }
 
 struct RevokeCommand: ParsableCommand {
