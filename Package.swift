@@ -28,7 +28,9 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
-        .systemLibrary(name: "CSystemShims"),
+        // GNU-only libc calls that Swift's Glibc module hides (header), and
+        // the one helper that needs _GNU_SOURCE itself (statx).
+        .target(name: "CSystemShims"),
         .target(
             name: "FuseBridge",
             dependencies: ["CFuse3", .product(name: "SystemPackage", package: "swift-system")],
@@ -40,7 +42,7 @@ let package = Package(
         ),
         .target(
             name: "PolicyStore",
-            dependencies: ["Policy", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["Policy", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
         // Documents (SPEC S17-S28): item locations, picker operations,

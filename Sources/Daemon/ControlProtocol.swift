@@ -19,11 +19,15 @@ public struct ControlRequest: Codable, Sendable {
     public var op: Operation
     public var app: AppID?
     public var bookmark: String?
+    /// With `reload`: paths in `app`'s container that changed behind the
+    /// mount, whose cached entries the daemon drops.
+    public var containerPaths: [String]?
 
-    public init(op: Operation, app: AppID? = nil, bookmark: String? = nil) {
+    public init(op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil) {
         self.op = op
         self.app = app
         self.bookmark = bookmark
+        self.containerPaths = containerPaths
     }
 }
 

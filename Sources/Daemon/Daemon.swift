@@ -129,6 +129,9 @@ public enum Daemon {
         case .reload:
             do {
                 try reloader.reload()
+                if let app = request.app, let paths = request.containerPaths {
+                    reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths))
+                }
                 return ControlResponse(ok: true)
             } catch {
                 return .failure(error.exitCode, error.message)

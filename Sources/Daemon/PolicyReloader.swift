@@ -39,6 +39,10 @@ final class PolicyReloader: Sendable {
         }
     }
 
+    func dropEntries(_ entries: [(parent: UInt64, name: String)]) {
+        for entry in entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
+    }
+
     /// Polls for changes made without telling the daemon.
     func watch(_ watcher: ChangeWatcher, until stop: @Sendable () -> Bool) {
         while !stop() {

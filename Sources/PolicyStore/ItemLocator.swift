@@ -21,9 +21,10 @@ public struct ItemLocator: Sendable {
         var missing: Bool
     }
 
-    struct FileKey: Hashable {
-        var device: Int64
-        var inode: Int64
+    static func key(_ row: Row) -> FileKey {
+        FileKey(
+            device: row["device"], inode: row["inode"], birthSeconds: row["birth_seconds"],
+            birthNanoseconds: row["birth_nanoseconds"])
     }
 
     /// Re-locates every item; returns true when any location changed.
@@ -39,13 +40,10 @@ public struct ItemLocator: Sendable {
     private func refresh(_ provider: Provider) throws(ScopeFSError) -> Bool {
         let items = try repository.database.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT id, relative_path, device, inode, missing FROM items WHERE provider_id = ?",
+                db,
+                sql: "SELECT id, relative_path, device, inode, birth_seconds, birth_nanoseconds, missing FROM items WHERE provider_id = ?",
                 arguments: [provider.id]
-            ).map {
-                Recorded(
-                    id: $0["id"], path: $0["relative_path"], identity: FileKey(device: $0["device"], inode: $0["inode"]),
-                    missing: $0["missing"])
-            }
+            ).map { Recorded(id: $0["id"], path: $0["relative_path"], identity: Self.key($0), missing: $0["missing"]) }
         }
         let lost = items.filter { Self.identity(at: provider.directory, $0.path) != $0.identity }
         guard !lost.isEmpty else { return false }
@@ -79,10 +77,7 @@ public struct ItemLocator: Sendable {
     }
 
     static func identity(at directory: String, _ path: String) -> FileKey? {
-        var info = stat()
-        let full = path.isEmpty ? directory : directory + "/" + path
-        guard lstat(full, &info) == 0 else { return nil }
-        return FileKey(device: Int64(bitPattern: UInt64(info.st_dev)), inode: Int64(bitPattern: UInt64(info.st_ino)))
+        FileKey.at(directory, path)?.key
     }
 
     /// Walks the provider (not following symlinks) until every wanted
@@ -95,11 +90,9 @@ public struct ItemLocator: Sendable {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: full) else { continue }
             for name in names {
                 let path = RelativePath.join(relative, name)
-                var info = stat()
-                guard lstat(root + "/" + path, &info) == 0 else { continue }
-                let key = FileKey(device: Int64(bitPattern: UInt64(info.st_dev)), inode: Int64(bitPattern: UInt64(info.st_ino)))
+                guard let (key, isDirectory) = FileKey.at(root, path) else { continue }
                 if wanted.contains(key) { found[key] = path }
-                if (info.st_mode & S_IFMT) == S_IFDIR { queue.append(path) }
+                if isDirectory { queue.append(path) }
             }
         }
         return found

@@ -170,6 +170,15 @@ enum Migrations {
             // Set when an item cannot be found by its file identity any more.
             try db.execute(sql: "ALTER TABLE items ADD COLUMN missing BOOLEAN NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v4-item-birth-time") { db in
+            // Inode numbers are reused at once by some file systems: with the
+            // birth time, a file re-created under a deleted item's name is a
+            // new item (SPEC S26).
+            try db.execute(sql: """
+                ALTER TABLE items ADD COLUMN birth_seconds INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE items ADD COLUMN birth_nanoseconds INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
     }
 }

@@ -201,13 +201,12 @@ public struct PolicyRepository: Sendable {
         -> ItemIdentifier
     {
         if let row = try Row.fetchOne(
-            db, sql: "SELECT id, device, inode FROM items WHERE provider_id = ? AND relative_path = ?",
+            db,
+            sql: "SELECT id, device, inode, birth_seconds, birth_nanoseconds FROM items WHERE provider_id = ? AND relative_path = ?",
             arguments: [provider, path])
         {
             let id: String = row["id"]
-            if row["device"] == Int64(bitPattern: file.device) && row["inode"] == Int64(bitPattern: file.inode) {
-                return id
-            }
+            if ItemLocator.key(row) == file.key { return id }
             // Same path, new file: the old item no longer lives here.
             try db.execute(
                 sql: "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')' WHERE id = ?",
@@ -216,10 +215,13 @@ public struct PolicyRepository: Sendable {
         let id = UUID().uuidString.lowercased()
         try db.execute(
             sql: """
-                INSERT INTO items (id, provider_id, relative_path, is_directory, device, inode)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO items (id, provider_id, relative_path, is_directory, device, inode, birth_seconds, birth_nanoseconds)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
-            arguments: [id, provider, path, file.isDirectory, Int64(bitPattern: file.device), Int64(bitPattern: file.inode)])
+            arguments: [
+                id, provider, path, file.isDirectory, file.key.device, file.key.inode, file.key.birthSeconds,
+                file.key.birthNanoseconds,
+            ])
         return id
     }
 

@@ -1,28 +1,46 @@
+import CSystemShims
 import Foundation
 import Policy
+
+/// A file's identity on the host: device, inode and birth time. Inode
+/// numbers are reused (ext4 hands a deleted file's number to the next new
+/// file); the birth time tells the two apart.
+struct FileKey: Hashable, Sendable {
+    var device: Int64
+    var inode: Int64
+    var birthSeconds: Int64
+    var birthNanoseconds: Int64
+
+    /// The identity of `path` below `directory`, without following a final symlink.
+    static func at(_ directory: String, _ path: String) -> (key: FileKey, isDirectory: Bool)? {
+        var identity = scopefs_identity()
+        let full = path.isEmpty ? directory : directory + "/" + path
+        guard scopefs_identity_at(AT_FDCWD, full, &identity) == 0 else { return nil }
+        let key = FileKey(
+            device: Int64(bitPattern: identity.device), inode: Int64(bitPattern: identity.inode),
+            birthSeconds: identity.birth_seconds, birthNanoseconds: Int64(identity.birth_nanoseconds))
+        return (key, identity.is_directory != 0)
+    }
+}
 
 /// What the store records about a provider item on the host: its file
 /// identity, so an item keeps its identifier across renames.
 struct ProviderFile {
-    var device: UInt64
-    var inode: UInt64
+    var key: FileKey
     var isDirectory: Bool
 
     /// Looks at `path` inside the provider without following a symbolic link
     /// out of it (SPEC S33): every component must stay inside the provider.
     static func inspect(provider: Provider, path: String) throws(ScopeFSError) -> ProviderFile {
         let full = path.isEmpty ? provider.directory : provider.directory + "/" + path
-        var info = stat()
-        guard lstat(full, &info) == 0 else {
+        guard let (key, isDirectory) = FileKey.at(provider.directory, path) else {
             throw ScopeFSError(.noInput, "\(provider.id):\(path) does not exist (\(full)): \(String(cString: strerror(errno)))")
         }
         let resolved = URL(fileURLWithPath: full).resolvingSymlinksInPath().path
         guard RelativePath.isWithin(resolved.dropFirstSlash, provider.directory.dropFirstSlash) || resolved == full else {
             throw ScopeFSError(.badData, "\(provider.id):\(path) leads outside the provider through a symbolic link")
         }
-        return ProviderFile(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
-            isDirectory: (info.st_mode & S_IFMT) == S_IFDIR)
+        return ProviderFile(key: key, isDirectory: isDirectory)
     }
 }
 

@@ -43,7 +43,16 @@ struct FileIdentity: Hashable, Sendable {
 enum NodeKey: Hashable, Sendable {
     case appDirectory(AppID)
     case providersDirectory(AppID)
-    case backed(Place, FileIdentity)
+    /// The kind is part of the key: a file system may hand a deleted file's
+    /// inode number to a new folder or reference stub while the kernel still
+    /// holds the old node, and a node's kind never changes.
+    case backed(Place, FileIdentity, NodeKind)
+}
+
+enum NodeKind: Hashable, Sendable {
+    case file
+    case directory
+    case reference
 }
 
 /// The immutable part of an inode. Its links (parent, name, lookup count)
@@ -78,4 +87,6 @@ final class Node: Sendable {
     deinit {
         if let directory { Sys.close(directory) }
     }
+
+    var kind: NodeKind { isDirectory ? .directory : reference != nil ? .reference : .file }
 }

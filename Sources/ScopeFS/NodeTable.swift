@@ -129,14 +129,17 @@ final class NodeTable: Sendable {
         case .root: nil
         case .appDirectory(let app): .appDirectory(app)
         case .providersDirectory(let app): .providersDirectory(app)
-        case .container, .provider: node.identity.map { .backed(node.place, $0) }
+        case .container, .provider: node.identity.map { .backed(node.place, $0, node.kind) }
         }
     }
 
     /// Records that a node now lives at `parent`/`name` (after a rename).
     func moved(identity: FileIdentity, place: Place, to parent: UInt64, name: String) {
         state.withLock { state in
-            guard let inode = state.byKey[.backed(place, identity)], var record = state.records[inode] else { return }
+            let keys = [NodeKind.file, .directory, .reference].map { NodeKey.backed(place, identity, $0) }
+            guard let inode = keys.compactMap({ state.byKey[$0] }).first, var record = state.records[inode] else {
+                return
+            }
             record.parent = parent
             record.name = name
             record.coverage = nil
@@ -180,6 +183,18 @@ final class NodeTable: Sendable {
     /// A descriptor of one of the node's open files, if any.
     func openFile(_ inode: UInt64) -> OpenHandle? {
         state.withLock { $0.records[inode]?.openFiles.first }
+    }
+
+    /// The (parent, name) entries of an app's container nodes at `paths`.
+    func containerEntries(app: AppID, paths: Set<String>) -> [(parent: UInt64, name: String)] {
+        state.withLock { state in
+            state.records.compactMap { inode, record in
+                guard case .container(let owner) = record.node.place, owner == app,
+                    paths.contains(Self.path(of: inode, in: state))
+                else { return nil }
+                return (record.parent, record.name)
+            }
+        }
     }
 
     /// Nodes of one app and provider whose path lies within `path`.

@@ -105,7 +105,8 @@ extension ScopeFileSystem {
             return try adopt(descriptor, place: parent.place, parent: parent.inode, name: name, isDomainRoot: false)
         }
         let stub = Self.isContainer(parent.place) ? readStub(directory, name, info) : nil
-        let node = table.lookup(key: .backed(parent.place, FileIdentity(info)), parent: parent.inode, name: name) {
+        let key = NodeKey.backed(parent.place, FileIdentity(info), stub == nil ? .file : .reference)
+        let node = table.lookup(key: key, parent: parent.inode, name: name) {
             inode in
             Node(
                 inode: inode, place: parent.place, identity: FileIdentity(info), isDirectory: false, directory: nil,
@@ -156,7 +157,7 @@ extension ScopeFileSystem {
         }
         let identity = FileIdentity(info)
         var adopted = false
-        let node = table.lookup(key: .backed(place, identity), parent: parent, name: name) { inode in
+        let node = table.lookup(key: .backed(place, identity, .directory), parent: parent, name: name) { inode in
             adopted = true
             return Node(
                 inode: inode, place: place, identity: identity, isDirectory: true, directory: descriptor,

@@ -117,6 +117,12 @@ public final class ScopeFileSystem: FileSystem {
         return invalidation
     }
 
+    /// Cached entries to drop after the CLI changed an app's container
+    /// behind the mount (a moved-out file, a new reference stub).
+    public func containerEntries(app: AppID, paths: [String]) -> [(parent: UInt64, name: String)] {
+        table.containerEntries(app: app, paths: Set(paths.compactMap(RelativePath.normalize)))
+    }
+
     /// How many inodes the kernel holds (for status and leak checks).
     public var inodeCount: Int { table.count }
 

@@ -6,17 +6,45 @@ import Glibc
 import Policy
 import PolicyStore
 
-/// The picker's operations as commands (SPEC S17–S21).
-struct DocumentOptions: ParsableArguments {
-    @OptionGroup var state: StateOptions
+/// The picker's operations as the commands and `scopefs pick` perform them
+/// (SPEC S17–S21): the library call, telling a running daemon (the new grant
+/// and the container's changed entries are in force when this returns,
+/// S13), and the line the command prints.
+struct DocumentActions {
+    let state: StateOptions
+    let app: String
 
-    func picker() throws(ScopeFSError) -> DocumentPicker {
+    private func picker() throws(ScopeFSError) -> DocumentPicker {
         DocumentPicker(state: state.directory, repository: try state.repository())
     }
 
-    /// Tells a running daemon; the new grant and reference work at once (S13).
-    func changed() throws(ScopeFSError) {
-        try ControlClient.notifyChange(state: state.directory)
+    private func changed(_ containerPaths: [String?]) throws(ScopeFSError) {
+        try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: containerPaths.compactMap { $0 })
+    }
+
+    func open(provider: String, path: String, readOnly: Bool) throws(ScopeFSError) {
+        let opened = try picker().open(app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite)
+        try changed([opened.reference])
+        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+    }
+
+    func importItem(provider: String, path: String) throws(ScopeFSError) {
+        let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
+        try changed([copy])
+        print("Container/\(copy)")
+    }
+
+    func export(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
+        let path = try picker().export(
+            app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+        print("\(provider):\(path)")
+    }
+
+    func move(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
+        let opened = try picker().move(
+            app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+        try changed([containerPath, opened.reference])
+        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
     }
 }
 
@@ -24,17 +52,14 @@ struct OpenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open",
         abstract: "Open a file or folder for an app: a grant, plus a reference document for a file (SPEC S17).")
-    @OptionGroup var options: DocumentOptions
+    @OptionGroup var options: StateOptions
     @Argument var app: String
     @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
     @Flag(help: "Grant read access only.") var readOnly = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let opened = try options.picker().open(
-                app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
-            try options.changed()
-            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+            try DocumentActions(state: options, app: app).open(provider: item.provider, path: item.path, readOnly: readOnly)
         }
     }
 }
@@ -43,14 +68,13 @@ struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/ (SPEC S18).")
-    @OptionGroup var options: DocumentOptions
+    @OptionGroup var options: StateOptions
     @Argument var app: String
     @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let copy = try options.picker().importItem(app: app, provider: item.provider, path: item.path, copy: Progress.copy())
-            print("Container/\(copy)")
+            try DocumentActions(state: options, app: app).importItem(provider: item.provider, path: item.path)
         }
     }
 }
@@ -59,7 +83,7 @@ struct ExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract: "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19).")
-    @OptionGroup var options: DocumentOptions
+    @OptionGroup var options: StateOptions
     @Argument var app: String
     @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
     @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
@@ -67,10 +91,8 @@ struct ExportCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let path = try options.picker().export(
-                app: app, containerPath: containerPath, provider: destination.provider, folder: destination.path,
-                copy: Progress.copy(replace: force))
-            print("\(destination.provider):\(path)")
+            try DocumentActions(state: options, app: app).export(
+                containerPath: containerPath, provider: destination.provider, folder: destination.path, force: force)
         }
     }
 }
@@ -79,7 +101,7 @@ struct MoveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move",
         abstract: "Move an item out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20).")
-    @OptionGroup var options: DocumentOptions
+    @OptionGroup var options: StateOptions
     @Argument var app: String
     @Argument(help: "Path inside the app's container.") var containerPath: String
     @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
@@ -87,11 +109,8 @@ struct MoveCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let opened = try options.picker().move(
-                app: app, containerPath: containerPath, provider: destination.provider, folder: destination.path,
-                copy: Progress.copy(replace: force))
-            try options.changed()
-            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+            try DocumentActions(state: options, app: app).move(
+                containerPath: containerPath, provider: destination.provider, folder: destination.path, force: force)
         }
     }
 }

@@ -106,27 +106,18 @@ struct PickCommand: ParsableCommand {
 
     /// Does what was chosen, and prints what the matching command prints.
     private func perform(_ chosen: PickerSelection) throws(ScopeFSError) {
-        let picker = DocumentPicker(state: options.directory, repository: try options.repository())
+        let actions = DocumentActions(state: options, app: app)
         switch mode {
         case .open:
-            let opened = try picker.open(
-                app: app, provider: chosen.provider, path: chosen.path, access: readOnly ? .read : .readWrite)
-            try ControlClient.notifyChange(state: options.directory)
-            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+            try actions.open(provider: chosen.provider, path: chosen.path, readOnly: readOnly)
         case .import:
-            let copy = try picker.importItem(app: app, provider: chosen.provider, path: chosen.path, copy: Progress.copy())
-            print("Container/\(copy)")
+            try actions.importItem(provider: chosen.provider, path: chosen.path)
         case .export:
-            let path = try picker.export(
-                app: app, containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path,
-                copy: Progress.copy(replace: force))
-            print("\(chosen.provider):\(path)")
+            try actions.export(
+                containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path, force: force)
         case .move:
-            let opened = try picker.move(
-                app: app, containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path,
-                copy: Progress.copy(replace: force))
-            try ControlClient.notifyChange(state: options.directory)
-            print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+            try actions.move(
+                containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path, force: force)
         }
     }
 }

@@ -26,6 +26,21 @@ struct scopefs_ucred {
     gid_t gid;
 };
 
+#include <stdint.h>
+
+/// A file's identity including its birth time: inode numbers are reused,
+/// a birth time is not (statx, STATX_BTIME; 0 where the file system has none).
+struct scopefs_identity {
+    uint64_t device;
+    uint64_t inode;
+    int64_t birth_seconds;
+    uint32_t birth_nanoseconds;
+    int is_directory;
+};
+
+/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW); 0 or -1 with errno.
+int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *identity);
+
 /// O_DIRECT and O_PATH are hidden behind _GNU_SOURCE too (values for Linux).
 static const int scopefs_o_direct = 040000;
 static const int scopefs_o_path = 010000000;
