@@ -18,16 +18,16 @@ EXAMPLES = "/usr/share/doc/libfuse3-dev/examples"
 PORTAL_BIN = "/usr/libexec/xdg-document-portal"
 
 # command or file that must exist -> Debian package that provides it
-NEEDS = {
+REQUIRED = {
     "cc": "gcc",
     "pkg-config": "pkg-config",
     "fusermount3": "fuse3",
     EXAMPLES + "/passthrough_ll.c": "libfuse3-dev",
     "/usr/include/fuse3/fuse_lowlevel.h": "libfuse3-dev",
     "tar": "tar",
-    "dbus-daemon": "dbus-daemon",
-    PORTAL_BIN: "xdg-desktop-portal",
 }
+# Only the document portal needs these; without them it is skipped.
+PORTAL = {"dbus-daemon": "dbus-daemon", PORTAL_BIN: "xdg-desktop-portal"}
 
 _apt_updated = False
 
@@ -58,12 +58,13 @@ def apt_install(packages):
     return r.returncode == 0
 
 
-def ensure_packages():
-    missing = sorted({pkg for thing, pkg in NEEDS.items() if not _present(thing)})
+def ensure_packages(portal):
+    needs = {**REQUIRED, **(PORTAL if portal else {})}
+    missing = sorted({pkg for thing, pkg in needs.items() if not _present(thing)})
     if missing:
         apt_install(missing)
     # The portal is the only system that may be skipped; everything else is required.
-    still = [t for t in NEEDS if not _present(t) and t != PORTAL_BIN]
+    still = [t for t in REQUIRED if not _present(t)]
     if still:
         sys.exit("bench: missing after installation: " + ", ".join(still))
 

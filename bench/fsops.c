@@ -6,7 +6,8 @@
  *
  *   fsops [-o RESULTFILE] create DIR N SIZE     mkdir DIR, create N files of SIZE bytes
  *   fsops [-o RESULTFILE] stat DIR N            stat the N files
- *   fsops [-o RESULTFILE] list DIR              readdir DIR once (no stat)
+ *   fsops [-o RESULTFILE] list DIR [N]          readdir DIR once (no stat); with N,
+ *                                               fail unless it lists N entries
  *   fsops [-o RESULTFILE] unlink DIR N          unlink the N files (then rmdir DIR, untimed)
  *   fsops [-o RESULTFILE] write FILE MIB        write MIB MiB in 1 MiB blocks, close
  *   fsops [-o RESULTFILE] read FILE (cold|warm) read the whole file in 1 MiB blocks;
@@ -101,16 +102,23 @@ static int op_stat(const char *dir, long n) {
     return 0;
 }
 
-static int op_list(const char *dir) {
+static int op_list(const char *dir, long expected) {
     double t0 = now();
     DIR *d = opendir(dir);
     if (!d) die("opendir", dir);
     long count = 0;
+    struct dirent *e;
     errno = 0;
-    while (readdir(d)) count++;
+    while ((e = readdir(d)))
+        count += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     if (errno) die("readdir", dir);
     closedir(d);
-    report("list", now() - t0, count);
+    double elapsed = now() - t0;
+    if (expected >= 0 && count != expected) {
+        fprintf(stderr, "fsops: listed %ld entries in %s, expected %ld\n", count, dir, expected);
+        return 1;
+    }
+    report("list", elapsed, count);
     return 0;
 }
 
@@ -292,7 +300,7 @@ int main(int argc, char **argv) {
     char **v = argv + a;
     if (n >= 4 && !strcmp(v[0], "create")) return op_create(v[1], num(v[2]), num(v[3]));
     if (n >= 3 && !strcmp(v[0], "stat")) return op_stat(v[1], num(v[2]));
-    if (n >= 2 && !strcmp(v[0], "list")) return op_list(v[1]);
+    if (n >= 2 && !strcmp(v[0], "list")) return op_list(v[1], n >= 3 ? num(v[2]) : -1);
     if (n >= 3 && !strcmp(v[0], "unlink")) return op_unlink(v[1], num(v[2]));
     if (n >= 3 && !strcmp(v[0], "write")) return op_write(v[1], num(v[2]));
     if (n >= 3 && !strcmp(v[0], "read")) return op_read(v[1], v[2]);

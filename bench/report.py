@@ -154,6 +154,9 @@ def scopefs_section(results):
             if v:
                 lines.append(f"| {what} | {v['p50']:.3f} ms | {v['p99']:.3f} ms | "
                              f"{v['min']:.3f} ms | {v['max']:.3f} ms |")
+        if rev.get("completed"):
+            lines.append("\nNegative: the reader was denied before the CLI returned (the CLI waits "
+                         "for the daemon's acknowledgement, SPEC S13).")
         if rev.get("error"):
             lines.append(f"\nRevocation test error: {rev['error']}")
         lines.append("")
@@ -220,7 +223,11 @@ def performance_md(results, table, chart_name):
         "`passthrough_ll` example's median (lower is better).",
         "",
     ]
-    parts += skipped + failed + ([""] if skipped or failed else [])
+    parts += ["Systems:", ""] + [f"- {v['label']} — " + "; ".join(
+        f"{k}: {val}" for k, val in v.items()
+        if k not in ("label", "status", "reason") and val not in ("", None))
+        for v in results["systems"].values() if v["status"] == "ok"]
+    parts += skipped + failed + [""]
     parts += [markdown_table(table), ""]
     if chart_name:
         parts += [f"![time relative to native]({chart_name})", ""]

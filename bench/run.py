@@ -38,7 +38,7 @@ def parse_args():
     p.add_argument("--quick", action="store_true", help="1 repetition and small sizes (smoke run)")
     p.add_argument("--out", default=os.path.join(REPO, "bench-results"),
                    help="folder for results.json and chart.png (default: bench-results/)")
-    p.add_argument("--reps", type=int, help="repetitions (default 3, or 1 with --quick)")
+    p.add_argument("--reps", type=int, help="repetitions (default 5, or 1 with --quick)")
     p.add_argument("--systems", default=",".join(c.name for c in sysmod.ALL),
                    help="comma-separated subset of: " + ", ".join(c.name for c in sysmod.ALL))
     docs = p.add_mutually_exclusive_group()
@@ -101,8 +101,9 @@ def _sigterm(signum, frame):
     raise SystemExit(128 + signum)  # runs the finally blocks: unmount and clean up
 
 
-def start_systems(ctx, names, results):
-    started = []
+def start_systems(ctx, names, results, started):
+    """Sets up the systems; STARTED gets each one before its set-up begins, so
+    that an interrupted set-up is torn down too."""
     for cls in sysmod.ALL:
         if cls.name not in names:
             continue
@@ -110,20 +111,20 @@ def start_systems(ctx, names, results):
         entry = {"label": s.label}
         results["systems"][s.name] = entry
         log(f"bench: starting {s.label}")
+        started.append(s)
         try:
             s.setup()
-            started.append(s)
             entry.update(status="ok", **s.info())
             log(f"bench:   {s.label} at {s.root}")
+            continue
         except sysmod.Skip as e:
             entry.update(status="skipped", reason=str(e))
             log(f"bench: SKIPPING {s.label}: {e}")
-            s.teardown()
         except (sysmod.SetupError, OSError, subprocess.SubprocessError) as e:
             entry.update(status="failed", reason=str(e))
             log(f"bench: FAILED to start {s.label}: {e}")
-            s.teardown()
-    return started
+        s.teardown()
+        started.remove(s)
 
 
 def run_group(ctx, group, keys, system, rep, results):
@@ -195,7 +196,7 @@ def main():
                  "SCOPEFS_BIN, or leave it out with --systems native,passthrough_ll,portal")
     if os.geteuid() != 0:
         log("bench: not root: cold reads fall back to posix_fadvise, apt installs will fail")
-    deps.ensure_packages()
+    deps.ensure_packages(portal="portal" in args.systems)
     fsops, ptll = deps.build_helpers()
     plt = deps.ensure_matplotlib()
 
@@ -211,7 +212,7 @@ def main():
     started = []
     try:
         results["config"]["tree_files"] = wl.make_tarball(ctx.tarball, sizes.tree)
-        started = start_systems(ctx, args.systems, results)
+        start_systems(ctx, args.systems, results, started)
         run_all(ctx, started, results)
         sfs = next((s for s in started if s.name == "scopefs"), None)
         if sfs:
@@ -227,7 +228,6 @@ def main():
         for entry in per.values():
             entry["summary"] = report.summarise(entry["samples"])
     results["config"]["drop_method"] = ctx.drop_method
-    results["total_seconds"] = time.monotonic() - t_start
     names = [n for n, v in results["systems"].items() if v["status"] != "skipped"]
     table = report.rows(results, names, wl.labels(sizes), sizes)
 
@@ -254,6 +254,7 @@ def main():
     print(f"whole run: {results['total_seconds']:.0f} s")
     failed = [n for n, v in results["systems"].items() if v["status"] == "failed"]
     failed += [f"{n}:{k}" for k, per in results["workloads"].items() for n, e in per.items() if "error" in e]
+    failed += [f"scopefs:{k}" for k, v in results["scopefs_costs"].items() if "error" in v]
     if failed:
         print("FAILURES: " + ", ".join(failed))
     return 1 if failed else 0

@@ -9,6 +9,7 @@ portal, the one system that may be missing.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -58,6 +59,9 @@ def fusermount_u(path):
         subprocess.run(["fusermount3", "-u", path], stderr=subprocess.DEVNULL)
         if wait_until(lambda: not is_mounted(path), 0.5):
             return True
+    # Still busy after 10 s: detach it lazily rather than leave it mounted.
+    log(f"bench: {path} stays busy; lazy unmount (fusermount3 -uz)")
+    subprocess.run(["fusermount3", "-uz", path], stderr=subprocess.DEVNULL)
     return not is_mounted(path)
 
 
@@ -122,6 +126,9 @@ class Native(System):
     def setup(self):
         self.root = os.path.join(self.ctx.backing, WORKDIR)
 
+    def info(self):
+        return {"path": "BACKING/work itself, no FUSE"}
+
 
 class PassthroughLL(System):
     name, label = "passthrough_ll", "passthrough_ll (C)"
@@ -155,8 +162,10 @@ class DocumentPortal(System):
     name, label = "portal", "xdg-document-portal"
 
     def setup(self):
-        if not os.path.exists(PORTAL_BIN):
-            raise Skip(f"{PORTAL_BIN} is not installed (apt package xdg-desktop-portal)")
+        for need in (PORTAL_BIN, shutil.which("dbus-daemon")):
+            if not need or not os.path.exists(need):
+                raise Skip(f"{need or 'dbus-daemon'} is not installed "
+                           "(apt packages xdg-desktop-portal, dbus-daemon)")
         base = os.path.join(self.ctx.tmp, "portal")
         self.runtime = os.path.join(base, "runtime")
         os.makedirs(self.runtime, mode=0o700)
@@ -241,8 +250,10 @@ class ScopeFS(System):
             raise SetupError("scopefs mount returned but nothing is mounted at " + self.mnt)
         self.mounted = True
         self.root = os.path.join(self.mnt, self.APP, "Providers", self.PROVIDER, WORKDIR)
-        r = subprocess.run(self.cli("scope", "--help"), capture_output=True, env=self.env)
-        self.has_scope = r.returncode == 0
+        # An unknown subcommand followed by --help prints the root help and exits 0
+        # (swift-argument-parser), so look for the subcommand's own usage line too.
+        r = subprocess.run(self.cli("scope", "--help"), capture_output=True, text=True, env=self.env)
+        self.has_scope = r.returncode == 0 and "scopefs scope" in r.stdout
         if not self.has_scope:
             log("bench: `scopefs scope` does not exist yet: workloads run without scope exec")
 
@@ -288,8 +299,11 @@ class ScopeFS(System):
 
     def info(self):
         r = subprocess.run([self.ctx.scopefs, "--version"], capture_output=True, text=True)
+        run = "scopefs run --app bench.app -- " + (
+            "scopefs scope exec WORKDIR -- CMD" if getattr(self, "has_scope", False)
+            else "CMD (no `scopefs scope` subcommand yet, so no scope exec)")
         return {"binary": self.ctx.scopefs, "version": r.stdout.strip(),
-                "mode": "strict (default)", "scope_exec": getattr(self, "has_scope", None)}
+                "mode": "strict (default)", "workloads run as": run}
 
 
 ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS]

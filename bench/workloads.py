@@ -32,7 +32,7 @@ class Sizes:
 
 
 FULL = Sizes(files=10_000, small=2_000, big_mib=512, rand=20_000, tree=3_000,
-             revokes=100, walk=200_000, reps=3)
+             revokes=100, walk=200_000, reps=5)
 QUICK = Sizes(files=2_000, small=500, big_mib=64, rand=4_000, tree=600,
               revokes=20, walk=20_000, reps=1)
 
@@ -97,7 +97,7 @@ def many_files(ctx, system, tag):
     d, n = os.path.join(system.root, tag), ctx.sizes.files
     yield "create", ctx.phase(system, ["create", d, n, 0])
     yield "stat", ctx.phase(system, ["stat", d, n])
-    yield "list", ctx.phase(system, ["list", d])
+    yield "list", ctx.phase(system, ["list", d, n])
     yield "unlink", ctx.phase(system, ["unlink", d, n])
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from scopefs_harness import FUSE_DEVICE, Env, binary_problem, set_child_subreaper
+from scopefs_harness import FUSE_DEVICE, Env, binary_problem, mounts_under, set_child_subreaper
 
 HERE = Path(__file__).resolve().parent
 TEST_TIMEOUT = int(os.environ.get("SCOPEFS_IT_TEST_TIMEOUT", "120"))
@@ -31,6 +31,8 @@ _session_start = time.monotonic()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: real-mount ScopeFS test through /dev/fuse")
+    config.addinivalue_line("markers", "scopefs_timeout(seconds): per-test body timeout "
+                                       "instead of SCOPEFS_IT_TEST_TIMEOUT")
     set_child_subreaper()
 
 
@@ -54,17 +56,30 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """Fail a test body that runs longer than TEST_TIMEOUT (teardown is not
-    covered: it has its own bounded timeouts and must always run)."""
+    """Fail a test body that runs longer than TEST_TIMEOUT, or the seconds of
+    its `scopefs_timeout` marker (teardown is not covered: it has its own
+    bounded timeouts and must always run)."""
+    marker = item.get_closest_marker("scopefs_timeout")
+    limit = int(marker.args[0]) if marker else TEST_TIMEOUT
+
     def on_alarm(signum, frame):
-        pytest.fail(f"test body exceeded {TEST_TIMEOUT}s")
+        pytest.fail(f"test body exceeded {limit}s")
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT)
+    signal.alarm(limit)
     try:
         return (yield)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Safety net: no mount may survive under a temp dir this session made."""
+    leftovers = [m for root in Env.created for m in mounts_under(root)]
+    if leftovers:
+        session.config.get_terminal_writer().line(
+            f"ScopeFS integration: LEFTOVER MOUNTS after the session: {leftovers}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -59,6 +60,8 @@ CRASH_MARKERS = (
 )
 
 APPSIDE_SOURCE = (HERE / "appside.py").read_text()
+SNIPPET_MARKER = "\n# ---- snippet ----\n"
+PRELUDE_LINES = (APPSIDE_SOURCE + SNIPPET_MARKER).count("\n")
 
 
 # ---------------------------------------------------------------------------
@@ -238,16 +241,21 @@ def drop_dentry_caches() -> None:
 def _short_arg(arg) -> str:
     """Command-line argument for messages: a snippet without its prelude."""
     text = str(arg)
-    marker = "# ---- snippet ----\n"
-    if marker in text:
-        return "<snippet: " + text.split(marker, 1)[1].strip()[:800] + ">"
+    if SNIPPET_MARKER in text:
+        return "<snippet: " + text.split(SNIPPET_MARKER, 1)[1].strip()[:800] + ">"
     return text
+
+
+def _snippet_lines(text: str) -> str:
+    """Rewrite traceback lines of `python3 -c` snippets to snippet line numbers."""
+    return re.sub(r'File "<string>", line (\d+)',
+                  lambda m: f'File "<snippet>", line {int(m.group(1)) - PRELUDE_LINES}', text)
 
 
 def describe(p: subprocess.CompletedProcess) -> str:
     args = p.args if isinstance(p.args, str) else " ".join(map(_short_arg, p.args))
     return (f"command: {args[:1500]}\nexit: {p.returncode}\n"
-            f"stdout: {(p.stdout or '')[-3000:]}\nstderr: {(p.stderr or '')[-3000:]}")
+            f"stdout: {(p.stdout or '')[-3000:]}\nstderr: {_snippet_lines((p.stderr or '')[-3000:])}")
 
 
 def crash_markers(text: str) -> list[str]:
@@ -266,7 +274,7 @@ def last_json_line(p: subprocess.CompletedProcess):
 
 def snippet(code: str) -> str:
     """The app-side prelude followed by the dedented snippet."""
-    return APPSIDE_SOURCE + "\n# ---- snippet ----\n" + textwrap.dedent(code)
+    return APPSIDE_SOURCE + SNIPPET_MARKER + textwrap.dedent(code).lstrip("\n")
 
 
 def kill_group(pid: int) -> None:
@@ -292,7 +300,14 @@ def run_bounded(argv: list, timeout: float, env: dict, out_dir: Path | None = No
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc.pid)
-            out, err = proc.communicate()
+            try:
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                # a descendant that left the group (setsid) still holds the pipes
+                proc.stdout.close()
+                proc.stderr.close()
+                proc.wait(timeout=10)
+                out, err = b"", b"(pipes still held by a descendant outside the process group)"
             p = subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
                                             err.decode(errors="replace"))
             raise AssertionError(f"{what} hung for {timeout}s and was killed\n" + describe(p))
@@ -379,7 +394,8 @@ class AppSession:
         return self.popen.wait(timeout=timeout)
 
     def kill(self) -> None:
-        """Let the app end on stdin EOF; after 2 s SIGKILL its process group."""
+        """Let the app end on stdin EOF; after 2 s SIGKILL its process group
+        (only while its leader is unreaped, so the group id is still ours)."""
         try:
             self.popen.stdin.close()
         except OSError:
@@ -387,12 +403,11 @@ class AppSession:
         try:
             self.popen.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            pass
-        kill_group(self.popen.pid)  # the session we created for it; also gets its children
-        try:
-            self.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+            kill_group(self.popen.pid)  # the session we created for it, children included
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
         try:
             self.popen.stdout.close()
         except OSError:
@@ -414,8 +429,11 @@ class Env:
     two apps, a mountpoint. Tests grant, mount and run app processes through
     it; `teardown()` unmounts and checks the daemon exited cleanly."""
 
+    created: list[Path] = []   # every root made in this process, for the session check
+
     def __init__(self):
         self.root = Path(tempfile.mkdtemp(prefix="scopefs-it-", dir="/tmp"))
+        Env.created.append(self.root)
         # Other users (uid 65534 cases) must be able to traverse to the mount.
         os.chmod(self.root, 0o755)
         self.state = self.root / "state"

@@ -17,9 +17,8 @@ def test_mount_recovers_after_daemon_sigkill(env):
     assert env.app_json(ALPHA, READ_HEAD, target) == {"ok": REPORT_BYTES[:16].hex()}
 
     env.kill_daemon()
-    dead = env.host_json("emit({'stat': attempt(os.stat, sys.argv[1]), 'list': listing(sys.argv[1])})",
-                         env.mnt)
-    assert dead == {"stat": "ENOTCONN", "list": "ENOTCONN"}
+    dead = env.host_json("emit(listing(sys.argv[1]))", env.mnt)
+    assert dead == "ENOTCONN"   # stat of the root may still be answered from the attr cache
 
     env.mount()
     assert mount_count(env.mnt) == 1, "the new mount was stacked on the dead one"

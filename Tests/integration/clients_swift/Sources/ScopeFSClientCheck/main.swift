@@ -1,0 +1,199 @@
+// Exercises the ScopeFSClient API as an app process and prints one JSON
+// object with what each call returned; test_clients.py asserts on it.
+//
+//   scopefs-client-check basic GRANTED_FILE CONTAINER_DIR INVISIBLE_PATH
+//   scopefs-client-check budget GRANTED_FILE
+//   scopefs-client-check denied GRANTED_FILE
+//   scopefs-client-check bookmark-create FILE CONTAINER_DIR
+//   scopefs-client-check bookmark-resolve TOKEN...
+import Foundation
+import ScopeFSClient
+
+struct Marker: Error {}
+
+func describe(_ result: ScopeFS.StartResult) -> String {
+    switch result {
+    case .started(let count): return "started \(count)"
+    case .notNeeded: return "not-needed"
+    }
+}
+
+func describe(_ result: ScopeFS.StopResult) -> String {
+    switch result {
+    case .stopped(let count): return "stopped \(count)"
+    case .unbalanced: return "unbalanced"
+    case .notNeeded: return "not-needed"
+    }
+}
+
+func describe(_ error: ScopeFSError) -> String {
+    "\(error.kind) \(error.errnoName)"
+}
+
+/// Runs a throwing call and describes its outcome or its typed error.
+func outcome(_ body: () throws(ScopeFSError) -> String) -> String {
+    do { return try body() } catch { return "error " + describe(error) }
+}
+
+func count(_ url: URL) -> String {
+    outcome { () throws(ScopeFSError) -> String in
+        try ScopeFS.scopeCount(url).map(String.init) ?? "nil"
+    }
+}
+
+func canRead(_ url: URL) -> Bool {
+    (try? Data(contentsOf: url)) != nil
+}
+
+var report: [String: String] = [:]
+let args = CommandLine.arguments
+let mode = args.count > 1 ? args[1] : ""
+
+switch mode {
+case "basic" where args.count == 5:
+    let file = URL(fileURLWithPath: args[2])
+    let container = URL(fileURLWithPath: args[3])
+    let invisible = URL(fileURLWithPath: args[4])
+
+    report["count0"] = count(file)
+    report["read0"] = String(canRead(file))
+    report["start1"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(file)) }
+    report["start2"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(file)) }
+    report["count2"] = count(file)
+    report["property2"] = file.scopeCount.map(String.init) ?? "nil"
+    report["stop1"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.stopAccessing(file)) }
+    report["stop0"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.stopAccessing(file)) }
+    report["stopExtra"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.stopAccessing(file)) }
+
+    // Apple's names.
+    report["appleStart"] = String(file.startAccessingSecurityScopedResource())
+    report["appleCount"] = count(file)
+    report["appleRead"] = String(canRead(file))
+    file.stopAccessingSecurityScopedResource()
+    report["appleCountAfter"] = count(file)
+    report["appleReadAfter"] = String(canRead(file))
+
+    // The scoped helper: in scope inside, stopped after a normal return and after a throw.
+    report["withValue"] = (try? file.withSecurityScopedAccess { "\(count(file)) \(canRead(file))" }) ?? "threw"
+    report["withAfter"] = count(file)
+    do {
+        try file.withSecurityScopedAccess { () throws -> Void in
+            report["withInside"] = count(file)
+            throw Marker()
+        }
+        report["withThrow"] = "did not throw"
+    } catch is Marker {
+        report["withThrow"] = "Marker"
+    } catch {
+        report["withThrow"] = "\(error)"
+    }
+    report["withThrowAfter"] = count(file)
+
+    // Container paths need no scope (SPEC S9).
+    report["containerStart"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(container)) }
+    report["containerApple"] = String(container.startAccessingSecurityScopedResource())
+    report["containerProperty"] = container.scopeCount.map(String.init) ?? "nil"
+    report["containerStop"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.stopAccessing(container)) }
+    report["containerWith"] = (try? container.withSecurityScopedAccess { "ran" }) ?? "threw"
+
+    // Invisible paths (SPEC S2): ENOENT.
+    report["invisibleStart"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(invisible)) }
+    report["invisibleApple"] = String(invisible.startAccessingSecurityScopedResource())
+    report["invisibleProperty"] = invisible.scopeCount.map(String.init) ?? "nil"
+    do {
+        _ = try invisible.withSecurityScopedAccess { "ran" }
+        report["invisibleWith"] = "ran"
+    } catch let error as ScopeFSError {
+        report["invisibleWith"] = "error " + describe(error)
+    } catch {
+        report["invisibleWith"] = "\(error)"
+    }
+
+    // Not a file URL.
+    report["httpStart"] = outcome { () throws(ScopeFSError) -> String in
+        describe(try ScopeFS.startAccessing(URL(string: "https://example.com/x")!))
+    }
+
+case "budget" where args.count == 3:
+    // Start until the budget is used up (SPEC S10); stays so after stops.
+    let file = URL(fileURLWithPath: args[2])
+    var successes = 0
+    var failure = "none"
+    for _ in 0..<100_000 {
+        do {
+            try ScopeFS.startAccessing(file)
+            successes += 1
+        } catch {
+            failure = describe(error)
+            break
+        }
+    }
+    report["successes"] = String(successes)
+    report["failure"] = failure
+    report["apple"] = String(file.startAccessingSecurityScopedResource())
+    report["stop"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.stopAccessing(file)) }
+    report["afterStop"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(file)) }
+
+case "denied" where args.count == 3:
+    // The grant is revoked (SPEC S14): EPERM.
+    let file = URL(fileURLWithPath: args[2])
+    report["start"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(file)) }
+    report["apple"] = String(file.startAccessingSecurityScopedResource())
+    do {
+        _ = try file.withSecurityScopedAccess { "ran" }
+        report["with"] = "ran"
+    } catch let error as ScopeFSError {
+        report["with"] = "error " + describe(error)
+    } catch {
+        report["with"] = "\(error)"
+    }
+
+case "bookmark-create" where args.count == 4:
+    // Apple's names for read-write and read-only bookmarks; a container path needs none.
+    let file = URL(fileURLWithPath: args[2])
+    let container = URL(fileURLWithPath: args[3])
+    func make(_ url: URL, _ options: URL.BookmarkCreationOptions) -> String {
+        do {
+            return String(decoding: try url.bookmarkData(options: options), as: UTF8.self)
+        } catch let error as ScopeFSError {
+            return "error " + error.errnoName
+        } catch {
+            return "error \(error)"
+        }
+    }
+    report["rw"] = make(file, [.withSecurityScope])
+    report["ro"] = make(file, [.withSecurityScope, .securityScopeAllowOnlyReadAccess])
+    report["container"] = make(container, [.withSecurityScope])
+    report["typed"] = outcome { () throws(ScopeFSError) -> String in
+        try ScopeFS.bookmark(for: file) == report["rw"] ? "same" : "different"
+    }
+
+case "bookmark-resolve" where args.count >= 3:
+    // Each token: Apple's initializer, cross-checked with the typed API.
+    var results: [String] = []
+    for token in args[2...] {
+        var isStale = false
+        do {
+            let url = try URL(resolvingBookmarkData: Data(token.utf8), options: [.withSecurityScope],
+                              relativeTo: nil, bookmarkDataIsStale: &isStale)
+            let typed = try ScopeFS.resolveBookmark(token)
+            guard typed.url == url, typed.isStale == isStale else {
+                results.append("mismatch \(url.path) \(typed.url.path)")
+                continue
+            }
+            results.append("\(url.path) \(isStale) \(typed.access)")
+        } catch let error as ScopeFSError {
+            results.append("error \(error.errnoName)")
+        } catch {
+            results.append("error \(error)")
+        }
+    }
+    report["results"] = results.joined(separator: "\n")
+
+default:
+    FileHandle.standardError.write(Data("usage: scopefs-client-check MODE ARGS...\n".utf8))
+    exit(64)
+}
+
+let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
+print(String(decoding: json, as: UTF8.self))

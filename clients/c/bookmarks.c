@@ -1,0 +1,517 @@
+/*
+ * bookmarks.c — ScopeFS bookmarks for C (SPEC S25-S27, S31).
+ *
+ * Creating a bookmark is a getxattr(2) of "user.scopefs.bookmark" on the
+ * item; resolving one is a JSON request on the daemon's control socket
+ * (docs/API.md "Item metadata and bookmarks"). The answer is read with the
+ * small JSON reader below, which keeps only the members it needs.
+ */
+#include "scopefs.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define SCOPEFS_EXPORT __attribute__((visibility("default")))
+#define MAX_ANSWER (1 << 20)
+#define MAX_DEPTH 32
+
+/* ---------------------------------------------------------------------- */
+/* creating */
+
+SCOPEFS_EXPORT char *scopefs_bookmark_create(const char *path, int read_only)
+{
+    const char *name = read_only ? "user.scopefs.bookmark-read-only" : "user.scopefs.bookmark";
+    size_t capacity = 1024;
+
+    if (path == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    /* Reading a bookmark performs no action, so growing on ERANGE is safe. */
+    for (;;) {
+        char *token = malloc(capacity + 1);
+        ssize_t n;
+
+        if (!token) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        n = getxattr(path, name, token, capacity);
+        if (n >= 0) {
+            token[n] = '\0';
+            if (strcmp(token, "not-needed") == 0) { /* a container item */
+                free(token);
+                errno = EINVAL;
+                return NULL;
+            }
+            return token;
+        }
+        free(token);
+        if (errno != ERANGE || capacity >= (1u << 20))
+            return NULL;
+        capacity *= 16;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* a small JSON reader: the members of the resolve answer, nothing else */
+
+struct answer {
+    int ok;            /* "ok": true */
+    long code;         /* "code": N */
+    char *path;        /* "path" (top level) */
+    char *path_in_app; /* "resolution"."pathInApp" */
+    int is_stale;      /* "resolution"."isStale" */
+    int has_resolution;
+};
+
+struct reader {
+    const char *s;
+    size_t i, n;
+};
+
+static void skip_space(struct reader *r)
+{
+    while (r->i < r->n && (r->s[r->i] == ' ' || r->s[r->i] == '\t' || r->s[r->i] == '\r' || r->s[r->i] == '\n'))
+        r->i++;
+}
+
+static int hex4(struct reader *r, unsigned *out)
+{
+    *out = 0;
+    for (int k = 0; k < 4; k++, r->i++) {
+        char c;
+
+        if (r->i >= r->n)
+            return -1;
+        c = r->s[r->i];
+        *out <<= 4;
+        if (c >= '0' && c <= '9')
+            *out |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            *out |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            *out |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    return 0;
+}
+
+static void put_utf8(char *out, size_t *len, unsigned cp)
+{
+    if (cp < 0x80) {
+        out[(*len)++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[(*len)++] = (char)(0xC0 | (cp >> 6));
+        out[(*len)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out[(*len)++] = (char)(0xE0 | (cp >> 12));
+        out[(*len)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*len)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        out[(*len)++] = (char)(0xF0 | (cp >> 18));
+        out[(*len)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        out[(*len)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*len)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* A string at r->i (on the opening quote). With out, a malloc'd copy. */
+static int read_string(struct reader *r, char **out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (r->i >= r->n || r->s[r->i] != '"')
+        return -1;
+    r->i++;
+    if (out) {
+        buf = malloc(r->n - r->i + 1); /* unescaping never grows a string */
+        if (!buf)
+            return -1;
+    }
+    while (r->i < r->n && r->s[r->i] != '"') {
+        char c = r->s[r->i++];
+
+        if ((unsigned char)c < 0x20)
+            goto bad;
+        if (c != '\\') {
+            if (buf)
+                buf[len++] = c;
+            continue;
+        }
+        if (r->i >= r->n)
+            goto bad;
+        c = r->s[r->i++];
+        if (c == 'u') {
+            unsigned cp, low;
+
+            if (hex4(r, &cp) < 0)
+                goto bad;
+            if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
+                if (r->i + 1 >= r->n || r->s[r->i] != '\\' || r->s[r->i + 1] != 'u')
+                    goto bad;
+                r->i += 2;
+                if (hex4(r, &low) < 0 || low < 0xDC00 || low > 0xDFFF)
+                    goto bad;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            }
+            if (buf)
+                put_utf8(buf, &len, cp);
+            continue;
+        }
+        switch (c) {
+        case '"': case '\\': case '/': break;
+        case 'b': c = '\b'; break;
+        case 'f': c = '\f'; break;
+        case 'n': c = '\n'; break;
+        case 'r': c = '\r'; break;
+        case 't': c = '\t'; break;
+        default: goto bad;
+        }
+        if (buf)
+            buf[len++] = c;
+    }
+    if (r->i >= r->n)
+        goto bad;
+    r->i++; /* closing quote */
+    if (out) {
+        buf[len] = '\0';
+        *out = buf;
+    }
+    return 0;
+bad:
+    free(buf);
+    return -1;
+}
+
+static int literal(struct reader *r, const char *word)
+{
+    size_t len = strlen(word);
+
+    if (r->n - r->i < len || memcmp(r->s + r->i, word, len) != 0)
+        return -1;
+    r->i += len;
+    return 0;
+}
+
+/* Where a value sits: its depth, its member name, its parent's member name. */
+static int read_value(struct reader *r, struct answer *a, int depth, const char *key, const char *parent);
+
+static int read_object(struct reader *r, struct answer *a, int depth, const char *key)
+{
+    r->i++; /* { */
+    skip_space(r);
+    if (r->i < r->n && r->s[r->i] == '}') {
+        r->i++;
+        return 0;
+    }
+    for (;;) {
+        char *member = NULL;
+        int rc;
+
+        skip_space(r);
+        if (read_string(r, &member) < 0)
+            return -1;
+        skip_space(r);
+        if (r->i >= r->n || r->s[r->i] != ':') {
+            free(member);
+            return -1;
+        }
+        r->i++;
+        skip_space(r);
+        rc = read_value(r, a, depth + 1, member, key);
+        free(member);
+        if (rc < 0)
+            return -1;
+        skip_space(r);
+        if (r->i < r->n && r->s[r->i] == ',') {
+            r->i++;
+            continue;
+        }
+        if (r->i < r->n && r->s[r->i] == '}') {
+            r->i++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int read_array(struct reader *r, struct answer *a, int depth)
+{
+    r->i++; /* [ */
+    skip_space(r);
+    if (r->i < r->n && r->s[r->i] == ']') {
+        r->i++;
+        return 0;
+    }
+    for (;;) {
+        skip_space(r);
+        if (read_value(r, a, depth + 1, NULL, NULL) < 0)
+            return -1;
+        skip_space(r);
+        if (r->i < r->n && r->s[r->i] == ',') {
+            r->i++;
+            continue;
+        }
+        if (r->i < r->n && r->s[r->i] == ']') {
+            r->i++;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int is(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+static int read_value(struct reader *r, struct answer *a, int depth, const char *key, const char *parent)
+{
+    int top = depth == 1;
+    int in_resolution = depth == 2 && is(parent, "resolution");
+
+    if (depth > MAX_DEPTH || r->i >= r->n)
+        return -1;
+    switch (r->s[r->i]) {
+    case '{':
+        if (top && is(key, "resolution"))
+            a->has_resolution = 1;
+        return read_object(r, a, depth, key);
+    case '[':
+        return read_array(r, a, depth);
+    case '"': {
+        char **slot = NULL;
+
+        if (top && is(key, "path"))
+            slot = &a->path;
+        else if (in_resolution && is(key, "pathInApp"))
+            slot = &a->path_in_app;
+        if (slot && *slot) { /* a duplicate member: keep the last */
+            free(*slot);
+            *slot = NULL;
+        }
+        return read_string(r, slot);
+    }
+    case 't':
+    case 'f': {
+        int value = r->s[r->i] == 't';
+
+        if (literal(r, value ? "true" : "false") < 0)
+            return -1;
+        if (top && is(key, "ok"))
+            a->ok = value;
+        else if (in_resolution && is(key, "isStale"))
+            a->is_stale = value;
+        return 0;
+    }
+    case 'n':
+        return literal(r, "null");
+    default: {
+        char *end;
+        long number = strtol(r->s + r->i, &end, 10);
+
+        if (end == r->s + r->i)
+            return -1;
+        /* skip a fraction or exponent: no member we read has one */
+        while (*end == '.' || *end == 'e' || *end == 'E' || *end == '+' || *end == '-' ||
+               (*end >= '0' && *end <= '9'))
+            end++;
+        r->i = (size_t)(end - r->s);
+        if (top && is(key, "code"))
+            a->code = number;
+        return 0;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* the control socket */
+
+static char *state_socket_path(const char *state_dir)
+{
+    const char *env = getenv("SCOPEFS_STATE");
+    const char *xdg = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char cwd[4096] = "";
+    char *out = NULL;
+    int n;
+
+    if (state_dir == NULL || !*state_dir)
+        state_dir = (env && *env) ? env : NULL;
+    if (state_dir) {
+        if (state_dir[0] != '/' && !getcwd(cwd, sizeof cwd))
+            return NULL;
+        n = state_dir[0] == '/' ? asprintf(&out, "%s/control.sock", state_dir)
+                                : asprintf(&out, "%s/%s/control.sock", cwd, state_dir);
+    } else if (xdg && xdg[0] == '/') {
+        n = asprintf(&out, "%s/scopefs/control.sock", xdg);
+    } else {
+        n = asprintf(&out, "%s/.local/state/scopefs/control.sock", home ? home : "");
+    }
+    if (n < 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return out;
+}
+
+/* {"op":"resolve","bookmark":"..."}\n with the token JSON-escaped. */
+static char *resolve_request(const char *bookmark, size_t *len)
+{
+    size_t cap = strlen(bookmark) * 6 + 64, n = 0;
+    char *out = malloc(cap);
+    static const char head[] = "{\"op\":\"resolve\",\"bookmark\":\"";
+
+    if (!out)
+        return NULL;
+    memcpy(out, head, sizeof head - 1);
+    n = sizeof head - 1;
+    for (const unsigned char *p = (const unsigned char *)bookmark; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)*p;
+        } else if (*p < 0x20) {
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", *p);
+        } else {
+            out[n++] = (char)*p;
+        }
+    }
+    memcpy(out + n, "\"}\n", 3);
+    *len = n + 3;
+    return out;
+}
+
+static char *exchange(const char *socket_path, const char *request, size_t request_len, size_t *answer_len)
+{
+    struct sockaddr_un address;
+    char *answer = NULL;
+    size_t len = 0, sent = 0;
+    int fd, err;
+
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    if (strlen(socket_path) >= sizeof address.sun_path) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    strcpy(address.sun_path, socket_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0)
+        goto fail;
+    while (sent < request_len) {
+        ssize_t n = send(fd, request + sent, request_len - sent, MSG_NOSIGNAL);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            goto fail;
+        }
+        sent += (size_t)n;
+    }
+    answer = malloc(MAX_ANSWER + 1);
+    if (!answer) {
+        errno = ENOMEM;
+        goto fail;
+    }
+    while (len < MAX_ANSWER && !memchr(answer, '\n', len)) {
+        ssize_t n = recv(fd, answer + len, MAX_ANSWER - len, 0);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            goto fail;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    answer[len] = '\0';
+    *answer_len = len;
+    return answer;
+fail:
+    err = errno;
+    free(answer);
+    close(fd);
+    errno = err;
+    return NULL;
+}
+
+SCOPEFS_EXPORT char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int *is_stale)
+{
+    struct answer a = { 0, 0, NULL, NULL, 0, 0 };
+    struct reader r;
+    char *socket_path, *request, *text, *result = NULL, *newline;
+    const char *app_root = getenv("SCOPEFS_MOUNT");
+    size_t request_len, text_len;
+    int err = EPROTO;
+
+    if (bookmark == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    socket_path = state_socket_path(state_dir);
+    if (!socket_path)
+        return NULL;
+    request = resolve_request(bookmark, &request_len);
+    if (!request) {
+        free(socket_path);
+        errno = ENOMEM;
+        return NULL;
+    }
+    text = exchange(socket_path, request, request_len, &text_len);
+    err = errno;
+    free(request);
+    free(socket_path);
+    if (!text) {
+        errno = err;
+        return NULL;
+    }
+    newline = memchr(text, '\n', text_len);
+    r.s = text;
+    r.i = 0;
+    r.n = newline ? (size_t)(newline - text) : text_len;
+    skip_space(&r);
+    err = EPROTO;
+    if (!newline || r.i >= r.n || text[r.i] != '{' || read_value(&r, &a, 0, NULL, NULL) < 0)
+        goto done;
+    if (!a.ok || !a.has_resolution || !a.path || !a.path_in_app) {
+        /* The daemon's codes are the CLI's exit codes (docs/API.md). */
+        err = a.code == 65 ? EBADMSG : a.code == 66 ? ENOENT : a.code == 77 ? EPERM : EPROTO;
+        goto done;
+    }
+    /* Inside `scopefs run`, $SCOPEFS_MOUNT is the app's view of the mount
+     * (MOUNT/APP, or the sandbox's path); "path" is as seen outside a sandbox. */
+    if (app_root && app_root[0] == '/') {
+        if (asprintf(&result, "%s/%s", app_root, a.path_in_app) < 0) {
+            result = NULL;
+            err = ENOMEM;
+            goto done;
+        }
+    } else {
+        result = a.path;
+        a.path = NULL;
+    }
+    if (is_stale)
+        *is_stale = a.is_stale;
+done:
+    free(a.path);
+    free(a.path_in_app);
+    free(text);
+    if (!result)
+        errno = err;
+    return result;
+}

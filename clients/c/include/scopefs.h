@@ -1,0 +1,117 @@
+/*
+ * scopefs.h — C client library of ScopeFS security scopes (SPEC S31).
+ *
+ * ScopeFS gates content operations on provider items (open, read, write,
+ * readdir, ...) behind a per-process security-scope counter (SPEC S6-S9).
+ * These functions raise, lower and read that counter for the calling
+ * process. Each is exactly one getxattr(2) call on the path inside the mount
+ * (docs/API.md, SPEC S12); the library keeps no state, needs no daemon
+ * connection and is safe to call from any thread (the counter belongs to the
+ * process, not the thread).
+ *
+ *     if (scopefs_start_accessing(path) < 0) { perror(path); return 1; }
+ *     ... open/read path ...
+ *     scopefs_stop_accessing(path);
+ *
+ * Build: make -C clients/c            (-> clients/c/build/libscopefs.so)
+ * Link:  cc app.c -Iclients/c/include -Lclients/c/build -lscopefs
+ *
+ * errno values set on failure (docs/API.md "Errors"):
+ *   EPERM   no active grant of the caller's app covers the path, the grant
+ *           is revoked, or the caller is not an app process (SPEC S6, S14)
+ *   EDQUOT  start: the process used up its budget of outstanding starts;
+ *           it stays so until the process exits (SPEC S10)
+ *   ENOENT  the path is not visible to the caller's app (SPEC S2, S3)
+ *   ENODATA / ENOTSUP  the path is not inside a ScopeFS mount
+ *   EPROTO  the mount replied with a value docs/API.md does not define
+ *   EINVAL  path is NULL
+ *   EBADMSG bookmark resolution: tampered with, truncated, or not a bookmark
+ *   ENOMEM  bookmark functions: out of memory
+ *   anything else getxattr(2) can return (ENOTCONN for a dead mount, ...)
+ */
+#ifndef SCOPEFS_H
+#define SCOPEFS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of this header and library. */
+#define SCOPEFS_CLIENT_VERSION_MAJOR 1
+#define SCOPEFS_CLIENT_VERSION_MINOR 0
+
+/* scopefs_scope_count() result for a path that needs no scope. */
+#define SCOPEFS_NOT_NEEDED (-2L)
+
+/*
+ * Start accessing the security-scoped resource at `path` (SPEC S6): raises
+ * the calling process's counter on the nearest active grant of its app that
+ * covers the item. A reference document (symlink in the container) is
+ * followed to its original. Starts nest (SPEC S8): balance every result of
+ * 1 with exactly one scopefs_stop_accessing().
+ *
+ * Returns 1 when a scope was counted, 0 when none is needed (a container
+ * path, SPEC S9: nothing was counted, do not stop), -1 on error with errno
+ * set (EPERM denied, EDQUOT budget exhausted, ENOENT invisible, see above).
+ */
+int scopefs_start_accessing(const char *path);
+
+/*
+ * Stop accessing the security-scoped resource at `path` (SPEC S7): lowers the
+ * calling process's counter by one, never below zero. An unbalanced stop
+ * (counter already zero) and a stop on a path that needs no scope are not
+ * errors; the daemon records an unbalanced stop as an event (SPEC S29).
+ * Descriptors opened while in scope keep working after the last stop
+ * (SPEC S9).
+ *
+ * Returns 0 on success, -1 on error with errno set (EPERM, ENOENT, ...).
+ */
+int scopefs_stop_accessing(const char *path);
+
+/*
+ * The calling process's own counter on the nearest active grant covering
+ * `path` (getxattr "user.scopefs.scope", SPEC S12).
+ *
+ * Returns the counter (>= 0; 0 when the process holds no scope there),
+ * SCOPEFS_NOT_NEEDED (-2) when the path needs no scope (a container path,
+ * SPEC S9), or -1 on error with errno set (EPERM, ENOENT, ...).
+ */
+long scopefs_scope_count(const char *path);
+
+/*
+ * A bookmark of the item at `path` (getxattr "user.scopefs.bookmark", or
+ * "user.scopefs.bookmark-read-only" when `read_only` is nonzero; SPEC S25):
+ * an opaque ASCII token bound to the calling app, the provider item and the
+ * grant's access, authenticated by the daemon. It keeps working after the
+ * item is renamed or moved and across daemon restarts; any changed byte
+ * makes it invalid. A reference document is followed to its item.
+ *
+ * Returns a NUL-terminated token allocated with malloc (free it), or NULL
+ * with errno set: EPERM (no active grant), ENOENT (invisible), EINVAL for a
+ * container path (it needs no bookmark: its path does not change).
+ */
+char *scopefs_bookmark_create(const char *path, int read_only);
+
+/*
+ * Resolve a bookmark made by the calling app (SPEC S26, S27) through the
+ * daemon's control socket, STATE/control.sock. `state_dir` names the state
+ * directory; NULL finds it like the CLI: $SCOPEFS_STATE, else
+ * $XDG_STATE_HOME/scopefs, else ~/.local/state/scopefs. Resolving does not
+ * start a scope: call scopefs_start_accessing() on the result.
+ *
+ * Returns the item's current path in the app's view of the mount, allocated
+ * with malloc (free it), and sets *is_stale (when is_stale is not NULL) to 1
+ * when the item was renamed or moved, or deleted and a new item made under
+ * the same name (then make a new bookmark), else 0. Returns NULL with errno
+ * set: EBADMSG (invalid bookmark), ENOENT (the item no longer exists),
+ * EPERM (another app's bookmark, a revoked grant, not an app process),
+ * EPROTO (an answer docs/API.md does not define), or the errno of
+ * connecting to the socket (ENOENT, ECONNREFUSED: no daemon).
+ */
+char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int *is_stale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCOPEFS_H */

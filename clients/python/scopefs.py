@@ -1,0 +1,308 @@
+"""Python client of ScopeFS security scopes (SPEC S31). Standard library only.
+
+ScopeFS gates content operations on provider items (open, read, write,
+listdir, ...) behind a per-process security-scope counter (SPEC S6-S9).
+This module raises, lowers and reads that counter for the calling process::
+
+    import scopefs
+
+    with scopefs.accessing(path):
+        with open(path) as f:
+            print(f.readline())
+
+    token = scopefs.bookmark_data(path)            # later, even after a rename:
+    found = scopefs.resolve_bookmark(token)        # found.path, found.is_stale
+
+Starting, stopping, counting and making bookmarks are ``getxattr(2)`` calls
+(``os.getxattr``) on the path inside the mount, following a final symlink so
+that a reference document is followed to its original (docs/API.md, SPEC
+S12, S25); only resolving a bookmark talks to the daemon, over its control
+socket (SPEC S26, S27). The module keeps no state. The counter belongs to the calling process;
+a child process inherits the scopes its parent holds while the parent holds
+them (SPEC S9).
+
+Errors (docs/API.md "Errors", SPEC S32):
+
+- ``ScopeDenied`` (a ``PermissionError``, EPERM): no active grant of the
+  caller's app covers the path, the grant is revoked, or the caller is not an
+  app process (SPEC S6, S14).
+- ``BudgetExhausted`` (an ``OSError``, EDQUOT): the process used up its budget
+  of outstanding starts and stays so until it exits (SPEC S10).
+- ``FileNotFoundError`` (ENOENT): the path is not visible to the app (SPEC S2, S3).
+- ``OSError`` with ENODATA/ENOTSUP: the path is not inside a ScopeFS mount.
+- ``InvalidBookmark`` (an ``OSError``, EBADMSG): a bookmark that was tampered
+  with, truncated, or is not a ScopeFS bookmark (SPEC S25, S26).
+- ``ScopeFSProtocolError`` (an ``OSError``, EPROTO): a reply that docs/API.md
+  does not define.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Optional, Union
+
+__all__ = [
+    "NOT_NEEDED",
+    "BookmarkResolution",
+    "BudgetExhausted",
+    "InvalidBookmark",
+    "ScopeDenied",
+    "ScopeFSProtocolError",
+    "accessing",
+    "bookmark_data",
+    "resolve_bookmark",
+    "scope_count",
+    "start_accessing",
+    "state_directory",
+    "stop_accessing",
+]
+
+#: What ``os.getxattr`` accepts as a path.
+StrOrBytesPath = Union[str, bytes, os.PathLike]
+
+#: The control attributes (docs/API.md "Starting and stopping access").
+START_ATTR = "user.scopefs.start"
+STOP_ATTR = "user.scopefs.stop"
+SCOPE_ATTR = "user.scopefs.scope"
+
+#: The reply for a path that needs no scope (a container path, SPEC S9).
+NOT_NEEDED = "not-needed"
+#: The reply for a stop with the counter already at zero (SPEC S7).
+UNBALANCED = "unbalanced"
+
+
+class ScopeDenied(PermissionError):
+    """EPERM: no active grant of the caller's app covers the path, the grant
+    is revoked, or the caller is not an app process (SPEC S6, S14)."""
+
+
+class BudgetExhausted(OSError):
+    """EDQUOT: the process used up its budget of outstanding starts; it
+    cannot gain new access until it exits (SPEC S10)."""
+
+
+class InvalidBookmark(OSError):
+    """EBADMSG: the bookmark was tampered with, truncated, or is not a
+    ScopeFS bookmark (SPEC S25, S26)."""
+
+
+class ScopeFSProtocolError(OSError):
+    """EPROTO: the mount replied with a value docs/API.md does not define."""
+
+
+def _control(path: StrOrBytesPath, attribute: str) -> str:
+    """One getxattr of a control attribute; returns the reply text.
+
+    Each getxattr of ``user.scopefs.start``/``.stop`` performs the action, so
+    the value must be read in a single call: ``os.getxattr`` does that (it
+    passes a 128-byte buffer and never asks for the size first; every
+    documented reply fits).
+    """
+    try:
+        raw = os.getxattr(path, attribute, follow_symlinks=True)
+    except OSError as exc:
+        raise _translate(exc, path) from None
+    return raw.rstrip(b"\0\n ").decode("ascii", "replace").strip()
+
+
+def _translate(exc: OSError, path: StrOrBytesPath) -> OSError:
+    """Map EPERM and EDQUOT to this module's exceptions; keep the rest
+    (ENOENT is already a FileNotFoundError)."""
+    filename = exc.filename if exc.filename is not None else os.fsdecode(path)
+    if exc.errno == errno.EPERM:
+        return ScopeDenied(errno.EPERM, os.strerror(errno.EPERM), filename)
+    if exc.errno == errno.EDQUOT:
+        return BudgetExhausted(errno.EDQUOT, os.strerror(errno.EDQUOT), filename)
+    return exc
+
+
+def _counter(reply: str, path: StrOrBytesPath) -> int:
+    if reply.isascii() and reply.isdigit():
+        return int(reply)
+    raise ScopeFSProtocolError(errno.EPROTO, f"unexpected ScopeFS reply {reply!r}", os.fsdecode(path))
+
+
+def start_accessing(path: StrOrBytesPath) -> bool:
+    """Start accessing the security-scoped resource at ``path`` (SPEC S6).
+
+    Raises the calling process's counter on the nearest active grant of its
+    app that covers the item. Starts nest (SPEC S8): balance every ``True``
+    with exactly one :func:`stop_accessing`.
+
+    Returns ``True`` when a scope was counted, ``False`` when none is needed
+    (a container path, SPEC S9; do not stop then).
+
+    Raises :class:`ScopeDenied` (EPERM), :class:`BudgetExhausted` (EDQUOT),
+    ``FileNotFoundError`` (ENOENT, invisible) or another ``OSError``.
+    """
+    reply = _control(path, START_ATTR)
+    if reply == NOT_NEEDED:
+        return False
+    _counter(reply, path)
+    return True
+
+
+def stop_accessing(path: StrOrBytesPath) -> None:
+    """Stop accessing the security-scoped resource at ``path`` (SPEC S7).
+
+    Lowers the calling process's counter by one, never below zero. An
+    unbalanced stop and a stop on a path that needs no scope are not errors
+    (the daemon records an unbalanced stop as an event, SPEC S29). Files
+    opened while in scope stay usable after the last stop (SPEC S9).
+
+    Raises :class:`ScopeDenied` (EPERM), ``FileNotFoundError`` (ENOENT) or
+    another ``OSError``.
+    """
+    reply = _control(path, STOP_ATTR)
+    if reply not in (NOT_NEEDED, UNBALANCED):
+        _counter(reply, path)
+
+
+def scope_count(path: StrOrBytesPath) -> int | None:
+    """The calling process's own counter on the nearest active grant covering
+    ``path`` (``user.scopefs.scope``, SPEC S12): ``0`` when it holds no scope
+    there, ``None`` when the path needs no scope (a container path, SPEC S9).
+
+    Raises :class:`ScopeDenied` (EPERM), ``FileNotFoundError`` (ENOENT) or
+    another ``OSError``.
+    """
+    reply = _control(path, SCOPE_ATTR)
+    if reply == NOT_NEEDED:
+        return None
+    return _counter(reply, path)
+
+
+@contextmanager
+def accessing(path: StrOrBytesPath) -> Iterator[bool]:
+    """Context manager: start accessing ``path``, stop on every exit path.
+
+    ::
+
+        with scopefs.accessing(path) as counted:
+            data = open(path, "rb").read()
+
+    The value bound by ``as`` is what :func:`start_accessing` returned
+    (``False`` for a path that needs no scope; then no stop is made). If the
+    start fails, its exception propagates and the body does not run. If the
+    body raises, the scope is stopped and the body's exception propagates (a
+    failing stop does not replace it); if the body succeeds, a failing stop
+    raises.
+    """
+    counted = start_accessing(path)
+    try:
+        yield counted
+    except BaseException:
+        if counted:
+            try:
+                stop_accessing(path)
+            except OSError:
+                pass
+        raise
+    else:
+        if counted:
+            stop_accessing(path)
+
+
+# ---------------------------------------------------------------------------
+# bookmarks (SPEC S25-S27)
+
+BOOKMARK_ATTR = "user.scopefs.bookmark"
+BOOKMARK_READ_ONLY_ATTR = "user.scopefs.bookmark-read-only"
+
+
+@dataclass(frozen=True)
+class BookmarkResolution:
+    """A resolved bookmark (SPEC S26)."""
+
+    #: The item's current path in this app's view of the mount.
+    path: str
+    #: True when the item was renamed or moved, or deleted and a new item made
+    #: under the same name: make a new bookmark.
+    is_stale: bool
+    #: ``"read-write"`` or ``"read"``.
+    access: str
+    #: The provider ID.
+    provider: str
+    #: The item's path inside its provider.
+    provider_path: str
+
+
+def bookmark_data(path: StrOrBytesPath, read_only: bool = False) -> str:
+    """A bookmark of the item at ``path`` (SPEC S25): an opaque ASCII token
+    bound to this app, the item and the grant's access (``read_only``: read
+    access only), authenticated by the daemon; it keeps working after renames,
+    moves and daemon restarts. A reference document is followed to its item.
+
+    Raises :class:`ScopeDenied` (EPERM), ``FileNotFoundError`` (ENOENT), or
+    ``OSError(EINVAL)`` for a container path (it needs no bookmark).
+    """
+    name = BOOKMARK_READ_ONLY_ATTR if read_only else BOOKMARK_ATTR
+    token = _control(path, name)
+    if token == NOT_NEEDED:
+        raise OSError(errno.EINVAL, "a container item needs no bookmark; keep its path",
+                      os.fsdecode(path))
+    return token
+
+
+def state_directory(explicit: Optional[str] = None) -> str:
+    """The daemon's state directory, found like the CLI does (SPEC S1):
+    ``explicit``, else ``$SCOPEFS_STATE``, else ``$XDG_STATE_HOME/scopefs``,
+    else ``~/.local/state/scopefs``."""
+    for candidate in (explicit, os.environ.get("SCOPEFS_STATE")):
+        if candidate:
+            return os.path.abspath(candidate)
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if xdg.startswith("/"):
+        return os.path.join(xdg, "scopefs")
+    return os.path.join(os.path.expanduser("~"), ".local", "state", "scopefs")
+
+
+def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = None) -> BookmarkResolution:
+    """Resolve a bookmark made by this app (SPEC S26, S27) through the
+    daemon's control socket ``STATE/control.sock``. Resolving does not start
+    a scope: call :func:`start_accessing` on the returned path.
+
+    Raises :class:`InvalidBookmark` (tampered with, not a bookmark),
+    ``FileNotFoundError`` (the item no longer exists), :class:`ScopeDenied`
+    (another app's bookmark, a revoked grant, not an app process), or the
+    ``OSError`` of connecting (no daemon).
+    """
+    if isinstance(bookmark, bytes):
+        bookmark = bookmark.decode("ascii", "replace")
+    sock_path = os.path.join(state_directory(state_dir), "control.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(sock_path)
+        sock.sendall(json.dumps({"op": "resolve", "bookmark": bookmark}).encode() + b"\n")
+        data = b""
+        while b"\n" not in data and len(data) < (1 << 20):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        answer = json.loads(data.partition(b"\n")[0])
+    except ValueError:
+        raise ScopeFSProtocolError(errno.EPROTO, "unreadable answer from the ScopeFS daemon", sock_path) from None
+    if not answer.get("ok") or "resolution" not in answer or "path" not in answer:
+        message = str(answer.get("message") or "cannot resolve the bookmark")
+        code = answer.get("code")
+        if code == 65:
+            raise InvalidBookmark(errno.EBADMSG, message)
+        if code == 66:
+            raise FileNotFoundError(errno.ENOENT, message)
+        if code == 77:
+            raise ScopeDenied(errno.EPERM, message)
+        raise ScopeFSProtocolError(errno.EPROTO, message)
+    found = answer["resolution"]
+    # Inside `scopefs run`, $SCOPEFS_MOUNT is the app's view of the mount
+    # (MOUNT/APP, or the sandbox's path); "path" is as seen outside a sandbox.
+    app_root = os.environ.get("SCOPEFS_MOUNT", "")
+    path = os.path.join(app_root, found["pathInApp"]) if app_root.startswith("/") else answer["path"]
+    return BookmarkResolution(path=path, is_stale=bool(found["isStale"]), access=found["access"],
+                              provider=found["provider"], provider_path=found["path"])
