@@ -20,6 +20,8 @@ public enum AppLauncher {
         }
         var environment = ProcessInfo.processInfo.environment
         environment["SCOPEFS_APP"] = app
+        // Client libraries find the control socket (bookmark resolution) here.
+        environment["SCOPEFS_STATE"] = state.path
         environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
         var directory: String? = nil
         if sandbox {

@@ -36,7 +36,12 @@ extension ScopeFileSystem {
         if probe && (attribute == .start || attribute == .stop) { return Self.probeAnswer }
         let caller = callers.caller(of: request)
         let target = try gate(inode, .lookup, caller)
-        guard case .provider(let app, let provider) = target.node.place else { return Self.notNeeded }
+        guard case .provider(let app, let provider) = target.node.place else {
+            // Outside provider views nothing needs a scope; there is no item
+            // to describe or bookmark either.
+            guard [.start, .stop, .scope].contains(attribute) else { throw .noData }
+            return Self.notNeeded
+        }
         guard case .granted(let grant) = coverage(of: target.resolved, app: app, provider: provider) else {
             throw .notPermitted
         }
