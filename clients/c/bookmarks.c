@@ -55,6 +55,10 @@ SCOPEFS_EXPORT char *scopefs_bookmark_create(const char *path, int read_only)
             return token;
         }
         free(token);
+        if (errno == ENODATA) { /* outside provider views: a container item */
+            errno = EINVAL;
+            return NULL;
+        }
         if (errno != ERANGE || capacity >= (1u << 20))
             return NULL;
         capacity *= 16;
