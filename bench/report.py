@@ -237,11 +237,25 @@ def performance_md(results, table, chart_name):
     return "\n".join(parts).rstrip() + "\n"
 
 
+NOTES_MARKER = "<!-- notes below are kept by make bench -->"
+
+
 def write_docs(results, table, chart_path, repo):
     docs = os.path.join(repo, "docs")
     name = None
     if chart_path and os.path.exists(chart_path):
         name = "performance-chart.png"
         shutil.copyfile(chart_path, os.path.join(docs, name))
-    with open(os.path.join(docs, "PERFORMANCE.md"), "w") as f:
+    path = os.path.join(docs, "PERFORMANCE.md")
+    # The hand-written part (what each change bought, why) follows a marker
+    # line and survives regeneration.
+    kept = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+        if NOTES_MARKER in old:
+            kept = old[old.index(NOTES_MARKER):]
+    with open(path, "w") as f:
         f.write(performance_md(results, table, name))
+        if kept:
+            f.write("\n" + kept)

@@ -97,6 +97,7 @@ public enum Daemon {
         server.start()
         Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
         Thread.detachNewThread { recorder.run(until: { stopping.load(ordering: .relaxed) }) }
+        Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: { stopping.load(ordering: .relaxed) }) }
         Thread.detachNewThread {
             documents.watch(until: { stopping.load(ordering: .relaxed) }) {
                 do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }

@@ -17,6 +17,8 @@ int unshare(int flags);
 int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, const char *path);
 static const int scopefs_clone_newns = 0x00020000;
 
+int malloc_trim(size_t pad);
+
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 
 /// struct ucred (SO_PEERCRED) is hidden behind _GNU_SOURCE; same layout.
