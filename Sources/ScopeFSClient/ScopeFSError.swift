@@ -26,6 +26,7 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case scopeCount = "read the scope count of"
         case createBookmark = "create a bookmark of"
         case resolveBookmark = "resolve a bookmark through"
+        case inspectReference = "read the item metadata of"
     }
 
     /// What an errno means for a security scope.

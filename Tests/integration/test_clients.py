@@ -704,3 +704,24 @@ def test_c_library_install_and_header(tmp_path, c_build):
                          f"-I{dest}/usr/local/include", "-o", tmp_path / f"use-{lang}", src,
                          f"-L{dest}/usr/local/lib", "-lscopefs"], BUILD_TIMEOUT, _build_env())
         assert q.returncode == 0, describe(q)
+
+
+def test_python_reference_info(world):
+    """SPEC S22-S24, S31: the Python module reads a reference document's item
+    metadata through the reference (followed to its item); outside provider
+    views there is none (ENODATA)."""
+    world.env.cli("open", APP, f"{LOCAL}:docs/file.txt")
+    reference = world.env.container(APP, "Documents/file.txt")
+    r = world.snippet_json(
+        "import scopefs, errno\n"
+        "info = scopefs.reference_info(sys.argv[1])\n"
+        "try:\n"
+        "    scopefs.reference_info(sys.argv[2]); outside = 'none'\n"
+        "except OSError as e:\n"
+        "    outside = errno.errorcode[e.errno]\n"
+        "emit({'provider': info.provider, 'name': info.provider_name, 'path': info.path,\n"
+        "      'state': info.grant_state, 'item': len(info.item), 'outside': outside})",
+        reference, world.note)
+    assert r == {"provider": LOCAL, "name": r["name"], "path": "docs/file.txt", "state": "active",
+                 "item": 36, "outside": "ENODATA"}
+    assert r["name"]

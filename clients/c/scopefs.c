@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/types.h>
@@ -111,4 +113,28 @@ SCOPEFS_EXPORT long scopefs_scope_count(const char *path)
         errno = EPROTO;
         return -1;
     }
+}
+
+SCOPEFS_EXPORT char *scopefs_reference_attribute(const char *path, const char *name) {
+    char attribute[64];
+    if (!path || !name || snprintf(attribute, sizeof attribute, "user.scopefs.%s", name) >= (int)sizeof attribute) {
+        errno = EINVAL;
+        return NULL;
+    }
+    for (size_t capacity = 256; capacity <= (1u << 20); capacity *= 16) {
+        char *value = malloc(capacity + 1);
+        if (!value) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        ssize_t n = getxattr(path, attribute, value, capacity);
+        if (n >= 0) {
+            value[n] = '\0';
+            return value;
+        }
+        free(value);
+        if (errno != ERANGE) return NULL;
+    }
+    errno = ERANGE;
+    return NULL;
 }

@@ -312,3 +312,26 @@ def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = Non
     path = os.path.join(app_root, found["pathInApp"]) if app_root.startswith("/") else answer["path"]
     return BookmarkResolution(path=path, is_stale=bool(found["isStale"]), access=found["access"],
                               provider=found["provider"], provider_path=found["path"])
+
+
+# --- Reference documents (SPEC S22-S24) -------------------------------------
+
+@dataclass(frozen=True)
+class ReferenceInfo:
+    """What a reference document (or a provider item) says about its item:
+    Apple's "container display name" is ``provider_name``."""
+    provider: str
+    provider_name: str
+    item: str
+    path: str
+    grant_state: str
+
+
+def reference_info(path: StrOrBytesPath) -> ReferenceInfo:
+    """Reads the item metadata through a reference document in the app's
+    container (``getxattr`` follows the link to the item) or on a provider
+    item directly. Raises ``OSError(ENODATA)`` outside provider views."""
+    def read(name: str) -> str:
+        return _control(path, "user.scopefs." + name)
+    return ReferenceInfo(provider=read("provider"), provider_name=read("provider-name"),
+                         item=read("item"), path=read("path"), grant_state=read("grant-state"))

@@ -110,6 +110,15 @@ char *scopefs_bookmark_create(const char *path, int read_only);
  */
 char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int *is_stale);
 
+/*
+ * Reads one item-metadata attribute of a reference document (followed to
+ * its item) or of a provider item (SPEC S24): name is one of "item",
+ * "provider", "provider-name", "path", "grant-state". Returns a malloc'ed
+ * NUL-terminated string the caller frees, or NULL with errno set (ENODATA
+ * outside provider views, EPERM, ENOENT).
+ */
+char *scopefs_reference_attribute(const char *path, const char *name);
+
 #ifdef __cplusplus
 }
 #endif
