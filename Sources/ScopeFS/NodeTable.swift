@@ -11,8 +11,12 @@ import Synchronization
 final class NodeTable: Sendable {
     struct Record {
         var node: Node
+        /// The name the node was last seen under (how its file is reached).
         var parent: UInt64
         var name: String
+        /// Further names of a hard-linked file, used when the primary name
+        /// is unlinked while the kernel still holds the node.
+        var otherNames: [EntryName] = []
         var lookups: UInt64
         /// Coverage cached for (policy generation, tree epoch).
         var coverage: (generation: UInt64, epoch: UInt64, value: Coverage)?
@@ -24,9 +28,16 @@ final class NodeTable: Sendable {
         var openFiles: [OpenHandle] = []
     }
 
+    struct EntryName: Hashable {
+        var parent: UInt64
+        var name: String
+    }
+
     private struct State {
         var records: [UInt64: Record] = [:]
         var byKey: [NodeKey: UInt64] = [:]
+        /// Which node each known (folder, name) entry names.
+        var byName: [EntryName: UInt64] = [:]
         var nextInode: UInt64 = 2
         /// Bumped when a directory moves: cached coverage depends on paths.
         var epoch: UInt64 = 0
@@ -86,15 +97,24 @@ final class NodeTable: Sendable {
     /// the lock and must not make system calls.
     func lookup(key: NodeKey, parent: UInt64, name: String, make: (UInt64) -> Node) -> Node {
         state.withLock { state in
+            let entry = EntryName(parent: parent, name: name)
             if let inode = state.byKey[key], var record = state.records[inode] {
                 if record.parent != parent || record.name != name {
-                    if record.node.isDirectory { state.epoch &+= 1 }
+                    if record.node.isDirectory {
+                        state.epoch &+= 1
+                    } else {
+                        // A hard link: remember the name seen before.
+                        let previous = EntryName(parent: record.parent, name: record.name)
+                        record.otherNames.removeAll { $0 == entry || $0 == previous }
+                        if record.otherNames.count < 16 { record.otherNames.append(previous) }
+                    }
                     record.parent = parent
                     record.name = name
                     record.coverage = nil
                 }
                 record.lookups += 1
                 state.records[inode] = record
+                state.byName[entry] = inode
                 return record.node
             }
             let inode = state.nextInode
@@ -102,6 +122,7 @@ final class NodeTable: Sendable {
             let node = make(inode)
             state.records[inode] = Record(node: node, parent: parent, name: name, lookups: 1)
             state.byKey[key] = inode
+            state.byName[entry] = inode
             return node
         }
     }
@@ -118,6 +139,10 @@ final class NodeTable: Sendable {
             }
             state.records[inode] = nil
             if let key = Self.key(of: record.node), state.byKey[key] == inode { state.byKey[key] = nil }
+            for entry in [EntryName(parent: record.parent, name: record.name)] + record.otherNames
+            where state.byName[entry] == inode {
+                state.byName[entry] = nil
+            }
             return record.node
         }
         // The last reference may close a descriptor: outside the lock.
@@ -133,17 +158,39 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// Records that the entry `name` in `parent` is gone (unlink, rmdir, or
+    /// replaced by a rename). A hard-linked file keeps being reached
+    /// through one of its other names.
+    func removed(parent: UInt64, name: String) {
+        state.withLock { state in
+            let entry = EntryName(parent: parent, name: name)
+            guard let inode = state.byName.removeValue(forKey: entry), var record = state.records[inode] else { return }
+            record.otherNames.removeAll { $0 == entry }
+            if record.parent == parent && record.name == name, let next = record.otherNames.popLast() {
+                record.parent = next.parent
+                record.name = next.name
+                record.coverage = nil
+            }
+            state.records[inode] = record
+        }
+    }
+
     /// Records that a node now lives at `parent`/`name` (after a rename).
-    func moved(identity: FileIdentity, place: Place, to parent: UInt64, name: String) {
+    func moved(identity: FileIdentity, place: Place, from: EntryName, to parent: UInt64, name: String) {
         state.withLock { state in
             let keys = [NodeKind.file, .directory, .reference].map { NodeKey.backed(place, identity, $0) }
             guard let inode = keys.compactMap({ state.byKey[$0] }).first, var record = state.records[inode] else {
                 return
             }
+            state.byName[from] = nil
+            let previous = EntryName(parent: record.parent, name: record.name)
+            record.otherNames.removeAll { $0 == from || $0 == previous }
+            if previous != from && !record.node.isDirectory { record.otherNames.append(previous) }
             record.parent = parent
             record.name = name
             record.coverage = nil
             state.records[inode] = record
+            state.byName[EntryName(parent: parent, name: name)] = inode
             if record.node.isDirectory { state.epoch &+= 1 }
         }
     }

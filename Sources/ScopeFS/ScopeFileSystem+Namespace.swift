@@ -56,6 +56,7 @@ extension ScopeFileSystem {
         let folder = try gate(parent, .write, caller)
         try requireVisibleChild(folder, name)
         try Sys.unlinkAt(try backedDirectory(folder), name, flags)
+        table.removed(parent: parent, name: name)
     }
 
     public func rename(
@@ -69,8 +70,11 @@ extension ScopeFileSystem {
         let fromDirectory = try backedDirectory(from)
         let toDirectory = try backedDirectory(to)
         try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
+        table.removed(parent: newParent, name: newName)  // a replaced target
         if let moved = try? Sys.statAt(toDirectory, newName) {
-            table.moved(identity: FileIdentity(moved), place: to.node.place, to: to.node.inode, name: newName)
+            table.moved(
+                identity: FileIdentity(moved), place: to.node.place, from: .init(parent: parent, name: name),
+                to: to.node.inode, name: newName)
         }
         if case .provider = to.node.place { documents.itemsMayHaveMoved() }
     }

@@ -166,6 +166,23 @@ def _(ctx):
     assert os.stat(ctx.host / "alias").st_nlink == 1
 
 
+@posix_case("hard-link-chain-unlink")
+def _(ctx):
+    """SPEC S35: three names of one file; unlinking the name last looked up
+    and then another leaves the remaining name reachable with the right link
+    count (pjdfstest link/00.t, link/03.t)."""
+    got = ctx.app("""
+        w = sys.argv[1]; os.chdir(w)
+        write_text("a", "x"); os.link("a", "b"); os.link("b", "c")
+        os.chmod("b", 0o640)
+        os.unlink("a"); first = os.lstat("b").st_nlink
+        os.unlink("c"); second = os.lstat("b").st_nlink
+        os.rename("b", "d"); os.link("d", "e"); os.unlink("d")
+        emit({"nlink": [first, second, os.lstat("e").st_nlink], "mode": oct(os.lstat("e").st_mode & 0o777)})
+    """)
+    assert got == {"nlink": [2, 1, 1], "mode": "0o640"}
+
+
 @posix_case("symlink-inside-grant")
 def _(ctx):
     """SPEC S35, S33: a relative symlink to a file inside the grant can be
