@@ -49,10 +49,9 @@ extension ScopeFileSystem {
     /// caller may see. Invisible children are ENOENT (SPEC S2, S3).
     func child(of parent: Target, named name: String, caller: Caller) throws(Errno) -> (Node, stat) {
         guard parent.node.isDirectory else { throw .notDirectory }
-        let snapshot = withPolicy { $0 }
         switch parent.node.place {
         case .root:
-            guard snapshot.apps[name] != nil, Decision.mayEnter(app: name, caller: caller) else {
+            guard withPolicy({ $0.apps[name] != nil }), Decision.mayEnter(app: name, caller: caller) else {
                 throw .noSuchFileOrDirectory
             }
             return synthetic(.appDirectory(name), key: .appDirectory(name), parent: parent.node.inode, name: name)
@@ -68,7 +67,8 @@ extension ScopeFileSystem {
                 throw .noSuchFileOrDirectory
             }
         case .providersDirectory(let app):
-            guard snapshot.visibleProviders(of: app).contains(name), let provider = snapshot.providers[name] else {
+            let provider = withPolicy { $0.visibleProviders(of: app).contains(name) ? $0.providers[name] : nil }
+            guard let provider else {
                 throw .noSuchFileOrDirectory
             }
             return try domainRoot(.provider(app, name), path: provider.directory, parent: parent.node.inode, name: name)
@@ -76,7 +76,10 @@ extension ScopeFileSystem {
             return try backedChild(of: parent.node, named: name)
         case .provider(let app, let provider):
             let path = RelativePath.join(parent.path, name)
-            if snapshot.coverage(app: app, provider: provider, path: path) == .hidden { throw .noSuchFileOrDirectory }
+            // The hot lookup: one short lock, no copy of the snapshot.
+            if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
+                throw .noSuchFileOrDirectory
+            }
             return try backedChild(of: parent.node, named: name)
         }
     }
