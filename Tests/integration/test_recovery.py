@@ -23,3 +23,25 @@ def test_mount_recovers_after_daemon_sigkill(env):
     env.mount()
     assert mount_count(env.mnt) == 1, "the new mount was stacked on the dead one"
     assert env.app_json(ALPHA, READ_HEAD, target) == {"ok": REPORT_BYTES[:16].hex()}
+
+
+def test_mount_helper_for_fstab(env):
+    """SPEC S1, S34: mount-scripts/mount.scopefs (what mount(8) runs for
+    type `scopefs` in fstab) maps `-o scopes=lenient,open-files=keep` onto
+    `scopefs mount` and mounts; the daemon reports those options."""
+    import json
+    import subprocess
+    from scopefs_harness import REPO_ROOT, mountinfo_entries, run_bounded, scopefs_bin
+
+    helper = REPO_ROOT / "mount-scripts" / "mount.scopefs"
+    environment = dict(env.base_env, SCOPEFS_BIN=str(scopefs_bin()))
+    p = run_bounded([str(helper), str(env.state), str(env.mnt), "-o", "rw,scopes=lenient,open-files=keep"],
+                    30, environment, what="mount.scopefs")
+    env.mounted = True
+    assert p.returncode == 0, p.stderr
+    assert any(mp == str(env.mnt) and fs == "fuse.scopefs" for mp, fs in mountinfo_entries())
+    env._record_daemon()
+    daemon = json.loads(env.cli("status", "--json").stdout)["daemon"]
+    assert (daemon["scopes"], daemon["openFiles"]) == ("lenient", "keep")
+    bad = run_bounded([str(helper), str(env.state)], 30, environment, what="mount.scopefs usage")
+    assert bad.returncode == 64 and "usage" in bad.stderr
