@@ -60,7 +60,7 @@ public enum Daemon {
         }
         let documents = try DocumentBridge(state: state, repository: repository, logger: logger)
         let configuration = MountConfiguration(
-            openFiles: options.openFiles, containersPath: state.containersPath, ownerUID: ownerUID)
+            openFiles: options.openFiles, containersPath: state.containersPath)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(

@@ -63,11 +63,6 @@ public final class FuseSession: Sendable {
         fuse_session_unmount(session)
     }
 
-    /// Asks the loop to stop (e.g. on a control-socket request).
-    public func exit() {
-        fuse_session_exit(session)
-    }
-
     /// Drops the kernel's cached pages and attributes of `inode`; mapped
     /// pages are unmapped too. Must not be called from a thread serving a
     /// FUSE request: the kernel may be waiting on it (see docs/ARCHITECTURE.md).

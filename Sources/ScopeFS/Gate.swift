@@ -32,7 +32,7 @@ extension ScopeFileSystem {
     func gate(
         _ inode: UInt64, _ operation: OperationClass, _ caller: Caller, function: StaticString = #function
     ) throws(Errno) -> Target {
-        guard let resolved = table.resolve(inode) else { throw .staleNFSFileHandle }
+        guard let resolved = table.resolve(inode, generation: generation) else { throw .staleNFSFileHandle }
         do {
             return try decide(resolved, operation, caller)
         } catch {
@@ -67,12 +67,10 @@ extension ScopeFileSystem {
 
     /// Coverage of a provider node, cached per policy generation.
     func coverage(of resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> Coverage {
-        let inode = resolved.node.inode
-        let generation = self.generation
-        if let cached = table.cachedCoverage(inode, generation: generation) { return cached }
+        if let cached = resolved.cachedCoverage { return cached }
         let path = resolved.path
-        let coverage = withPolicy { $0.coverage(app: app, provider: provider, path: path) }
-        table.storeCoverage(inode, generation: generation, coverage: coverage)
+        let (generation, coverage) = withPolicy { ($0.generation, $0.coverage(app: app, provider: provider, path: path)) }
+        table.storeCoverage(resolved.node.inode, generation: generation, coverage: coverage)
         return coverage
     }
 
@@ -111,9 +109,14 @@ extension ScopeFileSystem {
 
     /// Checks that an already-open file may still be used: with
     /// `--open-files revoke`, a revoked grant cuts it (SPEC S14).
+    /// Reads and writes ask this once per policy generation, through an
+    /// atomic on the handle, not a lock per call.
     func checkStillGranted(_ handle: OpenHandle) throws(Errno) {
         guard configuration.openFiles == .revoke, let grant = handle.grant else { return }
+        let current = generation
+        if handle.grantVerified.load(ordering: .acquiring) == current { return }
         let state = withPolicy { $0.grantsByID[grant]?.state }
         if state != .active { throw .notPermitted }
+        handle.grantVerified.store(current, ordering: .releasing)
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import Policy
+import Synchronization
 
 /// An open file. The kernel's file handle (`fh`) is this object's retained
 /// pointer: reads and writes reach it without a table lookup.
@@ -9,6 +10,8 @@ final class OpenHandle: Sendable {
     /// The grant that covered the file when it was opened (provider items).
     let grant: GrantID?
     let writable: Bool
+    /// The policy generation in which the grant was last seen active.
+    let grantVerified = Atomic<UInt64>(0)
 
     init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool) {
         self.descriptor = descriptor

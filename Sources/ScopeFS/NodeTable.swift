@@ -52,10 +52,6 @@ final class NodeTable: Sendable {
         }
     }
 
-    func node(_ inode: UInt64) -> Node? {
-        state.withLock { $0.records[inode]?.node }
-    }
-
     /// What an operation needs about a node: the node, its parent node (whose
     /// directory descriptor stays open while this value lives) and its name.
     struct Resolved {
@@ -63,17 +59,25 @@ final class NodeTable: Sendable {
         var parent: Node?
         var name: String
         fileprivate var table: NodeTable
+        /// The node's coverage if it was cached for the generation asked for.
+        var cachedCoverage: Coverage?
 
         /// The path relative to the container or provider root, computed on
         /// demand: most operations (getattr, a coverage-cache hit) never need it.
         var path: String { table.path(of: node.inode) }
     }
 
-    func resolve(_ inode: UInt64) -> Resolved? {
+    /// One lock for everything an operation needs about a node, including
+    /// its coverage cached for policy `generation`.
+    func resolve(_ inode: UInt64, generation: UInt64) -> Resolved? {
         state.withLock { state in
             guard let record = state.records[inode] else { return nil }
             let parent = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]?.node
-            return Resolved(node: record.node, parent: parent, name: record.name, table: self)
+            var coverage: Coverage? = nil
+            if let cached = record.coverage, cached.generation == generation, cached.epoch == state.epoch {
+                coverage = cached.value
+            }
+            return Resolved(node: record.node, parent: parent, name: record.name, table: self, cachedCoverage: coverage)
         }
     }
 
@@ -192,15 +196,6 @@ final class NodeTable: Sendable {
             state.records[inode] = record
             state.byName[EntryName(parent: parent, name: name)] = inode
             if record.node.isDirectory { state.epoch &+= 1 }
-        }
-    }
-
-    func cachedCoverage(_ inode: UInt64, generation: UInt64) -> Coverage? {
-        state.withLock { state in
-            guard let cached = state.records[inode]?.coverage,
-                cached.generation == generation, cached.epoch == state.epoch
-            else { return nil }
-            return cached.value
         }
     }
 

@@ -35,7 +35,7 @@ extension ScopeFileSystem {
                 try setTimes(changes, target: target, descriptor: descriptor, isSymlink: isSymlink)
             }
         }
-        return Attributes(stat: try attributes(of: target.resolved), timeout: timeout(for: target.node))
+        return Attributes(stat: try attributes(of: target.resolved), timeout: configuration.cacheTimeout)
     }
 
     private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno) {

@@ -22,10 +22,10 @@ extension ScopeFileSystem {
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
         let target = try gate(inode, .lookup, callers.caller(of: request))
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
-            return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: timeout(for: target.node))
+            return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: configuration.cacheTimeout)
         }
         let info = presented(target.node, try attributes(of: target.resolved), path: target.path)
-        return Attributes(stat: info, timeout: timeout(for: target.node))
+        return Attributes(stat: info, timeout: configuration.cacheTimeout)
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
@@ -176,11 +176,7 @@ extension ScopeFileSystem {
         // The entry of `MOUNT/<app>` is never cached: each path walk asks
         // again, so another app's process meets ENOENT (SPEC S3).
         let entryTimeout: Double = if case .appDirectory = node.place { 0 } else { configuration.cacheTimeout }
-        return Entry(inode: node.inode, attributes: info, attributeTimeout: timeout(for: node), entryTimeout: entryTimeout)
-    }
-
-    func timeout(for node: Node) -> Double {
-        configuration.cacheTimeout
+        return Entry(inode: node.inode, attributes: info, attributeTimeout: configuration.cacheTimeout, entryTimeout: entryTimeout)
     }
 
     /// Attributes of a node: its host file's, or made up for synthetic folders.

@@ -32,15 +32,12 @@ public struct MountConfiguration: Sendable {
     public var openFiles: OpenFiles
     /// `<state>/containers`: each app's container is a folder in it.
     public var containersPath: String
-    /// The user whose non-app processes get the inspect view (SPEC S4).
-    public var ownerUID: uid_t
     /// How long the kernel may cache entries and attributes of backed items.
     public var cacheTimeout: Double
 
-    public init(openFiles: OpenFiles, containersPath: String, ownerUID: uid_t, cacheTimeout: Double = 1.0) {
+    public init(openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0) {
         self.openFiles = openFiles
         self.containersPath = containersPath
-        self.ownerUID = ownerUID
         self.cacheTimeout = cacheTimeout
     }
 }
@@ -55,6 +52,9 @@ public final class ScopeFileSystem: FileSystem {
     let documents: any DocumentServices
     let table: NodeTable
     private let policy: Mutex<PolicySnapshot>
+    /// The installed snapshot's generation, readable without the lock;
+    /// stored under the policy lock, so it never runs ahead of the snapshot.
+    private let currentGeneration: Atomic<UInt64>
     let mountTime: timespec
     let daemonUID: uid_t
     let daemonGID: gid_t
@@ -72,6 +72,7 @@ public final class ScopeFileSystem: FileSystem {
         self.configuration = configuration
         self.callers = callers
         self.policy = Mutex(snapshot)
+        self.currentGeneration = Atomic(snapshot.generation)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         mountTime = now
@@ -103,6 +104,7 @@ public final class ScopeFileSystem: FileSystem {
         let previous = policy.withLock { current in
             let previous = current
             current = snapshot
+            currentGeneration.store(snapshot.generation, ordering: .releasing)
             return previous
         }
         var invalidation = CacheInvalidation()
@@ -127,7 +129,7 @@ public final class ScopeFileSystem: FileSystem {
     public var inodeCount: Int { table.count }
 
     /// The policy snapshot's number: caches keyed by it go stale with it.
-    var generation: UInt64 { policy.withLock { $0.generation } }
+    var generation: UInt64 { currentGeneration.load(ordering: .acquiring) }
 }
 
 /// Kernel caches to drop after a policy change, from a thread that is not

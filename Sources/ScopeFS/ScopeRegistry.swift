@@ -19,14 +19,15 @@ public final class ScopeRegistry: Sendable {
         self.events = events
     }
 
-    public var budget: Int { table.withLock { $0.budget } }
-
     /// The strict-mode check of SPEC S9: the caller or an ancestor holds the grant.
     func holds(_ caller: Caller, _ grant: Grant) -> Bool {
         guard mode == .strict else { return true }
         guard case .app(_, let process) = caller else { return false }
-        let pids = lineage(process.pid)
-        return table.withLock { $0.holds(lineage: pids, grant: grant.id) }
+        // The caller itself usually holds the scope: ask for its ancestors
+        // (a walk and an array) only when it does not.
+        if table.withLock({ $0.count(pid: process.pid, grant: grant.id) > 0 }) { return true }
+        let ancestors = lineage(process.pid).dropFirst()
+        return table.withLock { $0.holds(lineage: Array(ancestors), grant: grant.id) }
     }
 
     func start(pid: Int32, app: AppID, grant: Grant, path: String) -> ScopeTable.StartOutcome {

@@ -79,20 +79,29 @@ struct ImportCommand: ParsableCommand {
     }
 }
 
-struct ExportCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "export",
-        abstract: "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19).")
+/// What export and move take: an item of the app's container and a
+/// provider folder to put it in.
+struct ContainerTransfer: ParsableArguments {
     @OptionGroup var options: StateOptions
     @Argument var app: String
     @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
     @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
     @Flag(help: "Replace an existing destination.") var force = false
 
+    var actions: DocumentActions { DocumentActions(state: options, app: app) }
+}
+
+struct ExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19).")
+    @OptionGroup var transfer: ContainerTransfer
+
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try DocumentActions(state: options, app: app).export(
-                containerPath: containerPath, provider: destination.provider, folder: destination.path, force: force)
+            try transfer.actions.export(
+                containerPath: transfer.containerPath, provider: transfer.destination.provider,
+                folder: transfer.destination.path, force: transfer.force)
         }
     }
 }
@@ -101,16 +110,13 @@ struct MoveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move",
         abstract: "Move an item out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20).")
-    @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: "Path inside the app's container.") var containerPath: String
-    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
-    @Flag(help: "Replace an existing destination.") var force = false
+    @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try DocumentActions(state: options, app: app).move(
-                containerPath: containerPath, provider: destination.provider, folder: destination.path, force: force)
+            try transfer.actions.move(
+                containerPath: transfer.containerPath, provider: transfer.destination.provider,
+                folder: transfer.destination.path, force: transfer.force)
         }
     }
 }
