@@ -28,9 +28,10 @@ emit({
 
 
 def test_revoke_cuts_open_descriptors_and_mappings(env):
-    """SPEC S14 (--open-files revoke, the default): after `scopefs revoke`,
-    reads and writes through descriptors opened before fail with EPERM and
-    touching a page mapped before the revoke raises SIGBUS."""
+    """SPEC S14 (--open-files revoke, the default), S37: after `scopefs
+    revoke`, reads and writes through descriptors opened before fail with
+    EPERM and touching a page mapped (cached) before the revoke raises SIGBUS:
+    the kernel's cached pages were invalidated explicitly, without a hang."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.mount()
     app = env.app_session(ALPHA, OPEN_THEN_REVOKE, env.prov(ALPHA, LOCAL, "docs/report.txt"))
