@@ -71,8 +71,13 @@ public enum Daemon {
         } catch {
             throw ScopeFSError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
-        var mountOptions = ["default_permissions", "fsname=scopefs", "subtype=scopefs"]
-        if options.allowOther { mountOptions.append("allow_other") }
+        var mountOptions = ["fsname=scopefs", "subtype=scopefs"]
+        // Without allow_other the kernel lets only the daemon's own user in,
+        // so the host file system's checks (made with the daemon's
+        // credentials) are the caller's; the kernel's would repeat them and
+        // cost a GETATTR of the folder after every create or unlink. Other
+        // users' processes are checked by the kernel (ARCHITECTURE.md, 8).
+        if options.allowOther { mountOptions += ["allow_other", "default_permissions"] }
         let session: FuseSession
         do {
             session = try FuseSession(fileSystem: fileSystem, options: mountOptions)

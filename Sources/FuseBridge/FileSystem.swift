@@ -29,7 +29,6 @@ public protocol FileSystem: AnyObject, Sendable {
     func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData
     /// The descriptor a write request's data is copied into (zero-copy).
     func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32
-    func flush(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno)
     func release(inode: UInt64, handle: UInt64)
     func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno)
     func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)

@@ -171,12 +171,9 @@ enum Operations {
                 return written
             }, reply: { written in _ = fuse_reply_write(req!, Int(written)) })
         }
-        ops.flush = { req, ino, fi in
-            let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!) { () throws(Errno) in
-                try fs.flush(Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
-            }
-        }
+        // No flush: libfuse answers ENOSYS and the kernel stops sending FLUSH
+        // on close. Writes go straight to the host file and locks are the
+        // kernel's, so a close has nothing to do here but the round trip.
         ops.release = { req, ino, fi in
             Bridge.fileSystem(req!).release(inode: UInt64(ino), handle: fi!.pointee.fh)
             _ = fuse_reply_err(req!, 0)

@@ -59,8 +59,6 @@ extension ScopeFileSystem {
         return open.descriptor
     }
 
-    public func flush(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) {}
-
     public func release(inode: UInt64, handle: UInt64) {
         let open = OpenHandle.from(handle)
         if open.writable, let info = try? Sys.stat(open.descriptor) {
