@@ -4,13 +4,11 @@ import Glibc
 import PolicyStore
 
 /// Starts a command as an app process (SPEC S5): registers this process
-/// with the daemon as the root of the app's process tree, optionally moves
-/// into a private mount namespace that shows only the app's directory, then
-/// spawns the command and returns its exit status.
+/// with the daemon as the root of the app's process tree, enters the app's
+/// view of the mount (`MountView`), then spawns the command and returns its
+/// exit status.
 public enum AppLauncher {
-    public static let sandboxPath = "/sandbox"
-
-    public static func run(app: String, command: [String], sandbox: Bool, state: StateDirectory) throws(ScopeFSError)
+    public static func run(app: String, command: [String], view: MountView, state: StateDirectory) throws(ScopeFSError)
         -> Int32
     {
         let response = try ControlClient.send(ControlRequest(op: .register, app: app), state: state)
@@ -24,27 +22,14 @@ public enum AppLauncher {
         environment["SCOPEFS_STATE"] = state.path
         environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
         var directory: String? = nil
-        if sandbox {
-            try enterSandbox(appDirectory: mountpoint + "/" + app, mountpoint: mountpoint)
-            environment["HOME"] = sandboxPath + "/Container"
-            environment["SCOPEFS_MOUNT"] = sandboxPath
-            directory = sandboxPath + "/Container"
+        let entered = try MountView.enter(view, app: app, mountpoint: mountpoint)
+        environment["SCOPEFS_VIEW"] = "\(entered)"
+        if entered == .sandbox {
+            environment["HOME"] = MountView.sandboxPath + "/Container"
+            environment["SCOPEFS_MOUNT"] = MountView.sandboxPath
+            directory = MountView.sandboxPath + "/Container"
         }
         return try spawnAndWait(command, environment: environment, directory: directory)
-    }
-
-    /// A private mount namespace where the app's directory is at /sandbox
-    /// and the rest of the mount is gone. unshare(CLONE_NEWNS) acts on the
-    /// calling thread only, and posix_spawn clones from this thread.
-    private static func enterSandbox(appDirectory: String, mountpoint: String) throws(ScopeFSError) {
-        func fail(_ what: String) -> ScopeFSError {
-            ScopeFSError(.refused, "--sandbox: \(what) failed: \(String(cString: strerror(errno))) (needs CAP_SYS_ADMIN)")
-        }
-        guard unshare(scopefs_clone_newns) == 0 else { throw fail("unshare(CLONE_NEWNS)") }
-        guard Glibc.mount(nil, "/", nil, UInt(MS_REC | MS_PRIVATE), nil) == 0 else { throw fail("making mounts private") }
-        mkdir(sandboxPath, 0o755)
-        guard Glibc.mount(appDirectory, sandboxPath, nil, UInt(MS_BIND), nil) == 0 else { throw fail("bind mount") }
-        guard umount2(mountpoint, Int32(MNT_DETACH)) == 0 else { throw fail("hiding \(mountpoint)") }
     }
 
     private static func spawnAndWait(_ command: [String], environment: [String: String], directory: String?)

@@ -108,6 +108,14 @@ public enum Daemon {
                 do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
             }
         }
+        if let device = MountPoint.device(at: mountpoint) {
+            Thread.detachNewThread {
+                MountWatcher.run(device: device, until: { stopping.load(ordering: .relaxed) }) {
+                    logger.info("\(mountpoint) was unmounted while app views still held the mount; ending the connection")
+                    session.stop()
+                }
+            }
+        }
         if let watcher = try? ChangeWatcher(state) {
             Thread.detachNewThread { reloader.watch(watcher, until: { stopping.load(ordering: .relaxed) }) }
         }

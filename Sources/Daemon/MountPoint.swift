@@ -54,6 +54,16 @@ public enum MountPoint {
         }
     }
 
+    /// The "major:minor" device of the topmost mount at `path`, from
+    /// /proc/self/mountinfo (no stat: the daemon's own loop may not run yet).
+    static func device(at path: String) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").last { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 4 && unescape(fields[4]) == path
+        }.map { String($0.split(separator: " ")[2]) }
+    }
+
     private static func unescape(_ field: Substring) -> String {
         field.replacingOccurrences(of: "\\040", with: " ").replacingOccurrences(of: "\\011", with: "\t")
             .replacingOccurrences(of: "\\012", with: "\n").replacingOccurrences(of: "\\134", with: "\\")

@@ -1,5 +1,6 @@
 import CFuse3
 import Glibc
+import Synchronization
 import SystemPackage
 
 /// One libfuse low-level session: created with mount options, mounted,
@@ -10,6 +11,8 @@ public final class FuseSession: Sendable {
     // libfuse's own functions are thread-safe for the calls made here.
     nonisolated(unsafe) private let session: OpaquePointer
     private let context: BridgeContext
+    private let loopThread = Atomic<UInt>(0)
+    private let stopped = Atomic<Bool>(false)
 
     /// `options` are mount options as for `-o` (e.g. "default_permissions").
     public init(fileSystem: any FileSystem, options: [String]) throws(Errno) {
@@ -46,8 +49,12 @@ public final class FuseSession: Sendable {
         _ = fuse_set_signal_handlers(session)
     }
 
-    /// Serves requests on up to `maxThreads` threads until unmount or signal.
+    /// Serves requests on up to `maxThreads` threads until unmount, signal
+    /// or `stop()`.
     public func loop(maxThreads: UInt32, maxIdleThreads: UInt32) -> Int32 {
+        Self.installWakeHandler
+        loopThread.store(UInt(pthread_self()), ordering: .releasing)
+        defer { loopThread.store(0, ordering: .releasing) }
         guard let config = fuse_loop_cfg_create() else { return -ENOMEM }
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_max_threads(config, maxThreads)
@@ -58,9 +65,37 @@ public final class FuseSession: Sendable {
         return fuse_session_loop_mt(session, config)
     }
 
+    /// Ends the loop from another thread while the kernel still holds the
+    /// connection (another mount namespace keeps a copy of the mount, so no
+    /// unmount reaches us). The loop's thread sleeps in `sem_wait` until the
+    /// session is marked exited and a signal interrupts it; it then cancels
+    /// the workers blocked in `read`. The signal's handler does nothing, so
+    /// a wake-up that comes late (the loop ended on its own meanwhile) is
+    /// harmless.
+    public func stop() {
+        stopped.store(true, ordering: .releasing)
+        fuse_session_exit(session)
+        let thread = loopThread.load(ordering: .acquiring)
+        if thread != 0 { pthread_kill(pthread_t(thread), Self.wakeSignal) }
+    }
+
+    private static let wakeSignal = SIGUSR2
+
+    /// A handler that does nothing, installed without SA_RESTART so that
+    /// the signal interrupts `sem_wait`.
+    private static let installWakeHandler: Void = {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in }
+        sigemptyset(&action.sa_mask)
+        sigaction(wakeSignal, &action, nil)
+    }()
+
+    /// Unmounts the mountpoint unless `stop()` ended the session: then it is
+    /// gone from this namespace already, and whatever is mounted there now
+    /// is not ours.
     public func unmount() {
         fuse_remove_signal_handlers(session)
-        fuse_session_unmount(session)
+        if !stopped.load(ordering: .acquiring) { fuse_session_unmount(session) }
     }
 
     /// Drops the kernel's cached pages and attributes of `inode`; mapped

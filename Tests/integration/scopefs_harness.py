@@ -444,6 +444,10 @@ class Env:
         self.daemon: Daemon | None = None
         self.daemon_problem: str | None = None
         self.sessions: list[AppSession] = []
+        # How app processes see the mount (`scopefs run`): "app" is the
+        # default (a namespace showing only MOUNT/<app>, as root), "shared"
+        # passes --shared-view (what users without CAP_SYS_ADMIN get).
+        self.view = "app"
         self.base_env = dict(os.environ)
         self.base_env.pop("PYTHONFAULTHANDLER", None)
         self.base_env.pop("SCOPEFS_STATE", None)
@@ -585,7 +589,8 @@ class Env:
     # -- processes ------------------------------------------------------------
 
     def run_argv(self, app: str, cmd: list, sandbox: bool = False) -> list[str]:
-        return self.cli_argv("run", "--app", app, *(["--sandbox"] if sandbox else []), "--", *cmd)
+        view = ["--sandbox"] if sandbox else ["--shared-view"] if self.view == "shared" else []
+        return self.cli_argv("run", "--app", app, *view, "--", *cmd)
 
     def run_app(self, app: str, cmd: list[str], sandbox: bool = False,
                 timeout: float = APP_TIMEOUT) -> subprocess.CompletedProcess:

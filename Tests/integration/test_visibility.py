@@ -132,10 +132,12 @@ def test_folder_grant_covers_items_created_later(env):
                    "nested": "nested later\n"}
 
 
-def test_other_app_gets_enoent_right_after_owner_walked(env):
+@pytest.mark.parametrize("owner_view,other_view", [("app", "app"), ("shared", "shared"), ("app", "shared")])
+def test_other_app_gets_enoent_right_after_owner_walked(env, owner_view, other_view):
     """SPEC S3: a process of another app gets ENOENT for MOUNT/X and its
     subpaths, even right after an X process listed and stat'ed them (no
-    kernel cache leak), and MOUNT/ lists no X for it."""
+    kernel cache leak), and MOUNT/ lists no X for it. In every combination
+    of views: the shared view is where the kernel's caches are shared."""
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")  # same item granted to both: only the view differs
     env.mount()
@@ -146,9 +148,11 @@ def test_other_app_gets_enoent_right_after_owner_walked(env):
         emit({p: {"stat": attempt(os.stat, p), "list": listing(p) if os.path.isdir(p) else None}
               for p in sys.argv[2:]} | {"root": listing(sys.argv[1])})
     """
+    env.view = owner_view
     owner = env.app_json(ALPHA, walk, env.mnt, *paths)
     assert all(owner[p]["stat"] == "OK" for p in paths), owner
     assert ALPHA in owner["root"]
+    env.view = other_view
     other = env.app_json(BETA, """
         emit({"root": listing(sys.argv[1]),
               "paths": {p: {"stat": attempt(os.stat, p), "lstat": attempt(os.lstat, p),

@@ -1,0 +1,38 @@
+import Foundation
+import Glibc
+
+/// Notices the mount leaving the daemon's mount namespace. Normally the
+/// kernel tells the daemon itself (the loop ends on unmount), but while an
+/// app's mount namespace holds a copy of the mount (`MountView.app`,
+/// `--sandbox`) the connection outlives `fusermount3 -u`, and the daemon
+/// would serve a mount nobody outside those apps can reach. The daemon then
+/// ends the connection, so `scopefs unmount` means the same with app views
+/// as without: the mount is gone and the daemon exits.
+enum MountWatcher {
+    /// Blocks until the mount of `device` ("major:minor", from
+    /// `MountPoint.device(at:)`) is gone from this namespace (then calls
+    /// `unmounted`) or `stop()` is true.
+    static func run(device: String, until stop: () -> Bool, unmounted: () -> Void) {
+        let mountinfo = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        guard mountinfo >= 0 else { return }
+        defer { close(mountinfo) }
+        while !stop() {
+            guard isMounted(device) else {
+                unmounted()
+                return
+            }
+            // The kernel flags the file with POLLPRI after each change to the
+            // namespace's mount table; a poll reports each change once.
+            var request = pollfd(fd: mountinfo, events: Int16(POLLPRI), revents: 0)
+            _ = poll(&request, 1, 500)
+        }
+    }
+
+    /// Whether a mount of the device "major:minor" is in this namespace.
+    private static func isMounted(_ name: String) -> Bool {
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return true }
+        return table.split(separator: "\n").contains { line in
+            line.split(separator: " ", maxSplits: 3).dropFirst(2).first.map { $0 == name } ?? false
+        }
+    }
+}
