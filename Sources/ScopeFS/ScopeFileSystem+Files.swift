@@ -9,7 +9,16 @@ extension ScopeFileSystem {
         let writes = Self.opensForWriting(flags)
         let target = try gate(inode, writes ? .write : .read, callers.caller(of: request))
         guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
-        let descriptor = try Sys.openAt(parent, target.resolved.name, Self.backingFlags(flags) | O_NOFOLLOW)
+        // A name that now names no file, or another one, was changed on the
+        // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
+        // look the name up again and retry the open, so open(O_CREAT) right
+        // after a host-side delete creates the file instead of failing.
+        let descriptor: Int32
+        do {
+            descriptor = try Sys.openAt(parent, target.resolved.name, Self.backingFlags(flags) | O_NOFOLLOW)
+        } catch .noSuchFileOrDirectory {
+            throw .staleNFSFileHandle
+        }
         let info: stat
         do {
             info = try Sys.stat(descriptor)
@@ -19,7 +28,7 @@ extension ScopeFileSystem {
         }
         guard FileIdentity(info) == target.node.identity else {
             Sys.close(descriptor)
-            throw .noSuchFileOrDirectory
+            throw .staleNFSFileHandle
         }
         let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
         table.opened(inode, handle)

@@ -533,3 +533,33 @@ def test_statfs_and_df(env):
     """)
     assert got["df"] == 0, got["df_err"]
     assert got["f_blocks"] > 0 and got["f_bsize"] > 0, got
+
+
+HOST_CHANGES = """
+view, host = sys.argv[1], sys.argv[2]
+a, b = os.path.join(view, "s.txt"), os.path.join(host, "s.txt")
+write_text(a, "one")
+os.stat(a)                                   # the kernel now caches the entry (1 s)
+os.unlink(b)                                 # deleted on the host
+created = outcome(lambda: write_text(a, "two"))
+after_create = read_text(b)
+os.rename(b, os.path.join(host, "t.txt"))    # replaced on the host
+write_text(b, "three")
+replaced = outcome(lambda: read_text(a))
+os.unlink(b)
+deleted = attempt(open_close, a, os.O_RDONLY)
+emit({"create": created, "host": after_create, "replaced": replaced, "deleted": deleted})
+"""
+
+
+def test_host_changes_show_through_cached_names(env):
+    """SPEC S35, S1: a file deleted or replaced on the host right after the
+    app looked it up (its entry still in the kernel's cache) behaves as on
+    the host: open(O_CREAT) creates it anew, a read gets the new file, a
+    read after the delete gets ENOENT. The daemon answers an open of a name
+    that now names another file, or none, with ESTALE, which makes the
+    kernel look the name up again."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    got = env.app_json(ALPHA, HOST_CHANGES, env.prov(ALPHA, LOCAL, "docs"), env.backing(LOCAL) / "docs")
+    assert got == {"create": {"ok": None}, "host": "two", "replaced": {"ok": "three"}, "deleted": "ENOENT"}
