@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := .build/debug/scopefs
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev attr util-linux
 
-.PHONY: all build deps demo test test-unit test-integration bench bench-quick install clean
+.PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests install clean
 
 all: build
 
@@ -38,6 +38,10 @@ bench: deps
 bench-quick: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py --quick
+
+bench-requests: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/requests.py
 
 install: deps
 	$(SWIFT) build -c release

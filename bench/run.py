@@ -190,7 +190,7 @@ def main():
     sizes = wl.QUICK if args.quick else wl.FULL
     if args.reps:
         sizes = wl.Sizes(**{**vars(sizes), "reps": args.reps})
-    scopefs = scopefs_binary() if "scopefs" in args.systems else None
+    scopefs = scopefs_binary() if {"scopefs", "scopefs-shared"} & set(args.systems) else None
     if scopefs and not os.access(scopefs, os.X_OK):
         sys.exit(f"bench: no ScopeFS binary at {scopefs}: build it (swift build -c release), set "
                  "SCOPEFS_BIN, or leave it out with --systems native,passthrough_ll,portal")

@@ -202,7 +202,7 @@ def memory(ctx, sfs, nfiles):
     out["during_peak"] = peak
     out["after"] = sample(pid)
     ctx.drop_caches()  # the kernel forgets the walked inodes
-    time.sleep(2)
+    time.sleep(3)      # the daemon trims its memory within a second or two of that
     out["after_forget"] = sample(pid)
     ctx.clean("walk")
     sfs.unmount()

@@ -221,7 +221,7 @@ class DocumentPortal(System):
 
 
 class ScopeFS(System):
-    name, label = "scopefs", "ScopeFS (strict)"
+    name, label = "scopefs", "ScopeFS (strict, app view)"
     APP, PROVIDER = "bench.app", "bench"
 
     def cli(self, *args):
@@ -236,8 +236,8 @@ class ScopeFS(System):
         return r.stdout
 
     def setup(self):
-        self.state = os.path.join(self.ctx.tmp, "scopefs-state")
-        self.mnt = os.path.join(self.ctx.tmp, "mnt-scopefs")
+        self.state = os.path.join(self.ctx.tmp, self.name + "-state")
+        self.mnt = os.path.join(self.ctx.tmp, "mnt-" + self.name)
         os.makedirs(self.mnt)
         self.env = dict(os.environ, SCOPEFS_STATE=self.state)
         self.run_cli("init")
@@ -257,8 +257,10 @@ class ScopeFS(System):
         if not self.has_scope:
             log("bench: `scopefs scope` does not exist yet: workloads run without scope exec")
 
+    VIEW = []  # `scopefs run` view options: the default is the app view (as root)
+
     def wrap(self, argv):
-        cmd = self.cli("run", "--app", self.APP, "--")
+        cmd = self.cli("run", "--app", self.APP, *self.VIEW, "--")
         if self.has_scope:
             cmd += self.cli("scope", "exec", self.root, "--")
         return cmd + list(argv)
@@ -299,11 +301,18 @@ class ScopeFS(System):
 
     def info(self):
         r = subprocess.run([self.ctx.scopefs, "--version"], capture_output=True, text=True)
-        run = "scopefs run --app bench.app -- " + (
+        run = f"scopefs run --app bench.app {' '.join(self.VIEW)}{' ' if self.VIEW else ''}-- " + (
             "scopefs scope exec WORKDIR -- CMD" if getattr(self, "has_scope", False)
             else "CMD (no `scopefs scope` subcommand yet, so no scope exec)")
         return {"binary": self.ctx.scopefs, "version": r.stdout.strip(),
                 "mode": "strict (default)", "workloads run as": run}
 
 
-ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS]
+class ScopeFSShared(ScopeFS):
+    """ScopeFS as users without CAP_SYS_ADMIN run it: the app uses the
+    shared mount, where MOUNT/<app> is looked up on every path walk."""
+    name, label = "scopefs-shared", "ScopeFS (strict, shared view)"
+    VIEW = ["--shared-view"]
+
+
+ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared]

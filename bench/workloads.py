@@ -14,6 +14,7 @@ import random
 import shutil
 import subprocess
 import tarfile
+import time
 from dataclasses import dataclass
 
 from systems import WORKDIR
@@ -41,6 +42,29 @@ class PhaseError(Exception):
     pass
 
 
+def cpu_times():
+    """(idle, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields)
+
+
+def settle(window=0.1, busy_limit=0.1, timeout=3.0):
+    """Waits until the machine is idle for two windows in a row (at most
+    `timeout` seconds). Systems run in turn, and a daemon may go on working
+    after a phase ends (the document portal after a tree was deleted keeps
+    a core busy for a while): without this the next system's phase would
+    pay for it."""
+    deadline = time.monotonic() + timeout
+    before, quiet = cpu_times(), 0
+    while quiet < 2 and time.monotonic() < deadline:
+        time.sleep(window)
+        now = cpu_times()
+        idle, total = now[0] - before[0], now[1] - before[1]
+        before = now
+        quiet = quiet + 1 if total and 1 - idle / total < busy_limit else 0
+
+
 class Context:
     def __init__(self, tmp, backing, fsops, passthrough_ll, scopefs, sizes):
         self.tmp, self.backing = tmp, backing
@@ -53,6 +77,7 @@ class Context:
 
     def phase(self, system, argv, timeout=600):
         """Runs one fsops phase through SYSTEM; returns its seconds."""
+        settle()
         open(self.resfile, "w").close()
         cmd = system.wrap([self.fsops, "-o", self.resfile, *map(str, argv)])
         try:

@@ -252,6 +252,24 @@ final class NodeTable: Sendable {
     }
 
     var count: Int { state.withLock { $0.records.count } }
+
+    /// Swift dictionaries never shrink when entries are removed: after the
+    /// kernel forgot most of a large walk, the tables would keep the buckets
+    /// of their peak. Copies each table into one sized for what is left once
+    /// it uses under a quarter of its capacity.
+    func compact() {
+        func shrunk<Key: Hashable, Value>(_ table: [Key: Value]) -> [Key: Value]? {
+            guard table.capacity > 4 * max(table.count, 1024) else { return nil }
+            var copy = [Key: Value](minimumCapacity: table.count)
+            for (key, value) in table { copy[key] = value }
+            return copy
+        }
+        state.withLock { state in
+            if let records = shrunk(state.records) { state.records = records }
+            if let byKey = shrunk(state.byKey) { state.byKey = byKey }
+            if let byName = shrunk(state.byName) { state.byName = byName }
+        }
+    }
 }
 
 /// What decides whether cached pages of a file are still good.

@@ -128,6 +128,9 @@ public final class ScopeFileSystem: FileSystem {
     /// How many inodes the kernel holds (for status and leak checks).
     public var inodeCount: Int { table.count }
 
+    /// Shrinks the node table's storage after the kernel forgot most nodes.
+    public func compactNodeTable() { table.compact() }
+
     /// The policy snapshot's number: caches keyed by it go stale with it.
     var generation: UInt64 { currentGeneration.load(ordering: .acquiring) }
 }
