@@ -71,13 +71,20 @@ final class NodeTable: Sendable {
     /// its coverage cached for policy `generation`.
     func resolve(_ inode: UInt64, generation: UInt64) -> Resolved? {
         state.withLock { state in
-            guard let record = state.records[inode] else { return nil }
-            let parent = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]?.node
+            // Fields are read in place: copying the whole record would
+            // retain and release every reference it holds.
+            guard let index = state.records.index(forKey: inode) else { return nil }
+            let node = state.records.values[index].node
+            var parent: Node? = nil
+            if !node.isDomainRoot && node.place.isBacked, let up = state.records.index(forKey: state.records.values[index].parent) {
+                parent = state.records.values[up].node
+            }
             var coverage: Coverage? = nil
-            if let cached = record.coverage, cached.generation == generation, cached.epoch == state.epoch {
+            if let cached = state.records.values[index].coverage, cached.generation == generation, cached.epoch == state.epoch {
                 coverage = cached.value
             }
-            return Resolved(node: record.node, parent: parent, name: record.name, table: self, cachedCoverage: coverage)
+            return Resolved(
+                node: node, parent: parent, name: state.records.values[index].name, table: self, cachedCoverage: coverage)
         }
     }
 
@@ -143,10 +150,11 @@ final class NodeTable: Sendable {
             }
             state.records[inode] = nil
             if let key = Self.key(of: record.node), state.byKey[key] == inode { state.byKey[key] = nil }
-            for entry in [EntryName(parent: record.parent, name: record.name)] + record.otherNames
-            where state.byName[entry] == inode {
-                state.byName[entry] = nil
+            func drop(_ entry: EntryName) {
+                if state.byName[entry] == inode { state.byName[entry] = nil }
             }
+            drop(EntryName(parent: record.parent, name: record.name))
+            record.otherNames.forEach(drop)
             return record.node
         }
         // The last reference may close a descriptor: outside the lock.

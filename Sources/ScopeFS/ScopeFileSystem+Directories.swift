@@ -29,14 +29,15 @@ extension ScopeFileSystem {
         var index = Int(offset)
         while index < directory.items.count {
             let item = directory.items[index]
-            guard listing.fits(item.name) else { break }
             if listing.isPlus {
-                guard add(item, of: target, caller: caller, at: index + 1, to: &listing) else { break }
+                // Asked before the lookup, which takes a count on the node.
+                guard listing.fits(item.name), add(item, of: target, caller: caller, at: index + 1, to: &listing)
+                else { break }
             } else {
                 var info = stat()
                 info.st_ino = ino_t(item.inode)
                 info.st_mode = item.type
-                listing.add(name: item.name, attributes: info, nextOffset: Int64(index + 1))
+                guard listing.add(name: item.name, attributes: info, nextOffset: Int64(index + 1)) else { break }
             }
             index += 1
         }

@@ -75,10 +75,13 @@ extension ScopeFileSystem {
         case .container:
             return try backedChild(of: parent.node, named: name)
         case .provider(let app, let provider):
-            let path = RelativePath.join(parent.path, name)
-            // The hot lookup: one short lock, no copy of the snapshot.
-            if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
-                throw .noSuchFileOrDirectory
+            // Inside a granted folder every child is covered (by that grant
+            // or a nearer one), so only bare ancestor folders need the trie.
+            if parent.grant == nil {
+                let path = RelativePath.join(parent.path, name)
+                if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
+                    throw .noSuchFileOrDirectory
+                }
             }
             return try backedChild(of: parent.node, named: name)
         }

@@ -85,9 +85,10 @@ extension ScopeFileSystem {
         guard a.node.place == b.node.place, a.grant?.id == b.grant?.id else { throw .improperLink }
     }
 
-    /// Names the app cannot see cannot be removed either (SPEC S2).
+    /// Names the app cannot see cannot be removed either (SPEC S2). In a
+    /// granted folder every name is visible: the grant covers its subtree.
     private func requireVisibleChild(_ folder: Target, _ name: String) throws(Errno) {
-        guard case .provider(let app, let provider) = folder.node.place else { return }
+        guard folder.grant == nil, case .provider(let app, let provider) = folder.node.place else { return }
         let path = RelativePath.join(folder.path, name)
         if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
             throw .noSuchFileOrDirectory
