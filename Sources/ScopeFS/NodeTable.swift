@@ -108,34 +108,43 @@ final class NodeTable: Sendable {
     /// the lock and must not make system calls.
     func lookup(key: NodeKey, parent: UInt64, name: String, make: (UInt64) -> Node) -> Node {
         state.withLock { state in
-            let entry = EntryName(parent: parent, name: name)
-            if let inode = state.byKey[key], var record = state.records[inode] {
-                if record.parent != parent || record.name != name {
-                    if record.node.isDirectory {
-                        state.epoch &+= 1
-                    } else {
-                        // A hard link: remember the name seen before.
-                        let previous = EntryName(parent: record.parent, name: record.name)
-                        record.otherNames.removeAll { $0 == entry || $0 == previous }
-                        if record.otherNames.count < 16 { record.otherNames.append(previous) }
-                    }
-                    record.parent = parent
-                    record.name = name
-                    record.coverage = nil
-                }
-                record.lookups += 1
-                state.records[inode] = record
-                state.byName[entry] = inode
-                return record.node
-            }
+            if let known = Self.takeLookup(key, parent: parent, name: name, in: &state) { return known }
             let inode = state.nextInode
             state.nextInode += 1
             let node = make(inode)
             state.records[inode] = Record(node: node, parent: parent, name: name, lookups: 1)
             state.byKey[key] = inode
-            state.byName[entry] = inode
+            state.byName[EntryName(parent: parent, name: name)] = inode
             return node
         }
+    }
+
+    /// `lookup` for a node the table already has; nil (and nothing taken)
+    /// when it has none.
+    func lookupKnown(key: NodeKey, parent: UInt64, name: String) -> Node? {
+        state.withLock { Self.takeLookup(key, parent: parent, name: name, in: &$0) }
+    }
+
+    private static func takeLookup(_ key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node? {
+        guard let inode = state.byKey[key], var record = state.records[inode] else { return nil }
+        let entry = EntryName(parent: parent, name: name)
+        if record.parent != parent || record.name != name {
+            if record.node.isDirectory {
+                state.epoch &+= 1
+            } else {
+                // A hard link: remember the name seen before.
+                let previous = EntryName(parent: record.parent, name: record.name)
+                record.otherNames.removeAll { $0 == entry || $0 == previous }
+                if record.otherNames.count < 16 { record.otherNames.append(previous) }
+            }
+            record.parent = parent
+            record.name = name
+            record.coverage = nil
+        }
+        record.lookups += 1
+        state.records[inode] = record
+        state.byName[entry] = inode
+        return record.node
     }
 
     /// Returns lookups the kernel no longer holds; the last one drops the node.

@@ -107,6 +107,10 @@ extension ScopeFileSystem {
         guard name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) else { throw .invalidArgument }
         let info = try Sys.statAt(directory, name)
         if info.isDirectory {
+            // A folder the table knows keeps its descriptor open: no need
+            // to open it again (a listing looks up every child folder).
+            let key = NodeKey.backed(parent.place, FileIdentity(info), .directory)
+            if let known = table.lookupKnown(key: key, parent: parent.inode, name: name) { return (known, info) }
             let descriptor = try Sys.openAt(directory, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
             return try adopt(descriptor, place: parent.place, parent: parent.inode, name: name, isDomainRoot: false)
         }
