@@ -19,7 +19,10 @@
  *   fsops revoke-reader FILE EVENTS CONTROL [SCOPEPATH]
  *                                               see revoke_reader() below
  *
- * Each timed phase appends "RESULT <phase> <seconds> <bytes>" to RESULTFILE
+ * Options before the phase: -o RESULTFILE, and -s START (a CLOCK_MONOTONIC
+ * time in seconds to wait for before the phase; see start_at()).
+ *
+ * Each timed phase appends "RESULT <phase> <seconds> <bytes> <late>" to RESULTFILE
  * (or stdout). Exit status 0 on success; any failed call is reported on
  * stderr with its errno and exits 1.
  */
@@ -42,6 +45,7 @@
 #define MIB (1024 * 1024)
 
 static const char *result_path;
+static double late;  /* seconds the phase started after the -s time (0 without -s) */
 
 static double now(void) {
     struct timespec ts;
@@ -63,7 +67,7 @@ static void die(const char *what, const char *path) {
 static void report(const char *phase, double seconds, long long bytes) {
     FILE *f = result_path ? fopen(result_path, "a") : stdout;
     if (!f) die("open result file", result_path);
-    fprintf(f, "RESULT %s %.9f %lld\n", phase, seconds, bytes);
+    fprintf(f, "RESULT %s %.9f %lld %.6f\n", phase, seconds, bytes, late);
     if (f != stdout) fclose(f);
     else fflush(f);
 }
@@ -290,12 +294,25 @@ static long num(const char *s) {
     return v;
 }
 
+/* -s START: wait until CLOCK_MONOTONIC reaches START (seconds) before the
+ * phase, so that each phase starts at a time the caller chose however long
+ * its wrapper (for ScopeFS: `scopefs run` and `scope exec`) took to start. */
+static void start_at(double start) {
+    struct timespec ts = {(time_t)start, (long)((start - (double)(time_t)start) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+    late = now() - start;
+}
+
 int main(int argc, char **argv) {
     int a = 1;
-    if (argc > 2 && strcmp(argv[1], "-o") == 0) {
-        result_path = argv[2];
-        a = 3;
+    double start = 0;
+    while (argc > a + 1 && argv[a][0] == '-') {
+        if (!strcmp(argv[a], "-o")) result_path = argv[a + 1];
+        else if (!strcmp(argv[a], "-s")) start = atof(argv[a + 1]);
+        else break;
+        a += 2;
     }
+    if (start > 0) start_at(start);
     int n = argc - a;
     char **v = argv + a;
     if (n >= 4 && !strcmp(v[0], "create")) return op_create(v[1], num(v[2]), num(v[3]));

@@ -17,6 +17,7 @@ import tarfile
 import time
 from dataclasses import dataclass
 
+from deps import log
 from systems import WORKDIR
 
 
@@ -36,6 +37,13 @@ FULL = Sizes(files=10_000, small=2_000, big_mib=512, rand=20_000, tree=3_000,
              revokes=100, walk=200_000, reps=5)
 QUICK = Sizes(files=2_000, small=500, big_mib=64, rand=4_000, tree=600,
               revokes=20, walk=20_000, reps=1)
+
+
+# Each phase's timed part starts this long after the previous phase ended:
+# longer than the 1 s entry and attribute timeouts of every FUSE system here.
+CACHE_GAP = 1.2
+# Time given to a system's wrapper to start the phase's process.
+STARTUP_ALLOWANCE = 0.5
 
 
 class PhaseError(Exception):
@@ -74,22 +82,35 @@ class Context:
         self.resfile = os.path.join(tmp, "phase-result")
         self.tarball = os.path.join(tmp, "tree.tar")
         self.drop_method = None
+        self.last_end = 0.0
 
     def phase(self, system, argv, timeout=600):
-        """Runs one fsops phase through SYSTEM; returns its seconds."""
+        """Runs one fsops phase through SYSTEM; returns its seconds.
+
+        The timed part starts CACHE_GAP seconds after the previous phase
+        ended (fsops -s waits for that moment): every FUSE system here caches
+        entries and attributes for 1 s, so each phase meets the same cache
+        state however long the system's wrapper takes to start (`scopefs
+        run` + `scope exec` take 0.1-0.2 s, a bare fsops a few ms)."""
         settle()
+        start = max(time.monotonic() + STARTUP_ALLOWANCE, self.last_end + CACHE_GAP)
         open(self.resfile, "w").close()
-        cmd = system.wrap([self.fsops, "-o", self.resfile, *map(str, argv)])
+        cmd = system.wrap([self.fsops, "-o", self.resfile, "-s", f"{start:.6f}", *map(str, argv)])
         try:
             r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise PhaseError(f"{argv[0]} timed out after {timeout} s")
+        self.last_end = time.monotonic()
         with open(self.resfile) as f:
             lines = [ln.split() for ln in f if ln.startswith("RESULT ")]
         if r.returncode != 0 or not lines:
             err = r.stderr.strip().splitlines()
             raise PhaseError(f"{argv[0]} exited {r.returncode}: {err[-1] if err else 'no output'}")
+        late = float(lines[-1][4]) if len(lines[-1]) > 4 else 0.0
+        if late > 0.05:
+            log(f"bench: {system.name} {argv[0]} started {late:.2f} s after its start time "
+                "(its wrapper took longer than the allowance)")
         return float(lines[-1][2])
 
     def drop_caches(self):
