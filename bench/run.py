@@ -127,33 +127,65 @@ def start_systems(ctx, names, results, started):
         started.remove(s)
 
 
-def run_group(ctx, group, keys, system, rep, results):
-    tag = f"{group.__name__}-{system.name}-r{rep}"
-    done = set()
-    try:
-        for key, seconds in group(ctx, system, tag):
-            entry = results["workloads"].setdefault(key, {}).setdefault(system.name, {"samples": []})
-            entry["samples"].append(seconds)
-            done.add(key)
-    except (wl.PhaseError, OSError, subprocess.SubprocessError) as e:
-        log(f"bench:   {system.name} {group.__name__}: {e}")
-        for key, _ in keys:
-            if key not in done:
-                entry = results["workloads"].setdefault(key, {}).setdefault(system.name, {"samples": []})
-                entry["error"] = str(e)
-    finally:
-        ctx.clean(tag)
+class GroupRun:
+    """One system's run of one workload group, a phase at a time."""
+
+    def __init__(self, ctx, group, keys, system, rep, results):
+        self.ctx, self.keys, self.system, self.results = ctx, keys, system, results
+        self.tag = f"{group.__name__}-{system.name}-r{rep}"
+        self.name = group.__name__
+        self.phases = group(ctx, system, self.tag)
+        self.done = set()
+        self.finished = False
+
+    def step(self):
+        """Runs the next phase; False once the group has finished or failed."""
+        if self.finished:
+            return False
+        try:
+            key, seconds = next(self.phases)
+        except StopIteration:
+            return self._finish()
+        except (wl.PhaseError, OSError, subprocess.SubprocessError) as e:
+            log(f"bench:   {self.system.name} {self.name}: {e}")
+            for key, _ in self.keys:
+                if key not in self.done:
+                    self._entry(key)["error"] = str(e)
+            return self._finish()
+        self._entry(key)["samples"].append(seconds)
+        self.done.add(key)
+        return True
+
+    def _entry(self, key):
+        return self.results["workloads"].setdefault(key, {}).setdefault(self.system.name, {"samples": []})
+
+    def _finish(self):
+        self.finished = True
+        self.ctx.clean(self.tag)
+        return False
 
 
 def run_all(ctx, started, results):
+    """Systems alternate within each repetition, and their order rotates.
+    Groups run phase by phase across the systems (A's create, B's create,
+    ..., A's stat, ...), so that the pause each system's caches need
+    between its phases (workloads.CACHE_GAP) is mostly spent on the others;
+    a group that drops the page cache in the middle (big_file) runs one
+    system at a time, or the drop would hit the others' warm reads."""
     sizes = ctx.sizes
     for rep in range(sizes.reps):
         order = started[rep % len(started):] + started[:rep % len(started)]
         for group, keys in wl.GROUPS:
             log(f"bench: rep {rep + 1}/{sizes.reps} {group.__name__}: "
                 + " ".join(s.name for s in order))
-            for s in order:  # systems alternate within each repetition
-                run_group(ctx, group, keys, s, rep, results)
+            runs = [GroupRun(ctx, group, keys, s, rep, results) for s in order]
+            if getattr(group, "lockstep", True):
+                while any([run.step() for run in runs]):
+                    pass
+            else:
+                for run in runs:
+                    while run.step():
+                        pass
 
 
 def scopefs_extras(ctx, sfs, results):
