@@ -124,6 +124,7 @@ def main():
             system = cls(ctx)
             try:
                 system.setup()
+                ctx.daemon_pids = system.pids()
                 print(table(system.label, measure(ctx, system)), flush=True)
             finally:
                 system.teardown()

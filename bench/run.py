@@ -172,6 +172,7 @@ def run_all(ctx, started, results):
     between its phases (workloads.CACHE_GAP) is mostly spent on the others;
     a group that drops the page cache in the middle (big_file) runs one
     system at a time, or the drop would hit the others' warm reads."""
+    ctx.daemon_pids = [pid for s in started for pid in s.pids()]
     sizes = ctx.sizes
     for rep in range(sizes.reps):
         order = started[rep % len(started):] + started[:rep % len(started)]
@@ -246,6 +247,8 @@ def main():
         results["config"]["tree_files"] = wl.make_tarball(ctx.tarball, sizes.tree)
         start_systems(ctx, args.systems, results, started)
         run_all(ctx, started, results)
+        results["config"]["settle_seconds"] = round(ctx.settled, 1)
+        log(f"bench: waited {ctx.settled:.0f} s in all for the daemons to go idle between phases")
         sfs = next((s for s in started if s.name == "scopefs"), None)
         if sfs:
             scopefs_extras(ctx, sfs, results)

@@ -116,6 +116,10 @@ class System:
     def teardown(self):
         pass
 
+    def pids(self):
+        """The processes that serve this system (its daemons)."""
+        return []
+
     def info(self):
         return {}
 
@@ -153,6 +157,9 @@ class PassthroughLL(System):
         if hasattr(self, "mnt"):
             fusermount_u(self.mnt)
         stop_process(getattr(self, "proc", None))
+
+    def pids(self):
+        return [self.proc.pid]
 
     def info(self):
         return {"options": "-o source=BACKING (defaults: multithreaded, cache=normal, timeout=1.0)"}
@@ -213,6 +220,9 @@ class DocumentPortal(System):
         stop_process(getattr(self, "proc", None), timeout=0)
         stop_process(getattr(self, "bus", None), timeout=0)
 
+    def pids(self):
+        return [self.proc.pid, self.bus.pid]
+
     def info(self):
         r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "xdg-desktop-portal"],
                            capture_output=True, text=True)
@@ -264,6 +274,10 @@ class ScopeFS(System):
         if self.has_scope:
             cmd += self.cli("scope", "exec", self.root, "--")
         return cmd + list(argv)
+
+    def pids(self):
+        pid = self.daemon_pid()
+        return [pid] if pid else []
 
     def daemon_pid(self):
         """The daemon's pid from `scopefs status --json`, or None."""

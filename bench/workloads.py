@@ -50,27 +50,38 @@ class PhaseError(Exception):
     pass
 
 
-def cpu_times():
-    """(idle, total) jiffies of all CPUs from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    return fields[3] + fields[4], sum(fields)
+def cpu_ticks(pids):
+    """CPU time (user + system, all threads, in clock ticks) of PIDS."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
-def settle(window=0.1, busy_limit=0.1, timeout=1.5):
-    """Waits until the machine is idle for two windows in a row (at most
+def settle(pids, window=0.1, timeout=10.0):
+    """Waits until the daemons of the systems under test (PIDS) have been
+    idle — at most one clock tick of CPU — for two windows in a row (at most
     `timeout` seconds). Systems run in turn, and a daemon may go on working
-    after a phase ends (the document portal after a tree was deleted keeps
-    a core busy for a while): without this the next system's phase would
-    pay for it."""
-    deadline = time.monotonic() + timeout
-    before, quiet = cpu_times(), 0
+    after its phase ended (the document portal keeps a core busy for
+    seconds after a tree was deleted): without this the next system's phase
+    would pay for it. Only our own daemons count, so other load on the
+    machine does not stall the run."""
+    if not pids:
+        return 0.0
+    began = time.monotonic()
+    deadline = began + timeout
+    before, quiet = cpu_ticks(pids), 0
     while quiet < 2 and time.monotonic() < deadline:
         time.sleep(window)
-        now = cpu_times()
-        idle, total = now[0] - before[0], now[1] - before[1]
+        now = cpu_ticks(pids)
+        quiet = quiet + 1 if now - before <= 1 else 0
         before = now
-        quiet = quiet + 1 if total and 1 - idle / total < busy_limit else 0
+    return time.monotonic() - began
 
 
 class Context:
@@ -83,6 +94,8 @@ class Context:
         self.tarball = os.path.join(tmp, "tree.tar")
         self.drop_method = None
         self.last_end = {}  # system name -> when its last phase ended (monotonic)
+        self.daemon_pids = []  # every started system's daemon processes (settle)
+        self.settled = 0.0     # seconds spent waiting for them to go idle
 
     def phase(self, system, argv, timeout=600, fresh_cache=True):
         """Runs one fsops phase through SYSTEM; returns its seconds.
@@ -93,7 +106,7 @@ class Context:
         phase meets the same cache state however long the system's wrapper
         takes to start (`scopefs run` + `scope exec` take 0.1-0.2 s, a bare
         fsops a few ms)."""
-        settle()
+        self.settled += settle(self.daemon_pids)
         start = time.monotonic() + STARTUP_ALLOWANCE
         if fresh_cache:
             start = max(start, self.last_end.get(system.name, 0.0) + CACHE_GAP)
