@@ -43,7 +43,7 @@ QUICK = Sizes(files=2_000, small=500, big_mib=64, rand=4_000, tree=600,
 # longer than the 1 s entry and attribute timeouts of every FUSE system here.
 CACHE_GAP = 1.2
 # Time given to a system's wrapper to start the phase's process.
-STARTUP_ALLOWANCE = 0.5
+STARTUP_ALLOWANCE = 0.3
 
 
 class PhaseError(Exception):
