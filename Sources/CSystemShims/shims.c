@@ -3,7 +3,9 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 #include "shims.h"
 
 int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *identity) {
@@ -22,4 +24,11 @@ int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *id
     }
     identity->is_directory = S_ISDIR(info.stx_mode);
     return 0;
+}
+
+int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags) {
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452  /* Linux 6.6; glibc 2.36 has neither wrapper nor number */
+#endif
+    return (int)syscall(SYS_fchmodat2, dirfd, path, mode, flags);
 }

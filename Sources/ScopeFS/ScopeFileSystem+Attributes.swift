@@ -17,10 +17,12 @@ extension ScopeFileSystem {
         let target = try gate(inode, open?.writable == true ? .metadata : .write, caller)
         guard target.node.place.isBacked else { throw .notPermitted }
         if let open { try checkStillGranted(open) }
-        try withPathDescriptor(target) { descriptor, isSymlink throws(Errno) in
+        // The attributes are read through the same descriptor: it is the
+        // node's own file, checked, so no second lookup by name.
+        let info = try withPathDescriptor(target) { descriptor, isSymlink throws(Errno) in
             if let mode = changes.mode {
                 if isSymlink { throw Errno.notSupported }
-                try Sys.chmod(Sys.procPath(descriptor), mode & 0o7777)
+                try Sys.chmod(descriptor, mode & 0o7777)
             }
             if changes.uid != nil || changes.gid != nil {
                 try Sys.chownAt(descriptor, "", changes.uid ?? uid_t.max, changes.gid ?? gid_t.max)
@@ -35,8 +37,9 @@ extension ScopeFileSystem {
             if changes.accessTime != nil || changes.modificationTime != nil {
                 try setTimes(changes, target: target, descriptor: descriptor, isSymlink: isSymlink)
             }
+            return try Sys.stat(descriptor)
         }
-        return Attributes(stat: try attributes(of: target.resolved), timeout: configuration.cacheTimeout)
+        return Attributes(stat: info, timeout: configuration.cacheTimeout)
     }
 
     private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno) {
@@ -51,7 +54,7 @@ extension ScopeFileSystem {
         if isSymlink, let parent = target.resolved.parent?.directory {
             try Sys.utimens(parent, target.resolved.name, times, flags: Sys.noFollow)
         } else {
-            try Sys.utimens(AT_FDCWD, Sys.procPath(descriptor), times, flags: 0)
+            try Sys.utimens(descriptor, times)
         }
     }
 

@@ -92,6 +92,26 @@ enum Sys {
         _ = try retrying { Glibc.chmod(path, mode) }
     }
 
+    /// chmod of an O_PATH descriptor's own file: fchmodat2 with
+    /// AT_EMPTY_PATH, else (kernels before 6.6) through /proc/self/fd.
+    static func chmod(_ descriptor: Int32, _ mode: mode_t) throws(Errno) {
+        do {
+            _ = try retrying { scopefs_fchmodat2(descriptor, "", UInt32(mode), emptyPath) }
+        } catch .noFunction, .invalidArgument {
+            try chmod(procPath(descriptor), mode)
+        }
+    }
+
+    /// utimensat of an O_PATH descriptor's own file (AT_EMPTY_PATH, Linux
+    /// 5.8+), else through /proc/self/fd.
+    static func utimens(_ descriptor: Int32, _ times: [timespec]) throws(Errno) {
+        do {
+            _ = try retrying { utimensat(descriptor, "", times, emptyPath) }
+        } catch .invalidArgument {
+            try utimens(AT_FDCWD, procPath(descriptor), times, flags: 0)
+        }
+    }
+
     static func truncate(_ path: String, _ size: Int64) throws(Errno) {
         _ = try retrying { Glibc.truncate(path, off_t(size)) }
     }

@@ -43,6 +43,10 @@ struct scopefs_identity {
 /// statx(dirfd, path, AT_SYMLINK_NOFOLLOW); 0 or -1 with errno.
 int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *identity);
 
+/// fchmodat2(2) (Linux 6.6+): with AT_EMPTY_PATH it changes the mode of an
+/// O_PATH descriptor's file. -1 with ENOSYS on older kernels.
+int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags);
+
 /// O_DIRECT and O_PATH are hidden behind _GNU_SOURCE too (values for Linux).
 static const int scopefs_o_direct = 040000;
 static const int scopefs_o_path = 010000000;
