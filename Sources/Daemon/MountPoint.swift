@@ -47,21 +47,29 @@ public enum MountPoint {
 
     /// Whether `path` is a mountpoint (per /proc/self/mountinfo).
     public static func isMounted(_ path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
-        return text.split(separator: "\n").contains { line in
-            let fields = line.split(separator: " ")
-            return fields.count > 4 && unescape(fields[4]) == path
-        }
+        table()?.contains { $0.path == path } ?? false
     }
 
-    /// The "major:minor" device of the topmost mount at `path`, from
-    /// /proc/self/mountinfo (no stat: the daemon's own loop may not run yet).
+    /// The "major:minor" device of the topmost mount at `path` (no stat:
+    /// the daemon's own loop may not run yet).
     static func device(at path: String) -> String? {
+        table()?.last { $0.path == path }?.device
+    }
+
+    /// Whether any mount of the device "major:minor" is in this namespace
+    /// (true when the table cannot be read: never a reason to stop serving).
+    static func isMounted(device: String) -> Bool {
+        table()?.contains { $0.device == device } ?? true
+    }
+
+    /// This namespace's mounts, in mount order: where, and which device.
+    private static func table() -> [(path: String, device: String)]? {
         guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
-        return text.split(separator: "\n").last { line in
-            let fields = line.split(separator: " ")
-            return fields.count > 4 && unescape(fields[4]) == path
-        }.map { String($0.split(separator: " ")[2]) }
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", maxSplits: 5)
+            guard fields.count > 4 else { return nil }
+            return (unescape(fields[4]), String(fields[2]))
+        }
     }
 
     private static func unescape(_ field: Substring) -> String {

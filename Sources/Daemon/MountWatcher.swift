@@ -1,4 +1,3 @@
-import Foundation
 import Glibc
 
 /// Notices the mount leaving the daemon's mount namespace. Normally the
@@ -16,23 +15,17 @@ enum MountWatcher {
         let mountinfo = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
         guard mountinfo >= 0 else { return }
         defer { close(mountinfo) }
+        var changed = true  // check once before the first change
         while !stop() {
-            guard isMounted(device) else {
+            if changed && !MountPoint.isMounted(device: device) {
                 unmounted()
                 return
             }
             // The kernel flags the file with POLLPRI after each change to the
-            // namespace's mount table; a poll reports each change once.
+            // namespace's mount table; a poll reports each change once. The
+            // timeout only lets `stop` be seen.
             var request = pollfd(fd: mountinfo, events: Int16(POLLPRI), revents: 0)
-            _ = poll(&request, 1, 500)
-        }
-    }
-
-    /// Whether a mount of the device "major:minor" is in this namespace.
-    private static func isMounted(_ name: String) -> Bool {
-        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return true }
-        return table.split(separator: "\n").contains { line in
-            line.split(separator: " ", maxSplits: 3).dropFirst(2).first.map { $0 == name } ?? false
+            changed = poll(&request, 1, 500) > 0 && request.revents & Int16(POLLPRI) != 0
         }
     }
 }

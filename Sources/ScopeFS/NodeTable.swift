@@ -71,20 +71,13 @@ final class NodeTable: Sendable {
     /// its coverage cached for policy `generation`.
     func resolve(_ inode: UInt64, generation: UInt64) -> Resolved? {
         state.withLock { state in
-            // Fields are read in place: copying the whole record would
-            // retain and release every reference it holds.
-            guard let index = state.records.index(forKey: inode) else { return nil }
-            let node = state.records.values[index].node
-            var parent: Node? = nil
-            if !node.isDomainRoot && node.place.isBacked, let up = state.records.index(forKey: state.records.values[index].parent) {
-                parent = state.records.values[up].node
-            }
+            guard let record = state.records[inode] else { return nil }
+            let parent = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]?.node
             var coverage: Coverage? = nil
-            if let cached = state.records.values[index].coverage, cached.generation == generation, cached.epoch == state.epoch {
+            if let cached = record.coverage, cached.generation == generation, cached.epoch == state.epoch {
                 coverage = cached.value
             }
-            return Resolved(
-                node: node, parent: parent, name: state.records.values[index].name, table: self, cachedCoverage: coverage)
+            return Resolved(node: record.node, parent: parent, name: record.name, table: self, cachedCoverage: coverage)
         }
     }
 

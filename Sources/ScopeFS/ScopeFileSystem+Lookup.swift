@@ -74,16 +74,21 @@ extension ScopeFileSystem {
             return try domainRoot(.provider(app, name), path: provider.directory, parent: parent.node.inode, name: name)
         case .container:
             return try backedChild(of: parent.node, named: name)
-        case .provider(let app, let provider):
-            // Inside a granted folder every child is covered (by that grant
-            // or a nearer one), so only bare ancestor folders need the trie.
-            if parent.grant == nil {
-                let path = RelativePath.join(parent.path, name)
-                if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
-                    throw .noSuchFileOrDirectory
-                }
-            }
+        case .provider:
+            try requireVisible(name, in: parent)
             return try backedChild(of: parent.node, named: name)
+        }
+    }
+
+    /// A name the app cannot see is ENOENT, for lookups and for removal
+    /// alike (SPEC S2). Inside a granted folder every name is visible: the
+    /// grant (or a nearer one) covers the subtree, so only bare ancestor
+    /// folders need the grant trie.
+    func requireVisible(_ name: String, in folder: Target) throws(Errno) {
+        guard folder.grant == nil, case .provider(let app, let provider) = folder.node.place else { return }
+        let path = RelativePath.join(folder.path, name)
+        if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
+            throw .noSuchFileOrDirectory
         }
     }
 

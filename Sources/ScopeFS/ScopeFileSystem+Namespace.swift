@@ -54,7 +54,7 @@ extension ScopeFileSystem {
     private func remove(_ request: Request, _ parent: UInt64, _ name: String, flags: Int32) throws(Errno) {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller)
-        try requireVisibleChild(folder, name)
+        try requireVisible(name, in: folder)
         try Sys.unlinkAt(try backedDirectory(folder), name, flags)
         table.removed(parent: parent, name: name)
     }
@@ -66,7 +66,7 @@ extension ScopeFileSystem {
         let from = try gate(parent, .write, caller)
         let to = parent == newParent ? from : try gate(newParent, .write, caller)
         try requireSameGrant(from, to)
-        try requireVisibleChild(from, name)
+        try requireVisible(name, in: from)
         let fromDirectory = try backedDirectory(from)
         let toDirectory = try backedDirectory(to)
         try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
@@ -83,15 +83,5 @@ extension ScopeFileSystem {
     /// one container; anything else is EXDEV (SPEC S32).
     private func requireSameGrant(_ a: Target, _ b: Target) throws(Errno) {
         guard a.node.place == b.node.place, a.grant?.id == b.grant?.id else { throw .improperLink }
-    }
-
-    /// Names the app cannot see cannot be removed either (SPEC S2). In a
-    /// granted folder every name is visible: the grant covers its subtree.
-    private func requireVisibleChild(_ folder: Target, _ name: String) throws(Errno) {
-        guard folder.grant == nil, case .provider(let app, let provider) = folder.node.place else { return }
-        let path = RelativePath.join(folder.path, name)
-        if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
-            throw .noSuchFileOrDirectory
-        }
     }
 }
