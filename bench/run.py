@@ -41,6 +41,9 @@ def parse_args():
     p.add_argument("--reps", type=int, help="repetitions (default 5, or 1 with --quick)")
     p.add_argument("--systems", default=",".join(c.name for c in sysmod.ALL),
                    help="comma-separated subset of: " + ", ".join(c.name for c in sysmod.ALL))
+    group_names = [g.__name__ for g, _ in wl.GROUPS]
+    p.add_argument("--groups", help="comma-separated subset of the workload groups (" + ", ".join(group_names)
+                   + "): a partial run for development, without the ScopeFS-specific costs; docs/ untouched")
     docs = p.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="update docs/PERFORMANCE.md (default for full runs)")
@@ -52,8 +55,12 @@ def parse_args():
     if unknown or "native" not in a.systems:
         p.error("--systems: unknown " + ", ".join(sorted(unknown)) if unknown
                 else "--systems must include native")
+    a.partial = a.groups is not None
+    a.groups = [g.strip() for g in (a.groups or ",".join(group_names)).split(",") if g.strip()]
+    if set(a.groups) - set(group_names):
+        p.error("--groups: unknown " + ", ".join(sorted(set(a.groups) - set(group_names))))
     if a.docs is None:
-        a.docs = not a.quick
+        a.docs = not (a.quick or a.partial)
     return a
 
 
@@ -165,7 +172,7 @@ class GroupRun:
         return False
 
 
-def run_all(ctx, started, results):
+def run_all(ctx, started, results, group_names):
     """Systems alternate within each repetition, and their order rotates.
     Groups run phase by phase across the systems (A's create, B's create,
     ..., A's stat, ...), so that the pause each system's caches need
@@ -177,6 +184,8 @@ def run_all(ctx, started, results):
     for rep in range(sizes.reps):
         order = started[rep % len(started):] + started[:rep % len(started)]
         for group, keys in wl.GROUPS:
+            if group.__name__ not in group_names:
+                continue
             log(f"bench: rep {rep + 1}/{sizes.reps} {group.__name__}: "
                 + " ".join(s.name for s in order))
             runs = [GroupRun(ctx, group, keys, s, rep, results) for s in order]
@@ -246,15 +255,15 @@ def main():
     try:
         results["config"]["tree_files"] = wl.make_tarball(ctx.tarball, sizes.tree)
         start_systems(ctx, args.systems, results, started)
-        run_all(ctx, started, results)
+        run_all(ctx, started, results, args.groups)
         results["config"]["settle_seconds"] = round(ctx.settled, 1)
         log(f"bench: waited {ctx.settled:.0f} s in all for the daemons to go idle between phases")
         sfs = next((s for s in started if s.name == "scopefs"), None)
-        if sfs:
+        if sfs and not args.partial:
             scopefs_extras(ctx, sfs, results)
     finally:
         cleanup(tmp, started)
-    if scopefs:
+    if scopefs and not args.partial:
         pol = scopefs_costs.policy_bench(scopefs)
         if pol:
             results["scopefs_costs"]["policy_bench"] = pol

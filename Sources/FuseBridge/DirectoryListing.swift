@@ -19,24 +19,20 @@ public struct DirectoryListing {
     /// Whether an entry named `name` still fits. For readdirplus ask before
     /// looking the entry up, so a lookup count is never taken for an entry
     /// that the kernel does not receive.
-    public func fits(_ name: String) -> Bool {
-        let needed = name.withCString { cName in
-            isPlus ? fuse_add_direntry_plus(request, nil, 0, cName, nil, 0)
-                : fuse_add_direntry(request, nil, 0, cName, nil, 0)
-        }
+    public func fits(_ name: UnsafePointer<CChar>) -> Bool {
+        let needed = isPlus
+            ? fuse_add_direntry_plus(request, nil, 0, name, nil, 0) : fuse_add_direntry(request, nil, 0, name, nil, 0)
         return used + needed <= buffer.count
     }
 
     /// Adds a plain entry (readdir); only `st_ino` and the type bits of
     /// `st_mode` are used. Returns false when it did not fit.
     @discardableResult
-    public mutating func add(name: String, attributes: stat, nextOffset: Int64) -> Bool {
+    public mutating func add(name: UnsafePointer<CChar>, attributes: stat, nextOffset: Int64) -> Bool {
         var attributes = attributes
         let remaining = buffer.count - used
         let needed = buffer.withUnsafeMutableBufferPointer { storage in
-            name.withCString { cName in
-                fuse_add_direntry(request, storage.baseAddress! + used, remaining, cName, &attributes, off_t(nextOffset))
-            }
+            fuse_add_direntry(request, storage.baseAddress! + used, remaining, name, &attributes, off_t(nextOffset))
         }
         guard needed <= remaining else { return false }
         used += needed
@@ -46,7 +42,7 @@ public struct DirectoryListing {
     /// Adds a full entry (readdirplus). `entry` nil adds a name the kernel
     /// will not cache (used for "." and "..").
     @discardableResult
-    public mutating func addPlus(name: String, entry: Entry?, fallback: stat, nextOffset: Int64) -> Bool {
+    public mutating func addPlus(name: UnsafePointer<CChar>, entry: Entry?, fallback: stat, nextOffset: Int64) -> Bool {
         var param = fuse_entry_param()
         if let entry {
             param = Bridge.entryParam(entry)
@@ -55,9 +51,7 @@ public struct DirectoryListing {
         }
         let remaining = buffer.count - used
         let needed = buffer.withUnsafeMutableBufferPointer { storage in
-            name.withCString { cName in
-                fuse_add_direntry_plus(request, storage.baseAddress! + used, remaining, cName, &param, off_t(nextOffset))
-            }
+            fuse_add_direntry_plus(request, storage.baseAddress! + used, remaining, name, &param, off_t(nextOffset))
         }
         guard needed <= remaining else { return false }
         used += needed

@@ -36,6 +36,11 @@ public struct PolicySnapshot: Sendable {
         (views[app]?.keys).map { $0.sorted() } ?? []
     }
 
+    /// Whether the app still has the provider's view (some grant in it).
+    public func showsProvider(_ provider: ProviderID, to app: AppID) -> Bool {
+        views[app]?[provider] != nil
+    }
+
     /// How a provider item relates to the app's grants.
     public func coverage(app: AppID, provider: ProviderID, path: String) -> Coverage {
         guard let view = views[app]?[provider] else { return .hidden }

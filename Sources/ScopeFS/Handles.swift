@@ -34,8 +34,9 @@ final class OpenHandle: Sendable {
     }
 }
 
-/// An open directory: the entries read at opendir (or at a rewind), served
-/// by index so that offsets stay stable while the directory changes.
+/// An open directory. Backed folders are read from the host as the kernel
+/// asks (`HostDirectoryStream`); synthetic folders, which are small, are
+/// listed at opendir and served by index.
 final class DirectoryHandle: @unchecked Sendable {
     struct Item {
         var name: String
@@ -43,15 +44,23 @@ final class DirectoryHandle: @unchecked Sendable {
         var type: mode_t
     }
 
+    enum Entries {
+        /// "." and ".." and the names listed, by index.
+        case fixed([Item])
+        /// The host folder; `shown` limits it to these names (a bare folder
+        /// above grants shows only the children that lead to them).
+        case host(HostDirectoryStream, shown: Set<String>?)
+    }
+
     let node: Node
     // Only touched by the request that holds the handle: the kernel
     // serialises readdir calls on one open directory.
-    var items: [Item]
+    var entries: Entries
     var hasBeenRead = false
 
-    init(node: Node, items: [Item]) {
+    init(node: Node, entries: Entries) {
         self.node = node
-        self.items = items
+        self.entries = entries
     }
 
     var handle: UInt64 { UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())) }

@@ -89,4 +89,23 @@ final class Node: Sendable {
     }
 
     var kind: NodeKind { isDirectory ? .directory : reference != nil ? .reference : .file }
+
+    /// Part of an app's fixed layout, which only the policy changes:
+    /// `Providers`, `Container` and the providers' roots.
+    var isLayout: Bool {
+        if case .providersDirectory = place { return true }
+        return isDomainRoot
+    }
+}
+
+extension PolicySnapshot {
+    /// Whether the place still exists for its app under this policy (for
+    /// layout nodes: a provider's root lasts while the app has a grant in it).
+    func shows(_ place: Place) -> Bool {
+        switch place {
+        case .root: true
+        case .appDirectory(let app), .providersDirectory(let app), .container(let app): apps[app] != nil
+        case .provider(let app, let provider): apps[app] != nil && showsProvider(provider, to: app)
+        }
+    }
 }

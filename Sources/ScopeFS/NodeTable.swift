@@ -249,6 +249,15 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The entries of the layout nodes the kernel holds (`Node.isLayout`).
+    func layoutEntries() -> [(place: Place, parent: UInt64, name: String)] {
+        state.withLock { state in
+            state.records.values.compactMap { record in
+                record.node.isLayout ? (record.node.place, record.parent, record.name) : nil
+            }
+        }
+    }
+
     /// Nodes of one app and provider whose path lies within `path`.
     func nodes(app: AppID, provider: ProviderID, within path: String) -> [(inode: UInt64, parent: UInt64, name: String)] {
         state.withLock { state in

@@ -11,7 +11,7 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let target = try gate(inode, .read, caller)
         guard target.node.isDirectory else { throw .notDirectory }
-        return DirectoryHandle(node: target.node, items: try items(of: target, caller: caller)).handle
+        return DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller)).handle
     }
 
     public func readdir(
@@ -23,43 +23,60 @@ extension ScopeFileSystem {
         let target = try gate(inode, .metadata, caller)
         if offset == 0 && directory.hasBeenRead {
             // rewinddir(): show the folder as it is now.
-            directory.items = try items(of: target, caller: caller)
+            directory.entries = try entries(of: target, caller: caller)
         }
         directory.hasBeenRead = true
-        var index = Int(offset)
-        while index < directory.items.count {
-            let item = directory.items[index]
-            if listing.isPlus {
-                // Asked before the lookup, which takes a count on the node.
-                guard listing.fits(item.name), add(item, of: target, caller: caller, at: index + 1, to: &listing)
-                else { break }
-            } else {
-                var info = stat()
-                info.st_ino = ino_t(item.inode)
-                info.st_mode = item.type
-                guard listing.add(name: item.name, attributes: info, nextOffset: Int64(index + 1)) else { break }
+        switch directory.entries {
+        case .fixed(let items):
+            var index = Int(offset)
+            while index < items.count {
+                let item = items[index]
+                let added = item.name.withCString { name in
+                    add(name, inode: item.inode, type: item.type, next: Int64(index + 1), of: target, caller: caller,
+                        to: &listing)
+                }
+                guard added else { break }
+                index += 1
             }
-            index += 1
+        case .host(let stream, let shown):
+            stream.seek(to: offset)
+            while let entry = stream.peek() {
+                if entry.isDotOrDotDot || shown?.contains(String(cString: entry.name)) != false {
+                    // The host's "." and ".." carry host inode numbers: list ours.
+                    let inode = entry.isDotOrDotDot
+                        ? (entry.name[1] == 0 ? target.node.inode : NodeTable.rootInode) : entry.inode
+                    guard add(entry.name, inode: inode, type: entry.type, next: entry.nextOffset, of: target,
+                              caller: caller, to: &listing)
+                    else { break }
+                }
+                stream.advance()
+            }
         }
     }
 
-    /// A readdirplus entry: a full lookup, except for "." and ".." and for
-    /// entries that vanished since opendir (sent without attributes).
+    /// Adds one entry; false when it did not fit. A readdirplus entry is a
+    /// full lookup, except for "." and ".." and for entries that vanished
+    /// since they were read (sent without attributes).
     private func add(
-        _ item: DirectoryHandle.Item, of folder: Target, caller: Caller, at next: Int, to listing: inout DirectoryListing
+        _ name: UnsafePointer<CChar>, inode: UInt64, type: mode_t, next: Int64, of folder: Target, caller: Caller,
+        to listing: inout DirectoryListing
     ) -> Bool {
-        var fallback = stat()
-        fallback.st_ino = ino_t(item.inode)
-        fallback.st_mode = item.type
-        if item.name != "." && item.name != "..", let (node, info) = try? child(of: folder, named: item.name, caller: caller) {
-            let shown = presented(node, info, path: RelativePath.join(folder.path, item.name))
-            if listing.addPlus(name: item.name, entry: entry(node, shown), fallback: fallback, nextOffset: Int64(next)) {
+        var info = stat()
+        info.st_ino = ino_t(inode)
+        info.st_mode = type
+        guard listing.isPlus else { return listing.add(name: name, attributes: info, nextOffset: next) }
+        // Asked before the lookup, which takes a count on the node.
+        guard listing.fits(name) else { return false }
+        let childName = String(cString: name)
+        if !isDotOrDotDot(name), let (node, attributes) = try? child(of: folder, named: childName, caller: caller) {
+            let shown = presented(node, attributes, path: RelativePath.join(folder.path, childName))
+            if listing.addPlus(name: name, entry: entry(node, shown), fallback: info, nextOffset: next) {
                 return true
             }
             table.forget(node.inode, count: 1)
             return false
         }
-        return listing.addPlus(name: item.name, entry: nil, fallback: fallback, nextOffset: Int64(next))
+        return listing.addPlus(name: name, entry: nil, fallback: info, nextOffset: next)
     }
 
     public func releasedir(inode: UInt64, handle: UInt64) {
@@ -76,14 +93,18 @@ extension ScopeFileSystem {
 
     // MARK: Listings
 
-    private func items(of target: Target, caller: Caller) throws(Errno) -> [DirectoryHandle.Item] {
-        let dots = [
-            DirectoryHandle.Item(name: ".", inode: target.node.inode, type: S_IFDIR),
-            DirectoryHandle.Item(name: "..", inode: NodeTable.rootInode, type: S_IFDIR),
-        ]
+    private func entries(of target: Target, caller: Caller) throws(Errno) -> DirectoryHandle.Entries {
         let snapshot = withPolicy { $0 }
-        func synthetic(_ names: [String]) -> [DirectoryHandle.Item] {
-            dots + names.map { DirectoryHandle.Item(name: $0, inode: 0, type: S_IFDIR) }
+        func synthetic(_ names: [String]) -> DirectoryHandle.Entries {
+            let dots = [
+                DirectoryHandle.Item(name: ".", inode: target.node.inode, type: S_IFDIR),
+                DirectoryHandle.Item(name: "..", inode: NodeTable.rootInode, type: S_IFDIR),
+            ]
+            return .fixed(dots + names.map { DirectoryHandle.Item(name: $0, inode: 0, type: S_IFDIR) })
+        }
+        func host(shown: Set<String>? = nil) throws(Errno) -> DirectoryHandle.Entries {
+            guard let directory = target.node.directory else { throw .notDirectory }
+            return .host(try HostDirectoryStream(directory: directory), shown: shown)
         }
         switch target.node.place {
         case .root:
@@ -93,33 +114,11 @@ extension ScopeFileSystem {
         case .providersDirectory(let app):
             return synthetic(snapshot.visibleProviders(of: app))
         case .container:
-            return dots + (try hostEntries(target.node))
+            return try host()
         case .provider(let app, let provider):
-            let all = try hostEntries(target.node)
-            if case .granted = coverage(of: target.resolved, app: app, provider: provider) { return dots + all }
+            if case .granted = coverage(of: target.resolved, app: app, provider: provider) { return try host() }
             let leading = snapshot.childrenLeadingToGrants(app: app, provider: provider, path: target.path) ?? []
-            return dots + all.filter { leading.contains($0.name) }
+            return try host(shown: leading)
         }
-    }
-
-    /// The entries of a backed folder, read in one go.
-    private func hostEntries(_ node: Node) throws(Errno) -> [DirectoryHandle.Item] {
-        guard let directory = node.directory else { throw .notDirectory }
-        let descriptor = try Sys.openAt(directory, ".", O_RDONLY | O_DIRECTORY)
-        guard let stream = fdopendir(descriptor) else {
-            Sys.close(descriptor)
-            throw Errno(rawValue: errno)
-        }
-        defer { closedir(stream) }
-        var items: [DirectoryHandle.Item] = []
-        while let entry = Glibc.readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
-            }
-            if name == "." || name == ".." { continue }
-            items.append(
-                DirectoryHandle.Item(name: name, inode: UInt64(entry.pointee.d_ino), type: mode_t(entry.pointee.d_type) << 12))
-        }
-        return items
     }
 }

@@ -67,7 +67,7 @@ extension ScopeFileSystem {
                 throw .noSuchFileOrDirectory
             }
         case .providersDirectory(let app):
-            let provider = withPolicy { $0.visibleProviders(of: app).contains(name) ? $0.providers[name] : nil }
+            let provider = withPolicy { $0.showsProvider(name, to: app) ? $0.providers[name] : nil }
             guard let provider else {
                 throw .noSuchFileOrDirectory
             }
@@ -185,10 +185,15 @@ extension ScopeFileSystem {
     // MARK: Attributes
 
     func entry(_ node: Node, _ info: stat) -> Entry {
+        Entry(inode: node.inode, attributes: info, attributeTimeout: configuration.cacheTimeout,
+              entryTimeout: entryTimeout(node))
+    }
+
+    private func entryTimeout(_ node: Node) -> Double {
         // The entry of `MOUNT/<app>` is never cached: each path walk asks
         // again, so another app's process meets ENOENT (SPEC S3).
-        let entryTimeout: Double = if case .appDirectory = node.place { 0 } else { configuration.cacheTimeout }
-        return Entry(inode: node.inode, attributes: info, attributeTimeout: configuration.cacheTimeout, entryTimeout: entryTimeout)
+        if case .appDirectory = node.place { return 0 }
+        return node.isLayout ? configuration.layoutTimeout : configuration.cacheTimeout
     }
 
     /// Attributes of a node: its host file's, or made up for synthetic folders.

@@ -34,11 +34,17 @@ public struct MountConfiguration: Sendable {
     public var containersPath: String
     /// How long the kernel may cache entries and attributes of backed items.
     public var cacheTimeout: Double
+    /// How long the kernel may cache the entries of an app's fixed layout:
+    /// `Providers`, `Container` and each provider's root. Only the policy
+    /// changes them, and a new policy drops them at once (`install`), so
+    /// a path walk does not ask for them again every second.
+    public var layoutTimeout: Double
 
-    public init(openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0) {
+    public init(openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60) {
         self.openFiles = openFiles
         self.containersPath = containersPath
         self.cacheTimeout = cacheTimeout
+        self.layoutTimeout = layoutTimeout
     }
 }
 
@@ -108,6 +114,10 @@ public final class ScopeFileSystem: FileSystem {
             return previous
         }
         var invalidation = CacheInvalidation()
+        // The app's layout is cached for long: drop the parts it lost.
+        for entry in table.layoutEntries() where !snapshot.shows(entry.place) {
+            invalidation.entries.append((entry.parent, entry.name))
+        }
         for (id, old) in previous.grantsByID where old.state == .active {
             let new = snapshot.grantsByID[id]
             guard new?.state != .active else { continue }

@@ -236,3 +236,41 @@ def test_other_users_do_not_reach_mount_without_allow_other(env):
                                       "stat": attempt(os.stat, sys.argv[2])}))
     """ % (NOBODY, NOBODY), env.mnt, env.prov(ALPHA, LOCAL, "docs/report.txt"))
     assert got == {"value": {"list": "EACCES", "stat": "EACCES"}}
+
+
+@pytest.mark.parametrize("view", ["app", "shared"])
+def test_provider_folder_follows_the_policy_at_once(env, view):
+    """SPEC S2 (providers without grants are absent), S37 (cached entries are
+    invalidated explicitly): the kernel caches an app's layout for long, yet a
+    running app sees Providers/<provider> vanish as soon as the provider (and
+    so its last grant) is removed, and appear as soon as it is granted again.
+    The app asks with statx(AT_STATX_DONT_SYNC), which answers from the
+    kernel's caches whenever it can: only a dropped entry reaches ScopeFS."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    env.view = view
+    providers = env.app_dir(ALPHA) + "/Providers"
+    app = env.app_session(ALPHA, """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        AT_FDCWD, AT_STATX_DONT_SYNC, STATX_BASIC_STATS = -100, 0x4000, 0x7FF
+        def cached_stat(path):
+            buf = ctypes.create_string_buffer(256)
+            if libc.statx(AT_FDCWD, path.encode(), AT_STATX_DONT_SYNC, STATX_BASIC_STATS, buf) == 0:
+                return "OK"
+            return errno.errorcode[ctypes.get_errno()]
+        providers, root = sys.argv[1], sys.argv[1] + "/local"
+        look = lambda: {"stat": cached_stat(root), "docs": cached_stat(root + "/docs"), "list": listing(providers)}
+        step(look())
+        step(look())
+        emit(look())
+    """, providers)
+    assert app.recv() == {"stat": "OK", "docs": "OK", "list": [LOCAL]}
+    env.cli("provider", "remove", LOCAL)
+    app.send()
+    assert app.recv() == {"stat": "ENOENT", "docs": "ENOENT", "list": []}
+    env.cli("provider", "add", LOCAL, env.backing(LOCAL))
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    app.send()
+    assert app.recv() == {"stat": "OK", "docs": "OK", "list": [LOCAL]}
+    assert app.finish() == 0, app.stderr()
