@@ -18,8 +18,11 @@ extension ScopeFileSystem {
         guard target.node.place.isBacked else { throw .notPermitted }
         if let open { try checkStillGranted(open) }
         // The attributes are read through the same descriptor: it is the
-        // node's own file, checked, so no second lookup by name.
-        let info = try withPathDescriptor(target) { descriptor, isSymlink throws(Errno) in
+        // node's own file, checked, so no second lookup by name. A file
+        // that is open (futimens after a write, as tar does) is reached
+        // through its open descriptor: no open, check and close by name.
+        let info = try withPathDescriptor(target, open: open ?? table.openFile(inode)) {
+            descriptor, isSymlink throws(Errno) in
             if let mode = changes.mode {
                 if isSymlink { throw Errno.notSupported }
                 try Sys.chmod(descriptor, mode & 0o7777)
@@ -62,11 +65,15 @@ extension ScopeFileSystem {
     static let nowTime = (1 << 30) - 1
     static let omitTime = (1 << 30) - 2
 
-    /// Runs `body` with an O_PATH descriptor of the node's own file: the
-    /// folder's descriptor, or one opened without following a symlink and
-    /// checked to be the node's file.
-    func withPathDescriptor<T>(_ target: Target, _ body: (Int32, Bool) throws(Errno) -> T) throws(Errno) -> T {
+    /// Runs `body` with a descriptor of the node's own file: the folder's
+    /// descriptor, a descriptor of the file open (`open`), or an O_PATH
+    /// descriptor opened without following a symlink and checked to be the
+    /// node's file.
+    func withPathDescriptor<T>(_ target: Target, open: OpenHandle? = nil, _ body: (Int32, Bool) throws(Errno) -> T)
+        throws(Errno) -> T
+    {
         if let directory = target.node.directory { return try body(directory, false) }
+        if let open { return try body(open.descriptor, false) }
         guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
         let descriptor = try Sys.openAt(parent, target.resolved.name, Sys.pathOnly | O_NOFOLLOW)
         defer { Sys.close(descriptor) }

@@ -101,6 +101,27 @@ def _(ctx):
     assert list(ctx.host.iterdir()) == []
 
 
+@posix_case("fchmod-futimens-after-unlink")
+def _(ctx):
+    """SPEC S35: fchmod, futimens and ftruncate on an open file whose name is
+    gone act on the file, as on the host (they reach it through the open
+    descriptor, not by name)."""
+    got = ctx.app("""
+        p = sys.argv[1] + "/unnamed"
+        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"0123456789")
+        os.unlink(p)
+        res = {"ftruncate": attempt(os.ftruncate, fd, 4), "fchmod": attempt(os.fchmod, fd, 0o600),
+               "futimens": attempt(os.utime, fd, ns=(1_000_000_000, 2_000_000_000))}
+        st = os.fstat(fd)
+        res.update(mode=oct(st.st_mode & 0o7777), atime=st.st_atime_ns, mtime=st.st_mtime_ns, size=st.st_size)
+        emit(res)
+        os.close(fd)
+    """)
+    assert got == {"fchmod": "OK", "futimens": "OK", "ftruncate": "OK", "mode": "0o600",
+                   "atime": 1_000_000_000, "mtime": 2_000_000_000, "size": 4}
+
+
 @posix_case("readdir-while-mutating")
 def _(ctx):
     """SPEC S35: entries untouched while a directory is read (with creates
