@@ -157,10 +157,21 @@ enum Sys {
     // symlink in the backing store is followed (the l* variants).
 
     static func getxattr(_ path: String, _ name: String) throws(Errno) -> [UInt8] {
+        try readXattr { buffer, size in lgetxattr(path, name, buffer, size) }
+    }
+
+    /// Through a descriptor of the file itself (an open file, not O_PATH):
+    /// no /proc path for the kernel to walk.
+    static func getxattr(_ descriptor: Int32, _ name: String) throws(Errno) -> [UInt8] {
+        try readXattr { buffer, size in fgetxattr(descriptor, name, buffer, size) }
+    }
+
+    /// Asks for the size, then reads; again if the value grew in between.
+    private static func readXattr(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(Errno) -> [UInt8] {
         while true {
-            let size = try retrying { lgetxattr(path, name, nil, 0) }
+            let size = try retrying { call(nil, 0) }
             var buffer = [UInt8](repeating: 0, count: size)
-            let count = lgetxattr(path, name, &buffer, size)
+            let count = buffer.withUnsafeMutableBytes { call($0.baseAddress, size) }
             if count >= 0 { return Array(buffer[..<count]) }
             if errno != ERANGE && errno != EINTR { throw Errno(rawValue: errno) }
         }

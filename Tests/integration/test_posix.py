@@ -283,6 +283,32 @@ def _(ctx):
     assert "user.test" not in os.listxattr(ctx.host / "x")
 
 
+@posix_case("xattr-of-open-file")
+def _(ctx):
+    """SPEC S35: an open file's xattrs read the same by name and through the
+    descriptor, a host-side change shows at once, and fgetxattr still works
+    once the name is gone."""
+    (ctx.host / "open").write_text("x")
+    os.setxattr(ctx.host / "open", "user.v", b"one")
+    app = ctx.env.app_session(ALPHA, """
+        p = sys.argv[1] + "/open"
+        fd = os.open(p, os.O_RDWR)
+        os.write(fd, b"y")
+        step({"by-name": os.getxattr(p, "user.v").decode(), "by-fd": os.getxattr(fd, "user.v").decode(),
+              "missing": attempt(os.getxattr, fd, "user.none")})
+        res = {"changed": os.getxattr(p, "user.v").decode()}
+        os.unlink(p)
+        res["after-unlink"] = os.getxattr(fd, "user.v").decode()
+        os.close(fd)
+        emit(res)
+    """, ctx.work)
+    assert app.recv() == {"by-name": "one", "by-fd": "one", "missing": "ENODATA"}
+    os.setxattr(ctx.host / "open", "user.v", b"two")
+    app.send()
+    assert app.recv() == {"changed": "two", "after-unlink": "two"}
+    assert app.finish() == 0, app.stderr()
+
+
 @posix_case("o-direct")
 def _(ctx):
     """SPEC S35: O_DIRECT write and read back with page-aligned buffers."""
