@@ -45,6 +45,17 @@ def rate(key, median, sizes):
     return f"{per[key] / median:,.0f} /s" if key in per else ""
 
 
+def paired_ratio(samples, base):
+    """Median over repetitions of sample / base sample of the same
+    repetition. Systems take their turns of a repetition within seconds of
+    each other, so a burst of load on this shared machine slows both sides
+    of a pair; the plain ratio of medians can pair a slow sample with a fast
+    one. None unless both have a sample for every repetition."""
+    if not samples or len(samples) != len(base) or not all(base):
+        return None
+    return statistics.median(x / b for x, b in zip(samples, base))
+
+
 def rows(results, systems, labels, sizes):
     """One row per workload x system: cells as strings, plus the ratios."""
     out = []
@@ -58,17 +69,19 @@ def rows(results, systems, labels, sizes):
             s = entry.get("summary")
             if not s:
                 out.append([labels[key], name, "failed: " + entry.get("error", "?")[:60],
-                            "", "", "", ""])
+                            "", "", "", "", ""])
                 continue
             ratios = [s["median"] / b["median"] if b and b["median"] else None
                       for b in (base["native"], base["passthrough_ll"])]
+            paired = paired_ratio(entry["samples"], (per.get("passthrough_ll") or {}).get("samples") or [])
             out.append([labels[key], name, fmt_time(s["median"]),
                         f"{fmt_time(s['min'])}–{fmt_time(s['max'])}",
-                        fmt_ratio(ratios[0]), fmt_ratio(ratios[1]), rate(key, s["median"], sizes)])
+                        fmt_ratio(ratios[0]), fmt_ratio(ratios[1]), fmt_ratio(paired),
+                        rate(key, s["median"], sizes)])
     return out
 
 
-HEADER = ["workload", "system", "median", "min–max", "× native", "× passthrough_ll", "rate"]
+HEADER = ["workload", "system", "median", "min–max", "× native", "× passthrough_ll", "paired × pt_ll", "rate"]
 
 
 def text_table(table):
