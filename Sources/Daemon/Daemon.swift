@@ -45,6 +45,8 @@ public enum Daemon {
         defer { lock.release() }
         let mountpoint = try MountPoint.prepare(options.mountpoint)
         umask(0)  // the kernel already applied the caller's umask
+        let descriptorLimit = raiseDescriptorLimit()
+        logger.debug("descriptor limit \(descriptorLimit)")
 
         let ownerUID = getuid()
         let tracker = ProcessTracker(ownerUID: ownerUID)

@@ -90,3 +90,22 @@ public enum Readiness {
         return Date() >= deadline ? .failed(ScopeFSError(.timedOut, "the daemon did not report readiness in \(timeoutSeconds) s")) : nil
     }
 }
+
+/// The daemon holds a descriptor per open file and per folder the kernel
+/// knows, so an app that keeps a thousand files open would meet EMFILE
+/// under the usual soft limit of 1,024. Raised to the hard limit at start;
+/// returns the limit in force.
+@discardableResult
+func raiseDescriptorLimit() -> rlim_t {
+    var limit = rlimit()
+    guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return 0 }
+    if limit.rlim_cur < limit.rlim_max {
+        var raised = limit
+        raised.rlim_cur = limit.rlim_max
+        if setrlimit(RLIMIT_NOFILE_VALUE, &raised) == 0 { return raised.rlim_cur }
+    }
+    return limit.rlim_cur
+}
+
+// Glibc imports RLIMIT_NOFILE as an enum case of __rlimit_resource.
+private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
