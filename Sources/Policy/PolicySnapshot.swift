@@ -36,6 +36,12 @@ public struct PolicySnapshot: Sendable {
         (views[app]?.keys).map { $0.sorted() } ?? []
     }
 
+    /// Whether `other` has the same apps, each shown the same providers:
+    /// then no app's layout (`Providers/<provider>`) changed between them.
+    public func hasSameLayout(as other: PolicySnapshot) -> Bool {
+        Set(apps.keys) == Set(other.apps.keys) && views.mapValues { Set($0.keys) } == other.views.mapValues { Set($0.keys) }
+    }
+
     /// Whether the app still has the provider's view (some grant in it).
     public func showsProvider(_ provider: ProviderID, to app: AppID) -> Bool {
         views[app]?[provider] != nil

@@ -41,10 +41,11 @@ extension ScopeFileSystem {
         case .host(let stream, let shown):
             stream.seek(to: offset)
             while let entry = stream.peek() {
-                if entry.isDotOrDotDot || shown?.contains(String(cString: entry.name)) != false {
-                    // The host's "." and ".." carry host inode numbers: list ours.
-                    let inode = entry.isDotOrDotDot
-                        ? (entry.name[1] == 0 ? target.node.inode : NodeTable.rootInode) : entry.inode
+                let isDot = entry.isDotOrDotDot
+                if isDot || shown?.contains(String(cString: entry.name)) ?? true {
+                    // The host's "." and ".." carry host inode numbers: list
+                    // ours, as synthetic folders do.
+                    let inode = !isDot ? entry.inode : entry.name[1] == 0 ? target.node.inode : NodeTable.rootInode
                     guard add(entry.name, inode: inode, type: entry.type, next: entry.nextOffset, of: target,
                               caller: caller, to: &listing)
                     else { break }
@@ -67,14 +68,16 @@ extension ScopeFileSystem {
         guard listing.isPlus else { return listing.add(name: name, attributes: info, nextOffset: next) }
         // Asked before the lookup, which takes a count on the node.
         guard listing.fits(name) else { return false }
-        let childName = String(cString: name)
-        if !isDotOrDotDot(name), let (node, attributes) = try? child(of: folder, named: childName, caller: caller) {
-            let shown = presented(node, attributes, path: RelativePath.join(folder.path, childName))
-            if listing.addPlus(name: name, entry: entry(node, shown), fallback: info, nextOffset: next) {
-                return true
+        if !isDotOrDotDot(name) {
+            let childName = String(cString: name)
+            if let (node, attributes) = try? child(of: folder, named: childName, caller: caller) {
+                let shown = presented(node, attributes, path: RelativePath.join(folder.path, childName))
+                if listing.addPlus(name: name, entry: entry(node, shown), fallback: info, nextOffset: next) {
+                    return true
+                }
+                table.forget(node.inode, count: 1)
+                return false
             }
-            table.forget(node.inode, count: 1)
-            return false
         }
         return listing.addPlus(name: name, entry: nil, fallback: info, nextOffset: next)
     }

@@ -114,9 +114,13 @@ public final class ScopeFileSystem: FileSystem {
             return previous
         }
         var invalidation = CacheInvalidation()
-        // The app's layout is cached for long: drop the parts it lost.
-        for entry in table.layoutEntries() where !snapshot.shows(entry.place) {
-            invalidation.entries.append((entry.parent, entry.name))
+        // The app's layout is cached for long: drop the parts it lost. Most
+        // changes (grant, revoke, restore within a provider) keep it, and
+        // then the node table is not scanned.
+        if !snapshot.hasSameLayout(as: previous) {
+            for entry in table.layoutEntries() where !snapshot.shows(entry.place) {
+                invalidation.entries.append((entry.parent, entry.name))
+            }
         }
         for (id, old) in previous.grantsByID where old.state == .active {
             let new = snapshot.grantsByID[id]

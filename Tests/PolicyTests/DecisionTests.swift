@@ -40,6 +40,16 @@ import Testing
         #expect(Decision.mayEnter(app: app, caller: .inspector))
     }
 
+    @Test("SPEC S2/S14: a revoke or a second grant keeps the app's layout; losing a provider's last grant changes it")
+    func layout() {
+        let one = snapshot([grant(1, "A")])
+        #expect(one.hasSameLayout(as: snapshot([grant(1, "A", state: .revoked)])))
+        #expect(one.hasSameLayout(as: snapshot([grant(1, "A"), grant(2, "B")])))
+        #expect(!one.hasSameLayout(as: snapshot([])))
+        #expect(snapshot([]).showsProvider("local", to: app) == false)
+        #expect(one.showsProvider("local", to: app))
+    }
+
     @Test("SPEC S9: the nearest covering grant decides")
     func nearestGrant() {
         let policy = snapshot([grant(1, "A", access: .read), grant(2, "A/B")])

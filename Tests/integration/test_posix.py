@@ -9,6 +9,7 @@ the host."""
 from __future__ import annotations
 
 import os
+import resource
 import sqlite3
 import stat
 from dataclasses import dataclass
@@ -610,3 +611,44 @@ def test_host_changes_show_through_cached_names(env):
     env.mount()
     got = env.app_json(ALPHA, HOST_CHANGES, env.prov(ALPHA, LOCAL, "docs"), env.backing(LOCAL) / "docs")
     assert got == {"create": {"ok": None}, "host": "two", "replaced": {"ok": "three"}, "deleted": "ENOENT"}
+
+
+def test_many_files_and_folders_open_at_once(env):
+    """SPEC S35 (as on the host): an app keeps 1,500 files and 300 folders
+    open at the same time. The daemon holds a descriptor for each, so it must
+    not be bound by the usual soft limit of 1,024 descriptors: it is started
+    here under a soft limit of 256 and raises its own."""
+    folder = env.backing(LOCAL) / "many"
+    folder.mkdir()
+    for i in range(1500):
+        (folder / f"file-{i:04d}").touch()
+    for i in range(300):
+        (folder / f"dir-{i:03d}").mkdir()
+    env.grant(ALPHA, f"{LOCAL}:many")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard >= 4096, f"this machine's hard limit ({hard}) is too low for the test"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        env.mount()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    got = env.app_json(ALPHA, """
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        base = sys.argv[1]
+        files, dirs, errors = [], [], {}
+        for name in sorted(os.listdir(base)):
+            try:
+                if name.startswith("dir-"):
+                    dirs.append(os.open(os.path.join(base, name), os.O_RDONLY | os.O_DIRECTORY))
+                else:
+                    files.append(os.open(os.path.join(base, name), os.O_RDONLY))
+            except OSError as exc:
+                errors[ename(exc)] = errors.get(ename(exc), 0) + 1
+        reads = sum(1 for fd in files if os.read(fd, 1) == b"")
+        for fd in files + dirs:
+            os.close(fd)
+        emit({"files": len(files), "dirs": len(dirs), "errors": errors, "reads": reads})
+    """, env.prov(ALPHA, LOCAL, "many"))
+    assert got == {"files": 1500, "dirs": 300, "errors": {}, "reads": 1500}
