@@ -47,7 +47,9 @@ public final class ProcessTracker: CallerResolver {
     /// inheritance, SPEC S9).
     public func lineage(of pid: Int32) -> [Int32] {
         state.withLock { state in
-            var chain = [pid]
+            var chain: [Int32] = []
+            chain.reserveCapacity(8)  // one allocation for a usual process tree
+            chain.append(pid)
             var current = state.processes[pid]?.parent
             while let parent = current, chain.count < 64 {
                 chain.append(parent)

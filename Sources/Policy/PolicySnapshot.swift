@@ -49,8 +49,21 @@ public struct PolicySnapshot: Sendable {
 
     /// How a provider item relates to the app's grants.
     public func coverage(app: AppID, provider: ProviderID, path: String) -> Coverage {
-        guard let view = views[app]?[provider] else { return .hidden }
-        return view.coverage(of: path)
+        position(app: app, provider: provider, path: path).coverage
+    }
+
+    /// Where the item at `path` stands in the app's grants of the provider.
+    public func position(app: AppID, provider: ProviderID, path: String) -> CoveragePosition {
+        views[app]?[provider]?.position(of: path) ?? .outside
+    }
+
+    /// Where the child `name` of the item at `parent` stands: one step from
+    /// its parent, with no path built. `parent` must come from this snapshot
+    /// (the same generation): it names a node of this snapshot's trie.
+    public func position(app: AppID, provider: ProviderID, child name: String, of parent: CoveragePosition)
+        -> CoveragePosition
+    {
+        views[app]?[provider]?.step(from: parent, into: name[...]) ?? .outside
     }
 
     /// Names of the children of a bare ancestor folder that lead to granted
@@ -73,6 +86,23 @@ public enum Coverage: Sendable, Equatable {
     case ancestor
     /// Covered by this grant, the nearest one at or above the item.
     case granted(Grant)
+}
+
+/// An item's coverage together with the node of the grant trie its path
+/// reached (nil once the path left the trie). A child's position is one
+/// dictionary lookup from its parent's, so the daemon, which caches each
+/// node's position, finds a new node's coverage without building its path.
+public struct CoveragePosition: Sendable {
+    public let coverage: Coverage
+    fileprivate let trieNode: Int?
+
+    /// Outside every grant of the app in the provider.
+    static let outside = CoveragePosition(coverage: .hidden, trieNode: nil)
+
+    fileprivate var grant: Grant? {
+        if case .granted(let grant) = coverage { return grant }
+        return nil
+    }
 }
 
 /// One app's grants in one provider, as a trie of path components: finding
@@ -101,21 +131,27 @@ struct ProviderView: Sendable {
         nodes[index].grant = grant
     }
 
-    func coverage(of path: String) -> Coverage {
-        var index = 0
-        var nearest = nodes[0].grant
-        var reachedEnd = true
+    var root: CoveragePosition {
+        CoveragePosition(coverage: nodes[0].grant.map(Coverage.granted) ?? .ancestor, trieNode: 0)
+    }
+
+    func position(of path: String) -> CoveragePosition {
+        var position = root
         Self.forEachComponent(of: path) { component in
-            guard let next = nodes[index].children[component] else {
-                reachedEnd = false
-                return false
-            }
-            index = next
-            if let grant = nodes[index].grant { nearest = grant }
-            return true
+            position = step(from: position, into: component)
+            // Off the trie, every descendant has the same coverage.
+            return position.trieNode != nil
         }
-        if let nearest { return .granted(nearest) }
-        return reachedEnd ? .ancestor : .hidden
+        return position
+    }
+
+    func step(from parent: CoveragePosition, into name: Substring) -> CoveragePosition {
+        guard let index = parent.trieNode, let next = nodes[index].children[name] else {
+            // No grant lies below: the nearest grant above covers it, or none does.
+            return CoveragePosition(coverage: parent.grant.map(Coverage.granted) ?? .hidden, trieNode: nil)
+        }
+        let nearest = nodes[next].grant ?? parent.grant
+        return CoveragePosition(coverage: nearest.map(Coverage.granted) ?? .ancestor, trieNode: next)
     }
 
     /// Calls `body` with each "/"-separated component until it returns

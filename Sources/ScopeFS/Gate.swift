@@ -65,13 +65,25 @@ extension ScopeFileSystem {
         }
     }
 
-    /// Coverage of a provider node, cached per policy generation.
+    /// Coverage of a provider node, cached per policy generation. A node
+    /// whose parent's is cached (every new file: the kernel looked up or
+    /// created it in a folder it just used) takes one step from it; others
+    /// walk their path.
     func coverage(of resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> Coverage {
-        if let cached = resolved.cachedCoverage { return cached }
-        let path = resolved.path
-        let (generation, coverage) = withPolicy { ($0.generation, $0.coverage(app: app, provider: provider, path: path)) }
-        table.storeCoverage(resolved.node.inode, generation: generation, coverage: coverage)
-        return coverage
+        if let cached = resolved.cachedCoverage { return cached.coverage }
+        let stepped = withPolicy { policy -> (UInt64, CoveragePosition)? in
+            // The parent's position names a node of its own snapshot's trie.
+            guard let parent = resolved.parentCoverage, policy.generation == resolved.generation else { return nil }
+            return (policy.generation, policy.position(app: app, provider: provider, child: resolved.name, of: parent))
+        }
+        let (generation, position) =
+            stepped
+            ?? {
+                let path = resolved.path
+                return withPolicy { ($0.generation, $0.position(app: app, provider: provider, path: path)) }
+            }()
+        table.storeCoverage(resolved, generation: generation, position: position)
+        return position.coverage
     }
 
     /// The security-scope check of SPEC S9 (strict mode), or always true

@@ -9,8 +9,11 @@ import Synchronization
 /// Lock order: this table's lock is a leaf — no other lock is taken while
 /// it is held, and no system call is made under it.
 final class NodeTable: Sendable {
-    struct Record {
-        var node: Node
+    /// A class, not a struct: every request reads a record, and copying a
+    /// struct of this size out of the dictionary cost a dozen reference
+    /// count operations per request. Records are only touched under the lock.
+    final class Record {
+        let node: Node
         /// The name the node was last seen under (how its file is reached).
         var parent: UInt64
         var name: String
@@ -19,13 +22,20 @@ final class NodeTable: Sendable {
         var otherNames: [EntryName] = []
         var lookups: UInt64
         /// Coverage cached for (policy generation, tree epoch).
-        var coverage: (generation: UInt64, epoch: UInt64, value: Coverage)?
+        var coverage: (generation: UInt64, epoch: UInt64, value: CoveragePosition)?
         /// mtime and size seen at the last open, to keep the page cache
         /// across opens of an unchanged file.
         var cachedVersion: FileVersion?
         /// Open files of this node: after an unlink, or a replacement under
         /// its name, their descriptors still reach the file (fstat after unlink).
         var openFiles: [OpenHandle] = []
+
+        init(node: Node, parent: UInt64, name: String, lookups: UInt64) {
+            self.node = node
+            self.parent = parent
+            self.name = name
+            self.lookups = lookups
+        }
     }
 
     struct EntryName: Hashable {
@@ -59,8 +69,14 @@ final class NodeTable: Sendable {
         var parent: Node?
         var name: String
         fileprivate var table: NodeTable
+        /// The policy generation and tree epoch the cached positions below
+        /// were checked against (and a new position is stored for).
+        var generation: UInt64
+        var epoch: UInt64
         /// The node's coverage if it was cached for the generation asked for.
-        var cachedCoverage: Coverage?
+        var cachedCoverage: CoveragePosition?
+        /// Else its parent's, if cached: the node's is then one step away.
+        var parentCoverage: CoveragePosition?
 
         /// The path relative to the container or provider root, computed on
         /// demand: most operations (getattr, a coverage-cache hit) never need it.
@@ -72,12 +88,17 @@ final class NodeTable: Sendable {
     func resolve(_ inode: UInt64, generation: UInt64) -> Resolved? {
         state.withLock { state in
             guard let record = state.records[inode] else { return nil }
-            let parent = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]?.node
-            var coverage: Coverage? = nil
-            if let cached = record.coverage, cached.generation == generation, cached.epoch == state.epoch {
-                coverage = cached.value
+            let epoch = state.epoch
+            func cachedCoverage(_ record: Record) -> CoveragePosition? {
+                guard let cached = record.coverage, cached.generation == generation, cached.epoch == epoch else { return nil }
+                return cached.value
             }
-            return Resolved(node: record.node, parent: parent, name: record.name, table: self, cachedCoverage: coverage)
+            let parentRecord = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]
+            let coverage = cachedCoverage(record)
+            return Resolved(
+                node: record.node, parent: parentRecord?.node, name: record.name, table: self,
+                generation: generation, epoch: epoch, cachedCoverage: coverage,
+                parentCoverage: coverage == nil ? parentRecord.flatMap(cachedCoverage) : nil)
         }
     }
 
@@ -119,7 +140,7 @@ final class NodeTable: Sendable {
     }
 
     private static func takeLookup(_ key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node? {
-        guard let inode = state.byKey[key], var record = state.records[inode] else { return nil }
+        guard let inode = state.byKey[key], let record = state.records[inode] else { return nil }
         let entry = EntryName(parent: parent, name: name)
         if record.parent != parent || record.name != name {
             if record.node.isDirectory {
@@ -135,7 +156,6 @@ final class NodeTable: Sendable {
             record.coverage = nil
         }
         record.lookups += 1
-        state.records[inode] = record
         state.byName[entry] = inode
         return record.node
     }
@@ -144,12 +164,9 @@ final class NodeTable: Sendable {
     func forget(_ inode: UInt64, count: UInt64) {
         guard inode != Self.rootInode else { return }
         let dropped: Node? = state.withLock { state in
-            guard var record = state.records[inode] else { return nil }
+            guard let record = state.records[inode] else { return nil }
             record.lookups -= min(count, record.lookups)
-            if record.lookups > 0 {
-                state.records[inode] = record
-                return nil
-            }
+            if record.lookups > 0 { return nil }
             state.records[inode] = nil
             if let key = Self.key(of: record.node), state.byKey[key] == inode { state.byKey[key] = nil }
             func drop(_ entry: EntryName) {
@@ -178,14 +195,13 @@ final class NodeTable: Sendable {
     func removed(parent: UInt64, name: String) {
         state.withLock { state in
             let entry = EntryName(parent: parent, name: name)
-            guard let inode = state.byName.removeValue(forKey: entry), var record = state.records[inode] else { return }
+            guard let inode = state.byName.removeValue(forKey: entry), let record = state.records[inode] else { return }
             record.otherNames.removeAll { $0 == entry }
             if record.parent == parent && record.name == name, let next = record.otherNames.popLast() {
                 record.parent = next.parent
                 record.name = next.name
                 record.coverage = nil
             }
-            state.records[inode] = record
         }
     }
 
@@ -193,7 +209,7 @@ final class NodeTable: Sendable {
     func moved(identity: FileIdentity, place: Place, from: EntryName, to parent: UInt64, name: String) {
         state.withLock { state in
             let keys = [NodeKind.file, .directory, .reference].map { NodeKey.backed(place, identity, $0) }
-            guard let inode = keys.compactMap({ state.byKey[$0] }).first, var record = state.records[inode] else {
+            guard let inode = keys.compactMap({ state.byKey[$0] }).first, let record = state.records[inode] else {
                 return
             }
             state.byName[from] = nil
@@ -203,15 +219,16 @@ final class NodeTable: Sendable {
             record.parent = parent
             record.name = name
             record.coverage = nil
-            state.records[inode] = record
             state.byName[EntryName(parent: parent, name: name)] = inode
             if record.node.isDirectory { state.epoch &+= 1 }
         }
     }
 
-    func storeCoverage(_ inode: UInt64, generation: UInt64, coverage: Coverage) {
+    /// Caches a node's coverage, computed from what it was resolved with:
+    /// stored under that epoch, so it is never used if a folder moved since.
+    func storeCoverage(_ resolved: Resolved, generation: UInt64, position: CoveragePosition) {
         state.withLock { state in
-            state.records[inode]?.coverage = (generation, state.epoch, coverage)
+            state.records[resolved.node.inode]?.coverage = (generation, resolved.epoch, position)
         }
     }
 

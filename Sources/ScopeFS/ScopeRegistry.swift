@@ -26,8 +26,8 @@ public final class ScopeRegistry: Sendable {
         // The caller itself usually holds the scope: ask for its ancestors
         // (a walk and an array) only when it does not.
         if table.withLock({ $0.count(pid: process.pid, grant: grant.id) > 0 }) { return true }
-        let ancestors = lineage(process.pid).dropFirst()
-        return table.withLock { $0.holds(lineage: Array(ancestors), grant: grant.id) }
+        let chain = lineage(process.pid)
+        return table.withLock { $0.holds(lineage: chain, grant: grant.id) }
     }
 
     func start(pid: Int32, app: AppID, grant: Grant, path: String) -> ScopeTable.StartOutcome {

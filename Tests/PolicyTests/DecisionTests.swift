@@ -57,6 +57,26 @@ import Testing
         #expect(policy.coverage(app: app, provider: "local", path: "A/c") == .granted(grant(1, "A", access: .read)))
     }
 
+    @Test("SPEC S2/S9/S36: a child's coverage stepped from its parent's equals the one found from its path")
+    func steppedCoverage() {
+        let policy = snapshot([grant(1, "A", access: .read), grant(2, "A/B/C"), grant(3, "D/E")])
+        let paths = [
+            "", "A", "A/x", "A/B", "A/B/x", "A/B/C", "A/B/C/x/y", "D", "D/E", "D/E/f", "D/F", "D/F/g", "Z", "Z/y", "AB",
+        ]
+        for path in paths {
+            var position = policy.position(app: app, provider: "local", path: "")
+            for name in path.split(separator: "/") {
+                position = policy.position(app: app, provider: "local", child: String(name), of: position)
+            }
+            #expect(position.coverage == policy.coverage(app: app, provider: "local", path: path), "\(path)")
+        }
+        #expect(policy.coverage(app: app, provider: "local", path: "A/B") == .granted(grant(1, "A", access: .read)))
+        #expect(policy.coverage(app: app, provider: "local", path: "D/F/g") == .hidden)
+        #expect(policy.coverage(app: app, provider: "local", path: "D") == .ancestor)
+        let elsewhere = policy.position(app: "com.example.other", provider: "local", path: "A")
+        #expect(policy.position(app: "com.example.other", provider: "local", child: "x", of: elsewhere).coverage == .hidden)
+    }
+
     @Test("SPEC S9/S32: read-only grants refuse writes with EPERM; scopes gate content operations")
     func accessAndScopes() {
         let readOnly = Coverage.granted(grant(1, "A", access: .read))
