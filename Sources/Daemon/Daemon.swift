@@ -46,6 +46,7 @@ public enum Daemon {
         let mountpoint = try MountPoint.prepare(options.mountpoint)
         umask(0)  // the kernel already applied the caller's umask
         let descriptorLimit = raiseDescriptorLimit()
+        reserveDescriptorTable(limit: descriptorLimit)
         logger.debug("descriptor limit \(descriptorLimit)")
 
         let ownerUID = getuid()

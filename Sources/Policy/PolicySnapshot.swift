@@ -131,18 +131,24 @@ struct ProviderView: Sendable {
         nodes[index].grant = grant
     }
 
-    var root: CoveragePosition {
-        CoveragePosition(coverage: nodes[0].grant.map(Coverage.granted) ?? .ancestor, trieNode: 0)
-    }
-
+    /// Walks trie indices only: a grant is copied once, at the end.
     func position(of path: String) -> CoveragePosition {
-        var position = root
+        var index: Int? = 0
+        var nearest = nodes[0].grant == nil ? nil : 0
         Self.forEachComponent(of: path) { component in
-            position = step(from: position, into: component)
             // Off the trie, every descendant has the same coverage.
-            return position.trieNode != nil
+            guard let next = nodes[index!].children[component] else {
+                index = nil
+                return false
+            }
+            index = next
+            if nodes[next].grant != nil { nearest = next }
+            return true
         }
-        return position
+        if let nearest, let grant = nodes[nearest].grant {
+            return CoveragePosition(coverage: .granted(grant), trieNode: index)
+        }
+        return CoveragePosition(coverage: index == nil ? .hidden : .ancestor, trieNode: index)
     }
 
     func step(from parent: CoveragePosition, into name: Substring) -> CoveragePosition {
