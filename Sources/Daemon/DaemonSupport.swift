@@ -95,7 +95,6 @@ public enum Readiness {
 /// knows, so an app that keeps a thousand files open would meet EMFILE
 /// under the usual soft limit of 1,024. Raised to the hard limit at start;
 /// returns the limit in force.
-@discardableResult
 func raiseDescriptorLimit() -> rlim_t {
     var limit = rlimit()
     guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return 0 }

@@ -166,25 +166,23 @@ enum Sys {
         try readXattr { buffer, size in fgetxattr(descriptor, name, buffer, size) }
     }
 
-    /// Asks for the size, then reads; again if the value grew in between.
+    /// Asks for the size, then reads; again if the value (or the list of
+    /// names) grew in between.
     private static func readXattr(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(Errno) -> [UInt8] {
         while true {
             let size = try retrying { call(nil, 0) }
             var buffer = [UInt8](repeating: 0, count: size)
             let count = buffer.withUnsafeMutableBytes { call($0.baseAddress, size) }
-            if count >= 0 { return Array(buffer[..<count]) }
+            if count >= 0 {
+                buffer.removeLast(size - count)  // in place: no second array
+                return buffer
+            }
             if errno != ERANGE && errno != EINTR { throw Errno(rawValue: errno) }
         }
     }
 
     static func listxattr(_ path: String) throws(Errno) -> [UInt8] {
-        while true {
-            let size = try retrying { llistxattr(path, nil, 0) }
-            var buffer = [CChar](repeating: 0, count: size)
-            let count = llistxattr(path, &buffer, size)
-            if count >= 0 { return buffer[..<count].map { UInt8(bitPattern: $0) } }
-            if errno != ERANGE && errno != EINTR { throw Errno(rawValue: errno) }
-        }
+        try readXattr { buffer, size in llistxattr(path, buffer?.assumingMemoryBound(to: CChar.self), size) }
     }
 
     static func setxattr(_ path: String, _ name: String, _ value: UnsafeRawBufferPointer, _ flags: Int32) throws(Errno) {
