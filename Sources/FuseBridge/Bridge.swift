@@ -6,12 +6,20 @@ import SystemPackage
 /// which replies exactly once: with the body's result, or with its errno.
 enum Bridge {
     static func fileSystem(_ request: fuse_req_t) -> any FileSystem {
-        Unmanaged<BridgeContext>.fromOpaque(fuse_req_userdata(request)!).takeUnretainedValue().fileSystem
+        BridgeContext.from(fuse_req_userdata(request)!).fileSystem
     }
 
     static func caller(_ request: fuse_req_t) -> Request {
         let context = fuse_req_ctx(request)!.pointee
         return Request(threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask)
+    }
+
+    /// The caller of a write, a truncate or an O_TRUNC open, with whether
+    /// the kernel left clearing the file's set-id bits to us.
+    static func changingCaller(_ request: fuse_req_t) -> Request {
+        var caller = caller(request)
+        caller.clearsSetIDBits = SetIDClearing.pending
+        return caller
     }
 
     /// Runs `body` and sends its result with `reply`, or its errno.

@@ -65,12 +65,18 @@ public struct Request: Sendable {
     public var uid: uid_t
     public var gid: gid_t
     public var umask: mode_t
+    /// Set on a write, a truncating setattr or an O_TRUNC open by a caller
+    /// without CAP_FSETID: the file system clears the file's setuid bit,
+    /// and its setgid bit if the group may execute it, as the kernel would
+    /// have (FUSE_HANDLE_KILLPRIV_V2, see `SetIDClearing`).
+    public var clearsSetIDBits: Bool
 
-    public init(threadID: Int32, uid: uid_t, gid: gid_t, umask: mode_t) {
+    public init(threadID: Int32, uid: uid_t, gid: gid_t, umask: mode_t, clearsSetIDBits: Bool = false) {
         self.threadID = threadID
         self.uid = uid
         self.gid = gid
         self.umask = umask
+        self.clearsSetIDBits = clearsSetIDBits
     }
 }
 
@@ -145,11 +151,18 @@ public struct ConnectionSettings {
     public var maxReadahead: UInt32
     public var wantSplice: Bool
     public var wantReaddirplus: Bool
+    /// The file system clears set-id bits itself when `Request` says so,
+    /// and the kernel may skip its `security.capability` check before
+    /// most writes (FUSE_HANDLE_KILLPRIV_V2, where the kernel offers it).
+    public var clearsSetIDBits: Bool
 
-    public init(maxWrite: UInt32, maxReadahead: UInt32, wantSplice: Bool, wantReaddirplus: Bool) {
+    public init(
+        maxWrite: UInt32, maxReadahead: UInt32, wantSplice: Bool, wantReaddirplus: Bool, clearsSetIDBits: Bool = false
+    ) {
         self.maxWrite = maxWrite
         self.maxReadahead = maxReadahead
         self.wantSplice = wantSplice
         self.wantReaddirplus = wantReaddirplus
+        self.clearsSetIDBits = clearsSetIDBits
     }
 }

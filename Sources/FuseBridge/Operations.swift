@@ -10,8 +10,7 @@ enum Operations {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, connection in
             guard let userdata, let connection else { return }
-            let fileSystem = Unmanaged<BridgeContext>.fromOpaque(userdata).takeUnretainedValue().fileSystem
-            Negotiation.negotiate(fileSystem, connection)
+            Negotiation.negotiate(BridgeContext.from(userdata), connection)
         }
         entries(&ops)
         namespace(&ops)
@@ -50,7 +49,7 @@ enum Operations {
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
                 try fs.setattr(
-                    Bridge.caller(req!), inode: UInt64(ino), changes: Bridge.changes(attr, toSet),
+                    Bridge.changingCaller(req!), inode: UInt64(ino), changes: Bridge.changes(attr, toSet),
                     handle: fi?.pointee.fh)
             }, reply: { Bridge.replyAttributes(req!, $0) })
         }
@@ -126,7 +125,7 @@ enum Operations {
         ops.open = { req, ino, fi in
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
-                try fs.open(Bridge.caller(req!), inode: UInt64(ino), flags: fi!.pointee.flags)
+                try fs.open(Bridge.changingCaller(req!), inode: UInt64(ino), flags: fi!.pointee.flags)
             }, reply: { open in
                 Bridge.apply(open, to: fi!)
                 if fuse_reply_open(req!, fi) == -ENOENT { fs.release(inode: UInt64(ino), handle: open.handle) }
@@ -136,7 +135,7 @@ enum Operations {
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
                 try fs.create(
-                    Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode,
+                    Bridge.changingCaller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode,
                     flags: fi!.pointee.flags)
             }, reply: { entry, open in
                 Bridge.apply(open, to: fi!)
@@ -165,7 +164,7 @@ enum Operations {
         ops.write_buf = { req, ino, bufv, offset, fi in
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
-                let fd = try fs.writeTarget(Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
+                let fd = try fs.writeTarget(Bridge.changingCaller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
                 let written = scopefs_write_to_fd(bufv, fd, offset)
                 if written < 0 { throw Errno(rawValue: Int32(-written)) }
                 return written
@@ -273,10 +272,12 @@ enum Operations {
 
 /// The `init` request: what the file system wants from the kernel.
 enum Negotiation {
-    static func negotiate(_ fileSystem: any FileSystem, _ connection: UnsafeMutablePointer<fuse_conn_info>) {
+    static func negotiate(_ context: BridgeContext, _ connection: UnsafeMutablePointer<fuse_conn_info>) {
         var settings = ConnectionSettings(
             maxWrite: 1 << 20, maxReadahead: connection.pointee.max_readahead, wantSplice: true, wantReaddirplus: true)
-        fileSystem.initialize(&settings)
+        context.fileSystem.initialize(&settings)
+        // The INIT reply is built from `want` below; the wire hook adds this flag.
+        context.wire.clearsSetIDBits.store(settings.clearsSetIDBits, ordering: .releasing)
         let capable = connection.pointee.capable
         var want = connection.pointee.want
         func enable(_ flag: UInt32) { if capable & flag != 0 { want |= flag } }

@@ -42,6 +42,13 @@ public final class FuseSession: Sendable {
         guard fuse_session_mount(session, mountpoint) == 0 else {
             throw Errno(rawValue: errno == 0 ? EIO : errno)
         }
+        // Same descriptor, read and written through the bridge's hooks.
+        var io = SetIDClearing.io
+        let installed = fuse_session_custom_io(session, &io, fuse_session_fd(session))
+        guard installed == 0 else {
+            fuse_session_unmount(session)
+            throw Errno(rawValue: -installed)
+        }
     }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (libfuse's handlers).
@@ -118,8 +125,13 @@ public final class FuseSession: Sendable {
 /// What the C callbacks get back from `fuse_req_userdata`.
 final class BridgeContext: Sendable {
     let fileSystem: any FileSystem
+    let wire = WireState()
 
     init(fileSystem: any FileSystem) {
         self.fileSystem = fileSystem
+    }
+
+    static func from(_ userdata: UnsafeMutableRawPointer) -> BridgeContext {
+        Unmanaged<BridgeContext>.fromOpaque(userdata).takeUnretainedValue()
     }
 }

@@ -31,6 +31,7 @@ extension ScopeFileSystem {
                 try Sys.chownAt(descriptor, "", changes.uid ?? uid_t.max, changes.gid ?? gid_t.max)
             }
             if let size = changes.size {
+                try clearSetIDBits(descriptor, for: request)
                 if let open, open.writable {
                     try Sys.ftruncate(open.descriptor, size)
                 } else {

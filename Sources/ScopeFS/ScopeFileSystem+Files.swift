@@ -30,6 +30,12 @@ extension ScopeFileSystem {
             Sys.close(descriptor)
             throw .staleNFSFileHandle
         }
+        if flags & O_TRUNC != 0 {
+            do { try clearSetIDBits(descriptor, for: request) } catch {
+                Sys.close(descriptor)
+                throw error
+            }
+        }
         let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
         table.opened(inode, handle)
         return OpenFile(handle: handle.handle, keepCache: keepsCache(inode, info))
@@ -44,6 +50,7 @@ extension ScopeFileSystem {
         let descriptor = try Sys.openAt(
             directory, name, Self.backingFlags(flags) | O_CREAT | O_NOFOLLOW, mode)
         do {
+            try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: name)
             let handle = OpenHandle(descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true)
@@ -65,6 +72,7 @@ extension ScopeFileSystem {
     public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         let open = OpenHandle.from(handle)
         try checkStillGranted(open)
+        try clearSetIDBits(open.descriptor, for: request)
         return open.descriptor
     }
 
@@ -105,6 +113,21 @@ extension ScopeFileSystem {
     }
 
     // MARK: Helpers
+
+    /// What the kernel does to a file that a caller without CAP_FSETID
+    /// writes or truncates, and leaves to us (`Request.clearsSetIDBits`):
+    /// the daemon keeps that capability, so the backing file system would
+    /// not. The setuid bit goes, the setgid bit too when the group may
+    /// execute. security.capability needs nothing: the backing file system
+    /// drops it on any write, truncate or chown.
+    func clearSetIDBits(_ descriptor: Int32, for request: Request) throws(Errno) {
+        guard request.clearsSetIDBits else { return }
+        let mode = try Sys.stat(descriptor).st_mode
+        guard mode & S_IFMT == S_IFREG else { return }
+        var kept = mode & 0o7777 & ~S_ISUID
+        if mode & S_IXGRP != 0 { kept &= ~S_ISGID }
+        if kept != mode & 0o7777 { try Sys.chmod(descriptor, kept) }
+    }
 
     static func opensForWriting(_ flags: Int32) -> Bool {
         (flags & O_ACCMODE) != O_RDONLY || flags & O_TRUNC != 0

@@ -92,7 +92,9 @@ public final class ScopeFileSystem: FileSystem {
 
     deinit { Sys.close(containers) }
 
-    public func initialize(_ connection: inout ConnectionSettings) {}
+    public func initialize(_ connection: inout ConnectionSettings) {
+        connection.clearsSetIDBits = true
+    }
 
     // MARK: Policy
 

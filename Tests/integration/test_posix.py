@@ -447,6 +447,48 @@ def _(ctx):
         assert (st.st_uid, st.st_gid) == (NOBODY, NOBODY), name
 
 
+@posix_case("set-id-bits-cleared-on-change", allow_other=True)
+def _(ctx):
+    """SPEC S35: as on the backing filesystem, a write, a truncate or an
+    O_TRUNC open by a process without CAP_FSETID (uid 65534) clears the
+    file's setuid bit, and its setgid bit when the group may execute it;
+    the same changes by root keep both. The daemon clears them itself: it
+    negotiates FUSE_HANDLE_KILLPRIV_V2, and its own writes, made with
+    CAP_FSETID, would not."""
+    pub = ctx.host / "pub"
+    pub.mkdir()
+    os.chmod(pub, 0o777)
+    modes = {"write": 0o6775, "truncate": 0o6775, "otrunc": 0o6775, "setgid-no-gx": 0o2764,
+             "root-write": 0o6775, "root-truncate": 0o6775}
+    for name, mode in modes.items():
+        (pub / name).write_bytes(b"x" * 100)
+        os.chown(pub / name, NOBODY, NOBODY)
+        os.chmod(pub / name, mode)
+    got = ctx.app("""
+        pub = sys.argv[1] + "/pub/"
+        def append(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            os.write(fd, b"more"); os.write(fd, b"again")
+            os.close(fd)
+        def change():
+            append(pub + "write")
+            os.truncate(pub + "truncate", 10)
+            os.close(os.open(pub + "otrunc", os.O_WRONLY | os.O_TRUNC))
+            append(pub + "setgid-no-gx")
+            return oct(stat.S_IMODE(os.stat(pub + "write").st_mode))
+        seen = as_user(%d, %d, change)
+        append(pub + "root-write")
+        os.truncate(pub + "root-truncate", 10)
+        emit(seen)
+    """ % (NOBODY, NOBODY))
+    assert got == {"value": oct(0o775)}, got
+    expected = {"write": 0o775, "truncate": 0o775, "otrunc": 0o775, "setgid-no-gx": 0o2764,
+                "root-write": 0o6775, "root-truncate": 0o6775}
+    on_host = {name: stat.S_IMODE(os.stat(pub / name).st_mode) for name in modes}
+    assert on_host == expected
+    assert os.path.getsize(pub / "write") == 109 and os.path.getsize(pub / "otrunc") == 0
+
+
 @posix_case("eacces-for-other-user", allow_other=True)
 def _(ctx):
     """SPEC S32, S35: uid 65534 cannot open a root-owned 0600 file: EACCES

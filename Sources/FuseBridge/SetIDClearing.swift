@@ -1,0 +1,129 @@
+import CFuse3
+import Glibc
+import Synchronization
+
+/// FUSE_HANDLE_KILLPRIV_V2: the file system, not the kernel, clears a
+/// file's setuid and setgid bits when a caller without CAP_FSETID writes
+/// or truncates it. In exchange the kernel may mark an inode "no security
+/// attributes" (S_NOSEC) after its first write, and stops asking for
+/// `security.capability` (a GETXATTR round trip) before every later write
+/// to it: half a round trip per file in an untar, 511 of 512 in a
+/// 512 MiB write (docs/PERFORMANCE.md).
+///
+/// libfuse 3.14 knows neither the flag nor the per-request bits that come
+/// with it, so the bridge handles both on the wire, through libfuse's
+/// custom I/O hooks:
+/// - the INIT reply gets the flag when the kernel offered it and the file
+///   system asked for it (`ConnectionSettings.clearsSetIDBits`);
+/// - a WRITE, a truncating SETATTR or an O_TRUNC OPEN/CREATE whose kill
+///   bit is set marks the worker thread; the handler sees it as
+///   `Request.clearsSetIDBits` (libfuse workers read a request and handle
+///   it on the same thread).
+///
+/// Without splice_receive libfuse reads every request through the hook
+/// (no SPLICE_READ); replies are still spliced, through `spliceSend`.
+enum SetIDClearing {
+    static var io: fuse_custom_io {
+        fuse_custom_io(writev: writev, read: read, splice_receive: nil, splice_send: spliceSend)
+    }
+
+    /// Whether the request this thread read last asks for the bits to go.
+    static var pending: Bool { pthread_getspecific(threadFlag) != nil }
+
+    // MARK: Wire layout (linux/fuse.h, protocol 7.33+)
+
+    private static let handleKillPrivV2: UInt32 = 1 << 28  // fuse_init_in/out.flags
+    private static let writeKillSUIDGID: UInt32 = 1 << 2  // fuse_write_in.write_flags
+    private static let attrSize: UInt32 = 1 << 3  // fuse_setattr_in.valid: FATTR_SIZE
+    private static let attrKillSUIDGID: UInt32 = 1 << 11  // fuse_setattr_in.valid
+    private static let openKillSUIDGID: UInt32 = 1 << 0  // fuse_open_in/fuse_create_in.open_flags
+
+    private static let inHeaderSize = 40  // len, opcode, unique, nodeid, uid, gid, pid, padding
+    private static let outHeaderSize = 16  // len, error, unique
+
+    private enum Opcode: UInt32 {
+        case setattr = 4, open = 14, write = 16, initialize = 26, create = 35
+    }
+
+    /// Where each opcode keeps its kill bit, from the start of the request,
+    /// and which bits must all be set.
+    private static func killBit(_ opcode: Opcode) -> (offset: Int, mask: UInt32)? {
+        switch opcode {
+        case .write: (inHeaderSize + 20, writeKillSUIDGID)  // fh, offset, size, write_flags
+        case .setattr: (inHeaderSize, attrKillSUIDGID | attrSize)  // valid
+        case .open: (inHeaderSize + 4, openKillSUIDGID)  // flags, open_flags
+        case .create: (inHeaderSize + 12, openKillSUIDGID)  // flags, mode, umask, open_flags
+        case .initialize: nil
+        }
+    }
+
+    // MARK: Hooks
+
+    private static let read: @convention(c) (Int32, UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Int = {
+        fd, buffer, size, userdata in
+        let count = Glibc.read(fd, buffer, size)
+        if count >= inHeaderSize, let buffer, let userdata {
+            inspect(UnsafeRawBufferPointer(start: buffer, count: count), BridgeContext.from(userdata).wire)
+        }
+        return count
+    }
+
+    private static let writev: @convention(c) (Int32, UnsafeMutablePointer<iovec>?, Int32, UnsafeMutableRawPointer?)
+        -> Int = { fd, vector, count, userdata in
+            if let vector, let userdata {
+                let wire = BridgeContext.from(userdata).wire
+                if wire.initPending.load(ordering: .relaxed) { patchInitReply(vector, count, wire) }
+            }
+            return Glibc.writev(fd, vector, count)
+        }
+
+    private static let spliceSend: @convention(c) (
+        Int32, UnsafeMutablePointer<off_t>?, Int32, UnsafeMutablePointer<off_t>?, Int, UInt32, UnsafeMutableRawPointer?
+    ) -> Int = { input, inputOffset, output, outputOffset, length, flags, _ in
+        splice(input, inputOffset, output, outputOffset, length, flags)
+    }
+
+    private static func inspect(_ request: UnsafeRawBufferPointer, _ wire: WireState) {
+        guard let opcode = Opcode(rawValue: request.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) else { return }
+        if opcode == .initialize {
+            guard request.count >= inHeaderSize + 16 else { return }
+            let flags = request.loadUnaligned(fromByteOffset: inHeaderSize + 12, as: UInt32.self)
+            wire.initUnique.store(request.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
+            wire.initPending.store(flags & handleKillPrivV2 != 0, ordering: .releasing)
+            return
+        }
+        guard let (offset, mask) = killBit(opcode), request.count >= offset + 4 else { return }
+        let bits = request.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+        pthread_setspecific(threadFlag, bits & mask == mask ? UnsafeRawPointer(bitPattern: 1) : nil)
+    }
+
+    /// Adds the flag to a successful INIT reply; libfuse built the reply
+    /// after the file system's `initialize` said whether it clears the bits.
+    private static func patchInitReply(_ vector: UnsafeMutablePointer<iovec>, _ count: Int32, _ wire: WireState) {
+        guard count >= 2, vector[0].iov_len >= outHeaderSize, vector[1].iov_len >= 16,
+            let header = vector[0].iov_base, let body = vector[1].iov_base,
+            header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == wire.initUnique.load(ordering: .relaxed)
+        else { return }
+        wire.initPending.store(false, ordering: .relaxed)
+        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0, wire.clearsSetIDBits.load(ordering: .acquiring)
+        else { return }
+        let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
+        body.storeBytes(of: flags | handleKillPrivV2, toByteOffset: 12, as: UInt32.self)
+    }
+
+    private static let threadFlag: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+}
+
+/// What the wire hooks learn about one session's INIT exchange.
+final class WireState: Sendable {
+    /// The INIT request's id, between its read and its reply.
+    let initUnique = Atomic<UInt64>(0)
+    /// The kernel offered FUSE_HANDLE_KILLPRIV_V2 and the reply is not sent yet.
+    let initPending = Atomic<Bool>(false)
+    /// The file system asked for it (set by `initialize`, before the reply).
+    let clearsSetIDBits = Atomic<Bool>(false)
+}
