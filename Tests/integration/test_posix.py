@@ -452,14 +452,15 @@ def _(ctx):
     """SPEC S35: as on the backing filesystem, a write, a truncate or an
     O_TRUNC open by a process without CAP_FSETID (uid 65534) clears the
     file's setuid bit, and its setgid bit when the group may execute it;
-    the same changes by root keep both. The daemon clears them itself: it
+    the same changes by root keep both, and a chown clears both even for
+    root. The daemon clears them itself on writes and truncates: it
     negotiates FUSE_HANDLE_KILLPRIV_V2, and its own writes, made with
     CAP_FSETID, would not."""
     pub = ctx.host / "pub"
     pub.mkdir()
     os.chmod(pub, 0o777)
     modes = {"write": 0o6775, "truncate": 0o6775, "otrunc": 0o6775, "setgid-no-gx": 0o2764,
-             "root-write": 0o6775, "root-truncate": 0o6775}
+             "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o6775}
     for name, mode in modes.items():
         (pub / name).write_bytes(b"x" * 100)
         os.chown(pub / name, NOBODY, NOBODY)
@@ -479,11 +480,12 @@ def _(ctx):
         seen = as_user(%d, %d, change)
         append(pub + "root-write")
         os.truncate(pub + "root-truncate", 10)
+        os.chown(pub + "root-chown", %d, %d)
         emit(seen)
-    """ % (NOBODY, NOBODY))
+    """ % (NOBODY, NOBODY, NOBODY, NOBODY))
     assert got == {"value": oct(0o775)}, got
     expected = {"write": 0o775, "truncate": 0o775, "otrunc": 0o775, "setgid-no-gx": 0o2764,
-                "root-write": 0o6775, "root-truncate": 0o6775}
+                "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o775}
     on_host = {name: stat.S_IMODE(os.stat(pub / name).st_mode) for name in modes}
     assert on_host == expected
     assert os.path.getsize(pub / "write") == 109 and os.path.getsize(pub / "otrunc") == 0
