@@ -205,6 +205,17 @@ def scopefs_section(results):
     return "\n".join(lines)
 
 
+def steal_line(config, machine):
+    """How much CPU other guests of the host took while phases ran: the
+    noise floor a reader should weigh the ratios against."""
+    seconds, stolen = config.get("phase_seconds"), config.get("phase_steal_seconds")
+    if not seconds:
+        return "- CPU steal during timed phases: -"
+    share = stolen / (seconds * machine["nproc"])
+    return (f"- CPU steal during timed phases: {stolen:.0f} s of {seconds:.0f} s × {machine['nproc']} CPUs "
+            f"({share:.0%}; time the hypervisor ran other guests — the higher, the noisier the ratios)")
+
+
 def performance_md(results, table, chart_name):
     m, c = results["machine"], results["config"]
     skipped = [f"- {v['label']}: skipped — {v['reason']}" for v in results["systems"].values()
@@ -228,6 +239,7 @@ def performance_md(results, table, chart_name):
         f"- repetitions: {c['reps']} (median, min–max){' — quick smoke run' if c['quick'] else ''}",
         f"- cache drop before cold reads: {c.get('drop_method') or '-'}",
         f"- whole run: {results['total_seconds']:.0f} s",
+        steal_line(c, m),
         "",
         "## Results",
         "",

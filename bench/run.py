@@ -264,6 +264,8 @@ def main():
         start_systems(ctx, args.systems, results, started)
         run_all(ctx, started, results, args.groups)
         results["config"]["settle_seconds"] = round(ctx.settled, 1)
+        results["config"]["phase_seconds"] = round(ctx.phase_seconds, 1)
+        results["config"]["phase_steal_seconds"] = round(ctx.phase_steal, 1)
         log(f"bench: waited {ctx.settled:.0f} s in all for the daemons to go idle between phases")
         sfs = next((s for s in started if s.name == "scopefs"), None)
         if sfs and not args.partial:

@@ -63,6 +63,18 @@ def cpu_ticks(pids):
     return total
 
 
+def cpu_steal_seconds():
+    """CPU time the hypervisor gave to other guests while this VM's CPUs
+    wanted to run (/proc/stat "steal", all CPUs): noise no system here
+    causes, so runs can be compared on how much of it they met."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def settle(pids, window=0.1, timeout=10.0):
     """Waits until the daemons of the systems under test (PIDS) have been
     idle — at most one clock tick of CPU — for two windows in a row (at most
@@ -96,6 +108,8 @@ class Context:
         self.last_end = {}  # system name -> when its last phase ended (monotonic)
         self.daemon_pids = []  # every started system's daemon processes (settle)
         self.settled = 0.0     # seconds spent waiting for them to go idle
+        self.phase_seconds = 0.0  # wall time of the timed phases' processes
+        self.phase_steal = 0.0    # CPU seconds stolen by the hypervisor meanwhile
 
     def phase(self, system, argv, timeout=600, fresh_cache=True):
         """Runs one fsops phase through SYSTEM; returns its seconds.
@@ -112,12 +126,15 @@ class Context:
             start = max(start, self.last_end.get(system.name, 0.0) + CACHE_GAP)
         open(self.resfile, "w").close()
         cmd = system.wrap([self.fsops, "-o", self.resfile, "-s", f"{start:.6f}", *map(str, argv)])
+        steal_before, began = cpu_steal_seconds(), time.monotonic()
         try:
             r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise PhaseError(f"{argv[0]} timed out after {timeout} s")
         self.last_end[system.name] = time.monotonic()
+        self.phase_seconds += self.last_end[system.name] - began
+        self.phase_steal += cpu_steal_seconds() - steal_before
         with open(self.resfile) as f:
             lines = [ln.split() for ln in f if ln.startswith("RESULT ")]
         if r.returncode != 0 or not lines:
