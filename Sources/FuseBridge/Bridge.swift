@@ -11,7 +11,8 @@ enum Bridge {
 
     static func caller(_ request: fuse_req_t) -> Request {
         let context = fuse_req_ctx(request)!.pointee
-        return Request(threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask)
+        return Request(
+            threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask, pending: request)
     }
 
     /// The caller of a write, a truncate or an O_TRUNC open, with whether
@@ -103,6 +104,21 @@ enum Bridge {
             value.withUnsafeBufferPointer { buffer in
                 buffer.withMemoryRebound(to: CChar.self) { _ = fuse_reply_buf(request, $0.baseAddress, $0.count) }
             }
+        }
+    }
+}
+
+extension Request {
+    /// The caller's supplementary groups, as libfuse reads them from /proc
+    /// (empty when it cannot, or outside a request).
+    func supplementaryGroups() -> [gid_t] {
+        guard let pending = OpaquePointer(bitPattern: pending) else { return [] }
+        var groups = [gid_t](repeating: 0, count: 32)
+        while true {
+            let count = Int(fuse_req_getgroups(pending, Int32(groups.count), &groups))
+            if count < 0 { return [] }
+            if count <= groups.count { return Array(groups.prefix(count)) }
+            groups = [gid_t](repeating: 0, count: count)
         }
     }
 }

@@ -70,13 +70,26 @@ public struct Request: Sendable {
     /// and its setgid bit if the group may execute it, as the kernel would
     /// have (FUSE_HANDLE_KILLPRIV_V2, see `SetIDClearing`).
     public var clearsSetIDBits: Bool
+    /// The libfuse request's address, for what the kernel does not send
+    /// with it (`supplementaryGroups`); valid only while it is handled.
+    let pending: UInt
 
-    public init(threadID: Int32, uid: uid_t, gid: gid_t, umask: mode_t, clearsSetIDBits: Bool = false) {
+    public init(
+        threadID: Int32, uid: uid_t, gid: gid_t, umask: mode_t, clearsSetIDBits: Bool = false,
+        pending: OpaquePointer? = nil
+    ) {
         self.threadID = threadID
         self.uid = uid
         self.gid = gid
         self.umask = umask
         self.clearsSetIDBits = clearsSetIDBits
+        self.pending = UInt(bitPattern: pending.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0)
+    }
+
+    /// Whether the caller is in group `group`: its own group, or one of its
+    /// supplementary groups (read from /proc only when asked).
+    public func isMember(of group: gid_t) -> Bool {
+        group == gid || supplementaryGroups().contains(group)
     }
 }
 

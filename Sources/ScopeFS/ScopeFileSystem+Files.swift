@@ -117,15 +117,17 @@ extension ScopeFileSystem {
     /// What the kernel does to a file that a caller without CAP_FSETID
     /// writes or truncates, and leaves to us (`Request.clearsSetIDBits`):
     /// the daemon keeps that capability, so the backing file system would
-    /// not. The setuid bit goes, the setgid bit too when the group may
-    /// execute. security.capability needs nothing: the backing file system
-    /// drops it on any write, truncate or chown.
+    /// not. The setuid bit goes; the setgid bit too when the group may
+    /// execute or the caller is not in the file's group (the VFS rule).
+    /// security.capability needs nothing: the backing file system drops it
+    /// on any write, truncate or chown.
     func clearSetIDBits(_ descriptor: Int32, for request: Request) throws(Errno) {
         guard request.clearsSetIDBits else { return }
-        let mode = try Sys.stat(descriptor).st_mode
+        let info = try Sys.stat(descriptor)
+        let mode = info.st_mode
         guard mode & S_IFMT == S_IFREG else { return }
         var kept = mode & 0o7777 & ~S_ISUID
-        if mode & S_IXGRP != 0 { kept &= ~S_ISGID }
+        if mode & S_ISGID != 0, mode & S_IXGRP != 0 || !request.isMember(of: info.st_gid) { kept &= ~S_ISGID }
         if kept != mode & 0o7777 { try Sys.chmod(descriptor, kept) }
     }
 

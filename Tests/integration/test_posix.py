@@ -451,7 +451,8 @@ def _(ctx):
 def _(ctx):
     """SPEC S35: as on the backing filesystem, a write, a truncate or an
     O_TRUNC open by a process without CAP_FSETID (uid 65534) clears the
-    file's setuid bit, and its setgid bit when the group may execute it;
+    file's setuid bit, and its setgid bit when the group may execute it or
+    the writer is not in the file's group;
     the same changes by root keep both, and a chown clears both even for
     root. The daemon clears them itself on writes and truncates: it
     negotiates FUSE_HANDLE_KILLPRIV_V2, and its own writes, made with
@@ -461,9 +462,10 @@ def _(ctx):
     os.chmod(pub, 0o777)
     modes = {"write": 0o6775, "truncate": 0o6775, "otrunc": 0o6775, "setgid-no-gx": 0o2764,
              "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o6775}
+    modes["setgid-other-group"] = 0o2766  # group root, writable by others
     for name, mode in modes.items():
         (pub / name).write_bytes(b"x" * 100)
-        os.chown(pub / name, NOBODY, NOBODY)
+        os.chown(pub / name, NOBODY, 0 if name == "setgid-other-group" else NOBODY)
         os.chmod(pub / name, mode)
     got = ctx.app("""
         pub = sys.argv[1] + "/pub/"
@@ -476,6 +478,7 @@ def _(ctx):
             os.truncate(pub + "truncate", 10)
             os.close(os.open(pub + "otrunc", os.O_WRONLY | os.O_TRUNC))
             append(pub + "setgid-no-gx")
+            append(pub + "setgid-other-group")
             return oct(stat.S_IMODE(os.stat(pub + "write").st_mode))
         seen = as_user(%d, %d, change)
         append(pub + "root-write")
@@ -485,7 +488,7 @@ def _(ctx):
     """ % (NOBODY, NOBODY, NOBODY, NOBODY))
     assert got == {"value": oct(0o775)}, got
     expected = {"write": 0o775, "truncate": 0o775, "otrunc": 0o775, "setgid-no-gx": 0o2764,
-                "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o775}
+                "setgid-other-group": 0o766, "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o775}
     on_host = {name: stat.S_IMODE(os.stat(pub / name).st_mode) for name in modes}
     assert on_host == expected
     assert os.path.getsize(pub / "write") == 109 and os.path.getsize(pub / "otrunc") == 0
