@@ -12,7 +12,7 @@ enum Bridge {
     static func caller(_ request: fuse_req_t) -> Request {
         let context = fuse_req_ctx(request)!.pointee
         return Request(
-            threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask, pending: request)
+            threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask, libfuseRequest: request)
     }
 
     /// The caller of a write, a truncate or an O_TRUNC open, with whether
@@ -112,10 +112,10 @@ extension Request {
     /// The caller's supplementary groups, as libfuse reads them from /proc
     /// (empty when it cannot, or outside a request).
     func supplementaryGroups() -> [gid_t] {
-        guard let pending = OpaquePointer(bitPattern: pending) else { return [] }
+        guard let request = OpaquePointer(bitPattern: libfuseRequest) else { return [] }
         var groups = [gid_t](repeating: 0, count: 32)
         while true {
-            let count = Int(fuse_req_getgroups(pending, Int32(groups.count), &groups))
+            let count = Int(fuse_req_getgroups(request, Int32(groups.count), &groups))
             if count < 0 { return [] }
             if count <= groups.count { return Array(groups.prefix(count)) }
             groups = [gid_t](repeating: 0, count: count)

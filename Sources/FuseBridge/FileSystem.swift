@@ -66,24 +66,24 @@ public struct Request: Sendable {
     public var gid: gid_t
     public var umask: mode_t
     /// Set on a write, a truncating setattr or an O_TRUNC open by a caller
-    /// without CAP_FSETID: the file system clears the file's setuid bit,
-    /// and its setgid bit if the group may execute it, as the kernel would
-    /// have (FUSE_HANDLE_KILLPRIV_V2, see `SetIDClearing`).
+    /// without CAP_FSETID: the file system clears the file's setuid and
+    /// setgid bits as the kernel would have (FUSE_HANDLE_KILLPRIV_V2, see
+    /// `SetIDClearing`).
     public var clearsSetIDBits: Bool
     /// The libfuse request's address, for what the kernel does not send
     /// with it (`supplementaryGroups`); valid only while it is handled.
-    let pending: UInt
+    let libfuseRequest: UInt
 
     public init(
         threadID: Int32, uid: uid_t, gid: gid_t, umask: mode_t, clearsSetIDBits: Bool = false,
-        pending: OpaquePointer? = nil
+        libfuseRequest: OpaquePointer? = nil
     ) {
         self.threadID = threadID
         self.uid = uid
         self.gid = gid
         self.umask = umask
         self.clearsSetIDBits = clearsSetIDBits
-        self.pending = UInt(bitPattern: pending.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0)
+        self.libfuseRequest = UInt(bitPattern: libfuseRequest.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0)
     }
 
     /// Whether the caller is in group `group`: its own group, or one of its
