@@ -29,10 +29,6 @@ static inline ssize_t scopefs_write_to_fd(struct fuse_bufvec *in, int fd, off_t 
     return fuse_buf_copy(&out, in, 0);
 }
 
-/// splice(2) is declared only under _GNU_SOURCE; the bridge's custom I/O
-/// hook forwards libfuse's spliced replies to it.
-extern ssize_t splice(int fd_in, __loff_t *off_in, int fd_out, __loff_t *off_out, size_t len, unsigned int flags);
-
 static inline size_t scopefs_bufvec_size(const struct fuse_bufvec *bufv) {
     return fuse_buf_size(bufv);
 }

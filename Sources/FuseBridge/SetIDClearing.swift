@@ -1,4 +1,5 @@
 import CFuse3
+import CSystemShims
 import Glibc
 import Synchronization
 
@@ -92,8 +93,9 @@ enum SetIDClearing {
             wire.initPending.store(flags & handleKillPrivV2 != 0, ordering: .releasing)
             return
         }
-        guard let (offset, mask) = killBit(opcode), request.count >= offset + 4 else { return }
-        let bits = request.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+        guard let (offset, mask) = killBit(opcode) else { return }
+        // Set for every request of these kinds, so none sees an earlier one's flag.
+        let bits = request.count >= offset + 4 ? request.loadUnaligned(fromByteOffset: offset, as: UInt32.self) : 0
         pthread_setspecific(threadFlag, bits & mask == mask ? UnsafeRawPointer(bitPattern: 1) : nil)
     }
 

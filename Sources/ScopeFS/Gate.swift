@@ -76,14 +76,16 @@ extension ScopeFileSystem {
             guard let parent = resolved.parentCoverage, policy.generation == resolved.generation else { return nil }
             return (policy.generation, policy.position(app: app, provider: provider, child: resolved.name, of: parent))
         }
-        let (generation, position) =
-            stepped
-            ?? {
-                let path = resolved.path
-                return withPolicy { ($0.generation, $0.position(app: app, provider: provider, path: path)) }
-            }()
+        let (generation, position) = stepped ?? walked(resolved, app: app, provider: provider)
         table.storeCoverage(resolved, generation: generation, position: position)
         return position.coverage
+    }
+
+    /// A node's position from its whole path; the path is built (under the
+    /// node table's lock) before the policy lock is taken.
+    private func walked(_ resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> (UInt64, CoveragePosition) {
+        let path = resolved.path
+        return withPolicy { ($0.generation, $0.position(app: app, provider: provider, path: path)) }
     }
 
     /// The security-scope check of SPEC S9 (strict mode), or always true

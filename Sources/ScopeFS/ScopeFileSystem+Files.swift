@@ -30,11 +30,9 @@ extension ScopeFileSystem {
             Sys.close(descriptor)
             throw .staleNFSFileHandle
         }
-        if flags & O_TRUNC != 0 {
-            do { try clearSetIDBits(descriptor, for: request) } catch {
-                Sys.close(descriptor)
-                throw error
-            }
+        do { try clearSetIDBits(descriptor, for: request) } catch {  // an O_TRUNC open
+            Sys.close(descriptor)
+            throw error
         }
         let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
         table.opened(inode, handle)

@@ -11,6 +11,7 @@
 int fallocate(int fd, int mode, off_t offset, off_t len);
 ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+ssize_t splice(int fd_in, __loff_t *off_in, int fd_out, __loff_t *off_out, size_t len, unsigned int flags);
 
 #include <spawn.h>
 int unshare(int flags);
