@@ -51,6 +51,13 @@ public struct ScopeTable: Sendable {
 
     public let budget: Int
     public private(set) var processes: [Int32: ProcessScopes] = [:]
+    /// Grants each process was found to inherit from an ancestor (SPEC S9):
+    /// its next request needs no walk of its process tree. Only positive
+    /// answers are kept, and whatever could end one empties the cache.
+    private var inherited: [Int32: Set<GrantID>] = [:]
+    /// Counts the times the cache was emptied: an answer found from a
+    /// lineage read before the latest one is not cached.
+    public private(set) var inheritanceEpoch: UInt64 = 0
 
     public init(budget: Int = 4096) {
         self.budget = budget
@@ -74,6 +81,7 @@ public struct ScopeTable: Sendable {
 
     public mutating func stop(pid: Int32, grant: GrantID) -> StopOutcome {
         guard let count = processes[pid]?.counts[grant], count > 0 else { return .unbalanced }
+        if count == 1 { forgetInheritance() }
         return modify(pid, app: "") { scopes in
             scopes.outstanding -= 1
             if count == 1 {
@@ -95,14 +103,40 @@ public struct ScopeTable: Sendable {
         processes[pid]?.counts[grant] ?? 0
     }
 
+    /// Whether the process holds the grant itself, or was found to inherit
+    /// it since the cache was last emptied: no process tree needed.
+    public func holdsWithoutLineage(pid: Int32, grant: GrantID) -> Bool {
+        count(pid: pid, grant: grant) > 0 || inherited[pid]?.contains(grant) == true
+    }
+
     /// Whether any process of `lineage` (the caller first, then its
     /// ancestors in the app's process tree) holds the grant (SPEC S9).
-    public func holds(lineage: [Int32], grant: GrantID) -> Bool {
-        lineage.contains { count(pid: $0, grant: grant) > 0 }
+    /// A yes is cached for the caller, unless the cache was emptied after
+    /// `epoch` (when the lineage was read).
+    public mutating func holds(lineage: [Int32], grant: GrantID, readAt epoch: UInt64? = nil) -> Bool {
+        guard lineage.contains(where: { count(pid: $0, grant: grant) > 0 }) else { return false }
+        if let caller = lineage.first, (epoch ?? inheritanceEpoch) == inheritanceEpoch {
+            inherited[caller, default: []].insert(grant)
+        }
+        return true
+    }
+
+    /// A stop to zero or an exit may end what descendants inherited.
+    private mutating func forgetInheritance() {
+        guard !inherited.isEmpty else { return }
+        inherited.removeAll()
+        inheritanceEpoch &+= 1
     }
 
     /// Forgets an exited process; its counters above zero are leaks.
     public mutating func exited(pid: Int32) -> [Leak] {
+        // Descendants no longer inherit what it held, and its pid may come
+        // back as a process that inherits nothing.
+        if processes[pid]?.counts.isEmpty == false {
+            forgetInheritance()
+        } else if inherited.removeValue(forKey: pid) != nil {
+            inheritanceEpoch &+= 1
+        }
         guard let scopes = processes.removeValue(forKey: pid) else { return [] }
         return scopes.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { grant, count in
             Leak(pid: pid, app: scopes.app, grant: grant, path: scopes.paths[grant] ?? "", count: count)

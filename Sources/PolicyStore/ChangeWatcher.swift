@@ -1,42 +1,36 @@
 import GRDB
+import Synchronization
 
-/// Notices commits made to the database by other processes (a CLI that
-/// could not reach the daemon, or crashed before telling it), through
-/// SQLite's `data_version`, which changes when another connection commits.
+/// Tells the daemon when the policy changed behind its back (a CLI that
+/// could not reach it, another tool writing the database): the policy
+/// version, which triggers on the policy tables keep (migration
+/// v5-policy-version), moved since the last look. The event log shares the
+/// database but not the version: recording events reloads nothing.
 public final class ChangeWatcher: Sendable {
     private let queue: DatabaseQueue
-    private let last: SendableBox
+    private let last: Mutex<Int64>
 
     public init(_ state: StateDirectory) throws(ScopeFSError) {
         do {
             var config = Configuration()
             config.readonly = true
             queue = try DatabaseQueue(path: state.databasePath, configuration: config)
-            last = SendableBox(try queue.read { try Int.fetchOne($0, sql: "PRAGMA data_version") ?? 0 })
+            last = Mutex(try queue.read(Self.version))
         } catch {
             throw PolicyDatabase.describe(error, path: state.databasePath)
         }
     }
 
-    /// True when another connection committed since the last call.
+    /// True when a policy change was committed since the last call.
     public func hasChanged() -> Bool {
-        // data_version is per connection: always ask the same one.
-        guard let version = try? queue.inDatabase({ try Int.fetchOne($0, sql: "PRAGMA data_version") }) else {
-            return false
+        guard let version = try? queue.read(Self.version) else { return false }
+        return last.withLock { last in
+            defer { last = version }
+            return last != version
         }
-        return last.exchange(version) != version
     }
-}
 
-import Synchronization
-
-final class SendableBox: Sendable {
-    private let value: Mutex<Int>
-    init(_ value: Int) { self.value = Mutex(value) }
-    func exchange(_ new: Int) -> Int {
-        value.withLock { old in
-            defer { old = new }
-            return old
-        }
+    private static func version(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT version FROM policy_version") ?? 0
     }
 }

@@ -179,6 +179,27 @@ enum Migrations {
                 ALTER TABLE items ADD COLUMN birth_nanoseconds INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        migrator.registerMigration("v5-policy-version") { db in
+            // Counts commits that change the policy. The daemon's watcher
+            // polls it rather than SQLite's data_version, which also moves
+            // with every batch of events the daemon itself records: each
+            // scope start or stop used to cost a full reload (ChangeWatcher).
+            try db.execute(sql: """
+                CREATE TABLE policy_version (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    version INTEGER NOT NULL
+                );
+                INSERT INTO policy_version (id, version) VALUES (1, 0);
+                """)
+            for table in ["providers", "apps", "items", "grants"] {
+                for change in ["INSERT", "UPDATE", "DELETE"] {
+                    try db.execute(sql: """
+                        CREATE TRIGGER \(table)_\(change.lowercased())_policy_version AFTER \(change) ON \(table)
+                        BEGIN UPDATE policy_version SET version = version + 1; END
+                        """)
+                }
+            }
+        }
         return migrator
     }
 }

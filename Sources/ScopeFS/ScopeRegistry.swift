@@ -23,11 +23,15 @@ public final class ScopeRegistry: Sendable {
     func holds(_ caller: Caller, _ grant: Grant) -> Bool {
         guard mode == .strict else { return true }
         guard case .app(_, let process) = caller else { return false }
-        // The caller itself usually holds the scope: ask for its ancestors
-        // (a walk and an array) only when it does not.
-        if table.withLock({ $0.count(pid: process.pid, grant: grant.id) > 0 }) { return true }
+        // The caller itself, or an ancestor it was found to inherit from
+        // before, usually holds the scope: ask for its ancestors (a walk and
+        // an array) only when neither does.
+        let (known, epoch) = table.withLock { table in
+            (table.holdsWithoutLineage(pid: process.pid, grant: grant.id), table.inheritanceEpoch)
+        }
+        if known { return true }
         let chain = lineage(process.pid)
-        return table.withLock { $0.holds(lineage: chain, grant: grant.id) }
+        return table.withLock { $0.holds(lineage: chain, grant: grant.id, readAt: epoch) }
     }
 
     func start(pid: Int32, app: AppID, grant: Grant, path: String) -> ScopeTable.StartOutcome {

@@ -8,11 +8,11 @@ import Testing
         var table = ScopeTable()
         #expect(table.start(pid: 1, app: "a", grant: 7, path: "/p") == .started(count: 1))
         #expect(table.start(pid: 1, app: "a", grant: 7, path: "/p") == .started(count: 2))
-        #expect(table.holds(lineage: [1], grant: 7))
+        #expect(table.holdsChecking(lineage: [1], grant: 7))
         #expect(table.stop(pid: 1, grant: 7) == .stopped(count: 1))
-        #expect(table.holds(lineage: [1], grant: 7))
+        #expect(table.holdsChecking(lineage: [1], grant: 7))
         #expect(table.stop(pid: 1, grant: 7) == .stopped(count: 0))
-        #expect(!table.holds(lineage: [1], grant: 7))
+        #expect(!table.holdsChecking(lineage: [1], grant: 7))
     }
 
     @Test("SPEC S7: a stop at zero changes nothing and never goes negative")
@@ -28,9 +28,55 @@ import Testing
     func inheritance() {
         var table = ScopeTable()
         _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
-        #expect(table.holds(lineage: [2, 1], grant: 7))
-        #expect(!table.holds(lineage: [3, 4], grant: 7))
-        #expect(!table.holds(lineage: [2, 1], grant: 8))
+        #expect(table.holdsChecking(lineage: [2, 1], grant: 7))
+        #expect(!table.holdsChecking(lineage: [3, 4], grant: 7))
+        #expect(!table.holdsChecking(lineage: [2, 1], grant: 8))
+    }
+
+    @Test("SPEC S9, S36: an inherited scope is remembered until a stop to zero or an exit could end it")
+    func inheritanceCache() {
+        var table = ScopeTable()
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        #expect(!table.holdsWithoutLineage(pid: 2, grant: 7))
+        let inherits = table.holds(lineage: [2, 1], grant: 7)
+        #expect(inherits)
+        #expect(table.holdsWithoutLineage(pid: 2, grant: 7))
+        #expect(!table.holdsWithoutLineage(pid: 2, grant: 8))
+        // A nested stop leaves the parent holding: the child still inherits.
+        _ = table.stop(pid: 1, grant: 7)
+        #expect(table.holdsWithoutLineage(pid: 2, grant: 7))
+        // The last stop ends it.
+        _ = table.stop(pid: 1, grant: 7)
+        #expect(!table.holdsWithoutLineage(pid: 2, grant: 7))
+        #expect(!table.holdsChecking(lineage: [2, 1], grant: 7))
+
+        // The holder's exit ends it too.
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        let fromHolder = table.holds(lineage: [3, 1], grant: 7)
+        #expect(fromHolder)
+        _ = table.exited(pid: 1)
+        #expect(!table.holdsWithoutLineage(pid: 3, grant: 7))
+
+        // The inheritor's exit: its pid may come back as another process.
+        _ = table.start(pid: 4, app: "a", grant: 7, path: "/p")
+        let fromOther = table.holds(lineage: [5, 4], grant: 7)
+        #expect(fromOther)
+        #expect(table.exited(pid: 5).isEmpty)
+        #expect(!table.holdsWithoutLineage(pid: 5, grant: 7))
+    }
+
+    @Test("SPEC S9: an answer from a lineage read before the cache was emptied is not kept")
+    func inheritanceRace() {
+        var table = ScopeTable()
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        let first = table.holds(lineage: [2, 1], grant: 7)
+        #expect(first)
+        let epoch = table.inheritanceEpoch
+        _ = table.exited(pid: 2)  // while pid 2's next lineage is being read
+        let late = table.holds(lineage: [2, 1], grant: 7, readAt: epoch)
+        #expect(late)
+        #expect(!table.holdsWithoutLineage(pid: 2, grant: 7))
     }
 
     @Test("SPEC S10: the budget of outstanding starts; exhausted until exit; a new process has a full budget")
@@ -54,5 +100,13 @@ import Testing
         #expect(leaks == [ScopeTable.Leak(pid: 1, app: "a", grant: 7, path: "/p", count: 2)])
         #expect(table.exited(pid: 1).isEmpty)
         #expect(table.exited(pid: 99).isEmpty)
+    }
+}
+
+extension ScopeTable {
+    /// `holds(lineage:grant:)` on a copy: `#expect` cannot call a mutating member.
+    fileprivate func holdsChecking(lineage: [Int32], grant: GrantID, readAt epoch: UInt64? = nil) -> Bool {
+        var copy = self
+        return copy.holds(lineage: lineage, grant: grant, readAt: epoch)
     }
 }

@@ -4,11 +4,14 @@ leaks, `scope exec`, and the events and status that show them.
 SPEC S6-S12, S29, S30 (docs/API.md for the xattr calls)."""
 
 import errno
+import sqlite3
+import time
 
 import pytest
 
 from doc_scope_helpers import (
     mount,
+    poll,
     status,
     status_process,
     wait_events,
@@ -125,6 +128,38 @@ def test_starts_nest_until_the_last_stop(env):
     assert sorted(e.get("count") for e in starts) == [1, 2], starts
     assert sorted(e.get("count") for e in stops) == [0, 1], stops
     assert all(e.get("path", "").endswith(f"/Providers/{LOCAL}/{REPORT}") for e in starts + stops), starts + stops
+
+
+def test_recorded_scope_events_do_not_reload_the_policy(env):
+    """SPEC S13, S29, S36: the daemon follows policy changes made behind its
+    back (another process writing the database), but the events it records
+    in the same database are not policy changes: after twenty recorded
+    starts and stops the policy generation has not moved, while a grant
+    revoked by a direct database write refuses the next start (EPERM)."""
+    gid = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    generation = lambda: status(env)["daemon"]["policyGeneration"]
+    before = generation()
+    got = env.app_json(ALPHA, f"""
+        p = sys.argv[1]
+        r = {{"pid": os.getpid(), "starts": [], "stops": []}}
+        for _ in range(10): r["starts"].append({xattr("start")})
+        for _ in range(10): r["stops"].append({xattr("stop")})
+        emit(r)
+    """, env.prov(ALPHA, LOCAL, REPORT))
+    assert got["starts"] == [{"ok": str(n)} for n in range(1, 11)], got
+    assert got["stops"] == [{"ok": str(n)} for n in range(9, -1, -1)], got
+    wait_events(env, lambda e: e.get("pid") == got["pid"], kind="stop", app=ALPHA, count=10)
+    time.sleep(1.0)  # four polls of the daemon's database watcher
+    assert generation() == before
+
+    with sqlite3.connect(env.state / "scopefs.sqlite") as db:
+        db.execute("UPDATE grants SET state = 'revoked' WHERE id = ?", (int(gid),))
+    start = f"p = sys.argv[1]\nemit({xattr('start')})"
+    seen = poll(lambda: env.app_json(ALPHA, start, env.prov(ALPHA, LOCAL, REPORT)),
+                lambda value: value == {"errno": "EPERM"}, timeout=5)
+    assert seen == {"errno": "EPERM"}
+    assert generation() > before
 
 
 def test_unbalanced_stop_is_harmless_and_recorded(env):
