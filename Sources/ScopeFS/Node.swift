@@ -47,6 +47,23 @@ enum NodeKey: Hashable, Sendable {
     /// inode number to a new folder or reference stub while the kernel still
     /// holds the old node, and a node's kind never changes.
     case backed(Place, FileIdentity, NodeKind)
+
+    /// Leaves out the place: its app and provider IDs were most of the cost
+    /// of hashing a key (every lookup and every new node hash one), and the
+    /// nodes of one host file in two views still differ by `==`.
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .appDirectory(let app):
+            hasher.combine(0)
+            hasher.combine(app)
+        case .providersDirectory(let app):
+            hasher.combine(1)
+            hasher.combine(app)
+        case .backed(_, let identity, let kind):
+            hasher.combine(identity)
+            hasher.combine(kind)
+        }
+    }
 }
 
 enum NodeKind: Hashable, Sendable {

@@ -77,6 +77,9 @@ final class NodeTable: Sendable {
         var cachedCoverage: CoveragePosition?
         /// Else its parent's, if cached: the node's is then one step away.
         var parentCoverage: CoveragePosition?
+        /// One of the node's open files: its descriptor reaches the file
+        /// without a walk of /proc, also after an unlink.
+        var openFile: OpenHandle?
 
         /// The path relative to the container or provider root, computed on
         /// demand: most operations (getattr, a coverage-cache hit) never need it.
@@ -98,7 +101,8 @@ final class NodeTable: Sendable {
             return Resolved(
                 node: record.node, parent: parentRecord?.node, name: record.name, table: self,
                 generation: generation, epoch: epoch, cachedCoverage: coverage,
-                parentCoverage: coverage == nil ? parentRecord.flatMap(cachedCoverage) : nil)
+                parentCoverage: coverage == nil ? parentRecord.flatMap(cachedCoverage) : nil,
+                openFile: record.openFiles.first)
         }
     }
 
@@ -232,26 +236,25 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// Swaps in the version seen at this open; returns the previous one.
-    func exchangeVersion(_ inode: UInt64, _ version: FileVersion) -> FileVersion? {
+    /// Records an open file of the node and swaps in the file version it
+    /// was opened at; returns the version seen before.
+    func opened(_ inode: UInt64, _ handle: OpenHandle, version: FileVersion) -> FileVersion? {
         state.withLock { state in
-            let previous = state.records[inode]?.cachedVersion
-            state.records[inode]?.cachedVersion = version
-            return previous
+            guard let record = state.records[inode] else { return nil }
+            record.openFiles.append(handle)
+            defer { record.cachedVersion = version }
+            return record.cachedVersion
         }
     }
 
-    func opened(_ inode: UInt64, _ handle: OpenHandle) {
-        state.withLock { $0.records[inode]?.openFiles.append(handle) }
-    }
-
-    func closed(_ inode: UInt64, _ handle: OpenHandle) {
-        state.withLock { $0.records[inode]?.openFiles.removeAll { $0 === handle } }
-    }
-
-    /// A descriptor of one of the node's open files, if any.
-    func openFile(_ inode: UInt64) -> OpenHandle? {
-        state.withLock { $0.records[inode]?.openFiles.first }
+    /// Forgets an open file; `version` (after our own writes) replaces the
+    /// version its pages were cached at.
+    func closed(_ inode: UInt64, _ handle: OpenHandle, version: FileVersion?) {
+        state.withLock { state in
+            guard let record = state.records[inode] else { return }
+            record.openFiles.removeAll { $0 === handle }
+            if let version { record.cachedVersion = version }
+        }
     }
 
     /// The (parent, name) entries of an app's container nodes at `paths`.
@@ -312,6 +315,11 @@ final class NodeTable: Sendable {
 struct FileVersion: Equatable, Sendable {
     var modified: timespec
     var size: Int64
+
+    init(_ info: stat) {
+        modified = info.st_mtim
+        size = Int64(info.st_size)
+    }
 
     static func == (a: FileVersion, b: FileVersion) -> Bool {
         a.size == b.size && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec

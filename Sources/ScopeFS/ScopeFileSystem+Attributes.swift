@@ -21,7 +21,7 @@ extension ScopeFileSystem {
         // node's own file, checked, so no second lookup by name. A file
         // that is open (futimens after a write, as tar does) is reached
         // through its open descriptor: no open, check and close by name.
-        let info = try withPathDescriptor(target, open: open ?? table.openFile(inode)) {
+        let info = try withPathDescriptor(target, open: open ?? target.resolved.openFile) {
             descriptor, isSymlink throws(Errno) in
             if let mode = changes.mode {
                 if isSymlink { throw Errno.notSupported }

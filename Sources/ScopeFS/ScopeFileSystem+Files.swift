@@ -35,8 +35,9 @@ extension ScopeFileSystem {
             throw error
         }
         let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
-        table.opened(inode, handle)
-        return OpenFile(handle: handle.handle, keepCache: keepsCache(inode, info))
+        // Cached pages stay when the file is as it was at the last open.
+        let version = FileVersion(info)
+        return OpenFile(handle: handle.handle, keepCache: table.opened(inode, handle, version: version) == version)
     }
 
     public func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
@@ -50,10 +51,9 @@ extension ScopeFileSystem {
         do {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
-            let (node, info) = try backedChild(of: folder.node, named: name)
+            let (node, info) = try backedChild(of: folder.node, named: name, known: Sys.stat(descriptor))
             let handle = OpenHandle(descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true)
-            table.opened(node.inode, handle)
-            _ = table.exchangeVersion(node.inode, FileVersion(modified: info.st_mtim, size: Int64(info.st_size)))
+            _ = table.opened(node.inode, handle, version: FileVersion(info))
             return (entry(node, info), OpenFile(handle: handle.handle))
         } catch {
             Sys.close(descriptor)
@@ -76,11 +76,9 @@ extension ScopeFileSystem {
 
     public func release(inode: UInt64, handle: UInt64) {
         let open = OpenHandle.from(handle)
-        if open.writable, let info = try? Sys.stat(open.descriptor) {
-            // Our own writes went through the page cache: it is still good.
-            _ = table.exchangeVersion(inode, FileVersion(modified: info.st_mtim, size: Int64(info.st_size)))
-        }
-        table.closed(inode, open)
+        // Our own writes went through the page cache: it is still good.
+        let written = open.writable ? (try? Sys.stat(open.descriptor)).map(FileVersion.init) : nil
+        table.closed(inode, open, version: written)
         OpenHandle.release(handle)
     }
 
@@ -138,13 +136,6 @@ extension ScopeFileSystem {
     /// with EINVAL (the kernel still bypasses its own cache for the caller).
     static func backingFlags(_ flags: Int32) -> Int32 {
         flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Sys.direct | O_CLOEXEC)
-    }
-
-    /// Whether the kernel may keep pages from earlier opens: only when the
-    /// file's mtime and size are what they were then.
-    func keepsCache(_ inode: UInt64, _ info: stat) -> Bool {
-        let version = FileVersion(modified: info.st_mtim, size: Int64(info.st_size))
-        return table.exchangeVersion(inode, version) == version
     }
 
     /// The descriptor of a backed folder that passed the gate.

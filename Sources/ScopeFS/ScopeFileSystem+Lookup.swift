@@ -106,11 +106,13 @@ extension ScopeFileSystem {
     }
 
     /// A host file inside a container or provider, reached relative to its
-    /// parent's descriptor without following symlinks (SPEC S33).
-    func backedChild(of parent: Node, named name: String) throws(Errno) -> (Node, stat) {
+    /// parent's descriptor without following symlinks (SPEC S33). `known`
+    /// is the file's status when the caller holds it open (a create).
+    func backedChild(of parent: Node, named name: String, known: stat? = nil) throws(Errno) -> (Node, stat) {
         guard let directory = parent.directory else { throw .staleNFSFileHandle }
-        guard name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/")) else { throw .invalidArgument }
-        let info = try Sys.statAt(directory, name)
+        guard name != "." && name != ".." && !RelativePath.hasSeparator(name) else { throw .invalidArgument }
+        let info: stat
+        if let known { info = known } else { info = try Sys.statAt(directory, name) }
         if info.isDirectory {
             // A folder the table knows keeps its descriptor open: no need
             // to open it again (a listing looks up every child folder).
@@ -204,7 +206,7 @@ extension ScopeFileSystem {
         guard let parent = resolved.parent?.directory else { throw .staleNFSFileHandle }
         if let info = try? Sys.statAt(parent, resolved.name), FileIdentity(info) == node.identity { return info }
         // Unlinked or replaced while open: the open descriptor still has it.
-        guard let open = table.openFile(node.inode) else { throw .noSuchFileOrDirectory }
+        guard let open = resolved.openFile else { throw .noSuchFileOrDirectory }
         return try Sys.stat(open.descriptor)
     }
 

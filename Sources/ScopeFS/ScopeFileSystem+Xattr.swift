@@ -27,7 +27,7 @@ extension ScopeFileSystem {
         let target = try gate(inode, .metadata, callers.caller(of: request))
         // The kernel asks for security.capability before each write to an
         // open file: its descriptor answers without a walk of /proc.
-        if target.node.directory == nil, let open = table.openFile(inode) {
+        if target.node.directory == nil, let open = target.resolved.openFile {
             return try Sys.getxattr(open.descriptor, name)
         }
         return try xattrPath(target) { path throws(Errno) in try Sys.getxattr(path, name) }
