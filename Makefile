@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := .build/debug/scopefs
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev attr util-linux
 
-.PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests install clean
+.PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions install clean
 
 all: build
 
@@ -42,6 +42,10 @@ bench-quick: deps
 bench-requests: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/requests.py
+
+bench-instructions: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
 
 install: deps
 	$(SWIFT) build -c release

@@ -103,6 +103,13 @@ public struct CoveragePosition: Sendable {
         if case .granted(let grant) = coverage { return grant }
         return nil
     }
+
+    /// The position of every child, when the trie is not needed to know it:
+    /// once a path has left the trie, no grant lies below and descendants
+    /// share its coverage. Nil while the position is still in the trie.
+    public var everyChild: CoveragePosition? {
+        trieNode == nil ? self : nil
+    }
 }
 
 /// One app's grants in one provider, as a trie of path components: finding

@@ -67,10 +67,16 @@ extension ScopeFileSystem {
 
     /// Coverage of a provider node, cached per policy generation. A node
     /// whose parent's is cached (every new file: the kernel looked up or
-    /// created it in a folder it just used) takes one step from it; others
-    /// walk their path.
+    /// created it in a folder it just used) takes it over or one step from
+    /// it; others walk their path.
     func coverage(of resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> Coverage {
         if let cached = resolved.cachedCoverage { return cached.coverage }
+        // Below the grant trie (inside a granted folder, or far from any
+        // grant) a node shares its parent's position: no policy lookup.
+        if let position = resolved.parentCoverage?.everyChild {
+            table.storeCoverage(resolved, generation: resolved.generation, position: position)
+            return position.coverage
+        }
         let stepped = withPolicy { policy -> (UInt64, CoveragePosition)? in
             // The parent's position names a node of its own snapshot's trie.
             guard let parent = resolved.parentCoverage, policy.generation == resolved.generation else { return nil }

@@ -44,7 +44,7 @@ final class NodeTable: Sendable {
     }
 
     private struct State {
-        var records: [UInt64: Record] = [:]
+        var records: [InodeNumber: Record] = [:]
         var byKey: [NodeKey: UInt64] = [:]
         /// Which node each known (folder, name) entry names.
         var byName: [EntryName: UInt64] = [:]
@@ -262,7 +262,7 @@ final class NodeTable: Sendable {
         state.withLock { state in
             state.records.compactMap { inode, record in
                 guard case .container(let owner) = record.node.place, owner == app,
-                    paths.contains(Self.path(of: inode, in: state))
+                    paths.contains(Self.path(of: inode.number, in: state))
                 else { return nil }
                 return (record.parent, record.name)
             }
@@ -283,9 +283,9 @@ final class NodeTable: Sendable {
         state.withLock { state in
             state.records.compactMap { inode, record in
                 guard case .provider(let a, let p) = record.node.place, a == app, p == provider,
-                    RelativePath.isWithin(Self.path(of: inode, in: state), path)
+                    RelativePath.isWithin(Self.path(of: inode.number, in: state), path)
                 else { return nil }
-                return (inode, record.parent, record.name)
+                return (inode.number, record.parent, record.name)
             }
         }
     }
@@ -308,6 +308,33 @@ final class NodeTable: Sendable {
             if let byKey = shrunk(state.byKey) { state.byKey = byKey }
             if let byName = shrunk(state.byName) { state.byName = byName }
         }
+    }
+}
+
+/// An inode number as the node table's key. Every request looks one up,
+/// most twice, and Swift's default hash (SipHash, against keys an attacker
+/// picks) cost ~100 instructions per lookup; these keys are numbers the
+/// daemon hands out itself. A Fibonacci multiply spreads consecutive numbers
+/// over the buckets: the dictionary probes linearly and shifts entries back
+/// on removal, so an unmixed (identity) hash would make one long run of
+/// occupied buckets that every removal walks.
+struct InodeNumber: Hashable {
+    let number: UInt64
+
+    init(_ number: UInt64) { self.number = number }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(number) }
+
+    func _rawHashValue(seed: Int) -> Int {
+        let mixed = (number ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
+    }
+}
+
+extension Dictionary where Key == InodeNumber {
+    subscript(_ inode: UInt64) -> Value? {
+        get { self[InodeNumber(inode)] }
+        set { self[InodeNumber(inode)] = newValue }
     }
 }
 

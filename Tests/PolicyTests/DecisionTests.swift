@@ -69,7 +69,16 @@ import Testing
                 position = policy.position(app: app, provider: "local", child: String(name), of: position)
             }
             #expect(position.coverage == policy.coverage(app: app, provider: "local", path: path), "\(path)")
+            // Where the parent's position says every child shares it, the walk agrees.
+            if let child = position.everyChild {
+                let walked = policy.coverage(app: app, provider: "local", path: RelativePath.join(path, "n"))
+                #expect(child.coverage == walked, "\(path)/n")
+            }
         }
+        #expect(policy.position(app: app, provider: "local", path: "A/B").everyChild == nil)
+        #expect(policy.position(app: app, provider: "local", path: "D").everyChild == nil)
+        #expect(policy.position(app: app, provider: "local", path: "A/x").everyChild != nil)
+        #expect(policy.position(app: app, provider: "local", path: "Z").everyChild != nil)
         #expect(policy.coverage(app: app, provider: "local", path: "A/B") == .granted(grant(1, "A", access: .read)))
         #expect(policy.coverage(app: app, provider: "local", path: "D/F/g") == .hidden)
         #expect(policy.coverage(app: app, provider: "local", path: "D") == .ancestor)
