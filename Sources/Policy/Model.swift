@@ -49,7 +49,7 @@ public enum GrantState: String, Sendable, Codable, CaseIterable {
 /// grant covering an item into nearly every access decision (cached
 /// coverage, the gate's target), and a copy is then one reference count
 /// instead of one per string field. Changing a field (rare: the store
-/// building a result) makes a new box.
+/// after a revoke or restore) makes a new box.
 public struct Grant: Sendable, Hashable, Codable {
     private struct Fields: Sendable, Hashable, Codable {
         var id: GrantID
@@ -68,50 +68,28 @@ public struct Grant: Sendable, Hashable, Codable {
         init(_ fields: Fields) { self.fields = fields }
     }
 
-    private var box: Box
+    private let box: Box
 
-    private func changed(_ change: (inout Fields) -> Void) -> Box {
-        var fields = box.fields
-        change(&fields)
-        return Box(fields)
-    }
-
-    public var id: GrantID {
-        get { box.fields.id }
-        set { box = changed { $0.id = newValue } }
-    }
-    public var app: AppID {
-        get { box.fields.app }
-        set { box = changed { $0.app = newValue } }
-    }
-    public var provider: ProviderID {
-        get { box.fields.provider }
-        set { box = changed { $0.provider = newValue } }
-    }
-    public var item: ItemIdentifier {
-        get { box.fields.item }
-        set { box = changed { $0.item = newValue } }
-    }
-    public var relativePath: String {
-        get { box.fields.relativePath }
-        set { box = changed { $0.relativePath = newValue } }
-    }
-    public var isDirectory: Bool {
-        get { box.fields.isDirectory }
-        set { box = changed { $0.isDirectory = newValue } }
-    }
-    public var access: Access {
-        get { box.fields.access }
-        set { box = changed { $0.access = newValue } }
-    }
-    public var state: GrantState {
-        get { box.fields.state }
-        set { box = changed { $0.state = newValue } }
-    }
+    public var id: GrantID { box.fields.id }
+    public var app: AppID { box.fields.app }
+    public var provider: ProviderID { box.fields.provider }
+    public var item: ItemIdentifier { box.fields.item }
+    public var relativePath: String { box.fields.relativePath }
+    public var isDirectory: Bool { box.fields.isDirectory }
+    public var access: Access { box.fields.access }
+    public var state: GrantState { box.fields.state }
     /// Seconds since 1970, UTC.
-    public var grantedAt: Double {
-        get { box.fields.grantedAt }
-        set { box = changed { $0.grantedAt = newValue } }
+    public var grantedAt: Double { box.fields.grantedAt }
+
+    /// The same grant in another state (after a revoke or a restore).
+    public func with(state: GrantState) -> Grant {
+        var fields = box.fields
+        fields.state = state
+        return Grant(box: Box(fields))
+    }
+
+    private init(box: Box) {
+        self.box = box
     }
 
     public init(

@@ -145,7 +145,7 @@ public struct PolicyRepository: Sendable {
                     arguments: [state.rawValue, now, grant.id])
                 try Self.recordChange(db, state == .active ? .restore : .revoke, grant)
             }
-            return changed.map { var g = $0; g.state = state; return g }
+            return changed.map { $0.with(state: state) }
         }
     }
 
