@@ -64,13 +64,12 @@ public enum Daemon {
         let documents = try DocumentBridge(state: state, repository: repository, logger: logger)
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath)
+        let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(
                 configuration: configuration, callers: tracker, scopes: scopes, events: recorder, documents: documents,
-                snapshot: try repository.snapshot(generation: 1))
-        } catch let error as ScopeFSError {
-            throw error
+                snapshot: snapshot)
         } catch {
             throw ScopeFSError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
@@ -89,7 +88,8 @@ public enum Daemon {
             throw ScopeFSError(.cannotMount, "cannot mount at \(mountpoint): \(error) (is /dev/fuse available and fuse3 installed?)")
         }
 
-        let reloader = PolicyReloader(repository: repository, fileSystem: fileSystem, session: session, logger: logger)
+        let reloader = PolicyReloader(
+            repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, logger: logger)
         let stopping = Atomic<Bool>(false)
         let server: ControlServer
         do {
@@ -119,9 +119,7 @@ public enum Daemon {
                 }
             }
         }
-        if let watcher = try? ChangeWatcher(state) {
-            Thread.detachNewThread { reloader.watch(watcher, until: { stopping.load(ordering: .relaxed) }) }
-        }
+        Thread.detachNewThread { reloader.watch(until: { stopping.load(ordering: .relaxed) }) }
         DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
         logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
         Readiness.report(options.readyDescriptor, .ready)

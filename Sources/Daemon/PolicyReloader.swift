@@ -16,20 +16,28 @@ final class PolicyReloader: Sendable {
     private let fileSystem: ScopeFileSystem
     private let session: FuseSession
     private let logger: Logger
-    /// Held for a whole reload: snapshots are installed in order.
-    private let generation = Mutex<UInt64>(1)
+    /// The installed snapshot's generation and the policy version it
+    /// reflects; held for a whole reload, so snapshots are installed in order.
+    private let installed: Mutex<(generation: UInt64, version: Int64)>
 
-    init(repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, logger: Logger) {
+    /// `version`: the policy version of the snapshot the file system started with.
+    init(repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64, logger: Logger) {
         self.repository = repository
         self.fileSystem = fileSystem
         self.session = session
+        self.installed = Mutex((fileSystem.snapshot.generation, version))
         self.logger = logger
     }
 
+    /// Installs the policy as the database has it now, unless the installed
+    /// snapshot already reflects its version: a change is loaded once, by
+    /// whichever of the CLI's request and the watch sees it first.
     func reload() throws(ScopeFSError) {
-        try generation.withLock { (generation: inout UInt64) throws(ScopeFSError) in
-            let snapshot = try repository.snapshot(generation: generation + 1)
-            generation += 1
+        try installed.withLock { installed throws(ScopeFSError) in
+            guard try repository.policyVersion() != installed.version else { return }
+            let generation = installed.generation + 1
+            let (snapshot, version) = try repository.versionedSnapshot(generation: generation)
+            installed = (generation, version)
             let invalidation = fileSystem.install(snapshot)
             for inode in invalidation.inodes { session.invalidateInode(inode) }
             for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
@@ -43,13 +51,12 @@ final class PolicyReloader: Sendable {
         for entry in entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
     }
 
-    /// Polls for changes made without telling the daemon.
-    func watch(_ watcher: ChangeWatcher, until stop: @Sendable () -> Bool) {
+    /// Polls for policy changes made without telling the daemon (a CLI
+    /// that could not reach it, another tool writing the database).
+    func watch(until stop: @Sendable () -> Bool) {
         while !stop() {
             usleep(250_000)
-            if watcher.hasChanged() {
-                do { try reload() } catch { logger.error("reload failed: \(error)") }
-            }
+            do { try reload() } catch { logger.error("reload failed: \(error)") }
         }
     }
 }

@@ -83,7 +83,7 @@ public struct Request: Sendable {
         self.gid = gid
         self.umask = umask
         self.clearsSetIDBits = clearsSetIDBits
-        self.libfuseRequest = UInt(bitPattern: libfuseRequest.map { Int(bitPattern: UnsafeRawPointer($0)) } ?? 0)
+        self.libfuseRequest = UInt(bitPattern: libfuseRequest)
     }
 
     /// Whether the caller is in group `group`: its own group, or one of its

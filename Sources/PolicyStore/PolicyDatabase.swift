@@ -183,7 +183,7 @@ enum Migrations {
             // Counts commits that change the policy. The daemon's watcher
             // polls it rather than SQLite's data_version, which also moves
             // with every batch of events the daemon itself records: each
-            // scope start or stop used to cost a full reload (ChangeWatcher).
+            // scope start or stop used to cost a full reload (PolicyReloader).
             try db.execute(sql: """
                 CREATE TABLE policy_version (
                     id INTEGER PRIMARY KEY CHECK (id = 1),

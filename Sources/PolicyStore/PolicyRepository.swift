@@ -14,14 +14,32 @@ public struct PolicyRepository: Sendable {
 
     /// Builds the in-memory index the daemon decides from (SPEC S36).
     public func snapshot(generation: UInt64) throws(ScopeFSError) -> PolicySnapshot {
+        try versionedSnapshot(generation: generation).snapshot
+    }
+
+    /// The snapshot and the policy version it reflects, read in one
+    /// transaction: a change committed later has a later version.
+    public func versionedSnapshot(generation: UInt64) throws(ScopeFSError) -> (snapshot: PolicySnapshot, version: Int64) {
         try database.read { db in
-            PolicySnapshot(
+            let snapshot = PolicySnapshot(
                 generation: generation,
                 apps: try Self.fetchApps(db),
                 providers: try Self.fetchProviders(db),
                 grants: try Self.fetchGrants(db, app: nil),
                 items: try Self.fetchItemLocations(db))
+            return (snapshot, try Self.policyVersion(db))
         }
+    }
+
+    /// Counts commits that changed the policy tables (kept by triggers,
+    /// migration v5-policy-version); the event log, which shares the
+    /// database, does not move it.
+    public func policyVersion() throws(ScopeFSError) -> Int64 {
+        try database.read(Self.policyVersion)
+    }
+
+    private static func policyVersion(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT version FROM policy_version") ?? 0
     }
 
     static func fetchItemLocations(_ db: Database) throws -> [ItemIdentifier: ItemLocation] {

@@ -30,7 +30,7 @@ extension ScopeFileSystem {
             Sys.close(descriptor)
             throw .staleNFSFileHandle
         }
-        do { try clearSetIDBits(descriptor, for: request) } catch {  // an O_TRUNC open
+        do { try clearSetIDBits(descriptor, for: request, known: info) } catch {  // an O_TRUNC open
             Sys.close(descriptor)
             throw error
         }
@@ -116,10 +116,12 @@ extension ScopeFileSystem {
     /// not. The setuid bit goes; the setgid bit too when the group may
     /// execute or the caller is not in the file's group (the VFS rule).
     /// security.capability needs nothing: the backing file system drops it
-    /// on any write, truncate or chown.
-    func clearSetIDBits(_ descriptor: Int32, for request: Request) throws(Errno) {
+    /// on any write, truncate or chown. `known`: the file's status, when
+    /// the caller has just read it through `descriptor`.
+    func clearSetIDBits(_ descriptor: Int32, for request: Request, known: stat? = nil) throws(Errno) {
         guard request.clearsSetIDBits else { return }
-        let info = try Sys.stat(descriptor)
+        let info: stat
+        if let known { info = known } else { info = try Sys.stat(descriptor) }
         let mode = info.st_mode
         guard mode & S_IFMT == S_IFREG else { return }
         var kept = mode & 0o7777 & ~S_ISUID

@@ -162,6 +162,20 @@ def test_recorded_scope_events_do_not_reload_the_policy(env):
     assert generation() > before
 
 
+def test_a_cli_policy_change_reloads_the_policy_once(env):
+    """SPEC S13, S36: a grant made with the CLI is in force when the command
+    returns (the daemon reloads on the CLI's request), and the database
+    watcher does not reload it a second time for the same change: one
+    grant, one new policy generation."""
+    mount(env)
+    generation = lambda: status(env)["daemon"]["policyGeneration"]
+    before = generation()
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    assert generation() == before + 1
+    time.sleep(1.0)  # four polls of the daemon's database watcher
+    assert generation() == before + 1
+
+
 def test_unbalanced_stop_is_harmless_and_recorded(env):
     """SPEC S7: stop at zero does nothing (getxattr reports "unbalanced",
     setxattr returns 0), the counter never goes negative (the next start
