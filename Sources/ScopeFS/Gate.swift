@@ -33,26 +33,32 @@ extension ScopeFileSystem {
         _ inode: UInt64, _ operation: OperationClass, _ caller: Caller, function: StaticString = #function
     ) throws(Errno) -> Target {
         guard let resolved = table.resolve(inode, generation: generation) else { throw .staleNFSFileHandle }
+        let grant: Grant?
         do {
-            return try decide(resolved, operation, caller)
+            grant = try decide(resolved, operation, caller)
         } catch {
             recordDenial(error, resolved, caller, function: function)
             throw error
         }
+        // The resolved value's last use: moved into the target, not copied
+        // (a copy retains each of its references once more).
+        return Target(resolved: resolved, grant: grant)
     }
 
+    /// The decision for one operation: the grant covering a provider node,
+    /// nil for other places, or the denial's errno.
     private func decide(_ resolved: NodeTable.Resolved, _ operation: OperationClass, _ caller: Caller) throws(Errno)
-        -> Target
+        -> Grant?
     {
         let place = resolved.node.place
         if let app = place.app, !Decision.mayEnter(app: app, caller: caller) { throw .noSuchFileOrDirectory }
         switch place {
         case .root, .appDirectory, .providersDirectory:
             if let denial = Decision.synthetic(operation, caller: caller) { throw denial.errno }
-            return Target(resolved: resolved, grant: nil)
+            return nil
         case .container:
             if let denial = Decision.container(operation, caller: caller) { throw denial.errno }
-            return Target(resolved: resolved, grant: nil)
+            return nil
         case .provider(let app, let provider):
             let coverage = coverage(of: resolved, app: app, provider: provider)
             if let denial = Decision.provider(operation, coverage: coverage, caller: caller, scopeHeld: { grant in
@@ -60,8 +66,8 @@ extension ScopeFileSystem {
             }) {
                 throw denial.errno
             }
-            if case .granted(let grant) = coverage { return Target(resolved: resolved, grant: grant) }
-            return Target(resolved: resolved, grant: nil)
+            if case .granted(let grant) = coverage { return grant }
+            return nil
         }
     }
 

@@ -64,6 +64,26 @@ enum NodeKey: Hashable, Sendable {
             hasher.combine(kind)
         }
     }
+
+    /// A backed key's inode number comes from the host file system, not
+    /// from the app, so it needs no SipHash: every lookup and every forget
+    /// hashes one key (`FibonacciHash`). The device and kind are folded in
+    /// by odd multiples, so the same inode number in another kind or
+    /// device lands elsewhere.
+    func _rawHashValue(seed: Int) -> Int {
+        guard case .backed(_, let identity, let kind) = self else {
+            var hasher = Hasher()
+            hasher.combine(seed)
+            hash(into: &hasher)
+            return hasher.finalize()
+        }
+        let kindNumber: UInt64 = switch kind {
+        case .file: 1
+        case .directory: 2
+        case .reference: 3
+        }
+        return FibonacciHash.mix(identity.inode ^ (identity.device &* 0xC2B2_AE3D_27D4_EB4F) ^ (kindNumber << 58), seed: seed)
+    }
 }
 
 enum NodeKind: Hashable, Sendable {

@@ -20,6 +20,10 @@ final class NodeTable: Sendable {
         /// Further names of a hard-linked file, used when the primary name
         /// is unlinked while the kernel still holds the node.
         var otherNames: [EntryName] = []
+        /// Whether the node's names are in `byName`: only once it was seen
+        /// under a second name. A node with one name needs no entry there —
+        /// when that name is removed nothing is left to switch to.
+        var namesIndexed = false
         var lookups: UInt64
         /// Coverage cached for (policy generation, tree epoch).
         var coverage: (generation: UInt64, epoch: UInt64, value: CoveragePosition)?
@@ -46,7 +50,9 @@ final class NodeTable: Sendable {
     private struct State {
         var records: [InodeNumber: Record] = [:]
         var byKey: [NodeKey: UInt64] = [:]
-        /// Which node each known (folder, name) entry names.
+        /// Which node each name of a hard-linked node names (the nodes with
+        /// `namesIndexed`). Kept for those alone: hashing every name into
+        /// it, and out again at forget, was a fifth of an unlink's cost.
         var byName: [EntryName: UInt64] = [:]
         var nextInode: UInt64 = 2
         /// Bumped when a directory moves: cached coverage depends on paths.
@@ -132,7 +138,6 @@ final class NodeTable: Sendable {
             let node = make(inode)
             state.records[inode] = Record(node: node, parent: parent, name: name, lookups: 1)
             state.byKey[key] = inode
-            state.byName[EntryName(parent: parent, name: name)] = inode
             return node
         }
     }
@@ -145,22 +150,24 @@ final class NodeTable: Sendable {
 
     private static func takeLookup(_ key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node? {
         guard let inode = state.byKey[key], let record = state.records[inode] else { return nil }
-        let entry = EntryName(parent: parent, name: name)
         if record.parent != parent || record.name != name {
             if record.node.isDirectory {
                 state.epoch &+= 1
             } else {
                 // A hard link: remember the name seen before.
                 let previous = EntryName(parent: record.parent, name: record.name)
+                let entry = EntryName(parent: parent, name: name)
                 record.otherNames.removeAll { $0 == entry || $0 == previous }
                 if record.otherNames.count < 16 { record.otherNames.append(previous) }
+                record.namesIndexed = true
+                state.byName[previous] = inode
             }
             record.parent = parent
             record.name = name
             record.coverage = nil
         }
         record.lookups += 1
-        state.byName[entry] = inode
+        if record.namesIndexed { state.byName[EntryName(parent: parent, name: name)] = inode }
         return record.node
     }
 
@@ -173,11 +180,13 @@ final class NodeTable: Sendable {
             if record.lookups > 0 { return nil }
             state.records[inode] = nil
             if let key = Self.key(of: record.node), state.byKey[key] == inode { state.byKey[key] = nil }
-            func drop(_ entry: EntryName) {
-                if state.byName[entry] == inode { state.byName[entry] = nil }
+            if record.namesIndexed {
+                func drop(_ entry: EntryName) {
+                    if state.byName[entry] == inode { state.byName[entry] = nil }
+                }
+                drop(EntryName(parent: record.parent, name: record.name))
+                record.otherNames.forEach(drop)
             }
-            drop(EntryName(parent: record.parent, name: record.name))
-            record.otherNames.forEach(drop)
             return record.node
         }
         // The last reference may close a descriptor: outside the lock.
@@ -195,9 +204,12 @@ final class NodeTable: Sendable {
 
     /// Records that the entry `name` in `parent` is gone (unlink, rmdir, or
     /// replaced by a rename). A hard-linked file keeps being reached
-    /// through one of its other names.
+    /// through one of its other names; any other node keeps its stale name
+    /// until the kernel forgets it (its attributes are checked against its
+    /// identity, and come from an open descriptor once the name is gone).
     func removed(parent: UInt64, name: String) {
         state.withLock { state in
+            guard !state.byName.isEmpty else { return }
             let entry = EntryName(parent: parent, name: name)
             guard let inode = state.byName.removeValue(forKey: entry), let record = state.records[inode] else { return }
             record.otherNames.removeAll { $0 == entry }
@@ -216,14 +228,21 @@ final class NodeTable: Sendable {
             guard let inode = keys.compactMap({ state.byKey[$0] }).first, let record = state.records[inode] else {
                 return
             }
-            state.byName[from] = nil
             let previous = EntryName(parent: record.parent, name: record.name)
             record.otherNames.removeAll { $0 == from || $0 == previous }
-            if previous != from && !record.node.isDirectory { record.otherNames.append(previous) }
+            if previous != from && !record.node.isDirectory {
+                // Renamed from another of its names: a hard link.
+                record.otherNames.append(previous)
+                record.namesIndexed = true
+                state.byName[previous] = inode
+            }
             record.parent = parent
             record.name = name
             record.coverage = nil
-            state.byName[EntryName(parent: parent, name: name)] = inode
+            if record.namesIndexed {
+                if state.byName[from] == inode { state.byName[from] = nil }
+                state.byName[EntryName(parent: parent, name: name)] = inode
+            }
             if record.node.isDirectory { state.epoch &+= 1 }
         }
     }
@@ -325,8 +344,14 @@ struct InodeNumber: Hashable {
 
     func hash(into hasher: inout Hasher) { hasher.combine(number) }
 
-    func _rawHashValue(seed: Int) -> Int {
-        let mixed = (number ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+    func _rawHashValue(seed: Int) -> Int { FibonacciHash.mix(number, seed: seed) }
+}
+
+/// The hash of keys the daemon or the kernel picks, not the app: one
+/// multiply instead of SipHash's rounds (~100 instructions per lookup).
+enum FibonacciHash {
+    static func mix(_ value: UInt64, seed: Int) -> Int {
+        let mixed = (value ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
         return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
     }
 }

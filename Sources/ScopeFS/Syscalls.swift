@@ -14,6 +14,10 @@ enum Sys {
     static let noFollow: Int32 = AT_SYMLINK_NOFOLLOW
     static let removeDirectory: Int32 = AT_REMOVEDIR
 
+    // Names go to the kernel through `withCString`: passing a String where
+    // C wants a pointer copies it into a new array every call, and the
+    // per-name calls below run on every lookup, create and unlink.
+
     @inline(__always)
     static func retrying<T: BinaryInteger>(_ body: () -> T) throws(Errno) -> T {
         while true {
@@ -25,13 +29,13 @@ enum Sys {
 
     /// The corresponding C function is `openat`.
     static func openAt(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> Int32 {
-        try retrying { openat(directory, name, flags | O_CLOEXEC, mode) }
+        try retrying { name.withCString { openat(directory, $0, flags | O_CLOEXEC, mode) } }
     }
 
     /// The corresponding C function is `fstatat` (never following a final symlink).
     static func statAt(_ directory: Int32, _ name: String) throws(Errno) -> stat {
         var info = Glibc.stat()
-        _ = try retrying { fstatat(directory, name, &info, noFollow) }
+        _ = try retrying { name.withCString { fstatat(directory, $0, &info, noFollow) } }
         return info
     }
 
@@ -47,11 +51,11 @@ enum Sys {
     }
 
     static func mkdirAt(_ directory: Int32, _ name: String, _ mode: mode_t) throws(Errno) {
-        _ = try retrying { mkdirat(directory, name, mode) }
+        _ = try retrying { name.withCString { mkdirat(directory, $0, mode) } }
     }
 
     static func mknodAt(_ directory: Int32, _ name: String, _ mode: mode_t, _ device: dev_t) throws(Errno) {
-        _ = try retrying { mknodat(directory, name, mode, device) }
+        _ = try retrying { name.withCString { mknodat(directory, $0, mode, device) } }
     }
 
     static func symlinkAt(_ target: String, _ directory: Int32, _ name: String) throws(Errno) {
@@ -63,7 +67,7 @@ enum Sys {
     }
 
     static func unlinkAt(_ directory: Int32, _ name: String, _ flags: Int32) throws(Errno) {
-        _ = try retrying { unlinkat(directory, name, flags) }
+        _ = try retrying { name.withCString { unlinkat(directory, $0, flags) } }
     }
 
     /// The corresponding system call is `renameat2` (flags: RENAME_NOREPLACE, RENAME_EXCHANGE).
