@@ -22,7 +22,8 @@ public final class ProcessTracker: CallerResolver {
 
     private struct State {
         var processes: [Int32: AppProcess] = [:]
-        var callers: [Int32: Caller] = [:]
+        /// By thread ID: every request looks its caller up here.
+        var callers: [NumberKey<Int32>: Caller] = [:]
     }
 
     private let state = Mutex(State())

@@ -10,15 +10,21 @@ public struct ScopeTable: Sendable {
     }
 
     /// One process's counters and budget.
-    public struct ProcessScopes: Sendable, Codable {
+    public struct ProcessScopes: Sendable {
         public var app: AppID
-        public var counts: [GrantID: Int] = [:]
+        /// Every content request of the process reads one (cheap keys).
+        var counters: [NumberKey<GrantID>: Int] = [:]
         /// Where each grant was started, for leak reports.
         public var paths: [GrantID: String] = [:]
         /// Successful starts not yet balanced by a stop (SPEC S10).
         public var outstanding = 0
         /// Once the budget is used up, no start succeeds until the process exits.
         public var exhausted = false
+
+        /// The counter of each grant the process started.
+        public var counts: [GrantID: Int] {
+            Dictionary(uniqueKeysWithValues: counters.map { ($0.key.number, $0.value) })
+        }
     }
 
     public enum StartOutcome: Equatable, Sendable {
@@ -50,14 +56,20 @@ public struct ScopeTable: Sendable {
     }
 
     public let budget: Int
-    public private(set) var processes: [Int32: ProcessScopes] = [:]
+    /// Keyed by pid (cheap keys: every content request looks one up).
+    private var scopesByProcess: [NumberKey<Int32>: ProcessScopes] = [:]
     /// Grants each process was found to inherit from an ancestor (SPEC S9):
     /// its next request needs no walk of its process tree. Only positive
     /// answers are kept, and whatever could end one empties the cache.
-    private var inherited: [Int32: Set<GrantID>] = [:]
+    private var inherited: [NumberKey<Int32>: Set<NumberKey<GrantID>>] = [:]
     /// Counts the times the cache was emptied: an answer found from a
     /// lineage read before the latest one is not cached.
     public private(set) var inheritanceEpoch: UInt64 = 0
+
+    /// Every process's counters, by pid (for `scopefs status`).
+    public var processes: [Int32: ProcessScopes] {
+        Dictionary(uniqueKeysWithValues: scopesByProcess.map { ($0.key.number, $0.value) })
+    }
 
     public init(budget: Int = 4096) {
         self.budget = budget
@@ -72,41 +84,42 @@ public struct ScopeTable: Sendable {
                 scopes.exhausted = true
                 return .budgetExhausted
             }
-            scopes.counts[grant, default: 0] += 1
+            scopes.counters[NumberKey(grant), default: 0] += 1
             scopes.paths[grant] = path
             scopes.outstanding += 1
-            return .started(count: scopes.counts[grant]!)
+            return .started(count: scopes.counters[grant]!)
         }
     }
 
     public mutating func stop(pid: Int32, grant: GrantID) -> StopOutcome {
-        guard let count = processes[pid]?.counts[grant], count > 0 else { return .unbalanced }
+        let count = self.count(pid: pid, grant: grant)
+        guard count > 0 else { return .unbalanced }
         if count == 1 { forgetInheritance() }
         return modify(pid, app: "") { scopes in
             scopes.outstanding -= 1
             if count == 1 {
-                scopes.counts[grant] = nil
+                scopes.counters[grant] = nil
                 scopes.paths[grant] = nil
             } else {
-                scopes.counts[grant] = count - 1
+                scopes.counters[grant] = count - 1
             }
             return .stopped(count: count - 1)
         }
     }
 
     private mutating func modify<T>(_ pid: Int32, app: AppID, _ body: (inout ProcessScopes) -> T) -> T {
-        body(&processes[pid, default: ProcessScopes(app: app)])
+        body(&scopesByProcess[NumberKey(pid), default: ProcessScopes(app: app)])
     }
 
     /// The process's own counter on a grant.
     public func count(pid: Int32, grant: GrantID) -> Int {
-        processes[pid]?.counts[grant] ?? 0
+        scopesByProcess[pid]?.counters[grant] ?? 0
     }
 
     /// Whether the process holds the grant itself, or was found to inherit
     /// it since the cache was last emptied: no process tree needed.
     public func holdsWithoutLineage(pid: Int32, grant: GrantID) -> Bool {
-        count(pid: pid, grant: grant) > 0 || inherited[pid]?.contains(grant) == true
+        count(pid: pid, grant: grant) > 0 || inherited[pid]?.contains(NumberKey(grant)) == true
     }
 
     /// Whether any process of `lineage` (the caller first, then its
@@ -116,7 +129,7 @@ public struct ScopeTable: Sendable {
     public mutating func holds(lineage: [Int32], grant: GrantID, readAt epoch: UInt64? = nil) -> Bool {
         guard lineage.contains(where: { count(pid: $0, grant: grant) > 0 }) else { return false }
         if let caller = lineage.first, (epoch ?? inheritanceEpoch) == inheritanceEpoch {
-            inherited[caller, default: []].insert(grant)
+            inherited[NumberKey(caller), default: []].insert(NumberKey(grant))
         }
         return true
     }
@@ -132,12 +145,12 @@ public struct ScopeTable: Sendable {
     public mutating func exited(pid: Int32) -> [Leak] {
         // Descendants no longer inherit what it held, and its pid may come
         // back as a process that inherits nothing.
-        if processes[pid]?.counts.isEmpty == false {
+        if scopesByProcess[pid]?.counters.isEmpty == false {
             forgetInheritance()
-        } else if inherited.removeValue(forKey: pid) != nil {
+        } else if inherited.removeValue(forKey: NumberKey(pid)) != nil {
             inheritanceEpoch &+= 1
         }
-        guard let scopes = processes.removeValue(forKey: pid) else { return [] }
+        guard let scopes = scopesByProcess.removeValue(forKey: NumberKey(pid)) else { return [] }
         return scopes.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { grant, count in
             Leak(pid: pid, app: scopes.app, grant: grant, path: scopes.paths[grant] ?? "", count: count)
         }

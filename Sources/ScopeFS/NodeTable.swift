@@ -48,7 +48,8 @@ final class NodeTable: Sendable {
     }
 
     private struct State {
-        var records: [InodeNumber: Record] = [:]
+        /// By inode number: numbers the daemon hands out, hashed cheaply.
+        var records: [NumberKey<UInt64>: Record] = [:]
         var byKey: [NodeKey: UInt64] = [:]
         /// Which node each name of a hard-linked node names (the nodes with
         /// `namesIndexed`). Kept for those alone: hashing every name into
@@ -327,39 +328,6 @@ final class NodeTable: Sendable {
             if let byKey = shrunk(state.byKey) { state.byKey = byKey }
             if let byName = shrunk(state.byName) { state.byName = byName }
         }
-    }
-}
-
-/// An inode number as the node table's key. Every request looks one up,
-/// most twice, and Swift's default hash (SipHash, against keys an attacker
-/// picks) cost ~100 instructions per lookup; these keys are numbers the
-/// daemon hands out itself. A Fibonacci multiply spreads consecutive numbers
-/// over the buckets: the dictionary probes linearly and shifts entries back
-/// on removal, so an unmixed (identity) hash would make one long run of
-/// occupied buckets that every removal walks.
-struct InodeNumber: Hashable {
-    let number: UInt64
-
-    init(_ number: UInt64) { self.number = number }
-
-    func hash(into hasher: inout Hasher) { hasher.combine(number) }
-
-    func _rawHashValue(seed: Int) -> Int { FibonacciHash.mix(number, seed: seed) }
-}
-
-/// The hash of keys the daemon or the kernel picks, not the app: one
-/// multiply instead of SipHash's rounds (~100 instructions per lookup).
-enum FibonacciHash {
-    static func mix(_ value: UInt64, seed: Int) -> Int {
-        let mixed = (value ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
-        return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
-    }
-}
-
-extension Dictionary where Key == InodeNumber {
-    subscript(_ inode: UInt64) -> Value? {
-        get { self[InodeNumber(inode)] }
-        set { self[InodeNumber(inode)] = newValue }
     }
 }
 

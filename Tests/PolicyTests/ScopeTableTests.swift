@@ -101,6 +101,28 @@ import Testing
         #expect(table.exited(pid: 1).isEmpty)
         #expect(table.exited(pid: 99).isEmpty)
     }
+
+    @Test("SPEC S8, S36: thousands of processes and grants, with stops and exits, keep exact counters (cheap number keys)")
+    func manyProcesses() {
+        var table = ScopeTable()
+        var expected: [Int32: [GrantID: Int]] = [:]
+        for pid in Int32(1)...3000 {
+            for grant in GrantID(pid)...GrantID(pid) + 2 {
+                _ = table.start(pid: pid, app: "a", grant: grant, path: "/g\(grant)")
+                expected[pid, default: [:]][grant] = 1
+            }
+        }
+        for pid in Int32(1)...3000 where pid % 2 == 0 {
+            #expect(table.stop(pid: pid, grant: GrantID(pid) + 1) == .stopped(count: 0))
+            expected[pid]?[GrantID(pid) + 1] = nil
+        }
+        for pid in Int32(1)...3000 where pid % 3 == 0 {
+            #expect(table.exited(pid: pid).count == expected[pid]?.count)
+            expected[pid] = nil
+        }
+        #expect(table.processes.mapValues(\.counts) == expected)
+        #expect(table.count(pid: 2, grant: 2) == 1 && table.count(pid: 2, grant: 3) == 0 && table.count(pid: 3, grant: 3) == 0)
+    }
 }
 
 extension ScopeTable {
