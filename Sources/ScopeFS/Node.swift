@@ -35,54 +35,51 @@ struct FileIdentity: Hashable, Sendable {
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
     }
+
+    init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
 }
 
-/// How the node table finds a node again. Each app has its own nodes, even
-/// for the same host file, so one app's cached entries and attributes never
-/// serve another (SPEC S3); within a view, hard links share one node.
-enum NodeKey: Hashable, Sendable {
-    case appDirectory(AppID)
-    case providersDirectory(AppID)
+/// How the node table finds a node again: its view and its file. Each app
+/// has its own nodes, even for the same host file, so one app's cached
+/// entries and attributes never serve another (SPEC S3); within a view,
+/// hard links share one node.
+///
+/// Plain numbers, no strings: every lookup and every forget hashes and
+/// compares one, and the view's place (an app and a provider ID) is
+/// interned by the node table (`NodeTable.view(of:)`).
+struct NodeKey: Hashable {
+    /// The interned place: a provider view, a container, or a synthetic
+    /// folder of one app.
+    var view: UInt32
+    /// Zero for a synthetic folder: its view alone names it.
+    var identity: FileIdentity
     /// The kind is part of the key: a file system may hand a deleted file's
     /// inode number to a new folder or reference stub while the kernel still
     /// holds the old node, and a node's kind never changes.
-    case backed(Place, FileIdentity, NodeKind)
+    var kind: NodeKind
 
-    /// Leaves out the place: its app and provider IDs were most of the cost
-    /// of hashing a key (every lookup and every new node hash one), and the
-    /// nodes of one host file in two views still differ by `==`.
-    func hash(into hasher: inout Hasher) {
-        switch self {
-        case .appDirectory(let app):
-            hasher.combine(0)
-            hasher.combine(app)
-        case .providersDirectory(let app):
-            hasher.combine(1)
-            hasher.combine(app)
-        case .backed(_, let identity, let kind):
-            hasher.combine(identity)
-            hasher.combine(kind)
-        }
+    init(view: UInt32, identity: FileIdentity?, kind: NodeKind) {
+        self.view = view
+        self.identity = identity ?? FileIdentity(device: 0, inode: 0)
+        self.kind = kind
     }
 
-    /// A backed key's inode number comes from the host file system, not
-    /// from the app, so it needs no SipHash: every lookup and every forget
-    /// hashes one key (`FibonacciHash`). The device and kind are folded in
-    /// by odd multiples, so the same inode number in another kind or
-    /// device lands elsewhere.
+    /// Inode and device numbers come from the host file system, not from
+    /// the app: one multiply (`FibonacciHash`), not SipHash. The device,
+    /// view and kind are folded in by odd multiples, so the same inode
+    /// number elsewhere lands in another bucket.
     func _rawHashValue(seed: Int) -> Int {
-        guard case .backed(_, let identity, let kind) = self else {
-            var hasher = Hasher()
-            hasher.combine(seed)
-            hash(into: &hasher)
-            return hasher.finalize()
-        }
         let kindNumber: UInt64 = switch kind {
         case .file: 1
         case .directory: 2
         case .reference: 3
         }
-        return FibonacciHash.mix(identity.inode ^ (identity.device &* 0xC2B2_AE3D_27D4_EB4F) ^ (kindNumber << 58), seed: seed)
+        let mixed = identity.inode ^ (identity.device &* 0xC2B2_AE3D_27D4_EB4F)
+            ^ (UInt64(view) &* 0x1656_67B1_9E37_79F9) ^ (kindNumber << 58)
+        return FibonacciHash.mix(mixed, seed: seed)
     }
 }
 
@@ -97,6 +94,9 @@ enum NodeKind: Hashable, Sendable {
 final class Node: Sendable {
     let inode: UInt64
     let place: Place
+    /// The place interned by the node table: the view part of its key,
+    /// which a backed node's children share.
+    let view: UInt32
     let identity: FileIdentity?
     let isDirectory: Bool
     /// An O_PATH descriptor of a backed directory, held for the node's
@@ -109,12 +109,13 @@ final class Node: Sendable {
     let reference: ReferenceStub?
 
     init(
-        inode: UInt64, place: Place, identity: FileIdentity?, isDirectory: Bool, directory: Int32?, isDomainRoot: Bool,
-        reference: ReferenceStub? = nil
+        inode: UInt64, place: Place, view: UInt32, identity: FileIdentity?, isDirectory: Bool, directory: Int32?,
+        isDomainRoot: Bool, reference: ReferenceStub? = nil
     ) {
         self.reference = reference
         self.inode = inode
         self.place = place
+        self.view = view
         self.identity = identity
         self.isDirectory = isDirectory
         self.directory = directory
@@ -126,6 +127,12 @@ final class Node: Sendable {
     }
 
     var kind: NodeKind { isDirectory ? .directory : reference != nil ? .reference : .file }
+
+    /// Nil for the root, which is never looked up by key.
+    var key: NodeKey? {
+        if case .root = place { return nil }
+        return NodeKey(view: view, identity: identity, kind: kind)
+    }
 
     /// Part of an app's fixed layout, which only the policy changes:
     /// `Providers`, `Container` and the providers' roots.

@@ -32,13 +32,33 @@ final class NodeTable: Sendable {
         var cachedVersion: FileVersion?
         /// Open files of this node: after an unlink, or a replacement under
         /// its name, their descriptors still reach the file (fstat after unlink).
-        var openFiles: [OpenHandle] = []
+        var openFiles = OpenHandles()
 
         init(node: Node, parent: UInt64, name: String, lookups: UInt64) {
             self.node = node
             self.parent = parent
             self.name = name
             self.lookups = lookups
+        }
+    }
+
+    /// A node's open files. Nearly every node has at most one at a time:
+    /// that one is kept inline, and only further ones take an array (an
+    /// array's buffer was one allocation per created file).
+    struct OpenHandles {
+        private(set) var first: OpenHandle?
+        private var others: [OpenHandle] = []
+
+        mutating func insert(_ handle: OpenHandle) {
+            if first == nil { first = handle } else { others.append(handle) }
+        }
+
+        mutating func remove(_ handle: OpenHandle) {
+            if first === handle {
+                first = others.popLast()
+            } else {
+                others.removeAll { $0 === handle }
+            }
         }
     }
 
@@ -51,6 +71,9 @@ final class NodeTable: Sendable {
         /// By inode number: numbers the daemon hands out, hashed cheaply.
         var records: [NumberKey<UInt64>: Record] = [:]
         var byKey: [NodeKey: UInt64] = [:]
+        /// The places of the views, interned for `NodeKey` (a few per app;
+        /// never shrinks). The root's is 0.
+        var views: [Place: UInt32] = [.root: 0]
         /// Which node each name of a hard-linked node names (the nodes with
         /// `namesIndexed`). Kept for those alone: hashing every name into
         /// it, and out again at forget, was a fifth of an unlink's cost.
@@ -176,11 +199,17 @@ final class NodeTable: Sendable {
     func forget(_ inode: UInt64, count: UInt64) {
         guard inode != Self.rootInode else { return }
         let dropped: Node? = state.withLock { state in
-            guard let record = state.records[inode] else { return nil }
+            // By index: one hash per table, not one to check and one to remove.
+            guard let index = state.records.index(forKey: NumberKey(inode)) else { return nil }
+            let record = state.records[index].value
             record.lookups -= min(count, record.lookups)
             if record.lookups > 0 { return nil }
-            state.records[inode] = nil
-            if let key = Self.key(of: record.node), state.byKey[key] == inode { state.byKey[key] = nil }
+            state.records.remove(at: index)
+            if let key = record.node.key, let keyIndex = state.byKey.index(forKey: key),
+                state.byKey[keyIndex].value == inode
+            {
+                state.byKey.remove(at: keyIndex)
+            }
             if record.namesIndexed {
                 func drop(_ entry: EntryName) {
                     if state.byName[entry] == inode { state.byName[entry] = nil }
@@ -194,12 +223,14 @@ final class NodeTable: Sendable {
         _ = dropped
     }
 
-    private static func key(of node: Node) -> NodeKey? {
-        switch node.place {
-        case .root: nil
-        case .appDirectory(let app): .appDirectory(app)
-        case .providersDirectory(let app): .providersDirectory(app)
-        case .container, .provider: node.identity.map { .backed(node.place, $0, node.kind) }
+    /// The view number of a place, made on first use. Backed nodes take
+    /// their parent's; only synthetic folders and domain roots ask.
+    func view(of place: Place) -> UInt32 {
+        state.withLock { state in
+            if let view = state.views[place] { return view }
+            let view = UInt32(state.views.count)
+            state.views[place] = view
+            return view
         }
     }
 
@@ -223,9 +254,9 @@ final class NodeTable: Sendable {
     }
 
     /// Records that a node now lives at `parent`/`name` (after a rename).
-    func moved(identity: FileIdentity, place: Place, from: EntryName, to parent: UInt64, name: String) {
+    func moved(identity: FileIdentity, view: UInt32, from: EntryName, to parent: UInt64, name: String) {
         state.withLock { state in
-            let keys = [NodeKind.file, .directory, .reference].map { NodeKey.backed(place, identity, $0) }
+            let keys = [NodeKind.file, .directory, .reference].map { NodeKey(view: view, identity: identity, kind: $0) }
             guard let inode = keys.compactMap({ state.byKey[$0] }).first, let record = state.records[inode] else {
                 return
             }
@@ -261,7 +292,7 @@ final class NodeTable: Sendable {
     func opened(_ inode: UInt64, _ handle: OpenHandle, version: FileVersion) -> FileVersion? {
         state.withLock { state in
             guard let record = state.records[inode] else { return nil }
-            record.openFiles.append(handle)
+            record.openFiles.insert(handle)
             defer { record.cachedVersion = version }
             return record.cachedVersion
         }
@@ -272,7 +303,7 @@ final class NodeTable: Sendable {
     func closed(_ inode: UInt64, _ handle: OpenHandle, version: FileVersion?) {
         state.withLock { state in
             guard let record = state.records[inode] else { return }
-            record.openFiles.removeAll { $0 === handle }
+            record.openFiles.remove(handle)
             if let version { record.cachedVersion = version }
         }
     }

@@ -54,15 +54,14 @@ extension ScopeFileSystem {
             guard withPolicy({ $0.apps[name] != nil }), Decision.mayEnter(app: name, caller: caller) else {
                 throw .noSuchFileOrDirectory
             }
-            return synthetic(.appDirectory(name), key: .appDirectory(name), parent: parent.node.inode, name: name)
+            return synthetic(.appDirectory(name), parent: parent.node.inode, name: name)
         case .appDirectory(let app):
             switch name {
             case Self.containerName:
                 let path = configuration.containersPath + "/" + app
                 return try domainRoot(.container(app), path: path, parent: parent.node.inode, name: name)
             case Self.providersName:
-                return synthetic(
-                    .providersDirectory(app), key: .providersDirectory(app), parent: parent.node.inode, name: name)
+                return synthetic(.providersDirectory(app), parent: parent.node.inode, name: name)
             default:
                 throw .noSuchFileOrDirectory
             }
@@ -92,9 +91,13 @@ extension ScopeFileSystem {
         }
     }
 
-    private func synthetic(_ place: Place, key: NodeKey, parent: UInt64, name: String) -> (Node, stat) {
-        let node = table.lookup(key: key, parent: parent, name: name) { inode in
-            Node(inode: inode, place: place, identity: nil, isDirectory: true, directory: nil, isDomainRoot: false)
+    private func synthetic(_ place: Place, parent: UInt64, name: String) -> (Node, stat) {
+        let view = table.view(of: place)
+        let node = table.lookup(key: NodeKey(view: view, identity: nil, kind: .directory), parent: parent, name: name) {
+            inode in
+            Node(
+                inode: inode, place: place, view: view, identity: nil, isDirectory: true, directory: nil,
+                isDomainRoot: false)
         }
         return (node, syntheticAttributes(node))
     }
@@ -102,7 +105,8 @@ extension ScopeFileSystem {
     /// The root of a container or provider view, reached by its host path.
     private func domainRoot(_ place: Place, path: String, parent: UInt64, name: String) throws(Errno) -> (Node, stat) {
         let descriptor = try Sys.openAt(AT_FDCWD, path, Sys.pathOnly | O_DIRECTORY)
-        return try adopt(descriptor, place: place, parent: parent, name: name, isDomainRoot: true)
+        return try adopt(
+            descriptor, place: place, view: table.view(of: place), parent: parent, name: name, isDomainRoot: true)
     }
 
     /// A host file inside a container or provider, reached relative to its
@@ -116,18 +120,19 @@ extension ScopeFileSystem {
         if info.isDirectory {
             // A folder the table knows keeps its descriptor open: no need
             // to open it again (a listing looks up every child folder).
-            let key = NodeKey.backed(parent.place, FileIdentity(info), .directory)
+            let key = NodeKey(view: parent.view, identity: FileIdentity(info), kind: .directory)
             if let known = table.lookupKnown(key: key, parent: parent.inode, name: name) { return (known, info) }
             let descriptor = try Sys.openAt(directory, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
-            return try adopt(descriptor, place: parent.place, parent: parent.inode, name: name, isDomainRoot: false)
+            return try adopt(
+                descriptor, place: parent.place, view: parent.view, parent: parent.inode, name: name, isDomainRoot: false)
         }
         let stub = Self.isContainer(parent.place) ? readStub(directory, name, info) : nil
-        let key = NodeKey.backed(parent.place, FileIdentity(info), stub == nil ? .file : .reference)
+        let key = NodeKey(view: parent.view, identity: FileIdentity(info), kind: stub == nil ? .file : .reference)
         let node = table.lookup(key: key, parent: parent.inode, name: name) {
             inode in
             Node(
-                inode: inode, place: parent.place, identity: FileIdentity(info), isDirectory: false, directory: nil,
-                isDomainRoot: false, reference: stub)
+                inode: inode, place: parent.place, view: parent.view, identity: key.identity, isDirectory: false,
+                directory: nil, isDomainRoot: false, reference: stub)
         }
         return (node, info)
     }
@@ -164,9 +169,9 @@ extension ScopeFileSystem {
 
     /// Makes (or finds) the node of a directory whose O_PATH descriptor was
     /// just opened; the descriptor is closed if the node already had one.
-    private func adopt(_ descriptor: Int32, place: Place, parent: UInt64, name: String, isDomainRoot: Bool)
-        throws(Errno) -> (Node, stat)
-    {
+    private func adopt(
+        _ descriptor: Int32, place: Place, view: UInt32, parent: UInt64, name: String, isDomainRoot: Bool
+    ) throws(Errno) -> (Node, stat) {
         let info: stat
         do { info = try Sys.stat(descriptor) } catch {
             Sys.close(descriptor)
@@ -174,10 +179,11 @@ extension ScopeFileSystem {
         }
         let identity = FileIdentity(info)
         var adopted = false
-        let node = table.lookup(key: .backed(place, identity, .directory), parent: parent, name: name) { inode in
+        let key = NodeKey(view: view, identity: identity, kind: .directory)
+        let node = table.lookup(key: key, parent: parent, name: name) { inode in
             adopted = true
             return Node(
-                inode: inode, place: place, identity: identity, isDirectory: true, directory: descriptor,
+                inode: inode, place: place, view: view, identity: identity, isDirectory: true, directory: descriptor,
                 isDomainRoot: isDomainRoot)
         }
         if !adopted { Sys.close(descriptor) }

@@ -73,7 +73,7 @@ extension ScopeFileSystem {
         table.removed(parent: newParent, name: newName)  // a replaced target
         if let moved = try? Sys.statAt(toDirectory, newName) {
             table.moved(
-                identity: FileIdentity(moved), place: to.node.place, from: .init(parent: parent, name: name),
+                identity: FileIdentity(moved), view: to.node.view, from: .init(parent: parent, name: name),
                 to: to.node.inode, name: newName)
         }
         if case .provider = to.node.place { documents.itemsMayHaveMoved() }

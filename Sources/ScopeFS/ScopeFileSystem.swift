@@ -86,7 +86,7 @@ public final class ScopeFileSystem: FileSystem {
         daemonGID = getgid()
         table = NodeTable(
             root: Node(
-                inode: NodeTable.rootInode, place: .root, identity: nil, isDirectory: true, directory: nil,
+                inode: NodeTable.rootInode, place: .root, view: 0, identity: nil, isDirectory: true, directory: nil,
                 isDomainRoot: false))
     }
 
