@@ -205,6 +205,31 @@ def _(ctx):
     assert got == {"nlink": [2, 1, 1], "mode": "0o640"}
 
 
+@posix_case("host-hard-link-then-unlink")
+def _(ctx):
+    """SPEC S35: a second name made on the host while the app holds the
+    file's node (the node's names are indexed only from then on):
+    unlinking the first name through the mount leaves the second one
+    reachable, with its content, link count and attributes; a rename over
+    a name whose node has one name leaves the new file there."""
+    got = ctx.app("""
+        w, host = sys.argv[1], sys.argv[2]; os.chdir(w)
+        write_text("a", "one"); write_text("x", "old"); write_text("y", "new")
+        before = os.lstat("a").st_nlink; os.lstat("x")
+        os.link(host + "/a", host + "/b")
+        linked = [os.lstat("b").st_nlink, os.lstat("a").st_ino == os.lstat("b").st_ino]
+        os.unlink("a")
+        after = [os.lstat("b").st_nlink, read_text("b"), os.path.exists("a")]
+        os.chmod("b", 0o600)
+        os.rename("y", "x")
+        emit({"before": before, "linked": linked, "after": after,
+              "mode": oct(os.lstat("b").st_mode & 0o777), "x": read_text("x"), "y": os.path.exists("y")})
+    """, str(ctx.host))
+    assert got == {"before": 1, "linked": [2, True], "after": [1, "one", False],
+                   "mode": "0o600", "x": "new", "y": False}
+    assert (ctx.host / "b").read_text() == "one" and not (ctx.host / "a").exists()
+
+
 @posix_case("symlink-inside-grant")
 def _(ctx):
     """SPEC S35, S33: a relative symlink to a file inside the grant can be
