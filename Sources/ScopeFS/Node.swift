@@ -49,7 +49,7 @@ struct FileIdentity: Hashable, Sendable {
 ///
 /// Plain numbers, no strings: every lookup and every forget hashes and
 /// compares one, and the view's place (an app and a provider ID) is
-/// interned by the node table (`NodeTable.view(of:)`).
+/// interned by the node table (`view(of:)`, `lookupSynthetic`).
 struct NodeKey: Hashable {
     /// The interned place: a provider view, a container, or a synthetic
     /// folder of one app.

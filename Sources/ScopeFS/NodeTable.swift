@@ -157,13 +157,28 @@ final class NodeTable: Sendable {
     func lookup(key: NodeKey, parent: UInt64, name: String, make: (UInt64) -> Node) -> Node {
         state.withLock { state in
             if let known = Self.takeLookup(key, parent: parent, name: name, in: &state) { return known }
-            let inode = state.nextInode
-            state.nextInode += 1
-            let node = make(inode)
-            state.records[inode] = Record(node: node, parent: parent, name: name, lookups: 1)
-            state.byKey[key] = inode
-            return node
+            return Self.add(make(state.nextInode), key: key, parent: parent, name: name, in: &state)
         }
+    }
+
+    /// `lookup` for a synthetic folder, whose view its place names: the
+    /// place is interned under the same lock (the shared view looks up
+    /// `MOUNT/<app>` on every path walk). `make` gets the inode and view.
+    func lookupSynthetic(_ place: Place, parent: UInt64, name: String, make: (UInt64, UInt32) -> Node) -> Node {
+        state.withLock { state in
+            let view = Self.intern(place, in: &state)
+            let key = NodeKey(view: view, identity: nil, kind: .directory)
+            if let known = Self.takeLookup(key, parent: parent, name: name, in: &state) { return known }
+            return Self.add(make(state.nextInode, view), key: key, parent: parent, name: name, in: &state)
+        }
+    }
+
+    /// Records a node just made with the next inode number.
+    private static func add(_ node: Node, key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node {
+        state.nextInode = node.inode + 1
+        state.records[node.inode] = Record(node: node, parent: parent, name: name, lookups: 1)
+        state.byKey[key] = node.inode
+        return node
     }
 
     /// `lookup` for a node the table already has; nil (and nothing taken)
@@ -223,15 +238,18 @@ final class NodeTable: Sendable {
         _ = dropped
     }
 
-    /// The view number of a place, made on first use. Backed nodes take
-    /// their parent's; only synthetic folders and domain roots ask.
+    /// The view number of a domain root's place, made on first use.
+    /// Backed nodes take their parent's; synthetic folders intern theirs in
+    /// `lookupSynthetic`.
     func view(of place: Place) -> UInt32 {
-        state.withLock { state in
-            if let view = state.views[place] { return view }
-            let view = UInt32(state.views.count)
-            state.views[place] = view
-            return view
-        }
+        state.withLock { Self.intern(place, in: &$0) }
+    }
+
+    private static func intern(_ place: Place, in state: inout State) -> UInt32 {
+        if let view = state.views[place] { return view }
+        let view = UInt32(state.views.count)
+        state.views[place] = view
+        return view
     }
 
     /// Records that the entry `name` in `parent` is gone (unlink, rmdir, or

@@ -92,9 +92,7 @@ extension ScopeFileSystem {
     }
 
     private func synthetic(_ place: Place, parent: UInt64, name: String) -> (Node, stat) {
-        let view = table.view(of: place)
-        let node = table.lookup(key: NodeKey(view: view, identity: nil, kind: .directory), parent: parent, name: name) {
-            inode in
+        let node = table.lookupSynthetic(place, parent: parent, name: name) { inode, view in
             Node(
                 inode: inode, place: place, view: view, identity: nil, isDirectory: true, directory: nil,
                 isDomainRoot: false)

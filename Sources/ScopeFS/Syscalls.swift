@@ -14,9 +14,10 @@ enum Sys {
     static let noFollow: Int32 = AT_SYMLINK_NOFOLLOW
     static let removeDirectory: Int32 = AT_REMOVEDIR
 
-    // Names go to the kernel through `withCString`: passing a String where
-    // C wants a pointer copies it into a new array every call, and the
-    // per-name calls below run on every lookup, create and unlink.
+    // Names and paths go to the kernel through `withCString`, in every
+    // wrapper: passing a String where C wants a pointer copies it into a
+    // new array every call, and these calls run on every lookup, create,
+    // unlink and write (the kernel's security.capability query).
 
     @inline(__always)
     static func retrying<T: BinaryInteger>(_ body: () -> T) throws(Errno) -> T {
@@ -59,11 +60,13 @@ enum Sys {
     }
 
     static func symlinkAt(_ target: String, _ directory: Int32, _ name: String) throws(Errno) {
-        _ = try retrying { symlinkat(target, directory, name) }
+        _ = try retrying { target.withCString { target in name.withCString { symlinkat(target, directory, $0) } } }
     }
 
     static func linkAt(_ fromDirectory: Int32, _ fromName: String, _ toDirectory: Int32, _ toName: String) throws(Errno) {
-        _ = try retrying { linkat(fromDirectory, fromName, toDirectory, toName, 0) }
+        _ = try retrying {
+            fromName.withCString { from in toName.withCString { linkat(fromDirectory, from, toDirectory, $0, 0) } }
+        }
     }
 
     static func unlinkAt(_ directory: Int32, _ name: String, _ flags: Int32) throws(Errno) {
@@ -72,18 +75,21 @@ enum Sys {
 
     /// The corresponding system call is `renameat2` (flags: RENAME_NOREPLACE, RENAME_EXCHANGE).
     static func renameAt(_ from: Int32, _ fromName: String, _ to: Int32, _ toName: String, _ flags: UInt32) throws(Errno) {
-        _ = try retrying { renameat2(from, fromName, to, toName, flags) }
+        _ = try retrying {
+            fromName.withCString { fromName in toName.withCString { renameat2(from, fromName, to, $0, flags) } }
+        }
     }
 
     static func readlinkAt(_ directory: Int32, _ name: String) throws(Errno) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = try retrying { readlinkat(directory, name, &buffer, buffer.count - 1) }
+        let count = try retrying { name.withCString { readlinkat(directory, $0, &buffer, buffer.count - 1) } }
         return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Changes owner without following a symlink: `fchownat(fd, name, ..., AT_SYMLINK_NOFOLLOW)`.
     static func chownAt(_ directory: Int32, _ name: String, _ uid: uid_t, _ gid: gid_t) throws(Errno) {
-        _ = try retrying { fchownat(directory, name, uid, gid, noFollow | (name.isEmpty ? emptyPath : 0)) }
+        let flags = noFollow | (name.isEmpty ? emptyPath : 0)
+        _ = try retrying { name.withCString { fchownat(directory, $0, uid, gid, flags) } }
     }
 
     /// The path through which a descriptor's own file is named again
@@ -93,7 +99,7 @@ enum Sys {
     }
 
     static func chmod(_ path: String, _ mode: mode_t) throws(Errno) {
-        _ = try retrying { Glibc.chmod(path, mode) }
+        _ = try retrying { path.withCString { Glibc.chmod($0, mode) } }
     }
 
     /// chmod of an O_PATH descriptor's own file: fchmodat2 with
@@ -117,7 +123,7 @@ enum Sys {
     }
 
     static func truncate(_ path: String, _ size: Int64) throws(Errno) {
-        _ = try retrying { Glibc.truncate(path, off_t(size)) }
+        _ = try retrying { path.withCString { Glibc.truncate($0, off_t(size)) } }
     }
 
     static func ftruncate(_ descriptor: Int32, _ size: Int64) throws(Errno) {
@@ -125,7 +131,7 @@ enum Sys {
     }
 
     static func utimens(_ directory: Int32, _ name: String, _ times: [timespec], flags: Int32) throws(Errno) {
-        _ = try retrying { utimensat(directory, name, times, flags) }
+        _ = try retrying { name.withCString { utimensat(directory, $0, times, flags) } }
     }
 
     static func fsync(_ descriptor: Int32, dataOnly: Bool) throws(Errno) {
@@ -161,13 +167,15 @@ enum Sys {
     // symlink in the backing store is followed (the l* variants).
 
     static func getxattr(_ path: String, _ name: String) throws(Errno) -> [UInt8] {
-        try readXattr { buffer, size in lgetxattr(path, name, buffer, size) }
+        try readXattr { buffer, size in
+            path.withCString { path in name.withCString { lgetxattr(path, $0, buffer, size) } }
+        }
     }
 
     /// Through a descriptor of the file itself (an open file, not O_PATH):
     /// no /proc path for the kernel to walk.
     static func getxattr(_ descriptor: Int32, _ name: String) throws(Errno) -> [UInt8] {
-        try readXattr { buffer, size in fgetxattr(descriptor, name, buffer, size) }
+        try readXattr { buffer, size in name.withCString { fgetxattr(descriptor, $0, buffer, size) } }
     }
 
     /// Asks for the size, then reads; again if the value (or the list of
@@ -186,15 +194,19 @@ enum Sys {
     }
 
     static func listxattr(_ path: String) throws(Errno) -> [UInt8] {
-        try readXattr { buffer, size in llistxattr(path, buffer?.assumingMemoryBound(to: CChar.self), size) }
+        try readXattr { buffer, size in
+            path.withCString { llistxattr($0, buffer?.assumingMemoryBound(to: CChar.self), size) }
+        }
     }
 
     static func setxattr(_ path: String, _ name: String, _ value: UnsafeRawBufferPointer, _ flags: Int32) throws(Errno) {
-        _ = try retrying { lsetxattr(path, name, value.baseAddress, value.count, flags) }
+        _ = try retrying {
+            path.withCString { path in name.withCString { lsetxattr(path, $0, value.baseAddress, value.count, flags) } }
+        }
     }
 
     static func removexattr(_ path: String, _ name: String) throws(Errno) {
-        _ = try retrying { lremovexattr(path, name) }
+        _ = try retrying { path.withCString { path in name.withCString { lremovexattr(path, $0) } } }
     }
 }
 

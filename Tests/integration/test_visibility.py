@@ -164,6 +164,28 @@ def test_other_app_gets_enoent_right_after_owner_walked(env, owner_view, other_v
                               for p in paths}
 
 
+@pytest.mark.parametrize("view", ["app", "shared"])
+def test_each_app_reaches_a_shared_item_through_its_own_view(env, view):
+    """SPEC S3, S2, S14: two apps granted the same host folder each reach it
+    through their own view, one right after the other: the nodes the kernel
+    holds for one app's view never answer for the other's (each view keys
+    its own nodes). Revoking one app's grant cuts that app alone."""
+    alpha_grant = env.grant(ALPHA, f"{LOCAL}:docs")
+    env.grant(BETA, f"{LOCAL}:docs")
+    env.mount()
+    env.view = view
+    read = """
+        emit({"list": listing(sys.argv[1]), "read": attempt(read_bytes, sys.argv[1] + "/report.txt")})
+    """
+    for app in (ALPHA, BETA, ALPHA):
+        got = env.app_json(app, read, env.prov(app, LOCAL, "docs"))
+        assert "report.txt" in got["list"] and got["read"] == "OK", (app, got)
+    env.revoke(ALPHA, alpha_grant)
+    assert env.app_json(ALPHA, read, env.prov(ALPHA, LOCAL, "docs"))["read"] == "EPERM"
+    got = env.app_json(BETA, read, env.prov(BETA, LOCAL, "docs"))
+    assert got["read"] == "OK", got
+
+
 def test_inspect_view_reads_every_app(env):
     """SPEC S4, S2: the mount owner's own (non-app) processes browse every
     app's container and granted items read-only; ungranted items stay ENOENT."""
