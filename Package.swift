@@ -28,6 +28,12 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        // The sandbox's seccomp filter (SPEC S5), from Debian's libseccomp.
+        .systemLibrary(
+            name: "CSeccomp",
+            pkgConfig: "libseccomp",
+            providers: [.apt(["libseccomp-dev"])]
+        ),
         // GNU-only libc calls that Swift's Glibc module hides (header), and
         // the one helper that needs _GNU_SOURCE itself (statx).
         .target(name: "CSystemShims"),
@@ -63,7 +69,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims", "Documents",
+                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims", "CSeccomp", "Documents",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

@@ -4,32 +4,67 @@ import Glibc
 import PolicyStore
 
 /// Starts a command as an app process (SPEC S5): registers this process
-/// with the daemon as the root of the app's process tree, enters the app's
-/// view of the mount (`MountView`), then spawns the command and returns its
-/// exit status.
+/// with the daemon as the root of the app's process tree (the daemon moves
+/// it into the run's cgroup), then spawns the command in the sandbox
+/// (`Sandbox`), or with `--no-sandbox` in the app's view of the mount
+/// (`MountView`), and returns its exit status.
 public enum AppLauncher {
-    public static func run(app: String, command: [String], view: MountView, state: StateDirectory) throws(ScopeFSError)
-        -> Int32
+    /// How the app is run: confined (the default), or attribution only.
+    public enum Confinement: Sendable {
+        /// In a bubblewrap sandbox (SPEC S5).
+        case sandbox(shareNetwork: Bool, exposed: [String])
+        /// No sandbox: the app has the owner's access to the host and sees
+        /// the mount through `view`; ScopeFS only attributes its requests.
+        case none(view: MountView)
+    }
+
+    public static func run(app: String, command: [String], confinement: Confinement, state: StateDirectory)
+        throws(ScopeFSError) -> Int32
     {
+        // Checked before registering: a missing bubblewrap must not leave a
+        // registered launcher behind.
+        let bubblewrap: String?
+        if case .sandbox = confinement { bubblewrap = try Sandbox.bubblewrap() } else { bubblewrap = nil }
         let response = try ControlClient.send(ControlRequest(op: .register, app: app), state: state)
         guard response.ok, let mountpoint = response.mountpoint else {
             throw ScopeFSError(
                 ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "registration failed")
         }
-        var environment = ProcessInfo.processInfo.environment
-        environment["SCOPEFS_APP"] = app
-        // Client libraries find the control socket (bookmark resolution) here.
-        environment["SCOPEFS_STATE"] = state.path
-        environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
-        var directory: String? = nil
-        let entered = try MountView.enter(view, app: app, mountpoint: mountpoint)
-        environment["SCOPEFS_VIEW"] = "\(entered)"
-        if entered == .sandbox {
-            environment["HOME"] = MountView.sandboxPath + "/Container"
-            environment["SCOPEFS_MOUNT"] = MountView.sandboxPath
-            directory = MountView.sandboxPath + "/Container"
+        switch confinement {
+        case .sandbox(let shareNetwork, let exposed):
+            let sandbox = Sandbox(app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed)
+            return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!)
+        case .none(let view):
+            var environment = ProcessInfo.processInfo.environment
+            environment["SCOPEFS_APP"] = app
+            // Client libraries find the control socket (bookmark resolution) here.
+            environment["SCOPEFS_STATE"] = state.path
+            environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
+            let entered = MountView.enter(view, app: app, mountpoint: mountpoint)
+            environment["SCOPEFS_VIEW"] = "\(entered)"
+            return try spawnAndWait(command, environment: environment, directory: nil)
         }
-        return try spawnAndWait(command, environment: environment, directory: directory)
+    }
+
+    private static func runSandboxed(_ command: [String], in sandbox: Sandbox, bubblewrap: String) throws(ScopeFSError)
+        -> Int32
+    {
+        // The filter travels through a pipe that bubblewrap reads to its end;
+        // a compiled filter is a few hundred bytes, far below a pipe's size.
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw ScopeFSError(.internalError, "pipe: \(String(cString: strerror(errno)))") }
+        defer { close(ends[0]) }
+        do {
+            try SeccompFilter.export(to: ends[1])
+        } catch {
+            close(ends[1])
+            throw error
+        }
+        close(ends[1])
+        _ = fcntl(ends[0], F_SETFD, 0)  // inherited by bubblewrap
+        let environment = sandbox.environment(from: ProcessInfo.processInfo.environment)
+        let arguments = sandbox.arguments(seccompDescriptor: ends[0], environment: environment)
+        return try spawnAndWait([bubblewrap] + arguments + command, environment: [:], directory: nil)
     }
 
     private static func spawnAndWait(_ command: [String], environment: [String: String], directory: String?)

@@ -14,6 +14,12 @@ public struct ControlRequest: Codable, Sendable {
         case status
         /// Resolve a bookmark for the sending app process (SPEC S26, S27).
         case resolve
+        /// Which app the sender is a process of (`OwnerCheck`), if any.
+        case whoami
+
+        /// What an app process may ask, on either endpoint: the rest would
+        /// let it change or survey the isolation layer (SPEC S5).
+        var isForApps: Bool { self == .resolve || self == .whoami }
     }
 
     public var op: Operation
@@ -37,6 +43,8 @@ public struct ControlResponse: Codable, Sendable {
     public var code: Int32?
     public var message: String?
     public var mountpoint: String?
+    /// With `whoami`: the sender's app (nil for the owner's processes).
+    public var app: AppID?
     public var status: DaemonStatus?
     public var resolution: BookmarkResolution?
     /// A resolved bookmark's path in the mount, as seen outside a sandbox.
@@ -71,6 +79,8 @@ public struct DaemonStatus: Codable, Sendable {
     public var scopes: String
     public var scopeBudget: Int
     public var followsProcessEvents: Bool
+    /// How app processes are told apart (a cgroup per run, or process events).
+    public var attribution: String?
     public var policyGeneration: UInt64
     public var inodes: Int
     public var processes: [AppProcessStatus]

@@ -4,19 +4,30 @@ import Logging
 import Policy
 import PolicyStore
 
-/// Serves the control socket: registration of app processes, reload after
+/// Serves a control socket: registration of app processes, reload after
 /// CLI changes, status. Each connection is one request and one response.
+/// The daemon listens twice: the owner's socket, and the app endpoint that
+/// the sandbox shows its app instead (bookmark resolution only).
 final class ControlServer: Sendable {
+    enum Endpoint: Sendable {
+        /// `STATE/control.sock`: the owner's CLI.
+        case owner
+        /// `STATE/app.sock`: bound into each sandbox; app requests only.
+        case app
+    }
+
     private let socket: UnixSocket
+    let endpoint: Endpoint
     private let ownerUID: uid_t
     private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials) -> ControlResponse
     private let logger: Logger
 
     init(
-        path: String, ownerUID: uid_t, logger: Logger,
+        path: String, endpoint: Endpoint, ownerUID: uid_t, logger: Logger,
         handler: @escaping @Sendable (ControlRequest, UnixSocket.PeerCredentials) -> ControlResponse
     ) throws {
         socket = try UnixSocket.listening(at: path)
+        self.endpoint = endpoint
         self.ownerUID = ownerUID
         self.handler = handler
         self.logger = logger

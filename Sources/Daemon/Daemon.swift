@@ -56,6 +56,10 @@ public enum Daemon {
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
         tracker.onExit { process in scopes.processExited(pid: process.key.pid) }
         tracker.onExit { process in
+            // A run's launcher ends last: its cgroup can go.
+            if process.parent == nil { tracker.removeFinishedRuns() }
+        }
+        tracker.onExit { process in
             // SPEC S18: the import inbox goes with the app's last process.
             guard !tracker.appProcesses.contains(where: { $0.app == process.app }) else { return }
             let inbox = state.containerPath(of: process.app) + "/tmp/\(process.app)-Inbox"
@@ -91,18 +95,22 @@ public enum Daemon {
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, logger: logger)
         let stopping = Atomic<Bool>(false)
-        let server: ControlServer
-        do {
-            server = try ControlServer(path: state.controlSocketPath, ownerUID: ownerUID, logger: logger) { request, peer in
-                Self.handle(
-                    request, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader, documents: documents,
-                    fileSystem: fileSystem, mountpoint: mountpoint, options: options)
+        var servers: [ControlServer] = []
+        for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
+            do {
+                servers.append(
+                    try ControlServer(path: path, endpoint: endpoint, ownerUID: ownerUID, logger: logger) { request, peer in
+                        Self.handle(
+                            request, at: endpoint, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader,
+                            documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options)
+                    })
+            } catch {
+                servers.forEach { $0.stop() }
+                session.unmount()
+                throw ScopeFSError(.ioError, "cannot listen on \(path): \(error)")
             }
-        } catch {
-            session.unmount()
-            throw ScopeFSError(.ioError, "cannot listen on \(state.controlSocketPath): \(error)")
         }
-        server.start()
+        servers.forEach { $0.start() }
         Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
         Thread.detachNewThread { recorder.run(until: { stopping.load(ordering: .relaxed) }) }
         Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: { stopping.load(ordering: .relaxed) }) }
@@ -128,8 +136,10 @@ public enum Daemon {
         let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
         stopping.store(true, ordering: .relaxed)
         recorder.flush()
-        server.stop()
+        servers.forEach { $0.stop() }
         unlink(state.controlSocketPath)
+        unlink(state.appSocketPath)
+        tracker.removeFinishedRuns()
         session.unmount()
         DaemonInfo.remove(from: state)
         logger.info("unmounted \(mountpoint) (loop result \(result))")
@@ -137,10 +147,29 @@ public enum Daemon {
     }
 
     private static func handle(
-        _ request: ControlRequest, peer: UnixSocket.PeerCredentials, tracker: ProcessTracker, scopes: ScopeRegistry,
-        reloader: PolicyReloader, documents: DocumentBridge, fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
+        _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
+        tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, documents: DocumentBridge,
+        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
     ) -> ControlResponse {
+        // SPEC S5: app processes may resolve bookmarks and ask who they are;
+        // changing or surveying the isolation layer is the owner's.
+        if !request.op.isForApps {
+            if endpoint == .app {
+                return .failure(
+                    ScopeFSError.Kind.refused.rawValue,
+                    "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)")
+            }
+            if let app = tracker.app(of: peer.pid) {
+                return .failure(
+                    ScopeFSError.Kind.refused.rawValue,
+                    "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)")
+            }
+        }
         switch request.op {
+        case .whoami:
+            var response = ControlResponse(ok: true)
+            response.app = tracker.app(of: peer.pid)
+            return response
         case .reload:
             do {
                 try reloader.reload()
@@ -165,6 +194,10 @@ public enum Daemon {
                     "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)")
             case .failure(.gone):
                 return .failure(ScopeFSError.Kind.refused.rawValue, "the registering process is gone")
+            case .failure(.noCgroup):
+                return .failure(
+                    ScopeFSError.Kind.ioError.rawValue,
+                    "cannot make or join a cgroup for this run (\(tracker.attribution)): \(String(cString: strerror(errno)))")
             }
         case .resolve:
             guard let token = request.bookmark else { return .failure(ScopeFSError.Kind.usage.rawValue, "resolve needs a bookmark") }
@@ -196,7 +229,7 @@ public enum Daemon {
             let status = DaemonStatus(
                 pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
                 openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
-                followsProcessEvents: tracker.followsEvents,
+                followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
                 policyGeneration: fileSystem.snapshot.generation, inodes: fileSystem.inodeCount, processes: processes)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }

@@ -2,9 +2,10 @@ import CSystemShims
 import Glibc
 import PolicyStore
 
-/// How an app process sees the mount (SPEC S3, S5). Each view is set up in a
-/// private mount namespace of the launching thread, which `posix_spawn`
-/// clones from, so the app and all its descendants inherit it.
+/// How an app process run with `--no-sandbox` sees the mount (SPEC S3, S5).
+/// The view is set up in a private mount namespace of the launching thread,
+/// which `posix_spawn` clones from, so the app and all its descendants
+/// inherit it. (The sandbox, `Sandbox`, shows the app's directory alone.)
 public enum MountView: Sendable {
     /// `MOUNT` holds only `MOUNT/<app>`: a small read-only tmpfs over the
     /// mountpoint with the app's directory bind-mounted into it. A path walk
@@ -17,23 +18,16 @@ public enum MountView: Sendable {
     /// The mount as every process sees it; `MOUNT/<app>` is looked up
     /// again on every path walk (its entry timeout is 0).
     case shared
-    /// Only the app's directory, at `/sandbox`; the mount itself is gone.
-    case sandbox
-
-    public static let sandboxPath = "/sandbox"
 
     /// Enters the view for `app` of the mount at `mountpoint`; returns the
     /// view in force (`.app` may fall back to `.shared`).
-    static func enter(_ view: MountView, app: String, mountpoint: String) throws(ScopeFSError) -> MountView {
+    static func enter(_ view: MountView, app: String, mountpoint: String) -> MountView {
         let appDirectory = mountpoint + "/" + app
         switch view {
         case .shared:
             return .shared
         case .app:
             return enterAppView(appDirectory: appDirectory, mountpoint: mountpoint, app: app) ? .app : .shared
-        case .sandbox:
-            try enterSandbox(appDirectory: appDirectory, mountpoint: mountpoint)
-            return .sandbox
         }
     }
 
@@ -63,17 +57,5 @@ public enum MountView: Sendable {
         // Nothing can be created next to the app's directory.
         _ = Glibc.mount(nil, mountpoint, nil, UInt(MS_REMOUNT | MS_RDONLY) | flags, nil)
         return true
-    }
-
-    /// Only the app's directory, at /sandbox; the rest of the mount is gone.
-    private static func enterSandbox(appDirectory: String, mountpoint: String) throws(ScopeFSError) {
-        func fail(_ what: String) -> ScopeFSError {
-            ScopeFSError(.refused, "--sandbox: \(what) failed: \(String(cString: strerror(errno))) (needs CAP_SYS_ADMIN)")
-        }
-        guard unshare(scopefs_clone_newns) == 0 else { throw fail("unshare(CLONE_NEWNS)") }
-        guard Glibc.mount(nil, "/", nil, UInt(MS_REC | MS_PRIVATE), nil) == 0 else { throw fail("making mounts private") }
-        mkdir(sandboxPath, 0o755)
-        guard Glibc.mount(appDirectory, sandboxPath, nil, UInt(MS_BIND), nil) == 0 else { throw fail("bind mount") }
-        guard umount2(mountpoint, Int32(MNT_DETACH)) == 0 else { throw fail("hiding \(mountpoint)") }
     }
 }

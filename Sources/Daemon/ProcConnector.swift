@@ -12,6 +12,8 @@ final class ProcConnector: Sendable {
     enum Event {
         case fork(parentTGID: Int32, childPID: Int32, childTGID: Int32)
         case exit(pid: Int32, tgid: Int32)
+        /// A process replaced its program (reported with its thread-group ID).
+        case exec(tgid: Int32)
         /// The socket overflowed: events were lost.
         case overflow
     }
@@ -99,6 +101,8 @@ final class ProcConnector: Sendable {
         switch what {
         case 0x1:  // PROC_EVENT_FORK
             handle(.fork(parentTGID: int32(data + 4), childPID: int32(data + 8), childTGID: int32(data + 12)))
+        case 0x2:  // PROC_EVENT_EXEC: process_pid, process_tgid
+            handle(.exec(tgid: int32(data + 4)))
         case 0x8000_0000:  // PROC_EVENT_EXIT
             handle(.exit(pid: int32(data), tgid: int32(data + 4)))
         default:

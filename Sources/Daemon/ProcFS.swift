@@ -56,6 +56,27 @@ enum ProcFS {
         return nil
     }
 
+    /// The cgroup v2 path of a thread (its "0::" line of `/proc/TID/cgroup`),
+    /// as seen from the daemon's cgroup namespace.
+    static func cgroup2Path(of thread: Int32) -> String? {
+        guard let text = read("/proc/\(thread)/cgroup") else { return nil }
+        var lineStart = 0
+        while lineStart < text.count {
+            let lineEnd = text[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? text.count
+            let line = text[lineStart..<lineEnd]
+            if line.starts(with: [UInt8(ascii: "0"), UInt8(ascii: ":"), UInt8(ascii: ":")]) {
+                return String(decoding: line.dropFirst(3), as: UTF8.self)
+            }
+            lineStart = lineEnd + 1
+        }
+        return nil
+    }
+
+    /// A small /proc file as text.
+    static func readText(_ path: String) -> String? {
+        read(path, capacity: 1 << 20).map { String(decoding: $0, as: UTF8.self) }
+    }
+
     static func key(of pid: Int32) -> ProcessKey? {
         startTime(of: pid).map { ProcessKey(pid: pid, startTime: $0) }
     }
@@ -82,11 +103,11 @@ enum ProcFS {
         return count > 0 ? value : nil
     }
 
-    private static func read(_ path: String) -> [UInt8]? {
+    private static func read(_ path: String, capacity: Int = 4096) -> [UInt8]? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
+        var buffer = [UInt8](repeating: 0, count: capacity)
         var total = 0
         while total < buffer.count {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + total, $0.count - total) }

@@ -20,14 +20,39 @@ public final class ProcessTracker: CallerResolver {
         public var parent: Int32?
     }
 
+    /// A thread's identity as last read from /proc, with what tells that
+    /// the thread may no longer be the one it was taken from.
+    private struct CachedCaller {
+        var caller: Caller
+        /// The request's uid then: a request with another uid is read again
+        /// (a reused thread id of another user, a setuid).
+        var uid: uid_t
+    }
+
     private struct State {
         var processes: [Int32: AppProcess] = [:]
         /// By thread ID: every request looks its caller up here.
-        var callers: [NumberKey<Int32>: Caller] = [:]
+        var callers: [NumberKey<Int32>: CachedCaller] = [:]
+        /// The cached thread IDs of each process, dropped together when the
+        /// process execs: an exec from a non-leader thread gives that thread
+        /// the leader's ID and reports no exit for its old one (SPEC S5).
+        var cachedThreads: [NumberKey<Int32>: [Int32]] = [:]
+
+        mutating func forgetThread(_ thread: Int32) {
+            callers[thread] = nil
+        }
+
+        mutating func forgetThreads(of process: Int32) {
+            callers[process] = nil
+            for thread in cachedThreads.removeValue(forKey: NumberKey(process)) ?? [] { callers[thread] = nil }
+        }
     }
 
     private let state = Mutex(State())
     private let connector: ProcConnector?
+    /// The runs' cgroups: attribution the kernel keeps. nil without a
+    /// writable cgroup2 hierarchy, where fork events are followed instead.
+    private let cgroups: AppCgroups?
     /// Serialises reading the connector: events must be applied in order.
     private let connectorLock = Mutex(())
     private let ownerUID: uid_t
@@ -36,7 +61,17 @@ public final class ProcessTracker: CallerResolver {
     public init(ownerUID: uid_t) {
         self.ownerUID = ownerUID
         self.connector = ProcConnector()
+        self.cgroups = AppCgroups()
     }
+
+    /// How app processes are told apart, for `scopefs status`.
+    public var attribution: String {
+        if let cgroups { return "cgroup v2 (\(cgroups.mountPath)\(cgroups.base))" }
+        return connector != nil ? "process events (no writable cgroup v2)" : "/proc parents (no cgroup v2, no process events)"
+    }
+
+    /// Removes the cgroups of finished runs.
+    public func removeFinishedRuns() { cgroups?.removeEmpty() }
 
     /// `handler` is told about every app process that ends (leak reports,
     /// import inboxes).
@@ -69,7 +104,9 @@ public final class ProcessTracker: CallerResolver {
     public func caller(of request: Request) -> Caller {
         let thread = request.threadID
         guard thread > 0 else { return .stranger }
-        if connector != nil, let cached = state.withLock({ $0.callers[thread] }) { return cached }
+        if connector != nil, let cached = state.withLock({ $0.callers[thread] }), cached.uid == request.uid {
+            return cached.caller
+        }
         return resolve(thread: thread, uid: request.uid)
     }
 
@@ -77,22 +114,43 @@ public final class ProcessTracker: CallerResolver {
         guard let status = ProcFS.status(of: thread), let key = ProcFS.key(of: status.tgid) else { return .stranger }
         applyPendingEvents()
         let caller: Caller
-        if let app = appOf(key, parent: status.parent) {
+        if let app = appOf(key, status: status, thread: thread) {
             caller = .app(app, key)
         } else {
             caller = status.uid == ownerUID && uid == ownerUID ? .inspector : .stranger
         }
         if connector != nil {
             state.withLock { state in
-                if state.callers.count > 200_000 { state.callers.removeAll() }
-                state.callers[thread] = caller
+                if state.callers.count > 200_000 {
+                    state.callers.removeAll()
+                    state.cachedThreads.removeAll()
+                }
+                state.callers[thread] = CachedCaller(caller: caller, uid: uid)
+                state.cachedThreads[NumberKey(status.tgid), default: []].append(thread)
             }
         }
         return caller
     }
 
-    /// The app of a process: known from the fork events, or found by walking
-    /// up its parents to a known app process.
+    /// The app of a process: its run's cgroup where runs have cgroups, else
+    /// known from the fork events or found by walking up its parents.
+    private func appOf(_ key: ProcessKey, status: ProcFS.Status, thread: Int32) -> AppID? {
+        guard let cgroups else { return appOf(key, parent: status.parent) }
+        guard let app = cgroups.app(of: thread) else { return nil }
+        // Known to the tree (scope inheritance, leaks, status) from now on,
+        // even when no fork event named it (clone with CLONE_PARENT reports
+        // the caller's parent as the parent).
+        state.withLock { state in
+            if state.processes[key.pid] == nil {
+                let parent = state.processes[status.parent]?.app == app ? status.parent : nil
+                state.processes[key.pid] = AppProcess(key: key, app: app, parent: parent)
+            }
+        }
+        return app
+    }
+
+    /// Without cgroups: known from the fork events, or found by walking up
+    /// its parents to a known app process.
     private func appOf(_ key: ProcessKey, parent: Int32) -> AppID? {
         if let known = state.withLock({ $0.processes[key.pid] }), known.key.startTime == key.startTime || known.key.startTime == 0 {
             return known.app
@@ -119,11 +177,17 @@ public final class ProcessTracker: CallerResolver {
     public func register(pid: Int32, app: AppID) -> Result<ProcessKey, RegistrationError> {
         guard let key = ProcFS.key(of: pid), let status = ProcFS.status(of: pid) else { return .failure(.gone) }
         applyPendingEvents()
-        if let existing = appOf(key, parent: status.parent) { return .failure(.alreadyApp(existing)) }
+        // Either sign is enough: a process in a run's cgroup, or one the fork
+        // events tie to an app process.
+        if let existing = appOf(key, status: status, thread: pid) ?? appOf(key, parent: status.parent) {
+            return .failure(.alreadyApp(existing))
+        }
+        cgroups?.removeEmpty()
+        if let cgroups, !cgroups.place(pid: pid, app: app) { return .failure(.noCgroup) }
         state.withLock { state in
             state.processes[pid] = AppProcess(key: key, app: app, parent: nil)
             // Its threads may have been cached as the inspector before.
-            state.callers = state.callers.filter { $0.value.app != nil }
+            state.callers = state.callers.filter { $0.value.caller.app != nil }
         }
         return .success(key)
     }
@@ -131,13 +195,15 @@ public final class ProcessTracker: CallerResolver {
     public enum RegistrationError: Error {
         case alreadyApp(AppID)
         case gone
+        /// The run's cgroup could not be made or joined.
+        case noCgroup
     }
 
     /// The app of a live process (by pid), for control-socket requests.
     public func app(of pid: Int32) -> AppID? {
         guard let status = ProcFS.status(of: pid), let key = ProcFS.key(of: status.tgid) else { return nil }
         applyPendingEvents()
-        return appOf(key, parent: status.parent)
+        return appOf(key, status: status, thread: pid)
     }
 
     /// Live app processes, for `scopefs status`.
@@ -172,10 +238,15 @@ public final class ProcessTracker: CallerResolver {
                 state.processes[childTGID] = AppProcess(
                     key: ProcessKey(pid: childTGID, startTime: 0), app: parent.app, parent: parentTGID)
             }
+        case .exec(let tgid):
+            // A new program: whatever was cached of the process's threads
+            // (including a non-leader thread's old ID) is read again.
+            state.withLock { $0.forgetThreads(of: tgid) }
         case .exit(let pid, let tgid):
             let ended: AppProcess? = state.withLock { state in
-                state.callers[pid] = nil
+                state.forgetThread(pid)
                 guard pid == tgid else { return nil }
+                state.forgetThreads(of: tgid)
                 return state.processes.removeValue(forKey: tgid)
             }
             if let ended {
@@ -184,7 +255,10 @@ public final class ProcessTracker: CallerResolver {
         case .overflow:
             // Events were lost: forget every cached identity; they are
             // re-established from /proc (parents) on the next request.
-            state.withLock { $0.callers.removeAll() }
+            state.withLock { state in
+                state.callers.removeAll()
+                state.cachedThreads.removeAll()
+            }
         }
     }
 }

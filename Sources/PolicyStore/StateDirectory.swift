@@ -32,6 +32,9 @@ public struct StateDirectory: Sendable {
     public var databasePath: String { path + "/scopefs.sqlite" }
     public var containersPath: String { path + "/containers" }
     public var controlSocketPath: String { path + "/control.sock" }
+    /// The app endpoint: bookmark resolution for app processes only; each
+    /// sandbox shows it as its `STATE/control.sock` (SPEC S5, S27).
+    public var appSocketPath: String { path + "/app.sock" }
     public var daemonInfoPath: String { path + "/daemon.json" }
     public var daemonLockPath: String { path + "/daemon.lock" }
 

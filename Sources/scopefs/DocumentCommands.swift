@@ -15,7 +15,7 @@ struct DocumentActions {
     let app: String
 
     private func picker() throws(ScopeFSError) -> DocumentPicker {
-        DocumentPicker(state: state.directory, repository: try state.repository())
+        DocumentPicker(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
     }
 
     private func changed(_ containerPaths: [String?]) throws(ScopeFSError) {

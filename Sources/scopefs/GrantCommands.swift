@@ -29,7 +29,7 @@ struct GrantCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let grant = try options.repository().grant(
+            let grant = try options.repositoryForChange("grant access").grant(
                 app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
             try ControlClient.notifyChange(state: options.directory)
             print(grant.id)
@@ -50,7 +50,7 @@ struct GrantSelection: ParsableArguments {
 
 func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: StateOptions) throws {
     try report { () throws(ScopeFSError) in
-        let changed = try options.repository().setState(state, app: selection.app, grant: selection.all ? nil : selection.grant)
+        let changed = try options.repositoryForChange("revoke or restore grants").setState(state, app: selection.app, grant: selection.all ? nil : selection.grant)
         try ControlClient.notifyChange(state: options.directory)
         for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\(grant.provider):\(grant.relativePath)") }
     }

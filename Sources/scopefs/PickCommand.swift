@@ -56,7 +56,7 @@ struct PickCommand: ParsableCommand {
                 "pick is interactive: standard input must be a terminal "
                     + "(in scripts, use scopefs open, import, export or move)")
         }
-        let repository = try options.repository()
+        let repository = try options.repositoryForChange("use the document picker")
         guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
         let providers = try repository.providers()
         guard !providers.isEmpty else {

@@ -9,19 +9,35 @@ struct RunCommand: ParsableCommand {
         commandName: "run", abstract: "Run a command as an app process; exits with the command's status (SPEC S5).")
     @OptionGroup var options: StateOptions
     @Option(help: "The app to run as.") var app: String
-    @Flag(help: "Private mount namespace: only the app's directory, at /sandbox, with HOME at its container.")
-    var sandbox = false
+    @Flag(help: .hidden) var sandbox = false
     @Flag(
         help: """
-            Use the mount as every process sees it. By default (as root) the app gets a mount namespace \
-            where MOUNT holds only MOUNT/<app>, which saves a lookup per path walk.
+            Run without the sandbox: the command keeps your access to the host (files, processes, \
+            network) and ScopeFS only attributes its requests to the app. Not a security boundary.
+            """)
+    var noSandbox = false
+    @Flag(
+        help: """
+            With --no-sandbox: use the mount as every process sees it. By default (as root) the app gets a mount \
+            namespace where MOUNT holds only MOUNT/<app>, which saves a lookup per path walk.
             """)
     var sharedView = false
+    @Flag(help: "Keep the host's network in the sandbox (by default it has none, not even loopback).")
+    var shareNet = false
+    @Option(name: .customLong("expose"), help: "A host path the sandbox may read, at the same place (repeatable).")
+    var exposed: [String] = []
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
 
     func validate() throws {
         if command.drop(while: { $0 == "--" }).isEmpty { throw ValidationError("name a command to run after --") }
-        if sandbox && sharedView { throw ValidationError("--sandbox and --shared-view exclude each other") }
+        if sandbox && noSandbox { throw ValidationError("--sandbox and --no-sandbox exclude each other") }
+        if sharedView && !noSandbox {
+            throw ValidationError("--shared-view chooses a view without the sandbox: add --no-sandbox")
+        }
+        if noSandbox && (shareNet || !exposed.isEmpty) {
+            throw ValidationError("--share-net and --expose shape the sandbox; without it the app has the host already")
+        }
+        for path in exposed where !path.hasPrefix("/") { throw ValidationError("--expose takes an absolute path: \(path)") }
     }
 
     func run() throws {
@@ -29,8 +45,15 @@ struct RunCommand: ParsableCommand {
         if command.first == "--" { command.removeFirst() }
         var status: Int32 = 0
         try report { () throws(ScopeFSError) in
-            let view: MountView = sandbox ? .sandbox : sharedView ? .shared : .app
-            status = try AppLauncher.run(app: app, command: command, view: view, state: options.directory)
+            let confinement: AppLauncher.Confinement
+            if noSandbox {
+                FileHandle.standardError.write(
+                    Data("scopefs: warning: --no-sandbox: \(app) runs with your access to the host; this is no security boundary\n".utf8))
+                confinement = .none(view: sharedView ? .shared : .app)
+            } else {
+                confinement = .sandbox(shareNetwork: shareNet, exposed: exposed)
+            }
+            status = try AppLauncher.run(app: app, command: command, confinement: confinement, state: options.directory)
         }
         throw ExitCode(status)
     }
@@ -56,6 +79,7 @@ struct StatusCommand: ParsableCommand {
             if json { return printJSON(Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks)) }
             if let status {
                 print("mounted at \(status.mountpoint) by daemon \(status.pid)")
+                if let attribution = status.attribution { print("  app processes told apart by: \(attribution)") }
                 print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
                 print("app processes: \(status.processes.count)")
                 for process in status.processes { print(Self.describe(process)) }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import Foundation
 import PolicyStore
 
@@ -30,6 +31,13 @@ struct StateOptions: ParsableArguments {
 
     func repository() throws(ScopeFSError) -> PolicyRepository {
         PolicyRepository(database: try PolicyDatabase.open(directory))
+    }
+
+    /// The repository for a command that changes the isolation layer:
+    /// refused with exit 77 inside an app process (SPEC S5).
+    func repositoryForChange(_ action: String) throws(ScopeFSError) -> PolicyRepository {
+        try OwnerCheck.require(directory, to: action)
+        return try repository()
     }
 }
 

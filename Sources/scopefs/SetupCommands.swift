@@ -10,6 +10,7 @@ struct InitCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
+            try OwnerCheck.require(options.directory, to: "initialise a state directory")
             _ = try PolicyDatabase.create(options.directory)
             print("initialised \(options.directory.path)")
         }
@@ -30,7 +31,7 @@ struct ProviderCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                let provider = try options.repository().addProvider(id: id, directory: directory, name: name)
+                let provider = try options.repositoryForChange("add providers").addProvider(id: id, directory: directory, name: name)
                 try ControlClient.notifyChange(state: options.directory)
                 print("provider \(provider.id) -> \(provider.directory)")
             }
@@ -58,7 +59,7 @@ struct ProviderCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                try options.repository().removeProvider(id: id)
+                try options.repositoryForChange("remove providers").removeProvider(id: id)
                 try ControlClient.notifyChange(state: options.directory)
             }
         }
@@ -77,7 +78,7 @@ struct AppCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                let app = try options.repository().addApp(id: id, name: name)
+                let app = try options.repositoryForChange("add apps").addApp(id: id, name: name)
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
                 print("app \(app.id) container \(options.directory.containerPath(of: app.id))")
@@ -107,7 +108,7 @@ struct AppCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                try options.repository().removeApp(id: id)
+                try options.repositoryForChange("remove apps").removeApp(id: id)
                 try ControlClient.notifyChange(state: options.directory)
             }
         }

@@ -588,13 +588,20 @@ class Env:
 
     # -- processes ------------------------------------------------------------
 
-    def run_argv(self, app: str, cmd: list, sandbox: bool = False) -> list[str]:
-        view = ["--sandbox"] if sandbox else ["--shared-view"] if self.view == "shared" else []
-        return self.cli_argv("run", "--app", app, *view, "--", *cmd)
+    def run_argv(self, app: str, cmd: list, sandbox: bool = False, extra: tuple = ()) -> list[str]:
+        """`scopefs run` confines by default (SPEC S5); ordinary tests run
+        their snippets (this checkout's python, temp dirs) with --no-sandbox,
+        and `sandbox=True` runs CMD in the sandbox, where only the system's
+        programs exist (python3 is Debian's /usr/bin/python3)."""
+        if sandbox:
+            view = []
+        else:
+            view = ["--no-sandbox"] + (["--shared-view"] if self.view == "shared" else [])
+        return self.cli_argv("run", "--app", app, *view, *extra, "--", *cmd)
 
     def run_app(self, app: str, cmd: list[str], sandbox: bool = False,
                 timeout: float = APP_TIMEOUT) -> subprocess.CompletedProcess:
-        """`scopefs run --app APP [--sandbox] -- CMD...` (SPEC S5)."""
+        """`scopefs run --app APP [--no-sandbox] -- CMD...` (SPEC S5)."""
         return run_bounded(self.run_argv(app, cmd, sandbox), timeout, self.base_env,
                            what=f"app process {' '.join(map(str, cmd))[:80]}")
 
@@ -618,9 +625,9 @@ class Env:
         assert p.returncode == 0, "host snippet failed\n" + describe(p)
         return last_json_line(p)
 
-    def app_session(self, app: str, code: str, *args) -> AppSession:
+    def app_session(self, app: str, code: str, *args, sandbox: bool = False) -> AppSession:
         """Start a snippet as an app process with stdin/stdout pipes (see AppSession)."""
-        argv = self.run_argv(app, ["python3", "-c", snippet(code), *map(str, args)])
+        argv = self.run_argv(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox)
         err = self.root / f"session-{len(self.sessions)}.err"
         with open(err, "w") as fe:
             popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -89,29 +89,33 @@ def test_run_propagates_exit_status(env, make_cmd, expected):
 
 SANDBOX_VIEW = """
 mnt, alpha, beta = sys.argv[1], sys.argv[2], sys.argv[3]
-emit({"sandbox": listing("/sandbox"),
+mine = os.path.join(mnt, alpha)
+emit({"view": os.environ.get("SCOPEFS_VIEW"),
+      "mount-env": os.environ.get("SCOPEFS_MOUNT"),
+      "own": listing(mine),
       "home": os.environ.get("HOME"),
-      "report": outcome(lambda: read_bytes("/sandbox/Providers/local/docs/report.txt")[:16].hex()),
-      "documents": listing("/sandbox/Container/Documents"),
-      "write-own-container": attempt(write_text, "/sandbox/Container/Documents/from-sandbox.txt", "hi"),
-      "mnt-own": attempt(os.stat, os.path.join(mnt, alpha, "Container")),
+      "cwd": os.getcwd(),
+      "report": outcome(lambda: read_bytes(os.path.join(mine, "Providers/local/docs/report.txt"))[:16].hex()),
+      "write-own-container": attempt(write_text, os.path.join(mine, "Container/Documents/from-sandbox.txt"), "hi"),
       "mnt-other": attempt(os.stat, os.path.join(mnt, beta)),
       "mnt-listing": listing(mnt)})
 """
 
 
 def test_sandbox_shows_only_the_app_directory(env):
-    """SPEC S5: with --sandbox the app sees MOUNT/X at /sandbox (Container and
-    Providers), HOME is /sandbox/Container, and the main mount (its own
-    path, other apps) is not reachable."""
+    """SPEC S5 (amended): by default `scopefs run` confines the app; it sees
+    its own view of the mount at $SCOPEFS_MOUNT (MOUNT/X, the same path as
+    outside, Container and Providers), HOME and the working directory are its
+    container, and no other app's directory exists in it."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.mount()
     got = env.app_json(ALPHA, SANDBOX_VIEW, env.mnt, ALPHA, BETA, sandbox=True)
-    assert got["sandbox"] == ["Container", "Providers"]
-    assert got["home"] == "/sandbox/Container"
+    assert got["view"] == "sandbox" and got["mount-env"] == env.app_dir(ALPHA), got
+    assert got["own"] == ["Container", "Providers"]
+    assert got["home"] == env.container(ALPHA) and got["cwd"] == env.container(ALPHA), got
     assert got["report"] == {"ok": REPORT_BYTES[:16].hex()}
     assert got["write-own-container"] == "OK"
-    assert got["mnt-own"] != "OK" and got["mnt-other"] != "OK", got
-    assert not (isinstance(got["mnt-listing"], list) and {ALPHA, BETA} & set(got["mnt-listing"])), got
+    assert got["mnt-other"] == "ENOENT", got
+    assert got["mnt-listing"] == [ALPHA], got
     seen = env.app_json(ALPHA, "emit(listing(sys.argv[1]))", env.container(ALPHA, "Documents"))
     assert "from-sandbox.txt" in seen

@@ -1,0 +1,131 @@
+import Glibc
+import Policy
+import Synchronization
+
+/// Attribution the kernel keeps (SPEC S5): every `scopefs run` gets a cgroup
+/// v2 of its own, made by the daemon under the daemon's own cgroup, and the
+/// registering process is moved into it. A process inherits its parent's
+/// cgroup atomically at fork and clone, whatever the flags (CLONE_PARENT
+/// included), and keeps it across setsid, reparenting and exec; only a write
+/// to a `cgroup.procs` file moves it, and the sandbox shows no cgroup file
+/// system at all. So "which app is this request from" is the cgroup of the
+/// caller, read once from `/proc/TID/cgroup` on a cache miss.
+///
+/// Hybrid machines (cgroup v1 controllers with v2 at
+/// `/sys/fs/cgroup/unified`) work the same: ScopeFS enables no controller,
+/// it only groups.
+final class AppCgroups: Sendable {
+    /// Where the cgroup2 file system is mounted, e.g. `/sys/fs/cgroup`.
+    let mountPath: String
+    /// The daemon's own cgroup, relative to the hierarchy's root ("" for "/").
+    let base: String
+    /// Leaf names start with this, so the CLI can tell an app process by its
+    /// own `/proc/self/cgroup` (`OwnerCheck`).
+    static let leafPrefix = "scopefs-run-"
+    private let runs = Mutex<[String: AppID]>([:])
+    private let counter = Atomic<UInt64>(0)
+
+    /// nil when there is no writable cgroup2 hierarchy (no cgroup2 mount, or
+    /// no permission): the tracker then follows fork events instead.
+    init?() {
+        guard let mountPath = Self.cgroup2MountPath(), let own = Self.ownCgroup(of: "self") else { return nil }
+        self.mountPath = mountPath
+        // Runs are grouped below the daemon's own cgroup, which it may write
+        // to (root, or a cgroup delegated to the owner).
+        self.base = own == "/" ? "" : own
+        let probe = mountPath + base + "/\(Self.leafPrefix)\(getpid())-probe"
+        guard mkdir(probe, 0o755) == 0 || errno == EEXIST else { return nil }
+        rmdir(probe)
+    }
+
+    /// Makes a cgroup for one run of `app` and moves `pid` into it.
+    func place(pid: Int32, app: AppID) -> Bool {
+        let number = counter.add(1, ordering: .relaxed).newValue
+        let leaf = "\(Self.leafPrefix)\(getpid())-\(number)"
+        let directory = mountPath + base + "/" + leaf
+        guard mkdir(directory, 0o755) == 0 else { return false }
+        runs.withLock { $0[leaf] = app }
+        guard Self.write("\(pid)\n", to: directory + "/cgroup.procs") else {
+            runs.withLock { $0[leaf] = nil }
+            rmdir(directory)
+            return false
+        }
+        return true
+    }
+
+    /// The app whose run's cgroup holds the thread `tid` (or a cgroup below
+    /// it), nil for every other process.
+    func app(of tid: Int32) -> AppID? {
+        guard let path = ProcFS.cgroup2Path(of: tid) else { return nil }
+        return app(ofCgroup: path)
+    }
+
+    func app(ofCgroup path: String) -> AppID? {
+        guard let leaf = Self.runLeaf(in: path, base: base) else { return nil }
+        return runs.withLock { $0[leaf] }
+    }
+
+    /// The first path component below `base` when it names a run.
+    static func runLeaf(in path: String, base: String) -> String? {
+        let prefix = base + "/"
+        guard path.hasPrefix(prefix) else { return nil }
+        let leaf = path.dropFirst(prefix.count).prefix { $0 != "/" }
+        return leaf.hasPrefix(leafPrefix) ? String(leaf) : nil
+    }
+
+    /// Removes the cgroups of runs whose processes have all ended (rmdir
+    /// refuses a populated cgroup, so this never cuts a live run).
+    func removeEmpty() {
+        let leaves = runs.withLock { Array($0.keys) }
+        for leaf in leaves where rmdir(mountPath + base + "/" + leaf) == 0 {
+            runs.withLock { $0[leaf] = nil }
+        }
+    }
+
+    // MARK: Finding the hierarchy
+
+    /// The cgroup2 mount of this mount namespace, from /proc/self/mountinfo
+    /// (field 9 is the file system type, after the " - " separator).
+    static func cgroup2MountPath() -> String? {
+        guard let text = ProcFS.readText("/proc/self/mountinfo") else { return nil }
+        for line in text.split(separator: "\n") {
+            let halves = line.split(separator: " - ", maxSplits: 1)
+            guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
+            let fields = halves[0].split(separator: " ")
+            guard fields.count >= 5 else { continue }
+            return unescapeMountField(String(fields[4]))
+        }
+        return nil
+    }
+
+    /// The cgroup v2 path of a process (`self` or a pid), from its "0::" line.
+    static func ownCgroup(of process: String) -> String? {
+        guard let text = ProcFS.readText("/proc/\(process)/cgroup") else { return nil }
+        return text.split(separator: "\n").first { $0.hasPrefix("0::") }.map { String($0.dropFirst(3)) }
+    }
+
+    /// mountinfo escapes space, tab, newline and backslash as octal.
+    private static func unescapeMountField(_ field: String) -> String {
+        var bytes: [UInt8] = []
+        var input = Array(field.utf8)[...]
+        while let byte = input.popFirst() {
+            if byte == UInt8(ascii: "\\"), input.count >= 3,
+                let value = UInt8(String(decoding: input.prefix(3), as: UTF8.self), radix: 8)
+            {
+                bytes.append(value)
+                input = input.dropFirst(3)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func write(_ text: String, to path: String) -> Bool {
+        let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let bytes = Array(text.utf8)
+        return Glibc.write(descriptor, bytes, bytes.count) == bytes.count
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import PolicyStore
+
+/// The isolation layer belongs to the owner (SPEC S5): a command that
+/// changes it refuses to run inside an app process, sandboxed or not.
+///
+/// Two signs, either enough: the process sits in a run's cgroup (which no
+/// fork, exec or setsid leaves, and which the sandbox cannot write), or the
+/// daemon serving the state directory names it as an app process (the same
+/// answer its own attribution gives, also where runs have no cgroup). This
+/// is the CLI being honest with the user, not the boundary: inside the
+/// sandbox the database and key are not even visible, and the daemon's
+/// control socket refuses changes from app processes itself.
+public enum OwnerCheck {
+    public static func require(_ state: StateDirectory, to action: String) throws(ScopeFSError) {
+        if let app = appOfThisProcess(state: state) {
+            throw ScopeFSError(
+                .refused,
+                "refused: this is an app process\(app.isEmpty ? "" : " of \(app)"); only the owner, outside `scopefs run`, can \(action) (SPEC S5)")
+        }
+    }
+
+    /// The app this process runs as ("" when known only from the cgroup),
+    /// nil for the owner's own processes.
+    public static func appOfThisProcess(state: StateDirectory) -> String? {
+        if inRunCgroup() { return "" }
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath),
+            let response = try? ControlClient.send(ControlRequest(op: .whoami), state: state)
+        else { return nil }
+        return response.app
+    }
+
+    /// Whether `/proc/self/cgroup` places this process in a run's cgroup.
+    static func inRunCgroup() -> Bool {
+        guard let path = AppCgroups.ownCgroup(of: "self") else { return false }
+        return path.split(separator: "/").contains { $0.hasPrefix(AppCgroups.leafPrefix) }
+    }
+}
