@@ -1,0 +1,347 @@
+"""Attacks by a hostile app process, one test per finding of issue 14 (and
+SPEC S33's matrix in test_attacks_matrix.py). An app process is assumed
+hostile: it runs code of its own choosing, with the owner's uid.
+
+Findings 1-4 (this part): an app changing its own grants, the sandbox
+confining nothing outside the mount, a process leaving its app tree, and a
+thread's identity outliving its exec. SPEC S5 (amended), S33.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from doc_scope_helpers import mount as mount_with_scopes
+from scopefs_harness import ALPHA, BETA, LOCAL, describe, last_json_line, snippet
+
+SECRET = "docs/secret.txt"
+REPORT = "docs/report.txt"
+
+
+def libraries_outside_usr(binary: Path) -> list[str]:
+    """Folders of the shared libraries `binary` needs that the sandbox does
+    not show (the Swift runtime under /opt), so it can be --expose'd."""
+    p = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=20)
+    folders = set()
+    for line in p.stdout.splitlines():
+        parts = line.split("=>")
+        path = (parts[1] if len(parts) == 2 else parts[0]).strip().split(" ")[0]
+        if path.startswith("/") and not path.startswith(("/usr/", "/lib")):
+            folders.add(str(Path(path).parent))
+    return sorted(folders)
+
+
+def run_in_sandbox(env, app: str, cmd: list[str], expose: list[str] = ()) -> subprocess.CompletedProcess:
+    extra = tuple(a for path in expose for a in ("--expose", path))
+    argv = env.run_argv(app, cmd, sandbox=True, extra=extra)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env.base_env)
+
+
+# --- Finding 1: an app changes its own grants --------------------------------
+
+CHANGES = [
+    ("grant", ["grant", ALPHA, f"{LOCAL}:{SECRET}"]),
+    ("restore", ["restore", ALPHA, "--all"]),
+    ("provider-add", ["provider", "add", "evil", "/"]),
+    ("app-add", ["app", "add", "com.example.evil"]),
+    ("open", ["open", ALPHA, f"{LOCAL}:{SECRET}"]),
+    ("import", ["import", ALPHA, f"{LOCAL}:{SECRET}"]),
+    ("revoke", ["revoke", BETA, "--all"]),
+]
+
+RUN_CHANGES = """
+import subprocess
+binary, state, changes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+codes = {}
+for name, args in changes:
+    p = subprocess.run([binary, "--state", state, *args], capture_output=True, text=True, timeout=30)
+    codes[name] = [p.returncode, p.stderr.strip()[-160:]]
+emit(codes)
+"""
+
+
+def policy(env) -> dict:
+    return {
+        "privacy": json.loads(env.cli("privacy", "--json").stdout),
+        "providers": env.cli("provider", "list").stdout,
+        "apps": env.cli("app", "list").stdout,
+    }
+
+
+def test_an_app_process_cannot_change_the_isolation_layer(env):
+    """Finding 1, SPEC S5: inside `scopefs run --app A --no-sandbox`, grant,
+    restore (after the owner revoked), provider add, app add, open, import and
+    revoke each exit 77 with a message, and the isolation layer is unchanged.
+    Seen failing on the old main: every command exited 0."""
+    grant = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    env.grant(BETA, f"{LOCAL}:docs")
+    env.revoke(ALPHA, grant)
+    env.mount()
+    before = policy(env)
+    got = env.app_json(ALPHA, RUN_CHANGES, env.bin, env.state, json.dumps(CHANGES))
+    for name, (code, message) in got.items():
+        assert code == 77, f"{name}: exit {code}: {message}"
+        assert "app process" in message, f"{name}: {message}"
+    assert policy(env) == before
+
+
+RAW_CONTROL = """
+import socket
+path, ops = sys.argv[1], sys.argv[2].split(",")
+answers = {}
+for op in ops:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(json.dumps({"op": op, "app": sys.argv[3]}).encode() + b"\\n")
+    answers[op] = json.loads(s.makefile().readline())
+emit(answers)
+"""
+
+
+def test_the_control_socket_refuses_changes_from_an_app_process(env):
+    """Finding 1, SPEC S5: a hostile app skips the CLI and writes requests to
+    the owner's control socket itself: register (start another app), reload
+    and status are refused with code 77; whoami names its app. Seen failing
+    on the old main: status answered with every app's processes."""
+    env.mount()
+    got = env.app_json(ALPHA, RAW_CONTROL, env.state / "control.sock", "status,reload,register,whoami", BETA)
+    for op in ("status", "reload", "register"):
+        assert got[op]["ok"] is False and got[op]["code"] == 77, (op, got[op])
+    assert got["whoami"] == {"ok": True, "app": ALPHA}
+
+
+def test_a_sandboxed_app_cannot_change_the_isolation_layer(env):
+    """Finding 1, SPEC S5: even with the scopefs binary (and its runtime)
+    exposed to the sandbox, `scopefs grant` there exits 77: the run's cgroup
+    marks it as an app process, whatever state directory it names."""
+    env.mount()
+    binary = Path(env.bin).resolve()
+    expose = [str(binary.parent), *libraries_outside_usr(binary)]
+    p = run_in_sandbox(env, ALPHA, [str(binary), "--state", "/tmp/elsewhere", "grant", ALPHA, f"{LOCAL}:{SECRET}"], expose)
+    assert p.returncode == 77, describe(p)
+    assert "app process" in p.stderr, describe(p)
+
+
+# --- Finding 2: the sandbox confines nothing outside the mount --------------
+
+SANDBOX_PROBE = """
+import ctypes, termios
+state, backing, other_container, daemon, owner = sys.argv[1:6]
+libc = ctypes.CDLL(None, use_errno=True)
+
+def errno_of(result):
+    return "OK" if result == 0 else errno.errorcode[ctypes.get_errno()]
+
+def status_field(name):
+    for line in open("/proc/self/status"):
+        if line.startswith(name + ":"):
+            return line.split()[1]
+
+def tiocsti():
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSTI, b"x")
+
+emit({
+    "state": attempt(os.stat, state),
+    "database": attempt(os.stat, os.path.join(state, "scopefs.sqlite")),
+    "key": attempt(os.stat, os.path.join(state, "bookmark.key")),
+    "backing": attempt(os.listdir, backing),
+    "other-container": attempt(os.listdir, other_container),
+    "shadow": attempt(os.stat, "/etc/shadow"),
+    "owner-home": attempt(os.listdir, os.path.expanduser("~root")),
+    "repository": attempt(os.stat, __file__ if "__file__" in globals() else "/work"),
+    "cgroupfs": attempt(os.listdir, "/sys/fs/cgroup"),
+    "signal-daemon": attempt(os.kill, int(daemon), 0),
+    "signal-owner": attempt(os.kill, int(owner), 0),
+    "ptrace-daemon": errno_of(libc.ptrace(16, int(daemon), 0, 0)),
+    "capabilities": status_field("CapEff"),
+    "no-new-privs": status_field("NoNewPrivs"),
+    "seccomp": status_field("Seccomp"),
+    "tiocsti": attempt(tiocsti),
+    "user-namespace": errno_of(libc.unshare(0x10000000)),
+})
+"""
+
+
+def test_the_sandbox_shows_nothing_of_the_host_it_does_not_need(env):
+    """Finding 2, SPEC S5: in the default sandbox the app cannot see the state
+    directory (database, bookmark key), the providers' backing folders, other
+    apps' containers on the host, /etc/shadow, the owner's home or the cgroup
+    file system; it cannot signal or ptrace the daemon or the owner's
+    processes; it holds no capabilities, has no_new_privs and a seccomp
+    filter that refuses TIOCSTI and new user namespaces. Seen failing on the
+    old main: the state directory, key and backing folders were readable."""
+    env.mount()
+    daemon = env.daemon_pid()
+    got = env.app_json(ALPHA, SANDBOX_PROBE, env.state, env.backing(LOCAL), env.state / "containers" / BETA,
+                       daemon, os.getpid(), sandbox=True)
+    for path in ("state", "database", "key", "backing", "other-container", "shadow", "owner-home", "cgroupfs"):
+        assert got[path] == "ENOENT", (path, got)
+    assert got["signal-daemon"] == "ESRCH" and got["signal-owner"] == "ESRCH", got
+    assert got["ptrace-daemon"] == "ESRCH", got
+    assert got["capabilities"] == "0000000000000000" and got["no-new-privs"] == "1", got
+    assert got["seccomp"] == "2", got
+    assert got["tiocsti"] == "EPERM" and got["user-namespace"] == "EPERM", got
+
+
+RESOLVE_IN_SANDBOX = """
+import socket
+path = sys.argv[1]
+os.setxattr(path, "user.scopefs.start", b"")
+token = os.getxattr(path, "user.scopefs.bookmark").decode()
+def ask(request):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.path.join(os.environ["SCOPEFS_STATE"], "control.sock"))
+    s.sendall(json.dumps(request).encode() + b"\\n")
+    return json.loads(s.makefile().readline())
+emit({"resolve": ask({"op": "resolve", "bookmark": token}), "status": ask({"op": "status"}),
+      "content": read_bytes(path).decode()})
+"""
+
+
+def test_the_sandbox_reaches_only_the_app_endpoint(env):
+    """Finding 2, SPEC S5, S27: the sandbox's $SCOPEFS_STATE/control.sock is
+    the app endpoint: it resolves the app's bookmarks to paths that work
+    inside, and refuses the owner's requests (status) with code 77."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    mount_with_scopes(env, "strict")
+    got = env.app_json(ALPHA, RESOLVE_IN_SANDBOX, env.prov(ALPHA, LOCAL, REPORT), sandbox=True)
+    assert got["resolve"]["ok"] is True and got["resolve"]["path"] == env.prov(ALPHA, LOCAL, REPORT), got
+    assert got["status"]["ok"] is False and got["status"]["code"] == 77, got
+    assert got["content"].startswith("report line 00000"), got
+
+
+# --- Finding 3: a process leaves its app tree -------------------------------
+
+# What the escaped process checks: as an app process of ALPHA it must meet
+# ENOENT at BETA's directory, EPERM on a granted file without a scope
+# (strict mode), be able to write its own container, and be refused (77)
+# when it tries to start BETA.
+ESCAPED_PROBE = """
+out, mnt, alpha, beta, granted, binary, state = sys.argv[1:8]
+import subprocess
+run_beta = subprocess.run([binary, "--state", state, "run", "--no-sandbox", "--shared-view", "--app", beta, "--", "true"],
+                          capture_output=True, timeout=30).returncode
+result = {"other-app": attempt(os.listdir, os.path.join(mnt, beta)),
+          "granted-without-scope": attempt(read_bytes, granted),
+          "own-container": attempt(write_text, os.path.join(mnt, alpha, "Container/Documents/escaped.txt"), "x"),
+          "run-other-app": run_beta}
+with open(out + ".tmp", "w") as f:
+    json.dump(result, f)
+os.rename(out + ".tmp", out)
+"""
+
+ESCAPE = """
+import ctypes, threading, time
+out, how, probe = sys.argv[1], sys.argv[2], sys.argv[3]
+probe_argv = [sys.executable, "-c", probe, out, *sys.argv[4:]]
+libc = ctypes.CDLL(None, use_errno=True)
+first = os.fork()
+if first == 0:
+    os.setsid()
+    if os.fork() != 0:
+        os._exit(0)
+    time.sleep(0.3)  # the middle process is gone: this one was reparented
+    if how == "clone-parent":
+        # Raw clone(CLONE_PARENT | SIGCHLD): the child's parent is the
+        # caller's parent (not an app process), as the fork event says.
+        if libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0) == 0:
+            os.execv(sys.executable, probe_argv)
+    else:
+        # execve from a second thread: the kernel reports the old leader's
+        # exit while the process lives on.
+        threading.Thread(target=os.execv, args=(sys.executable, probe_argv)).start()
+        time.sleep(30)
+    os._exit(0)
+os.waitpid(first, 0)
+deadline = time.time() + 40
+while not os.path.exists(out) and time.time() < deadline:
+    time.sleep(0.05)
+emit(json.load(open(out)))
+"""
+
+
+@pytest.mark.parametrize("how", ["clone-parent", "thread-exec"])
+def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how):
+    """Finding 3, SPEC S5: after a double fork and setsid, a raw
+    clone(CLONE_PARENT) child (3a) or an execve from a non-leader thread (3b)
+    is still an app process of ALPHA: BETA's directory is ENOENT, a granted
+    file needs a scope (EPERM), its own container is writable, and starting
+    BETA exits 77. Seen failing on the old main: the process was the owner's
+    inspector (BETA listed, the file read, EROFS in the container, BETA
+    started)."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.view = "shared"
+    mount_with_scopes(env, "strict")
+    out = env.root / f"escaped-{how}.json"
+    got = env.app_json(ALPHA, ESCAPE, out, how, snippet(ESCAPED_PROBE), env.mnt, ALPHA, BETA,
+                       env.prov(ALPHA, LOCAL, REPORT), env.bin, env.state)
+    assert got == {"other-app": "ENOENT", "granted-without-scope": "EPERM", "own-container": "OK",
+                   "run-other-app": 77}, got
+
+
+# --- Finding 4: a thread's identity outlives its exec -----------------------
+
+THREAD_THEN_EXEC = """
+import threading
+probe = sys.argv[1]
+def run():
+    try:
+        os.stat(probe)  # a request from this thread: its identity is cached
+    except OSError:
+        pass
+    emit({"tid": threading.get_native_id()})
+    os.execv("/bin/true", ["/bin/true"])  # from a non-leader thread: its ID is freed
+threading.Thread(target=run).start()
+threading.Event().wait(30)
+"""
+
+
+def fork_with_pid(target: int, body) -> int | None:
+    """Runs `body` in a child whose pid is `target` (through ns_last_pid);
+    returns its exit code, or None when another process took the pid first."""
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(target - 1))
+        pid = os.fork()
+        if pid == 0:
+            code = 99
+            try:
+                if os.getpid() == target:
+                    code = body()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 99:
+            return code
+    return None
+
+
+def test_a_reused_thread_id_is_not_served_as_the_app(env):
+    """Finding 4, SPEC S5: a thread of ALPHA makes a request, then execs; a
+    later process of the owner that gets that thread id (forced here through
+    ns_last_pid instead of 32k forks) is the owner's inspector, whose writes
+    get EROFS (S4), not ALPHA. Seen failing on the old main: it created a
+    file in ALPHA's container as ALPHA."""
+    env.view = "shared"
+    env.mount()
+    p = env.app_py(ALPHA, THREAD_THEN_EXEC, env.container(ALPHA, "Documents/probe-does-not-exist"))
+    tid = next(json.loads(line)["tid"] for line in p.stdout.splitlines() if line.startswith("{"))
+    target = Path(env.container(ALPHA, "Documents/written-by-reused-tid.txt"))
+
+    def write_as_reused_thread() -> int:
+        try:
+            target.write_text("not ALPHA")
+            return 0
+        except OSError as exc:
+            return 30 if exc.errno == 30 else 31  # EROFS, or anything else
+    code = fork_with_pid(tid, write_as_reused_thread)
+    assert code is not None, f"could not get thread id {tid} again"
+    assert code == 30, f"exit {code}: the process with ALPHA's old thread id was not the inspector"
+    assert not (env.state / "containers" / ALPHA / "Documents" / target.name).exists()
