@@ -29,7 +29,7 @@ test-unit:
 	$(SWIFT) test
 
 test-integration: build
-	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
+	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-1500} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
 
 bench: deps
 	$(SWIFT) build -c release

@@ -94,8 +94,12 @@ class Daemon:
             subprocess.run([cli, "--state", state, *args], check=True, env=self.env, capture_output=True)
         self.root = os.path.join(self.mnt, APP, "Providers", PROVIDER, "work")
         # As in `make bench`: an app process in scope runs fsops, which runs tar.
-        self.wrap = [cli, "--state", state, "run", "--app", APP, "--", cli, "--state", state, "scope", "exec",
-                     self.root, "--"]
+        # --no-sandbox where `run` confines by default: fsops and the tarball
+        # are the bench's files on the host (SPEC S5).
+        help_text = subprocess.run([cli, "run", "--help"], capture_output=True, text=True).stdout
+        confine = ["--no-sandbox"] if "--no-sandbox" in help_text else []
+        self.wrap = [cli, "--state", state, "run", "--app", APP, *confine, "--", cli, "--state", state, "scope",
+                     "exec", self.root, "--"]
         return callgrind(self.out, SCOPEFS_HANDLERS) + [stripped, "--state", state, "mount", self.mnt, "--foreground"]
 
     def untar(self, tarball, tag):

@@ -272,11 +272,20 @@ class ScopeFS(System):
         self.has_scope = r.returncode == 0 and "scopefs scope" in r.stdout
         if not self.has_scope:
             log("bench: `scopefs scope` does not exist yet: workloads run without scope exec")
+        self.options = self.run_options()
 
-    VIEW = []  # `scopefs run` view options: the default is the app view (as root)
+    # `scopefs run` view options: the default is the app view (as root).
+    # Workloads read the bench's own files (tarball, fsops) from the host,
+    # so they run with --no-sandbox where the binary confines by default
+    # (SPEC S5): the sandbox changes process start-up, not the requests.
+    VIEW = []
+
+    def run_options(self):
+        r = subprocess.run(self.cli("run", "--help"), capture_output=True, text=True, env=self.env)
+        return (["--no-sandbox"] if "--no-sandbox" in r.stdout else []) + self.VIEW
 
     def wrap(self, argv):
-        cmd = self.cli("run", "--app", self.APP, *self.VIEW, "--")
+        cmd = self.cli("run", "--app", self.APP, *self.options, "--")
         if self.has_scope:
             cmd += self.cli("scope", "exec", self.root, "--")
         return cmd + list(argv)
@@ -321,7 +330,8 @@ class ScopeFS(System):
 
     def info(self):
         r = subprocess.run([self.ctx.scopefs, "--version"], capture_output=True, text=True)
-        run = f"scopefs run --app bench.app {' '.join(self.VIEW)}{' ' if self.VIEW else ''}-- " + (
+        options = getattr(self, "options", self.VIEW)
+        run = f"scopefs run --app bench.app {' '.join(options)}{' ' if options else ''}-- " + (
             "scopefs scope exec WORKDIR -- CMD" if getattr(self, "has_scope", False)
             else "CMD (no `scopefs scope` subcommand yet, so no scope exec)")
         return {"binary": self.ctx.scopefs, "version": r.stdout.strip(),

@@ -40,6 +40,9 @@ public struct Sandbox: Sendable {
     /// Where the app endpoint appears: `SCOPEFS_STATE` points here, so the
     /// client libraries find "STATE/control.sock" unchanged.
     public static let stateInside = "/run/scopefs/state"
+    /// This very `scopefs` appears here (first on PATH), so the app can run
+    /// `scopefs scope exec` and `scopefs bookmark` inside.
+    static let binaryInside = "/run/scopefs/bin"
 
     var app: String
     var mountpoint: String
@@ -82,6 +85,12 @@ public struct Sandbox: Sendable {
         }
         for path in Self.etcAllowList { arguments += ["--ro-bind-try", path, path] }
         for path in exposed { arguments += ["--ro-bind", path, path] }
+        // scopefs itself, and the folders of the shared libraries it loaded
+        // from outside the system directories (Swift's runtime): read-only.
+        if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            arguments += ["--ro-bind", executable, Self.binaryInside + "/scopefs"]
+        }
+        for folder in Self.libraryFoldersOutsideSystem() { arguments += ["--ro-bind", folder, folder] }
         arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         // The app's own view of the mount, at the same path as outside.
         arguments += ["--bind", appDirectory, appDirectory]
@@ -96,7 +105,7 @@ public struct Sandbox: Sendable {
     /// app's own variables.
     func environment(from owner: [String: String]) -> [String: String] {
         var environment = owner.filter { Self.passedEnvironment.contains($0.key) || $0.key.hasPrefix("LC_") }
-        environment["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+        environment["PATH"] = Self.binaryInside + ":/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
         environment["HOME"] = appDirectory + "/Container"
         environment["TMPDIR"] = "/tmp"
         environment["SCOPEFS_APP"] = app
@@ -104,6 +113,20 @@ public struct Sandbox: Sendable {
         environment["SCOPEFS_STATE"] = Self.stateInside
         environment["SCOPEFS_VIEW"] = "sandbox"
         return environment
+    }
+
+    /// Folders of the shared objects this process mapped (from
+    /// /proc/self/maps) that the system directories do not already show.
+    static func libraryFoldersOutsideSystem() -> [String] {
+        guard let maps = ProcFS.readText("/proc/self/maps") else { return [] }
+        var folders = Set<String>()
+        for line in maps.split(separator: "\n") {
+            guard let slash = line.firstIndex(of: "/") else { continue }
+            let path = line[slash...]
+            guard path.contains(".so"), !systemDirectories.contains(where: { path.hasPrefix($0 + "/") }) else { continue }
+            folders.insert(String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]))
+        }
+        return folders.sorted()
     }
 
     private func symbolicLink(_ path: String) -> String? {

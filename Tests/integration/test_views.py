@@ -68,9 +68,14 @@ def test_strict_scopes_hold_in_every_view(env, view):
 
 
 def test_sandbox_and_shared_view_exclude_each_other(env):
-    """SPEC S34, CLI.md 64: `--sandbox --shared-view` is a usage error."""
+    """SPEC S34, S5, CLI.md 64: the shared view is a view without the
+    sandbox: `--shared-view` alone or with `--sandbox` is a usage error that
+    names --no-sandbox, and `--sandbox --no-sandbox` is one too."""
     env.mount()
-    p = env.cli("run", "--app", ALPHA, "--sandbox", "--shared-view", "--", "true", expect=64)
+    for view in (["--shared-view"], ["--sandbox", "--shared-view"]):
+        p = env.cli("run", "--app", ALPHA, *view, "--", "true", expect=64)
+        assert "--no-sandbox" in p.stderr, p.stderr
+    p = env.cli("run", "--app", ALPHA, "--sandbox", "--no-sandbox", "--", "true", expect=64)
     assert "exclude" in p.stderr
 
 
