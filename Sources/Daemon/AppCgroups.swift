@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Policy
 import Synchronization
@@ -36,6 +37,19 @@ final class AppCgroups: Sendable {
         let probe = mountPath + base + "/\(Self.leafPrefix)\(getpid())-probe"
         guard mkdir(probe, 0o755) == 0 || errno == EEXIST else { return nil }
         rmdir(probe)
+        removeAbandoned()
+    }
+
+    /// Removes the empty run cgroups of daemons that are gone (killed before
+    /// they could clean up): their names carry the daemon's pid.
+    private func removeAbandoned() {
+        let directory = mountPath + base
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for entry in entries where entry.hasPrefix(Self.leafPrefix) {
+            let owner = entry.dropFirst(Self.leafPrefix.count).prefix { $0 != "-" }
+            guard let pid = Int32(owner), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            rmdir(directory + "/" + entry)
+        }
     }
 
     /// Makes a cgroup for one run of `app` and moves `pid` into it.

@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import Policy
 import PolicyStore
+import Synchronization
 
 /// Serves a control socket: registration of app processes, reload after
 /// CLI changes, status. Each connection is one request and one response.
@@ -18,16 +19,26 @@ final class ControlServer: Sendable {
 
     private let socket: UnixSocket
     let endpoint: Endpoint
+    /// Whether a peer is an app process (on the owner's socket).
+    private let isAppProcess: @Sendable (Int32) -> Bool
+    /// Connections of app processes being served, over both endpoints' own
+    /// counts: each costs the daemon a thread, so app processes, which are
+    /// assumed hostile, get at most `appConnectionLimit` at once, and the
+    /// owner's commands are always served.
+    private let appConnections = Atomic<Int>(0)
+    static let appConnectionLimit = 16
     private let ownerUID: uid_t
     private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials) -> ControlResponse
     private let logger: Logger
 
     init(
         path: String, endpoint: Endpoint, ownerUID: uid_t, logger: Logger,
+        isAppProcess: @escaping @Sendable (Int32) -> Bool,
         handler: @escaping @Sendable (ControlRequest, UnixSocket.PeerCredentials) -> ControlResponse
     ) throws {
         socket = try UnixSocket.listening(at: path)
         self.endpoint = endpoint
+        self.isAppProcess = isAppProcess
         self.ownerUID = ownerUID
         self.handler = handler
         self.logger = logger
@@ -44,8 +55,23 @@ final class ControlServer: Sendable {
     private func serve(_ client: UnixSocket) {
         defer { client.close() }
         client.setTimeout(seconds: 10)
+        let peer = client.peer
+        let countsAsApp = endpoint == .app || peer.map { isAppProcess($0.pid) } ?? true
+        if countsAsApp {
+            defer { appConnections.subtract(1, ordering: .relaxed) }
+            guard appConnections.add(1, ordering: .relaxed).newValue <= Self.appConnectionLimit else {
+                respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
+                return
+            }
+            respond(client, answer(client, peer))
+        } else {
+            respond(client, answer(client, peer))
+        }
+    }
+
+    private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?) -> ControlResponse {
         let response: ControlResponse
-        if let peer = client.peer, peer.uid == 0 || peer.uid == ownerUID {
+        if let peer, peer.uid == 0 || peer.uid == ownerUID {
             if let line = client.readLine(), let request = try? JSONDecoder().decode(ControlRequest.self, from: line) {
                 response = handler(request, peer)
             } else {
@@ -55,6 +81,10 @@ final class ControlServer: Sendable {
             logger.warning("control connection refused: peer is not the mount's owner")
             response = .failure(ScopeFSError.Kind.refused.rawValue, "only the mount's owner may use the control socket")
         }
+        return response
+    }
+
+    private func respond(_ client: UnixSocket, _ response: ControlResponse) {
         if let body = try? JSONEncoder().encode(response) { _ = client.writeLine(body) }
     }
 

@@ -56,8 +56,10 @@ public enum Daemon {
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
         tracker.onExit { process in scopes.processExited(pid: process.key.pid) }
         tracker.onExit { process in
-            // A run's launcher ends last: its cgroup can go.
-            if process.parent == nil { tracker.removeFinishedRuns() }
+            // A run's launcher ends last, but the sandbox's other processes
+            // may still be on their way out: its cgroup goes a moment later.
+            guard process.parent == nil else { return }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 1) { tracker.removeFinishedRuns() }
         }
         tracker.onExit { process in
             // SPEC S18: the import inbox goes with the app's last process.
@@ -99,7 +101,10 @@ public enum Daemon {
         for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
             do {
                 servers.append(
-                    try ControlServer(path: path, endpoint: endpoint, ownerUID: ownerUID, logger: logger) { request, peer in
+                    try ControlServer(
+                        path: path, endpoint: endpoint, ownerUID: ownerUID, logger: logger,
+                        isAppProcess: { tracker.app(of: $0) != nil }
+                    ) { request, peer in
                         Self.handle(
                             request, at: endpoint, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader,
                             documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options)

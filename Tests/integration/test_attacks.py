@@ -164,6 +164,9 @@ emit({
     "seccomp": status_field("Seccomp"),
     "tiocsti": attempt(tiocsti),
     "user-namespace": errno_of(libc.unshare(0x10000000)),
+    "mount-namespace": errno_of(libc.unshare(0x20000)),
+    "io_uring": errno_of(libc.syscall(425, 8, 0)),
+    "open_by_handle_at": errno_of(libc.syscall(304, -100, 0, 0)),
 })
 """
 
@@ -187,6 +190,7 @@ def test_the_sandbox_shows_nothing_of_the_host_it_does_not_need(env):
     assert got["capabilities"] == "0000000000000000" and got["no-new-privs"] == "1", got
     assert got["seccomp"] == "2", got
     assert got["tiocsti"] == "EPERM" and got["user-namespace"] == "EPERM", got
+    assert got["mount-namespace"] == got["io_uring"] == got["open_by_handle_at"] == "EPERM", got
 
 
 RESOLVE_IN_SANDBOX = """
@@ -214,6 +218,89 @@ def test_the_sandbox_reaches_only_the_app_endpoint(env):
     assert got["resolve"]["ok"] is True and got["resolve"]["path"] == env.prov(ALPHA, LOCAL, REPORT), got
     assert got["status"]["ok"] is False and got["status"]["code"] == 77, got
     assert got["content"].startswith("report line 00000"), got
+
+
+FLOOD_THE_APP_ENDPOINT = """
+import socket, time
+endpoint = os.path.join(os.environ["SCOPEFS_STATE"], "control.sock")
+def ask(sock, request):
+    try:
+        sock.sendall(json.dumps(request).encode() + b"\\n")
+    except BrokenPipeError:
+        pass  # a busy endpoint answers and closes without reading
+    return json.loads(sock.makefile().readline() or "null")
+held = []
+for _ in range(100):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(endpoint)
+    held.append(s)          # connected, never sends a line
+time.sleep(0.5)
+extra = socket.socket(socket.AF_UNIX)
+extra.connect(endpoint)
+extra.settimeout(5)
+started = time.monotonic()
+busy = ask(extra, {"op": "whoami"})
+busy_seconds = time.monotonic() - started
+step({"busy": busy, "busy_seconds": busy_seconds})
+for s in held:
+    s.close()
+for attempt in range(50):  # the daemon's threads see the closes
+    again = socket.socket(socket.AF_UNIX)
+    again.connect(endpoint)
+    whoami = ask(again, {"op": "whoami"})
+    if whoami.get("ok"):
+        break
+    time.sleep(0.1)
+garbage = socket.socket(socket.AF_UNIX)
+garbage.connect(endpoint)
+garbage.sendall(b"x" * 100000)
+garbage_answer = garbage.makefile().readline()
+emit({"whoami": whoami, "garbage": json.loads(garbage_answer)})
+"""
+
+
+def test_an_app_cannot_exhaust_the_control_sockets(env):
+    """SPEC S5, S34: a sandboxed app holds 100 idle connections to its app
+    endpoint: the daemon answers further app connections at once with
+    "busy" (75) instead of a thread each, the owner's `scopefs status` is
+    still served, and once the app lets go the endpoint works again; an
+    oversized request line gets a usage error, not a crash."""
+    env.mount()
+    session = env.app_session(ALPHA, FLOOD_THE_APP_ENDPOINT, sandbox=True)
+    got = session.recv(timeout=30)
+    assert got["busy"]["ok"] is False and got["busy"]["code"] == 75, got
+    assert got["busy_seconds"] < 2, got
+    status = env.cli("status", "--json", timeout=10)
+    assert json.loads(status.stdout)["daemon"]["pid"] == env.daemon.pid
+    session.send()
+    final = session.recv(timeout=30)
+    assert final["whoami"] == {"ok": True, "app": ALPHA}, final
+    assert final["garbage"]["ok"] is False and final["garbage"]["code"] == 64, final
+    assert session.finish() == 0
+
+
+def run_cgroups(daemon_pid: int) -> list[str]:
+    root = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() \
+        else Path("/sys/fs/cgroup")
+    return sorted(p.name for p in root.rglob(f"scopefs-run-{daemon_pid}-*"))
+
+
+def test_each_run_has_a_cgroup_that_goes_with_it(env):
+    """SPEC S5: a run's processes are in a cgroup of the run's own (what
+    `status` reports as the attribution), and the cgroup is removed once the
+    run has ended, so runs leave nothing behind on the host."""
+    env.mount()
+    p = env.run_app(ALPHA, ["cat", "/proc/self/cgroup"], sandbox=True)
+    assert p.returncode == 0, describe(p)
+    line = next(l for l in p.stdout.splitlines() if l.startswith("0::"))
+    assert f"scopefs-run-{env.daemon.pid}-" in line, line
+    status = json.loads(env.cli("status", "--json").stdout)["daemon"]
+    assert status["attribution"].startswith("cgroup v2"), status
+    import time
+    deadline = time.monotonic() + 5
+    while run_cgroups(env.daemon.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert run_cgroups(env.daemon.pid) == []
 
 
 # --- Finding 3: a process leaves its app tree -------------------------------

@@ -448,13 +448,15 @@ def test_forged_bookmarks_are_refused(env):
 # ---------------------------------------------------------------------------
 # 8. rename races
 
-# Three threads open, read (by path and by openat on a descriptor held on
-# argv[1]) and list paths under argv[1] for argv[2] seconds; reports every
-# distinct content and listing seen (errors are only counted: any errno is
-# fine while names move, a byte from outside is not).
+# Reads every path once (the test checks what a still tree gives), then,
+# once told to go, three threads open, read (by path and by openat on a
+# descriptor held on argv[1]) and list paths under argv[1] for argv[2]
+# seconds, and report every distinct content and listing seen. Errors are
+# only counted: any errno is fine while names move, a byte from outside is not.
 RACE_READERS = """
 import threading, time
 base, seconds, rels = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+step({rel: outcome(lambda: read_bytes(base + "/" + rel).decode("latin1")) for rel in rels})
 dfd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
 seen, errors, lock = set(), [0], threading.Lock()
 end = time.monotonic() + seconds
@@ -497,18 +499,23 @@ def host_loop(stop: threading.Event, step, counter: list) -> None:
         time.sleep(0.001)
 
 
-def race(env, base: str, rels: list[str], step) -> tuple[set, int]:
+def race(env, base: str, rels: list[str], step) -> tuple[dict, set, int]:
     """RACE_READERS as ALPHA while the host runs `step` in a loop; returns
-    (what the app saw, how many steps the host made)."""
+    (what each path gave before the race, what the app saw during it, how
+    many steps the host made)."""
+    app = env.app_session(ALPHA, RACE_READERS, base, RACE_SECONDS, *rels)
+    still = app.recv()
     stop, counter = threading.Event(), [0]
     mover = threading.Thread(target=host_loop, args=(stop, step, counter))
     mover.start()
     try:
-        got = env.app_json(ALPHA, RACE_READERS, base, RACE_SECONDS, *rels)
+        app.send()
+        got = app.recv(timeout=RACE_SECONDS + 30)
     finally:
         stop.set()
         mover.join()
-    return set(got["seen"]), counter[0]
+    assert app.finish() == 0, app.stderr()
+    return still, set(got["seen"]), counter[0]
 
 
 def swap_folder_for_links(env):
@@ -559,17 +566,17 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
     env.mount()
 
-    seen, steps = race(env, env.prov(ALPHA, LOCAL, "work"),
-                       ["sub/f", "sub/secret.txt", "sub/report.txt", "sub/../sub/f", "sub/sub/f"],
-                       swap_folder_for_links(env))
+    work_rels = ["sub/f", "sub/secret.txt", "sub/report.txt", "sub/../sub/f", "sub/sub/f"]
+    still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "work"), work_rels, swap_folder_for_links(env))
+    assert still == {"sub/f": {"ok": GRANTED_MARK}, "sub/../sub/f": {"ok": GRANTED_MARK}} | {
+        rel: {"errno": "ENOENT"} for rel in ("sub/secret.txt", "sub/report.txt", "sub/sub/f")}
     assert steps > 10, f"the host made only {steps} swaps"
     assert seen <= {"read=" + json.dumps(GRANTED_MARK), 'list=["f"]'}, seen
-    assert "read=" + json.dumps(GRANTED_MARK) in seen, seen
 
-    seen, steps = race(env, env.prov(ALPHA, LOCAL, "deep"),
-                       ["a/b/target.txt", "a/other.txt", "a/b/../other.txt", "a.moved/other.txt",
-                        "a.moved/b/target.txt", "hidden/x.txt"],
-                       rename_grant_parent(env))
+    deep_rels = ["a/b/target.txt", "a/other.txt", "a/b/../other.txt", "a.moved/other.txt",
+                 "a.moved/b/target.txt", "hidden/x.txt"]
+    still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "deep"), deep_rels, rename_grant_parent(env))
+    assert still == {rel: {"errno": "ENOENT"} for rel in deep_rels} | {"a/b/target.txt": {"ok": "deep target\n"}}
     assert steps > 10, f"the host made only {steps} renames"
     allowed = {"read=" + json.dumps("deep target\n"), "list=[]", 'list=["b"]',
                'list=["sibling.txt", "target.txt"]'}
