@@ -32,6 +32,7 @@ struct MountCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
+            try OwnerCheck.require(options.directory, to: "mount")
             if foreground { return try serve() }
             try startInBackground()
         }
@@ -88,6 +89,7 @@ struct UnmountCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
+            try OwnerCheck.require(options.directory, to: "unmount")
             let path = (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
             let normalized = (path as NSString).standardizingPath
             guard MountPoint.isMounted(normalized) else {

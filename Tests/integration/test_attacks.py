@@ -52,6 +52,7 @@ CHANGES = [
     ("open", ["open", ALPHA, f"{LOCAL}:{SECRET}"]),
     ("import", ["import", ALPHA, f"{LOCAL}:{SECRET}"]),
     ("revoke", ["revoke", BETA, "--all"]),
+    ("unmount", ["unmount", "MOUNTPOINT"]),
 ]
 
 RUN_CHANGES = """
@@ -75,19 +76,22 @@ def policy(env) -> dict:
 
 def test_an_app_process_cannot_change_the_isolation_layer(env):
     """Finding 1, SPEC S5: inside `scopefs run --app A --no-sandbox`, grant,
-    restore (after the owner revoked), provider add, app add, open, import and
-    revoke each exit 77 with a message, and the isolation layer is unchanged.
+    restore (after the owner revoked), provider add, app add, open, import,
+    revoke and unmount each exit 77 with a message, and the isolation layer
+    is unchanged (and still mounted).
     Seen failing on the old main: every command exited 0."""
     grant = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:docs")
     env.revoke(ALPHA, grant)
     env.mount()
     before = policy(env)
-    got = env.app_json(ALPHA, RUN_CHANGES, env.bin, env.state, json.dumps(CHANGES))
+    changes = [(name, [str(env.mnt) if a == "MOUNTPOINT" else a for a in args]) for name, args in CHANGES]
+    got = env.app_json(ALPHA, RUN_CHANGES, env.bin, env.state, json.dumps(changes))
     for name, (code, message) in got.items():
         assert code == 77, f"{name}: exit {code}: {message}"
         assert "app process" in message, f"{name}: {message}"
     assert policy(env) == before
+    assert env.daemon_pid() == env.daemon.pid
 
 
 RAW_CONTROL = """
@@ -410,25 +414,36 @@ def fork_with_pid(target: int, body) -> int | None:
     return None
 
 
-def test_a_reused_thread_id_is_not_served_as_the_app(env):
-    """Finding 4, SPEC S5: a thread of ALPHA makes a request, then execs; a
-    later process of the owner that gets that thread id (forced here through
-    ns_last_pid instead of 32k forks) is the owner's inspector, whose writes
-    get EROFS (S4), not ALPHA. Seen failing on the old main: it created a
-    file in ALPHA's container as ALPHA."""
+@pytest.mark.parametrize("who", ["owner", "nobody"])
+def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
+    """Finding 4, SPEC S5, S3, S4: a thread of ALPHA makes a request, then
+    execs; a later process that gets that thread id (forced here through
+    ns_last_pid instead of 32k forks) is not ALPHA. As the owner it is the
+    inspector, whose writes get EROFS; as `nobody` on an --allow-other mount
+    it meets ENOENT at ALPHA's directory. Seen failing on the old main: the
+    owner's process created a file in ALPHA's container as ALPHA, and
+    nobody's read ALPHA's container."""
     env.view = "shared"
-    env.mount()
+    env.mount(allow_other=(who == "nobody"))
+    private = env.state / "containers" / ALPHA / "Documents" / "private.txt"
+    private.write_text("ALPHA's own")
+    os.chmod(private, 0o644)
     p = env.app_py(ALPHA, THREAD_THEN_EXEC, env.container(ALPHA, "Documents/probe-does-not-exist"))
     tid = next(json.loads(line)["tid"] for line in p.stdout.splitlines() if line.startswith("{"))
     target = Path(env.container(ALPHA, "Documents/written-by-reused-tid.txt"))
 
-    def write_as_reused_thread() -> int:
+    def as_reused_thread() -> int:
         try:
-            target.write_text("not ALPHA")
+            if who == "nobody":
+                os.setgid(65534)
+                os.setuid(65534)
+                Path(env.container(ALPHA, "Documents/private.txt")).read_text()
+            else:
+                target.write_text("not ALPHA")
             return 0
         except OSError as exc:
-            return 30 if exc.errno == 30 else 31  # EROFS, or anything else
-    code = fork_with_pid(tid, write_as_reused_thread)
+            return {30: 30, 2: 2}.get(exc.errno, 31)  # EROFS, ENOENT, or anything else
+    code = fork_with_pid(tid, as_reused_thread)
     assert code is not None, f"could not get thread id {tid} again"
-    assert code == 30, f"exit {code}: the process with ALPHA's old thread id was not the inspector"
+    assert code == (2 if who == "nobody" else 30), f"exit {code}: the process with ALPHA's old thread id was served"
     assert not (env.state / "containers" / ALPHA / "Documents" / target.name).exists()
