@@ -137,7 +137,8 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
     or by the app itself with symlink() through the mount, point at an
     ungranted file of the same provider (relative, and absolute through the
     mount), at an ungranted folder, at another provider, at another app's
-    container and past the provider root into the backing tree: reading or
+    container and past the provider root (the backing folder's sibling
+    `escape/`): reading or
     listing through them is ENOENT, never the target. A link inside the
     grant still works. A host link with an absolute host path is not
     rewritten into the mount: the kernel follows it outside ScopeFS (what
@@ -584,11 +585,17 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     assert sorted(os.listdir(host / "deep/a")) == ["b", "other.txt"]
 
 
+# First, one-shot moves out of the grant (argv[5]: {name: destination
+# folder}); then one thread renames and swaps while two read.
 APP_RENAMER = """
 import threading, time
 work, parent_of_grant, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 os.mkdir(work + "/sub")
 write_text(work + "/sub/f", sys.argv[4])
+out = {name: attempt(os.rename, work + "/sub/f", dest + "/f") for name, dest in json.loads(sys.argv[5]).items()}
+out["folder-into-other-grant"] = attempt(os.rename, work + "/sub", parent_of_grant + "/b/sub")
+out["hard-link-into-other-grant"] = attempt(os.link, work + "/sub/f", parent_of_grant + "/b/f")
+out["grant-root-away"] = attempt(os.rename, work, work + ".moved")
 end = time.monotonic() + seconds
 seen, refused, moves = set(), set(), [0]
 def mover():
@@ -614,25 +621,39 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
-emit({"seen": sorted(seen), "refused": sorted(refused), "moves": moves[0]})
+emit({"out": out, "seen": sorted(seen), "refused": sorted(refused), "moves": moves[0]})
 """
 
 
 def test_app_renames_and_swaps_inside_its_grant_while_reading(env):
-    """SPEC S33, S32: the app itself, in one thread, renames a folder of its
-    read-write grant away, puts a symlink to the ungranted sibling `docs` in
-    its place, and swaps it back, and tries to rename the bare parent of
-    another grant (EPERM every time: it is not granted); two more threads
-    read and list through the moving names. Only the app's own content is
-    ever read; the host's docs and deep/a stay where they were."""
+    """SPEC S33, S32: the app tries to move a file of its read-write grant
+    out of it: into another grant or provider (EXDEV, as a folder and as a
+    hard link too), into the bare ancestor of another grant or the grant's
+    root away (EPERM), into an ungranted folder (ENOENT). Then, in one
+    thread, it renames a folder of its grant away, puts a symlink to the
+    ungranted sibling `docs` in its place and swaps it back, and tries to
+    rename the bare parent of another grant (EPERM every time), while two
+    more threads read and list through the moving names. Only the app's own
+    content is ever read; nothing moved on the host outside the grant."""
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
+    env.grant(ALPHA, f"{DRIVE}:inbox")
     env.mount()
+    destinations = {"into-other-grant": env.prov(ALPHA, LOCAL, "deep/a/b"),
+                    "into-other-provider": env.prov(ALPHA, DRIVE, "inbox"),
+                    "into-bare-ancestor": env.prov(ALPHA, LOCAL, "deep/a"),
+                    "into-ungranted": env.prov(ALPHA, LOCAL, "docs")}
     got = env.app_json(ALPHA, APP_RENAMER, env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, "deep/a"),
-                       RACE_SECONDS, GRANTED_MARK)
+                       RACE_SECONDS, GRANTED_MARK, json.dumps(destinations))
+    assert got["out"] == {"into-other-grant": "EXDEV", "into-other-provider": "EXDEV",
+                          "into-bare-ancestor": "EPERM", "into-ungranted": "ENOENT",
+                          "folder-into-other-grant": "EXDEV", "hard-link-into-other-grant": "EXDEV",
+                          "grant-root-away": "EPERM"}
     assert got["moves"] > 10 and got["refused"] == ["EPERM"], got
     assert set(got["seen"]) <= {GRANTED_MARK, '["f"]'}, got
     assert GRANTED_MARK in got["seen"], got
     host = env.backing(LOCAL)
     assert sorted(os.listdir(host / "docs")) == ["report.txt", "secret.txt"]
-    assert (host / "deep/a/b/target.txt").exists() and not (host / "deep/a.moved").exists()
+    assert sorted(os.listdir(host / "deep/a")) == ["b", "other.txt"]
+    assert sorted(os.listdir(host / "deep/a/b")) == ["sibling.txt", "target.txt"]
+    assert os.listdir(env.backing(DRIVE) / "inbox") == []
