@@ -51,10 +51,15 @@ struct EventsCommand: ParsableCommand {
         throw ScopeFSError(.usage, "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or -N")
     }
 
+    /// One tab-separated line; names and paths escaped (SPEC S29, S33a),
+    /// so that a name cannot forge a line or drive the terminal.
     static func line(_ event: Event) -> String {
         let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: event.time))
-        var fields = [time, event.kind.rawValue, event.app ?? "-", event.pid.map(String.init) ?? "-", event.path ?? "-"]
-        if let operation = event.operation { fields.append("op=\(operation)") }
+        var fields = [
+            time, event.kind.rawValue, (event.app ?? "-").escapedForTerminal, event.pid.map(String.init) ?? "-",
+            (event.path ?? "-").escapedForTerminal,
+        ]
+        if let operation = event.operation { fields.append("op=\(operation.escapedForTerminal)") }
         if let code = event.errno { fields.append("errno=\(Errno.name(code))") }
         if let count = event.count { fields.append("count=\(count)") }
         if let grant = event.grant { fields.append("grant=\(grant)") }

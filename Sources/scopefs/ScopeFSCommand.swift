@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Policy
 import PolicyStore
 
 @main
@@ -39,7 +40,8 @@ func report(_ body: () throws(ScopeFSError) -> Void) throws {
     do {
         try body()
     } catch {
-        FileHandle.standardError.write(Data("scopefs: \(error.message)\n".utf8))
+        // Messages quote names and paths: escaped like every text output (SPEC S29).
+        FileHandle.standardError.write(Data("scopefs: \(error.message.escapedForTerminal)\n".utf8))
         throw ExitCode(error.exitCode)
     }
 }

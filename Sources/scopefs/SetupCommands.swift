@@ -11,7 +11,7 @@ struct InitCommand: ParsableCommand {
     func run() throws {
         try report { () throws(ScopeFSError) in
             _ = try PolicyDatabase.create(options.directory)
-            print("initialised \(options.directory.path)")
+            print("initialised \(options.directory.path.escapedForTerminal)")
         }
     }
 }
@@ -32,7 +32,7 @@ struct ProviderCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let provider = try options.repository().addProvider(id: id, directory: directory, name: name)
                 try ControlClient.notifyChange(state: options.directory)
-                print("provider \(provider.id) -> \(provider.directory)")
+                print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
             }
         }
     }
@@ -46,7 +46,9 @@ struct ProviderCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let providers = try options.repository().providers()
                 if json { return printJSON(providers) }
-                for provider in providers { print("\(provider.id)\t\(provider.name)\t\(provider.directory)") }
+                for provider in providers {
+                    print([provider.id, provider.name, provider.directory].map(\.escapedForTerminal).joined(separator: "\t"))
+                }
             }
         }
     }
@@ -80,7 +82,7 @@ struct AppCommand: ParsableCommand {
                 let app = try options.repository().addApp(id: id, name: name)
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
-                print("app \(app.id) container \(options.directory.containerPath(of: app.id))")
+                print("app \(app.id) container \(options.directory.containerPath(of: app.id))".escapedForTerminal)
             }
         }
     }
@@ -94,7 +96,7 @@ struct AppCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let apps = try options.repository().apps()
                 if json { return printJSON(apps) }
-                for app in apps { print("\(app.id)\t\(app.name)") }
+                for app in apps { print([app.id, app.name].map(\.escapedForTerminal).joined(separator: "\t")) }
             }
         }
     }
