@@ -36,9 +36,10 @@ public struct EventStore: Sendable {
             var inserted: ClosedRange<Int64>?
             for event in events where !recent.absorb(event) {
                 var stored = event
-                stored.id = try Self.insert(event, into: db)
+                let id = try Self.insert(event, into: db)
+                stored.id = id
                 recent.append(stored)
-                inserted = inserted.map { $0.lowerBound...stored.id! } ?? stored.id!...stored.id!
+                inserted = (inserted?.lowerBound ?? id)...id
             }
             try recent.saveOccurrences(db)
             if let inserted, crossesTrimPoint(inserted) { try trim(db) }

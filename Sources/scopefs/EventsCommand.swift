@@ -36,8 +36,9 @@ struct EventsCommand: ParsableCommand {
                 fflush(nil)  // all streams: stdout is not concurrency-safe to name
                 guard follow else { return }
                 if let last = events.last?.id {
-                    filter.afterID = max(filter.afterID ?? 0, last - Int64(EventStore.coalescingLookback))
-                    shown = shown.filter { $0.key > filter.afterID! }
+                    let stillGrowing = max(filter.afterID ?? 0, last - Int64(EventStore.coalescingLookback))
+                    filter.afterID = stillGrowing
+                    shown = shown.filter { $0.key > stillGrowing }
                 }
                 filter.limit = nil
                 usleep(200_000)
