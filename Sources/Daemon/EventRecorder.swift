@@ -21,6 +21,14 @@ final class EventRecorder: EventSink {
 
     func record(_ event: Event) {
         let accepted = pending.withLock { events in
+            // A flood of one event (an app's loop of stops) takes one slot,
+            // so it cannot crowd other events out of the buffer; the store
+            // coalesces across batches (SPEC S29). A few compares, no copy.
+            if let last = events.indices.last, event.isRepeat(of: events[last]) {
+                events[last].occurrences += 1
+                events[last].lastTime = event.time
+                return true
+            }
             guard events.count < Self.maximumPending else { return false }
             events.append(event)
             return true

@@ -5,11 +5,33 @@ public struct Event: Sendable, Codable, Equatable {
         case unbalancedStop = "unbalanced-stop"
         case budgetExhausted = "budget-exhausted"
         case leak
+
+        /// Which events rotation gives up first (SPEC S29).
+        public var retention: Retention {
+            switch self {
+            case .start, .stop, .unbalancedStop, .budgetExhausted: .routine
+            case .denial, .leak: .incident
+            case .grant, .revoke, .restore: .policyChange
+            }
+        }
+    }
+
+    /// The classes of events the log keeps apart. Each keeps its own newest
+    /// events, so no flood of one class evicts another: an app that issues
+    /// millions of stops (routine) or of denials on ever new names
+    /// (incidents) cannot push a grant or a revoke out of the trail.
+    public enum Retention: Int, Sendable, CaseIterable {
+        /// Scope bookkeeping an app can issue at will.
+        case routine = 0
+        /// What went wrong for an app: denials and leaks.
+        case incident = 1
+        /// The owner's changes to the isolation layer; no app can cause them.
+        case policyChange = 2
     }
 
     /// Assigned by the store.
     public var id: Int64?
-    /// Seconds since 1970, UTC.
+    /// Seconds since 1970, UTC; the first occurrence when coalesced.
     public var time: Double
     public var kind: Kind
     public var app: AppID?
@@ -22,10 +44,15 @@ public struct Event: Sendable, Codable, Equatable {
     public var grant: GrantID?
     /// The counter after the call (start/stop), or the leaked count.
     public var count: Int?
+    /// How many identical events this one stands for: the store coalesces
+    /// repeats (`isRepeat(of:)`) into one event.
+    public var occurrences: Int
+    /// The last occurrence, when there was more than one.
+    public var lastTime: Double?
 
     public init(
         time: Double, kind: Kind, app: AppID?, pid: Int32? = nil, path: String? = nil, operation: String? = nil,
-        errno: Int32? = nil, grant: GrantID? = nil, count: Int? = nil
+        errno: Int32? = nil, grant: GrantID? = nil, count: Int? = nil, occurrences: Int = 1, lastTime: Double? = nil
     ) {
         self.time = time
         self.kind = kind
@@ -36,6 +63,16 @@ public struct Event: Sendable, Codable, Equatable {
         self.errno = errno
         self.grant = grant
         self.count = count
+        self.occurrences = occurrences
+        self.lastTime = lastTime
+    }
+
+    /// Whether `self` says again what `other` said: the same kind of event
+    /// by the same process on the same path with the same outcome. Times,
+    /// ids and occurrences do not count.
+    public func isRepeat(of other: Event) -> Bool {
+        kind == other.kind && pid == other.pid && errno == other.errno && count == other.count
+            && grant == other.grant && app == other.app && path == other.path && operation == other.operation
     }
 }
 

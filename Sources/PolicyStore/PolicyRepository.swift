@@ -178,9 +178,10 @@ public struct PolicyRepository: Sendable {
     /// same transaction as the change, whichever command made it.
     static func recordChange(_ db: Database, _ kind: Event.Kind, _ grant: Grant) throws {
         let path = "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath)
-        try db.execute(
-            sql: "INSERT INTO events (time, kind, app, pid, path, operation, grant_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            arguments: [Date().timeIntervalSince1970, kind.rawValue, grant.app, getpid(), path, kind.rawValue, grant.id])
+        let event = Event(
+            time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(), path: path,
+            operation: kind.rawValue, grant: grant.id)
+        _ = try EventStore.insert(event, into: db)
     }
 
     // MARK: Queries

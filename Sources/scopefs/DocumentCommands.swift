@@ -25,26 +25,26 @@ struct DocumentActions {
     func open(provider: String, path: String, readOnly: Bool) throws(ScopeFSError) {
         let opened = try picker().open(app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite)
         try changed([opened.reference])
-        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
     }
 
     func importItem(provider: String, path: String) throws(ScopeFSError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
         try changed([copy])
-        print("Container/\(copy)")
+        print("Container/\(copy.escapedForTerminal)")
     }
 
     func export(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
         let path = try picker().export(
             app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
-        print("\(provider):\(path)")
+        print("\(provider):\(path)".escapedForTerminal)
     }
 
     func move(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
         let opened = try picker().move(
             app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
         try changed([containerPath, opened.reference])
-        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0)" } ?? ""))
+        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
     }
 }
 
@@ -158,7 +158,10 @@ struct QueryCommand: ParsableCommand {
             let results = try query.run(app: app, scope: scope, nameGlob: name, mount: mount)
             if json { return printJSON(results) }
             for result in results {
-                print("\(result.urlInLocalContainer)\t->\t\(result.url)\t\(result.isExternalDocument ? "external" : "local")\t\(result.containerDisplayName)")
+                let kind = result.isExternalDocument ? "external" : "local"
+                print(
+                    [result.urlInLocalContainer.escapedForTerminal, "->", result.url.escapedForTerminal, kind,
+                     result.containerDisplayName.escapedForTerminal].joined(separator: "\t"))
             }
         }
     }
@@ -199,7 +202,7 @@ struct BookmarkCommand: ParsableCommand {
                     struct Output: Encodable { var path: String; var pathInApp: String; var isStale: Bool; var access: String }
                     return printJSON(Output(path: path, pathInApp: resolution.pathInApp, isStale: resolution.isStale, access: resolution.access.rawValue))
                 }
-                print("\(path)\tisStale=\(resolution.isStale)")
+                print("\(path.escapedForTerminal)\tisStale=\(resolution.isStale)")
             }
         }
     }

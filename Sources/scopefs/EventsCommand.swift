@@ -6,7 +6,11 @@ import PolicyStore
 struct EventsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "events",
-        abstract: "What apps did: grants, revokes, restores, denials, starts, stops, leaks (SPEC S29).")
+        abstract: "What apps did: grants, revokes, restores, denials, starts, stops, leaks (SPEC S29).",
+        discussion: """
+            Repeats of an event within seconds of each other are one event, shown with ×N (JSON: occurrences, \
+            lastTime). Text output escapes control characters in names as `ls -b` does; --json keeps them exact.
+            """)
     @OptionGroup var options: StateOptions
     @Option(help: "Only this app's events.") var app: String?
     @Option(help: "Only events at or after T (ISO 8601, or seconds since 1970, or -N for N seconds ago).")
@@ -20,12 +24,22 @@ struct EventsCommand: ParsableCommand {
         try report { () throws(ScopeFSError) in
             let store = EventStore(database: try PolicyDatabase.open(options.directory))
             var filter = EventStore.Filter(app: app, kinds: try kinds(), since: try sinceTime(), limit: limit)
+            // Occurrences printed of the newest events: while following, an
+            // event that absorbs repeats is printed again as it grows.
+            var shown: [Int64: Int] = [:]
             while true {
                 let events = try store.events(filter)
-                for event in events { print(json ? Self.json(event) : Self.line(event)) }
+                for event in events where shown[event.id ?? 0] != event.occurrences {
+                    print(json ? Self.json(event) : Self.line(event))
+                    if follow, let id = event.id { shown[id] = event.occurrences }
+                }
                 fflush(nil)  // all streams: stdout is not concurrency-safe to name
                 guard follow else { return }
-                if let last = events.last?.id { filter.afterID = last }
+                if let last = events.last?.id {
+                    let stillGrowing = max(filter.afterID ?? 0, last - Int64(EventStore.coalescingLookback))
+                    filter.afterID = stillGrowing
+                    shown = shown.filter { $0.key > stillGrowing }
+                }
                 filter.limit = nil
                 usleep(200_000)
             }
@@ -51,13 +65,23 @@ struct EventsCommand: ParsableCommand {
         throw ScopeFSError(.usage, "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or -N")
     }
 
+    /// One tab-separated line; names and paths escaped (SPEC S29, S33a),
+    /// so that a name cannot forge a line or drive the terminal.
     static func line(_ event: Event) -> String {
-        let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: event.time))
-        var fields = [time, event.kind.rawValue, event.app ?? "-", event.pid.map(String.init) ?? "-", event.path ?? "-"]
-        if let operation = event.operation { fields.append("op=\(operation)") }
+        let formatter = ISO8601DateFormatter()
+        let time = formatter.string(from: Date(timeIntervalSince1970: event.time))
+        var fields = [
+            time, event.kind.rawValue, (event.app ?? "-").escapedForTerminal, event.pid.map(String.init) ?? "-",
+            (event.path ?? "-").escapedForTerminal,
+        ]
+        if let operation = event.operation { fields.append("op=\(operation.escapedForTerminal)") }
         if let code = event.errno { fields.append("errno=\(Errno.name(code))") }
         if let count = event.count { fields.append("count=\(count)") }
         if let grant = event.grant { fields.append("grant=\(grant)") }
+        if event.occurrences > 1 {
+            fields.append("×\(event.occurrences)")
+            if let last = event.lastTime { fields.append("until=\(formatter.string(from: Date(timeIntervalSince1970: last)))") }
+        }
         return fields.joined(separator: "\t")
     }
 

@@ -52,7 +52,7 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
     try report { () throws(ScopeFSError) in
         let changed = try options.repositoryForChange("revoke or restore grants").setState(state, app: selection.app, grant: selection.all ? nil : selection.grant)
         try ControlClient.notifyChange(state: options.directory)
-        for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\(grant.provider):\(grant.relativePath)") }
+        for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
     }
 }
 
@@ -104,7 +104,8 @@ struct PrivacyCommand: ParsableCommand {
             if json { return printJSON(rows) }
             print(["GRANT", "APP", "ITEM", "KIND", "ACCESS", "STATE", "GRANTED"].joined(separator: "\t"))
             for row in rows {
-                print("\(row.grant)\t\(row.app)\t\(row.provider):\(row.path)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(row.grantedAt)")
+                let item = "\(row.provider):\(row.path)".escapedForTerminal
+                print("\(row.grant)\t\(row.app.escapedForTerminal)\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(row.grantedAt)")
             }
         }
     }

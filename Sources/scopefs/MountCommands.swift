@@ -69,7 +69,7 @@ struct MountCommand: ParsableCommand {
         defer { close(pipe[0]) }
         switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
         case .ready:
-            print("mounted \(mountpoint) (daemon pid \(pid))")
+            print("mounted \(mountpoint.escapedForTerminal) (daemon pid \(pid))")
         case .failed(let error):
             throw error
         case nil:

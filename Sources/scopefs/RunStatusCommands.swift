@@ -78,13 +78,15 @@ struct StatusCommand: ParsableCommand {
             let leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
             if json { return printJSON(Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks)) }
             if let status {
-                print("mounted at \(status.mountpoint) by daemon \(status.pid)")
-                if let attribution = status.attribution { print("  app processes told apart by: \(attribution)") }
+                print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
+                if let attribution = status.attribution {
+                    print("  app processes told apart by: \(attribution.escapedForTerminal)")
+                }
                 print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
                 print("app processes: \(status.processes.count)")
                 for process in status.processes { print(Self.describe(process)) }
             } else {
-                print("no daemon serves \(options.directory.path)")
+                print("no daemon serves \(options.directory.path.escapedForTerminal)")
             }
             print("recent leaks: \(leaks.count)")
             for leak in leaks { print("  " + EventsCommand.line(leak)) }
@@ -92,9 +94,9 @@ struct StatusCommand: ParsableCommand {
     }
 
     static func describe(_ process: DaemonStatus.AppProcessStatus) -> String {
-        var text = "  \(process.pid)\t\(process.app)\(process.parent.map { "\tchild of \($0)" } ?? "")"
+        var text = "  \(process.pid)\t\(process.app.escapedForTerminal)\(process.parent.map { "\tchild of \($0)" } ?? "")"
         text += "\tbudget used \(process.budgetUsed)\(process.budgetExhausted ? " (exhausted)" : "")"
-        for scope in process.scopes { text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path)" }
+        for scope in process.scopes { text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path.escapedForTerminal)" }
         return text
     }
 }

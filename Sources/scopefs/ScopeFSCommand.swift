@@ -1,6 +1,7 @@
 import ArgumentParser
 import Daemon
 import Foundation
+import Policy
 import PolicyStore
 
 @main
@@ -47,7 +48,8 @@ func report(_ body: () throws(ScopeFSError) -> Void) throws {
     do {
         try body()
     } catch {
-        FileHandle.standardError.write(Data("scopefs: \(error.message)\n".utf8))
+        // Messages quote names and paths: escaped like every text output (SPEC S29).
+        FileHandle.standardError.write(Data("scopefs: \(error.message.escapedForTerminal)\n".utf8))
         throw ExitCode(error.exitCode)
     }
 }

@@ -12,7 +12,7 @@ struct InitCommand: ParsableCommand {
         try report { () throws(ScopeFSError) in
             try OwnerCheck.require(options.directory, to: "initialise a state directory")
             _ = try PolicyDatabase.create(options.directory)
-            print("initialised \(options.directory.path)")
+            print("initialised \(options.directory.path.escapedForTerminal)")
         }
     }
 }
@@ -33,7 +33,7 @@ struct ProviderCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let provider = try options.repositoryForChange("add providers").addProvider(id: id, directory: directory, name: name)
                 try ControlClient.notifyChange(state: options.directory)
-                print("provider \(provider.id) -> \(provider.directory)")
+                print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
             }
         }
     }
@@ -47,7 +47,9 @@ struct ProviderCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let providers = try options.repository().providers()
                 if json { return printJSON(providers) }
-                for provider in providers { print("\(provider.id)\t\(provider.name)\t\(provider.directory)") }
+                for provider in providers {
+                    print([provider.id, provider.name, provider.directory].map(\.escapedForTerminal).joined(separator: "\t"))
+                }
             }
         }
     }
@@ -81,7 +83,7 @@ struct AppCommand: ParsableCommand {
                 let app = try options.repositoryForChange("add apps").addApp(id: id, name: name)
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
-                print("app \(app.id) container \(options.directory.containerPath(of: app.id))")
+                print("app \(app.id) container \(options.directory.containerPath(of: app.id))".escapedForTerminal)
             }
         }
     }
@@ -95,7 +97,7 @@ struct AppCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let apps = try options.repository().apps()
                 if json { return printJSON(apps) }
-                for app in apps { print("\(app.id)\t\(app.name)") }
+                for app in apps { print([app.id, app.name].map(\.escapedForTerminal).joined(separator: "\t")) }
             }
         }
     }

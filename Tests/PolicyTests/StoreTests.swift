@@ -63,14 +63,50 @@ import Testing
         #expect(FileManager.default.contents(atPath: state.databasePath) == garbage)
     }
 
-    @Test("SPEC S29: events are stored, filtered and rotated")
+    @Test("SPEC S29: events are stored, filtered and rotated per retention class")
     func events() throws {
         let database = try PolicyDatabase.inMemory()
         let store = EventStore(database: database, capacity: 5)
-        try store.append((0..<8).map { Event(time: Double($0), kind: $0 % 2 == 0 ? .start : .leak, app: "a", pid: 1, count: $0) })
-        let all = try store.events(.init())
-        #expect(all.count == 5)
-        #expect(all.map(\.count) == [3, 4, 5, 6, 7])
-        #expect(try store.events(.init(kinds: [.leak])).map(\.count) == [3, 5, 7])
+        try store.append((0..<16).map { Event(time: Double($0), kind: $0 % 2 == 0 ? .start : .leak, app: "a", pid: 1, count: $0) })
+        #expect(try store.events(.init()).count == 10)
+        #expect(try store.events(.init(kinds: [.start])).map(\.count) == [6, 8, 10, 12, 14])
+        #expect(try store.events(.init(kinds: [.leak])).map(\.count) == [7, 9, 11, 13, 15])
+    }
+
+    @Test("SPEC S29 (amended): a flood of routine events evicts no grant, revoke or denial")
+    func floodKeepsImportantEvents() throws {
+        let (state, repository, _) = try fixture()
+        let grant = try repository.grant(app: "com.example.app", provider: "local", path: "docs/a.txt", access: .read)
+        _ = try repository.setState(.revoked, app: "com.example.app", grant: grant.id)
+        let store = EventStore(database: try PolicyDatabase.open(state), capacity: 10)
+        try store.append([Event(time: 1, kind: .denial, app: "com.example.app", pid: 7, path: "/x", errno: 1)])
+        // Distinct stops (ever new pids), so that none coalesces.
+        try store.append((0..<100).map { Event(time: 2, kind: .unbalancedStop, app: "com.example.app", pid: Int32(100 + $0)) })
+        let kinds = try store.events(.init()).map(\.kind)
+        #expect(kinds.filter { $0 != .unbalancedStop } == [.grant, .revoke, .denial])
+        #expect(kinds.filter { $0 == .unbalancedStop }.count <= 11)
+    }
+
+    @Test("SPEC S29 (amended): repeats coalesce into one event, but not across a change of grants")
+    func repeatsCoalesce() throws {
+        let (state, repository, _) = try fixture()
+        let store = EventStore(database: try PolicyDatabase.open(state), coalescingWindow: 10)
+        func stop(_ time: Double, pid: Int32 = 7) -> Event {
+            Event(time: time, kind: .unbalancedStop, app: "com.example.app", pid: pid, count: 0)
+        }
+        try store.append([stop(1), stop(2), stop(2, pid: 8), stop(3)])
+        // Alternating with starts: still one row per kind.
+        try store.append([Event(time: 4, kind: .start, app: "com.example.app", pid: 7, count: 1), stop(4)])
+        try store.append([Event(time: 5, kind: .start, app: "com.example.app", pid: 7, count: 1), stop(5)])
+        try store.append([stop(30)])  // outside the window after the last one: a new row
+        _ = try repository.grant(app: "com.example.app", provider: "local", path: "docs/a.txt", access: .read)
+        try store.append([stop(31)])  // after a grant: a new row
+        let events = try store.events(.init())
+        #expect(events.map { "\($0.kind.rawValue) \($0.pid ?? 0) ×\($0.occurrences)" } == [
+            "unbalanced-stop 7 ×5", "unbalanced-stop 8 ×1", "start 7 ×2", "unbalanced-stop 7 ×1",
+            "grant \(getpid()) ×1", "unbalanced-stop 7 ×1",
+        ])
+        #expect(events[0].time == 1 && events[0].lastTime == 5)
+        #expect(try store.events(.init(since: 4.5)).map(\.occurrences).prefix(2) == [5, 2])
     }
 }

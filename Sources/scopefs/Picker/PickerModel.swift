@@ -135,16 +135,10 @@ enum PickerListing {
 /// Text for a terminal cell grid: control characters made harmless, widths
 /// counted in columns, truncation with an ellipsis.
 enum TerminalText {
-    /// Control characters (C0, DEL, C1) become "?", so that a file name
-    /// cannot move the cursor or send escape sequences to the terminal.
-    static func sanitize(_ text: String) -> String {
-        var result = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            result.append(value < 0x20 || (0x7F...0x9F).contains(value) ? "?" : scalar)
-        }
-        return String(result)
-    }
+    /// Control characters escaped as in every text output (SPEC S29,
+    /// S33a), so that a file name cannot move the cursor or send escape
+    /// sequences to the terminal.
+    static func sanitize(_ text: String) -> String { text.escapedForTerminal }
 
     /// Columns a character takes: 0 for combining marks, 2 for wide (East
     /// Asian, emoji) characters, else 1.
