@@ -30,6 +30,10 @@ struct LocationCheck: Sendable {
     /// `CLOCK_MONOTONIC_COARSE` in milliseconds when the check started;
     /// 0: never checked.
     var checkedAt: UInt64 = 0
+    /// The node table's tree epoch at the check: a folder renamed or seen
+    /// under another name since (the epoch moved) has another path to
+    /// compare with, so the check is made again at once.
+    var epoch: UInt64 = 0
     /// The folder is not where its path says, and where it is now is not
     /// covered as its path is: every operation on it, or on files in it,
     /// answers ENOENT.
@@ -72,9 +76,12 @@ extension ScopeFileSystem {
     func checkHostLocation(_ resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) throws(Errno) {
         var check = resolved.location
         let now = LocationCheck.now()
-        if now &- check.checkedAt >= LocationCheck.maximumAge, let folder = resolved.folder {
+        if now &- check.checkedAt >= LocationCheck.maximumAge || check.epoch != resolved.epoch,
+            let folder = resolved.folder
+        {
             check = LocationCheck(
-                checkedAt: now, displaced: isDisplaced(folder, resolved: resolved, app: app, provider: provider))
+                checkedAt: now, epoch: resolved.epoch,
+                displaced: isDisplaced(folder, resolved: resolved, app: app, provider: provider))
             table.storeLocation(folder.inode, check)
         }
         if check.displaced { throw .noSuchFileOrDirectory }
