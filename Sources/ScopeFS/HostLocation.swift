@@ -95,7 +95,7 @@ extension ScopeFileSystem {
         guard let descriptor = folder.directory,
             let directory = withPolicy({ $0.providers[provider]?.directory }),
             let root = canonicalDirectories.canonical(directory),
-            let real = try? Sys.readlinkAt(AT_FDCWD, Sys.procPath(descriptor))
+            let real = try? Sys.location(of: descriptor)
         else { return true }
         let path = folder === resolved.node ? resolved.path : table.path(of: folder.inode)
         let expected = path.isEmpty ? root : root + "/" + path

@@ -235,3 +235,35 @@ def test_ancestor_moved_out_of_provider_cuts_held_folder(env):
     env.mount()
     _held_folder_cut_after_host_move(env, "deep/a/b", "deep/a/b", "deep",
                                      env.root / "backing" / "escape" / "deep")
+
+
+HOLDS_FOLDER_STILL_GRANTED = """
+folder = sys.argv[1]
+dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+os.chdir(folder)
+step({"before": sorted(os.listdir(dfd))})
+fd = os.open("made-in-cwd.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+os.close(fd)
+emit({"list-fd": outcome(lambda: sorted(os.listdir(dfd))), "list-cwd": outcome(lambda: sorted(os.listdir(".")))})
+"""
+
+
+def test_folder_renamed_within_grant_stays_usable(env):
+    """SPEC S33 (amended), the other side of finding 6: a folder the owner
+    renames on the host inside the same granted folder has not left the
+    grant, so the app's descriptor and cwd on it keep working after the
+    location check ran (1.5 s), and what it creates lands in the new place."""
+    env.grant(ALPHA, f"{LOCAL}:work")
+    env.mount()
+    backing = env.backing(LOCAL) / "work"
+    (backing / "sub").mkdir()
+    (backing / "sub" / "f.txt").write_bytes(b"f\n")
+    app = env.app_session(ALPHA, HOLDS_FOLDER_STILL_GRANTED, env.prov(ALPHA, LOCAL, "work/sub"))
+    assert app.recv() == {"before": ["f.txt"]}
+    os.rename(backing / "sub", backing / "renamed")
+    time.sleep(1.5)
+    app.send()
+    after = app.recv()
+    assert after == {"list-fd": {"ok": ["f.txt", "made-in-cwd.txt"]},
+                     "list-cwd": {"ok": ["f.txt", "made-in-cwd.txt"]}}, after
+    assert (backing / "renamed" / "made-in-cwd.txt").exists()
