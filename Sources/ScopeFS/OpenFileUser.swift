@@ -55,9 +55,17 @@ extension ScopeFileSystem {
     /// those, and can dirty them through a shared mapping (written back as
     /// above). Closing that would take direct I/O for every open, costing
     /// every app the page cache (SPEC S37).
-    func checkUser(_ open: OpenHandle, _ request: Request, _ known: Caller? = nil) throws(Errno) {
+    func checkUser(
+        _ open: OpenHandle, _ request: Request, _ known: Caller? = nil, function: StaticString = #function
+    ) throws(Errno) {
         guard request.threadID != 0 else { return }
         let caller = known ?? callers.caller(of: request)
-        guard open.user.admits(caller) else { throw .notPermitted }
+        guard open.user.admits(caller) else {
+            // A denial is an event (SPEC S29); the node is looked up only now.
+            if let resolved = table.resolve(open.node.inode, generation: generation) {
+                recordDenial(.notPermitted, resolved, caller, function: function)
+            }
+            throw .notPermitted
+        }
     }
 }

@@ -73,7 +73,7 @@ extension ScopeFileSystem {
 
     public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
+        try checkUser(open, request, function: "write")
         try checkStillGranted(open)
         try clearSetIDBits(open.descriptor, for: request)
         return open.descriptor

@@ -13,6 +13,7 @@ descriptor and its working directory in it.
 import os
 import time
 
+from doc_scope_helpers import wait_events
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
 
 # App A: opens the file O_RDWR, hands the descriptor to every process that
@@ -114,6 +115,11 @@ def test_stolen_descriptor_answers_only_its_app(env):
         # (another app's: ENOENT; the inspect view refuses writes: EROFS).
         assert result["fsetxattr"] in ("EPERM", "ENOENT", "EROFS"), f"{who}: fsetxattr: {result}"
     assert by_other_app["copy_file_range"] == "EPERM", by_other_app
+
+    # Each refusal is a denial event (SPEC S29), with the thief's app.
+    refused = wait_events(env, lambda e: e.get("operation") in ("read", "write") and e.get("errnoName") == "EPERM",
+                          kind="denial", app=BETA, count=2)
+    assert {e["operation"] for e in refused} == {"read", "write"}, refused
 
     owner.send()
     assert owner.recv() == {"child-status": 0}, "the owning app's own child lost the descriptor"
