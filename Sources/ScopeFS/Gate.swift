@@ -60,6 +60,7 @@ extension ScopeFileSystem {
             if let denial = Decision.container(operation, caller: caller) { throw denial.errno }
             return nil
         case .provider(let app, let provider):
+            try checkHostLocation(resolved, app: app, provider: provider)
             let coverage = coverage(of: resolved, app: app, provider: provider)
             if let denial = Decision.provider(operation, coverage: coverage, caller: caller, scopeHeld: { grant in
                 self.scopeHeld(by: caller, on: grant)

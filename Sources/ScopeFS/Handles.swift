@@ -10,14 +10,18 @@ final class OpenHandle: Sendable {
     /// The grant that covered the file when it was opened (provider items).
     let grant: GrantID?
     let writable: Bool
+    /// Who opened it: only processes of that app (or, for a file opened in
+    /// the inspect view, the owner's inspector processes) may use it (SPEC S33).
+    let user: FileUser
     /// The policy generation in which the grant was last seen active.
     let grantVerified = Atomic<UInt64>(0)
 
-    init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool) {
+    init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool, user: FileUser) {
         self.descriptor = descriptor
         self.node = node
         self.grant = grant
         self.writable = writable
+        self.user = user
     }
 
     deinit { Sys.close(descriptor) }

@@ -27,6 +27,9 @@ final class NodeTable: Sendable {
         var lookups: UInt64
         /// Coverage cached for (policy generation, tree epoch).
         var coverage: (generation: UInt64, epoch: UInt64, value: CoveragePosition)?
+        /// When a backed folder's host location was last checked against
+        /// its path here, and what was found (`LocationCheck`).
+        var location = LocationCheck()
         /// mtime and size seen at the last open, to keep the page cache
         /// across opens of an unchanged file.
         var cachedVersion: FileVersion?
@@ -110,6 +113,13 @@ final class NodeTable: Sendable {
         /// One of the node's open files: its descriptor reaches the file
         /// without a walk of /proc, also after an unlink.
         var openFile: OpenHandle?
+        /// The last check of the host location of the node's folder: the
+        /// node itself if it is one, else its parent (`LocationCheck`).
+        var location: LocationCheck
+
+        /// The folder whose host location decides whether the node is still
+        /// where its path says.
+        var folder: Node? { node.isDirectory ? node : parent }
 
         /// The path relative to the container or provider root, computed on
         /// demand: most operations (getattr, a coverage-cache hit) never need it.
@@ -132,7 +142,8 @@ final class NodeTable: Sendable {
                 node: record.node, parent: parentRecord?.node, name: record.name, table: self,
                 generation: generation, epoch: epoch, cachedCoverage: coverage,
                 parentCoverage: coverage == nil ? parentRecord.flatMap(cachedCoverage) : nil,
-                openFile: record.openFiles.first)
+                openFile: record.openFiles.first,
+                location: record.node.isDirectory ? record.location : parentRecord?.location ?? LocationCheck())
         }
     }
 
@@ -173,10 +184,17 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// Records a node just made with the next inode number.
+    /// Records a node just made with the next inode number. A new folder
+    /// was just opened by name in its parent, so its location is as
+    /// trustworthy as the parent's was: it takes over the parent's check
+    /// (and so its age), and a walk of new folders costs no check each.
     private static func add(_ node: Node, key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node {
         state.nextInode = node.inode + 1
-        state.records[node.inode] = Record(node: node, parent: parent, name: name, lookups: 1)
+        let record = Record(node: node, parent: parent, name: name, lookups: 1)
+        if node.isDirectory, !node.isDomainRoot, let parentRecord = state.records[parent] {
+            record.location = parentRecord.location
+        }
+        state.records[node.inode] = record
         state.byKey[key] = node.inode
         return node
     }
@@ -303,6 +321,11 @@ final class NodeTable: Sendable {
         state.withLock { state in
             state.records[resolved.node.inode]?.coverage = (generation, resolved.epoch, position)
         }
+    }
+
+    /// Stores the result of a check of a folder's host location.
+    func storeLocation(_ folder: UInt64, _ check: LocationCheck) {
+        state.withLock { $0.records[folder]?.location = check }
     }
 
     /// Records an open file of the node and swaps in the file version it

@@ -12,8 +12,11 @@ extension ScopeFileSystem {
     {
         let open = handle.map(OpenHandle.from)
         // Through a descriptor opened in scope (ftruncate, fchmod), the
-        // descriptor's rights stand in for the scope (SPEC S9).
+        // descriptor's rights stand in for the scope (SPEC S9) — for its
+        // own app only (SPEC S33): checked before the gate, so a stolen
+        // descriptor gets EPERM, not the ENOENT of another app's node.
         let caller = callers.caller(of: request)
+        if let open { try checkUser(open, request, caller) }
         let target = try gate(inode, open?.writable == true ? .metadata : .write, caller)
         guard target.node.place.isBacked else { throw .notPermitted }
         if let open { try checkStillGranted(open) }

@@ -7,7 +7,8 @@ import SystemPackage
 extension ScopeFileSystem {
     public func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
         let writes = Self.opensForWriting(flags)
-        let target = try gate(inode, writes ? .write : .read, callers.caller(of: request))
+        let caller = callers.caller(of: request)
+        let target = try gate(inode, writes ? .write : .read, caller)
         guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
         // A name that now names no file, or another one, was changed on the
         // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
@@ -34,7 +35,8 @@ extension ScopeFileSystem {
             Sys.close(descriptor)
             throw error
         }
-        let handle = OpenHandle(descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes)
+        let handle = OpenHandle(
+            descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller))
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
         return OpenFile(handle: handle.handle, keepCache: table.opened(inode, handle, version: version) == version)
@@ -52,7 +54,8 @@ extension ScopeFileSystem {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: name, known: Sys.stat(descriptor))
-            let handle = OpenHandle(descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true)
+            let handle = OpenHandle(
+                descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller))
             _ = table.opened(node.inode, handle, version: FileVersion(info))
             return (entry(node, info), OpenFile(handle: handle.handle))
         } catch {
@@ -63,12 +66,14 @@ extension ScopeFileSystem {
 
     public func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
         let open = OpenHandle.from(handle)
+        try checkUser(open, request)
         try checkStillGranted(open)
         return .descriptor(open.descriptor, offset: offset, size: size)
     }
 
     public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         let open = OpenHandle.from(handle)
+        try checkUser(open, request, function: "write")
         try checkStillGranted(open)
         try clearSetIDBits(open.descriptor, for: request)
         return open.descriptor
@@ -84,6 +89,7 @@ extension ScopeFileSystem {
 
     public func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
         let open = OpenHandle.from(handle)
+        try checkUser(open, request)
         try checkStillGranted(open)
         try Sys.fsync(open.descriptor, dataOnly: dataOnly)
     }
@@ -92,6 +98,7 @@ extension ScopeFileSystem {
         throws(Errno)
     {
         let open = OpenHandle.from(handle)
+        try checkUser(open, request)
         try checkStillGranted(open)
         guard open.writable else { throw .badFileDescriptor }
         try Sys.fallocate(open.descriptor, mode, offset, length)
@@ -103,6 +110,8 @@ extension ScopeFileSystem {
     ) throws(Errno) -> Int {
         let source = OpenHandle.from(from.handle)
         let destination = OpenHandle.from(to.handle)
+        try checkUser(source, request)
+        try checkUser(destination, request)
         try checkStillGranted(source)
         try checkStillGranted(destination)
         return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)

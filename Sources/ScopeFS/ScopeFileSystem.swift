@@ -66,6 +66,8 @@ public final class ScopeFileSystem: FileSystem {
     let daemonGID: gid_t
     /// The containers folder, for statfs of synthetic folders.
     let containers: Int32
+    /// Providers' directories with links resolved (`checkHostLocation`).
+    let canonicalDirectories = CanonicalDirectories()
 
     public init(
         configuration: MountConfiguration, callers: any CallerResolver, scopes: ScopeRegistry, events: any EventSink,

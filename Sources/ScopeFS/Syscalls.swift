@@ -86,6 +86,20 @@ enum Sys {
         return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// Where the kernel says a descriptor's file is now: the link
+    /// `/proc/self/fd/N`, read into a stack buffer, not a zeroed array (the
+    /// location check runs it on the request path, once a second per folder
+    /// in use). The
+    /// corresponding C function is `readlink`.
+    static func location(of descriptor: Int32) throws(Errno) -> String {
+        try withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(PATH_MAX)) { buffer throws(Errno) in
+            let path = procPath(descriptor)
+            let count = try retrying { path.withCString { readlink($0, buffer.baseAddress!, buffer.count) } }
+            return UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<count]).withMemoryRebound(
+                to: UInt8.self) { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
     /// Changes owner without following a symlink: `fchownat(fd, name, ..., AT_SYMLINK_NOFOLLOW)`.
     static func chownAt(_ directory: Int32, _ name: String, _ uid: uid_t, _ gid: gid_t) throws(Errno) {
         let flags = noFollow | (name.isEmpty ? emptyPath : 0)
