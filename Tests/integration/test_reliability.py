@@ -194,13 +194,19 @@ import random, time
 w, seed, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rng = random.Random(seed)
 NAMES = ["a", "b", "c", "d"]
+known = []     # paths seen by the last walk: most operations aim at existing names
 def rpath():
+    if known and rng.random() < 0.6:
+        return rng.choice(known)
     return w + "/" + "/".join(rng.choice(NAMES) for _ in range(rng.randint(1, 3)))
 def create(p):
     with open(p, "wb") as f: f.write(os.urandom(rng.randint(0, 3000)))
 def walk():
+    known.clear()
     for d, ds, fs in os.walk(w):
-        for n in fs: os.lstat(os.path.join(d, n))
+        for n in ds + fs:
+            known.append(os.path.join(d, n))
+            os.lstat(known[-1])
 OPS = [
     ("create", lambda: create(rpath())), ("mkdir", lambda: os.mkdir(rpath())),
     ("rmdir", lambda: os.rmdir(rpath())), ("unlink", lambda: os.unlink(rpath())),
@@ -248,15 +254,15 @@ def test_random_operations_from_several_apps(env):
     EIO or ENOTCONN, and the final tree seen by the app (names, kinds,
     sizes, link counts, and each node's path in the daemon's table) is the
     backing tree. The seed is printed; SCOPEFS_STRESS_SEED replays it."""
-    seed = int(os.environ.get("SCOPEFS_STRESS_SEED", random.randrange(1 << 30)))
+    seed = int(os.environ.get("SCOPEFS_STRESS_SEED") or random.randrange(1 << 30))
     print(f"stress seed {seed} (replay with SCOPEFS_STRESS_SEED={seed})")
     work, host = granted_work(env)
     pid = env.daemon.pid
     apps = [env.app_session(ALPHA, STRESS, work, seed * 10 + i, 8) for i in range(3)]
-    results, problem = [], None
+    results, problem, deadline = [], None, time.monotonic() + 20    # 8 s of work, 12 s of slack
     for app in apps:
         try:
-            results.append(app.recv(timeout=25))
+            results.append(app.recv(timeout=max(0.1, deadline - time.monotonic())))
         except AssertionError as exc:
             problem = problem or str(exc).splitlines()[0]
     require_daemon_alive(env, pid, problem and f"seed {seed}: {problem}")
@@ -264,8 +270,11 @@ def test_random_operations_from_several_apps(env):
         assert app.finish() == 0, app.stderr()
     trouble = {k: n for r in results for k, n in r["errors"].items() if k.split(":")[1] in DAEMON_TROUBLE}
     assert not trouble, f"seed {seed}: {trouble}; all results: {results}"
+    print(f"results: {results}")
     assert sum(r["ops"] for r in results) > 300, results
-    seen = env.app_json(ALPHA, FINAL_TREE, work)
+    seen, problem = run_bounded_app(env, FINAL_TREE, work, timeout=15)
+    require_daemon_alive(env, pid, problem and f"seed {seed}: {problem}")
+    assert seen is not None, f"seed {seed}: {problem}"
     names_of: dict[int, set[str]] = {}
     expected = {}
     for p in sorted(host.rglob("*")):
