@@ -99,5 +99,10 @@ let package = Package(
             name: "PolicyTests",
             dependencies: ["Policy", "PolicyStore", "Documents"]
         ),
+        // The node table against a model of the host and the kernel (no mount).
+        .testTarget(
+            name: "ScopeFSTests",
+            dependencies: ["ScopeFS"]
+        ),
     ]
 )

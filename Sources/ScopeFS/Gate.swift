@@ -23,7 +23,7 @@ struct Target {
     var grant: Grant?
 
     var node: Node { resolved.node }
-    var path: String { resolved.path }
+    var path: String { get throws(Errno) { try resolved.path } }
 }
 
 extension ScopeFileSystem {
@@ -37,7 +37,8 @@ extension ScopeFileSystem {
         do {
             grant = try decide(resolved, operation, caller)
         } catch {
-            recordDenial(error, resolved, caller, function: function)
+            // EIO here is the table's own fault (`PathWalk`), not a denial.
+            if error != .ioError { recordDenial(error, resolved, caller, function: function) }
             throw error
         }
         // The resolved value's last use: moved into the target, not copied
@@ -61,7 +62,7 @@ extension ScopeFileSystem {
             return nil
         case .provider(let app, let provider):
             try checkHostLocation(resolved, app: app, provider: provider)
-            let coverage = coverage(of: resolved, app: app, provider: provider)
+            let coverage = try coverage(of: resolved, app: app, provider: provider)
             if let denial = Decision.provider(operation, coverage: coverage, caller: caller, scopeHeld: { grant in
                 self.scopeHeld(by: caller, on: grant)
             }) {
@@ -76,7 +77,7 @@ extension ScopeFileSystem {
     /// whose parent's is cached (every new file: the kernel looked up or
     /// created it in a folder it just used) takes it over or one step from
     /// it; others walk their path.
-    func coverage(of resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> Coverage {
+    func coverage(of resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) throws(Errno) -> Coverage {
         if let cached = resolved.cachedCoverage { return cached.coverage }
         // Below the grant trie (inside a granted folder, or far from any
         // grant) a node shares its parent's position: no policy lookup.
@@ -89,15 +90,18 @@ extension ScopeFileSystem {
             guard let parent = resolved.parentCoverage, policy.generation == resolved.generation else { return nil }
             return (policy.generation, policy.position(app: app, provider: provider, child: resolved.name, of: parent))
         }
-        let (generation, position) = stepped ?? walked(resolved, app: app, provider: provider)
+        let (generation, position) =
+            if let stepped { stepped } else { try walked(resolved, app: app, provider: provider) }
         table.storeCoverage(resolved, generation: generation, position: position)
         return position.coverage
     }
 
     /// A node's position from its whole path; the path is built (under the
     /// node table's lock) before the policy lock is taken.
-    private func walked(_ resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> (UInt64, CoveragePosition) {
-        let path = resolved.path
+    private func walked(_ resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) throws(Errno)
+        -> (UInt64, CoveragePosition)
+    {
+        let path = try resolved.path
         return withPolicy { ($0.generation, $0.position(app: app, provider: provider, path: path)) }
     }
 
@@ -124,7 +128,10 @@ extension ScopeFileSystem {
 
     /// A node's path inside the mount, as people see it.
     func displayPath(_ resolved: NodeTable.Resolved) -> String {
-        let tail = resolved.path.isEmpty ? "" : "/" + resolved.path
+        // An event's path is for people: a node whose path cannot be built
+        // (EIO, logged) is shown by its inode number.
+        let path = (try? resolved.path) ?? "<inode \(resolved.node.inode)>"
+        let tail = path.isEmpty ? "" : "/" + path
         switch resolved.node.place {
         case .root: return "/"
         case .appDirectory(let app): return "/\(app)"

@@ -97,7 +97,11 @@ extension ScopeFileSystem {
             let root = canonicalDirectories.canonical(directory),
             let real = try? Sys.location(of: descriptor)
         else { return true }
-        let path = folder === resolved.node ? resolved.path : table.path(of: folder.inode)
+        // A path the table cannot build (a cycle: an internal error, logged
+        // where it is found) places the folder nowhere.
+        guard let path = try? (folder === resolved.node ? resolved.path : table.path(of: folder.inode)) else {
+            return true
+        }
         let expected = path.isEmpty ? root : root + "/" + path
         if real == expected { return false }
         // Outside the provider, or deleted (the link then ends in " (deleted)").

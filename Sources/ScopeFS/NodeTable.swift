@@ -1,6 +1,7 @@
 import Glibc
 import Policy
 import Synchronization
+import SystemPackage
 
 /// All inodes the kernel knows about. Inode numbers are handed out in
 /// increasing order and never reused within a mount; an entry is dropped
@@ -123,7 +124,7 @@ final class NodeTable: Sendable {
 
         /// The path relative to the container or provider root, computed on
         /// demand: most operations (getattr, a coverage-cache hit) never need it.
-        var path: String { table.path(of: node.inode) }
+        var path: String { get throws(Errno) { try table.path(of: node.inode) } }
     }
 
     /// One lock for everything an operation needs about a node, including
@@ -147,19 +148,27 @@ final class NodeTable: Sendable {
         }
     }
 
-    func path(of inode: UInt64) -> String {
-        state.withLock { Self.path(of: inode, in: $0) }
+    /// The node's path relative to its container or provider root, or EIO
+    /// when its parent links do not lead there (`PathWalk`).
+    func path(of inode: UInt64) throws(Errno) -> String {
+        let walk = state.withLock { Self.path(of: inode, in: $0) }
+        return try walk.path(of: inode)
     }
 
-    /// The node's path relative to its container or provider root.
-    private static func path(of inode: UInt64, in state: State) -> String {
+    /// Walks parent links up to the container or provider root, for at most
+    /// `PathWalk.maximumDepth` steps: a parent cycle (a table out of step
+    /// with the host) or an absurd depth ends the walk instead of looping
+    /// with the table's lock held. Costs nothing over the plain walk but a
+    /// counter.
+    private static func path(of inode: UInt64, in state: State) -> PathWalk {
         var components: [String] = []
         var current = inode
         while let record = state.records[current], record.node.place.isBacked, !record.node.isDomainRoot {
+            guard components.count < PathWalk.maximumDepth else { return .tooDeep }
             components.append(record.name)
             current = record.parent
         }
-        return components.reversed().joined(separator: "/")
+        return .found(components.reversed().joined(separator: "/"))
     }
 
     /// Finds the node for `key` or creates it with `make`, records where it
@@ -276,43 +285,78 @@ final class NodeTable: Sendable {
     /// until the kernel forgets it (its attributes are checked against its
     /// identity, and come from an open descriptor once the name is gone).
     func removed(parent: UInt64, name: String) {
+        state.withLock { Self.remove(EntryName(parent: parent, name: name), in: &$0) }
+    }
+
+    private static func remove(_ entry: EntryName, in state: inout State) {
+        guard !state.byName.isEmpty else { return }
+        guard let inode = state.byName.removeValue(forKey: entry), let record = state.records[inode] else { return }
+        record.otherNames.removeAll { $0 == entry }
+        if record.parent == entry.parent && record.name == entry.name, let next = record.otherNames.popLast() {
+            record.parent = next.parent
+            record.name = next.name
+            record.coverage = nil
+        }
+    }
+
+    /// Records a rename of `from` to `to` that moved a file (plain, with
+    /// RENAME_NOREPLACE, or with RENAME_WHITEOUT, whose whiteout is a new
+    /// file the kernel looks up afresh). `moved` is the identity now found
+    /// at `to` (nil if the host changed it in between): the node that moved.
+    /// A replaced target loses its name. (A rename between two names of one
+    /// file does nothing; the caller does not report it.)
+    func renamed(from: EntryName, to: EntryName, view: UInt32, moved: FileIdentity?) {
         state.withLock { state in
-            guard !state.byName.isEmpty else { return }
-            let entry = EntryName(parent: parent, name: name)
-            guard let inode = state.byName.removeValue(forKey: entry), let record = state.records[inode] else { return }
-            record.otherNames.removeAll { $0 == entry }
-            if record.parent == parent && record.name == name, let next = record.otherNames.popLast() {
-                record.parent = next.parent
-                record.name = next.name
-                record.coverage = nil
+            Self.remove(to, in: &state)
+            if let inode = moved.flatMap({ Self.inode(of: $0, view: view, in: state) }) {
+                Self.move(inode, from: from, to: to, in: &state)
             }
         }
     }
 
-    /// Records that a node now lives at `parent`/`name` (after a rename).
-    func moved(identity: FileIdentity, view: UInt32, from: EntryName, to parent: UInt64, name: String) {
+    /// Records a RENAME_EXCHANGE of the entries `a` and `b`: both nodes
+    /// change places, with their parents and names (a folder left with its
+    /// old parent would let a later move close a cycle of parents).
+    /// `nowAtA` and `nowAtB` are the identities found at the two names after
+    /// the exchange.
+    func exchanged(_ a: EntryName, _ b: EntryName, view: UInt32, nowAtA: FileIdentity?, nowAtB: FileIdentity?) {
         state.withLock { state in
-            let keys = [NodeKind.file, .directory, .reference].map { NodeKey(view: view, identity: identity, kind: $0) }
-            guard let inode = keys.compactMap({ state.byKey[$0] }).first, let record = state.records[inode] else {
-                return
-            }
-            let previous = EntryName(parent: record.parent, name: record.name)
-            record.otherNames.removeAll { $0 == from || $0 == previous }
-            if previous != from && !record.node.isDirectory {
-                // Renamed from another of its names: a hard link.
-                record.otherNames.append(previous)
-                record.namesIndexed = true
-                state.byName[previous] = inode
-            }
-            record.parent = parent
-            record.name = name
-            record.coverage = nil
-            if record.namesIndexed {
-                if state.byName[from] == inode { state.byName[from] = nil }
-                state.byName[EntryName(parent: parent, name: name)] = inode
-            }
-            if record.node.isDirectory { state.epoch &+= 1 }
+            let fromA = nowAtB.flatMap { Self.inode(of: $0, view: view, in: state) }
+            let fromB = nowAtA.flatMap { Self.inode(of: $0, view: view, in: state) }
+            // Two names of one file: exchanging them changes nothing.
+            guard fromA == nil || fromA != fromB else { return }
+            if let fromA { Self.move(fromA, from: a, to: b, in: &state) }
+            if let fromB { Self.move(fromB, from: b, to: a, in: &state) }
         }
+    }
+
+    /// The node of a host file in one view, whatever its kind.
+    private static func inode(of identity: FileIdentity, view: UInt32, in state: State) -> UInt64? {
+        for kind in [NodeKind.file, .directory, .reference] {
+            if let inode = state.byKey[NodeKey(view: view, identity: identity, kind: kind)] { return inode }
+        }
+        return nil
+    }
+
+    /// Records that a node now lives at `to`, having been renamed from `from`.
+    private static func move(_ inode: UInt64, from: EntryName, to: EntryName, in state: inout State) {
+        guard let record = state.records[inode] else { return }
+        let previous = EntryName(parent: record.parent, name: record.name)
+        record.otherNames.removeAll { $0 == from || $0 == previous || $0 == to }
+        if previous != from && !record.node.isDirectory {
+            // Renamed from another of its names: a hard link.
+            record.otherNames.append(previous)
+            record.namesIndexed = true
+            state.byName[previous] = inode
+        }
+        record.parent = to.parent
+        record.name = to.name
+        record.coverage = nil
+        if record.namesIndexed {
+            if state.byName[from] == inode { state.byName[from] = nil }
+            state.byName[to] = inode
+        }
+        if record.node.isDirectory { state.epoch &+= 1 }
     }
 
     /// Caches a node's coverage, computed from what it was resolved with:
@@ -354,7 +398,7 @@ final class NodeTable: Sendable {
         state.withLock { state in
             state.records.compactMap { inode, record in
                 guard case .container(let owner) = record.node.place, owner == app,
-                    paths.contains(Self.path(of: inode.number, in: state))
+                    case .found(let path) = Self.path(of: inode.number, in: state), paths.contains(path)
                 else { return nil }
                 return (record.parent, record.name)
             }
@@ -375,7 +419,8 @@ final class NodeTable: Sendable {
         state.withLock { state in
             state.records.compactMap { inode, record in
                 guard case .provider(let a, let p) = record.node.place, a == app, p == provider,
-                    RelativePath.isWithin(Self.path(of: inode.number, in: state), path)
+                    case .found(let nodePath) = Self.path(of: inode.number, in: state),
+                    RelativePath.isWithin(nodePath, path)
                 else { return nil }
                 return (inode.number, record.parent, record.name)
             }

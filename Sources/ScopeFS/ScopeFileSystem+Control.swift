@@ -42,7 +42,7 @@ extension ScopeFileSystem {
             guard [.start, .stop, .scope].contains(attribute) else { throw .noData }
             return Self.notNeeded
         }
-        guard case .granted(let grant) = coverage(of: target.resolved, app: app, provider: provider) else {
+        guard case .granted(let grant) = try coverage(of: target.resolved, app: app, provider: provider) else {
             throw .notPermitted
         }
         if let metadata = try itemMetadata(attribute, target: target, provider: provider, grant: grant) { return metadata }
@@ -69,7 +69,7 @@ extension ScopeFileSystem {
             // A bookmark for an item the app can access now (SPEC S25).
             guard grant.state == .active else { throw .notPermitted }
             let access: Access = attribute == .bookmark ? grant.access : .read
-            return try documents.bookmark(app: app, provider: provider, path: target.path, access: access)
+            return try documents.bookmark(app: app, provider: provider, path: try target.path, access: access)
         default:
             throw .notSupported
         }
@@ -80,10 +80,10 @@ extension ScopeFileSystem {
         throws(Errno) -> String?
     {
         switch attribute {
-        case .item: return try documents.itemIdentifier(provider: provider, path: target.path)
+        case .item: return try documents.itemIdentifier(provider: provider, path: try target.path)
         case .provider: return provider
         case .providerName: return withPolicy { $0.providers[provider]?.name } ?? provider
-        case .path: return target.path
+        case .path: return try target.path
         case .grantState: return grant.state.rawValue
         default: return nil
         }

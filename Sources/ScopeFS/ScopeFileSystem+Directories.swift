@@ -71,7 +71,12 @@ extension ScopeFileSystem {
         if !isDotOrDotDot(name) {
             let childName = String(cString: name)
             if let (node, attributes) = try? child(of: folder, named: childName, caller: caller) {
-                let shown = presented(node, attributes, path: RelativePath.join(folder.path, childName))
+                let shown = try? presented(node, attributes, path: RelativePath.join(folder.path, childName))
+                guard let shown else {
+                    // No path for a reference stub (EIO, logged): listed without an entry.
+                    table.forget(node.inode, count: 1)
+                    return listing.addPlus(name: name, entry: nil, fallback: info, nextOffset: next)
+                }
                 if listing.addPlus(name: name, entry: entry(node, shown), fallback: info, nextOffset: next) {
                     return true
                 }
@@ -119,8 +124,8 @@ extension ScopeFileSystem {
         case .container:
             return try host()
         case .provider(let app, let provider):
-            if case .granted = coverage(of: target.resolved, app: app, provider: provider) { return try host() }
-            let leading = snapshot.childrenLeadingToGrants(app: app, provider: provider, path: target.path) ?? []
+            if case .granted = try coverage(of: target.resolved, app: app, provider: provider) { return try host() }
+            let leading = snapshot.childrenLeadingToGrants(app: app, provider: provider, path: try target.path) ?? []
             return try host(shown: leading)
         }
     }

@@ -12,7 +12,12 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let parentTarget = try gate(parent, .lookup, caller)
         let (node, info) = try child(of: parentTarget, named: name, caller: caller)
-        return entry(node, presented(node, info, path: RelativePath.join(parentTarget.path, name)))
+        do {
+            return entry(node, try presented(node, info, path: RelativePath.join(parentTarget.path, name)))
+        } catch {
+            table.forget(node.inode, count: 1)  // the lookup just taken never reaches the kernel
+            throw error
+        }
     }
 
     public func forget(_ inode: UInt64, count: UInt64) {
@@ -24,13 +29,13 @@ extension ScopeFileSystem {
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
             return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: configuration.cacheTimeout)
         }
-        let info = presented(target.node, try attributes(of: target.resolved), path: target.path)
+        let info = try presented(target.node, try attributes(of: target.resolved), path: target.path)
         return Attributes(stat: info, timeout: configuration.cacheTimeout)
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
         let target = try gate(inode, .metadata, callers.caller(of: request))
-        if let stub = target.node.reference { return referenceTarget(stub, containerPath: target.path) }
+        if let stub = target.node.reference { return referenceTarget(stub, containerPath: try target.path) }
         guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
         return try Sys.readlinkAt(parent, target.resolved.name)
     }
@@ -85,7 +90,7 @@ extension ScopeFileSystem {
     /// folders need the grant trie.
     func requireVisible(_ name: String, in folder: Target) throws(Errno) {
         guard folder.grant == nil, case .provider(let app, let provider) = folder.node.place else { return }
-        let path = RelativePath.join(folder.path, name)
+        let path = RelativePath.join(try folder.path, name)
         if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
             throw .noSuchFileOrDirectory
         }
@@ -150,11 +155,11 @@ extension ScopeFileSystem {
     }
 
     /// A reference stub is shown as a symbolic link to its item (SPEC S23).
-    func presented(_ node: Node, _ info: stat, path: @autoclosure () -> String) -> stat {
+    func presented(_ node: Node, _ info: stat, path: @autoclosure () throws(Errno) -> String) throws(Errno) -> stat {
         guard let stub = node.reference else { return info }
         var link = info
         link.st_mode = S_IFLNK | 0o777
-        link.st_size = off_t(referenceTarget(stub, containerPath: path()).utf8.count)
+        link.st_size = off_t(referenceTarget(stub, containerPath: try path()).utf8.count)
         return link
     }
 

@@ -70,11 +70,22 @@ extension ScopeFileSystem {
         let fromDirectory = try backedDirectory(from)
         let toDirectory = try backedDirectory(to)
         try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
-        table.removed(parent: newParent, name: newName)  // a replaced target
-        if let moved = try? Sys.statAt(toDirectory, newName) {
-            table.moved(
-                identity: FileIdentity(moved), view: to.node.view, from: .init(parent: parent, name: name),
-                to: to.node.inode, name: newName)
+        // The table learns what moved from the host's answer: which file
+        // is now at each name (one fstatat; two for an exchange, or for a
+        // hard-linked file).
+        let source = NodeTable.EntryName(parent: parent, name: name)
+        let target = NodeTable.EntryName(parent: to.node.inode, name: newName)
+        let atTarget = try? Sys.statAt(toDirectory, newName)
+        let nowAtTarget = atTarget.map(FileIdentity.init)
+        if flags & Sys.renameExchange != 0 {
+            let nowAtSource = try? FileIdentity(Sys.statAt(fromDirectory, name))
+            table.exchanged(source, target, view: to.node.view, nowAtA: nowAtSource, nowAtB: nowAtTarget)
+        } else if let atTarget, !atTarget.isDirectory, atTarget.st_nlink > 1,
+            let atSource = try? Sys.statAt(fromDirectory, name), FileIdentity(atSource) == nowAtTarget
+        {
+            // Between two names of one file rename(2) does nothing: both stay.
+        } else {
+            table.renamed(from: source, to: target, view: to.node.view, moved: nowAtTarget)
         }
         if case .provider = to.node.place { documents.itemsMayHaveMoved() }
     }

@@ -45,12 +45,12 @@ extension ScopeFileSystem {
     }
 
     /// The /proc path naming the node's host file: the folder's own
-    /// descriptor, or the parent's descriptor plus the name (used with the
-    /// l*xattr calls, so a final symlink is not followed).
-    private func xattrPath<T>(_ target: Target, _ body: (String) throws(Errno) -> T) throws(Errno) -> T {
+    /// descriptor (followed to the folder), or the parent's descriptor plus
+    /// the name (a final symlink not followed); see `Sys.XattrPath`.
+    private func xattrPath<T>(_ target: Target, _ body: (Sys.XattrPath) throws(Errno) -> T) throws(Errno) -> T {
         guard target.node.place.isBacked else { throw .notSupported }
-        if let directory = target.node.directory { return try body(Sys.procPath(directory)) }
+        if let directory = target.node.directory { return try body(.descriptor(Sys.procPath(directory))) }
         guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
-        return try body(Sys.procPath(parent, target.resolved.name))
+        return try body(.entry(Sys.procPath(parent, target.resolved.name)))
     }
 }

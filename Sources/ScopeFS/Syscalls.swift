@@ -13,6 +13,7 @@ enum Sys {
     static let emptyPath: Int32 = 0x1000  // AT_EMPTY_PATH
     static let noFollow: Int32 = AT_SYMLINK_NOFOLLOW
     static let removeDirectory: Int32 = AT_REMOVEDIR
+    static let renameExchange: UInt32 = 2  // RENAME_EXCHANGE
 
     // Names and paths go to the kernel through `withCString`, in every
     // wrapper: passing a String where C wants a pointer copies it into a
@@ -177,12 +178,40 @@ enum Sys {
         return buffer
     }
 
-    // MARK: Extended attributes, named through /proc/self/fd so that no
-    // symlink in the backing store is followed (the l* variants).
+    // MARK: Extended attributes
+    //
+    // A file is named through its parent's /proc/self/fd path plus its
+    // name, with the l* calls, so that no symlink in the backing store is
+    // followed. A folder is named by its own O_PATH descriptor's
+    // /proc/self/fd path with the plain calls: that path is a magic link to
+    // the descriptor's folder, which the plain calls follow (the l* calls
+    // would act on the link itself, and refuse user.* names with EPERM);
+    // it cannot be swapped, so following it leads nowhere else. No extra
+    // system call either way.
 
-    static func getxattr(_ path: String, _ name: String) throws(Errno) -> [UInt8] {
+    /// Where an extended attribute call is aimed.
+    enum XattrPath {
+        /// `/proc/self/fd/PARENT/NAME`: a final symlink is not followed.
+        case entry(String)
+        /// `/proc/self/fd/N` of a folder's own descriptor: followed to it.
+        case descriptor(String)
+
+        fileprivate func withCString<T>(_ body: (UnsafePointer<CChar>, _ follow: Bool) -> T) -> T {
+            switch self {
+            case .entry(let path): path.withCString { body($0, false) }
+            case .descriptor(let path): path.withCString { body($0, true) }
+            }
+        }
+    }
+
+    /// The corresponding C functions are `lgetxattr` and `getxattr`.
+    static func getxattr(_ path: XattrPath, _ name: String) throws(Errno) -> [UInt8] {
         try readXattr { buffer, size in
-            path.withCString { path in name.withCString { lgetxattr(path, $0, buffer, size) } }
+            path.withCString { path, follow in
+                name.withCString {
+                    follow ? CSystemShims.getxattr(path, $0, buffer, size) : lgetxattr(path, $0, buffer, size)
+                }
+            }
         }
     }
 
@@ -207,20 +236,38 @@ enum Sys {
         }
     }
 
-    static func listxattr(_ path: String) throws(Errno) -> [UInt8] {
+    /// The corresponding C functions are `llistxattr` and `listxattr`.
+    static func listxattr(_ path: XattrPath) throws(Errno) -> [UInt8] {
         try readXattr { buffer, size in
-            path.withCString { llistxattr($0, buffer?.assumingMemoryBound(to: CChar.self), size) }
+            path.withCString { path, follow in
+                let names = buffer?.assumingMemoryBound(to: CChar.self)
+                return follow ? CSystemShims.listxattr(path, names, size) : llistxattr(path, names, size)
+            }
         }
     }
 
-    static func setxattr(_ path: String, _ name: String, _ value: UnsafeRawBufferPointer, _ flags: Int32) throws(Errno) {
+    /// The corresponding C functions are `lsetxattr` and `setxattr`.
+    static func setxattr(_ path: XattrPath, _ name: String, _ value: UnsafeRawBufferPointer, _ flags: Int32)
+        throws(Errno)
+    {
         _ = try retrying {
-            path.withCString { path in name.withCString { lsetxattr(path, $0, value.baseAddress, value.count, flags) } }
+            path.withCString { path, follow in
+                name.withCString {
+                    follow
+                        ? CSystemShims.setxattr(path, $0, value.baseAddress, value.count, flags)
+                        : lsetxattr(path, $0, value.baseAddress, value.count, flags)
+                }
+            }
         }
     }
 
-    static func removexattr(_ path: String, _ name: String) throws(Errno) {
-        _ = try retrying { path.withCString { path in name.withCString { lremovexattr(path, $0) } } }
+    /// The corresponding C functions are `lremovexattr` and `removexattr`.
+    static func removexattr(_ path: XattrPath, _ name: String) throws(Errno) {
+        _ = try retrying {
+            path.withCString { path, follow in
+                name.withCString { follow ? CSystemShims.removexattr(path, $0) : lremovexattr(path, $0) }
+            }
+        }
     }
 }
 
