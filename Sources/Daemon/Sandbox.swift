@@ -84,6 +84,10 @@ public struct Sandbox: Sendable {
             }
         }
         for path in Self.etcAllowList { arguments += ["--ro-bind-try", path, path] }
+        // Before anything that may live below /tmp (an exposed path, the
+        // mount itself): bubblewrap mounts in order, and a later tmpfs would
+        // hide what was bound there.
+        arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for path in exposed { arguments += ["--ro-bind", path, path] }
         // scopefs itself, and the folders of the shared libraries it loaded
         // from outside the system directories (Swift's runtime): read-only.
@@ -91,7 +95,6 @@ public struct Sandbox: Sendable {
             arguments += ["--ro-bind", executable, Self.binaryInside + "/scopefs"]
         }
         for folder in Self.libraryFoldersOutsideSystem() { arguments += ["--ro-bind", folder, folder] }
-        arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         // The app's own view of the mount, at the same path as outside.
         arguments += ["--bind", appDirectory, appDirectory]
         arguments += ["--bind", state.appSocketPath, Self.stateInside + "/control.sock"]

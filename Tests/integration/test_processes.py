@@ -1,10 +1,11 @@
 """`scopefs run`: app identity of processes, exit status, --sandbox. SPEC S5."""
 
 import os
+import subprocess
 
 import pytest
 
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, last_json_line, snippet
 
 DOUBLE_FORK = """
 import time
@@ -119,3 +120,24 @@ def test_sandbox_shows_only_the_app_directory(env):
     assert got["mnt-listing"] == [ALPHA], got
     seen = env.app_json(ALPHA, "emit(listing(sys.argv[1]))", env.container(ALPHA, "Documents"))
     assert "from-sandbox.txt" in seen
+
+
+def test_sandbox_exposes_only_what_it_is_told(env):
+    """SPEC S5: `--expose PATH` shows one more host path read-only, even
+    below /tmp (the sandbox's own /tmp is private), and nothing beside it."""
+    shown = env.root / "shown"
+    shown.mkdir()
+    (shown / "note.txt").write_text("for the app")
+    (env.root / "beside.txt").write_text("not for the app")
+    env.mount()
+    code = ("emit({'read': outcome(lambda: read_bytes(sys.argv[1]).decode()), "
+            "'write': attempt(write_text, sys.argv[1], 'changed'), 'beside': attempt(os.stat, sys.argv[2]), "
+            "'tmp': os.listdir('/tmp')})")
+    argv = env.run_argv(ALPHA, ["python3", "-c", snippet(code), str(shown / "note.txt"), str(env.root / "beside.txt")],
+                        sandbox=True, extra=("--expose", str(shown)))
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env.base_env)
+    assert p.returncode == 0, describe(p)
+    got = last_json_line(p)
+    assert got["read"] == {"ok": "for the app"} and got["write"] == "EROFS", got
+    assert got["beside"] == "ENOENT", got
+    assert (shown / "note.txt").read_text() == "for the app"
