@@ -82,6 +82,9 @@ public struct DaemonStatus: Codable, Sendable {
     /// How app processes are told apart (a cgroup per run, or process events).
     public var attribution: String?
     public var policyGeneration: UInt64
+    /// Why the daemon serves every grant as revoked (its database is gone,
+    /// replaced or corrupt); nil while it serves the database (issue 15).
+    public var policyFailure: String?
     public var inodes: Int
     public var processes: [AppProcessStatus]
 }

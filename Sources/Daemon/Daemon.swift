@@ -95,7 +95,8 @@ public enum Daemon {
         }
 
         let reloader = PolicyReloader(
-            repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, logger: logger)
+            repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
+            logger: logger)
         let stopping = Atomic<Bool>(false)
         var servers: [ControlServer] = []
         for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
@@ -235,7 +236,8 @@ public enum Daemon {
                 pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
                 openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
-                policyGeneration: fileSystem.snapshot.generation, inodes: fileSystem.inodeCount, processes: processes)
+                policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
+                processes: processes)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }
     }

@@ -11,39 +11,137 @@ import Synchronization
 /// behind the daemon's back. After installing a snapshot it drops the
 /// kernel's caches of revoked items — always from this (non-FUSE) thread,
 /// since the kernel may be waiting on a FUSE worker (docs/ARCHITECTURE.md).
+///
+/// It fails closed (issue 15): when the file it serves from is deleted,
+/// replaced, unreadable or corrupt, every grant is served as revoked until
+/// a valid database is back at the path — the user could not revoke
+/// through a database the daemon no longer reads.
 final class PolicyReloader: Sendable {
+    private struct Installed {
+        var generation: UInt64
+        /// The policy version the snapshot reflects; nil while failed closed,
+        /// so whatever database comes back is loaded.
+        var version: Int64?
+        /// The database file as last checked (stat), to notice changes.
+        var file: FileIdentity?
+        /// Why no grant is served, and since when; nil while serving.
+        var failure: (reason: String, since: Double)?
+    }
+
     private let repository: PolicyRepository
     private let fileSystem: ScopeFileSystem
     private let session: FuseSession
+    private let events: any EventSink
     private let logger: Logger
-    /// The installed snapshot's generation and the policy version it
-    /// reflects; held for a whole reload, so snapshots are installed in order.
-    private let installed: Mutex<(generation: UInt64, version: Int64)>
+    /// Held for a whole check and reload, so snapshots are installed in order.
+    private let installed: Mutex<Installed>
 
     /// `version`: the policy version of the snapshot the file system started with.
-    init(repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64, logger: Logger) {
+    init(
+        repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64,
+        events: any EventSink, logger: Logger
+    ) {
         self.repository = repository
         self.fileSystem = fileSystem
         self.session = session
-        self.installed = Mutex((fileSystem.snapshot.generation, version))
+        self.events = events
+        self.installed = Mutex(
+            Installed(generation: fileSystem.snapshot.generation, version: version,
+                      file: repository.database.identity, failure: nil))
         self.logger = logger
     }
 
+    /// Why the daemon serves no grant (for `scopefs status`), nil when it serves the database.
+    var failure: String? { installed.withLock { $0.failure?.reason } }
+
     /// Installs the policy as the database has it now, unless the installed
     /// snapshot already reflects its version: a change is loaded once, by
-    /// whichever of the CLI's request and the watch sees it first.
+    /// whichever of the CLI's request and the watch sees it first. Checks
+    /// the file first: a stat(2) per call, and a `quick_check` through a
+    /// connection of its own when the file changed (a CLI's checkpoint, or
+    /// a write behind SQLite's back that the daemon's page cache would hide).
     func reload() throws(ScopeFSError) {
         try installed.withLock { installed throws(ScopeFSError) in
-            guard try repository.policyVersion() != installed.version else { return }
-            let generation = installed.generation + 1
-            let (snapshot, version) = try repository.versionedSnapshot(generation: generation)
-            installed = (generation, version)
-            let invalidation = fileSystem.install(snapshot)
-            for inode in invalidation.inodes { session.invalidateInode(inode) }
-            for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
-            if !invalidation.isEmpty {
-                logger.debug("policy \(generation): dropped caches of \(invalidation.inodes.count) inodes")
+            let path = repository.database.location
+            let file = FileIdentity(path: path)
+            // Failed closed and nothing new at the path: nothing to try again.
+            if installed.failure != nil, let file, file == installed.file { return }
+            if file == nil || file != installed.file || installed.failure != nil {
+                installed.file = file
+                guard let file else {
+                    let reason = access(path, F_OK) == 0
+                        ? "database \(path) cannot be examined: \(String(cString: strerror(errno)))"
+                        : "database \(path) was deleted"
+                    return failClosed(&installed, reason)
+                }
+                do throws(ScopeFSError) {
+                    try PolicyDatabase.verify(path: path)
+                    if let opened = repository.database.identity, opened.isSameFile(as: file), installed.failure == nil {
+                        // The same file, changed by SQLite (a checkpoint): the
+                        // connections' caches follow it.
+                    } else {
+                        repository.database.release()
+                        try repository.database.reopen()
+                    }
+                } catch {
+                    let sameFile = repository.database.identity.map { $0.isSameFile(as: file) } ?? false
+                    let reason = sameFile || installed.failure != nil
+                        ? error.message : "database \(path) was replaced by a file that is unusable: \(error.message)"
+                    return failClosed(&installed, reason)
+                }
             }
+            do throws(ScopeFSError) {
+                guard try repository.policyVersion() != installed.version else { return }
+                let generation = installed.generation + 1
+                let (snapshot, version) = try repository.versionedSnapshot(generation: generation)
+                installed.generation = generation
+                installed.version = version
+                if let failure = installed.failure {
+                    installed.failure = nil
+                    logger.notice("serving \(path) again (failed closed since \(Date(timeIntervalSince1970: failure.since)): \(failure.reason))")
+                    events.record(
+                        Event(time: failure.since, kind: .policyFailedClosed, app: nil, path: path, operation: failure.reason,
+                              errno: EPERM, lastTime: Date().timeIntervalSince1970))
+                }
+                install(snapshot)
+            } catch {
+                if error.kind == .badState || error.kind == .ioError { return failClosed(&installed, error.message) }
+                throw error
+            }
+        }
+    }
+
+    /// Serves every grant as revoked (EPERM, SPEC S14), open files included:
+    /// apps, providers and items stay as they were, so each app's tree keeps
+    /// its shape and nothing it lists turns into ENOENT. Containers keep
+    /// working: they are the app's own files, not the policy's, and an app
+    /// that cannot write its own data would only fail in new ways.
+    private func failClosed(_ installed: inout Installed, _ reason: String) {
+        if installed.failure == nil {
+            installed.failure = (reason, Date().timeIntervalSince1970)
+            logger.error("failing closed, no grant is served: \(reason)")
+        } else {
+            installed.failure?.reason = reason
+        }
+        guard installed.version != nil else { return }
+        // Let SQLite close the lost file before a new one at the path is opened.
+        repository.database.release()
+        let current = fileSystem.snapshot
+        let generation = installed.generation + 1
+        installed.generation = generation
+        installed.version = nil
+        install(
+            PolicySnapshot(
+                generation: generation, apps: Array(current.apps.values), providers: Array(current.providers.values),
+                grants: current.grantsByID.values.map { $0.with(state: .revoked) }, items: current.items))
+    }
+
+    private func install(_ snapshot: PolicySnapshot) {
+        let invalidation = fileSystem.install(snapshot)
+        for inode in invalidation.inodes { session.invalidateInode(inode) }
+        for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
+        if !invalidation.isEmpty {
+            logger.debug("policy \(snapshot.generation): dropped caches of \(invalidation.inodes.count) inodes")
         }
     }
 
@@ -52,7 +150,8 @@ final class PolicyReloader: Sendable {
     }
 
     /// Polls for policy changes made without telling the daemon (a CLI
-    /// that could not reach it, another tool writing the database).
+    /// that could not reach it, another tool writing the database) and for
+    /// the database file going away.
     func watch(until stop: @Sendable () -> Bool) {
         while !stop() {
             usleep(250_000)

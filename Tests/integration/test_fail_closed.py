@@ -1,0 +1,128 @@
+"""Losing the database fails closed (issue 15, finding 5). SPEC S13 (the
+daemon serves the isolation layer from the database), S14 (a revoked grant
+means EPERM, open files included), S34 (a corrupt database is an error,
+never a silent reset).
+
+While a mount runs, the database deleted, overwritten with garbage or
+replaced must not leave the daemon serving the old grants: within about a
+second every provider access gets EPERM and `scopefs status` says why,
+until a valid database is back at the path; `init` refuses a state
+directory a daemon serves while its database exists."""
+
+import json
+import os
+import time
+
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
+
+REPORT = "docs/report.txt"
+HEAD = REPORT_BYTES[:16].hex()
+EXIT_REFUSED = 77  # docs/CLI.md
+
+# Starts a scope on the granted file, keeps a descriptor open and, on every
+# line from the test, reads through it and through a new open.
+READ_LOOP = """
+p = sys.argv[1]
+os.getxattr(p, "user.scopefs.start")
+fd = os.open(p, os.O_RDONLY)
+def probe():
+    return {"same-fd": outcome(lambda: os.pread(fd, 16, 0).hex()),
+            "new-open": outcome(lambda: read_bytes(p)[:16].hex())}
+while True:
+    step(probe())
+"""
+
+SERVED = {"same-fd": {"ok": HEAD}, "new-open": {"ok": HEAD}}
+DENIED = {"same-fd": {"errno": "EPERM"}, "new-open": {"errno": "EPERM"}}
+
+
+def poll(app, want, within):
+    """Asks the app to read until it reports `want`; returns (report, seconds)."""
+    start = time.monotonic()
+    while True:
+        app.send()
+        got = app.recv()
+        took = time.monotonic() - start
+        if got == want or took > within:
+            return got, took
+        time.sleep(0.05)
+
+
+def start_reading(env):
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    env.mount()
+    app = env.app_session(ALPHA, READ_LOOP, env.prov(ALPHA, LOCAL, REPORT))
+    assert app.recv() == SERVED
+    return app
+
+
+def policy_failure(env):
+    status = json.loads(env.cli("status", "--json").stdout)
+    return status["daemon"].get("policyFailure")
+
+
+def database(env):
+    return env.state / "scopefs.sqlite"
+
+
+def test_deleted_database_denies_every_grant(env):
+    """The database deleted under a running mount: the app's open descriptor
+    and new opens get EPERM within ~1 s, and `status` says the policy failed
+    closed and why (the CLI cannot revoke through a database that is gone)."""
+    app = start_reading(env)
+    database(env).unlink()
+    got, took = poll(app, DENIED, within=1.5)
+    assert got == DENIED, f"after deleting the database the app still reads: {got} ({took:.2f} s)"
+    failure = policy_failure(env)
+    assert failure and "deleted" in failure, failure
+    text = env.cli("status").stdout
+    assert "FAILED CLOSED" in text, text
+    app.kill()
+
+
+def test_database_overwritten_with_garbage_denies_every_grant(env):
+    """Pages of the database overwritten in place (same file, no SQLite
+    involved): the daemon's cached pages must not keep serving the grants."""
+    app = start_reading(env)
+    path = database(env)
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.write(os.urandom(size))
+    got, took = poll(app, DENIED, within=1.5)
+    assert got == DENIED, f"after corrupting the database the app still reads: {got} ({took:.2f} s)"
+    assert policy_failure(env), "status does not say the policy failed closed"
+    app.kill()
+
+
+def test_new_database_after_deletion_is_served_and_revocable(env):
+    """Deleted, then `init` and the provider, app and grant re-added with
+    the CLI: the daemon serves the new database (the app reads again after a
+    new scope start) and a `revoke --all` then takes effect."""
+    app = start_reading(env)
+    database(env).unlink()
+    assert poll(app, DENIED, within=1.5)[0] == DENIED
+    env.cli("init")
+    env.cli("provider", "add", LOCAL, env.backing(LOCAL))
+    env.cli("app", "add", ALPHA)
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    assert policy_failure(env) is None
+    fresh = env.app_session(ALPHA, READ_LOOP, env.prov(ALPHA, LOCAL, REPORT))
+    assert fresh.recv() == SERVED
+    env.cli("revoke", ALPHA, "--all")
+    got, took = poll(fresh, DENIED, within=1.5)
+    assert got == DENIED, f"`revoke --all` on the new database did not take effect: {got} ({took:.2f} s)"
+    events = env.cli("events", "--json").stdout
+    assert "policy-failed-closed" in events, events[-2000:]
+    fresh.kill()
+    app.kill()
+
+
+def test_init_while_mounted_is_refused(env):
+    """`init` on a state directory a daemon serves, database present: refused
+    (exit 77) with a message that says how to start over; the mount keeps
+    serving."""
+    app = start_reading(env)
+    p = env.cli("init", expect=EXIT_REFUSED)
+    assert "unmount" in p.stderr and "move" in p.stderr, p.stderr
+    assert poll(app, SERVED, within=1.0)[0] == SERVED
+    app.kill()
