@@ -186,6 +186,17 @@ public enum Daemon {
             } catch {
                 return .failure(error.exitCode, error.message)
             }
+        case .revoke:
+            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "revoke needs an app") }
+            do {
+                let (revoked, held) = try reloader.revoke(app: app, grant: request.grant)
+                var response = ControlResponse(ok: true)
+                response.revoked = revoked
+                if held { response.message = "held by the daemon until the database takes writes again" }
+                return response
+            } catch {
+                return .failure(error.exitCode, error.message)
+            }
         case .register:
             guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app") }
             guard fileSystem.snapshot.apps[app] != nil else {

@@ -26,6 +26,12 @@ final class PolicyReloader: Sendable {
         var file: FileIdentity?
         /// Why no grant is served, and since when; nil while serving.
         var failure: (reason: String, since: Double)?
+        /// Revocations asked of the daemon that the database does not show
+        /// yet (it could not be written): served as revoked over whatever
+        /// the database says, and written to it as soon as it takes writes.
+        /// Kept with the grant's app and item: a database made anew numbers
+        /// its grants from 1 again, and another grant must not be hit.
+        var held: [GrantID: Grant] = [:]
     }
 
     private let repository: PolicyRepository
@@ -90,10 +96,17 @@ final class PolicyReloader: Sendable {
                     return failClosed(&installed, reason)
                 }
             }
+            if !installed.held.isEmpty { writeHeld(&installed) }
             do throws(ScopeFSError) {
                 guard try repository.policyVersion() != installed.version else { return }
                 let generation = installed.generation + 1
-                let (snapshot, version) = try repository.versionedSnapshot(generation: generation)
+                var (snapshot, version) = try repository.versionedSnapshot(generation: generation)
+                installed.held = installed.held.filter { id, held in
+                    snapshot.grantsByID[id].map { $0.state == .active && $0.app == held.app && $0.item == held.item } ?? false
+                }
+                if !installed.held.isEmpty {
+                    snapshot = Self.revoking(Set(installed.held.keys), in: snapshot, generation: generation)
+                }
                 installed.generation = generation
                 installed.version = version
                 if let failure = installed.failure {
@@ -130,10 +143,65 @@ final class PolicyReloader: Sendable {
         let generation = installed.generation + 1
         installed.generation = generation
         installed.version = nil
-        install(
-            PolicySnapshot(
-                generation: generation, apps: Array(current.apps.values), providers: Array(current.providers.values),
-                grants: current.grantsByID.values.map { $0.with(state: .revoked) }, items: current.items))
+        install(Self.revoking(Set(current.grantsByID.keys), in: current, generation: generation))
+    }
+
+    /// Revokes through the daemon (the `revoke` control operation): with
+    /// its own connection first — it may still write (its WAL) where a CLI
+    /// cannot open the file for writing (`chattr +i`) — else held in memory
+    /// and served at once (see `Installed.held`). Returns the grants revoked.
+    func revoke(app: AppID, grant: GrantID?) throws(ScopeFSError) -> (grants: [Grant], held: Bool) {
+        do throws(ScopeFSError) {
+            let changed = try repository.setState(.revoked, app: app, grant: grant)
+            try reload()
+            if failure == nil { return (changed, false) }
+        } catch where error.kind == .unknown {
+            throw error
+        } catch {
+            logger.warning("revoke for \(app) cannot be written to the database, held by the daemon: \(error.message)")
+        }
+        return try installed.withLock { installed throws(ScopeFSError) in
+            let current = fileSystem.snapshot
+            guard current.apps[app] != nil else { throw ScopeFSError.unknownApp(app) }
+            let grants = current.grants(of: app).filter { grant == nil || $0.id == grant }
+            if let grant, grants.isEmpty {
+                throw ScopeFSError(.unknown, "app \(app) has no grant \(grant); see `scopefs privacy \(app)`")
+            }
+            // Failed closed, every grant shows as revoked: hold them all, so
+            // that the database, once back, does not bring them back.
+            let targets = installed.failure == nil ? grants.filter { $0.state == .active } : grants
+            for target in targets { installed.held[target.id] = target }
+            if installed.failure == nil {
+                installed.generation += 1
+                install(Self.revoking(Set(installed.held.keys), in: current, generation: installed.generation))
+            }
+            return (targets.map { $0.with(state: .revoked) }, true)
+        }
+    }
+
+    /// Writes held revocations to the database when it takes writes again.
+    private func writeHeld(_ installed: inout Installed) {
+        for (id, held) in installed.held.sorted(by: { $0.key < $1.key }) {
+            do throws(ScopeFSError) {
+                // Only the same grant: same app and item (see `Installed.held`).
+                let stored = try repository.grants(app: held.app).first { $0.id == id }
+                if let stored, stored.item == held.item {
+                    _ = try repository.setState(.revoked, app: held.app, grant: id)
+                }
+                installed.held[id] = nil
+            } catch where error.kind == .unknown {
+                installed.held[id] = nil  // its app is gone from the database
+            } catch {
+                return  // not readable or writable yet: try again on the next check
+            }
+        }
+    }
+
+    private static func revoking(_ held: Set<GrantID>, in snapshot: PolicySnapshot, generation: UInt64) -> PolicySnapshot {
+        PolicySnapshot(
+            generation: generation, apps: Array(snapshot.apps.values), providers: Array(snapshot.providers.values),
+            grants: snapshot.grantsByID.values.map { held.contains($0.id) ? $0.with(state: .revoked) : $0 },
+            items: snapshot.items)
     }
 
     private func install(_ snapshot: PolicySnapshot) {

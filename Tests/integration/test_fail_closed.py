@@ -11,6 +11,9 @@ directory a daemon serves while its database exists."""
 
 import json
 import os
+import shutil
+import sqlite3
+import subprocess
 import time
 
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
@@ -125,4 +128,52 @@ def test_init_while_mounted_is_refused(env):
     p = env.cli("init", expect=EXIT_REFUSED)
     assert "unmount" in p.stderr and "move" in p.stderr, p.stderr
     assert poll(app, SERVED, within=1.0)[0] == SERVED
+    app.kill()
+
+
+def test_revoke_works_on_an_immutable_database(env):
+    """`chattr +i` on the database: the CLI cannot open it for writing, so
+    `revoke --all` goes through the daemon, exits 0 and takes effect; the
+    revocation is in the database once it is writable again."""
+    env.grant(ALPHA, f"{LOCAL}:docs/secret.txt")
+    app = start_reading(env)
+    path = database(env)
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        p = env.cli("revoke", ALPHA, "--all")
+        assert "revoked" in p.stdout, p.stdout
+        got, took = poll(app, DENIED, within=1.0)
+        assert got == DENIED, f"`revoke --all` on an immutable database did not take effect: {got}"
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    privacy = env.cli("privacy", ALPHA).stdout
+    assert "active" not in privacy, privacy
+    app.kill()
+
+
+def test_revoke_after_deletion_holds_when_the_database_returns(env):
+    """The database deleted (the daemon fails closed) and a copy put back
+    later: a `revoke --all` made meanwhile exits 0 and still holds when the
+    copy is served again — the daemon writes it into the copy."""
+    path = database(env)
+    copy = env.root / "copy.sqlite"
+    app = start_reading(env)
+    source, backup = sqlite3.connect(path), sqlite3.connect(copy)
+    source.backup(backup)  # with the grant, which may still be in the WAL
+    source.close()
+    backup.close()
+    path.unlink()
+    assert poll(app, DENIED, within=1.5)[0] == DENIED
+    p = env.cli("revoke", ALPHA, "--all")
+    assert "revoked" in p.stdout and "through the daemon" in p.stderr, p.stdout + p.stderr
+    shutil.copy(copy, path)
+    deadline = time.monotonic() + 1.5
+    while policy_failure(env) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert policy_failure(env) is None, "the daemon did not serve the database put back"
+    assert poll(app, DENIED, within=0.5)[0] == DENIED
+    fresh = env.app_json(ALPHA, "emit(outcome(lambda: read_bytes(sys.argv[1])[:16].hex()))",
+                         env.prov(ALPHA, LOCAL, REPORT))
+    assert fresh == {"errno": "EPERM"}, "a grant revoked while the database was gone is served again"
+    assert "active" not in env.cli("privacy", ALPHA).stdout
     app.kill()
