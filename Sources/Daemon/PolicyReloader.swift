@@ -78,7 +78,7 @@ final class PolicyReloader: Sendable {
                     let reason = access(path, F_OK) == 0
                         ? "database \(path) cannot be examined: \(String(cString: strerror(errno)))"
                         : "database \(path) was deleted"
-                    return failClosed(&installed, reason)
+                    return failClosed(&installed, reason, file: nil)
                 }
                 do throws(ScopeFSError) {
                     try PolicyDatabase.verify(path: path)
@@ -86,14 +86,18 @@ final class PolicyReloader: Sendable {
                         // The same file, changed by SQLite (a checkpoint): the
                         // connections' caches follow it.
                     } else {
-                        repository.database.release()
+                        // A new file at the path: let go of the old one first
+                        // (see `release`). The same file rewritten: the new
+                        // connections open before the old ones close, so
+                        // closing them checkpoints nothing into it.
+                        if !isOpened(file) { repository.database.release() }
                         try repository.database.reopen()
                     }
                 } catch {
                     let sameFile = repository.database.identity.map { $0.isSameFile(as: file) } ?? false
                     let reason = sameFile || installed.failure != nil
                         ? error.message : "database \(path) was replaced by a file that is unusable: \(error.message)"
-                    return failClosed(&installed, reason)
+                    return failClosed(&installed, reason, file: file)
                 }
             }
             if !installed.held.isEmpty { writeHeld(&installed) }
@@ -118,7 +122,7 @@ final class PolicyReloader: Sendable {
                 }
                 install(snapshot)
             } catch {
-                if error.kind == .badState || error.kind == .ioError { return failClosed(&installed, error.message) }
+                if error.kind == .badState || error.kind == .ioError { return failClosed(&installed, error.message, file: file) }
                 throw error
             }
         }
@@ -129,16 +133,19 @@ final class PolicyReloader: Sendable {
     /// its shape and nothing it lists turns into ENOENT. Containers keep
     /// working: they are the app's own files, not the policy's, and an app
     /// that cannot write its own data would only fail in new ways.
-    private func failClosed(_ installed: inout Installed, _ reason: String) {
+    private func failClosed(_ installed: inout Installed, _ reason: String, file: FileIdentity?) {
         if installed.failure == nil {
             installed.failure = (reason, Date().timeIntervalSince1970)
             logger.error("failing closed, no grant is served: \(reason)")
         } else {
             installed.failure?.reason = reason
         }
+        // Let SQLite close a lost file before a new one at the path is
+        // opened. A corrupt file still at the path keeps its connections:
+        // closing the last one would checkpoint the daemon's WAL into it,
+        // and S34 leaves a corrupt database untouched.
+        if !(file.map(isOpened) ?? false) { repository.database.release() }
         guard installed.version != nil else { return }
-        // Let SQLite close the lost file before a new one at the path is opened.
-        repository.database.release()
         let current = fileSystem.snapshot
         let generation = installed.generation + 1
         installed.generation = generation
@@ -177,6 +184,10 @@ final class PolicyReloader: Sendable {
             }
             return (targets.map { $0.with(state: .revoked) }, true)
         }
+    }
+
+    private func isOpened(_ file: FileIdentity) -> Bool {
+        repository.database.identity?.isSameFile(as: file) ?? false
     }
 
     /// Writes held revocations to the database when it takes writes again.

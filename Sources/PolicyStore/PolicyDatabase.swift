@@ -87,12 +87,14 @@ public final class PolicyDatabase: Sendable {
     /// removing its -wal and -shm), before a new file at the path is opened,
     /// whose -wal it would otherwise share. Until `reopen`, every access fails.
     public func release() {
+        guard identity != nil else { return }  // released already, or in memory
         let placeholder: any DatabaseWriter
         do { placeholder = try DatabaseQueue() } catch { return }
         connection.withLock { $0 = (placeholder, nil) }
     }
 
-    /// Opens the file the path names now and uses it from here on.
+    /// Opens the file the path names now and uses it from here on; the old
+    /// connections close once no read holds them, after the new ones opened.
     public func reopen() throws(ScopeFSError) {
         do {
             let pool = try DatabasePool(path: location, configuration: Self.configuration())
@@ -114,6 +116,7 @@ public final class PolicyDatabase: Sendable {
         do {
             var config = Configuration()
             config.readonly = true
+            config.busyMode = .timeout(2)  // a writer's moment is no corruption
             let queue = try DatabaseQueue(path: path, configuration: config)
             try queue.read { db in
                 let result = try String.fetchAll(db, sql: "PRAGMA quick_check")

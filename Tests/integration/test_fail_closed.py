@@ -85,15 +85,25 @@ def test_deleted_database_denies_every_grant(env):
 
 def test_database_overwritten_with_garbage_denies_every_grant(env):
     """Pages of the database overwritten in place (same file, no SQLite
-    involved): the daemon's cached pages must not keep serving the grants."""
+    involved): the daemon's cached pages must not keep serving the grants,
+    and the corrupt file is left as it is (S34). The good pages written back
+    into the same file: the daemon serves them again."""
     app = start_reading(env)
     path = database(env)
-    size = path.stat().st_size
+    good = path.read_bytes()
+    garbage = os.urandom(len(good))
     with open(path, "r+b") as f:
-        f.write(os.urandom(size))
+        f.write(garbage)
     got, took = poll(app, DENIED, within=1.5)
     assert got == DENIED, f"after corrupting the database the app still reads: {got} ({took:.2f} s)"
     assert policy_failure(env), "status does not say the policy failed closed"
+    time.sleep(0.5)
+    assert path.read_bytes() == garbage, "the daemon wrote into the corrupt database"
+    with open(path, "r+b") as f:
+        f.write(good)
+    got, took = poll(app, SERVED, within=1.5)
+    assert got == SERVED, f"the repaired database is not served: {got} ({took:.2f} s)"
+    assert policy_failure(env) is None
     app.kill()
 
 
