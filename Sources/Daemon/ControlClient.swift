@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// How the CLI talks to the daemon that serves a state directory.
@@ -39,6 +40,19 @@ public enum ControlClient {
         if !response.ok {
             throw ScopeFSError(.internalError, "the daemon could not reload: \(response.message ?? "unknown error")")
         }
+    }
+
+    /// Revokes through the daemon serving the state directory (see
+    /// `ControlRequest.Operation.revoke`); returns the grants revoked and
+    /// the daemon's note when it could not write them to the database.
+    public static func revoke(app: String, grant: Int64?, state: StateDirectory) throws(ScopeFSError)
+        -> (grants: [Grant], note: String?)
+    {
+        let response = try send(ControlRequest(op: .revoke, app: app, grant: grant), state: state)
+        guard response.ok else {
+            throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "revoke failed")
+        }
+        return (response.revoked ?? [], response.message)
     }
 
     public static func status(state: StateDirectory) throws(ScopeFSError) -> DaemonStatus? {

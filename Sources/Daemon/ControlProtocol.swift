@@ -16,6 +16,10 @@ public struct ControlRequest: Codable, Sendable {
         case resolve
         /// Which app the sender is a process of (`OwnerCheck`), if any.
         case whoami
+        /// Revoke `grant` of `app` (all of its grants when nil) through the
+        /// daemon, for a CLI that cannot write the database (issue 15): the
+        /// daemon holds the policy and revokes whatever state the file is in.
+        case revoke
 
         /// What an app process may ask, on either endpoint: the rest would
         /// let it change or survey the isolation layer (SPEC S5).
@@ -25,12 +29,17 @@ public struct ControlRequest: Codable, Sendable {
     public var op: Operation
     public var app: AppID?
     public var bookmark: String?
+    /// With `revoke`: the grant (nil: all of `app`'s).
+    public var grant: GrantID?
     /// With `reload`: paths in `app`'s container that changed behind the
     /// mount, whose cached entries the daemon drops.
     public var containerPaths: [String]?
 
-    public init(op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil) {
+    public init(
+        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
+    ) {
         self.op = op
+        self.grant = grant
         self.app = app
         self.bookmark = bookmark
         self.containerPaths = containerPaths
@@ -49,6 +58,8 @@ public struct ControlResponse: Codable, Sendable {
     public var resolution: BookmarkResolution?
     /// A resolved bookmark's path in the mount, as seen outside a sandbox.
     public var path: String?
+    /// With `revoke`: the grants it revoked.
+    public var revoked: [Grant]?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)
@@ -82,6 +93,9 @@ public struct DaemonStatus: Codable, Sendable {
     /// How app processes are told apart (a cgroup per run, or process events).
     public var attribution: String?
     public var policyGeneration: UInt64
+    /// Why the daemon serves every grant as revoked (its database is gone,
+    /// replaced or corrupt); nil while it serves the database (issue 15).
+    public var policyFailure: String?
     public var inodes: Int
     public var processes: [AppProcessStatus]
 }

@@ -95,7 +95,8 @@ public enum Daemon {
         }
 
         let reloader = PolicyReloader(
-            repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, logger: logger)
+            repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
+            logger: logger)
         let stopping = Atomic<Bool>(false)
         var servers: [ControlServer] = []
         for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
@@ -185,6 +186,17 @@ public enum Daemon {
             } catch {
                 return .failure(error.exitCode, error.message)
             }
+        case .revoke:
+            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "revoke needs an app") }
+            do {
+                let (revoked, held) = try reloader.revoke(app: app, grant: request.grant)
+                var response = ControlResponse(ok: true)
+                response.revoked = revoked
+                if held { response.message = "held by the daemon until the database takes writes again" }
+                return response
+            } catch {
+                return .failure(error.exitCode, error.message)
+            }
         case .register:
             guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app") }
             guard fileSystem.snapshot.apps[app] != nil else {
@@ -235,7 +247,8 @@ public enum Daemon {
                 pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
                 openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
-                policyGeneration: fileSystem.snapshot.generation, inodes: fileSystem.inodeCount, processes: processes)
+                policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
+                processes: processes)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }
     }

@@ -4,7 +4,7 @@ import PolicyStore
 
 /// One daemon per state directory (SPEC S1), enforced with an flock that the
 /// kernel releases when the daemon dies, however it dies.
-struct DaemonLock {
+public struct DaemonLock {
     let descriptor: Int32
 
     init(_ state: StateDirectory) throws(ScopeFSError) {
@@ -22,6 +22,15 @@ struct DaemonLock {
     }
 
     func release() { close(descriptor) }
+
+    /// Whether a live daemon holds the lock of the state directory (the
+    /// kernel drops it with the daemon, so a stale file says nothing).
+    public static func isHeld(_ state: StateDirectory) -> Bool {
+        let descriptor = open(state.daemonLockPath, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+    }
 }
 
 /// `<state>/daemon.json`: which daemon serves the state directory, and where.

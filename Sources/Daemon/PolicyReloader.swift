@@ -11,39 +11,216 @@ import Synchronization
 /// behind the daemon's back. After installing a snapshot it drops the
 /// kernel's caches of revoked items — always from this (non-FUSE) thread,
 /// since the kernel may be waiting on a FUSE worker (docs/ARCHITECTURE.md).
+///
+/// It fails closed (issue 15): when the file it serves from is deleted,
+/// replaced, unreadable or corrupt, every grant is served as revoked until
+/// a valid database is back at the path — the user could not revoke
+/// through a database the daemon no longer reads.
 final class PolicyReloader: Sendable {
+    private struct Installed {
+        var generation: UInt64
+        /// The policy version the snapshot reflects; nil while failed closed,
+        /// so whatever database comes back is loaded.
+        var version: Int64?
+        /// The database file as last checked (stat), to notice changes.
+        var file: FileIdentity?
+        /// Why no grant is served, and since when; nil while serving.
+        var failure: (reason: String, since: Double)?
+        /// Revocations asked of the daemon that the database does not show
+        /// yet (it could not be written): served as revoked over whatever
+        /// the database says, and written to it as soon as it takes writes.
+        /// Kept with the grant's app and item: a database made anew numbers
+        /// its grants from 1 again, and another grant must not be hit.
+        var held: [GrantID: Grant] = [:]
+    }
+
     private let repository: PolicyRepository
     private let fileSystem: ScopeFileSystem
     private let session: FuseSession
+    private let events: any EventSink
     private let logger: Logger
-    /// The installed snapshot's generation and the policy version it
-    /// reflects; held for a whole reload, so snapshots are installed in order.
-    private let installed: Mutex<(generation: UInt64, version: Int64)>
+    /// Held for a whole check and reload, so snapshots are installed in order.
+    private let installed: Mutex<Installed>
 
     /// `version`: the policy version of the snapshot the file system started with.
-    init(repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64, logger: Logger) {
+    init(
+        repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64,
+        events: any EventSink, logger: Logger
+    ) {
         self.repository = repository
         self.fileSystem = fileSystem
         self.session = session
-        self.installed = Mutex((fileSystem.snapshot.generation, version))
+        self.events = events
+        self.installed = Mutex(
+            Installed(generation: fileSystem.snapshot.generation, version: version,
+                      file: repository.database.identity, failure: nil))
         self.logger = logger
     }
 
+    /// Why the daemon serves no grant (for `scopefs status`), nil when it serves the database.
+    var failure: String? { installed.withLock { $0.failure?.reason } }
+
     /// Installs the policy as the database has it now, unless the installed
     /// snapshot already reflects its version: a change is loaded once, by
-    /// whichever of the CLI's request and the watch sees it first.
+    /// whichever of the CLI's request and the watch sees it first. Checks
+    /// the file first: a stat(2) per call, and a `quick_check` through a
+    /// connection of its own when the file changed (a CLI's checkpoint, or
+    /// a write behind SQLite's back that the daemon's page cache would hide).
     func reload() throws(ScopeFSError) {
         try installed.withLock { installed throws(ScopeFSError) in
-            guard try repository.policyVersion() != installed.version else { return }
-            let generation = installed.generation + 1
-            let (snapshot, version) = try repository.versionedSnapshot(generation: generation)
-            installed = (generation, version)
-            let invalidation = fileSystem.install(snapshot)
-            for inode in invalidation.inodes { session.invalidateInode(inode) }
-            for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
-            if !invalidation.isEmpty {
-                logger.debug("policy \(generation): dropped caches of \(invalidation.inodes.count) inodes")
+            let path = repository.database.location
+            let file = FileIdentity(path: path)
+            // Failed closed and nothing new at the path: nothing to try again.
+            if installed.failure != nil, let file, file == installed.file { return }
+            if file == nil || file != installed.file || installed.failure != nil {
+                installed.file = file
+                guard let file else {
+                    let reason = access(path, F_OK) == 0
+                        ? "database \(path) cannot be examined: \(String(cString: strerror(errno)))"
+                        : "database \(path) was deleted"
+                    return failClosed(&installed, reason, file: nil)
+                }
+                do throws(ScopeFSError) {
+                    try PolicyDatabase.verify(path: path)
+                    if let opened = repository.database.identity, opened.isSameFile(as: file), installed.failure == nil {
+                        // The same file, changed by SQLite (a checkpoint): the
+                        // connections' caches follow it.
+                    } else {
+                        // A new file at the path: let go of the old one first
+                        // (see `release`). The same file rewritten: the new
+                        // connections open before the old ones close, so
+                        // closing them checkpoints nothing into it.
+                        if !isOpened(file) { repository.database.release() }
+                        try repository.database.reopen()
+                    }
+                } catch {
+                    let sameFile = repository.database.identity.map { $0.isSameFile(as: file) } ?? false
+                    let reason = sameFile || installed.failure != nil
+                        ? error.message : "database \(path) was replaced by a file that is unusable: \(error.message)"
+                    return failClosed(&installed, reason, file: file)
+                }
             }
+            if !installed.held.isEmpty { writeHeld(&installed) }
+            do throws(ScopeFSError) {
+                guard try repository.policyVersion() != installed.version else { return }
+                let generation = installed.generation + 1
+                var (snapshot, version) = try repository.versionedSnapshot(generation: generation)
+                installed.held = installed.held.filter { id, held in
+                    snapshot.grantsByID[id].map { $0.state == .active && $0.app == held.app && $0.item == held.item } ?? false
+                }
+                if !installed.held.isEmpty {
+                    snapshot = Self.revoking(Set(installed.held.keys), in: snapshot, generation: generation)
+                }
+                installed.generation = generation
+                installed.version = version
+                if let failure = installed.failure {
+                    installed.failure = nil
+                    logger.notice("serving \(path) again (failed closed since \(Date(timeIntervalSince1970: failure.since)): \(failure.reason))")
+                    events.record(
+                        Event(time: failure.since, kind: .policyFailedClosed, app: nil, path: path, operation: failure.reason,
+                              errno: EPERM, lastTime: Date().timeIntervalSince1970))
+                }
+                install(snapshot)
+            } catch {
+                if error.kind == .badState || error.kind == .ioError { return failClosed(&installed, error.message, file: file) }
+                throw error
+            }
+        }
+    }
+
+    /// Serves every grant as revoked (EPERM, SPEC S14), open files included:
+    /// apps, providers and items stay as they were, so each app's tree keeps
+    /// its shape and nothing it lists turns into ENOENT. Containers keep
+    /// working: they are the app's own files, not the policy's, and an app
+    /// that cannot write its own data would only fail in new ways.
+    private func failClosed(_ installed: inout Installed, _ reason: String, file: FileIdentity?) {
+        if installed.failure == nil {
+            installed.failure = (reason, Date().timeIntervalSince1970)
+            logger.error("failing closed, no grant is served: \(reason)")
+        } else {
+            installed.failure?.reason = reason
+        }
+        // Let SQLite close a lost file before a new one at the path is
+        // opened. A corrupt file still at the path keeps its connections:
+        // closing the last one would checkpoint the daemon's WAL into it,
+        // and S34 leaves a corrupt database untouched.
+        if !(file.map(isOpened) ?? false) { repository.database.release() }
+        guard installed.version != nil else { return }
+        let current = fileSystem.snapshot
+        let generation = installed.generation + 1
+        installed.generation = generation
+        installed.version = nil
+        install(Self.revoking(Set(current.grantsByID.keys), in: current, generation: generation))
+    }
+
+    /// Revokes through the daemon (the `revoke` control operation): with
+    /// its own connection first — it may still write (its WAL) where a CLI
+    /// cannot open the file for writing (`chattr +i`) — else held in memory
+    /// and served at once (see `Installed.held`). Returns the grants revoked.
+    func revoke(app: AppID, grant: GrantID?) throws(ScopeFSError) -> (grants: [Grant], held: Bool) {
+        do throws(ScopeFSError) {
+            let changed = try repository.setState(.revoked, app: app, grant: grant)
+            try reload()
+            if failure == nil { return (changed, false) }
+        } catch where error.kind == .unknown {
+            throw error
+        } catch {
+            logger.warning("revoke for \(app) cannot be written to the database, held by the daemon: \(error.message)")
+        }
+        return try installed.withLock { installed throws(ScopeFSError) in
+            let current = fileSystem.snapshot
+            guard current.apps[app] != nil else { throw ScopeFSError.unknownApp(app) }
+            let grants = current.grants(of: app).filter { grant == nil || $0.id == grant }
+            if let grant, grants.isEmpty {
+                throw ScopeFSError(.unknown, "app \(app) has no grant \(grant); see `scopefs privacy \(app)`")
+            }
+            // Failed closed, every grant shows as revoked: hold them all, so
+            // that the database, once back, does not bring them back.
+            let targets = installed.failure == nil ? grants.filter { $0.state == .active } : grants
+            for target in targets { installed.held[target.id] = target }
+            if installed.failure == nil {
+                installed.generation += 1
+                install(Self.revoking(Set(installed.held.keys), in: current, generation: installed.generation))
+            }
+            return (targets.map { $0.with(state: .revoked) }, true)
+        }
+    }
+
+    private func isOpened(_ file: FileIdentity) -> Bool {
+        repository.database.identity?.isSameFile(as: file) ?? false
+    }
+
+    /// Writes held revocations to the database when it takes writes again.
+    private func writeHeld(_ installed: inout Installed) {
+        for (id, held) in installed.held.sorted(by: { $0.key < $1.key }) {
+            do throws(ScopeFSError) {
+                // Only the same grant: same app and item (see `Installed.held`).
+                let stored = try repository.grants(app: held.app).first { $0.id == id }
+                if let stored, stored.item == held.item {
+                    _ = try repository.setState(.revoked, app: held.app, grant: id)
+                }
+                installed.held[id] = nil
+            } catch where error.kind == .unknown {
+                installed.held[id] = nil  // its app is gone from the database
+            } catch {
+                return  // not readable or writable yet: try again on the next check
+            }
+        }
+    }
+
+    private static func revoking(_ held: Set<GrantID>, in snapshot: PolicySnapshot, generation: UInt64) -> PolicySnapshot {
+        PolicySnapshot(
+            generation: generation, apps: Array(snapshot.apps.values), providers: Array(snapshot.providers.values),
+            grants: snapshot.grantsByID.values.map { held.contains($0.id) ? $0.with(state: .revoked) : $0 },
+            items: snapshot.items)
+    }
+
+    private func install(_ snapshot: PolicySnapshot) {
+        let invalidation = fileSystem.install(snapshot)
+        for inode in invalidation.inodes { session.invalidateInode(inode) }
+        for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
+        if !invalidation.isEmpty {
+            logger.debug("policy \(snapshot.generation): dropped caches of \(invalidation.inodes.count) inodes")
         }
     }
 
@@ -52,7 +229,8 @@ final class PolicyReloader: Sendable {
     }
 
     /// Polls for policy changes made without telling the daemon (a CLI
-    /// that could not reach it, another tool writing the database).
+    /// that could not reach it, another tool writing the database) and for
+    /// the database file going away.
     func watch(until stop: @Sendable () -> Bool) {
         while !stop() {
             usleep(250_000)

@@ -5,12 +5,15 @@ public struct Event: Sendable, Codable, Equatable {
         case unbalancedStop = "unbalanced-stop"
         case budgetExhausted = "budget-exhausted"
         case leak
+        /// The daemon served no grant while its database was gone,
+        /// replaced or corrupt (SPEC S13); recorded once a database is back.
+        case policyFailedClosed = "policy-failed-closed"
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
             case .start, .stop, .unbalancedStop, .budgetExhausted: .routine
-            case .denial, .leak: .incident
+            case .denial, .leak, .policyFailedClosed: .incident
             case .grant, .revoke, .restore: .policyChange
             }
         }

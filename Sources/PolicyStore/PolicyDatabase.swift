@@ -1,14 +1,19 @@
 import Foundation
 import GRDB
 import Policy
+import Synchronization
 
 /// The isolation layer in SQLite (SPEC S13): WAL, versioned migrations, and
 /// a clear error — never a silent reset — for a corrupt database or one
 /// written by a newer ScopeFS.
 public final class PolicyDatabase: Sendable {
-    public let writer: any DatabaseWriter
+    /// The connection in use. The daemon swaps it when the file at
+    /// `location` was deleted or replaced (`release`, `reopen`): everything
+    /// holding this object then follows the file the path names.
+    public var writer: any DatabaseWriter { connection.withLock { $0.writer } }
     /// Identifies the database in messages.
     public let location: String
+    private let connection: Mutex<(writer: any DatabaseWriter, identity: FileIdentity?)>
 
     /// Opens the database of an initialised state directory.
     public static func open(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
@@ -24,6 +29,12 @@ public final class PolicyDatabase: Sendable {
     /// Creates (or opens) the database of a state directory.
     public static func create(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
         try state.create()
+        if !FileManager.default.fileExists(atPath: state.databasePath) {
+            // A -wal or -shm without its database is a deleted database's:
+            // SQLite would replay the old pages into the new file.
+            unlink(state.databasePath + "-wal")
+            unlink(state.databasePath + "-shm")
+        }
         return try PolicyDatabase(path: state.databasePath)
     }
 
@@ -51,8 +62,12 @@ public final class PolicyDatabase: Sendable {
     }
 
     private init(writer: any DatabaseWriter, location: String) throws {
-        self.writer = writer
         self.location = location
+        self.connection = Mutex((writer, location == ":memory:" ? nil : FileIdentity(path: location)))
+        try Self.migrate(writer, location: location)
+    }
+
+    private static func migrate(_ writer: any DatabaseWriter, location: String) throws {
         let migrator = Migrations.migrator
         let superseded = try writer.read { db in try migrator.hasBeenSuperseded(db) }
         if superseded {
@@ -62,6 +77,62 @@ public final class PolicyDatabase: Sendable {
             )
         }
         try migrator.migrate(writer)
+    }
+
+    /// The identity of the file the connection was opened on (nil in memory).
+    public var identity: FileIdentity? { connection.withLock { $0.identity } }
+
+    /// Drops the connection to a file that is gone or unusable: SQLite
+    /// closes it once no read holds it (checkpointing into the old file and
+    /// removing its -wal and -shm), before a new file at the path is opened,
+    /// whose -wal it would otherwise share. Until `reopen`, every access fails.
+    public func release() {
+        guard identity != nil else { return }  // released already, or in memory
+        let placeholder: any DatabaseWriter
+        do { placeholder = try DatabaseQueue() } catch { return }
+        connection.withLock { $0 = (placeholder, nil) }
+    }
+
+    /// Opens the file the path names now and uses it from here on; the old
+    /// connections close once no read holds them, after the new ones opened.
+    public func reopen() throws(ScopeFSError) {
+        do {
+            let pool = try DatabasePool(path: location, configuration: Self.configuration())
+            let identity = FileIdentity(path: location)
+            try Self.migrate(pool, location: location)
+            connection.withLock { $0 = (pool, identity) }
+        } catch let error as ScopeFSError {
+            throw error
+        } catch {
+            throw Self.describe(error, path: location)
+        }
+    }
+
+    /// Checks the file at `path` with a connection of its own, so that no
+    /// page cached by the daemon's connections hides a change made behind
+    /// SQLite's back: it must be a ScopeFS database that passes
+    /// `quick_check`. Reads every page once: run it when the file changed.
+    public static func verify(path: String) throws(ScopeFSError) {
+        do {
+            var config = Configuration()
+            config.readonly = true
+            config.busyMode = .timeout(2)  // a writer's moment is no corruption
+            let queue = try DatabaseQueue(path: path, configuration: config)
+            try queue.read { db in
+                let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                guard result == ["ok"] else {
+                    throw ScopeFSError(.badState, "database \(path) fails its integrity check: \(result.prefix(3).joined(separator: "; "))")
+                }
+                guard try db.tableExists("policy_version") else {
+                    throw ScopeFSError(.badState, "\(path) is not a ScopeFS database (no policy_version table)")
+                }
+            }
+            try queue.close()
+        } catch let error as ScopeFSError {
+            throw error
+        } catch {
+            throw describe(error, path: path)
+        }
     }
 
     private static func configuration() -> Configuration {
@@ -103,6 +174,39 @@ public final class PolicyDatabase: Sendable {
     private func map(_ error: any Error) -> ScopeFSError {
         if let error = error as? ScopeFSError { return error }
         return Self.describe(error, path: location)
+    }
+}
+
+/// A file's identity and when it last changed, from one stat(2): the
+/// daemon compares them to notice a database deleted, replaced or
+/// rewritten behind SQLite's back.
+public struct FileIdentity: Sendable, Equatable {
+    public let device: UInt64
+    public let inode: UInt64
+    public let size: Int64
+    public let modified: timespec
+    public let changed: timespec
+
+    /// Nil when the path names nothing (or nothing this process may stat).
+    public init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modified = info.st_mtim
+        changed = info.st_ctim
+    }
+
+    /// The same file (device and inode), whatever its content.
+    public func isSameFile(as other: FileIdentity) -> Bool {
+        device == other.device && inode == other.inode
+    }
+
+    public static func == (a: FileIdentity, b: FileIdentity) -> Bool {
+        a.isSameFile(as: b) && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
+            && a.modified.tv_nsec == b.modified.tv_nsec && a.changed.tv_sec == b.changed.tv_sec
+            && a.changed.tv_nsec == b.changed.tv_nsec
     }
 }
 

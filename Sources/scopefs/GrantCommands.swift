@@ -50,8 +50,22 @@ struct GrantSelection: ParsableArguments {
 
 func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: StateOptions) throws {
     try report { () throws(ScopeFSError) in
-        let changed = try options.repositoryForChange("revoke or restore grants").setState(state, app: selection.app, grant: selection.all ? nil : selection.grant)
-        try ControlClient.notifyChange(state: options.directory)
+        let grant = selection.all ? nil : selection.grant
+        var changed: [Grant] = []
+        do throws(ScopeFSError) {
+            changed = try options.repositoryForChange("revoke or restore grants").setState(state, app: selection.app, grant: grant)
+            try ControlClient.notifyChange(state: options.directory)
+        } catch where state == .revoked && (error.kind == .ioError || error.kind == .badState)
+            && FileManager.default.fileExists(atPath: options.directory.controlSocketPath)
+        {
+            // Issue 15: a database that cannot be written (deleted, corrupt,
+            // immutable) must not keep a grant alive: the daemon holds the
+            // policy and revokes.
+            let (revoked, note) = try ControlClient.revoke(app: selection.app, grant: grant, state: options.directory)
+            FileHandle.standardError.write(
+                Data("scopefs: warning: \(error.message); revoked through the daemon\(note.map { ", \($0)" } ?? "")".escapedForTerminal.utf8 + [10]))
+            changed = revoked
+        }
         for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
     }
 }

@@ -69,16 +69,34 @@ struct StatusCommand: ParsableCommand {
         var stateDirectory: String
         var daemon: DaemonStatus?
         var recentLeaks: [Event]
+        /// Why the database could not be read (the daemon may still serve, failed closed).
+        var databaseError: String?
     }
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let database = try PolicyDatabase.open(options.directory)
+            // The daemon's view comes first: with the database gone or
+            // corrupt, it is what tells the user that no grant is served.
             let status = try ControlClient.status(state: options.directory)
-            let leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
-            if json { return printJSON(Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks)) }
+            var leaks: [Event] = []
+            var databaseError: ScopeFSError?
+            do throws(ScopeFSError) {
+                let database = try PolicyDatabase.open(options.directory)
+                leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
+            } catch {
+                guard status != nil else { throw error }
+                databaseError = error
+            }
+            if json {
+                return printJSON(
+                    Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks,
+                           databaseError: databaseError?.message))
+            }
             if let status {
                 print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
+                if let failure = status.policyFailure {
+                    print("  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)")
+                }
                 if let attribution = status.attribution {
                     print("  app processes told apart by: \(attribution.escapedForTerminal)")
                 }
@@ -87,6 +105,9 @@ struct StatusCommand: ParsableCommand {
                 for process in status.processes { print(Self.describe(process)) }
             } else {
                 print("no daemon serves \(options.directory.path.escapedForTerminal)")
+            }
+            if let databaseError {
+                print("database unusable: \(databaseError.message.escapedForTerminal)")
             }
             print("recent leaks: \(leaks.count)")
             for leak in leaks { print("  " + EventsCommand.line(leak)) }

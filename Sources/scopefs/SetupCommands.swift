@@ -10,8 +10,30 @@ struct InitCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try OwnerCheck.require(options.directory, to: "initialise a state directory")
-            _ = try PolicyDatabase.create(options.directory)
+            let state = options.directory
+            try OwnerCheck.require(state, to: "initialise a state directory")
+            if DaemonLock.isHeld(state) {
+                // Issue 15: the daemon serves this directory's database. With
+                // the database present, init has nothing to create and would
+                // only hide a mix-up; with it gone, a new one is how the user
+                // gets grants back, and the daemon (failed closed meanwhile)
+                // must let go of the old file first.
+                let daemon = DaemonInfo.read(from: state)
+                let mountpoint = daemon?.mountpoint ?? "MOUNTPOINT"
+                if FileManager.default.fileExists(atPath: state.databasePath) {
+                    throw ScopeFSError(
+                        .refused,
+                        """
+                        refused: a ScopeFS daemon\(daemon.map { " (pid \($0.pid))" } ?? "") serves \(state.path) at \(mountpoint) \
+                        and its database exists; nothing to initialise. To start over, run `scopefs --state \(state.path) unmount \(mountpoint)` \
+                        and move \(state.databasePath) away first. If the database is corrupt, move it away and run init again: \
+                        the daemon denies every grant until a valid database returns
+                        """)
+                }
+                try ControlClient.notifyChange(state: state)
+            }
+            _ = try PolicyDatabase.create(state)
+            try ControlClient.notifyChange(state: state)
             print("initialised \(options.directory.path.escapedForTerminal)")
         }
     }
