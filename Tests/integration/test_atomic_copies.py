@@ -12,14 +12,17 @@ command (checked by walking the state and the providers)."""
 
 import filecmp
 import os
+import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
-from doc_scope_helpers import container_host, mount
+from doc_scope_helpers import container_host
 from scopefs_harness import ALPHA, LOCAL, describe
 
 BIG = 256 << 20          # large enough that the copy takes well over the kill latency
@@ -106,7 +109,7 @@ def test_killed_import_leaves_nothing_in_the_inbox(env):
     (host and app view); a later import gives exactly the one copy."""
     source = env.backing(LOCAL) / "docs/big.bin"
     write_big(source)
-    mount(env)
+    env.mount()
     inbox_rel = f"tmp/{ALPHA}-Inbox"
     inbox = container_host(env, ALPHA, inbox_rel)
     seen = kill_mid_copy(env, "import", ALPHA, f"{LOCAL}:docs/big.bin")
@@ -133,9 +136,10 @@ def test_killed_export_or_move_leaves_the_provider_folder_as_it_was(env, command
         (work / "big.bin").write_bytes(b"original\n")
     source = container_host(env, ALPHA, "Documents/big.bin")
     write_big(source)
-    mount(env)
+    env.mount()
     before_host = host_listing(work)
     before_app = app_listing(env, env.prov(ALPHA, LOCAL, "work"))
+    assert before_app == {"ok": before_host}, "the app cannot list its granted folder"
     extra = ["--force"] if force else []
     seen = kill_mid_copy(env, command, ALPHA, "Documents/big.bin", f"{LOCAL}:work", *extra)
     assert host_listing(work) == before_host, \
@@ -150,19 +154,22 @@ def test_killed_export_or_move_leaves_the_provider_folder_as_it_was(env, command
     assert host_listing(work) == ["big.bin"], describe(p)
     assert filecmp.cmp(reference, work / "big.bin", shallow=False)
     expected = [os.path.relpath(work / "big.bin", env.root)]
-    if command == "export":
-        expected.append(os.path.relpath(source, env.root))
+    expected.append(os.path.relpath(source, env.root))
+    if command == "move":   # Documents/big.bin is now the reference document (S20)
+        assert os.path.getsize(source) < 4096, "the moved data is still in the container"
     assert leftovers(env, "big.bin") == sorted(expected)
 
 
 def test_killed_folder_export_is_swept_by_the_next_command(env):
     """S19 + S34: a folder cannot be copied anonymously; a kill -9 mid-copy
     leaves nothing in the provider folder, and whatever it staged is gone
-    once the next command has started."""
+    once the next command has started (it was staged in the state
+directory, out of every app's sight)."""
     env.grant(ALPHA, f"{LOCAL}:work")
     work = env.backing(LOCAL) / "work"
     write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
-    mount(env)
+    env.mount()
+    assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == {"ok": []}
     seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", f"{LOCAL}:work")
     assert host_listing(work) == [], f"killed folder export (copy was {seen}) left {host_listing(work)}"
     assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == {"ok": []}
@@ -172,3 +179,22 @@ def test_killed_folder_export_is_swept_by_the_next_command(env):
     env.cli("export", ALPHA, "Documents/album", f"{LOCAL}:work")
     assert host_listing(work) == ["album"]
     assert host_listing(work / "album") == ["big.bin"]
+
+
+def test_killed_folder_export_to_another_file_system_is_swept(env):
+    """S19 + S34: a folder exported to a provider on another file system
+    (/dev/shm) cannot be staged in the state directory; what a kill -9 left
+    beside the destination is removed when the next command starts."""
+    other = Path(tempfile.mkdtemp(prefix="scopefs-it-", dir="/dev/shm"))
+    try:
+        assert os.stat(other).st_dev != os.stat(env.state).st_dev, "/dev/shm is on the state's file system"
+        env.cli("provider", "add", "shm", other, "--name", "Shared memory")
+        write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
+        env.mount()
+        seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", "shm:")
+        env.cli("privacy", ALPHA, "--json")
+        assert host_listing(other) == [], f"killed export (copy was {seen}) left {host_listing(other)} after the next command"
+        env.cli("export", ALPHA, "Documents/album", "shm:")
+        assert host_listing(other) == ["album"] and host_listing(other / "album") == ["big.bin"]
+    finally:
+        shutil.rmtree(other)
