@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include "shims.h"
 
+const int scopefs_o_tmpfile = O_TMPFILE;
+
 int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *identity) {
     struct statx info;
     if (statx(dirfd, path, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_BTIME, &info) != 0) {

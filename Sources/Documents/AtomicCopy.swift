@@ -4,14 +4,21 @@ import Glibc
 import PolicyStore
 
 /// Copies a file or folder so that the destination either appears whole or
-/// not at all: the copy is made under a hidden temporary name in the
-/// destination folder and renamed into place (SPEC S19, S34). An existing
+/// not at all, and a killed copy leaves nothing behind (SPEC S19, S20, S34;
+/// issue 15 finding 6). A file is written into an anonymous O_TMPFILE file
+/// in the destination folder and linked into place once complete: a
+/// `kill -9` frees it with the process. A folder (or a file on a file system
+/// without O_TMPFILE) is built under a staged name — outside every folder an
+/// app can see where possible — and renamed into place; its journal lets the
+/// next command sweep it if the process dies (`PartialCopies`). An existing
 /// destination is refused unless `replace` is set. Interrupting (SIGINT,
-/// SIGTERM) removes the partial copy.
+/// SIGTERM) removes a staged copy at once.
 public struct AtomicCopy {
     public var replace = false
     /// Called with (bytes done, bytes total) as the copy progresses.
     public var progress: ((Int64, Int64) -> Void)?
+    /// Where staged copies go and are journaled; nil: beside the destination.
+    public var partials: PartialCopies?
 
     public init(replace: Bool = false, progress: ((Int64, Int64) -> Void)? = nil) {
         self.replace = replace
@@ -19,33 +26,103 @@ public struct AtomicCopy {
     }
 
     public func copy(_ source: String, to destination: String) throws(ScopeFSError) {
-        let fileManager = FileManager.default
-        if !replace && fileManager.fileExists(atPath: destination) {
+        if !replace && FileManager.default.fileExists(atPath: destination) {
             throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it")
         }
+        do {
+            var info = stat()
+            guard lstat(source, &info) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            if (info.st_mode & S_IFMT) == S_IFREG, try copyAnonymously(source, destination, mode: info.st_mode & 0o7777) {
+                return
+            }
+            try copyStaged(source, destination, beside: false)
+        } catch let error as ScopeFSError {
+            throw error
+        } catch {
+            throw ScopeFSError(.ioError, "cannot copy \(source) to \(destination): \(error.localizedDescription)")
+        }
+    }
+
+    /// Copies a file into an O_TMPFILE file and links it into place; false
+    /// when the file system has no anonymous files (nothing was written).
+    private func copyAnonymously(_ source: String, _ destination: String, mode: mode_t) throws -> Bool {
         let folder = (destination as NSString).deletingLastPathComponent
-        let temporary = folder + "/.\((destination as NSString).lastPathComponent).scopefs-partial-\(getpid())"
-        let cleanup = PartialCopyGuard(path: temporary)
-        defer { cleanup.disarm() }
+        let name = (destination as NSString).lastPathComponent
+        let directory = open(folder, scopefs_o_path | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        defer { close(directory) }
+        let output = openat(directory, ".", scopefs_o_tmpfile | O_WRONLY | O_CLOEXEC, mode)
+        if output < 0 && [EOPNOTSUPP, EISDIR, EINVAL].contains(errno) { return false }
+        guard output >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        defer { close(output) }
+        var done: Int64 = 0
+        try copyContents(source, into: output, done: &done, total: Self.size(of: source))
+        // The anonymous file gets a name only now, whole: linkat refuses an
+        // existing name (EEXIST), as RENAME_NOREPLACE did.
+        let anonymous = "/proc/self/fd/\(output)"
+        guard replace else {
+            guard linkat(AT_FDCWD, anonymous, directory, name, AT_SYMLINK_FOLLOW) == 0 else {
+                if errno == EEXIST { throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it") }
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+            return true
+        }
+        // Replacing: link under a staged name, then rename over the target.
+        // The staged name exists only between these two calls.
+        var staged = stagingArea.stage(for: destination)
+        if linkat(AT_FDCWD, anonymous, AT_FDCWD, staged.path, AT_SYMLINK_FOLLOW) != 0 {
+            guard errno == EXDEV else { stagingArea.finish(staged); throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            stagingArea.finish(staged)
+            staged = stagingArea.stage(for: destination, beside: true)
+            guard linkat(AT_FDCWD, anonymous, AT_FDCWD, staged.path, AT_SYMLINK_FOLLOW) == 0 else {
+                stagingArea.finish(staged)
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+        }
+        defer { stagingArea.finish(staged) }
+        guard rename(staged.path, destination) == 0 else {
+            let failure = errno
+            unlink(staged.path)
+            throw POSIXError(.init(rawValue: failure) ?? .EIO)
+        }
+        return true
+    }
+
+    /// Builds the copy under a staged name and renames it into place.
+    private func copyStaged(_ source: String, _ destination: String, beside: Bool) throws {
+        let fileManager = FileManager.default
+        let staged = stagingArea.stage(for: destination, beside: beside)
+        let cleanup = PartialCopyGuard(path: staged.path, journal: staged.journal)
+        defer {
+            cleanup.disarm()
+            stagingArea.finish(staged)
+        }
         do {
             var done: Int64 = 0
             let total = Self.size(of: source)
-            try copyTree(source, temporary, done: &done, total: total)
+            try copyTree(source, staged.path, done: &done, total: total)
             if replace, fileManager.fileExists(atPath: destination) {
-                guard rename(temporary, destination) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+                guard rename(staged.path, destination) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
             } else {
                 // RENAME_NOREPLACE: a file that appeared meanwhile is not clobbered.
-                guard renameat2(AT_FDCWD, temporary, AT_FDCWD, destination, 1) == 0 else {
+                guard renameat2(AT_FDCWD, staged.path, AT_FDCWD, destination, 1) == 0 else {
                     throw POSIXError(.init(rawValue: errno) ?? .EIO)
                 }
             }
-        } catch let error as ScopeFSError {
-            try? fileManager.removeItem(atPath: temporary)
-            throw error
+        } catch let error as POSIXError where error.code == .EXDEV && !beside {
+            // The staging folder shares the device but not the mount (a bind
+            // mount): stage beside the destination instead.
+            try? fileManager.removeItem(atPath: staged.path)
+            try copyStaged(source, destination, beside: true)
         } catch {
-            try? fileManager.removeItem(atPath: temporary)
-            throw ScopeFSError(.ioError, "cannot copy \(source) to \(destination): \(error.localizedDescription)")
+            try? fileManager.removeItem(atPath: staged.path)
+            throw error
         }
+    }
+
+    /// The journaled staging folder, or (without a state) beside the destination.
+    private var stagingArea: PartialCopies {
+        partials ?? PartialCopies(stagingBesideDestinations: ())
     }
 
     private func copyTree(_ source: String, _ destination: String, done: inout Int64, total: Int64) throws {
@@ -66,12 +143,17 @@ public struct AtomicCopy {
     }
 
     private func copyFile(_ source: String, _ destination: String, mode: mode_t, done: inout Int64, total: Int64) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        defer { close(input) }
         let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard output >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(output) }
+        try copyContents(source, into: output, done: &done, total: total)
+    }
+
+    /// Copies a file's bytes into `output` and makes them durable (fsync).
+    private func copyContents(_ source: String, into output: Int32, done: inout Int64, total: Int64) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        defer { close(input) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = read(input, &buffer, buffer.count)
@@ -99,16 +181,18 @@ public struct AtomicCopy {
     }
 }
 
-/// Removes a partial copy when the copying process is interrupted.
+/// Removes a staged copy (and its journal) when the copying process is
+/// interrupted; a kill -9 leaves it to `PartialCopies.sweep()`.
 final class PartialCopyGuard: @unchecked Sendable {
     private let sources: [DispatchSourceSignal]
 
-    init(path: String) {
+    init(path: String, journal: String?) {
         sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 try? FileManager.default.removeItem(atPath: path)
+                if let journal { unlink(journal) }
                 FileHandle.standardError.write(Data("scopefs: interrupted; the partial copy was removed\n".utf8))
                 exit(128 + number)
             }

@@ -44,7 +44,7 @@ public struct DocumentPicker: Sendable {
             throw ScopeFSError(.ioError, "cannot create \(inbox): \(error.localizedDescription)")
         }
         let name = Self.uniqueName((source as NSString).lastPathComponent, in: inbox)
-        try copy.copy(source, to: inbox + "/" + name)
+        try journaled(copy).copy(source, to: inbox + "/" + name)
         return "tmp/\(app)-Inbox/\(name)"
     }
 
@@ -56,7 +56,7 @@ public struct DocumentPicker: Sendable {
         let source = try containerItem(app, containerPath)
         let destinationFolder = try providerPath(provider, folder)
         let name = (source as NSString).lastPathComponent
-        try copy.copy(source, to: destinationFolder + "/" + name)
+        try journaled(copy).copy(source, to: destinationFolder + "/" + name)
         return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
     }
 
@@ -76,6 +76,14 @@ public struct DocumentPicker: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Staged copies go to this state's `partial-copies/`, out of every
+    /// app's sight, where the next command sweeps them if this one dies.
+    private func journaled(_ copy: AtomicCopy) -> AtomicCopy {
+        var copy = copy
+        copy.partials = PartialCopies(state: state)
+        return copy
+    }
 
     /// Writes a stub under a name not yet taken ("a.txt", "a 2.txt", ...).
     private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(ScopeFSError) -> String {

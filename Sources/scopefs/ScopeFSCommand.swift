@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Documents
 import Foundation
 import Policy
 import PolicyStore
@@ -31,7 +32,10 @@ struct StateOptions: ParsableArguments {
     var directory: StateDirectory { StateDirectory.resolve(explicit: state) }
 
     func repository() throws(ScopeFSError) -> PolicyRepository {
-        PolicyRepository(database: try PolicyDatabase.open(directory))
+        let repository = PolicyRepository(database: try PolicyDatabase.open(directory))
+        // What a killed import/export/move left staged (SPEC S34).
+        PartialCopies(state: directory).sweep()
+        return repository
     }
 
     /// The repository for a command that changes the isolation layer:

@@ -51,4 +51,8 @@ int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags)
 /// O_DIRECT and O_PATH are hidden behind _GNU_SOURCE too (values for Linux).
 static const int scopefs_o_direct = 040000;
 static const int scopefs_o_path = 010000000;
+
+/// O_TMPFILE (an anonymous file in a directory, linked into place with
+/// linkat); its value differs between architectures, so libc's own.
+extern const int scopefs_o_tmpfile;
 #endif

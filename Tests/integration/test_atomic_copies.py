@@ -1,0 +1,200 @@
+"""Copies that a `kill -9` cannot leave half-made (issue 15 finding 6).
+
+`scopefs import`, `export` and `move` (SPEC S18, S19, S20) killed in the
+middle of copying a large file used to leave `.NAME.scopefs-partial-PID`
+in the destination folder — for export and move a provider folder the app
+may see through its grant — and a later successful copy did not remove it.
+SPEC S34: never lost data (the original, or a `--force` target, is intact)
+and nothing left behind: no new entry in the destination folder on the host
+or in the app's view, and a later copy works and leaves nothing either.
+A folder copy cannot be anonymous: what it staged is swept by the next
+command (checked by walking the state and the providers)."""
+
+import filecmp
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from doc_scope_helpers import container_host
+from scopefs_harness import ALPHA, LOCAL, describe
+
+BIG = 256 << 20          # large enough that the copy takes well over the kill latency
+KILL_AFTER = 4 << 20     # bytes in the copy when the test kills it
+
+
+def write_big(path) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for i in range(BIG >> 20):
+            f.write(block[:-8] + i.to_bytes(8, "big"))
+
+
+def copy_in_progress(pid: int) -> str | None:
+    """The target of the CLI's descriptor open for writing on a regular file
+    that already holds KILL_AFTER bytes (the copy), or None."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                flags = int(next(l for l in f if l.startswith("flags:")).split()[1], 8)
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except (OSError, StopIteration):
+            continue
+        if flags & 3 and stat.S_ISREG(info.st_mode) and info.st_size >= KILL_AFTER:
+            return target
+    return None
+
+
+def kill_mid_copy(env, *args) -> str:
+    """Start `scopefs ARGS`, SIGKILL it once the copy holds KILL_AFTER bytes;
+    returns what the copy's descriptor named."""
+    proc = subprocess.Popen(env.cli_argv(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env.base_env, start_new_session=True)
+    seen = None
+    deadline = time.monotonic() + 15
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen = copy_in_progress(proc.pid)
+            if seen:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        if proc.poll() is None and not seen:
+            os.kill(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
+                                    err.decode(errors="replace"))
+    assert seen and proc.returncode == -signal.SIGKILL, \
+        "the copy was not caught in progress (finished too fast?)\n" + describe(p)
+    return seen
+
+
+def host_listing(path) -> list[str] | str:
+    try:
+        return sorted(os.listdir(path))
+    except FileNotFoundError:
+        return "ENOENT"
+
+
+def app_listing(env, path):
+    return env.app_json(ALPHA, "emit(outcome(lambda: sorted(os.listdir(sys.argv[1]))))", path)
+
+
+def leftovers(env, name: str) -> list[str]:
+    """Every file or folder called NAME or marked partial under the state
+    and the providers' backing folders (not the mount)."""
+    found = []
+    for top in (env.state, env.root / "backing"):
+        for dirpath, dirnames, filenames in os.walk(top):
+            for entry in dirnames + filenames:
+                if entry == name or "scopefs-partial" in entry:
+                    found.append(os.path.relpath(os.path.join(dirpath, entry), env.root))
+    return sorted(found)
+
+
+def test_killed_import_leaves_nothing_in_the_inbox(env):
+    """S18 + S34: import killed mid-copy: no entry in Container/tmp/<app>-Inbox
+    (host and app view); a later import gives exactly the one copy."""
+    source = env.backing(LOCAL) / "docs/big.bin"
+    write_big(source)
+    env.mount()
+    inbox_rel = f"tmp/{ALPHA}-Inbox"
+    inbox = container_host(env, ALPHA, inbox_rel)
+    seen = kill_mid_copy(env, "import", ALPHA, f"{LOCAL}:docs/big.bin")
+    assert host_listing(inbox) in ([], "ENOENT"), f"killed import (copy was {seen}) left {host_listing(inbox)}"
+    view = app_listing(env, env.container(ALPHA, inbox_rel))
+    assert view in ({"ok": []}, {"errno": "ENOENT"}), f"the app sees {view} in its inbox"
+    p = env.cli("import", ALPHA, f"{LOCAL}:docs/big.bin")
+    assert host_listing(inbox) == ["big.bin"], describe(p)
+    assert filecmp.cmp(source, os.path.join(inbox, "big.bin"), shallow=False)
+    assert leftovers(env, "big.bin") == sorted([
+        os.path.relpath(source, env.root), os.path.relpath(os.path.join(inbox, "big.bin"), env.root)])
+
+
+@pytest.mark.parametrize("command", ["export", "move"])
+@pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
+def test_killed_export_or_move_leaves_the_provider_folder_as_it_was(env, command, force):
+    """S19/S20 + S34: export or move killed mid-copy leaves the provider
+    folder as it was — on the host and in the app's view through its grant
+    on it — with a `--force` target intact and, for move, the original still
+    in the container; the same command then succeeds and leaves nothing."""
+    env.grant(ALPHA, f"{LOCAL}:work")
+    work = env.backing(LOCAL) / "work"
+    if force:
+        (work / "big.bin").write_bytes(b"original\n")
+    source = container_host(env, ALPHA, "Documents/big.bin")
+    write_big(source)
+    env.mount()
+    before_host = host_listing(work)
+    before_app = app_listing(env, env.prov(ALPHA, LOCAL, "work"))
+    assert before_app == {"ok": before_host}, "the app cannot list its granted folder"
+    extra = ["--force"] if force else []
+    seen = kill_mid_copy(env, command, ALPHA, "Documents/big.bin", f"{LOCAL}:work", *extra)
+    assert host_listing(work) == before_host, \
+        f"killed {command} (copy was {seen}) changed the provider folder: {before_host} -> {host_listing(work)}"
+    assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == before_app, "the app's view changed"
+    if force:
+        assert (work / "big.bin").read_bytes() == b"original\n", "the --force target was damaged"
+    assert os.path.getsize(source) == BIG, "the original left the container"
+    reference = os.path.join(os.path.dirname(source), "reference.bin")
+    os.link(source, reference)       # a second name, to compare after a move
+    p = env.cli(command, ALPHA, "Documents/big.bin", f"{LOCAL}:work", *extra)
+    assert host_listing(work) == ["big.bin"], describe(p)
+    assert filecmp.cmp(reference, work / "big.bin", shallow=False)
+    expected = [os.path.relpath(work / "big.bin", env.root)]
+    expected.append(os.path.relpath(source, env.root))
+    if command == "move":   # Documents/big.bin is now the reference document (S20)
+        assert os.path.getsize(source) < 4096, "the moved data is still in the container"
+    assert leftovers(env, "big.bin") == sorted(expected)
+
+
+def test_killed_folder_export_is_swept_by_the_next_command(env):
+    """S19 + S34: a folder cannot be copied anonymously; a kill -9 mid-copy
+    leaves nothing in the provider folder, and whatever it staged is gone
+    once the next command has started (it was staged in the state
+directory, out of every app's sight)."""
+    env.grant(ALPHA, f"{LOCAL}:work")
+    work = env.backing(LOCAL) / "work"
+    write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
+    env.mount()
+    assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == {"ok": []}
+    seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", f"{LOCAL}:work")
+    assert host_listing(work) == [], f"killed folder export (copy was {seen}) left {host_listing(work)}"
+    assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == {"ok": []}
+    env.cli("privacy", ALPHA, "--json")
+    assert leftovers(env, "big.bin") == [os.path.relpath(container_host(env, ALPHA, "Documents/album/big.bin"),
+                                                         env.root)], "the staged copy was not swept"
+    env.cli("export", ALPHA, "Documents/album", f"{LOCAL}:work")
+    assert host_listing(work) == ["album"]
+    assert host_listing(work / "album") == ["big.bin"]
+
+
+def test_killed_folder_export_to_another_file_system_is_swept(env):
+    """S19 + S34: a folder exported to a provider on another file system
+    (/dev/shm) cannot be staged in the state directory; what a kill -9 left
+    beside the destination is removed when the next command starts."""
+    other = Path(tempfile.mkdtemp(prefix="scopefs-it-", dir="/dev/shm"))
+    try:
+        assert os.stat(other).st_dev != os.stat(env.state).st_dev, "/dev/shm is on the state's file system"
+        env.cli("provider", "add", "shm", other, "--name", "Shared memory")
+        write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
+        env.mount()
+        seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", "shm:")
+        env.cli("privacy", ALPHA, "--json")
+        assert host_listing(other) == [], f"killed export (copy was {seen}) left {host_listing(other)} after the next command"
+        env.cli("export", ALPHA, "Documents/album", "shm:")
+        assert host_listing(other) == ["album"] and host_listing(other / "album") == ["big.bin"]
+    finally:
+        shutil.rmtree(other)
