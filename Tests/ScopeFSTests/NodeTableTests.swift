@@ -14,13 +14,9 @@ import Testing
     func exchangeThenMove() throws {
         var model = NodeTableModel()
         let root = model.rootObject
-        model.create(Entry(parent: root, name: "p1"), folder: true)
-        model.create(Entry(parent: root, name: "p2"), folder: true)
-        let p1 = model.entries[Entry(parent: root, name: "p1")]!
-        let p2 = model.entries[Entry(parent: root, name: "p2")]!
+        let (p1, p2) = model.createPair("p1", "p2", folder: true)
         model.create(Entry(parent: p1, name: "a"), folder: true)
-        model.create(Entry(parent: p2, name: "b"), folder: true)
-        let b = model.entries[Entry(parent: p2, name: "b")]!
+        let b = model.made(Entry(parent: p2, name: "b"), folder: true)
         model.exchange(Entry(parent: p1, name: "a"), Entry(parent: p2, name: "b"))
         #expect(model.check() == nil)
         // `b` now sits at p1/a: moving p2 into it is legal on the host.
@@ -34,10 +30,7 @@ import Testing
     func exchangeFiles() throws {
         var model = NodeTableModel()
         let root = model.rootObject
-        model.create(Entry(parent: root, name: "a"), folder: false)
-        model.create(Entry(parent: root, name: "b"), folder: false)
-        let a = model.entries[Entry(parent: root, name: "a")]!
-        let b = model.entries[Entry(parent: root, name: "b")]!
+        let (a, b) = model.createPair("a", "b", folder: false)
         model.exchange(Entry(parent: root, name: "a"), Entry(parent: root, name: "b"))
         #expect(try model.table.path(of: model.held[a]!.inode) == "b")
         #expect(try model.table.path(of: model.held[b]!.inode) == "a")
@@ -48,10 +41,8 @@ import Testing
     func renameHardLink() throws {
         var model = NodeTableModel()
         let root = model.rootObject
-        model.create(Entry(parent: root, name: "d"), folder: true)
-        let d = model.entries[Entry(parent: root, name: "d")]!
-        model.create(Entry(parent: root, name: "a"), folder: false)
-        let file = model.entries[Entry(parent: root, name: "a")]!
+        let d = model.made(Entry(parent: root, name: "d"), folder: true)
+        let file = model.made(Entry(parent: root, name: "a"), folder: false)
         model.link(Entry(parent: root, name: "a"), Entry(parent: root, name: "b"))
         model.rename(Entry(parent: root, name: "b"), Entry(parent: d, name: "c"), .plain)
         model.unlink(Entry(parent: root, name: "a"))
@@ -63,10 +54,8 @@ import Testing
     func cycleIsAnError() throws {
         var model = NodeTableModel()
         let root = model.rootObject
-        model.create(Entry(parent: root, name: "d1"), folder: true)
-        let d1 = model.entries[Entry(parent: root, name: "d1")]!
-        model.create(Entry(parent: d1, name: "d2"), folder: true)
-        let d2 = model.entries[Entry(parent: d1, name: "d2")]!
+        let d1 = model.made(Entry(parent: root, name: "d1"), folder: true)
+        let d2 = model.made(Entry(parent: d1, name: "d2"), folder: true)
         // On the host, d1 was moved into d2 and d2 up to the root; the
         // kernel saw only the first half, through a cached d2.
         let key = NodeKey(view: model.view, identity: NodeTableModel.identity(d1), kind: .directory)
@@ -131,5 +120,19 @@ import Testing
                 return
             }
         }
+    }
+}
+
+extension NodeTableModel {
+    /// Creates two items of one kind in the root folder; returns them.
+    mutating func createPair(_ first: String, _ second: String, folder: Bool) -> (Object, Object) {
+        (made(Entry(parent: rootObject, name: first), folder: folder),
+         made(Entry(parent: rootObject, name: second), folder: folder))
+    }
+
+    /// Creates one item; returns it.
+    mutating func made(_ entry: Entry, folder: Bool) -> Object {
+        create(entry, folder: folder)
+        return entries[entry]!
     }
 }
