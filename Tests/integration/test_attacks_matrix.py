@@ -572,7 +572,9 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     assert still == {"sub/f": {"ok": GRANTED_MARK}, "sub/../sub/f": {"ok": GRANTED_MARK}} | {
         rel: {"errno": "ENOENT"} for rel in ("sub/secret.txt", "sub/report.txt", "sub/sub/f")}
     assert steps > 10, f"the host made only {steps} swaps"
-    assert seen <= {"read=" + json.dumps(GRANTED_MARK), 'list=["f"]'}, seen
+    # An empty listing names nothing: a folder caught while moved out of the
+    # grant (its entries are not covered there) lists as empty.
+    assert seen <= {"read=" + json.dumps(GRANTED_MARK), 'list=["f"]', "list=[]"}, seen
 
     deep_rels = ["a/b/target.txt", "a/other.txt", "a/b/../other.txt", "a.moved/other.txt",
                  "a.moved/b/target.txt", "hidden/x.txt"]
