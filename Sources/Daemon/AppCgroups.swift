@@ -29,7 +29,9 @@ final class AppCgroups: Sendable {
     /// nil when there is no writable cgroup2 hierarchy (no cgroup2 mount, or
     /// no permission): the tracker then follows fork events instead.
     init?() {
-        guard let mountPath = Self.cgroup2MountPath(), let own = Self.ownCgroup(of: "self") else { return nil }
+        guard let mountPath = MountPoint.firstMount(ofType: "cgroup2"), let own = ProcFS.cgroup2Path(of: "self") else {
+            return nil
+        }
         self.mountPath = mountPath
         // Runs are grouped below the daemon's own cgroup, which it may write
         // to (root, or a cgroup delegated to the owner).
@@ -70,7 +72,7 @@ final class AppCgroups: Sendable {
     /// The app whose run's cgroup holds the thread `tid` (or a cgroup below
     /// it), nil for every other process.
     func app(of tid: Int32) -> AppID? {
-        guard let path = ProcFS.cgroup2Path(of: tid) else { return nil }
+        guard let path = ProcFS.cgroup2Path(of: "\(tid)") else { return nil }
         return app(ofCgroup: path)
     }
 
@@ -94,45 +96,6 @@ final class AppCgroups: Sendable {
         for leaf in leaves where rmdir(mountPath + base + "/" + leaf) == 0 {
             runs.withLock { $0[leaf] = nil }
         }
-    }
-
-    // MARK: Finding the hierarchy
-
-    /// The cgroup2 mount of this mount namespace, from /proc/self/mountinfo
-    /// (field 9 is the file system type, after the " - " separator).
-    static func cgroup2MountPath() -> String? {
-        guard let text = ProcFS.readText("/proc/self/mountinfo") else { return nil }
-        for line in text.split(separator: "\n") {
-            let halves = line.split(separator: " - ", maxSplits: 1)
-            guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
-            let fields = halves[0].split(separator: " ")
-            guard fields.count >= 5 else { continue }
-            return unescapeMountField(String(fields[4]))
-        }
-        return nil
-    }
-
-    /// The cgroup v2 path of a process (`self` or a pid), from its "0::" line.
-    static func ownCgroup(of process: String) -> String? {
-        guard let text = ProcFS.readText("/proc/\(process)/cgroup") else { return nil }
-        return text.split(separator: "\n").first { $0.hasPrefix("0::") }.map { String($0.dropFirst(3)) }
-    }
-
-    /// mountinfo escapes space, tab, newline and backslash as octal.
-    private static func unescapeMountField(_ field: String) -> String {
-        var bytes: [UInt8] = []
-        var input = Array(field.utf8)[...]
-        while let byte = input.popFirst() {
-            if byte == UInt8(ascii: "\\"), input.count >= 3,
-                let value = UInt8(String(decoding: input.prefix(3), as: UTF8.self), radix: 8)
-            {
-                bytes.append(value)
-                input = input.dropFirst(3)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func write(_ text: String, to path: String) -> Bool {

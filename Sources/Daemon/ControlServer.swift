@@ -19,8 +19,9 @@ final class ControlServer: Sendable {
 
     private let socket: UnixSocket
     let endpoint: Endpoint
-    /// Whether a peer is an app process (on the owner's socket).
-    private let isAppProcess: @Sendable (Int32) -> Bool
+    /// The app a peer is a process of, looked up once per connection and
+    /// handed to the handler with the request.
+    private let appOf: @Sendable (Int32) -> AppID?
     /// Connections of app processes being served, over both endpoints' own
     /// counts: each costs the daemon a thread, so app processes, which are
     /// assumed hostile, get at most `appConnectionLimit` at once, and the
@@ -28,17 +29,17 @@ final class ControlServer: Sendable {
     private let appConnections = Atomic<Int>(0)
     static let appConnectionLimit = 16
     private let ownerUID: uid_t
-    private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials) -> ControlResponse
+    private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
     private let logger: Logger
 
     init(
         path: String, endpoint: Endpoint, ownerUID: uid_t, logger: Logger,
-        isAppProcess: @escaping @Sendable (Int32) -> Bool,
-        handler: @escaping @Sendable (ControlRequest, UnixSocket.PeerCredentials) -> ControlResponse
+        appOf: @escaping @Sendable (Int32) -> AppID?,
+        handler: @escaping @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
     ) throws {
         socket = try UnixSocket.listening(at: path)
         self.endpoint = endpoint
-        self.isAppProcess = isAppProcess
+        self.appOf = appOf
         self.ownerUID = ownerUID
         self.handler = handler
         self.logger = logger
@@ -56,24 +57,37 @@ final class ControlServer: Sendable {
         defer { client.close() }
         client.setTimeout(seconds: 10)
         let peer = client.peer
-        let countsAsApp = endpoint == .app || peer.map { isAppProcess($0.pid) } ?? true
-        if countsAsApp {
-            defer { appConnections.subtract(1, ordering: .relaxed) }
-            guard appConnections.add(1, ordering: .relaxed).newValue <= Self.appConnectionLimit else {
-                respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
-                return
+        switch endpoint {
+        case .app:
+            // Every peer here is an app's: counted before anything is read
+            // about it.
+            withAppSlot(client) { respond(client, answer(client, peer, peer.flatMap { appOf($0.pid) })) }
+        case .owner:
+            let peerApp = peer.flatMap { appOf($0.pid) }
+            if peer == nil || peerApp != nil {
+                withAppSlot(client) { respond(client, answer(client, peer, peerApp)) }
+            } else {
+                respond(client, answer(client, peer, nil))
             }
-            respond(client, answer(client, peer))
-        } else {
-            respond(client, answer(client, peer))
         }
     }
 
-    private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?) -> ControlResponse {
+    /// Runs `body` in one of the `appConnectionLimit` slots for app
+    /// connections, or answers "busy" at once when none is free.
+    private func withAppSlot(_ client: UnixSocket, _ body: () -> Void) {
+        defer { appConnections.subtract(1, ordering: .relaxed) }
+        guard appConnections.add(1, ordering: .relaxed).newValue <= Self.appConnectionLimit else {
+            respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
+            return
+        }
+        body()
+    }
+
+    private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ peerApp: AppID?) -> ControlResponse {
         let response: ControlResponse
         if let peer, peer.uid == 0 || peer.uid == ownerUID {
             if let line = client.readLine(), let request = try? JSONDecoder().decode(ControlRequest.self, from: line) {
-                response = handler(request, peer)
+                response = handler(request, peer, peerApp)
             } else {
                 response = .failure(ScopeFSError.Kind.usage.rawValue, "malformed control request")
             }

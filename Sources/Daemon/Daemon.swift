@@ -104,10 +104,10 @@ public enum Daemon {
                 servers.append(
                     try ControlServer(
                         path: path, endpoint: endpoint, ownerUID: ownerUID, logger: logger,
-                        isAppProcess: { tracker.app(of: $0) != nil }
-                    ) { request, peer in
+                        appOf: { tracker.app(of: $0) }
+                    ) { request, peer, peerApp in
                         Self.handle(
-                            request, at: endpoint, peer: peer, tracker: tracker, scopes: scopes, reloader: reloader,
+                            request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes, reloader: reloader,
                             documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options)
                     })
             } catch {
@@ -154,7 +154,7 @@ public enum Daemon {
 
     private static func handle(
         _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
-        tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, documents: DocumentBridge,
+        peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, documents: DocumentBridge,
         fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
     ) -> ControlResponse {
         // SPEC S5: app processes may resolve bookmarks and ask who they are;
@@ -165,7 +165,7 @@ public enum Daemon {
                     ScopeFSError.Kind.refused.rawValue,
                     "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)")
             }
-            if let app = tracker.app(of: peer.pid) {
+            if let app = peerApp {
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
                     "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)")
@@ -174,7 +174,7 @@ public enum Daemon {
         switch request.op {
         case .whoami:
             var response = ControlResponse(ok: true)
-            response.app = tracker.app(of: peer.pid)
+            response.app = peerApp
             return response
         case .reload:
             do {
@@ -218,7 +218,7 @@ public enum Daemon {
             }
         case .resolve:
             guard let token = request.bookmark else { return .failure(ScopeFSError.Kind.usage.rawValue, "resolve needs a bookmark") }
-            guard let app = tracker.app(of: peer.pid) else {
+            guard let app = peerApp else {
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
                     "only an app process can resolve its bookmarks; run the resolver with `scopefs run --app APP`")

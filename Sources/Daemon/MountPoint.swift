@@ -62,13 +62,21 @@ public enum MountPoint {
         table()?.contains { $0.device == device } ?? true
     }
 
-    /// This namespace's mounts, in mount order: where, and which device.
-    private static func table() -> [(path: String, device: String)]? {
+    /// The first mount of file system `type` (e.g. "cgroup2") in this
+    /// namespace, by its mountpoint.
+    static func firstMount(ofType type: String) -> String? {
+        table()?.first { $0.type == type }?.path
+    }
+
+    /// This namespace's mounts, in mount order: where, which device, and the
+    /// file system type (the field after the " - " separator).
+    private static func table() -> [(path: String, device: String, type: Substring)]? {
         guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ", maxSplits: 5)
             guard fields.count > 4 else { return nil }
-            return (unescape(fields[4]), String(fields[2]))
+            let type = line.range(of: " - ").map { line[$0.upperBound...].prefix { $0 != " " } } ?? ""
+            return (unescape(fields[4]), String(fields[2]), type)
         }
     }
 

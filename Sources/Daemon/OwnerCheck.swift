@@ -13,17 +13,18 @@ import PolicyStore
 /// control socket refuses changes from app processes itself.
 public enum OwnerCheck {
     public static func require(_ state: StateDirectory, to action: String) throws(ScopeFSError) {
-        if let app = appOfThisProcess(state: state) {
-            throw ScopeFSError(
+        func refused(_ app: String?) -> ScopeFSError {
+            ScopeFSError(
                 .refused,
-                "refused: this is an app process\(app.isEmpty ? "" : " of \(app)"); only the owner, outside `scopefs run`, can \(action) (SPEC S5)")
+                "refused: this is an app process\(app.map { " of \($0)" } ?? ""); only the owner, outside `scopefs run`, can \(action) (SPEC S5)")
         }
+        if inRunCgroup() { throw refused(nil) }
+        if let app = appNamedByDaemon(state) { throw refused(app) }
     }
 
-    /// The app this process runs as ("" when known only from the cgroup),
-    /// nil for the owner's own processes.
-    public static func appOfThisProcess(state: StateDirectory) -> String? {
-        if inRunCgroup() { return "" }
+    /// The app the daemon serving `state` takes this process for (nil for
+    /// the owner's processes, or when no daemon answers).
+    private static func appNamedByDaemon(_ state: StateDirectory) -> String? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath),
             let response = try? ControlClient.send(ControlRequest(op: .whoami), state: state)
         else { return nil }
@@ -32,7 +33,7 @@ public enum OwnerCheck {
 
     /// Whether `/proc/self/cgroup` places this process in a run's cgroup.
     static func inRunCgroup() -> Bool {
-        guard let path = AppCgroups.ownCgroup(of: "self") else { return false }
+        guard let path = ProcFS.cgroup2Path(of: "self") else { return false }
         return path.split(separator: "/").contains { $0.hasPrefix(AppCgroups.leafPrefix) }
     }
 }

@@ -56,9 +56,10 @@ enum ProcFS {
         return nil
     }
 
-    /// The cgroup v2 path of a thread (its "0::" line of `/proc/TID/cgroup`),
-    /// as seen from the daemon's cgroup namespace.
-    static func cgroup2Path(of thread: Int32) -> String? {
+    /// The cgroup v2 path of a thread or process (a number, or "self"): its
+    /// "0::" line of `/proc/TID/cgroup`, as seen from the reader's cgroup
+    /// namespace.
+    static func cgroup2Path(of thread: String) -> String? {
         guard let text = read("/proc/\(thread)/cgroup") else { return nil }
         var lineStart = 0
         while lineStart < text.count {

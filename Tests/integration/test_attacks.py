@@ -422,7 +422,7 @@ def fork_with_pid(target: int, body) -> int | None:
 
 @pytest.mark.parametrize("who", ["owner", "nobody"])
 def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
-    """Finding 4, SPEC S5, S3, S4: a thread of ALPHA makes a request, then
+    """Finding 4, SPEC S5, S36, S3, S4: a thread of ALPHA makes a request, then
     execs; a later process that gets that thread id (forced here through
     ns_last_pid instead of 32k forks) is not ALPHA. As the owner it is the
     inspector, whose writes get EROFS; as `nobody` on an --allow-other mount
