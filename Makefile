@@ -25,8 +25,9 @@ demo: build
 
 test: build test-unit test-integration
 
-test-unit:
+test-unit: deps
 	$(SWIFT) test
+	$(PYTHON) -m pytest -q Tests/docs
 
 test-integration: build
 	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-1500} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
