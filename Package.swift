@@ -78,7 +78,7 @@ let package = Package(
         .executableTarget(
             name: "scopefs",
             dependencies: [
-                "Daemon", "Policy", "PolicyStore", "CSystemShims", "Documents",
+                "Daemon", "Policy", "PolicyStore", "ScopeFS", "CSystemShims", "Documents",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

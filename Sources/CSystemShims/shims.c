@@ -2,13 +2,29 @@
 // imports breaks Glibc's module (conflicting fd_set).
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/connector.h>
+#include <linux/netlink.h>
+#include <sched.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "shims.h"
 
+const int scopefs_o_direct = O_DIRECT;
+const int scopefs_o_path = O_PATH;
 const int scopefs_o_tmpfile = O_TMPFILE;
+const int scopefs_at_empty_path = AT_EMPTY_PATH;
+const short scopefs_posix_spawn_setsid = POSIX_SPAWN_SETSID;
+const int scopefs_netlink_connector = NETLINK_CONNECTOR;
+const unsigned long scopefs_tiocsti = TIOCSTI;
+const unsigned long scopefs_tioclinux = TIOCLINUX;
+const unsigned long scopefs_clone_namespace_flags[7] = {
+    CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+};
+const int scopefs_clone_newns = CLONE_NEWNS;
 
 int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *identity) {
     struct statx info;

@@ -20,7 +20,7 @@ final class ProcConnector: Sendable {
 
     let socket: Int32
 
-    private static let netlinkConnector: Int32 = 11  // NETLINK_CONNECTOR
+    private static let netlinkConnector = scopefs_netlink_connector
     private static let procIndex: UInt32 = 1  // CN_IDX_PROC
     private static let procValue: UInt32 = 1  // CN_VAL_PROC
     private static let listen: UInt32 = 1  // PROC_CN_MCAST_LISTEN

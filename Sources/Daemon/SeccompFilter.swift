@@ -1,4 +1,5 @@
 import CSeccomp
+import CSystemShims
 import Glibc
 import PolicyStore
 
@@ -32,21 +33,12 @@ enum SeccompFilter {
     /// Terminal ioctls that type into, or take over, the terminal the sandbox
     /// shares with the owner's shell (TIOCSTI injects input that the shell
     /// would run after the app exits).
-    static let refusedIoctls: [UInt64] = [
-        0x5412,  // TIOCSTI
-        0x541C,  // TIOCLINUX
-    ]
+    static let refusedIoctls: [UInt64] = [UInt64(scopefs_tiocsti), UInt64(scopefs_tioclinux)]
 
     /// clone() flags that make a namespace.
-    static let namespaceFlags: [UInt64] = [
-        0x0002_0000,  // CLONE_NEWNS
-        0x0200_0000,  // CLONE_NEWCGROUP
-        0x0400_0000,  // CLONE_NEWUTS
-        0x0800_0000,  // CLONE_NEWIPC
-        0x1000_0000,  // CLONE_NEWUSER
-        0x2000_0000,  // CLONE_NEWPID
-        0x4000_0000,  // CLONE_NEWNET
-    ]
+    static let namespaceFlags: [UInt64] = withUnsafeBytes(of: scopefs_clone_namespace_flags) {
+        $0.bindMemory(to: UInt.self).map(UInt64.init)
+    }
 
     /// Writes the compiled filter (BPF) to `descriptor`.
     static func export(to descriptor: Int32) throws(ScopeFSError) {

@@ -10,7 +10,7 @@ enum Sys {
     // Constants that do not import into Swift.
     static let pathOnly: Int32 = scopefs_o_path
     static let direct: Int32 = scopefs_o_direct
-    static let emptyPath: Int32 = 0x1000  // AT_EMPTY_PATH
+    static let emptyPath: Int32 = scopefs_at_empty_path
     static let noFollow: Int32 = AT_SYMLINK_NOFOLLOW
     static let removeDirectory: Int32 = AT_REMOVEDIR
     static let renameExchange: UInt32 = 2  // RENAME_EXCHANGE

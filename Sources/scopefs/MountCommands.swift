@@ -1,4 +1,5 @@
 import ArgumentParser
+import CSystemShims
 import Daemon
 import Foundation
 import Glibc
@@ -136,7 +137,7 @@ enum Spawner {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(0x80))  // POSIX_SPAWN_SETSID: survive the terminal
+        posix_spawnattr_setflags(&attributes, scopefs_posix_spawn_setsid)  // survive the terminal
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0

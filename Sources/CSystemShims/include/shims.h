@@ -16,7 +16,6 @@ ssize_t splice(int fd_in, __loff_t *off_in, int fd_out, __loff_t *off_out, size_
 #include <spawn.h>
 int unshare(int flags);
 int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, const char *path);
-static const int scopefs_clone_newns = 0x00020000;
 
 int malloc_trim(size_t pad);
 
@@ -48,11 +47,19 @@ int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *id
 /// O_PATH descriptor's file. -1 with ENOSYS on older kernels.
 int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags);
 
-/// O_DIRECT and O_PATH are hidden behind _GNU_SOURCE too (values for Linux).
-static const int scopefs_o_direct = 040000;
-static const int scopefs_o_path = 010000000;
-
-/// O_TMPFILE (an anonymous file in a directory, linked into place with
-/// linkat); its value differs between architectures, so libc's own.
+/// Constants hidden behind _GNU_SOURCE (or missing from Swift's Glibc
+/// module). Their values differ between architectures (O_DIRECT is O_DIRECTORY
+/// on arm64), so they are libc's own, defined in shims.c, never literals.
+extern const int scopefs_o_direct;
+extern const int scopefs_o_path;
+/// O_TMPFILE: an anonymous file in a directory, linked into place with linkat.
 extern const int scopefs_o_tmpfile;
+extern const int scopefs_at_empty_path;
+extern const short scopefs_posix_spawn_setsid;
+extern const int scopefs_netlink_connector;
+extern const unsigned long scopefs_tiocsti;
+extern const unsigned long scopefs_tioclinux;
+/// clone(2) flags that make a new namespace, in one mask.
+extern const unsigned long scopefs_clone_namespace_flags[7];
+extern const int scopefs_clone_newns;
 #endif
