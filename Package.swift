@@ -104,5 +104,15 @@ let package = Package(
             name: "ScopeFSTests",
             dependencies: ["ScopeFS"]
         ),
+        // What the daemon reads from /proc, parsed without a mount.
+        .testTarget(
+            name: "DaemonTests",
+            dependencies: ["Daemon"]
+        ),
+        // The command line's pure parts: the picker's model (no terminal).
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["scopefs"]
+        ),
     ]
 )

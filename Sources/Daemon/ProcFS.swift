@@ -15,7 +15,11 @@ enum ProcFS {
 
     /// `/proc/TID/status`: the thread group (process) a thread belongs to.
     static func status(of thread: Int32) -> Status? {
-        guard let text = read("/proc/\(thread)/status") else { return nil }
+        read("/proc/\(thread)/status").flatMap(parseStatus)
+    }
+
+    /// The Tgid, PPid and real uid lines of a status file.
+    static func parseStatus(_ text: [UInt8]) -> Status? {
         var tgid: Int64?
         var parent: Int64?
         var uid: Int64?
@@ -41,9 +45,14 @@ enum ProcFS {
     /// Field 22 of `/proc/PID/stat`: the start time, which tells a reused pid
     /// from the process that had it before.
     static func startTime(of pid: Int32) -> UInt64? {
+        read("/proc/\(pid)/stat").flatMap(parseStartTime)
+    }
+
+    /// Field 22 of a stat file.
+    static func parseStartTime(_ text: [UInt8]) -> UInt64? {
         // The command name (field 2) may hold spaces and parentheses: count
         // fields from its closing parenthesis, after which field 3 starts.
-        guard let text = read("/proc/\(pid)/stat"), let close = text.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        guard let close = text.lastIndex(of: UInt8(ascii: ")")) else { return nil }
         var fieldNumber = 2
         var index = close + 1
         while index < text.count {
@@ -60,7 +69,11 @@ enum ProcFS {
     /// "0::" line of `/proc/TID/cgroup`, as seen from the reader's cgroup
     /// namespace.
     static func cgroup2Path(of thread: String) -> String? {
-        guard let text = read("/proc/\(thread)/cgroup") else { return nil }
+        read("/proc/\(thread)/cgroup").flatMap(parseCgroup2Path)
+    }
+
+    /// The path of a cgroup file's "0::" line.
+    static func parseCgroup2Path(_ text: [UInt8]) -> String? {
         var lineStart = 0
         while lineStart < text.count {
             let lineEnd = text[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? text.count

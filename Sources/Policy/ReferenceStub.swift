@@ -21,23 +21,58 @@ public struct ReferenceStub: Sendable, Equatable {
         self.name = name
     }
 
+    /// The name is a file name, which may hold a newline: it is written
+    /// with newlines and backslashes escaped, so it stays on its own line
+    /// and cannot add or replace a field.
     public var bytes: [UInt8] {
-        Array("\(Self.magic)\nprovider: \(provider)\nitem: \(item)\nname: \(name)\n".utf8)
+        Array("\(Self.magic)\nprovider: \(provider)\nitem: \(item)\nname: \(Self.escape(name))\n".utf8)
     }
 
-    /// Parses a stub; nil for any file that is not one.
+    /// Parses a stub; nil for any file that is not one, including one that
+    /// names a field twice.
     public static func parse(_ bytes: some Collection<UInt8>) -> ReferenceStub? {
         guard bytes.count <= maximumSize, bytes.starts(with: magic.utf8) else { return nil }
         var fields: [String: String] = [:]
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n").dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { return nil }
             let value = line[line.index(after: colon)...].drop(while: { $0 == " " })
-            fields[String(line[..<colon])] = String(value)
+            guard fields.updateValue(String(value), forKey: String(line[..<colon])) == nil else { return nil }
         }
+        fields["name"] = fields["name"].map(unescape)
         guard let provider = fields["provider"], let item = fields["item"], let name = fields["name"],
             !provider.isEmpty, !item.isEmpty
         else { return nil }
         return ReferenceStub(provider: provider, item: item, name: name)
+    }
+
+    /// By Unicode scalar, not Character: "\r\n" is one Character in Swift.
+    private static func escape(_ name: String) -> String {
+        var result = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            switch scalar {
+            case "\\": result.append(contentsOf: "\\\\".unicodeScalars)
+            case "\n": result.append(contentsOf: "\\n".unicodeScalars)
+            case "\r": result.append(contentsOf: "\\r".unicodeScalars)
+            default: result.append(scalar)
+            }
+        }
+        return String(result)
+    }
+
+    private static func unescape(_ text: String) -> String {
+        var result = String.UnicodeScalarView()
+        var escaped = false
+        for scalar in text.unicodeScalars {
+            if escaped {
+                result.append(scalar == "n" ? "\n" : scalar == "r" ? "\r" : scalar)
+                escaped = false
+            } else if scalar == "\\" {
+                escaped = true
+            } else {
+                result.append(scalar)
+            }
+        }
+        return String(result)
     }
 
     /// The symbolic-link target a reference shows through the mount (SPEC
