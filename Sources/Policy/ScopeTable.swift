@@ -16,6 +16,11 @@ public struct ScopeTable: Sendable {
         var counters: [NumberKey<GrantID>: Int] = [:]
         /// Where each grant was started, for leak reports.
         public var paths: [GrantID: String] = [:]
+        /// Starts made for the rest of the process's life (`scopefs scope
+        /// exec` starts, then becomes the command): its exit releases them
+        /// without a leak. A leak is a start the process made itself and
+        /// never stopped.
+        var heldUntilExit: [GrantID: Int] = [:]
         /// Successful starts not yet balanced by a stop (SPEC S10).
         public var outstanding = 0
         /// Once the budget is used up, no start succeeds until the process exits.
@@ -77,7 +82,9 @@ public struct ScopeTable: Sendable {
 
     // Both mutate the process's entry in place: copying it out and back
     // would copy its dictionaries on every call.
-    public mutating func start(pid: Int32, app: AppID, grant: GrantID, path: String) -> StartOutcome {
+    public mutating func start(pid: Int32, app: AppID, grant: GrantID, path: String, untilExit: Bool = false)
+        -> StartOutcome
+    {
         let budget = self.budget
         return modify(pid, app: app) { scopes in
             if scopes.exhausted || scopes.outstanding >= budget {
@@ -86,6 +93,7 @@ public struct ScopeTable: Sendable {
             }
             scopes.counters[NumberKey(grant), default: 0] += 1
             scopes.paths[grant] = path
+            if untilExit { scopes.heldUntilExit[grant, default: 0] += 1 }
             scopes.outstanding += 1
             return .started(count: scopes.counters[grant]!)
         }
@@ -102,6 +110,11 @@ public struct ScopeTable: Sendable {
                 scopes.paths[grant] = nil
             } else {
                 scopes.counters[grant] = count - 1
+            }
+            // A stop may balance a start held until exit: what is left held
+            // is never more than the counter.
+            if let held = scopes.heldUntilExit[grant], held > count - 1 {
+                scopes.heldUntilExit[grant] = count - 1 > 0 ? count - 1 : nil
             }
             return .stopped(count: count - 1)
         }
@@ -141,7 +154,8 @@ public struct ScopeTable: Sendable {
         inheritanceEpoch &+= 1
     }
 
-    /// Forgets an exited process; its counters above zero are leaks.
+    /// Forgets an exited process; its counters above zero, less the starts
+    /// held until exit, are leaks.
     public mutating func exited(pid: Int32) -> [Leak] {
         // Descendants no longer inherit what it held, and its pid may come
         // back as a process that inherits nothing.
@@ -151,8 +165,10 @@ public struct ScopeTable: Sendable {
             inheritanceEpoch &+= 1
         }
         guard let scopes = scopesByProcess.removeValue(forKey: NumberKey(pid)) else { return [] }
-        return scopes.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { grant, count in
-            Leak(pid: pid, app: scopes.app, grant: grant, path: scopes.paths[grant] ?? "", count: count)
-        }
+        return scopes.counts.map { grant, count in (grant, count - (scopes.heldUntilExit[grant] ?? 0)) }
+            .filter { $0.1 > 0 }.sorted { $0.0 < $1.0 }
+            .map { grant, count in
+                Leak(pid: pid, app: scopes.app, grant: grant, path: scopes.paths[grant] ?? "", count: count)
+            }
     }
 }

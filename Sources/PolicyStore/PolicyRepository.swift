@@ -60,7 +60,7 @@ public struct PolicyRepository: Sendable {
         let provider = Provider(id: id, name: name ?? id, directory: resolved)
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM providers WHERE id = ?", arguments: [id]) == true {
-                throw ScopeFSError(.badData, "provider \(id) already exists; remove it first or pick another ID")
+                throw ScopeFSError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
             }
             try db.execute(
                 sql: "INSERT INTO providers (id, name, directory, created_at) VALUES (?, ?, ?, ?)",
@@ -87,7 +87,7 @@ public struct PolicyRepository: Sendable {
         let app = App(id: id, name: name ?? id)
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM apps WHERE id = ?", arguments: [id]) == true {
-                throw ScopeFSError(.badData, "app \(id) already exists")
+                throw ScopeFSError(.alreadyExists, "app \(id) already exists; remove it first or pick another ID")
             }
             try db.execute(
                 sql: "INSERT INTO apps (id, name, created_at) VALUES (?, ?, ?)",

@@ -17,6 +17,13 @@ public struct ScopeFSError: Error, CustomStringConvertible, Sendable {
         /// `scopefs run`: the command cannot be executed / was not found.
         case commandNotExecutable = 126
         case commandNotFound = 127
+
+        /// 73 is "cannot create" (sysexits' EX_CANTCREAT): a mountpoint that
+        /// cannot take a mount, and an app or provider id that already exists.
+        public static let alreadyExists = Kind.cannotMount
+        /// 69 is "unavailable": no daemon serves the state directory, a
+        /// mountpoint that is not mounted, a path outside every ScopeFS mount.
+        public static let notMounted = Kind.noDaemon
     }
 
     public var kind: Kind

@@ -11,6 +11,9 @@ extension ScopeFileSystem {
 
     enum ControlAttribute: String {
         case start = "user.scopefs.start"
+        /// Start for the rest of the process's life: its exit releases the
+        /// scope without a leak (`scopefs scope exec`).
+        case startUntilExit = "user.scopefs.start-until-exit"
         case stop = "user.scopefs.stop"
         case scope = "user.scopefs.scope"
         // Item metadata (SPEC S24), read through a reference, which the
@@ -33,13 +36,13 @@ extension ScopeFileSystem {
     /// Performs a control attribute's action; returns its textual result.
     func control(_ request: Request, inode: UInt64, name: String, probe: Bool = false) throws(Errno) -> String {
         guard let attribute = ControlAttribute(rawValue: name) else { throw .notSupported }
-        if probe && (attribute == .start || attribute == .stop) { return Self.probeAnswer }
+        if probe && [.start, .startUntilExit, .stop].contains(attribute) { return Self.probeAnswer }
         let caller = callers.caller(of: request)
         let target = try gate(inode, .lookup, caller)
         guard case .provider(let app, let provider) = target.node.place else {
             // Outside provider views nothing needs a scope; there is no item
             // to describe or bookmark either.
-            guard [.start, .stop, .scope].contains(attribute) else { throw .noData }
+            guard [.start, .startUntilExit, .stop, .scope].contains(attribute) else { throw .noData }
             return Self.notNeeded
         }
         guard case .granted(let grant) = try coverage(of: target.resolved, app: app, provider: provider) else {
@@ -49,12 +52,12 @@ extension ScopeFileSystem {
         guard case .app(_, let process) = caller else { throw .notPermitted }
         let path = displayPath(target.resolved)
         switch attribute {
-        case .start:
+        case .start, .startUntilExit:
             guard grant.state == .active else {
                 recordDenial(.notPermitted, target.resolved, caller, function: "start")
                 throw .notPermitted
             }
-            switch scopes.start(pid: process.pid, app: app, grant: grant, path: path) {
+            switch scopes.start(pid: process.pid, app: app, grant: grant, path: path, untilExit: attribute == .startUntilExit) {
             case .started(let count): return String(count)
             case .budgetExhausted: throw Errno(rawValue: EDQUOT)
             }

@@ -34,8 +34,8 @@ public final class ScopeRegistry: Sendable {
         return table.withLock { $0.holds(lineage: chain, grant: grant.id, readAt: epoch) }
     }
 
-    func start(pid: Int32, app: AppID, grant: Grant, path: String) -> ScopeTable.StartOutcome {
-        let outcome = table.withLock { $0.start(pid: pid, app: app, grant: grant.id, path: path) }
+    func start(pid: Int32, app: AppID, grant: Grant, path: String, untilExit: Bool = false) -> ScopeTable.StartOutcome {
+        let outcome = table.withLock { $0.start(pid: pid, app: app, grant: grant.id, path: path, untilExit: untilExit) }
         switch outcome {
         case .started(let count):
             record(.start, app: app, pid: pid, path: path, grant: grant.id, count: count)

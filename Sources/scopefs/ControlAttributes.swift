@@ -15,7 +15,21 @@ enum ControlAttributes {
             size = getxattr(path, name, nil, 0)
         }
         let code = errno
-        let kind: ScopeFSError.Kind = code == ENOENT ? .noInput : code == EPERM || code == EDQUOT ? .refused : .ioError
-        throw ScopeFSError(kind, "\(name) of \(path): \(String(cString: strerror(code)))")
+        switch code {
+        case ENODATA, ENOTSUP:
+            // A file system that is not ScopeFS has no such attribute.
+            throw ScopeFSError(.notMounted, "\(path) is not inside a ScopeFS mount")
+        case ENOENT:
+            throw ScopeFSError(.noInput, "\(path) does not exist (or is not granted to this app)")
+        case EPERM where name.hasPrefix("user.scopefs.start"):
+            throw ScopeFSError(
+                .refused,
+                "cannot start accessing \(path): no active grant covers it, or this shell is not an app process "
+                    + "(run it as one: scopefs run --app APP -- scopefs scope exec PATH -- CMD)")
+        case EPERM, EDQUOT:
+            throw ScopeFSError(.refused, "\(name) of \(path): \(String(cString: strerror(code)))")
+        default:
+            throw ScopeFSError(.ioError, "\(name) of \(path): \(String(cString: strerror(code)))")
+        }
     }
 }

@@ -13,17 +13,30 @@ struct EventsCommand: ParsableCommand {
             """)
     @OptionGroup var options: StateOptions
     @Option(help: "Only this app's events.") var app: String?
-    @Option(help: "Only events at or after T (ISO 8601, or seconds since 1970, or -N for N seconds ago).")
+    // Unconditional: "-60" is a value here, not an option.
+    @Option(parsing: .unconditional,
+            help: "Only events at or after T: ISO 8601, seconds since 1970, or an age: -60, 60s, 5m, 2h, 1d.")
     var since: String?
     @Option(help: "Only events of these kinds (comma-separated, e.g. leak,denial).") var kind: String?
-    @Option(help: "At most the newest N events.") var limit: Int = 1000
+    @Option(help: "At most the newest N events (with --follow, 0 means only new ones).") var limit: Int = 1000
     @Flag(help: "Keep printing new events as they come.") var follow = false
     @Flag(help: "One JSON object per line.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let store = EventStore(database: try PolicyDatabase.open(options.directory))
+            guard limit >= 0 else { throw ScopeFSError(.usage, "--limit \(limit): use 0 or more") }
+            let database = try PolicyDatabase.open(options.directory)
+            // An unknown app is an error, as in `privacy` and `query`, not an empty log.
+            if let app, try !PolicyRepository(database: database).apps().contains(where: { $0.id == app }) {
+                throw ScopeFSError.unknownApp(app)
+            }
+            let store = EventStore(database: database)
             var filter = EventStore.Filter(app: app, kinds: try kinds(), since: try sinceTime(), limit: limit)
+            if follow && limit == 0 {
+                // Only what happens from now on: start after the newest event.
+                filter.afterID = try store.events(.init(limit: 1)).last?.id ?? 0
+                filter.limit = nil
+            }
             // Occurrences printed of the newest events: while following, an
             // event that absorbs repeats is printed again as it grows.
             var shown: [Int64: Int] = [:]
@@ -60,9 +73,27 @@ struct EventsCommand: ParsableCommand {
 
     private func sinceTime() throws(ScopeFSError) -> Double? {
         guard let since else { return nil }
-        if let seconds = Double(since) { return seconds < 0 ? Date().timeIntervalSince1970 + seconds : seconds }
-        if let date = ISO8601DateFormatter().date(from: since) { return date.timeIntervalSince1970 }
-        throw ScopeFSError(.usage, "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or -N")
+        guard let time = Self.time(since, now: Date().timeIntervalSince1970) else {
+            throw ScopeFSError(
+                .usage, "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or an age (-60, 60s, 5m, 2h, 1d)")
+        }
+        return time
+    }
+
+    /// A point in time: ISO 8601 (with or without a fraction), seconds since
+    /// 1970, "-N" seconds ago, or an age with a unit ("90s", "5m", "2h", "1d").
+    static func time(_ text: String, now: Double) -> Double? {
+        if let seconds = Double(text) { return seconds < 0 ? now + seconds : seconds }
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast().drop(while: { $0 == "-" })),
+            count >= 0
+        {
+            return now - count * unit
+        }
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
+        formatter.formatOptions.insert(.withFractionalSeconds)
+        return formatter.date(from: text)?.timeIntervalSince1970
     }
 
     /// One tab-separated line; names and paths escaped (SPEC S29, S33a),

@@ -94,7 +94,7 @@ struct UnmountCommand: ParsableCommand {
             let path = (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
             let normalized = (path as NSString).standardizingPath
             guard MountPoint.isMounted(normalized) else {
-                throw ScopeFSError(.noInput, "\(normalized) is not mounted")
+                throw ScopeFSError(.notMounted, "\(normalized) is not mounted")
             }
             let daemon = DaemonInfo.read(from: options.directory).flatMap { $0.mountpoint == normalized ? $0.pid : nil }
             guard MountPoint.unmount(normalized) || MountPoint.unmount(normalized, lazy: true) else {

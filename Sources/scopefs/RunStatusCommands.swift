@@ -88,30 +88,37 @@ struct StatusCommand: ParsableCommand {
                 databaseError = error
             }
             if json {
-                return printJSON(
+                printJSON(
                     Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks,
                            databaseError: databaseError?.message))
-            }
-            if let status {
-                print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
-                if let failure = status.policyFailure {
-                    print("  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)")
-                }
-                if let attribution = status.attribution {
-                    print("  app processes told apart by: \(attribution.escapedForTerminal)")
-                }
-                print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
-                print("app processes: \(status.processes.count)")
-                for process in status.processes { print(Self.describe(process)) }
             } else {
-                print("no daemon serves \(options.directory.path.escapedForTerminal)")
+                printText(status, databaseError: databaseError, leaks: leaks)
             }
-            if let databaseError {
-                print("database unusable: \(databaseError.message.escapedForTerminal)")
-            }
-            print("recent leaks: \(leaks.count)")
-            for leak in leaks { print("  " + EventsCommand.line(leak)) }
+            // Scripts ask `status` whether a mount serves: the answer is the code.
+            if status == nil { throw ScopeFSError(.noDaemon, "no daemon serves \(options.directory.path)") }
         }
+    }
+
+    private func printText(_ status: DaemonStatus?, databaseError: ScopeFSError?, leaks: [Event]) {
+        if let status {
+            print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
+            if let failure = status.policyFailure {
+                print("  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)")
+            }
+            if let attribution = status.attribution {
+                print("  app processes told apart by: \(attribution.escapedForTerminal)")
+            }
+            print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
+            print("app processes: \(status.processes.count)")
+            for process in status.processes { print(Self.describe(process)) }
+        } else {
+            print("no daemon serves \(options.directory.path.escapedForTerminal)")
+        }
+        if let databaseError {
+            print("database unusable: \(databaseError.message.escapedForTerminal)")
+        }
+        print("recent leaks: \(leaks.count)")
+        for leak in leaks { print("  " + EventsCommand.line(leak)) }
     }
 
     static func describe(_ process: DaemonStatus.AppProcessStatus) -> String {

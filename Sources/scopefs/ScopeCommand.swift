@@ -22,7 +22,9 @@ struct ScopeCommand: ParsableCommand {
             let command = Array(self.command.drop(while: { $0 == "--" }))
             try report { () throws(ScopeFSError) in
                 // The getxattr form tells the outcome in one call (docs/API.md).
-                _ = try ControlAttributes.read(path, "user.scopefs.start")
+                // Held until exit: this process becomes CMD, whose exit ends
+                // the scope without a leak (SPEC S11).
+                _ = try ControlAttributes.read(path, "user.scopefs.start-until-exit")
                 let argv = command.map { strdup($0) } + [nil]
                 execvp(command[0], argv)
                 let code = errno

@@ -123,6 +123,23 @@ import Testing
         #expect(table.processes.mapValues(\.counts) == expected)
         #expect(table.count(pid: 2, grant: 2) == 1 && table.count(pid: 2, grant: 3) == 0 && table.count(pid: 3, grant: 3) == 0)
     }
+
+    @Test("SPEC S11, S12: a start held until exit (scope exec) ends at exit without a leak; the process's own starts still leak")
+    func heldUntilExitIsNotALeak() {
+        var table = ScopeTable()
+        #expect(table.start(pid: 10, app: "a", grant: 1, path: "p", untilExit: true) == .started(count: 1))
+        #expect(table.exited(pid: 10).isEmpty)
+
+        #expect(table.start(pid: 11, app: "a", grant: 1, path: "p", untilExit: true) == .started(count: 1))
+        #expect(table.start(pid: 11, app: "a", grant: 1, path: "p") == .started(count: 2))
+        #expect(table.exited(pid: 11) == [ScopeTable.Leak(pid: 11, app: "a", grant: 1, path: "p", count: 1)])
+
+        // A stop may balance the held start: what is held never exceeds the counter.
+        #expect(table.start(pid: 12, app: "a", grant: 1, path: "p", untilExit: true) == .started(count: 1))
+        #expect(table.stop(pid: 12, grant: 1) == .stopped(count: 0))
+        #expect(table.start(pid: 12, app: "a", grant: 1, path: "p") == .started(count: 1))
+        #expect(table.exited(pid: 12) == [ScopeTable.Leak(pid: 12, app: "a", grant: 1, path: "p", count: 1)])
+    }
 }
 
 extension ScopeTable {

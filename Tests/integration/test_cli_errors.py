@@ -3,8 +3,11 @@ message on stderr, never a crash, a hang or lost data. SPEC S34."""
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -73,6 +76,21 @@ BAD_INPUTS = [
              state=_empty_state_dir),
     BadInput("before-init-grant", lambda e: ["grant", ALPHA, f"{LOCAL}:docs"], {78},
              state=lambda e: e.root / "never-initialised"),
+    # Issue 19: codes that disagreed with docs/CLI.md.
+    BadInput("scope-exec-outside-mount", lambda e: ["scope", "exec", e.root, "--", "true"], {69},
+             ("not inside a ScopeFS mount",)),
+    BadInput("scope-exec-from-owner-shell",
+             lambda e: ["scope", "exec", e.prov(ALPHA, LOCAL, "docs/report.txt"), "--", "true"], {77},
+             ("scopefs run --app",), mounted=True,
+             prepare=lambda e: e.grant(ALPHA, f"{LOCAL}:docs/report.txt")),
+    BadInput("unmount-not-mounted", lambda e: ["unmount", e.root], {69}, ("not mounted",)),
+    BadInput("status-without-daemon", lambda e: ["status"], {69}, ("no daemon",)),
+    BadInput("app-add-existing", lambda e: ["app", "add", ALPHA], {73}, ("already exists",)),
+    BadInput("provider-add-existing", lambda e: ["provider", "add", LOCAL, e.root], {73}, ("already exists",)),
+    BadInput("events-unknown-app", lambda e: ["events", "--app", "com.example.nosuch"], {67},
+             ("com.example.nosuch",)),
+    BadInput("events-bad-since", lambda e: ["events", "--since", "yesterday"], {64}, ("--since",)),
+    BadInput("events-negative-limit", lambda e: ["events", "--limit", "-1"], {64}, ("--limit",)),
 ]
 
 
@@ -125,3 +143,41 @@ def test_corrupt_database_is_refused_and_kept(env):
         assert_clean_error(p, {78})
     assert db.read_bytes() == garbage
     assert db.stat().st_ino == inode, "database file was replaced"
+
+
+def test_events_since_takes_ages_and_times(env):
+    """Issue 19, SPEC S29: `--since` takes -N, Ns, Nm, Nh, Nd and ISO 8601
+    (with a fraction): each recent form shows the grant just made; a time in
+    the future shows nothing."""
+    env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
+    for since in ("-60", "60s", "5m", "2h", "1d", "2000-01-01T00:00:00Z", "2000-01-01T00:00:00.250Z"):
+        p = env.cli("events", "--kind", "grant", "--since", since, expect=None)
+        assert p.returncode == 0, f"--since {since}\n" + describe(p)
+        assert "docs/report.txt" in p.stdout, f"--since {since} hid the grant\n" + describe(p)
+    future = env.cli("events", "--since", "2100-01-01T00:00:00Z")
+    assert future.stdout.strip() == "", describe(future)
+
+
+def test_events_follow_with_limit_zero_prints_only_new_events(env):
+    """Issue 19, SPEC S29: `events --follow --limit 0` prints what happens
+    from now on, not the history."""
+    env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
+    follower = subprocess.Popen(env.cli_argv("events", "--follow", "--limit", "0", "--json"),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.base_env)
+    try:
+        time.sleep(1.0)
+        env.grant(ALPHA, f"{LOCAL}:docs/secret.txt")
+        deadline = time.monotonic() + 10
+        out = b""
+        while time.monotonic() < deadline and b"secret.txt" not in out:
+            ready, _, _ = select.select([follower.stdout], [], [], 0.2)
+            if ready:
+                out += os.read(follower.stdout.fileno(), 65536)
+        text = out.decode()
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert lines, "nothing printed after a new grant"
+    assert all("report.txt" not in (e.get("path") or "") for e in lines), f"history was printed: {lines}"
+    assert any((e.get("path") or "").endswith("secret.txt") for e in lines), lines

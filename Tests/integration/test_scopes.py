@@ -435,6 +435,28 @@ def test_scope_exec_runs_a_shell_tool_in_scope(env):
     assert p.stdout.encode() == REPORT_BYTES, describe(p)
 
 
+def test_scope_exec_ends_its_scope_without_a_leak(env):
+    """SPEC S11, S12 (issue 19): the scope `scope exec` starts for CMD ends
+    when CMD exits, and is not a leak; a process that starts a scope itself
+    and exits without stopping still leaks. The leak of the second process
+    is waited for, so the first one's exit has been handled by then."""
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    p = env.run_app(ALPHA, [env.bin, "scope", "exec", target, "--", "sh", "-c", 'echo $$; cat "$1" >/dev/null', "sh",
+                            target])
+    assert p.returncode == 0, describe(p)
+    exec_pid = int(p.stdout.split()[0])
+    got = env.app_json(ALPHA, """
+        os.getxattr(sys.argv[1], "user.scopefs.start")
+        emit({"pid": os.getpid()})
+    """, target)
+    assert wait_events(env, lambda e: e.get("pid") == got["pid"], kind="leak", app=ALPHA), \
+        "a process that started a scope itself and exited left no leak"
+    leaks = [e for e in events(env, "leak", ALPHA) if e.get("pid") == exec_pid]
+    assert leaks == [], f"`scope exec` left a leak event: {leaks}"
+
+
 def test_denied_open_is_recorded_as_a_denial_event(env):
     """SPEC S29: a denial is recorded with time, app, pid, path, operation
     and errno: after a strict-mode open without a scope fails, `events
