@@ -109,6 +109,11 @@ let package = Package(
             name: "DaemonTests",
             dependencies: ["Daemon"]
         ),
+        // The Swift client's error kinds and control socket (no daemon needed).
+        .testTarget(
+            name: "ScopeFSClientTests",
+            dependencies: ["ScopeFSClient"]
+        ),
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(
             name: "CLITests",

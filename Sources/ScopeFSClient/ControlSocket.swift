@@ -48,7 +48,9 @@ enum ControlSocket {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        guard connected == 0 else { throw failure(errno) }
+        // A missing socket (ENOENT) would read as "item deleted": any
+        // failure to connect means one thing, no daemon.
+        guard connected == 0 else { throw failure(ECONNREFUSED) }
 
         var outgoing = request
         outgoing.append(UInt8(ascii: "\n"))

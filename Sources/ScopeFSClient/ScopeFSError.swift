@@ -49,6 +49,12 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         /// EPROTO: the mount or the daemon replied with a value that
         /// docs/API.md does not define.
         case unexpectedReply
+        /// ECONNREFUSED on bookmark resolution: no daemon serves the state
+        /// directory (its control socket is missing or nobody listens).
+        case noDaemon
+        /// ENOENT on bookmark resolution: the item the bookmark names no
+        /// longer exists (SPEC S26), unlike `.notVisible` for a path.
+        case itemDeleted
         /// Anything else (EINVAL for a URL that is not a file URL, I/O
         /// errors, ENOTCONN for a dead mount, …).
         case other
@@ -75,6 +81,8 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         switch errno {
         case EPERM: return .denied
         case EDQUOT: return .budgetExhausted
+        case ENOENT where operation == .resolveBookmark: return .itemDeleted
+        case ECONNREFUSED where operation == .resolveBookmark: return .noDaemon
         case ENOENT: return .notVisible
         case ENODATA, ENOTSUP, ENOSYS: return .notScopeFS
         case EBADMSG: return .invalidBookmark

@@ -676,6 +676,50 @@ def test_bookmarks(client, world):
     assert bookmark_resolve(world, client, other_token) == [{"error": "EPERM"}]
 
 
+PY_ERROR_KINDS = """
+import scopefs
+def kind(call):
+    try:
+        call()
+        return "no error"
+    except OSError as exc:
+        return type(exc).__name__ + " " + ename(exc)
+emit({"noDaemon": kind(lambda: scopefs.resolve_bookmark(sys.argv[1], state_dir=sys.argv[2])),
+      "deleted": kind(lambda: scopefs.resolve_bookmark(sys.argv[1])),
+      "outsideMount": kind(lambda: scopefs.start_accessing(sys.argv[3]))})
+"""
+
+C_NO_DAEMON = C_PRELUDE + """
+lib.scopefs_bookmark_resolve.restype = ctypes.c_void_p
+lib.scopefs_bookmark_resolve.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
+stale = ctypes.c_int(-1)
+def resolve(state):
+    ctypes.set_errno(0)
+    p = lib.scopefs_bookmark_resolve(sys.argv[2].encode(), state, ctypes.byref(stale))
+    return "no error" if p else errno.errorcode[ctypes.get_errno()]
+emit({"noDaemon": resolve(sys.argv[3].encode()), "deleted": resolve(None)})
+"""
+
+
+def test_clients_tell_no_daemon_from_a_deleted_item(world, c_build, tmp_path):
+    """Issue 19, SPEC S26, S31: "no daemon" and "the item was deleted" were
+    the same FileNotFoundError (Python) and ENOENT (C). Python raises
+    NoDaemon, ItemDeleted and NotInsideMount; C sets ECONNREFUSED for no
+    daemon and ENOENT for a deleted item."""
+    env = world.env
+    token = world.snippet_json(PY_BOOKMARK_CREATE, world.file, world.documents)["rw"]
+    (env.backing(LOCAL) / "docs" / "file.txt").unlink()
+    no_daemon = tmp_path / "no-daemon-state"
+    no_daemon.mkdir()
+    outside = tmp_path / "plain.txt"
+    outside.write_text("not in a mount")
+    got = world.snippet_json(PY_ERROR_KINDS, token, no_daemon, outside)
+    assert got == {"noDaemon": "NoDaemon ECONNREFUSED", "deleted": "ItemDeleted ENOENT",
+                   "outsideMount": "NotInsideMount ENODATA"}, got
+    got = world.snippet_json(C_NO_DAEMON, c_build / "libscopefs.so", token, no_daemon)
+    assert got == {"noDaemon": "ECONNREFUSED", "deleted": "ENOENT"}, got
+
+
 # ---------------------------------------------------------------------------
 # the C library's packaging
 

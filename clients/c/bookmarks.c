@@ -413,8 +413,12 @@ static char *exchange(const char *socket_path, const char *request, size_t reque
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return NULL;
-    if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0)
+    if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0) {
+        /* A missing socket (ENOENT) would read as "item deleted": any
+         * failure to connect means one thing, no daemon. */
+        errno = ECONNREFUSED;
         goto fail;
+    }
     while (sent < request_len) {
         ssize_t n = send(fd, request + sent, request_len - sent, MSG_NOSIGNAL);
 

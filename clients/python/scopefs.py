@@ -29,7 +29,12 @@ Errors (docs/API.md "Errors", SPEC S32):
 - ``BudgetExhausted`` (an ``OSError``, EDQUOT): the process used up its budget
   of outstanding starts and stays so until it exits (SPEC S10).
 - ``FileNotFoundError`` (ENOENT): the path is not visible to the app (SPEC S2, S3).
-- ``OSError`` with ENODATA/ENOTSUP: the path is not inside a ScopeFS mount.
+- ``NotInsideMount`` (an ``OSError``, ENODATA/ENOTSUP): the path is not inside
+  a ScopeFS mount.
+- ``NoDaemon`` (a ``ConnectionRefusedError``): bookmark resolution found no
+  daemon serving the state directory.
+- ``ItemDeleted`` (a ``FileNotFoundError``): the item a bookmark names no
+  longer exists (SPEC S26).
 - ``InvalidBookmark`` (an ``OSError``, EBADMSG): a bookmark that was tampered
   with, truncated, or is not a ScopeFS bookmark (SPEC S25, S26).
 - ``ScopeFSProtocolError`` (an ``OSError``, EPROTO): a reply that docs/API.md
@@ -52,6 +57,9 @@ __all__ = [
     "BookmarkResolution",
     "BudgetExhausted",
     "InvalidBookmark",
+    "ItemDeleted",
+    "NoDaemon",
+    "NotInsideMount",
     "ScopeDenied",
     "ScopeFSProtocolError",
     "accessing",
@@ -92,6 +100,20 @@ class InvalidBookmark(OSError):
     ScopeFS bookmark (SPEC S25, S26)."""
 
 
+class NotInsideMount(OSError):
+    """ENODATA/ENOTSUP: the path is not inside a ScopeFS mount (a file
+    system without the control attributes)."""
+
+
+class NoDaemon(ConnectionRefusedError):
+    """No daemon serves the state directory: its control socket is missing
+    or nobody listens on it."""
+
+
+class ItemDeleted(FileNotFoundError):
+    """The item a bookmark names no longer exists (SPEC S26)."""
+
+
 class ScopeFSProtocolError(OSError):
     """EPROTO: the mount replied with a value docs/API.md does not define."""
 
@@ -119,6 +141,8 @@ def _translate(exc: OSError, path: StrOrBytesPath) -> OSError:
         return ScopeDenied(errno.EPERM, os.strerror(errno.EPERM), filename)
     if exc.errno == errno.EDQUOT:
         return BudgetExhausted(errno.EDQUOT, os.strerror(errno.EDQUOT), filename)
+    if exc.errno in (errno.ENODATA, errno.ENOTSUP):
+        return NotInsideMount(exc.errno, "not inside a ScopeFS mount", filename)
     return exc
 
 
@@ -275,15 +299,21 @@ def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = Non
     a scope: call :func:`start_accessing` on the returned path.
 
     Raises :class:`InvalidBookmark` (tampered with, not a bookmark),
-    ``FileNotFoundError`` (the item no longer exists), :class:`ScopeDenied`
-    (another app's bookmark, a revoked grant, not an app process), or the
-    ``OSError`` of connecting (no daemon).
+    :class:`ItemDeleted` (the item no longer exists), :class:`ScopeDenied`
+    (another app's bookmark, a revoked grant, not an app process), or
+    :class:`NoDaemon` (no daemon serves the state directory).
     """
     if isinstance(bookmark, bytes):
         bookmark = bookmark.decode("ascii", "replace")
     sock_path = os.path.join(state_directory(state_dir), "control.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.connect(sock_path)
+        try:
+            sock.connect(sock_path)
+        except OSError as exc:
+            # A missing socket is a FileNotFoundError, which would read as
+            # "item deleted": any failure to connect means no daemon.
+            raise NoDaemon(errno.ECONNREFUSED, f"no ScopeFS daemon serves {os.path.dirname(sock_path)} "
+                           f"({exc.strerror})", sock_path) from None
         sock.sendall(json.dumps({"op": "resolve", "bookmark": bookmark}).encode() + b"\n")
         data = b""
         while b"\n" not in data and len(data) < (1 << 20):
@@ -301,7 +331,7 @@ def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = Non
         if code == 65:
             raise InvalidBookmark(errno.EBADMSG, message)
         if code == 66:
-            raise FileNotFoundError(errno.ENOENT, message)
+            raise ItemDeleted(errno.ENOENT, message)
         if code == 77:
             raise ScopeDenied(errno.EPERM, message)
         raise ScopeFSProtocolError(errno.EPROTO, message)

@@ -23,6 +23,7 @@
  *           it stays so until the process exits (SPEC S10)
  *   ENOENT  the path is not visible to the caller's app (SPEC S2, S3)
  *   ENODATA / ENOTSUP  the path is not inside a ScopeFS mount
+ *   ECONNREFUSED  bookmark resolution: no daemon serves the state directory
  *   EPROTO  the mount replied with a value docs/API.md does not define
  *   EINVAL  path is NULL
  *   EBADMSG bookmark resolution: tampered with, truncated, or not a bookmark
@@ -106,7 +107,8 @@ char *scopefs_bookmark_create(const char *path, int read_only);
  * set: EBADMSG (invalid bookmark), ENOENT (the item no longer exists),
  * EPERM (another app's bookmark, a revoked grant, not an app process),
  * EPROTO (an answer docs/API.md does not define), or the errno of
- * connecting to the socket (ENOENT, ECONNREFUSED: no daemon).
+ * connecting: ECONNREFUSED (no daemon serves the state directory, whatever
+ * connect(2) said).
  */
 char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int *is_stale);
 
