@@ -15,7 +15,7 @@ deps:
 	  echo "installing:$$missing"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
 	fi
-	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest
+	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest pexpect
 
 build: deps
 	$(SWIFT) build

@@ -56,6 +56,12 @@ struct PickCommand: ParsableCommand {
                 "pick is interactive: standard input must be a terminal "
                     + "(in scripts, use scopefs open, import, export or move)")
         }
+        guard Terminal.Capabilities.current.canMoveCursor else {
+            throw ScopeFSError(
+                .usage,
+                "pick draws a full screen, which TERM=dumb cannot show "
+                    + "(set TERM to your terminal's type, or use scopefs open, import, export or move)")
+        }
         let repository = try options.repositoryForChange("use the document picker")
         guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
         let providers = try repository.providers()

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-pexpect = pytest.importorskip("pexpect", reason="python3 -m pip install pexpect")
+# `make deps` installs pexpect; a missing one is a failure, not a skip.
+import pexpect
 
 BIN = os.environ.get("SCOPEFS_BIN", str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "scopefs"))
 APP = "com.example.editor"
@@ -114,9 +115,10 @@ class Screen:
 class Picker:
     """A `scopefs pick` process in an 80x24 pty."""
 
-    def __init__(self, state: Path, *args: str):
-        env = {k: v for k, v in os.environ.items() if k != "SCOPEFS_STATE"}
+    def __init__(self, state: Path, *args: str, env_extra: dict | None = None):
+        env = {k: v for k, v in os.environ.items() if k not in ("SCOPEFS_STATE", "NO_COLOR")}
         env.update(TERM="xterm-256color", LANG="C.UTF-8")
+        env.update(env_extra or {})
         self.child = pexpect.spawn(BIN, ["--state", str(state), "pick", "--app", APP, *args],
                                    dimensions=(ROWS, COLS), env=env, encoding="utf-8",
                                    codec_errors="replace", timeout=15)
@@ -398,3 +400,34 @@ def test_resize_redraws_and_sigterm_restores_the_terminal(world):
     assert (picker.child.before or "").endswith("\x1b[?1049l")
     picker.child.close()
     assert picker.child.signalstatus == signal.SIGTERM
+
+
+COLOR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-9]|4[0-9]|9[0-7]|10[0-7])(?:;[0-9;]*)?m")
+
+
+@pytest.mark.parametrize("no_color", [False, True], ids=["colour", "NO_COLOR"])
+def test_no_color_means_no_colour(world, no_color):
+    """Issue 19: with NO_COLOR set (no-color.org) the picker sends no colour
+    (SGR 30-49, 90-107), only reverse video and bold; without it, it does."""
+    state, _ = world
+    picker = Picker(state, env_extra={"NO_COLOR": "1"} if no_color else None)
+    open_local(picker)
+    picker.send(ESC)
+    picker.finish()
+    coloured = COLOR_SGR.findall(picker.screen.transcript)
+    assert bool(coloured) != no_color, coloured[:5]
+    assert "\x1b[7m" in picker.screen.transcript, "the selection is no longer marked"
+
+
+def test_dumb_terminal_is_a_usage_error(world):
+    """Issue 19, SPEC S34: TERM=dumb cannot show a full-screen picker: exit
+    64 with a message naming TERM and the commands to use instead, and no
+    escape sequences written."""
+    state, _ = world
+    picker = Picker(state, env_extra={"TERM": "dumb"})
+    picker.child.expect(pexpect.EOF, timeout=20)
+    printed = picker.child.before or ""
+    picker.child.close()
+    assert picker.child.exitstatus == 64, printed
+    assert "TERM=dumb" in printed and "scopefs open" in printed, printed
+    assert "\x1b[" not in printed, repr(printed)

@@ -20,6 +20,22 @@ final class Terminal {
 
     static func isTerminal(_ descriptor: Int32) -> Bool { isatty(descriptor) == 1 }
 
+    /// What the environment lets the picker use: `TERM=dumb` moves no
+    /// cursor; `NO_COLOR` (no-color.org) or a dumb terminal wants no colour.
+    /// Reverse video and bold are not colour: they still mark the selection.
+    struct Capabilities {
+        var canMoveCursor: Bool
+        var usesColor: Bool
+
+        static var current: Capabilities {
+            let term = getenv("TERM").map { String(cString: $0) } ?? ""
+            let noColor = getenv("NO_COLOR").map { String(cString: $0) }.map { !$0.isEmpty } ?? false
+            return Capabilities(canMoveCursor: term != "dumb", usesColor: !noColor && term != "dumb")
+        }
+    }
+
+    private let capabilities = Capabilities.current
+
     /// Enters raw mode and the alternate screen. `input` must be a terminal;
     /// the picker is drawn on standard output if it is a terminal, else on
     /// standard error, else on /dev/tty (so that the result can be piped).
@@ -106,7 +122,7 @@ final class Terminal {
     func draw(_ lines: [ScreenLine]) {
         var text = ""
         for (row, line) in lines.enumerated() {
-            text += "\u{1B}[\(row + 1);1H" + Self.sequence(for: line.style) + line.text + "\u{1B}[0m\u{1B}[K"
+            text += "\u{1B}[\(row + 1);1H" + sequence(for: line.style) + line.text + "\u{1B}[0m\u{1B}[K"
         }
         write(text)
     }
@@ -114,13 +130,13 @@ final class Terminal {
     /// Clears the screen (after a resize, old text may lie outside the new lines).
     func clear() { write("\u{1B}[0m\u{1B}[H\u{1B}[2J") }
 
-    private static func sequence(for style: ScreenLine.Style) -> String {
+    private func sequence(for style: ScreenLine.Style) -> String {
         switch style {
         case .plain: return ""
         case .title, .highlighted: return "\u{1B}[7m"
         case .location, .question: return "\u{1B}[1m"
         case .dim: return "\u{1B}[2m"
-        case .message: return "\u{1B}[33m"
+        case .message: return capabilities.usesColor ? "\u{1B}[33m" : "\u{1B}[1m"
         }
     }
 
