@@ -6,10 +6,12 @@ import PolicyStore
 /// How the CLI talks to the daemon that serves a state directory.
 public enum ControlClient {
     /// Sends one request. Throws `.noDaemon` (exit 69) when no daemon listens.
-    public static func send(_ request: ControlRequest, state: StateDirectory) throws(ScopeFSError) -> ControlResponse {
+    public static func send(_ request: ControlRequest, state: StateDirectory, timeoutSeconds: Int = 30)
+        throws(ScopeFSError) -> ControlResponse
+    {
         let socket: UnixSocket
         do {
-            socket = try UnixSocket.connected(to: state.controlSocketPath)
+            socket = try UnixSocket.connected(to: state.controlSocketPath, timeoutSeconds: timeoutSeconds)
         } catch {
             throw ScopeFSError(
                 .noDaemon,

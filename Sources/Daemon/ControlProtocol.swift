@@ -20,10 +20,18 @@ public struct ControlRequest: Codable, Sendable {
         /// daemon, for a CLI that cannot write the database (issue 15): the
         /// daemon holds the policy and revokes whatever state the file is in.
         case revoke
+        /// An app asks the user to pick documents (issue 17); answered by
+        /// the owner's agent.
+        case pick
+        /// The owner's agent waits for the next pick request.
+        case agentNext
+        /// The owner's agent answers a pick request it took.
+        case agentAnswer
 
         /// What an app process may ask, on either endpoint: the rest would
-        /// let it change or survey the isolation layer (SPEC S5).
-        var isForApps: Bool { self == .resolve || self == .whoami }
+        /// let it change or survey the isolation layer, or answer its own
+        /// pick requests (SPEC S5).
+        var isForApps: Bool { self == .resolve || self == .whoami || self == .pick }
     }
 
     public var op: Operation
@@ -34,6 +42,13 @@ public struct ControlRequest: Codable, Sendable {
     /// With `reload`: paths in `app`'s container that changed behind the
     /// mount, whose cached entries the daemon drops.
     public var containerPaths: [String]?
+    /// With `pick`: what the app asks for.
+    public var pick: PickRequest?
+    /// With `agentAnswer`: the request answered, and the answer.
+    public var pickID: UInt64?
+    public var answer: PickAnswer?
+    /// With `pick` and `agentNext`: how long to wait, in seconds (capped).
+    public var waitSeconds: Double?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
@@ -60,6 +75,10 @@ public struct ControlResponse: Codable, Sendable {
     public var path: String?
     /// With `revoke`: the grants it revoked.
     public var revoked: [Grant]?
+    /// With `agentNext`: the request to answer (nil: none came in time).
+    public var pending: PendingPick?
+    /// With `pick`: the agent's answer.
+    public var picked: PickAnswer?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)

@@ -98,6 +98,7 @@ public enum Daemon {
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
             logger: logger)
         let stopping = Atomic<Bool>(false)
+        let picks = PickBroker()
         var servers: [ControlServer] = []
         for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
             do {
@@ -108,7 +109,8 @@ public enum Daemon {
                     ) { request, peer, peerApp in
                         Self.handle(
                             request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes, reloader: reloader,
-                            documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options)
+                            documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
+                            picks: picks)
                     })
             } catch {
                 servers.forEach { $0.stop() }
@@ -155,7 +157,7 @@ public enum Daemon {
     private static func handle(
         _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
         peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, documents: DocumentBridge,
-        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions
+        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker
     ) -> ControlResponse {
         // SPEC S5: app processes may resolve bookmarks and ask who they are;
         // changing or surveying the isolation layer is the owner's.
@@ -232,6 +234,8 @@ public enum Daemon {
             } catch {
                 return .failure(error.exitCode, error.message)
             }
+        case .pick, .agentNext, .agentAnswer:
+            return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
         case .status:
             let counters = scopes.processes
             let processes = tracker.appProcesses.map { process in

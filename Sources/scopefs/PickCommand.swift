@@ -21,24 +21,34 @@ struct PickCommand: ParsableCommand {
             export and move first choose an item of the app's container, then a destination folder.
             Exit status: 0 done, 1 cancelled by the user, 64 standard input is not a terminal, \
             others as for scopefs open/import/export/move (docs/CLI.md).
+            With --request, from inside an app: ask the owner's agent (`scopefs agent`) to pick for this app, \
+            and print the paths received, one per line (exit 1 cancelled, 69 no agent, 75 no answer in time).
             """)
 
     /// The exit status when the user cancels.
     static let cancelled: Int32 = 1
 
     @OptionGroup var options: StateOptions
-    @Option(help: "The app the item is chosen for.") var app: String
+    @Option(name: .customLong("app"), help: "The app the item is chosen for.") var appOption: String?
+    var app: String { appOption ?? "" }
     @Option(help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
     var mode: PickerMode = .open
     @Flag(help: "open: grant read access only.") var readOnly = false
     @Flag(help: "export, move: replace an existing destination.") var force = false
+    @OptionGroup var asking: PickRequestOptions
 
     func validate() throws {
+        if asking.request {
+            if appOption != nil { throw ValidationError("--request picks for the app it runs in: drop --app") }
+            return try asking.validate(mode: mode)
+        }
+        if appOption == nil { throw ValidationError("missing --app: the app the item is chosen for") }
         if readOnly && mode != .open { throw ValidationError("--read-only applies to --mode open only") }
         if force && !mode.startsInContainer { throw ValidationError("--force applies to --mode export and move only") }
     }
 
     func run() throws {
+        if asking.request { return try asking.send(mode: mode, state: options.directory) }
         var chosen: PickerSelection?
         try report { () throws(ScopeFSError) in chosen = try choose() }
         guard let chosen else {

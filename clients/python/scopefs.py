@@ -59,11 +59,14 @@ __all__ = [
     "InvalidBookmark",
     "ItemDeleted",
     "NoDaemon",
+    "NoPickerAgent",
     "NotInsideMount",
+    "PickCancelled",
     "ScopeDenied",
     "ScopeFSProtocolError",
     "accessing",
     "bookmark_data",
+    "pick",
     "resolve_bookmark",
     "scope_count",
     "start_accessing",
@@ -293,6 +296,31 @@ def state_directory(explicit: Optional[str] = None) -> str:
     return os.path.join(os.path.expanduser("~"), ".local", "state", "scopefs")
 
 
+def _ask(request: dict, state_dir: Optional[str], timeout: Optional[float] = None) -> dict:
+    """One request on the daemon's control socket, one JSON answer."""
+    sock_path = os.path.join(state_directory(state_dir), "control.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(sock_path)
+        except OSError as exc:
+            # A missing socket is a FileNotFoundError, which would read as
+            # "item deleted": any failure to connect means no daemon.
+            raise NoDaemon(errno.ECONNREFUSED, f"no ScopeFS daemon serves {os.path.dirname(sock_path)} "
+                           f"({exc.strerror})", sock_path) from None
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while b"\n" not in data and len(data) < (1 << 20):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        return json.loads(data.partition(b"\n")[0])
+    except ValueError:
+        raise ScopeFSProtocolError(errno.EPROTO, "unreadable answer from the ScopeFS daemon", sock_path) from None
+
+
 def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = None) -> BookmarkResolution:
     """Resolve a bookmark made by this app (SPEC S26, S27) through the
     daemon's control socket ``STATE/control.sock``. Resolving does not start
@@ -305,26 +333,7 @@ def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = Non
     """
     if isinstance(bookmark, bytes):
         bookmark = bookmark.decode("ascii", "replace")
-    sock_path = os.path.join(state_directory(state_dir), "control.sock")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(sock_path)
-        except OSError as exc:
-            # A missing socket is a FileNotFoundError, which would read as
-            # "item deleted": any failure to connect means no daemon.
-            raise NoDaemon(errno.ECONNREFUSED, f"no ScopeFS daemon serves {os.path.dirname(sock_path)} "
-                           f"({exc.strerror})", sock_path) from None
-        sock.sendall(json.dumps({"op": "resolve", "bookmark": bookmark}).encode() + b"\n")
-        data = b""
-        while b"\n" not in data and len(data) < (1 << 20):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    try:
-        answer = json.loads(data.partition(b"\n")[0])
-    except ValueError:
-        raise ScopeFSProtocolError(errno.EPROTO, "unreadable answer from the ScopeFS daemon", sock_path) from None
+    answer = _ask({"op": "resolve", "bookmark": bookmark}, state_dir)
     if not answer.get("ok") or "resolution" not in answer or "path" not in answer:
         message = str(answer.get("message") or "cannot resolve the bookmark")
         code = answer.get("code")
@@ -365,3 +374,51 @@ def reference_info(path: StrOrBytesPath) -> ReferenceInfo:
         return _control(path, "user.scopefs." + name)
     return ReferenceInfo(provider=read("provider"), provider_name=read("provider-name"),
                          item=read("item"), path=read("path"), grant_state=read("grant-state"))
+
+
+# --- Asking the user to pick (issue 17) -------------------------------------
+
+class PickCancelled(OSError):
+    """ECANCELED: the user (or the owner's agent) cancelled the picker, as
+    Apple's ``documentPickerWasCancelled``."""
+
+
+class NoPickerAgent(OSError):
+    """ENXIO: no picker agent runs for this mount (the owner starts one with
+    ``scopefs agent``)."""
+
+
+def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selection: bool = False,
+         directory: Optional[str] = None, items: tuple = (), timeout: float = 300,
+         state_dir: Optional[str] = None) -> list:
+    """Ask the user to pick documents for this app, as an app presents
+    ``UIDocumentPickerViewController``: ``mode`` is open, import, export or
+    move; ``content_types`` UTType identifiers or MIME types; ``directory``
+    a start folder as ``PROVIDER:DIR``; ``items`` the container items to
+    place (export, move). Returns the paths the app received, in its own
+    view (under ``$SCOPEFS_MOUNT``): open gives security-scoped paths
+    (start accessing before use), import copies in the inbox.
+
+    Raises :class:`PickCancelled`, :class:`NoPickerAgent`, ``TimeoutError``
+    (nobody answered), :class:`ScopeDenied` (not an app process, or the
+    agent could not apply the choice) or :class:`NoDaemon`.
+    """
+    request = {"mode": mode, "contentTypes": list(content_types),
+               "allowsMultipleSelection": bool(allows_multiple_selection), "items": list(items)}
+    if directory is not None:
+        request["directory"] = directory
+    answer = _ask({"op": "pick", "pick": request, "waitSeconds": timeout}, state_dir, timeout + 5)
+    if not answer.get("ok"):
+        message, code = str(answer.get("message") or "the pick failed"), answer.get("code")
+        if code == 69:
+            raise NoPickerAgent(errno.ENXIO, message)
+        if code == 75:
+            raise TimeoutError(errno.ETIMEDOUT, message)
+        if code == 77:
+            raise ScopeDenied(errno.EPERM, message)
+        raise ScopeFSProtocolError(errno.EPROTO, message)
+    picked = answer.get("picked") or {}
+    if picked.get("cancelled"):
+        raise PickCancelled(errno.ECANCELED, "the picker was cancelled")
+    root = os.environ.get("SCOPEFS_MOUNT", "")
+    return [os.path.join(root, p) if root.startswith("/") else p for p in picked.get("paths", [])]

@@ -1,0 +1,64 @@
+import Policy
+import PolicyStore
+
+/// The control requests of app-initiated picking (issue 17): an app's
+/// `pick` waits for the owner's agent; the agent takes requests with
+/// `agentNext` and answers with `agentAnswer`. The endpoint check before
+/// this (SPEC S5) keeps the agent's operations away from app processes.
+enum PickHandling {
+    /// How long an app may wait for the user (seconds), and an agent's poll.
+    static let longestPickWait: Double = 600
+    static let defaultPickWait: Double = 300
+    static let longestAgentPoll: Double = 30
+
+    static func handle(_ request: ControlRequest, peer: UnixSocket.PeerCredentials, peerApp: AppID?, picks: PickBroker)
+        -> ControlResponse
+    {
+        switch request.op {
+        case .pick:
+            guard let app = peerApp else {
+                return .failure(
+                    ScopeFSError.Kind.refused.rawValue,
+                    "only an app process can ask to pick documents; run it with `scopefs run --app APP`")
+            }
+            guard let pick = request.pick else { return .failure(ScopeFSError.Kind.usage.rawValue, "pick needs a request") }
+            if let problem = pick.validated() { return .failure(ScopeFSError.Kind.usage.rawValue, "bad pick request: \(problem)") }
+            let wait = min(max(request.waitSeconds ?? defaultPickWait, 0), longestPickWait)
+            switch picks.submit(pick, app: app, pid: peer.pid, timeout: wait) {
+            case .answered(let answer):
+                var response = ControlResponse(ok: answer.error == nil)
+                if let error = answer.error {
+                    response.code = ScopeFSError.Kind.refused.rawValue
+                    response.message = "the picker could not do what was chosen: \(error)"
+                }
+                response.picked = answer
+                return response
+            case .noAgent:
+                return .failure(
+                    ScopeFSError.Kind.noDaemon.rawValue,
+                    "no picker agent is running for this mount; its owner starts one with `scopefs agent`")
+            case .timedOut:
+                return .failure(ScopeFSError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
+            case .tooMany:
+                return .failure(
+                    ScopeFSError.Kind.timedOut.rawValue,
+                    "this app already has \(PickBroker.maximumPendingPerApp) pick requests waiting; try again later")
+            }
+        case .agentNext:
+            let wait = min(max(request.waitSeconds ?? longestAgentPoll, 0), longestAgentPoll)
+            var response = ControlResponse(ok: true)
+            response.pending = picks.next(agent: UInt64(peer.pid), wait: wait)
+            return response
+        case .agentAnswer:
+            guard let id = request.pickID, let answer = request.answer else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "agentAnswer needs pickID and answer")
+            }
+            guard picks.answer(id, by: UInt64(peer.pid), answer) else {
+                return .failure(ScopeFSError.Kind.unknown.rawValue, "no pick request \(id) waits for this agent (the app gave up?)")
+            }
+            return ControlResponse(ok: true)
+        default:
+            return .failure(ScopeFSError.Kind.internalError.rawValue, "not a pick request")
+        }
+    }
+}

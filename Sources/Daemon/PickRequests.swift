@@ -1,0 +1,195 @@
+import Foundation
+import Policy
+import Synchronization
+
+/// What an app asks the document picker for (issue 17): Apple's
+/// `UIDocumentPickerViewController(forOpeningContentTypes:)` and SwiftUI's
+/// `fileImporter`, sent over the app endpoint. The app describes what it
+/// wants; only the owner's agent decides what it gets.
+public struct PickRequest: Codable, Sendable, Equatable {
+    public enum Mode: String, Codable, Sendable, CaseIterable {
+        case open
+        case `import`
+        case export
+        case move
+    }
+
+    public var mode: Mode
+    /// UTType identifiers or MIME types, shown to the user as asked.
+    public var contentTypes: [String]
+    public var allowsMultipleSelection: Bool
+    /// Where the picker should start, as `PROVIDER:RELPATH` (a suggestion).
+    public var directory: String?
+    /// Export and move: the container items to place (paths in the container).
+    public var items: [String]
+
+    public init(
+        mode: Mode, contentTypes: [String] = [], allowsMultipleSelection: Bool = false, directory: String? = nil,
+        items: [String] = []
+    ) {
+        self.mode = mode
+        self.contentTypes = contentTypes
+        self.allowsMultipleSelection = allowsMultipleSelection
+        self.directory = directory
+        self.items = items
+    }
+
+    /// Limits on what a (hostile) app may send: the agent shows all of it.
+    static let maximumTypes = 32
+    static let maximumItems = 64
+    static let maximumFieldLength = 1024
+
+    func validated() -> String? {
+        if contentTypes.count > Self.maximumTypes { return "at most \(Self.maximumTypes) content types" }
+        if items.count > Self.maximumItems { return "at most \(Self.maximumItems) items" }
+        let fields = contentTypes + items + [directory ?? ""]
+        if fields.contains(where: { $0.utf8.count > Self.maximumFieldLength }) {
+            return "a content type, item or directory longer than \(Self.maximumFieldLength) bytes"
+        }
+        if (mode == .export || mode == .move) && items.isEmpty { return "\(mode.rawValue) needs the container items to place" }
+        if (mode == .open || mode == .import) && !items.isEmpty { return "\(mode.rawValue) takes no items" }
+        return nil
+    }
+}
+
+/// A request waiting for an agent, as the agent sees it: the app comes from
+/// the kernel (the requesting process's app), never from the request.
+public struct PendingPick: Codable, Sendable, Equatable {
+    public var id: UInt64
+    public var app: AppID
+    public var pid: Int32
+    public var request: PickRequest
+}
+
+/// The agent's answer: what the user chose, already applied by the agent
+/// with the owner's rights (grants, references, copies), as paths in the
+/// app's view (`Providers/...`, `Container/...`); or a cancel; or a refusal.
+public struct PickAnswer: Codable, Sendable, Equatable {
+    public var cancelled: Bool
+    public var paths: [String]
+    /// Why the agent could not do what was chosen (shown to the app).
+    public var error: String?
+
+    public init(cancelled: Bool = false, paths: [String] = [], error: String? = nil) {
+        self.cancelled = cancelled
+        self.paths = paths
+        self.error = error
+    }
+}
+
+/// Matches apps' pick requests with the owner's agents. Requests queue in
+/// arrival order; an agent takes the oldest one not yet taken, then
+/// answers it. An app process waits on its own connection until the answer
+/// comes, the agent goes away, or the request times out.
+public final class PickBroker: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        case answered(PickAnswer)
+        case noAgent
+        case timedOut
+        case tooMany
+    }
+
+    /// An agent counts as present while it waits for a request, and for
+    /// this long after its last poll (it polls again at once after each).
+    static let agentGrace: Double = 1.5
+    /// Requests one app may have waiting at once (an app is hostile: it
+    /// must not bury the owner's agent in requests).
+    static let maximumPendingPerApp = 4
+
+    private struct Waiting {
+        var pending: PendingPick
+        var takenBy: UInt64?
+        var answer: PickAnswer?
+    }
+
+    private struct State {
+        var nextID: UInt64 = 1
+        var queue: [UInt64: Waiting] = [:]
+        var agentsWaiting = 0
+        var lastAgentPoll: Double = -.infinity
+    }
+
+    private let state = Mutex(State())
+    private let changed = NSCondition()
+
+    public init() {}
+
+    var agentPresent: Bool {
+        state.withLock { $0.agentsWaiting > 0 || Self.now() - $0.lastAgentPoll < Self.agentGrace }
+    }
+
+    /// An app's request; blocks until it is answered or `timeout` passes.
+    public func submit(_ request: PickRequest, app: AppID, pid: Int32, timeout: Double) -> Outcome {
+        guard agentPresent else { return .noAgent }
+        let id: UInt64? = state.withLock { state in
+            guard state.queue.values.filter({ $0.pending.app == app }).count < Self.maximumPendingPerApp else { return nil }
+            let id = state.nextID
+            state.nextID += 1
+            state.queue[id] = Waiting(pending: PendingPick(id: id, app: app, pid: pid, request: request))
+            return id
+        }
+        guard let id else { return .tooMany }
+        broadcast()
+        let deadline = Date().addingTimeInterval(timeout)
+        changed.lock()
+        defer { changed.unlock() }
+        while true {
+            if let answer = state.withLock({ $0.queue[id]?.answer }) {
+                state.withLock { _ = $0.queue.removeValue(forKey: id) }
+                return .answered(answer)
+            }
+            // Not yet taken and no agent left: nobody will answer.
+            let abandoned = state.withLock { $0.queue[id]?.takenBy == nil } && !agentPresent
+            if abandoned || !changed.wait(until: min(deadline, Date().addingTimeInterval(0.25))) && Date() >= deadline {
+                state.withLock { _ = $0.queue.removeValue(forKey: id) }
+                return abandoned ? .noAgent : .timedOut
+            }
+        }
+    }
+
+    /// The oldest request no agent has taken, waiting up to `wait` seconds.
+    public func next(agent: UInt64, wait: Double) -> PendingPick? {
+        state.withLock {
+            $0.agentsWaiting += 1
+            $0.lastAgentPoll = Self.now()
+        }
+        defer {
+            state.withLock {
+                $0.agentsWaiting -= 1
+                $0.lastAgentPoll = Self.now()
+            }
+        }
+        let deadline = Date().addingTimeInterval(wait)
+        changed.lock()
+        defer { changed.unlock() }
+        while true {
+            let taken: PendingPick? = state.withLock { state in
+                guard let id = state.queue.filter({ $0.value.takenBy == nil }).keys.min() else { return nil }
+                state.queue[id]?.takenBy = agent
+                return state.queue[id]?.pending
+            }
+            if let taken { return taken }
+            if !changed.wait(until: deadline) { return nil }
+        }
+    }
+
+    /// An agent's answer to a request it took. False when there is no such
+    /// request any more (the app gave up) or another agent took it.
+    public func answer(_ id: UInt64, by agent: UInt64, _ answer: PickAnswer) -> Bool {
+        let accepted = state.withLock { state in
+            guard state.queue[id]?.takenBy == agent, state.queue[id]?.answer == nil else { return false }
+            state.queue[id]?.answer = answer
+            return true
+        }
+        if accepted { broadcast() }
+        return accepted
+    }
+
+    private func broadcast() {
+        changed.lock()
+        changed.broadcast()
+        changed.unlock()
+    }
+
+    private static func now() -> Double { Date().timeIntervalSince1970 }
+}

@@ -1,0 +1,198 @@
+import ArgumentParser
+import Daemon
+import Documents
+import Foundation
+import Glibc
+import Policy
+import PolicyStore
+
+/// `scopefs agent`: answers apps' pick requests (issue 17) on the owner's
+/// side. Each request is shown (or matched by a script's next step), the
+/// choice is applied with the owner's rights exactly as `scopefs open`,
+/// `import`, `export` and `move` apply it, and the app is told the paths it
+/// got. An app never answers its own requests: the agent's requests are
+/// refused on the app endpoint and from app processes (SPEC S5).
+struct AgentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "agent",
+        abstract: "Answer apps' pick requests: from the terminal, or from a script (tests, CI).",
+        discussion: """
+            Without --script, each request is shown with what the app asks for, and you type the items \
+            (PROVIDER:RELPATH, one per line for several; for export and move the destination folder), \
+            or an empty line to cancel.
+            A script is JSON: {"steps": [{"choose": ["local:Novel/a.txt"]}, {"cancel": true}, \
+            {"waitMs": 200, "choose": ["local:Inbox"], "readOnly": true}]}; steps answer requests in order.
+            """)
+
+    @OptionGroup var options: StateOptions
+    @Option(help: "Answer from this JSON script instead of the terminal.") var script: String?
+    @Option(help: "Stop after answering N requests (default: run until interrupted, or a script's last step).")
+    var count: Int?
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            // Only the owner may place what apps receive: an app process
+            // running an agent would answer its own requests (SPEC S5).
+            try OwnerCheck.require(options.directory, to: "answer pick requests")
+            let steps = try script.map(AgentScript.load)
+            let limit = count ?? steps?.count
+            var answered = 0
+            while limit.map({ answered < $0 }) ?? true {
+                let response = try ControlClient.send(
+                    { var r = ControlRequest(op: .agentNext); r.waitSeconds = 10; return r }(), state: options.directory,
+                    timeoutSeconds: 20)
+                guard response.ok else { throw ScopeFSError(.internalError, response.message ?? "the daemon refused the agent") }
+                guard let pending = response.pending else { continue }
+                let step = steps.flatMap { answered < $0.count ? $0[answered] : nil }
+                let answer = decide(pending, step: step)
+                var reply = ControlRequest(op: .agentAnswer)
+                reply.pickID = pending.id
+                reply.answer = answer
+                let sent = try ControlClient.send(reply, state: options.directory)
+                print(Self.summary(pending, answer, delivered: sent.ok))
+                fflush(nil)  // all streams: stdout is not concurrency-safe to name
+                answered += 1
+            }
+        }
+    }
+
+    private func decide(_ pending: PendingPick, step: AgentScript.Step?) -> PickAnswer {
+        let choice: AgentScript.Step
+        if let step {
+            if let wait = step.waitMs, wait > 0 { usleep(UInt32(min(wait, 60_000)) * 1000) }
+            choice = step
+        } else if script != nil {
+            choice = AgentScript.Step(cancel: true)  // past the script's last step
+        } else {
+            choice = Self.ask(pending)
+        }
+        if choice.cancel == true || (choice.choose ?? []).isEmpty { return PickAnswer(cancelled: true) }
+        do {
+            let applier = PickApplier(state: options, app: pending.app, readOnly: choice.readOnly ?? false)
+            return PickAnswer(paths: try applier.apply(pending.request, choices: choice.choose ?? []))
+        } catch {
+            return PickAnswer(error: error.message)
+        }
+    }
+
+    /// The request in the owner's terminal; the answer typed on stdin.
+    private static func ask(_ pending: PendingPick) -> AgentScript.Step {
+        let request = pending.request
+        let types = request.contentTypes.isEmpty ? "any type" : request.contentTypes.joined(separator: ", ")
+        var text = "\(pending.app) (pid \(pending.pid)) wants to \(request.mode.rawValue)"
+        text += request.mode == .export || request.mode == .move
+            ? " \(request.items.joined(separator: ", ")) into a provider folder" : " a document: \(types)"
+        if request.allowsMultipleSelection { text += "; several allowed" }
+        if let directory = request.directory { text += "; starting at \(directory)" }
+        print(text.escapedForTerminal)  // the app wrote most of it
+        print(request.mode == .export || request.mode == .move
+            ? "destination folder (PROVIDER:DIR), empty line cancels:" : "item(s) as PROVIDER:RELPATH, one per line, empty line ends:")
+        var chosen: [String] = []
+        while let line = readLine(), !line.isEmpty {
+            chosen.append(line)
+            if !request.allowsMultipleSelection || request.mode == .export || request.mode == .move { break }
+        }
+        return AgentScript.Step(choose: chosen)
+    }
+
+    private static func summary(_ pending: PendingPick, _ answer: PickAnswer, delivered: Bool) -> String {
+        // Fields escaped one by one: names must not forge a tab or a line.
+        let what = answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
+        let line = "pick \(pending.id)\t\(pending.app.escapedForTerminal)\t\(pending.request.mode.rawValue)\t\(what.escapedForTerminal)"
+        return delivered ? line : line + "\t(the app had stopped waiting)"
+    }
+}
+
+/// A script's answers, in order (`scopefs agent --script FILE`).
+struct AgentScript: Decodable {
+    struct Step: Decodable {
+        /// PROVIDER:RELPATH items (open, import), or the destination folder (export, move).
+        var choose: [String]?
+        var cancel: Bool?
+        /// Wait this long before answering (a user taking their time).
+        var waitMs: Int?
+        /// open: grant read access only.
+        var readOnly: Bool?
+
+        init(choose: [String]? = nil, cancel: Bool? = nil) {
+            self.choose = choose
+            self.cancel = cancel
+        }
+    }
+
+    var steps: [Step]
+
+    static func load(_ path: String) throws(ScopeFSError) -> [Step] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ScopeFSError(.noInput, "cannot read the agent script \(path)")
+        }
+        do {
+            return try JSONDecoder().decode(AgentScript.self, from: data).steps
+        } catch {
+            throw ScopeFSError(.badData, "agent script \(path) is not valid: \(error)")
+        }
+    }
+}
+
+/// Applies a chosen answer with the owner's rights, as the picker's
+/// commands do, and names what the app got as paths in its own view.
+struct PickApplier {
+    let state: StateOptions
+    let app: AppID
+    let readOnly: Bool
+
+    func apply(_ request: PickRequest, choices: [String]) throws(ScopeFSError) -> [String] {
+        let picker = DocumentPicker(state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
+        let items = try choices.map { text throws(ScopeFSError) in
+            guard let item = ItemReference(argument: text) else {
+                throw ScopeFSError(.usage, "\(text): name an item as PROVIDER:RELPATH")
+            }
+            return item
+        }
+        guard request.allowsMultipleSelection || items.count <= 1 || request.mode == .export || request.mode == .move else {
+            throw ScopeFSError(.usage, "the app asked for one item, not \(items.count)")
+        }
+        var paths: [String] = []
+        var changed: [String] = []
+        switch request.mode {
+        case .open:
+            for item in items {
+                let opened = try picker.open(app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
+                changed += opened.reference.map { [$0] } ?? []
+                paths.append(Self.providerPath(item.provider, item.path))
+            }
+        case .import:
+            for item in items {
+                let copy = try picker.importItem(app: app, provider: item.provider, path: item.path, copy: AtomicCopy(replace: false))
+                changed.append(copy)
+                paths.append("Container/" + copy)
+            }
+        case .export, .move:
+            guard let folder = items.first, items.count == 1 else {
+                throw ScopeFSError(.usage, "\(request.mode.rawValue): choose one destination folder")
+            }
+            for containerPath in request.items {
+                if request.mode == .export {
+                    let placed = try picker.export(
+                        app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path,
+                        copy: AtomicCopy(replace: false))
+                    paths.append(Self.providerPath(folder.provider, placed))
+                } else {
+                    let opened = try picker.move(
+                        app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path,
+                        copy: AtomicCopy(replace: false))
+                    changed += [containerPath] + (opened.reference.map { [$0] } ?? [])
+                    let name = RelativePath.lastComponent(of: containerPath)
+                    paths.append(Self.providerPath(folder.provider, RelativePath.join(RelativePath.normalize(folder.path) ?? "", name)))
+                }
+            }
+        }
+        try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: changed)
+        return paths
+    }
+
+    private static func providerPath(_ provider: ProviderID, _ path: String) -> String {
+        let normalized = RelativePath.normalize(path) ?? path
+        return "Providers/\(provider)" + (normalized.isEmpty ? "" : "/" + normalized)
+    }
+}

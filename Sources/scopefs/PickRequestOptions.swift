@@ -1,0 +1,49 @@
+import ArgumentParser
+import Daemon
+import Foundation
+import Glibc
+import PolicyStore
+
+/// `scopefs pick --request ...` from inside an app (issue 17): the app's
+/// side of app-initiated picking, for shells and scripts. The request goes
+/// over the app endpoint; the owner's agent answers.
+struct PickRequestOptions: ParsableArguments {
+    @Flag(help: "From inside an app: ask the owner's picker agent instead of showing a picker.") var request = false
+    @Option(name: .customLong("type"), help: "--request: an allowed content type (UTType or MIME); repeat for several.")
+    var types: [String] = []
+    @Flag(help: "--request: allow several items.") var multiple = false
+    @Option(help: "--request: where the picker should start, as PROVIDER:DIR.") var start: String?
+    @Option(help: "--request: seconds to wait for the answer.") var timeout: Double = 300
+    @Argument(help: "--request with --mode export or move: the container items to place.") var items: [String] = []
+
+    func validate(mode: PickerMode) throws {
+        if (mode == .export || mode == .move) && items.isEmpty {
+            throw ValidationError("--mode \(mode.rawValue) --request needs the container items to place")
+        }
+        if timeout <= 0 { throw ValidationError("--timeout must be above 0") }
+    }
+
+    func send(mode: PickerMode, state: StateDirectory) throws {
+        var answer: PickAnswer?
+        try report { () throws(ScopeFSError) in
+            var request = ControlRequest(op: .pick)
+            request.pick = PickRequest(
+                mode: PickRequest.Mode(rawValue: mode.rawValue) ?? .open, contentTypes: types,
+                allowsMultipleSelection: multiple, directory: start, items: items)
+            request.waitSeconds = timeout
+            let response = try ControlClient.send(request, state: state, timeoutSeconds: Int(timeout.rounded(.up)) + 5)
+            guard response.ok, let picked = response.picked else {
+                throw ScopeFSError(
+                    ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "the pick failed")
+            }
+            answer = picked
+        }
+        guard let answer, !answer.cancelled else {
+            FileHandle.standardError.write(Data("scopefs: cancelled\n".utf8))
+            throw ExitCode(PickCommand.cancelled)
+        }
+        // Paths in this app's view: under $SCOPEFS_MOUNT inside `scopefs run`.
+        let root = ProcessInfo.processInfo.environment["SCOPEFS_MOUNT"].map { $0 + "/" } ?? ""
+        for path in answer.paths { print((root + path).escapedForTerminal) }
+    }
+}

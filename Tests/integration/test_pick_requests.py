@@ -1,0 +1,196 @@
+"""Apps ask for documents (issue 17): an app process sends a pick request
+over its control endpoint, the owner's agent (`scopefs agent --script`)
+answers, the choice is applied as `scopefs open` / `import` would, and the
+app receives paths in its own view. Every surface gets an attack test: an
+app process cannot run an agent, take requests or answer its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from doc_scope_helpers import mount
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON_CLIENT = REPO / "clients" / "python"
+REPORT = "docs/report.txt"
+
+PY_PICK = """
+import scopefs
+kwargs = json.loads(sys.argv[1])
+started = time.monotonic()
+try:
+    paths = scopefs.pick(**kwargs)
+    result = {"paths": paths}
+except OSError as exc:
+    result = {"error": type(exc).__name__, "message": str(exc)}
+result["seconds"] = time.monotonic() - started
+if "paths" in result and kwargs.get("mode", "open") == "open":
+    # Apple's rule: a picked URL is security-scoped; start before reading.
+    p = result["paths"][0]
+    result["beforeStart"] = attempt(read_bytes, p)
+    scopefs.start_accessing(p)
+    result["content"] = read_text(p)
+emit(result)
+"""
+
+
+class Agent:
+    """`scopefs agent --script FILE` in the background, as the owner."""
+
+    def __init__(self, env, steps: list[dict], count: int | None = None):
+        script = env.root / f"agent-{time.monotonic_ns()}.json"
+        script.write_text(json.dumps({"steps": steps}))
+        args = ["agent", "--script", script] + (["--count", str(count)] if count else [])
+        self.out = env.root / f"agent-{time.monotonic_ns()}.out"
+        with open(self.out, "w") as out:
+            self.popen = subprocess.Popen(env.cli_argv(*args), stdout=out, stderr=subprocess.STDOUT,
+                                          env=env.base_env, start_new_session=True)
+        time.sleep(0.5)  # registered: its first poll is waiting
+
+    def finish(self, timeout: float = 20) -> str:
+        try:
+            self.popen.wait(timeout=timeout)
+        finally:
+            if self.popen.poll() is None:
+                self.popen.kill()
+                self.popen.wait()
+        return self.out.read_text()
+
+
+@pytest.fixture
+def world(env):
+    env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
+    (env.backing(LOCAL) / "docs" / "notes.md").write_text("# notes\n")
+    mount(env)
+    return env
+
+
+def pick_as_app(env, **kwargs) -> dict:
+    return env.app_json(ALPHA, "import time\n" + PY_PICK, json.dumps(kwargs))
+
+
+def test_open_request_answered_by_a_scripted_agent(world):
+    """Issue 17, SPEC S17, S6: the app asks to open a plain-text document;
+    the agent chooses report.txt; the app gets a security-scoped path in
+    its view (EPERM before a start, the content after), and a reference
+    document arrives in its container, as after `scopefs open`."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}])
+    got = pick_as_app(world, mode="open", content_types=["public.plain-text"])
+    log = agent.finish()
+    assert got.get("paths") == [world.prov(ALPHA, LOCAL, REPORT)], (got, log)
+    assert got["beforeStart"] == "EPERM", got
+    assert got["content"].encode() == REPORT_BYTES, got
+    assert (world.state / "containers" / ALPHA / "Documents" / "report.txt").exists() or \
+        "report.txt" in json.dumps(world.cli("query", "--app", ALPHA, "--json").stdout), log
+    assert f"{ALPHA}\topen\t" in log, log
+
+
+def test_multiple_selection_and_import(world):
+    """Issue 17, SPEC S17, S18: several items when the app allows it; an
+    import gives inbox copies, readable without a scope."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}", f"{LOCAL}:docs/notes.md"]},
+                          {"choose": [f"{LOCAL}:docs/notes.md"]}])
+    opened = pick_as_app(world, mode="open", allows_multiple_selection=True)
+    imported = world.app_json(ALPHA, "import scopefs\np = scopefs.pick(mode='import')\n"
+                                     "emit({'paths': p, 'content': read_text(p[0])})")
+    agent.finish()
+    assert opened["paths"] == [world.prov(ALPHA, LOCAL, REPORT), world.prov(ALPHA, LOCAL, "docs/notes.md")], opened
+    assert imported["paths"] == [world.container(ALPHA, f"tmp/{ALPHA}-Inbox/notes.md")], imported
+    assert imported["content"] == "# notes\n", imported
+
+
+def test_one_item_asked_several_chosen_is_refused(world):
+    """Issue 17: an app that asked for one item gets a clear refusal when
+    the agent chooses two, and no grant is made."""
+    before = world.cli("privacy", "--json").stdout
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}", f"{LOCAL}:docs/notes.md"]}])
+    got = pick_as_app(world, mode="open")
+    agent.finish()
+    assert got.get("error") == "ScopeDenied" and "one item" in got["message"], got
+    assert world.cli("privacy", "--json").stdout == before
+
+
+def test_cancel_and_no_agent(world):
+    """Issue 17: a cancel is PickCancelled; with no agent the request fails
+    within a second with NoPickerAgent."""
+    agent = Agent(world, [{"cancel": True}])
+    cancelled = pick_as_app(world, mode="open")
+    agent.finish()
+    assert cancelled.get("error") == "PickCancelled", cancelled
+    time.sleep(2)  # the agent's grace after its last poll
+    alone = pick_as_app(world, mode="open")
+    assert alone.get("error") == "NoPickerAgent" and alone["seconds"] < 1.0, alone
+    assert "scopefs agent" in alone["message"], alone
+
+
+def test_pick_request_from_a_shell_in_the_sandbox(world):
+    """Issue 17, SPEC S5: `scopefs pick --request` inside the sandbox goes
+    over the app endpoint and prints the path in the app's view."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}])
+    p = world.run_app(ALPHA, ["sh", "-c", 'scopefs pick --request --type public.plain-text && echo "mount=$SCOPEFS_MOUNT"'],
+                      sandbox=True)
+    agent.finish()
+    assert p.returncode == 0, describe(p)
+    lines = p.stdout.split()
+    mount_root = lines[-1].split("=", 1)[1]
+    assert lines[0] == f"{mount_root}/Providers/{LOCAL}/{REPORT}", describe(p)
+
+
+ATTACK = """
+import socket
+def ask(request):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.path.join(os.environ["SCOPEFS_STATE"], "control.sock"))
+    s.sendall(json.dumps(request).encode() + b"\\n")
+    data = b""
+    while not data.endswith(b"\\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data)
+emit({"next": ask({"op": "agentNext", "waitSeconds": 1}),
+      "answer": ask({"op": "agentAnswer", "pickID": 1, "answer": {"cancelled": False, "paths": ["Providers/local"]}})})
+"""
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["no-sandbox", "sandbox"])
+def test_an_app_cannot_act_as_the_agent(world, sandbox):
+    """Issue 17, SPEC S5 (attack): an app process that takes requests or
+    answers one is refused (77) on either endpoint, and `scopefs agent`
+    run as an app exits 77."""
+    got = world.app_json(ALPHA, ATTACK, sandbox=sandbox)
+    assert got["next"]["ok"] is False and got["next"]["code"] == 77, got
+    assert got["answer"]["ok"] is False and got["answer"]["code"] == 77, got
+    script = world.root / "evil.json"
+    script.write_text(json.dumps({"steps": [{"choose": [f"{LOCAL}:."]}]}))
+    p = world.run_app(ALPHA, [world.bin, "--state", world.state, "agent", "--script", script, "--count", "1"])
+    assert p.returncode == 77, describe(p)
+
+
+def test_malformed_requests_are_usage_errors(world):
+    """Issue 17, SPEC S34 (attack): an app's oversized or inconsistent
+    request is refused (64) before any agent sees it."""
+    agent = Agent(world, [{"cancel": True}], count=1)
+    got = world.app_json(ALPHA, """
+import scopefs
+out = {}
+for name, kwargs in [("types", {"content_types": ["t"] * 33}), ("open-items", {"items": ["Documents/x"]}),
+                     ("export-no-items", {"mode": "export"}), ("long", {"directory": "x" * 5000})]:
+    try:
+        scopefs.pick(timeout=2, **kwargs)
+        out[name] = "accepted"
+    except OSError as exc:
+        out[name] = str(exc)
+emit(out)
+""")
+    agent.popen.kill()
+    agent.finish()
+    assert all("bad pick request" in message for message in got.values()), got
