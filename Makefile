@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PYTHON ?= python3
 BIN := .build/debug/scopefs
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev bubblewrap attr util-linux
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev bubblewrap attr util-linux shared-mime-info
 
 .PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions install clean
 

@@ -152,6 +152,9 @@ struct PickApplier {
         guard request.allowsMultipleSelection || items.count <= 1 || request.mode == .export || request.mode == .move else {
             throw ScopeFSError(.usage, "the app asked for one item, not \(items.count)")
         }
+        if request.mode == .open || request.mode == .import {
+            try requireTypes(request.contentTypes, of: items, providers: try picker.repository.providers())
+        }
         var paths: [String] = []
         var changed: [String] = []
         switch request.mode {
@@ -189,6 +192,24 @@ struct PickApplier {
         }
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: changed)
         return paths
+    }
+
+    /// Each chosen item is of a type the app asked for (shared-mime-info).
+    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(ScopeFSError) {
+        let database = ContentTypes()
+        for item in items {
+            guard let provider = providers.first(where: { $0.id == item.provider }) else {
+                throw ScopeFSError.unknownProvider(item.provider)
+            }
+            var info = stat()
+            let isDirectory = stat(provider.directory + "/" + item.path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+            let name = RelativePath.lastComponent(of: item.path)
+            guard database.matches(name: name, isDirectory: isDirectory, types: types) else {
+                let kind = isDirectory ? ContentTypes.folder : database.mimeType(ofName: name)
+                throw ScopeFSError(
+                    .refused, "\(item.provider):\(item.path) is \(kind), not one of the types the app asked for (\(types.joined(separator: ", ")))")
+            }
+        }
     }
 
     private static func providerPath(_ provider: ProviderID, _ path: String) -> String {

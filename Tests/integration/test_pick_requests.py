@@ -194,3 +194,18 @@ emit(out)
     agent.popen.kill()
     agent.finish()
     assert all("bad pick request" in message for message in got.values()), got
+
+
+def test_content_types_decide_what_can_be_chosen(world):
+    """Issue 17: the agent applies only items of a type the app asked for,
+    by shared-mime-info (markdown is a kind of plain text; it is not an
+    image); a folder needs public.folder."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:docs/notes.md"]}, {"choose": [f"{LOCAL}:docs/notes.md"]},
+                          {"choose": [f"{LOCAL}:docs"]}])
+    image = pick_as_app(world, mode="open", content_types=["public.image"])
+    text = pick_as_app(world, mode="open", content_types=["public.plain-text"])
+    folder = pick_as_app(world, mode="open", content_types=["public.plain-text"])
+    agent.finish()
+    assert image.get("error") == "ScopeDenied" and "text/markdown" in image["message"], image
+    assert text.get("paths") == [world.prov(ALPHA, LOCAL, "docs/notes.md")], text
+    assert folder.get("error") == "ScopeDenied" and "inode/directory" in folder["message"], folder
