@@ -26,9 +26,11 @@ enum ControlSocket {
     }
 
     /// Sends `request` (one JSON object) and returns the one-line answer.
-    static func exchange(_ request: Data, socketPath: String) throws(ScopeFSError) -> Data {
+    static func exchange(_ request: Data, socketPath: String, operation: ScopeFSError.Operation = .resolveBookmark)
+        throws(ScopeFSError) -> Data
+    {
         func failure(_ code: Int32) -> ScopeFSError {
-            ScopeFSError(errno: code, operation: .resolveBookmark, path: socketPath)
+            ScopeFSError(errno: code, operation: operation, path: socketPath)
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure(errno) }

@@ -27,6 +27,7 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case createBookmark = "create a bookmark of"
         case resolveBookmark = "resolve a bookmark through"
         case inspectReference = "read the item metadata of"
+        case pick = "ask the picker agent through"
     }
 
     /// What an errno means for a security scope.
@@ -55,6 +56,12 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         /// ENOENT on bookmark resolution: the item the bookmark names no
         /// longer exists (SPEC S26), unlike `.notVisible` for a path.
         case itemDeleted
+        /// ECANCELED: the user cancelled the picker (`documentPickerWasCancelled`).
+        case cancelled
+        /// ENXIO on a pick: no picker agent runs for the mount.
+        case noAgent
+        /// ETIMEDOUT on a pick: nobody answered in time.
+        case timedOut
         /// Anything else (EINVAL for a URL that is not a file URL, I/O
         /// errors, ENOTCONN for a dead mount, …).
         case other
@@ -82,7 +89,10 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case EPERM: return .denied
         case EDQUOT: return .budgetExhausted
         case ENOENT where operation == .resolveBookmark: return .itemDeleted
-        case ECONNREFUSED where operation == .resolveBookmark: return .noDaemon
+        case ECONNREFUSED where operation == .resolveBookmark || operation == .pick: return .noDaemon
+        case ECANCELED: return .cancelled
+        case ENXIO where operation == .pick: return .noAgent
+        case ETIMEDOUT: return .timedOut
         case ENOENT: return .notVisible
         case ENODATA, ENOTSUP, ENOSYS: return .notScopeFS
         case EBADMSG: return .invalidBookmark
@@ -113,6 +123,9 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case ENAMETOOLONG: return "ENAMETOOLONG"
         case ENOTCONN: return "ENOTCONN"
         case EIO: return "EIO"
+        case ECANCELED: return "ECANCELED"
+        case ENXIO: return "ENXIO"
+        case ETIMEDOUT: return "ETIMEDOUT"
         default: return "errno \(errno)"
         }
     }

@@ -16,6 +16,7 @@ import pytest
 
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
+from test_clients import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON_CLIENT = REPO / "clients" / "python"
@@ -209,3 +210,50 @@ def test_content_types_decide_what_can_be_chosen(world):
     assert image.get("error") == "ScopeDenied" and "text/markdown" in image["message"], image
     assert text.get("paths") == [world.prov(ALPHA, LOCAL, "docs/notes.md")], text
     assert folder.get("error") == "ScopeDenied" and "inode/directory" in folder["message"], folder
+
+
+def test_swift_app_presents_a_picker(world, swift_check):
+    """Issue 17, SPEC S31: an app written against the Swift client presents
+    a picker (`DocumentPicker.present`), gets a URL from a scripted agent,
+    and reads it in scope; a cancel is `.cancelled`."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}, {"cancel": True}])
+    picked = world.run_app(ALPHA, [swift_check, "pick", "public.plain-text"])
+    cancelled = world.run_app(ALPHA, [swift_check, "pick"])
+    agent.finish()
+    assert picked.returncode == 0, describe(picked)
+    got = json.loads(picked.stdout.strip().splitlines()[-1])
+    assert got.get("paths") == world.prov(ALPHA, LOCAL, REPORT), got
+    assert got.get("content", "").encode() == REPORT_BYTES, got
+    assert json.loads(cancelled.stdout.strip().splitlines()[-1]).get("error") == "cancelled ECANCELED", describe(cancelled)
+
+
+C_PICK = """
+import ctypes
+lib = ctypes.CDLL(sys.argv[1], use_errno=True)
+lib.scopefs_pick.restype = ctypes.POINTER(ctypes.c_char_p)
+lib.scopefs_pick.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p]
+lib.scopefs_free_paths.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+def pick(types):
+    array = (ctypes.c_char_p * (len(types) + 1))(*[t.encode() for t in types], None)
+    ctypes.set_errno(0)
+    got = lib.scopefs_pick(b"open", array, 1, None)
+    if not got:
+        return {"error": errno.errorcode[ctypes.get_errno()]}
+    paths, k = [], 0
+    while got[k]:
+        paths.append(got[k].decode())
+        k += 1
+    lib.scopefs_free_paths(got)
+    return {"paths": paths}
+emit({"picked": pick(["text/plain"]), "cancelled": pick([])})
+"""
+
+
+def test_c_app_picks(world, c_build):
+    """Issue 17, SPEC S31: the C library's scopefs_pick returns the paths
+    (several allowed), and ECANCELED for a cancel."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}", f"{LOCAL}:docs/notes.md"]}, {"cancel": True}])
+    got = world.app_json(ALPHA, C_PICK, c_build / "libscopefs.so")
+    agent.finish()
+    assert got["picked"] == {"paths": [world.prov(ALPHA, LOCAL, REPORT), world.prov(ALPHA, LOCAL, "docs/notes.md")]}, got
+    assert got["cancelled"] == {"error": "ECANCELED"}, got

@@ -66,7 +66,7 @@ SCOPEFS_EXPORT char *scopefs_bookmark_create(const char *path, int read_only)
 }
 
 /* ---------------------------------------------------------------------- */
-/* a small JSON reader: the members of the resolve answer, nothing else */
+/* a small JSON reader: the members of the resolve and pick answers, nothing else */
 
 struct answer {
     int ok;            /* "ok": true */
@@ -75,6 +75,10 @@ struct answer {
     char *path_in_app; /* "resolution"."pathInApp" */
     int is_stale;      /* "resolution"."isStale" */
     int has_resolution;
+    int has_picked;    /* "picked": {...} */
+    int cancelled;     /* "picked"."cancelled" */
+    char **paths;      /* "picked"."paths": [...], NULL-terminated */
+    size_t npaths;
 };
 
 struct reader {
@@ -250,7 +254,7 @@ static int read_object(struct reader *r, struct answer *a, int depth, const char
     }
 }
 
-static int read_array(struct reader *r, struct answer *a, int depth)
+static int read_array(struct reader *r, struct answer *a, int depth, const char *key)
 {
     r->i++; /* [ */
     skip_space(r);
@@ -260,7 +264,8 @@ static int read_array(struct reader *r, struct answer *a, int depth)
     }
     for (;;) {
         skip_space(r);
-        if (read_value(r, a, depth + 1, NULL, NULL) < 0)
+        /* Elements know their array's name as their parent's. */
+        if (read_value(r, a, depth + 1, NULL, key) < 0)
             return -1;
         skip_space(r);
         if (r->i < r->n && r->s[r->i] == ',') {
@@ -284,6 +289,8 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
 {
     int top = depth == 1;
     int in_resolution = depth == 2 && is(parent, "resolution");
+    int in_picked = depth == 2 && is(parent, "picked");
+    int a_picked_path = depth == 3 && key == NULL && is(parent, "paths");
 
     if (depth > MAX_DEPTH || r->i >= r->n)
         return -1;
@@ -291,11 +298,26 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
     case '{':
         if (top && is(key, "resolution"))
             a->has_resolution = 1;
+        if (top && is(key, "picked"))
+            a->has_picked = 1;
         return read_object(r, a, depth, key);
     case '[':
-        return read_array(r, a, depth);
+        return read_array(r, a, depth, key);
     case '"': {
         char **slot = NULL;
+
+        if (a_picked_path && a->has_picked) {
+            char **grown = realloc(a->paths, (a->npaths + 2) * sizeof *grown);
+
+            if (!grown)
+                return -1;
+            a->paths = grown;
+            a->paths[a->npaths + 1] = NULL;
+            if (read_string(r, &a->paths[a->npaths]) < 0)
+                return -1;
+            a->npaths++;
+            return 0;
+        }
 
         if (top && is(key, "path"))
             slot = &a->path;
@@ -317,6 +339,8 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             a->ok = value;
         else if (in_resolution && is(key, "isStale"))
             a->is_stale = value;
+        else if (in_picked && is(key, "cancelled"))
+            a->cancelled = value;
         return 0;
     }
     case 'n':
@@ -460,7 +484,7 @@ fail:
 
 SCOPEFS_EXPORT char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int *is_stale)
 {
-    struct answer a = { 0, 0, NULL, NULL, 0, 0 };
+    struct answer a = { 0 };
     struct reader r;
     char *socket_path, *request, *text, *result = NULL, *newline;
     const char *app_root = getenv("SCOPEFS_MOUNT");
@@ -522,4 +546,144 @@ done:
     if (!result)
         errno = err;
     return result;
+}
+
+/* ---------------------------------------------------------------------- */
+/* asking the user to pick (issue 17) */
+
+/* Appends s to the buffer as a JSON string. */
+static int put_json_string(char **out, size_t *n, size_t *cap, const char *s)
+{
+    size_t need = *n + strlen(s) * 6 + 8;
+
+    if (need > *cap) {
+        char *grown = realloc(*out, need * 2);
+
+        if (!grown)
+            return -1;
+        *out = grown;
+        *cap = need * 2;
+    }
+    (*out)[(*n)++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            (*out)[(*n)++] = '\\';
+            (*out)[(*n)++] = (char)*p;
+        } else if (*p < 0x20) {
+            *n += (size_t)snprintf(*out + *n, *cap - *n, "\\u%04x", *p);
+        } else {
+            (*out)[(*n)++] = (char)*p;
+        }
+    }
+    (*out)[(*n)++] = '"';
+    return 0;
+}
+
+static int put_raw(char **out, size_t *n, size_t *cap, const char *s)
+{
+    size_t len = strlen(s);
+
+    if (*n + len + 1 > *cap) {
+        char *grown = realloc(*out, (*n + len + 1) * 2);
+
+        if (!grown)
+            return -1;
+        *out = grown;
+        *cap = (*n + len + 1) * 2;
+    }
+    memcpy(*out + *n, s, len);
+    *n += len;
+    return 0;
+}
+
+SCOPEFS_EXPORT void scopefs_free_paths(char **paths)
+{
+    if (!paths)
+        return;
+    for (char **p = paths; *p; p++)
+        free(*p);
+    free(paths);
+}
+
+SCOPEFS_EXPORT char **scopefs_pick(const char *mode, const char *const *content_types, int allows_multiple,
+                                   const char *state_dir)
+{
+    struct answer a = { 0 };
+    struct reader r;
+    char *socket_path, *request = NULL, *text, *newline;
+    char **result = NULL;
+    const char *app_root = getenv("SCOPEFS_MOUNT");
+    size_t n = 0, cap = 0, text_len;
+    int err = ENOMEM;
+
+    if (mode == NULL || (strcmp(mode, "open") != 0 && strcmp(mode, "import") != 0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (put_raw(&request, &n, &cap, "{\"op\":\"pick\",\"waitSeconds\":600,\"pick\":{\"mode\":") < 0 ||
+        put_json_string(&request, &n, &cap, mode) < 0 ||
+        put_raw(&request, &n, &cap, allows_multiple ? ",\"allowsMultipleSelection\":true" : ",\"allowsMultipleSelection\":false") < 0 ||
+        put_raw(&request, &n, &cap, ",\"items\":[],\"contentTypes\":[") < 0)
+        goto fail;
+    for (size_t k = 0; content_types && content_types[k]; k++) {
+        if ((k > 0 && put_raw(&request, &n, &cap, ",") < 0) || put_json_string(&request, &n, &cap, content_types[k]) < 0)
+            goto fail;
+    }
+    if (put_raw(&request, &n, &cap, "]}}\n") < 0)
+        goto fail;
+    socket_path = state_socket_path(state_dir);
+    if (!socket_path)
+        goto fail;
+    text = exchange(socket_path, request, n, &text_len);
+    err = errno;
+    free(socket_path);
+    free(request);
+    request = NULL;
+    if (!text)
+        goto fail;
+    newline = memchr(text, '\n', text_len);
+    r.s = text;
+    r.i = 0;
+    r.n = newline ? (size_t)(newline - text) : text_len;
+    skip_space(&r);
+    err = EPROTO;
+    if (newline && r.i < r.n && text[r.i] == '{' && read_value(&r, &a, 0, NULL, NULL) == 0) {
+        /* The daemon's codes are the CLI's exit codes (docs/API.md). */
+        if (!a.ok || !a.has_picked)
+            err = a.code == 64 ? EINVAL : a.code == 69 ? ENXIO : a.code == 75 ? ETIMEDOUT : a.code == 77 ? EPERM : EPROTO;
+        else if (a.cancelled)
+            err = ECANCELED;
+        else
+            err = 0;
+    }
+    free(text);
+    if (err == 0) {
+        result = calloc(a.npaths + 1, sizeof *result);
+        err = result ? 0 : ENOMEM;
+        for (size_t k = 0; result && k < a.npaths; k++) {
+            /* Paths are in the app's view: under $SCOPEFS_MOUNT in `scopefs run`. */
+            if (app_root && app_root[0] == '/') {
+                if (asprintf(&result[k], "%s/%s", app_root, a.paths[k]) < 0) {
+                    result[k] = NULL;
+                    scopefs_free_paths(result);
+                    result = NULL;
+                    err = ENOMEM;
+                }
+            } else {
+                result[k] = strdup(a.paths[k]);
+            }
+        }
+    }
+    scopefs_free_paths(a.paths);
+    a.paths = NULL;
+    free(a.path);
+    free(a.path_in_app);
+    if (!result)
+        errno = err;
+    return result;
+fail:
+    free(request);
+    scopefs_free_paths(a.paths);
+    errno = err;
+    return NULL;
 }

@@ -121,6 +121,25 @@ char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int 
  */
 char *scopefs_reference_attribute(const char *path, const char *name);
 
+/*
+ * Asks the user to pick documents for the calling app (issue 17), as an app
+ * presents UIDocumentPickerViewController: `mode` is "open" (security-scoped
+ * paths: start accessing before use) or "import" (copies in the app's
+ * inbox); `content_types` a NULL-terminated list of UTType identifiers or
+ * MIME types (NULL: any); the owner's `scopefs agent` answers. Blocks until
+ * the answer (at most 600 s). `state_dir` as for scopefs_bookmark_resolve().
+ *
+ * Returns a NULL-terminated array of paths in the app's view (free it with
+ * scopefs_free_paths()), or NULL with errno set: ECANCELED (the user
+ * cancelled), ENXIO (no picker agent runs), ETIMEDOUT (no answer in time),
+ * EPERM (not an app process, or the agent could not apply the choice),
+ * EINVAL (a bad mode or request), ECONNREFUSED (no daemon), EPROTO.
+ */
+char **scopefs_pick(const char *mode, const char *const *content_types, int allows_multiple, const char *state_dir);
+
+/* Frees what scopefs_pick() returned (NULL is fine). */
+void scopefs_free_paths(char **paths);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 //   scopefs-client-check denied GRANTED_FILE
 //   scopefs-client-check bookmark-create FILE CONTAINER_DIR
 //   scopefs-client-check bookmark-resolve TOKEN...
+//   scopefs-client-check pick TYPE...          (DocumentPicker.present, issue 17)
 import Foundation
 import ScopeFSClient
 
@@ -189,6 +190,18 @@ case "bookmark-resolve" where args.count >= 3:
         }
     }
     report["results"] = results.joined(separator: "\n")
+
+case "pick":
+    // The app presents a picker; the test's scripted agent answers.
+    do {
+        let urls = try await DocumentPicker.present(mode: .open, contentTypes: Array(args[2...]))
+        report["paths"] = urls.map(\.path).joined(separator: "\n")
+        let started = urls[0].startAccessingSecurityScopedResource()
+        report["content"] = (try? String(contentsOf: urls[0], encoding: .utf8)) ?? "unreadable"
+        if started { urls[0].stopAccessingSecurityScopedResource() }
+    } catch {
+        report["error"] = "\(error.kind) \(error.errnoName)"
+    }
 
 default:
     FileHandle.standardError.write(Data("usage: scopefs-client-check MODE ARGS...\n".utf8))
