@@ -27,11 +27,13 @@ public struct ControlRequest: Codable, Sendable {
         case agentNext
         /// The owner's agent answers a pick request it took.
         case agentAnswer
+        /// An app's presenter waits for notices about its documents.
+        case watch
 
         /// What an app process may ask, on either endpoint: the rest would
         /// let it change or survey the isolation layer, or answer its own
         /// pick requests (SPEC S5).
-        var isForApps: Bool { self == .resolve || self == .whoami || self == .pick }
+        var isForApps: Bool { self == .resolve || self == .whoami || self == .pick || self == .watch }
     }
 
     public var op: Operation
@@ -47,8 +49,10 @@ public struct ControlRequest: Codable, Sendable {
     /// With `agentAnswer`: the request answered, and the answer.
     public var pickID: UInt64?
     public var answer: PickAnswer?
-    /// With `pick` and `agentNext`: how long to wait, in seconds (capped).
+    /// With `pick`, `agentNext` and `watch`: how long to wait, in seconds (capped).
     public var waitSeconds: Double?
+    /// With `watch`: the cursor of the last notice seen (nil: from now on).
+    public var after: UInt64?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
@@ -79,6 +83,9 @@ public struct ControlResponse: Codable, Sendable {
     public var pending: PendingPick?
     /// With `pick`: the agent's answer.
     public var picked: PickAnswer?
+    /// With `watch`: the app's notices, and the cursor to ask from next.
+    public var notices: [DocumentNotice]?
+    public var cursor: UInt64?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)

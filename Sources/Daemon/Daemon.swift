@@ -236,6 +236,17 @@ public enum Daemon {
             }
         case .pick, .agentNext, .agentAnswer:
             return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
+        case .watch:
+            guard let app = peerApp else {
+                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process can watch its documents")
+            }
+            // A presenter holds an app connection while it waits: short polls.
+            let (notices, cursor) = reloader.notices.notices(
+                for: app, after: request.after, wait: min(max(request.waitSeconds ?? 10, 0), 10))
+            var response = ControlResponse(ok: true)
+            response.notices = notices
+            response.cursor = cursor
+            return response
         case .status:
             let counters = scopes.processes
             let processes = tracker.appProcesses.map { process in

@@ -39,6 +39,8 @@ final class PolicyReloader: Sendable {
     private let session: FuseSession
     private let events: any EventSink
     private let logger: Logger
+    /// What presenters hear of each change (issue 17).
+    let notices = NoticeBoard()
     /// Held for a whole check and reload, so snapshots are installed in order.
     private let installed: Mutex<Installed>
 
@@ -216,7 +218,9 @@ final class PolicyReloader: Sendable {
     }
 
     private func install(_ snapshot: PolicySnapshot) {
+        let previous = fileSystem.snapshot
         let invalidation = fileSystem.install(snapshot)
+        notices.post(from: previous, to: snapshot)
         for inode in invalidation.inodes { session.invalidateInode(inode) }
         for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
         if !invalidation.isEmpty {

@@ -257,3 +257,50 @@ def test_c_app_picks(world, c_build):
     agent.finish()
     assert got["picked"] == {"paths": [world.prov(ALPHA, LOCAL, REPORT), world.prov(ALPHA, LOCAL, "docs/notes.md")]}, got
     assert got["cancelled"] == {"error": "ECANCELED"}, got
+
+
+PY_PRESENTER = """
+import scopefs
+notices = scopefs.watch_documents(timeout=8)
+emit({"ready": True})
+for notice in notices:
+    notice["at"] = time.time()
+    emit(notice)
+emit({"done": True})
+"""
+
+
+def test_presenter_hears_about_its_documents(world):
+    """Issue 17 (NSFilePresenter): an app watching its documents hears, in
+    order and within a second or so each, that a document arrived (open),
+    moved on the host (the item locator), was revoked, restored, and
+    deleted on the host, with the paths in its view; another app hears
+    nothing of it."""
+    from scopefs_harness import BETA
+    session = world.app_session(ALPHA, "import time\n" + PY_PRESENTER)
+    other = world.app_session(BETA, "import time\n" + PY_PRESENTER)
+    assert session.recv() == {"ready": True}
+    assert other.recv() == {"ready": True}
+    latencies = []
+
+    def expect(kind: str, action) -> dict:
+        started = time.time()
+        action()
+        notice = session.recv(timeout=10)
+        assert notice.get("kind") == kind, notice
+        latencies.append(notice["at"] - started)
+        return notice
+
+    backing = world.backing(LOCAL) / "docs"
+    arrived = expect("arrived", lambda: world.cli("open", ALPHA, f"{LOCAL}:docs/notes.md"))
+    assert arrived["path"] == world.prov(ALPHA, LOCAL, "docs/notes.md"), arrived
+    grant = str(arrived["grant"])
+    moved = expect("moved", lambda: (backing / "notes.md").rename(backing / "renamed.md"))
+    assert moved["path"] == world.prov(ALPHA, LOCAL, "docs/renamed.md"), moved
+    assert moved["oldPath"] == world.prov(ALPHA, LOCAL, "docs/notes.md"), moved
+    expect("revoked", lambda: world.cli("revoke", ALPHA, grant))
+    expect("restored", lambda: world.cli("restore", ALPHA, grant))
+    expect("deleted", lambda: (backing / "renamed.md").unlink())
+    assert other.recv(timeout=15) == {"done": True}, "another app heard of ALPHA's documents"
+    assert max(latencies) < 3.0, latencies
+    print(f"presenter latencies (s): {[round(x, 3) for x in latencies]}")

@@ -47,6 +47,7 @@ import errno
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ __all__ = [
     "start_accessing",
     "state_directory",
     "stop_accessing",
+    "watch_documents",
 ]
 
 #: What ``os.getxattr`` accepts as a path.
@@ -422,3 +424,38 @@ def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selectio
         raise PickCancelled(errno.ECANCELED, "the picker was cancelled")
     root = os.environ.get("SCOPEFS_MOUNT", "")
     return [os.path.join(root, p) if root.startswith("/") else p for p in picked.get("paths", [])]
+
+
+# --- Presenters (issue 17) ---------------------------------------------------
+
+def watch_documents(state_dir: Optional[str] = None, timeout: Optional[float] = None) -> Iterator[dict]:
+    """What happens to this app's documents from the moment of the call,
+    like an NSFilePresenter: an iterator of dicts with ``kind`` (arrived,
+    revoked, restored, forgotten, moved, deleted), ``path`` (in the app's
+    view, under ``$SCOPEFS_MOUNT``), ``oldPath`` for a move, ``grant`` and
+    ``provider``. It ends after ``timeout`` seconds without a notice (None:
+    never). Notices are kept for a while, not forever: iterate promptly."""
+    answer = _ask({"op": "watch"}, state_dir, 30)  # subscribe now, not at the first next()
+    if not answer.get("ok"):
+        raise ScopeDenied(errno.EPERM, str(answer.get("message") or "cannot watch"))
+    return _notices(answer.get("cursor"), state_dir, timeout)
+
+
+def _notices(cursor, state_dir: Optional[str], timeout: Optional[float]) -> Iterator[dict]:
+    root = os.environ.get("SCOPEFS_MOUNT", "")
+    quiet_since = time.monotonic()
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - quiet_since)
+        if left is not None and left <= 0:
+            return
+        wait = 10 if left is None else max(0.1, min(10, left))
+        answer = _ask({"op": "watch", "after": cursor, "waitSeconds": wait}, state_dir, wait + 20)
+        if not answer.get("ok"):
+            raise ScopeDenied(errno.EPERM, str(answer.get("message") or "cannot watch"))
+        cursor = answer.get("cursor", cursor)
+        for notice in answer.get("notices") or []:
+            quiet_since = time.monotonic()
+            for key in ("path", "oldPath"):
+                if notice.get(key) and root.startswith("/"):
+                    notice[key] = os.path.join(root, notice[key])
+            yield notice

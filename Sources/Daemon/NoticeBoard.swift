@@ -1,0 +1,51 @@
+import Foundation
+import Policy
+import Synchronization
+
+/// The notices presenters wait for (issue 17): each installed snapshot's
+/// changes, numbered, kept in a bounded window so a slow or absent app
+/// costs nothing but the window. An app sees only its own app's notices.
+final class NoticeBoard: Sendable {
+    static let window = 4096
+
+    private struct State {
+        var lastID: UInt64 = 0
+        var notices: [DocumentNotice] = []
+    }
+
+    private let state = Mutex(State())
+    private let posted = NSCondition()
+
+    /// Numbers and keeps the changes from `old` to `new`.
+    func post(from old: PolicySnapshot, to new: PolicySnapshot) {
+        let changes = DocumentNotice.changes(from: old, to: new)
+        guard !changes.isEmpty else { return }
+        state.withLock { state in
+            for var notice in changes {
+                state.lastID += 1
+                notice.id = state.lastID
+                state.notices.append(notice)
+            }
+            if state.notices.count > Self.window { state.notices.removeFirst(state.notices.count - Self.window) }
+        }
+        posted.lock()
+        posted.broadcast()
+        posted.unlock()
+    }
+
+    /// `app`'s notices after `cursor` (none: from now on), waiting up to
+    /// `wait` seconds for one; and the cursor to ask from next.
+    func notices(for app: AppID, after cursor: UInt64?, wait: Double) -> (notices: [DocumentNotice], cursor: UInt64) {
+        let deadline = Date().addingTimeInterval(wait)
+        posted.lock()
+        defer { posted.unlock() }
+        while true {
+            let (found, last) = state.withLock { state in
+                (state.notices.filter { $0.app == app && $0.id > (cursor ?? state.lastID) }, state.lastID)
+            }
+            guard let cursor else { return ([], last) }  // subscribing: from now on
+            if let newest = found.last { return (found, newest.id) }
+            if !posted.wait(until: deadline) { return ([], cursor) }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+/// What an app's presenter hears about its documents (issue 17, like
+/// NSFilePresenter): a grant arrived, was revoked, restored or forgotten;
+/// its item moved (a new path) or was deleted. Found by comparing the
+/// snapshot the daemon served with the one it installs, so every way a
+/// change reaches the daemon (a command, the picker, a host rename seen by
+/// the item locator) is told the same way.
+public struct DocumentNotice: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable {
+        case arrived, revoked, restored, forgotten, moved, deleted
+    }
+
+    /// Increases with every notice the daemon makes (a cursor for `watch`).
+    public var id: UInt64
+    public var kind: Kind
+    public var app: AppID
+    public var grant: GrantID
+    public var provider: ProviderID
+    /// The item's path in the app's view (`Providers/PROVIDER/PATH`).
+    public var path: String
+    /// With `moved`: where it was.
+    public var oldPath: String?
+
+    public init(
+        id: UInt64 = 0, kind: Kind, app: AppID, grant: GrantID, provider: ProviderID, path: String, oldPath: String? = nil
+    ) {
+        self.id = id
+        self.kind = kind
+        self.app = app
+        self.grant = grant
+        self.provider = provider
+        self.path = path
+        self.oldPath = oldPath
+    }
+
+    /// The notices between two snapshots, in grant order (ids left at 0).
+    public static func changes(from old: PolicySnapshot, to new: PolicySnapshot) -> [DocumentNotice] {
+        var notices: [DocumentNotice] = []
+        for id in Set(old.grantsByID.keys).union(new.grantsByID.keys).sorted() {
+            let before = old.grantsByID[id]
+            let after = new.grantsByID[id]
+            guard let grant = after ?? before else { continue }
+            func notice(_ kind: Kind, _ snapshot: PolicySnapshot, oldPath: String? = nil) -> DocumentNotice {
+                DocumentNotice(
+                    kind: kind, app: grant.app, grant: id, provider: grant.provider,
+                    path: location(of: grant, in: snapshot).path, oldPath: oldPath)
+            }
+            guard let before else {
+                notices.append(notice(.arrived, new))
+                continue
+            }
+            guard let after else {
+                notices.append(notice(.forgotten, old))
+                continue
+            }
+            if before.state != after.state {
+                notices.append(notice(after.state == .active ? .restored : .revoked, new))
+            }
+            let (was, now) = (location(of: before, in: old), location(of: after, in: new))
+            if was.exists && !now.exists {
+                notices.append(notice(.deleted, old))
+            } else if now.exists && was.path != now.path {
+                notices.append(notice(.moved, new, oldPath: was.path))
+            }
+        }
+        return notices
+    }
+
+    /// The grant's item as the snapshot places it, as a path in the app's view.
+    private static func location(of grant: Grant, in snapshot: PolicySnapshot) -> (path: String, exists: Bool) {
+        let item = snapshot.items[grant.item]
+        let relative = item?.path ?? grant.relativePath
+        return ("Providers/\(grant.provider)" + (relative.isEmpty ? "" : "/" + relative), item?.exists ?? true)
+    }
+}
