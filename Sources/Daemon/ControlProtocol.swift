@@ -29,11 +29,20 @@ public struct ControlRequest: Codable, Sendable {
         case agentAnswer
         /// An app's presenter waits for notices about its documents.
         case watch
+        /// An app process claims an item for reading or writing (file
+        /// coordination), or ends a claim.
+        case coordinate
+        case release
 
         /// What an app process may ask, on either endpoint: the rest would
         /// let it change or survey the isolation layer, or answer its own
         /// pick requests (SPEC S5).
-        var isForApps: Bool { self == .resolve || self == .whoami || self == .pick || self == .watch }
+        var isForApps: Bool {
+            switch self {
+            case .resolve, .whoami, .pick, .watch, .coordinate, .release: true
+            default: false
+            }
+        }
     }
 
     public var op: Operation
@@ -53,6 +62,11 @@ public struct ControlRequest: Codable, Sendable {
     public var waitSeconds: Double?
     /// With `watch`: the cursor of the last notice seen (nil: from now on).
     public var after: UInt64?
+    /// With `coordinate`: the item (a path in the app's view) and the intent
+    /// ("read" or "write"); with `release`, the claim.
+    public var path: String?
+    public var intent: String?
+    public var claim: UInt64?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
@@ -83,6 +97,8 @@ public struct ControlResponse: Codable, Sendable {
     public var pending: PendingPick?
     /// With `pick`: the agent's answer.
     public var picked: PickAnswer?
+    /// With `coordinate`: the claim granted.
+    public var claim: UInt64?
     /// With `watch`: the app's notices, and the cursor to ask from next.
     public var notices: [DocumentNotice]?
     public var cursor: UInt64?

@@ -99,6 +99,8 @@ public enum Daemon {
             logger: logger)
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
+        let coordinator = Coordinator(notices: reloader.notices)
+        tracker.onExit { process in coordinator.processExited(pid: process.key.pid) }
         var servers: [ControlServer] = []
         for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
             do {
@@ -110,7 +112,7 @@ public enum Daemon {
                         Self.handle(
                             request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes, reloader: reloader,
                             documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
-                            picks: picks)
+                            picks: picks, coordinator: coordinator)
                     })
             } catch {
                 servers.forEach { $0.stop() }
@@ -157,7 +159,8 @@ public enum Daemon {
     private static func handle(
         _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
         peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, documents: DocumentBridge,
-        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker
+        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker,
+        coordinator: Coordinator
     ) -> ControlResponse {
         // SPEC S5: app processes may resolve bookmarks and ask who they are;
         // changing or surveying the isolation layer is the owner's.
@@ -236,6 +239,13 @@ public enum Daemon {
             }
         case .pick, .agentNext, .agentAnswer:
             return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
+        case .coordinate, .release:
+            guard let app = peerApp else {
+                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
+            }
+            return CoordinationHandling.handle(
+                request, app: app, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
+                appRoot: mountpoint + "/" + app)
         case .watch:
             guard let app = peerApp else {
                 return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process can watch its documents")

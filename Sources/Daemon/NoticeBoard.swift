@@ -18,7 +18,12 @@ final class NoticeBoard: Sendable {
 
     /// Numbers and keeps the changes from `old` to `new`.
     func post(from old: PolicySnapshot, to new: PolicySnapshot) {
-        let changes = DocumentNotice.changes(from: old, to: new)
+        post(DocumentNotice.changes(from: old, to: new))
+    }
+
+    func post(_ notice: DocumentNotice) { post([notice]) }
+
+    private func post(_ changes: [DocumentNotice]) {
         guard !changes.isEmpty else { return }
         state.withLock { state in
             for var notice in changes {

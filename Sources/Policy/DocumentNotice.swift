@@ -7,6 +7,9 @@
 public struct DocumentNotice: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case arrived, revoked, restored, forgotten, moved, deleted
+        /// Another app waits to write this item: save your changes and end
+        /// your claim (`relinquishPresentedItem(toWriter:)`).
+        case relinquish
     }
 
     /// Increases with every notice the daemon makes (a cursor for `watch`).

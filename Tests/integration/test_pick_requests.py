@@ -304,3 +304,70 @@ def test_presenter_hears_about_its_documents(world):
     assert other.recv(timeout=15) == {"done": True}, "another app heard of ALPHA's documents"
     assert max(latencies) < 3.0, latencies
     print(f"presenter latencies (s): {[round(x, 3) for x in latencies]}")
+
+
+PY_HOLDER = """
+import scopefs
+path, intent = sys.argv[1], sys.argv[2]
+notices = scopefs.watch_documents(timeout=20)
+with scopefs.coordinate(path, intent):
+    step({"holding": intent})          # the test lets go of us, or a writer asks us to
+    if intent == "read":
+        for notice in notices:
+            if notice["kind"] == "relinquish":
+                emit({"relinquish": notice["path"], "at": time.time()})
+                break
+emit({"released": time.time()})
+step({"done": True})
+"""
+
+PY_CLAIMER = """
+import scopefs
+path, intent, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
+started = time.time()
+try:
+    with scopefs.coordinate(path, intent, timeout=timeout):
+        emit({"granted": time.time(), "waited": time.time() - started})
+except OSError as exc:
+    emit({"error": type(exc).__name__, "waited": time.time() - started})
+"""
+
+
+def test_coordination_between_two_apps(world):
+    """Issue 17 (NSFileCoordinator): a writer in one app blocks a reader in
+    another until it lets go; a reader asked to relinquish by a waiting
+    writer (its presenter hears `relinquish`) lets go first, then the
+    writer is granted; a claim ends when its process exits; an app cannot
+    claim an item it was not given."""
+    from scopefs_harness import BETA
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:{REPORT}")
+    item_a, item_b = world.prov(ALPHA, LOCAL, REPORT), world.prov(BETA, LOCAL, REPORT)
+
+    writer = world.app_session(ALPHA, "import time\n" + PY_HOLDER, item_a, "write")
+    assert writer.recv() == {"holding": "write"}
+    blocked = world.app_json(BETA, "import time\n" + PY_CLAIMER, item_b, "read", "1")
+    assert blocked.get("error") == "TimeoutError" and blocked["waited"] >= 0.9, blocked
+    writer.send("go")
+    assert "released" in writer.recv()
+    reader_ok = world.app_json(BETA, "import time\n" + PY_CLAIMER, item_b, "read", "5")
+    assert "granted" in reader_ok and reader_ok["waited"] < 1, reader_ok
+    writer.send("go")
+
+    reader = world.app_session(ALPHA, "import time\n" + PY_HOLDER, item_a, "read")
+    assert reader.recv() == {"holding": "read"}
+    reader.send("go")
+    late_writer = world.app_json(BETA, "import time\n" + PY_CLAIMER, item_b, "write", "10")
+    relinquished = reader.recv()
+    released = reader.recv()
+    assert relinquished.get("relinquish") == item_a, relinquished
+    assert "granted" in late_writer and late_writer["granted"] >= released["released"], (late_writer, released)
+    reader.send("go")
+
+    # A claim ends with its process.
+    world.app_py(ALPHA, "import scopefs\nscopefs.coordinate(sys.argv[1], 'write').__enter__()\nos._exit(0)\n", item_a)
+    after_exit = world.app_json(BETA, "import time\n" + PY_CLAIMER, item_b, "write", "5")
+    assert "granted" in after_exit and after_exit["waited"] < 3, after_exit
+
+    hidden = world.app_json(ALPHA, "import time\n" + PY_CLAIMER, world.prov(ALPHA, LOCAL, "docs/secret.txt"), "write", "1")
+    assert hidden.get("error") == "FileNotFoundError", hidden

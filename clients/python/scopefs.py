@@ -67,6 +67,7 @@ __all__ = [
     "ScopeFSProtocolError",
     "accessing",
     "bookmark_data",
+    "coordinate",
     "pick",
     "resolve_bookmark",
     "scope_count",
@@ -459,3 +460,33 @@ def _notices(cursor, state_dir: Optional[str], timeout: Optional[float]) -> Iter
                 if notice.get(key) and root.startswith("/"):
                     notice[key] = os.path.join(root, notice[key])
             yield notice
+
+
+# --- File coordination (issue 17) --------------------------------------------
+
+@contextmanager
+def coordinate(path: StrOrBytesPath, intent: str = "read", timeout: float = 10,
+               state_dir: Optional[str] = None) -> Iterator[None]:
+    """Hold a read or write claim on a document while the block runs, like
+    ``NSFileCoordinator.coordinate(readingItemAt:|writingItemAt:)``: writers
+    exclude readers and other writers of other processes (any app); a
+    writer kept waiting first asks the holders' presenters to relinquish.
+    The claim ends with the block, or with the process.
+
+    Raises ``TimeoutError`` when the item stays claimed for ``timeout``
+    seconds, ``FileNotFoundError`` for a path the app was not given.
+    Coordination protects only coordinated access: a process that reads or
+    writes without it is not held back (as on Apple's systems)."""
+    answer = _ask({"op": "coordinate", "path": os.fsdecode(path), "intent": intent, "waitSeconds": timeout},
+                  state_dir, timeout + 20)
+    if not answer.get("ok"):
+        message, code = str(answer.get("message") or "cannot coordinate"), answer.get("code")
+        if code == 75:
+            raise TimeoutError(errno.ETIMEDOUT, message)
+        if code == 66:
+            raise FileNotFoundError(errno.ENOENT, message, os.fsdecode(path))
+        raise ScopeFSProtocolError(errno.EPROTO, message)
+    try:
+        yield
+    finally:
+        _ask({"op": "release", "claim": answer["claim"]}, state_dir, 30)
