@@ -28,6 +28,8 @@ public struct ScopeFSError: Error, Equatable, Hashable, Sendable, CustomStringCo
         case resolveBookmark = "resolve a bookmark through"
         case inspectReference = "read the item metadata of"
         case pick = "ask the picker agent through"
+        case watch = "watch documents through"
+        case coordinate = "coordinate access to"
     }
 
     /// What an errno means for a security scope.

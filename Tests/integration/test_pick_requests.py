@@ -371,3 +371,43 @@ def test_coordination_between_two_apps(world):
 
     hidden = world.app_json(ALPHA, "import time\n" + PY_CLAIMER, world.prov(ALPHA, LOCAL, "docs/secret.txt"), "write", "1")
     assert hidden.get("error") == "FileNotFoundError", hidden
+
+
+def test_swift_example_app_story(world, swift_check):
+    """Issue 17, done when: an app written against the Swift client
+    presents a picker, gets a URL from a scripted agent, reads it in scope,
+    hears about a host rename with the new URL, and coordinates a write
+    with a second app (which holds a read claim and relinquishes when its
+    presenter is asked)."""
+    from scopefs_harness import BETA
+    world.cli("open", BETA, f"{LOCAL}:docs")
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}])
+    out = world.root / "story.out"
+    with open(out, "w") as sink:
+        app = subprocess.Popen(world.run_argv(ALPHA, [swift_check, "story"]), stdout=subprocess.PIPE, stderr=sink,
+                               env=world.base_env, start_new_session=True, text=True)
+    try:
+        picked = json.loads(app.stdout.readline())
+        agent.finish()
+        assert picked["picked"] == world.prov(ALPHA, LOCAL, REPORT), picked
+        assert picked["content"].encode() == REPORT_BYTES, picked
+        # A second app reads the document under a read claim, and lets go when asked.
+        reader = world.app_session(BETA, "import time\n" + PY_HOLDER, world.prov(BETA, LOCAL, "docs/final.txt"), "read")
+        backing = world.backing(LOCAL) / "docs"
+        (backing / "report.txt").rename(backing / "final.txt")
+        assert reader.recv() == {"holding": "read"}
+        reader.send("go")
+        moved = json.loads(app.stdout.readline())
+        assert moved["moved"] == world.prov(ALPHA, LOCAL, "docs/final.txt"), moved
+        relinquished = reader.recv()
+        released = reader.recv()
+        wrote = json.loads(app.stdout.readline())
+        assert relinquished.get("relinquish") == world.prov(BETA, LOCAL, "docs/final.txt"), relinquished
+        assert wrote["wrote"] >= released["released"], (wrote, released)
+        reader.send("go")
+        assert app.wait(timeout=30) == 0, out.read_text()
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+    assert (backing / "final.txt").read_text() == "edited by the Swift app\n"

@@ -7,6 +7,7 @@
 //   scopefs-client-check bookmark-create FILE CONTAINER_DIR
 //   scopefs-client-check bookmark-resolve TOKEN...
 //   scopefs-client-check pick TYPE...          (DocumentPicker.present, issue 17)
+//   scopefs-client-check story                 (issue 17's example app: pick, read, rename, coordinate)
 import Foundation
 import ScopeFSClient
 
@@ -190,6 +191,32 @@ case "bookmark-resolve" where args.count >= 3:
         }
     }
     report["results"] = results.joined(separator: "\n")
+
+case "story":
+    // Issue 17's "done when": present a picker, read the URL in scope, hear
+    // of a host rename with the new URL, coordinate a write with another app.
+    func say(_ object: [String: Any]) {
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        print(String(decoding: data, as: UTF8.self))
+        fflush(nil)
+    }
+    let presenter = try DocumentPresenter()
+    var url = try await DocumentPicker.present(mode: .open, contentTypes: ["public.plain-text"])[0]
+    let started = url.startAccessingSecurityScopedResource()
+    say(["picked": url.path, "content": (try? String(contentsOf: url, encoding: .utf8)) ?? "unreadable"])
+    while let notice = try presenter.next(timeout: 15) {
+        if notice.kind == .moved {
+            url = notice.url
+            break
+        }
+    }
+    say(["moved": url.path])
+    try FileCoordinator.coordinate(.writing, itemAt: url, timeout: 15) { target in
+        try "edited by the Swift app\n".write(to: target, atomically: false, encoding: .utf8)
+    }
+    say(["wrote": Date().timeIntervalSince1970])
+    if started { url.stopAccessingSecurityScopedResource() }
+    exit(0)
 
 case "pick":
     // The app presents a picker; the test's scripted agent answers.
