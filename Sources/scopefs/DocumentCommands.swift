@@ -150,11 +150,16 @@ struct QueryCommand: ParsableCommand {
     @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.Scope = .all
     @Option(help: "Only names matching this glob.") var name: String?
     @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Keep listing: the initial result, then additions, removals and changes (a live query).")
+    var follow = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
             let query = DocumentQuery(state: options.directory, repository: try options.repository())
             let mount = DaemonInfo.read(from: options.directory)?.mountpoint
+            if follow {
+                try QueryFollower(query: query, app: app, scope: scope, name: name, mount: mount, json: json).run()
+            }
             let results = try query.run(app: app, scope: scope, nameGlob: name, mount: mount)
             if json { return printJSON(results) }
             for result in results {

@@ -411,3 +411,48 @@ def test_swift_example_app_story(world, swift_check):
             app.kill()
             app.wait()
     assert (backing / "final.txt").read_text() == "edited by the Swift app\n"
+
+
+def test_live_query_follows_documents(world):
+    """Issue 17, SPEC S28 (NSMetadataQuery, live): `query --follow --json`
+    prints the initial result and finishedGathering, then an addition when
+    a document is opened, a change when the original moves on the host,
+    and a removal when the reference goes, each within a second or so."""
+    import os
+    import select
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    follower = subprocess.Popen(world.cli_argv("query", "--app", ALPHA, "--follow", "--json"),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=world.base_env,
+                                start_new_session=True)
+    buffered = b""
+
+    def next_event(timeout: float = 5) -> dict:
+        nonlocal buffered
+        deadline = time.monotonic() + timeout
+        while b"\n" not in buffered:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no query event within {timeout}s; got {buffered!r}"
+            if select.select([follower.stdout], [], [], left)[0]:
+                buffered += os.read(follower.stdout.fileno(), 65536)
+        line, _, buffered = buffered.partition(b"\n")
+        return json.loads(line)
+
+    try:
+        first = next_event()
+        assert first["event"] == "finishedGathering", first
+        assert [r["url_in_local_container"].rsplit("/", 1)[1] for r in first["results"]] == ["report.txt"], first
+        started = time.monotonic()
+        world.cli("open", ALPHA, f"{LOCAL}:docs/notes.md")
+        added = next_event()
+        assert added["event"] == "added" and added["result"]["url_in_local_container"].endswith("Documents/notes.md"), added
+        backing = world.backing(LOCAL) / "docs"
+        (backing / "notes.md").rename(backing / "notes-final.md")
+        changed = next_event()
+        assert changed["event"] == "changed" and changed["result"]["url"].endswith("docs/notes-final.md"), changed
+        (world.state / "containers" / ALPHA / "Documents" / "notes.md").unlink()
+        removed = next_event()
+        assert removed["event"] == "removed" and removed["result"]["url_in_local_container"].endswith("notes.md"), removed
+        assert time.monotonic() - started < 10
+    finally:
+        follower.kill()
+        follower.wait()
