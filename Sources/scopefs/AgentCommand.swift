@@ -63,6 +63,8 @@ struct AgentCommand: ParsableCommand {
             choice = step
         } else if script != nil {
             choice = AgentScript.Step(cancel: true)  // past the script's last step
+        } else if isatty(0) == 1 && (pending.request.mode == .open || pending.request.mode == .import) {
+            choice = showPicker(pending)
         } else {
             choice = Self.ask(pending)
         }
@@ -75,8 +77,23 @@ struct AgentCommand: ParsableCommand {
         }
     }
 
-    /// The request in the owner's terminal; the answer typed on stdin.
-    private static func ask(_ pending: PendingPick) -> AgentScript.Step {
+    /// The terminal picker of `scopefs pick`, for the app and mode asked;
+    /// what it chooses is applied below like a script's choice.
+    private func showPicker(_ pending: PendingPick) -> AgentScript.Step {
+        print(Self.describe(pending).escapedForTerminal)
+        let mode = pending.request.mode == .open ? "open" : "import"
+        let arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
+        guard let picker = try? PickCommand.parse(arguments) else { return AgentScript.Step(cancel: true) }
+        do {
+            guard let selection = try picker.choose() else { return AgentScript.Step(cancel: true) }
+            return AgentScript.Step(choose: ["\(selection.provider):\(selection.path.isEmpty ? "." : selection.path)"])
+        } catch {
+            FileHandle.standardError.write(Data("scopefs: \(error.message.escapedForTerminal)\n".utf8))
+            return AgentScript.Step(cancel: true)
+        }
+    }
+
+    private static func describe(_ pending: PendingPick) -> String {
         let request = pending.request
         let types = request.contentTypes.isEmpty ? "any type" : request.contentTypes.joined(separator: ", ")
         var text = "\(pending.app) (pid \(pending.pid)) wants to \(request.mode.rawValue)"
@@ -84,7 +101,13 @@ struct AgentCommand: ParsableCommand {
             ? " \(request.items.joined(separator: ", ")) into a provider folder" : " a document: \(types)"
         if request.allowsMultipleSelection { text += "; several allowed" }
         if let directory = request.directory { text += "; starting at \(directory)" }
-        print(text.escapedForTerminal)  // the app wrote most of it
+        return text
+    }
+
+    /// The request in the owner's terminal; the answer typed on stdin.
+    private static func ask(_ pending: PendingPick) -> AgentScript.Step {
+        let request = pending.request
+        print(describe(pending).escapedForTerminal)  // the app wrote most of it
         print(request.mode == .export || request.mode == .move
             ? "destination folder (PROVIDER:DIR), empty line cancels:" : "item(s) as PROVIDER:RELPATH, one per line, empty line ends:")
         var chosen: [String] = []

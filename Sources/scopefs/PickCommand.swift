@@ -59,7 +59,7 @@ struct PickCommand: ParsableCommand {
     }
 
     /// Runs the picker; nil when the user cancels.
-    private func choose() throws(ScopeFSError) -> PickerSelection? {
+    func choose() throws(ScopeFSError) -> PickerSelection? {
         guard Terminal.isTerminal(0) else {
             throw ScopeFSError(
                 .usage,

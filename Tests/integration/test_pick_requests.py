@@ -456,3 +456,40 @@ def test_live_query_follows_documents(world):
     finally:
         follower.kill()
         follower.wait()
+
+
+def test_interactive_agent_shows_the_terminal_picker(world):
+    """Issue 17: without a script, `scopefs agent` in a terminal shows the
+    request and the terminal picker of `scopefs pick`; what the user picks
+    there is what the waiting app receives."""
+    import threading
+    import pexpect
+    from test_picker import COLS, ROWS, Picker, Screen
+    env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
+    env.update(TERM="xterm-256color", LANG="C.UTF-8")
+    agent = Picker.__new__(Picker)
+    agent.child = pexpect.spawn(str(world.bin), ["--state", str(world.state), "agent", "--count", "1"],
+                                dimensions=(ROWS, COLS), env=env, encoding="utf-8", codec_errors="replace", timeout=15)
+    agent.screen = Screen()
+    agent.status = None
+    time.sleep(0.5)
+    result: dict = {}
+    asker = threading.Thread(target=lambda: result.update(pick_as_app(world, mode="open", content_types=["text/plain"])))
+    asker.start()
+    try:
+        agent.wait_text("Open: choose a file or folder for com.example.alpha")
+        agent.highlight("local/")
+        agent.send("\x1b[C")
+        agent.highlight("docs/")
+        agent.send("\r")
+        agent.highlight("report.txt")
+        agent.send("\r")
+        agent.wait_text("[y/N]")
+        agent.send("y")
+        agent.child.expect(pexpect.EOF, timeout=20)
+    finally:
+        asker.join(timeout=30)
+        agent.child.close()
+    assert agent.child.exitstatus == 0, agent.screen.transcript[-2000:]
+    assert result.get("paths") == [world.prov(ALPHA, LOCAL, REPORT)], result
+    assert "wants to open a document: text/plain" in agent.screen.transcript, agent.screen.transcript[:500]
