@@ -493,3 +493,35 @@ def test_interactive_agent_shows_the_terminal_picker(world):
     assert agent.child.exitstatus == 0, agent.screen.transcript[-2000:]
     assert result.get("paths") == [world.prov(ALPHA, LOCAL, REPORT)], result
     assert "wants to open a document: text/plain" in agent.screen.transcript, agent.screen.transcript[:500]
+
+
+def test_examples_pick_read_and_follow(world, c_build, tmp_path):
+    """Issue 17: docs/examples/picker.py (pick, read in scope under a read
+    claim, follow a host rename) and picker.c (pick, read the first line)
+    run as documented against a scripted agent."""
+    examples = REPO / "docs" / "examples"
+    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}])
+    script = subprocess.Popen(world.run_argv(ALPHA, ["python3", examples / "picker.py", "8"]), stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=world.base_env, text=True, start_new_session=True)
+    try:
+        first = script.stdout.readline()
+        assert first.startswith(f"picked {world.prov(ALPHA, LOCAL, REPORT)}:"), first
+        # The pick itself is the first notice: the document arrived.
+        assert script.stdout.readline().split() == ["arrived", world.prov(ALPHA, LOCAL, REPORT)]
+        backing = world.backing(LOCAL) / "docs"
+        (backing / "report.txt").rename(backing / "moved.txt")
+        assert script.stdout.readline().split() == ["moved", world.prov(ALPHA, LOCAL, "docs/moved.txt")]
+        (backing / "moved.txt").unlink()
+        assert script.stdout.readline().split()[0] == "deleted"
+        assert script.wait(timeout=20) == 0
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+    program = tmp_path / "picker"
+    build = subprocess.run(["cc", examples / "picker.c", f"-I{REPO / 'clients' / 'c' / 'include'}", f"-L{c_build}",
+                            "-lscopefs", f"-Wl,-rpath,{c_build}", "-o", program], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    p = world.run_app(ALPHA, [program])
+    agent.finish()
+    assert p.returncode == 0 and p.stdout == f"{world.prov(ALPHA, LOCAL, 'docs/notes.md')}: # notes\n", describe(p)
