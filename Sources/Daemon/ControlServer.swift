@@ -28,6 +28,11 @@ final class ControlServer: Sendable {
     /// owner's commands are always served.
     private let appConnections = Atomic<Int>(0)
     static let appConnectionLimit = 16
+    /// One app's share of them: requests that wait (a pick for the user, a
+    /// presenter's watch, a coordination claim) must not let one app keep
+    /// every other app's bookmarks from resolving.
+    private let connectionsByApp = Mutex<[AppID: Int]>([:])
+    static let perAppConnectionLimit = 8
     private let ownerUID: uid_t
     private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
     private let logger: Logger
@@ -61,11 +66,14 @@ final class ControlServer: Sendable {
         case .app:
             // Every peer here is an app's: counted before anything is read
             // about it.
-            withAppSlot(client) { respond(client, answer(client, peer, peer.flatMap { appOf($0.pid) })) }
+            withAppSlot(client) {
+                let peerApp = peer.flatMap { appOf($0.pid) }
+                withAppShare(client, peerApp) { respond(client, answer(client, peer, peerApp)) }
+            }
         case .owner:
             let peerApp = peer.flatMap { appOf($0.pid) }
             if peer == nil || peerApp != nil {
-                withAppSlot(client) { respond(client, answer(client, peer, peerApp)) }
+                withAppSlot(client) { withAppShare(client, peerApp) { respond(client, answer(client, peer, peerApp)) } }
             } else {
                 respond(client, answer(client, peer, nil))
             }
@@ -80,6 +88,22 @@ final class ControlServer: Sendable {
             respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
             return
         }
+        body()
+    }
+
+    /// Runs `body` within the app's share of the slots, or answers "busy".
+    private func withAppShare(_ client: UnixSocket, _ app: AppID?, _ body: () -> Void) {
+        guard let app else { return body() }
+        let admitted = connectionsByApp.withLock { counts in
+            guard counts[app, default: 0] < Self.perAppConnectionLimit else { return false }
+            counts[app, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "this app has \(Self.perAppConnectionLimit) requests in progress; try again"))
+            return
+        }
+        defer { connectionsByApp.withLock { $0[app] = $0[app, default: 1] > 1 ? $0[app]! - 1 : nil } }
         body()
     }
 

@@ -525,3 +525,42 @@ def test_examples_pick_read_and_follow(world, c_build, tmp_path):
     p = world.run_app(ALPHA, [program])
     agent.finish()
     assert p.returncode == 0 and p.stdout == f"{world.prov(ALPHA, LOCAL, 'docs/notes.md')}: # notes\n", describe(p)
+
+
+HOG = """
+import socket
+state = os.environ["SCOPEFS_STATE"]
+def open_watch():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.path.join(state, "control.sock"))
+    try:
+        s.sendall(json.dumps({"op": "watch", "after": 0, "waitSeconds": 6}).encode() + b"\\n")
+    except BrokenPipeError:
+        pass  # refused before the request was read: the answer is waiting
+    return s
+held = [open_watch() for _ in range(int(sys.argv[1]))]
+time.sleep(1)
+extra = open_watch()
+extra.settimeout(5)
+emit({"extra": json.loads(extra.recv(65536))})
+step({"holding": len(held)})
+"""
+
+
+def test_one_app_cannot_take_every_control_slot(world):
+    """Issue 17, SPEC S5 (attack): requests that wait (watch, pick,
+    coordinate) hold a connection; one app gets at most 8 at once, so while
+    it holds its share another app's requests are still served."""
+    from scopefs_harness import BETA
+    hog = world.app_session(ALPHA, "import time\n" + HOG, "8")
+    first = hog.recv()
+    assert first["extra"]["ok"] is False and first["extra"]["code"] == 75, first
+    assert hog.recv() == {"holding": 8}
+    other = world.app_json(BETA, """
+import scopefs
+watch = scopefs.watch_documents(timeout=0.5)
+emit({"served": list(watch) == []})
+""")
+    hog.send("go")
+    assert other == {"served": True}, other
+    time.sleep(6)  # the hog's watches end in the daemon (their wait), before teardown counts descriptors
