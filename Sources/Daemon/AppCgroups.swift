@@ -23,7 +23,9 @@ final class AppCgroups: Sendable {
     /// Leaf names start with this, so the CLI can tell an app process by its
     /// own `/proc/self/cgroup` (`OwnerCheck`).
     static let leafPrefix = "scopefs-run-"
-    private let runs = Mutex<[String: AppID]>([:])
+    /// The runs' leaves: their app, and whether a process was placed in
+    /// it yet (an unplaced leaf is empty because it is new, not finished).
+    private let runs = Mutex<[String: (app: AppID, placed: Bool)]>([:])
     private let counter = Atomic<UInt64>(0)
 
     /// nil when there is no writable cgroup2 hierarchy (no cgroup2 mount, or
@@ -60,12 +62,13 @@ final class AppCgroups: Sendable {
         let leaf = "\(Self.leafPrefix)\(getpid())-\(number)"
         let directory = mountPath + base + "/" + leaf
         guard mkdir(directory, 0o755) == 0 else { return false }
-        runs.withLock { $0[leaf] = app }
+        runs.withLock { $0[leaf] = (app, false) }
         guard Self.write("\(pid)\n", to: directory + "/cgroup.procs") else {
             runs.withLock { $0[leaf] = nil }
             rmdir(directory)
             return false
         }
+        runs.withLock { $0[leaf]?.placed = true }
         return true
     }
 
@@ -78,7 +81,7 @@ final class AppCgroups: Sendable {
 
     func app(ofCgroup path: String) -> AppID? {
         guard let leaf = Self.runLeaf(in: path, base: base) else { return nil }
-        return runs.withLock { $0[leaf] }
+        return runs.withLock { $0[leaf]?.app }
     }
 
     /// The first path component below `base` when it names a run.
@@ -90,9 +93,10 @@ final class AppCgroups: Sendable {
     }
 
     /// Removes the cgroups of runs whose processes have all ended (rmdir
-    /// refuses a populated cgroup, so this never cuts a live run).
+    /// refuses a populated cgroup, so this never cuts a live run; a leaf
+    /// being made for a run that registers meanwhile is left alone).
     func removeEmpty() {
-        let leaves = runs.withLock { Array($0.keys) }
+        let leaves = runs.withLock { $0.filter { $0.value.placed }.map(\.key) }
         for leaf in leaves where rmdir(mountPath + base + "/" + leaf) == 0 {
             runs.withLock { $0[leaf] = nil }
         }
