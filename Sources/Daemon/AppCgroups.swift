@@ -56,20 +56,21 @@ final class AppCgroups: Sendable {
         }
     }
 
-    /// Makes a cgroup for one run of `app` and moves `pid` into it.
-    func place(pid: Int32, app: AppID) -> Bool {
+    /// Makes a cgroup for one run of `app` and moves `pid` into it; the
+    /// leaf's name, nil when either failed.
+    func place(pid: Int32, app: AppID) -> String? {
         let number = counter.add(1, ordering: .relaxed).newValue
         let leaf = "\(Self.leafPrefix)\(getpid())-\(number)"
         let directory = mountPath + base + "/" + leaf
-        guard mkdir(directory, 0o755) == 0 else { return false }
+        guard mkdir(directory, 0o755) == 0 else { return nil }
         runs.withLock { $0[leaf] = (app, false) }
         guard Self.write("\(pid)\n", to: directory + "/cgroup.procs") else {
             runs.withLock { $0[leaf] = nil }
             rmdir(directory)
-            return false
+            return nil
         }
         runs.withLock { $0[leaf]?.placed = true }
-        return true
+        return leaf
     }
 
     /// The app whose run's cgroup holds the thread `tid` (or a cgroup below
@@ -95,11 +96,49 @@ final class AppCgroups: Sendable {
     /// Removes the cgroups of runs whose processes have all ended (rmdir
     /// refuses a populated cgroup, so this never cuts a live run; a leaf
     /// being made for a run that registers meanwhile is left alone).
-    func removeEmpty() {
+    /// Returns the leaves removed.
+    @discardableResult
+    func removeEmpty() -> [String] {
         let leaves = runs.withLock { $0.filter { $0.value.placed }.map(\.key) }
+        var removed: [String] = []
         for leaf in leaves where rmdir(mountPath + base + "/" + leaf) == 0 {
             runs.withLock { $0[leaf] = nil }
+            removed.append(leaf)
         }
+        return removed
+    }
+
+    /// Takes over the leaf of a run that a previous daemon made (see
+    /// `StrandedRuns`): its processes stay attributed to `app`.
+    func adopt(leaf: String, app: AppID) {
+        guard leaf.hasPrefix(Self.leafPrefix) else { return }
+        runs.withLock { $0[leaf] = (app, true) }
+    }
+
+    /// The processes in a run's leaf (and below it); nil when it is gone.
+    func processes(inLeaf leaf: String) -> [Int32]? {
+        guard leaf.hasPrefix(Self.leafPrefix), !leaf.contains("/") else { return nil }
+        let directory = mountPath + base + "/" + leaf
+        guard FileManager.default.fileExists(atPath: directory) else { return nil }
+        var pids: [Int32] = []
+        var pending = [directory]
+        while let current = pending.popLast() {
+            for line in (ProcFS.readText(current + "/cgroup.procs") ?? "").split(separator: "\n") {
+                if let pid = Int32(line) { pids.append(pid) }
+            }
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: current)) ?? [] {
+                var info = stat()
+                let path = current + "/" + entry
+                if stat(path, &info) == 0 && info.st_mode & S_IFMT == Glibc.S_IFDIR { pending.append(path) }
+            }
+        }
+        return pids
+    }
+
+    /// Removes an empty run leaf and forgets it.
+    func remove(leaf: String) {
+        guard leaf.hasPrefix(Self.leafPrefix), !leaf.contains("/") else { return }
+        if rmdir(mountPath + base + "/" + leaf) == 0 || errno == ENOENT { runs.withLock { $0[leaf] = nil } }
     }
 
     private static func write(_ text: String, to path: String) -> Bool {
