@@ -18,7 +18,8 @@ public enum ControlClient {
                 "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`")
         }
         defer { socket.close() }
-        guard let body = try? JSONEncoder().encode(request), socket.writeLine(body), let line = socket.readLine(),
+        guard let body = try? JSONEncoder().encode(request), socket.writeLine(body),
+            let line = socket.readLine(limit: UnixSocket.responseLimit),
             let response = try? JSONDecoder().decode(ControlResponse.self, from: line)
         else {
             throw ScopeFSError(.timedOut, "the daemon serving \(state.path) did not answer")

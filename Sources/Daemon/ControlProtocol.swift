@@ -102,6 +102,9 @@ public struct ControlResponse: Codable, Sendable {
     /// With `watch`: the app's notices, and the cursor to ask from next.
     public var notices: [DocumentNotice]?
     public var cursor: UInt64?
+    /// With `register`: the daemon's pid, which `scopefs run` watches to
+    /// end its app when the mount dies (issue 15).
+    public var daemon: Int32?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)
@@ -140,4 +143,17 @@ public struct DaemonStatus: Codable, Sendable {
     public var policyFailure: String?
     public var inodes: Int
     public var processes: [AppProcessStatus]
+    /// App processes of a previous daemon that outlived it, on its dead
+    /// mount (issue 15): nothing reaches them through the mount any more.
+    public var stranded: [StrandedProcessStatus]?
+
+    public struct StrandedProcessStatus: Codable, Sendable {
+        public var pid: Int32
+        public var app: AppID
+        /// The gone daemon the run registered with, and its mountpoint.
+        public var daemon: Int32
+        public var mountpoint: String
+        /// Always "on a dead mount".
+        public var state: String
+    }
 }

@@ -50,7 +50,7 @@ public enum Daemon {
         logger.debug("descriptor limit \(descriptorLimit)")
 
         let ownerUID = getuid()
-        let tracker = ProcessTracker(ownerUID: ownerUID)
+        let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
         let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
         let scopes = ScopeRegistry(
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
@@ -139,6 +139,7 @@ public enum Daemon {
         }
         Thread.detachNewThread { reloader.watch(until: { stopping.load(ordering: .relaxed) }) }
         DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
+        Self.reportStranded(tracker, recorder: recorder, logger: logger)
         logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
         Readiness.report(options.readyDescriptor, .ready)
 
@@ -209,7 +210,9 @@ public enum Daemon {
             }
             switch tracker.register(pid: peer.pid, app: app) {
             case .success:
-                return ControlResponse(ok: true, mountpoint: mountpoint)
+                var response = ControlResponse(ok: true, mountpoint: mountpoint)
+                response.daemon = getpid()
+                return response
             case .failure(.alreadyApp(let existing)):
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
@@ -273,8 +276,33 @@ public enum Daemon {
                 openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
                 policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
-                processes: processes)
+                processes: processes, stranded: strandedStatus(tracker))
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
+        }
+    }
+
+    /// SPEC S30, S34: app processes that a crashed daemon left on its dead
+    /// mount are named, once, in the log and the event trail.
+    private static func reportStranded(_ tracker: ProcessTracker, recorder: EventRecorder, logger: Logger) {
+        let now = Date().timeIntervalSince1970
+        for (record, pids) in tracker.stranded?.processes ?? [] {
+            logger.warning(
+                "\(pids.count) process(es) of \(record.app) still run on the dead mount of daemon \(record.daemon) at \(record.mountpoint): \(pids)")
+            for pid in pids {
+                recorder.record(
+                    Event(
+                        time: now, kind: .stranded, app: record.app, pid: pid, path: record.mountpoint,
+                        operation: "on a dead mount (daemon \(record.daemon) is gone)", errno: ENOTCONN))
+            }
+        }
+    }
+
+    private static func strandedStatus(_ tracker: ProcessTracker) -> [DaemonStatus.StrandedProcessStatus] {
+        (tracker.stranded?.processes ?? []).flatMap { record, pids in
+            pids.map {
+                DaemonStatus.StrandedProcessStatus(
+                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint, state: "on a dead mount")
+            }
         }
     }
 }

@@ -165,9 +165,9 @@ enum Operations {
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
                 let fd = try fs.writeTarget(Bridge.changingCaller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
-                let written = scopefs_write_to_fd(bufv, fd, offset)
-                if written < 0 { throw Errno(rawValue: Int32(-written)) }
-                return written
+                return try RefusedWrites.write(
+                    bufv!, to: fd, at: offset, fromPageCache: fi!.pointee.writepage != 0, inode: UInt64(ino),
+                    context: BridgeContext.from(fuse_req_userdata(req!)!))
             }, reply: { written in _ = fuse_reply_write(req!, Int(written)) })
         }
         // No flush: libfuse answers ENOSYS and the kernel stops sending FLUSH

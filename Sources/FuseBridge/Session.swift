@@ -1,4 +1,5 @@
 import CFuse3
+import Dispatch
 import Glibc
 import Synchronization
 import SystemPackage
@@ -32,9 +33,13 @@ public final class FuseSession: Sendable {
         cStrings.forEach { free($0) }
         guard let created else { throw Errno.invalidArgument }
         session = created
+        context.session.store(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(created))), ordering: .releasing)
     }
 
     deinit {
+        // No invalidation may reach a destroyed session.
+        context.session.store(0, ordering: .releasing)
+        context.invalidations.sync {}
         fuse_session_destroy(session)
     }
 
@@ -126,6 +131,11 @@ public final class FuseSession: Sendable {
 final class BridgeContext: Sendable {
     let fileSystem: any FileSystem
     let wire = WireState()
+    /// The session, once made (0 before and after): for invalidations the
+    /// bridge sends itself (`RefusedWrites`).
+    let session = Atomic<UInt>(0)
+    /// Runs the bridge's own invalidations off the request threads, in order.
+    let invalidations = DispatchQueue(label: "scopefs.invalidations")
 
     init(fileSystem: any FileSystem) {
         self.fileSystem = fileSystem

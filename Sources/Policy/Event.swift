@@ -8,12 +8,15 @@ public struct Event: Sendable, Codable, Equatable {
         /// The daemon served no grant while its database was gone,
         /// replaced or corrupt (SPEC S13); recorded once a database is back.
         case policyFailedClosed = "policy-failed-closed"
+        /// An app process of a previous daemon still runs on that daemon's
+        /// dead mount (ENOTCONN); recorded by the next daemon (issue 15).
+        case stranded
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
             case .start, .stop, .unbalancedStop, .budgetExhausted: .routine
-            case .denial, .leak, .policyFailedClosed: .incident
+            case .denial, .leak, .policyFailedClosed, .stranded: .incident
             case .grant, .revoke, .restore: .policyChange
             }
         }
