@@ -1,3 +1,4 @@
+import Documents
 import Foundation
 import Glibc
 import Policy
@@ -50,7 +51,7 @@ final class InboxKeeper: Sendable {
     func read(app: AppID, process: ProcessKey, path: String) {
         let inbox = StateDirectory.inboxContainerPath(of: app)
         if path == inbox {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: state.inboxPath(of: app))) ?? []
+            let names = ContainerFiles.names(root: state.containerPath(of: app), relative: inbox)
             witness(app: app, copies: names.map { inbox + "/" + $0 }, by: [process])
         } else if let copy = copyPath(app: app, containerPath: path) {
             witness(app: app, copies: [copy], by: [process])
@@ -99,11 +100,10 @@ final class InboxKeeper: Sendable {
     func removeExpired(apps: [AppID], now: Date = Date()) -> [AppID: [String]] {
         var removed: [AppID: [String]] = [:]
         for app in apps {
-            let inbox = state.inboxPath(of: app)
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: inbox) else { continue }
-            for name in names {
-                var info = stat()
-                guard lstat(inbox + "/" + name, &info) == 0 else { continue }
+            let container = state.containerPath(of: app)
+            let inbox = StateDirectory.inboxContainerPath(of: app)
+            for name in ContainerFiles.names(root: container, relative: inbox) {
+                guard let info = ContainerFiles.status(root: container, relative: inbox, name: name) else { continue }
                 let changed = Double(info.st_ctim.tv_sec) + Double(info.st_ctim.tv_nsec) / 1e9
                 guard now.timeIntervalSince1970 - changed >= maximumAge else { continue }
                 let path = StateDirectory.inboxContainerPath(of: app) + "/" + name
@@ -113,12 +113,13 @@ final class InboxKeeper: Sendable {
         return removed
     }
 
-    /// Removes one copy, and the inbox once it is empty.
+    /// Removes one copy, and the inbox once it is empty. Never through a
+    /// link: the app may have replaced its inbox with one (`ContainerFiles`).
     private func remove(_ path: String, of app: AppID) -> Bool {
         waiting.withLock { waiting in waiting.removeAll { $0.app == app && $0.path == path } }
-        let full = state.containerPath(of: app) + "/" + path
-        guard (try? FileManager.default.removeItem(atPath: full)) != nil else { return false }
-        rmdir(state.inboxPath(of: app))  // fails, harmlessly, while other copies wait
+        let container = state.containerPath(of: app)
+        guard ContainerFiles.remove(root: container, relative: path) else { return false }
+        ContainerFiles.removeEmptyFolder(root: container, relative: StateDirectory.inboxContainerPath(of: app))
         return true
     }
 }

@@ -65,7 +65,7 @@ public struct DocumentPicker: Sendable {
         guard !items.isEmpty else { return [] }
         let paths = try references(app: app, to: items)
         let container = state.containerPath(of: app)
-        for path in paths where unlink(container + "/" + path) != 0 && errno != ENOENT {
+        for path in paths where !ContainerFiles.removeFile(root: container, relative: path) {
             throw ScopeFSError(.ioError, "cannot remove reference \(container)/\(path): \(String(cString: strerror(errno)))")
         }
         return paths

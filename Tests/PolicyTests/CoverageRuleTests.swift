@@ -33,7 +33,7 @@ import Testing
     }
 
     @Test("Issue 16 finding 3: a file grant inside a started folder scope does not take the folder's coverage away")
-    func folderScopeCoversDeeperFileGrant() {
+    func folderScopeCoversDeeperFileGrant() throws {
         let policy = snapshot([grant(1, "Reports"), grant(2, "Reports/plain.txt", folder: false)])
         #expect(policy.enclosingGrants(of: 2).map(\.id) == [1])
         #expect(policy.enclosingGrants(of: 1).isEmpty)
@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test("Revoking one grant denies only what no other active, started grant covers")
-    func revokeDeniesOnlyWhatNothingElseCovers() {
+    func revokeDeniesOnlyWhatNothingElseCovers() throws {
         let revokedFile = snapshot([grant(1, "Reports"), grant(2, "Reports/plain.txt", folder: false, state: .revoked)])
         #expect(try decide(.read, "Reports/plain.txt", in: revokedFile, started: [1]).get()?.id == 1)
         #expect(decide(.read, "Reports/plain.txt", in: revokedFile, started: [2]) == .failure(.denied))
@@ -62,7 +62,7 @@ import Testing
     }
 
     @Test("Access comes from the grant that allows: a read-only file grant in a started read-write folder is writable")
-    func accessOfTheAllowingGrant() {
+    func accessOfTheAllowingGrant() throws {
         let policy = snapshot([grant(1, "Reports"), grant(2, "Reports/plain.txt", folder: false, access: .read)])
         #expect(try decide(.write, "Reports/plain.txt", in: policy, started: [1, 2]).get()?.id == 1)
         #expect(decide(.write, "Reports/plain.txt", in: policy, started: [2]) == .failure(.denied))

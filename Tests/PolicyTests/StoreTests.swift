@@ -142,7 +142,7 @@ import Testing
     func wholeProvider() throws {
         let (repository, root) = try fixture()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        for path in [".", "", "docs/.."] {
+        for path in [".", "", "./", "./."] {
             do {
                 _ = try repository.grant(app: app, provider: "local", path: path, access: .read, wholeProvider: false)
                 Issue.record("root granted without wholeProvider: \(path)")

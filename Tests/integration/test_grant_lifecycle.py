@@ -223,3 +223,36 @@ def test_inbox_copies_nobody_had_go_after_the_inbox_days(env):
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--inbox-days", "0"]
     env.mount()
     assert not os.path.exists(copy), "a copy older than --inbox-days stayed"
+
+
+# The app lists its inbox (so it has the copy), then moves the inbox away
+# and puts a link to argv[3] (a folder of the owner) in its place.
+SWAP_INBOX_FOR_LINK = """
+inbox, aside, victim = sys.argv[1], sys.argv[2], sys.argv[3]
+seen = listing(inbox)
+os.rename(inbox, aside)
+os.symlink(victim, inbox)
+emit({"seen": seen, "link": os.readlink(inbox)})
+"""
+
+
+def test_an_app_cannot_turn_inbox_cleanup_against_the_owners_files(env):
+    """Attack, SPEC S18/S33: the daemon removes inbox copies with the
+    owner's rights, and the app controls its container. An app that lists
+    its inbox, then replaces the inbox with a link to a folder of the owner
+    holding a file of the same name, exits: the daemon removes nothing
+    through the link, neither as the copy it had nor by age
+    (`--inbox-days 0` sweeps at every exit)."""
+    victim = env.root / "victim"
+    victim.mkdir()
+    (victim / "secret.txt").write_bytes(b"the owner's file\n")
+    env.mount_args = lambda *a, **k: ["mount", env.mnt, "--scopes", "lenient", "--inbox-days", "0"]
+    env.mount()
+    env.cli("import", ALPHA, f"{LOCAL}:docs/secret.txt")
+    got = env.app_json(ALPHA, SWAP_INBOX_FOR_LINK, env.container(ALPHA, f"tmp/{ALPHA}-Inbox"),
+                       env.container(ALPHA, "tmp/aside"), victim)
+    assert got == {"seen": ["secret.txt"], "link": str(victim)}, got
+    env.run_app(ALPHA, ["true"])
+    time.sleep(1.0)
+    assert (victim / "secret.txt").read_bytes() == b"the owner's file\n", "the daemon removed a file through the app's link"
+    assert os.path.islink(container_host(env, ALPHA, f"tmp/{ALPHA}-Inbox"))
