@@ -58,6 +58,16 @@ def test_a_started_folder_scope_covers_a_file_opened_later(env):
     env.revoke(ALPHA, file_grant)
     app.send()
     assert app.recv()["read"] == expected, "revoking the file grant took away what the folder's scope covers"
+    # Another process starts accessing the file itself: its own grant is
+    # revoked, so the folder's active grant is the one started (SPEC S6).
+    fresh = env.app_json(ALPHA, """
+p = sys.argv[1]
+r = {"start": outcome(lambda: os.getxattr(p, "user.scopefs.start").decode())}
+r["read"] = outcome(lambda: read_bytes(p)[:6].hex())
+r["stop"] = outcome(lambda: os.getxattr(p, "user.scopefs.stop").decode())
+emit(r)
+""", env.prov(ALPHA, rel=REPORT))
+    assert fresh == {"start": {"ok": "1"}, "read": expected, "stop": {"ok": "0"}}, fresh
     env.restore(ALPHA, file_grant)
     env.revoke(ALPHA, folder)
     app.send()
