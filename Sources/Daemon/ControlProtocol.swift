@@ -67,10 +67,15 @@ public struct ControlRequest: Codable, Sendable {
     public var path: String?
     public var intent: String?
     public var claim: UInt64?
+    /// With `reload`: container paths of copies `scopefs import` just put
+    /// in `app`'s inbox (SPEC S18, `InboxKeeper`).
+    public var imported: [String]?
 
     public init(
-        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
+        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil,
+        imported: [String]? = nil
     ) {
+        self.imported = imported
         self.op = op
         self.grant = grant
         self.app = app

@@ -18,26 +18,76 @@ public struct DocumentPicker: Sendable {
         public var grant: GrantID
         /// The reference document's path inside the container (files only).
         public var reference: String?
+        /// The app already had a grant of the item (it was reused).
+        public var reusedGrant = false
+        /// The reference already existed (it was reused, not written again).
+        public var reusedReference = false
+        /// What changed in a reused grant ("access read -> read-write").
+        public var changes: [String] = []
     }
 
     /// Open (SPEC S17): an active grant, plus a reference document in
-    /// `Container/Documents/` for a file.
-    public func open(app: AppID, provider: ProviderID, path: String, access: Access) throws(ScopeFSError) -> Opened {
-        let grant = try repository.grant(app: app, provider: provider, path: path, access: access)
-        guard !grant.isDirectory else { return Opened(grant: grant.id, reference: nil) }
+    /// `Container/Documents/` for a file. One grant and one reference per
+    /// item per app: opening an item again reuses both, and only widens
+    /// the grant (`GrantUpdate.widen`).
+    public func open(
+        app: AppID, provider: ProviderID, path: String, access: Access, session: Bool = false, wholeProvider: Bool = false
+    ) throws(ScopeFSError) -> Opened {
+        let change = try repository.grant(
+            app: app, provider: provider, path: path, access: access, session: session, update: .widen,
+            wholeProvider: wholeProvider)
+        let grant = change.grant
+        var opened = Opened(grant: grant.id, reference: nil, reusedGrant: change.previous != nil, changes: change.changes)
+        guard !grant.isDirectory else { return opened }
+        if let existing = try references(app: app, to: [grant.item]).first {
+            opened.reference = existing
+            opened.reusedReference = true
+            return opened
+        }
         let name = RelativePath.lastComponent(of: grant.relativePath)
-        let reference = try writeReference(
+        opened.reference = try writeReference(
             ReferenceStub(provider: provider, item: grant.item, name: name), app: app, name: name)
-        return Opened(grant: grant.id, reference: reference)
+        return opened
+    }
+
+    /// Forget: removes grants for good, with the reference documents that
+    /// point at their items. Returns the grants and the removed references'
+    /// container paths.
+    public func forget(app: AppID, grant: GrantID?) throws(ScopeFSError) -> (grants: [Grant], references: [String]) {
+        let forgotten = try repository.forget(app: app, grant: grant)
+        let references = try removeReferences(app: app, to: Set(forgotten.map(\.item)))
+        return (forgotten, references)
+    }
+
+    /// Removes the app's reference documents to `items`; returns their
+    /// container paths.
+    public func removeReferences(app: AppID, to items: Set<ItemIdentifier>) throws(ScopeFSError) -> [String] {
+        guard !items.isEmpty else { return [] }
+        let paths = try references(app: app, to: items)
+        let container = state.containerPath(of: app)
+        for path in paths where !ContainerFiles.removeFile(root: container, relative: path) {
+            throw ScopeFSError(.ioError, "cannot remove reference \(container)/\(path): \(String(cString: strerror(errno)))")
+        }
+        return paths
+    }
+
+    /// The container paths of the app's reference documents (anywhere in
+    /// `Documents/`) that point at one of `items`, sorted.
+    func references(app: AppID, to items: Set<ItemIdentifier>) throws(ScopeFSError) -> [String] {
+        let documents = try container(of: app) + "/Documents"
+        return DocumentQuery.files(under: documents).sorted().filter { relative in
+            DocumentQuery.stub(at: documents + "/" + relative).map { items.contains($0.item) } ?? false
+        }.map { "Documents/" + $0 }
     }
 
     /// Import (SPEC S18): a copy in `Container/tmp/<app>-Inbox/`; no grant.
-    /// The daemon removes the inbox when the app's last process exits.
+    /// The daemon removes the copy once the app has had it (`InboxKeeper`).
     public func importItem(app: AppID, provider providerID: ProviderID, path: String, copy: AtomicCopy)
         throws(ScopeFSError) -> String
     {
         let source = try providerPath(providerID, path)
-        let inbox = try container(of: app) + "/tmp/\(app)-Inbox"
+        _ = try container(of: app)
+        let inbox = state.inboxPath(of: app)
         do {
             try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
         } catch {
@@ -45,7 +95,7 @@ public struct DocumentPicker: Sendable {
         }
         let name = Self.uniqueName((source as NSString).lastPathComponent, in: inbox)
         try journaled(copy).copy(source, to: inbox + "/" + name)
-        return "tmp/\(app)-Inbox/\(name)"
+        return StateDirectory.inboxContainerPath(of: app) + "/" + name
     }
 
     /// Export to service (SPEC S19): a copy in a provider folder; the app
@@ -72,7 +122,7 @@ public struct DocumentPicker: Sendable {
         } catch {
             throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(error.localizedDescription)")
         }
-        return try open(app: app, provider: provider, path: destination, access: .readWrite)
+        return try open(app: app, provider: provider, path: destination, access: .readWrite, wholeProvider: true)
     }
 
     // MARK: Helpers

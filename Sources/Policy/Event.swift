@@ -2,6 +2,9 @@
 public struct Event: Sendable, Codable, Equatable {
     public enum Kind: String, Sendable, Codable, CaseIterable {
         case grant, revoke, restore, denial, start, stop
+        /// A grant removed for good (`scopefs forget`, or a session grant
+        /// whose app's last process exited).
+        case forget
         case unbalancedStop = "unbalanced-stop"
         case budgetExhausted = "budget-exhausted"
         case leak
@@ -17,7 +20,7 @@ public struct Event: Sendable, Codable, Equatable {
             switch self {
             case .start, .stop, .unbalancedStop, .budgetExhausted: .routine
             case .denial, .leak, .policyFailedClosed, .stranded: .incident
-            case .grant, .revoke, .restore: .policyChange
+            case .grant, .revoke, .restore, .forget: .policyChange
             }
         }
     }

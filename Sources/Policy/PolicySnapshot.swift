@@ -11,6 +11,10 @@ public struct PolicySnapshot: Sendable {
     /// Every known item's current location (references resolve through it).
     public let items: [ItemIdentifier: ItemLocation]
     private let views: [AppID: [ProviderID: ProviderView]]
+    /// For each grant that has any, the app's other grants of the same
+    /// provider at or above its item, nearest first (Apple's rule: a started
+    /// folder scope covers everything below it, whatever deeper grants exist).
+    private let enclosing: [GrantID: [Grant]]
 
     public init(
         generation: UInt64, apps: [App], providers: [Provider], grants: [Grant],
@@ -26,6 +30,27 @@ public struct PolicySnapshot: Sendable {
             views[grant.app, default: [:]][grant.provider, default: ProviderView()].add(grant)
         }
         self.views = views
+        var enclosing: [GrantID: [Grant]] = [:]
+        for grant in grants {
+            let above = views[grant.app]?[grant.provider]?.grants(above: grant.relativePath) ?? []
+            if !above.isEmpty { enclosing[grant.id] = above }
+        }
+        self.enclosing = enclosing
+    }
+
+    /// The app's grants whose folder holds `grant`'s item, nearest first:
+    /// each covers the item too (SPEC S9, docs/API.md "Which grant covers
+    /// an item"). Empty for most grants.
+    public func enclosingGrants(of grant: GrantID) -> [Grant] {
+        enclosing[grant] ?? []
+    }
+
+    /// Whether an item first reached through `grant` is still covered by an
+    /// active grant: `grant` itself or one that encloses it. Open
+    /// descriptors need no scope (SPEC S9), only this.
+    public func isCovered(through grant: GrantID) -> Bool {
+        if grantsByID[grant]?.state == .active { return true }
+        return enclosingGrants(of: grant).contains { $0.state == .active }
     }
 
     public static let empty = PolicySnapshot(generation: 0, apps: [], providers: [], grants: [])
@@ -136,6 +161,20 @@ struct ProviderView: Sendable {
             }
         }
         nodes[index].grant = grant
+    }
+
+    /// The grants on folders strictly above `path`, nearest first.
+    func grants(above path: String) -> [Grant] {
+        var found: [Grant] = []
+        if let root = nodes[0].grant, !path.isEmpty { found.append(root) }
+        var index = 0
+        let components = path.split(separator: "/")
+        for component in components.dropLast() {
+            guard let next = nodes[index].children[component] else { break }
+            index = next
+            if let grant = nodes[next].grant { found.append(grant) }
+        }
+        return found.reversed()
     }
 
     func coverage(of path: String) -> Coverage {

@@ -40,6 +40,12 @@ public struct StateDirectory: Sendable {
 
     public func containerPath(of app: String) -> String { containersPath + "/" + app }
 
+    /// Where `scopefs import` puts copies for an app, inside its container
+    /// (SPEC S18; Apple's `Documents/Inbox`).
+    public static func inboxContainerPath(of app: String) -> String { "tmp/\(app)-Inbox" }
+
+    public func inboxPath(of app: String) -> String { containerPath(of: app) + "/" + Self.inboxContainerPath(of: app) }
+
     /// The folders every container has (SPEC S2).
     public static let containerFolders = ["Documents", "Library", "tmp"]
 

@@ -24,11 +24,14 @@ struct MountCommand: ParsableCommand {
     @Option(help: "strict (default): content operations need a started scope; lenient: an active grant is enough.")
     var scopes: ScopeTable.Mode = .strict
     @Option(help: "Outstanding starts a process may hold (SPEC S10).") var scopeBudget: Int = 4096
+    @Option(help: "Days an imported copy stays in an app's inbox when no process of the app was running to have it (SPEC S18).")
+    var inboxDays: Int = 7
     @Option(help: .hidden) var readyFd: Int32?
     @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
 
     func validate() throws {
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
+        if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
     }
 
     func run() throws {
@@ -44,7 +47,7 @@ struct MountCommand: ParsableCommand {
         let logger = Logger(label: "scopefs")
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
-            scopeMode: scopes, scopeBudget: scopeBudget, readyDescriptor: readyFd)
+            scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd)
         do throws(ScopeFSError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -62,6 +65,7 @@ struct MountCommand: ParsableCommand {
         var arguments = [
             "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
             "--ready-fd", "3", "--scopes", scopes.rawValue, "--scope-budget", String(scopeBudget),
+            "--inbox-days", String(inboxDays),
         ]
         if allowOther { arguments.append("--allow-other") }
         let log = options.directory.path + "/daemon.log"

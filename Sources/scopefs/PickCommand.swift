@@ -125,7 +125,8 @@ struct PickCommand: ParsableCommand {
         let actions = DocumentActions(state: options, app: app)
         switch mode {
         case .open:
-            try actions.open(provider: chosen.provider, path: chosen.path, readOnly: readOnly)
+            // Choosing a provider's root on screen is explicit enough.
+            try actions.open(provider: chosen.provider, path: chosen.path, readOnly: readOnly, wholeProvider: true)
         case .import:
             try actions.importItem(provider: chosen.provider, path: chosen.path)
         case .export:

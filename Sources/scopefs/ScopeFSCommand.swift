@@ -13,7 +13,7 @@ struct ScopeFSCommand: ParsableCommand {
         discussion: "Exit codes are listed in docs/CLI.md.",
         subcommands: [
             InitCommand.self, ProviderCommand.self, AppCommand.self, GrantCommand.self, RevokeCommand.self,
-            RestoreCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
+            RestoreCommand.self, ForgetCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self,
@@ -44,6 +44,12 @@ struct StateOptions: ParsableArguments {
         try OwnerCheck.require(directory, to: action)
         return try repository()
     }
+}
+
+/// A line on stderr about what a command did besides its output
+/// ("grant 3: access read-write -> read-only"), escaped (SPEC S29).
+func note(_ text: String) {
+    FileHandle.standardError.write(Data("scopefs: \(text.escapedForTerminal)\n".utf8))
 }
 
 /// Runs a command body, turning people-facing errors into a message on
