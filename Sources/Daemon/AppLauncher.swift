@@ -1,6 +1,7 @@
 import CSystemShims
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// Starts a command as an app process (SPEC S5): registers this process
@@ -85,7 +86,7 @@ public enum AppLauncher {
         defer { posix_spawn_file_actions_destroy(&actions) }
         if let directory { posix_spawn_file_actions_addchdir_np(&actions, directory) }
 
-        let argv = command.map { strdup($0) } + [nil]
+        let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             argv.forEach { free($0) }

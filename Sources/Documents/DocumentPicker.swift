@@ -91,7 +91,7 @@ public struct DocumentPicker: Sendable {
         for _ in 0..<1000 {
             let unique = Self.uniqueName(name, in: documents)
             let path = documents + "/" + unique
-            let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            let descriptor = path.withHostCString { Glibc.open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
             if descriptor < 0 && errno == EEXIST { continue }
             guard descriptor >= 0 else {
                 throw ScopeFSError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
@@ -106,13 +106,12 @@ public struct DocumentPicker: Sendable {
     }
 
     static func uniqueName(_ name: String, in folder: String) -> String {
-        let fileManager = FileManager.default
-        guard fileManager.fileExists(atPath: folder + "/" + name) else { return name }
+        guard HostFiles.exists(folder + "/" + name) else { return name }
         let base = (name as NSString).deletingPathExtension
         let ext = (name as NSString).pathExtension
         for number in 2... {
             let candidate = ext.isEmpty ? "\(base) \(number)" : "\(base) \(number).\(ext)"
-            if !fileManager.fileExists(atPath: folder + "/" + candidate) { return candidate }
+            if !HostFiles.exists(folder + "/" + candidate) { return candidate }
         }
         return name
     }
@@ -127,7 +126,7 @@ public struct DocumentPicker: Sendable {
             throw ScopeFSError(.badData, "container path \(path) leaves the container")
         }
         let full = try container(of: app) + "/" + relative
-        guard FileManager.default.fileExists(atPath: full) else {
+        guard HostFiles.exists(full) else {
             throw ScopeFSError(.noInput, "\(app) has no \(relative) in its container")
         }
         return full
@@ -141,7 +140,7 @@ public struct DocumentPicker: Sendable {
             throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
         }
         let full = relative.isEmpty ? provider.directory : provider.directory + "/" + relative
-        guard FileManager.default.fileExists(atPath: full) else {
+        guard HostFiles.exists(full) else {
             throw ScopeFSError(.noInput, "\(providerID):\(relative) does not exist (\(full))")
         }
         return full
