@@ -129,7 +129,8 @@ def _unescape_mount_field(field: str) -> str:
 def mountinfo_entries() -> list[tuple[str, str]]:
     """(mount point, fstype) pairs from /proc/self/mountinfo."""
     entries = []
-    with open("/proc/self/mountinfo") as f:
+    # Mountpoints are bytes: one that is not UTF-8 must not break the reader.
+    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
         for line in f:
             left, _, right = line.partition(" - ")
             fields = left.split()
@@ -138,7 +139,7 @@ def mountinfo_entries() -> list[tuple[str, str]]:
 
 
 def proc_mounts_points() -> list[str]:
-    with open("/proc/mounts") as f:
+    with open("/proc/mounts", errors="surrogateescape") as f:
         return [_unescape_mount_field(line.split()[1]) for line in f]
 
 
