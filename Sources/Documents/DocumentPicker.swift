@@ -43,7 +43,7 @@ public struct DocumentPicker: Sendable {
         } catch {
             throw ScopeFSError(.ioError, "cannot create \(inbox): \(error.localizedDescription)")
         }
-        let name = Self.uniqueName((source as NSString).lastPathComponent, in: inbox)
+        let name = Self.uniqueName(RelativePath.lastComponent(of: source), in: inbox)
         try journaled(copy).copy(source, to: inbox + "/" + name)
         return "tmp/\(app)-Inbox/\(name)"
     }
@@ -55,7 +55,7 @@ public struct DocumentPicker: Sendable {
     {
         let source = try containerItem(app, containerPath)
         let destinationFolder = try providerPath(provider, folder)
-        let name = (source as NSString).lastPathComponent
+        let name = RelativePath.lastComponent(of: source)
         try journaled(copy).copy(source, to: destinationFolder + "/" + name)
         return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
     }
@@ -67,10 +67,8 @@ public struct DocumentPicker: Sendable {
     {
         let source = try containerItem(app, containerPath)
         let destination = try export(app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
-        do {
-            try FileManager.default.removeItem(atPath: source)
-        } catch {
-            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(error.localizedDescription)")
+        guard HostFiles.removeTree(source) else {
+            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(String(cString: strerror(errno)))")
         }
         return try open(app: app, provider: provider, path: destination, access: .readWrite)
     }

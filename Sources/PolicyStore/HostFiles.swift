@@ -47,3 +47,24 @@ public enum HostFiles {
         return path.withHostCString({ stat($0, &info) }) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 }
+
+extension HostFiles {
+    /// The target of symbolic link `path`. The corresponding C function is `readlink`.
+    public static func symbolicLinkTarget(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = path.withHostCString { readlink($0, &buffer, buffer.count - 1) }
+        return count < 0 ? nil : String(hostBytes: buffer[..<count])
+    }
+
+    /// Removes `path` and, for a folder, everything in it (no symbolic link
+    /// followed); false when something stayed.
+    @discardableResult
+    public static func removeTree(_ path: String) -> Bool {
+        guard let info = status(path) else { return false }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            for name in names(in: path) ?? [] { removeTree(path + "/" + name) }
+            return path.withHostCString { rmdir($0) } == 0
+        }
+        return path.withHostCString { unlink($0) } == 0
+    }
+}

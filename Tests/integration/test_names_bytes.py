@@ -292,3 +292,41 @@ def test_picker_lists_and_opens_a_name_that_is_not_utf8(tmp_path):
     documents = os.fsencode(state / "containers" / APP / "Documents")
     assert os.listdir(documents) == [CAFE]
     del pexpect
+
+
+READLINK_AND_READ = """
+import binascii
+path = binascii.unhexlify(sys.argv[1])
+emit({"target": outcome(lambda: os.readlink(path).hex()), "data": outcome(lambda: read_bytes(path).hex())})
+"""
+
+
+def test_documents_keep_names_that_are_not_utf8(env):
+    """SPEC S17-S20, S23, S28, S33a: open, import, export and query keep a
+    name's bytes; the reference's link target through the mount names the
+    item with them."""
+    docs = os.fsencode(env.backing(LOCAL) / "docs")
+    with open(docs + b"/" + CAFE, "wb") as f:
+        f.write(CAFE_TEXT)
+    env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
+    container = os.fsencode(env.state / "containers" / ALPHA)
+    assert os.listdir(container + b"/Documents") == [CAFE]
+
+    imported = env.cli("import", ALPHA, arg(b"local:docs/" + CAFE)).stdout.strip()
+    assert imported == f"Container/tmp/{ALPHA}-Inbox/caf\\xe9.txt", imported   # text output: escaped
+    assert open(container + b"/tmp/" + ALPHA.encode() + b"-Inbox/" + CAFE, "rb").read() == CAFE_TEXT
+
+    with open(container + b"/Documents/note\xff.txt", "wb") as f:
+        f.write(b"note\n")
+    env.cli("export", ALPHA, arg(b"Documents/note\xff.txt"), f"{LOCAL}:work")
+    assert os.listdir(os.fsencode(env.backing(LOCAL) / "work")) == [b"note\xff.txt"]
+
+    rows = json.loads(env.cli("query", "--app", ALPHA, "--json").stdout)
+    urls = sorted(os.fsencode(row["url_in_local_container"]).rsplit(b"/", 1)[-1] for row in rows)
+    assert CAFE in urls and b"note\xff.txt" in urls, rows
+
+    env.mount()
+    reference = os.fsencode(env.container(ALPHA, "Documents")) + b"/" + CAFE
+    got = env.app_json(ALPHA, READLINK_AND_READ, reference.hex())
+    assert bytes.fromhex(got["target"]["ok"]).endswith(b"/docs/" + CAFE), got
+    assert got["data"] == {"ok": CAFE_TEXT.hex()}
