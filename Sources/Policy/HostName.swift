@@ -23,7 +23,19 @@ public enum HostName {
     static let escapes: ClosedRange<UInt32> = 0x10FF80...0x10FFFF
     /// The lead byte of every escape's UTF-8 form (F4 8F BE/BF xx): a name
     /// without it has no escape, and its UTF-8 view is its bytes.
-    static let escapeLead: UInt8 = 0xF4
+    @usableFromInline static let escapeLead: UInt8 = 0xF4
+
+    /// Whether two names have the same bytes: compared in place when both
+    /// have contiguous UTF-8 storage (native strings do), without a copy.
+    @inlinable
+    public static func sameBytes<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
+        let (first, second) = (a.utf8, b.utf8)
+        guard first.count == second.count else { return false }
+        let compared = first.withContiguousStorageIfAvailable { one in
+            second.withContiguousStorageIfAvailable { two in one.elementsEqual(two) }
+        }
+        return (compared ?? nil) ?? first.elementsEqual(second)
+    }
 
     /// The `String` of `bytes` (no NUL expected).
     public static func string<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
@@ -93,6 +105,7 @@ extension String {
     }
 
     /// Whether the name holds an escaped byte (or an escaped character).
+    @inlinable
     public var hasEscapedBytes: Bool {
         utf8.withContiguousStorageIfAvailable { $0.contains(HostName.escapeLead) }
             ?? utf8.contains(HostName.escapeLead)
@@ -116,6 +129,7 @@ extension String {
     /// Calls `body` with the host bytes of this name, NUL-terminated: what
     /// every system call gets instead of `withCString`. Without an escape
     /// the string's own storage is passed, without a copy.
+    @inlinable
     public func withHostCString<Result, Failure: Error>(
         _ body: (UnsafePointer<CChar>) throws(Failure) -> Result
     ) throws(Failure) -> Result {
@@ -140,19 +154,22 @@ extension String {
 
     /// Whether two names are the same host name: equal bytes, not Swift's
     /// canonical equivalence.
+    @inlinable
     public func sameHostName(as other: String) -> Bool {
-        utf8.elementsEqual(other.utf8)
+        HostName.sameBytes(self, other)
     }
 
     /// Whether `prefix` is a byte prefix of this name.
+    @inlinable
     public func hasHostPrefix(_ prefix: String) -> Bool {
         utf8.starts(with: prefix.utf8)
     }
 }
 
 extension Substring {
+    @inlinable
     public func sameHostName(as other: Substring) -> Bool {
-        utf8.elementsEqual(other.utf8)
+        HostName.sameBytes(self, other)
     }
 }
 
@@ -162,14 +179,17 @@ extension Substring {
 public struct HostNameKey<Text: StringProtocol & Sendable>: Hashable, Sendable {
     public let text: Text
 
+    @inlinable
     public init(_ text: Text) {
         self.text = text
     }
 
+    @inlinable
     public static func == (a: Self, b: Self) -> Bool {
-        a.text.utf8.elementsEqual(b.text.utf8)
+        HostName.sameBytes(a.text, b.text)
     }
 
+    @inlinable
     public func hash(into hasher: inout Hasher) {
         // The same bytes always go in the same way: through contiguous
         // storage, copied into some when a view has none.

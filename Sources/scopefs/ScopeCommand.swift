@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import CSystemShims
 import Glibc
+import Policy
 import PolicyStore
 
 struct ScopeCommand: ParsableCommand {
@@ -23,8 +24,8 @@ struct ScopeCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 // The getxattr form tells the outcome in one call (docs/API.md).
                 _ = try ControlAttributes.read(path, "user.scopefs.start")
-                let argv = command.map { strdup($0) } + [nil]
-                execvp(command[0], argv)
+                let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
+                execvp(argv[0]!, argv)
                 let code = errno
                 throw ScopeFSError(
                     code == ENOENT ? .commandNotFound : .commandNotExecutable,
