@@ -25,16 +25,18 @@ public enum HostName {
     /// without it has no escape, and its UTF-8 view is its bytes.
     @usableFromInline static let escapeLead: UInt8 = 0xF4
 
-    /// Whether two names have the same bytes: compared in place when both
-    /// have contiguous UTF-8 storage (native strings do), without a copy.
+    /// Whether two names have the same bytes, compared in place (a
+    /// `Substring`'s UTF-8 is contiguous unless it was bridged).
     @inlinable
-    public static func sameBytes<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
-        let (first, second) = (a.utf8, b.utf8)
-        guard first.count == second.count else { return false }
-        let compared = first.withContiguousStorageIfAvailable { one in
-            second.withContiguousStorageIfAvailable { two in one.elementsEqual(two) }
+    public static func sameBytes(_ a: Substring, _ b: Substring) -> Bool {
+        var (a, b) = (a, b)
+        return a.withUTF8 { first in
+            b.withUTF8 { second in
+                guard first.count == second.count else { return false }
+                for index in 0..<first.count where first[index] != second[index] { return false }
+                return true
+            }
         }
-        return (compared ?? nil) ?? first.elementsEqual(second)
     }
 
     /// The `String` of `bytes` (no NUL expected).
@@ -156,7 +158,7 @@ extension String {
     /// canonical equivalence.
     @inlinable
     public func sameHostName(as other: String) -> Bool {
-        HostName.sameBytes(self, other)
+        HostName.sameBytes(self[...], other[...])
     }
 
     /// Whether `prefix` is a byte prefix of this name.
@@ -176,12 +178,17 @@ extension Substring {
 /// A name or path as a dictionary key or set member: equal and hashed by
 /// its bytes, so that two host names that Swift deems canonically
 /// equivalent stay two keys (see `HostName`).
-public struct HostNameKey<Text: StringProtocol & Sendable>: Hashable, Sendable {
-    public let text: Text
+public struct HostNameKey: Hashable, Sendable {
+    public let text: Substring
 
     @inlinable
-    public init(_ text: Text) {
+    public init(_ text: Substring) {
         self.text = text
+    }
+
+    @inlinable
+    public init(_ text: String) {
+        self.text = text[...]
     }
 
     @inlinable
@@ -191,12 +198,7 @@ public struct HostNameKey<Text: StringProtocol & Sendable>: Hashable, Sendable {
 
     @inlinable
     public func hash(into hasher: inout Hasher) {
-        // The same bytes always go in the same way: through contiguous
-        // storage, copied into some when a view has none.
-        let done: Void? = text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-        if done == nil {
-            var copy = String(text)
-            copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-        }
+        var text = text
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }

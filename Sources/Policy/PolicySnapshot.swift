@@ -68,7 +68,7 @@ public struct PolicySnapshot: Sendable {
 
     /// Names of the children of a bare ancestor folder that lead to granted
     /// items (SPEC S2), or nil when `path` is not such a folder.
-    public func childrenLeadingToGrants(app: AppID, provider: ProviderID, path: String) -> Set<HostNameKey<String>>? {
+    public func childrenLeadingToGrants(app: AppID, provider: ProviderID, path: String) -> Set<HostNameKey>? {
         views[app]?[provider]?.childrenLeadingToGrants(of: path)
     }
 
@@ -120,7 +120,7 @@ struct ProviderView: Sendable {
         var grant: Grant?
         /// Keyed by bytes: canonically equivalent names are two host files,
         /// and a grant on one must not cover the other (SPEC S33, S33a).
-        var children: [HostNameKey<Substring>: Int] = [:]
+        var children: [HostNameKey: Int] = [:]
     }
 
     /// Index 0 is the provider's root folder.
@@ -204,7 +204,7 @@ struct ProviderView: Sendable {
     }
 
     /// The children of a bare folder on the way to grants.
-    func childrenLeadingToGrants(of path: String) -> Set<HostNameKey<String>>? {
+    func childrenLeadingToGrants(of path: String) -> Set<HostNameKey>? {
         var index: Int? = 0
         Self.forEachComponent(of: path) { component in
             index = index.flatMap { nodes[$0].children[HostNameKey(component)] }

@@ -110,7 +110,7 @@ extension ScopeFileSystem {
             ]
             return .fixed(dots + names.map { DirectoryHandle.Item(name: $0, inode: 0, type: S_IFDIR) })
         }
-        func host(shown: Set<HostNameKey<String>>? = nil) throws(Errno) -> DirectoryHandle.Entries {
+        func host(shown: Set<HostNameKey>? = nil) throws(Errno) -> DirectoryHandle.Entries {
             guard let directory = target.node.directory else { throw .notDirectory }
             return .host(try HostDirectoryStream(directory: directory), shown: shown)
         }
