@@ -64,13 +64,11 @@ public enum HostName {
 
     /// The `String` of a NUL-terminated name from the kernel.
     public static func string(cString: UnsafePointer<CChar>) -> String {
+        // The common case: valid UTF-8 without the escapes' lead byte, as
+        // the standard library validates it (no second pass of our own).
+        if let valid = String(validatingCString: cString), !valid.hasEscapedBytes { return valid }
         var length = 0
-        var ascii = true
-        while cString[length] != 0 {
-            if cString[length] < 0 { ascii = false }
-            length += 1
-        }
-        if ascii { return String(cString: cString) }
+        while cString[length] != 0 { length += 1 }
         return cString.withMemoryRebound(to: UInt8.self, capacity: length) {
             string(UnsafeBufferPointer(start: $0, count: length))
         }
