@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "CSystemShims"),
         .target(
             name: "FuseBridge",
-            dependencies: ["CFuse3", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CFuse3", "CSystemShims", "Policy", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: strict
         ),
         .target(

@@ -122,9 +122,9 @@ public enum AppLauncher {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        if let directory { posix_spawn_file_actions_addchdir_np(&actions, directory) }
+        if let directory { directory.withHostCString { _ = posix_spawn_file_actions_addchdir_np(&actions, $0) } }
 
-        let argv = command.map { strdup($0) } + [nil]
+        let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             argv.forEach { free($0) }
@@ -134,7 +134,7 @@ public enum AppLauncher {
         let forwarded = [SIGTERM, SIGHUP, SIGINT, SIGQUIT]
         forwarded.forEach { signal($0, SIG_IGN) }
         var child: pid_t = 0
-        let result = posix_spawnp(&child, command[0], &actions, &attributes, argv, envp)
+        let result = posix_spawnp(&child, argv[0]!, &actions, &attributes, argv, envp)
         guard result == 0 else {
             let message = "cannot run \(command[0]): \(String(cString: strerror(result)))"
             throw ScopeFSError(result == ENOENT ? .runNotFound : .runNotExecutable, message)

@@ -61,10 +61,12 @@ final class InboxKeeper: Sendable {
     /// The copy (first level of the inbox) that a container path is in, if any.
     private func copyPath(app: AppID, containerPath: String) -> String? {
         let inbox = StateDirectory.inboxContainerPath(of: app) + "/"
-        guard containerPath.hasPrefix(inbox), let normalized = RelativePath.normalize(containerPath),
-            normalized == containerPath
+        // By bytes (SPEC S33a): String's prefix and == compare canonically.
+        guard containerPath.hasHostPrefix(inbox), let normalized = RelativePath.normalize(containerPath),
+            normalized.sameHostName(as: containerPath)
         else { return nil }
-        guard let name = containerPath.dropFirst(inbox.count).split(separator: "/").first else { return nil }
+        guard let name = RelativePath.components(of: String(containerPath.utf8.dropFirst(inbox.utf8.count))!).first
+        else { return nil }
         return inbox + name
     }
 

@@ -1,4 +1,5 @@
 import Glibc
+import Policy
 
 /// Reads and removes files inside an app's container without following
 /// symbolic links: the app controls its container (through the mount it
@@ -12,8 +13,8 @@ public enum ContainerFiles {
     public static func openFolder(root: String, relative: String) -> Int32? {
         var descriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
-        for component in relative.split(separator: "/") {
-            let next = openat(descriptor, String(component), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        for component in RelativePath.components(of: relative) {
+            let next = String(component).withHostCString { openat(descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
             close(descriptor)
             guard next >= 0 else { return nil }
             descriptor = next
@@ -33,14 +34,14 @@ public enum ContainerFiles {
         guard let folder = openFolder(root: root, relative: relative) else { return nil }
         defer { close(folder) }
         var info = stat()
-        return fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        return name.withHostCString { fstatat(folder, $0, &info, AT_SYMLINK_NOFOLLOW) } == 0 ? info : nil
     }
 
     /// Removes `relative` below `root` — a file, a link (not its target) or
     /// a folder with everything in it. True when it is gone.
     @discardableResult
     public static func remove(root: String, relative: String) -> Bool {
-        var components = relative.split(separator: "/").map(String.init)
+        var components = RelativePath.components(of: relative).map(String.init)
         guard let name = components.popLast(), name != ".", name != ".." else { return false }
         guard let folder = openFolder(root: root, relative: components.joined(separator: "/")) else { return false }
         defer { close(folder) }
@@ -50,33 +51,33 @@ public enum ContainerFiles {
     /// Removes the file or link `relative` below `root`, never a folder.
     @discardableResult
     public static func removeFile(root: String, relative: String) -> Bool {
-        var components = relative.split(separator: "/").map(String.init)
+        var components = RelativePath.components(of: relative).map(String.init)
         guard let name = components.popLast() else { return false }
         guard let folder = openFolder(root: root, relative: components.joined(separator: "/")) else { return false }
         defer { close(folder) }
-        return unlinkat(folder, name, 0) == 0 || errno == ENOENT
+        return name.withHostCString { unlinkat(folder, $0, 0) } == 0 || errno == ENOENT
     }
 
     /// Removes the folder `relative` below `root` if it is empty (and a
     /// real folder).
     public static func removeEmptyFolder(root: String, relative: String) {
-        var components = relative.split(separator: "/").map(String.init)
+        var components = RelativePath.components(of: relative).map(String.init)
         guard let name = components.popLast(),
             let folder = openFolder(root: root, relative: components.joined(separator: "/"))
         else { return }
-        unlinkat(folder, name, AT_REMOVEDIR)
+        _ = name.withHostCString { unlinkat(folder, $0, AT_REMOVEDIR) }
         close(folder)
     }
 
     private static func remove(_ name: String, in folder: Int32) -> Bool {
-        if unlinkat(folder, name, 0) == 0 || errno == ENOENT { return true }
+        if name.withHostCString({ unlinkat(folder, $0, 0) }) == 0 || errno == ENOENT { return true }
         guard errno == EISDIR else { return false }
-        let child = openat(folder, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let child = name.withHostCString { openat(folder, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         guard child >= 0 else { return false }
         let names = names(in: dup(child))
         for entry in names { _ = remove(entry, in: child) }
         close(child)
-        return unlinkat(folder, name, AT_REMOVEDIR) == 0 || errno == ENOENT
+        return name.withHostCString { unlinkat(folder, $0, AT_REMOVEDIR) } == 0 || errno == ENOENT
     }
 
     /// Lists and closes `descriptor`.
@@ -88,8 +89,10 @@ public enum ContainerFiles {
         defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {
+            // Names are bytes (SPEC S33a): kept losslessly, so each one
+            // removed is the one listed.
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+                HostName.string(raw.prefix(while: { $0 != 0 }))
             }
             if name != "." && name != ".." { names.append(name) }
         }

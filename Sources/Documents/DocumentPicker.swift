@@ -93,7 +93,7 @@ public struct DocumentPicker: Sendable {
         } catch {
             throw ScopeFSError(.ioError, "cannot create \(inbox): \(error.localizedDescription)")
         }
-        let name = Self.uniqueName((source as NSString).lastPathComponent, in: inbox)
+        let name = Self.uniqueName(RelativePath.lastComponent(of: source), in: inbox)
         try journaled(copy).copy(source, to: inbox + "/" + name)
         return StateDirectory.inboxContainerPath(of: app) + "/" + name
     }
@@ -105,7 +105,7 @@ public struct DocumentPicker: Sendable {
     {
         let source = try containerItem(app, containerPath)
         let destinationFolder = try providerPath(provider, folder)
-        let name = (source as NSString).lastPathComponent
+        let name = RelativePath.lastComponent(of: source)
         try journaled(copy).copy(source, to: destinationFolder + "/" + name)
         return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
     }
@@ -117,10 +117,8 @@ public struct DocumentPicker: Sendable {
     {
         let source = try containerItem(app, containerPath)
         let destination = try export(app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
-        do {
-            try FileManager.default.removeItem(atPath: source)
-        } catch {
-            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(error.localizedDescription)")
+        guard HostFiles.removeTree(source) else {
+            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(String(cString: strerror(errno)))")
         }
         return try open(app: app, provider: provider, path: destination, access: .readWrite, wholeProvider: true)
     }
@@ -141,7 +139,7 @@ public struct DocumentPicker: Sendable {
         for _ in 0..<1000 {
             let unique = Self.uniqueName(name, in: documents)
             let path = documents + "/" + unique
-            let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            let descriptor = path.withHostCString { Glibc.open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
             if descriptor < 0 && errno == EEXIST { continue }
             guard descriptor >= 0 else {
                 throw ScopeFSError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
@@ -156,13 +154,12 @@ public struct DocumentPicker: Sendable {
     }
 
     static func uniqueName(_ name: String, in folder: String) -> String {
-        let fileManager = FileManager.default
-        guard fileManager.fileExists(atPath: folder + "/" + name) else { return name }
+        guard HostFiles.exists(folder + "/" + name) else { return name }
         let base = (name as NSString).deletingPathExtension
         let ext = (name as NSString).pathExtension
         for number in 2... {
             let candidate = ext.isEmpty ? "\(base) \(number)" : "\(base) \(number).\(ext)"
-            if !fileManager.fileExists(atPath: folder + "/" + candidate) { return candidate }
+            if !HostFiles.exists(folder + "/" + candidate) { return candidate }
         }
         return name
     }
@@ -177,7 +174,7 @@ public struct DocumentPicker: Sendable {
             throw ScopeFSError(.badData, "container path \(path) leaves the container")
         }
         let full = try container(of: app) + "/" + relative
-        guard FileManager.default.fileExists(atPath: full) else {
+        guard HostFiles.exists(full) else {
             throw ScopeFSError(.noInput, "\(app) has no \(relative) in its container")
         }
         return full
@@ -191,7 +188,7 @@ public struct DocumentPicker: Sendable {
             throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
         }
         let full = relative.isEmpty ? provider.directory : provider.directory + "/" + relative
-        guard FileManager.default.fileExists(atPath: full) else {
+        guard HostFiles.exists(full) else {
             throw ScopeFSError(.noInput, "\(providerID):\(relative) does not exist (\(full))")
         }
         return full

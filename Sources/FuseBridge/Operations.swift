@@ -1,4 +1,5 @@
 import CFuse3
+import Policy
 import Glibc
 import SystemPackage
 
@@ -57,7 +58,7 @@ enum Operations {
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
                 try fs.readlink(Bridge.caller(req!), inode: UInt64(ino))
-            }, reply: { target in _ = fuse_reply_readlink(req!, target) })
+            }, reply: { target in _ = target.withHostCString { fuse_reply_readlink(req!, $0) } })
         }
         ops.statfs = { req, ino in
             let fs = Bridge.fileSystem(req!)

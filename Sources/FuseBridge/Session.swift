@@ -1,6 +1,7 @@
 import CFuse3
 import Dispatch
 import Glibc
+import Policy
 import Synchronization
 import SystemPackage
 
@@ -118,10 +119,11 @@ public final class FuseSession: Sendable {
         fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), 0, 0)
     }
 
-    /// Drops the kernel's cached directory entry `name` in `parent`.
+    /// Drops the kernel's cached directory entry `name` in `parent` (by its
+    /// host bytes, SPEC S33a: the kernel caches the name it was asked for).
     @discardableResult
     public func invalidateEntry(parent: UInt64, name: String) -> Int32 {
-        name.withCString { cName in
+        name.withHostCString { cName in
             fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), cName, strlen(cName))
         }
     }

@@ -93,7 +93,7 @@ public struct PolicySnapshot: Sendable {
 
     /// Names of the children of a bare ancestor folder that lead to granted
     /// items (SPEC S2), or nil when `path` is not such a folder.
-    public func childrenLeadingToGrants(app: AppID, provider: ProviderID, path: String) -> Set<String>? {
+    public func childrenLeadingToGrants(app: AppID, provider: ProviderID, path: String) -> Set<HostNameKey>? {
         views[app]?[provider]?.childrenLeadingToGrants(of: path)
     }
 
@@ -143,7 +143,9 @@ public struct CoveragePosition: Sendable {
 struct ProviderView: Sendable {
     private struct TrieNode: Sendable {
         var grant: Grant?
-        var children: [Substring: Int] = [:]
+        /// Keyed by bytes: canonically equivalent names are two host files,
+        /// and a grant on one must not cover the other (SPEC S33, S33a).
+        var children: [HostNameKey: Int] = [:]
     }
 
     /// Index 0 is the provider's root folder.
@@ -151,12 +153,12 @@ struct ProviderView: Sendable {
 
     mutating func add(_ grant: Grant) {
         var index = 0
-        for component in grant.relativePath.split(separator: "/") {
-            if let next = nodes[index].children[component] {
+        for component in RelativePath.components(of: grant.relativePath) {
+            if let next = nodes[index].children[HostNameKey(component)] {
                 index = next
             } else {
                 nodes.append(TrieNode())
-                nodes[index].children[component] = nodes.count - 1
+                nodes[index].children[HostNameKey(component)] = nodes.count - 1
                 index = nodes.count - 1
             }
         }
@@ -168,9 +170,10 @@ struct ProviderView: Sendable {
         var found: [Grant] = []
         if let root = nodes[0].grant, !path.isEmpty { found.append(root) }
         var index = 0
-        let components = path.split(separator: "/")
+        // Split by the byte "/", like the walk (SPEC S33a).
+        let components = RelativePath.components(of: path)
         for component in components.dropLast() {
-            guard let next = nodes[index].children[component] else { break }
+            guard let next = nodes[index].children[HostNameKey(component)] else { break }
             index = next
             if let grant = nodes[next].grant { found.append(grant) }
         }
@@ -198,7 +201,7 @@ struct ProviderView: Sendable {
         if case .some = nodes[0].grant { nearest = 0 }
         var reachedEnd = true
         Self.forEachComponent(of: path) { component in
-            guard let next = nodes[index].children[component] else {
+            guard let next = nodes[index].children[HostNameKey(component)] else {
                 reachedEnd = false
                 return false
             }
@@ -215,7 +218,7 @@ struct ProviderView: Sendable {
     }
 
     func step(from parent: CoveragePosition, into name: Substring) -> CoveragePosition {
-        guard let index = parent.trieNode, let next = nodes[index].children[name] else {
+        guard let index = parent.trieNode, let next = nodes[index].children[HostNameKey(name)] else {
             // No grant lies below: the nearest grant above covers it, or none does.
             return CoveragePosition(coverage: parent.grant.map(Coverage.granted) ?? .hidden, trieNode: nil)
         }
@@ -241,12 +244,12 @@ struct ProviderView: Sendable {
     }
 
     /// The children of a bare folder on the way to grants.
-    func childrenLeadingToGrants(of path: String) -> Set<String>? {
+    func childrenLeadingToGrants(of path: String) -> Set<HostNameKey>? {
         var index: Int? = 0
         Self.forEachComponent(of: path) { component in
-            index = index.flatMap { nodes[$0].children[component] }
+            index = index.flatMap { nodes[$0].children[HostNameKey(component)] }
             return index != nil
         }
-        return index.map { Set(nodes[$0].children.keys.map(String.init)) }
+        return index.map { Set(nodes[$0].children.keys.map { HostNameKey(String($0.text)) }) }
     }
 }

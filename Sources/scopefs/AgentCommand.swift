@@ -225,7 +225,8 @@ struct PickApplier {
                 throw ScopeFSError.unknownProvider(item.provider)
             }
             var info = stat()
-            let isDirectory = stat(provider.directory + "/" + item.path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+            let found = (provider.directory + "/" + item.path).withHostCString { stat($0, &info) } == 0
+            let isDirectory = found && info.st_mode & S_IFMT == S_IFDIR
             let name = RelativePath.lastComponent(of: item.path)
             guard database.matches(name: name, isDirectory: isDirectory, types: types) else {
                 let kind = isDirectory ? ContentTypes.folder : database.mimeType(ofName: name)

@@ -122,7 +122,8 @@ struct EventsCommand: ParsableCommand {
         var object = (try? JSONSerialization.jsonObject(with: encoder.encode(event))) as? [String: Any] ?? [:]
         if let code = event.errno { object["errnoName"] = Errno.name(code) }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+        // Paths that are not UTF-8 as `\udcXX` (docs/CLI.md, SPEC S33a).
+        return String(decoding: data, as: UTF8.self).jsonHostEscaped
     }
 }
 

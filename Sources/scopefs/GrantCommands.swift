@@ -11,7 +11,8 @@ struct ItemReference: ExpressibleByArgument {
     var path: String
 
     init?(argument: String) {
-        guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex else { return nil }
+        // By bytes: as a Character, ":" followed by a combining mark is not ":".
+        guard let colon = argument.utf8.firstIndex(of: UInt8(ascii: ":")), colon != argument.startIndex else { return nil }
         provider = String(argument[..<colon])
         path = String(argument[argument.index(after: colon)...])
     }

@@ -142,7 +142,7 @@ enum Spawner {
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         posix_spawnattr_setflags(&attributes, scopefs_posix_spawn_setsid)  // survive the terminal
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let argv = ([executable] + arguments).map { $0.withHostCString { strdup($0) } } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)

@@ -22,6 +22,20 @@ struct ScopeFSCommand: ParsableCommand {
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the
     // subcommands read the same option group.
     @OptionGroup var options: StateOptions
+
+    /// Parses the arguments as the kernel passed them: `CommandLine.arguments`
+    /// turns bytes that are not UTF-8 into U+FFFD, and then `scopefs grant
+    /// APP drive:caf\xe9.txt` names a file that does not exist (SPEC S33a).
+    static func main() {
+        main(rawArguments())
+    }
+
+    /// `argv` after the program name, each kept losslessly (`HostName`).
+    static func rawArguments() -> [String] {
+        (1..<Int(CommandLine.argc)).map { index in
+            CommandLine.unsafeArgv[index].map { HostName.string(cString: $0) } ?? ""
+        }
+    }
 }
 
 /// `--state DIR`, shared by every command (SPEC S1).
@@ -67,5 +81,6 @@ func report(_ body: () throws(ScopeFSError) -> Void) throws {
 func printJSON<T: Encodable>(_ value: T) {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text) }
+    // Names that are not UTF-8 as `\udcXX` (docs/CLI.md, SPEC S33a).
+    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text.jsonHostEscaped) }
 }
