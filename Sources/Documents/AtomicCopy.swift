@@ -130,12 +130,18 @@ public struct AtomicCopy {
         guard source.withHostCString({ lstat($0, &info) }) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         switch info.st_mode & S_IFMT {
         case S_IFDIR:
+            // Held open and walked through /proc/self/fd: a folder of the
+            // source swapped for a link meanwhile redirects nothing (SPEC S33).
+            let folder = source.withHostCString { open($0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard folder >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            defer { close(folder) }
             guard destination.withHostCString({ mkdir($0, info.st_mode & 0o7777) }) == 0 else {
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
-            guard let names = HostFiles.names(in: source) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            let pinned = "/proc/self/fd/\(folder)"
+            guard let names = HostFiles.names(in: pinned) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
             for name in names {
-                try copyTree(source + "/" + name, destination + "/" + name, done: &done, total: total)
+                try copyTree(pinned + "/" + name, destination + "/" + name, done: &done, total: total)
             }
         case S_IFLNK:
             guard let target = HostFiles.symbolicLinkTarget(source),
@@ -155,7 +161,8 @@ public struct AtomicCopy {
 
     /// Copies a file's bytes into `output` and makes them durable (fsync).
     private func copyContents(_ source: String, into output: Int32, done: inout Int64, total: Int64) throws {
-        let input = source.withHostCString { open($0, O_RDONLY | O_CLOEXEC) }
+        // O_NOFOLLOW: a file swapped for a link after it was checked is not read.
+        let input = source.withHostCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard input >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(input) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)

@@ -85,16 +85,14 @@ public struct DocumentPicker: Sendable {
     public func importItem(app: AppID, provider providerID: ProviderID, path: String, copy: AtomicCopy)
         throws(ScopeFSError) -> String
     {
-        let source = try providerPath(providerID, path)
-        _ = try container(of: app)
-        let inbox = state.inboxPath(of: app)
-        do {
-            try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
-        } catch {
-            throw ScopeFSError(.ioError, "cannot create \(inbox): \(error.localizedDescription)")
-        }
-        let name = Self.uniqueName(RelativePath.lastComponent(of: source), in: inbox)
-        try journaled(copy).copy(source, to: inbox + "/" + name)
+        let (sourceFolder, sourceName) = try providerItem(providerID, path)
+        let inbox = try PinnedFolder(
+            root: try container(of: app), relative: StateDirectory.inboxContainerPath(of: app), create: true,
+            what: "\(app)'s inbox")
+        // Both folders stay open until the copy is done (ARC could close them after their last use).
+        defer { withExtendedLifetime((sourceFolder, inbox)) {} }
+        let name = Self.uniqueName(sourceName, in: inbox.path(of: ""))
+        try journaled(copy).copy(try sourceFolder.existingItem(sourceName, what: "\(providerID):\(path)"), to: inbox.path(of: name))
         return StateDirectory.inboxContainerPath(of: app) + "/" + name
     }
 
@@ -103,10 +101,10 @@ public struct DocumentPicker: Sendable {
     public func export(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
         throws(ScopeFSError) -> String
     {
-        let source = try containerItem(app, containerPath)
-        let destinationFolder = try providerPath(provider, folder)
-        let name = RelativePath.lastComponent(of: source)
-        try journaled(copy).copy(source, to: destinationFolder + "/" + name)
+        let (sourceFolder, name) = try containerItem(app, containerPath)
+        let destination = try providerFolder(provider, folder)
+        defer { withExtendedLifetime((sourceFolder, destination)) {} }
+        try journaled(copy).copy(try sourceFolder.existingItem(name, what: "\(app)'s \(containerPath)"), to: destination.path(of: name))
         return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
     }
 
@@ -115,10 +113,12 @@ public struct DocumentPicker: Sendable {
     public func move(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
         throws(ScopeFSError) -> Opened
     {
-        let source = try containerItem(app, containerPath)
         let destination = try export(app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
-        guard HostFiles.removeTree(source) else {
-            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(String(cString: strerror(errno)))")
+        // Removed without following a link, as it was copied.
+        guard ContainerFiles.remove(root: try container(of: app), relative: RelativePath.normalize(containerPath) ?? containerPath)
+        else {
+            throw ScopeFSError(
+                .ioError, "copied to \(provider):\(destination) but cannot remove \(containerPath): \(String(cString: strerror(errno)))")
         }
         return try open(app: app, provider: provider, path: destination, access: .readWrite, wholeProvider: true)
     }
@@ -135,11 +135,17 @@ public struct DocumentPicker: Sendable {
 
     /// Writes a stub under a name not yet taken ("a.txt", "a 2.txt", ...).
     private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(ScopeFSError) -> String {
-        let documents = try container(of: app) + "/Documents"
+        // The app may have made Documents a link to a folder of the owner:
+        // written only into the container's own folder, never through a link.
+        let folder = try PinnedFolder(root: try container(of: app), relative: "Documents", create: true, what: "\(app)'s")
+        defer { withExtendedLifetime(folder) {} }
+        let documents = folder.path(of: "")
         for _ in 0..<1000 {
             let unique = Self.uniqueName(name, in: documents)
-            let path = documents + "/" + unique
-            let descriptor = path.withHostCString { Glibc.open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+            let path = documents + unique
+            let descriptor = unique.withHostCString {
+                openat(folder.descriptor, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            }
             if descriptor < 0 && errno == EEXIST { continue }
             guard descriptor >= 0 else {
                 throw ScopeFSError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
@@ -169,15 +175,33 @@ public struct DocumentPicker: Sendable {
         return state.containerPath(of: app)
     }
 
-    private func containerItem(_ app: AppID, _ path: String) throws(ScopeFSError) -> String {
+    /// The folder holding a container item, reached without following
+    /// links (the app controls its container), and the item's name.
+    private func containerItem(_ app: AppID, _ path: String) throws(ScopeFSError) -> (PinnedFolder, String) {
         guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
             throw ScopeFSError(.badData, "container path \(path) leaves the container")
         }
-        let full = try container(of: app) + "/" + relative
-        guard HostFiles.exists(full) else {
-            throw ScopeFSError(.noInput, "\(app) has no \(relative) in its container")
+        let (folder, name) = try PinnedFolder.parent(root: try container(of: app), relative: relative, what: "\(app)'s \(relative)")
+        _ = try folder.existingItem(name, what: "\(app)'s \(relative)")
+        return (folder, name)
+    }
+
+    /// A provider item's folder and name, reached without following links:
+    /// an app with a read-write grant can plant them there (SPEC S33).
+    private func providerItem(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> (PinnedFolder, String) {
+        let root = try providerPath(providerID, "")
+        guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
+            throw ScopeFSError(.badData, "\(providerID):\(path) names no item of the provider")
         }
-        return full
+        return try PinnedFolder.parent(root: root, relative: relative, what: "\(providerID):\(relative)")
+    }
+
+    private func providerFolder(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> PinnedFolder {
+        let root = try providerPath(providerID, "")
+        guard let relative = RelativePath.normalize(path) else {
+            throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
+        }
+        return try PinnedFolder(root: root, relative: relative, create: false, what: "\(providerID):\(relative)")
     }
 
     private func providerPath(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> String {
