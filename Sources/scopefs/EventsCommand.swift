@@ -12,7 +12,7 @@ struct EventsCommand: ParsableCommand {
             lastTime). Text output escapes control characters in names as `ls -b` does; --json keeps them exact.
             """)
     @OptionGroup var options: StateOptions
-    @Option(help: "Only this app's events.") var app: String?
+    @Option(help: "Only this app's events.", completion: Completions.apps) var app: String?
     @Option(help: "Only events at or after T (ISO 8601, or seconds since 1970, or -N for N seconds ago).")
     var since: String?
     @Option(help: "Only events of these kinds (comma-separated, e.g. leak,denial).") var kind: String?

@@ -22,8 +22,8 @@ struct GrantCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "grant", abstract: "Grant an app a file or folder of a provider; prints the grant id.")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"))
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"), completion: Completions.items)
     var item: ItemReference
     @Flag(help: "Grant read access only.") var readOnly = false
 
@@ -39,8 +39,8 @@ struct GrantCommand: ParsableCommand {
 
 /// `GRANT | --all`, shared by revoke and restore.
 struct GrantSelection: ParsableArguments {
-    @Argument var app: String
-    @Argument(help: "Grant id (see `scopefs privacy`).") var grant: Int64?
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: "Grant id (see `scopefs privacy`).", completion: Completions.grants) var grant: Int64?
     @Flag(help: "All of the app's grants.") var all = false
 
     func validate() throws {
@@ -92,7 +92,7 @@ struct PrivacyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "privacy", abstract: "Per app: granted items, provider, access, state and grant date (SPEC S16).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String?
+    @Argument(completion: Completions.apps) var app: String?
     @Flag(help: "Print JSON.") var json = false
 
     struct Row: Encodable {

@@ -27,7 +27,7 @@ struct PickCommand: ParsableCommand {
     static let cancelled: Int32 = 1
 
     @OptionGroup var options: StateOptions
-    @Option(help: "The app the item is chosen for.") var app: String
+    @Option(help: "The app the item is chosen for.", completion: Completions.apps) var app: String
     @Option(help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
     var mode: PickerMode = .open
     @Flag(help: "open: grant read access only.") var readOnly = false
