@@ -28,7 +28,7 @@ SYSTEMDUSERDIR=${SYSTEMDUSERDIR:-$PREFIX/lib/systemd/user}
 RUNTIMEDIR=${RUNTIMEDIR:-$PREFIX/lib/scopefs}
 STRIP=${STRIP:-0}
 
-for dir in "$BINDIR" "$SBINDIR" "$MANDIR/man1" "$DOCDIR" "$BASHCOMPDIR" "$ZSHCOMPDIR" "$FISHCOMPDIR" \
+for dir in "$BINDIR" "$SBINDIR" "$MANDIR/man1" "$MANDIR/man8" "$DOCDIR" "$BASHCOMPDIR" "$ZSHCOMPDIR" "$FISHCOMPDIR" \
            "$SYSTEMDSYSTEMDIR" "$SYSTEMDUSERDIR"; do
   install -d "$DESTDIR$dir"
 done
@@ -66,7 +66,11 @@ for page in "$generated"/man/*.1; do
   gzip -9n < "$page" > "$DESTDIR$MANDIR/man1/$(basename "$page").gz"
   chmod 0644 "$DESTDIR$MANDIR/man1/$(basename "$page").gz"
 done
-install -m 0644 "$generated/completions/scopefs.bash" "$DESTDIR$BASHCOMPDIR/scopefs"
+gzip -9n < "$repo/mount-scripts/mount.scopefs.8" > "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
+chmod 0644 "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
+# bash sources completion scripts: no #! line.
+sed '1{/^#!/d}' "$generated/completions/scopefs.bash" > "$DESTDIR$BASHCOMPDIR/scopefs"
+chmod 0644 "$DESTDIR$BASHCOMPDIR/scopefs"
 install -m 0644 "$generated/completions/scopefs.zsh" "$DESTDIR$ZSHCOMPDIR/_scopefs"
 install -m 0644 "$generated/completions/scopefs.fish" "$DESTDIR$FISHCOMPDIR/scopefs.fish"
 

@@ -124,6 +124,7 @@ def test_deb_contents(deb):
     paths = {line.split()[5].lstrip(".") for line in p.stdout.splitlines()}
     expected = {
         "/usr/bin/scopefs", "/sbin/mount.scopefs", "/usr/share/man/man1/scopefs.1.gz",
+        "/usr/share/man/man8/mount.scopefs.8.gz",
         "/usr/share/bash-completion/completions/scopefs", "/usr/share/zsh/vendor-completions/_scopefs",
         "/usr/share/fish/vendor_completions.d/scopefs.fish",
         "/lib/systemd/system/scopefs@.service", "/usr/lib/systemd/user/scopefs.service",
@@ -158,6 +159,10 @@ def test_installed_package_works(installed, env, tmp_path):
     assert where.stdout.strip() == "/usr/share/man/man1/scopefs.1.gz", describe(where)
     page = run_bounded(["man", "-P", "cat", "scopefs"], 30, dict(base, MANWIDTH="100"))
     assert page.returncode == 0 and "SYNOPSIS" in page.stdout and "provider" in page.stdout, describe(page)
+    helper_page = run_bounded(["man", "-w", "mount.scopefs"], 30, base)
+    assert helper_page.stdout.strip() == "/usr/share/man/man8/mount.scopefs.8.gz", describe(helper_page)
+    with open("/usr/share/bash-completion/completions/scopefs") as completion:
+        assert not completion.readline().startswith("#!"), "bash sources completions: no #! line"
 
     # mount(8) runs /sbin/mount.scopefs, which runs /usr/bin/scopefs.
     mount_env = {k: v for k, v in env.base_env.items() if k != "SCOPEFS_BIN"}
