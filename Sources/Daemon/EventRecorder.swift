@@ -77,7 +77,7 @@ final class EventRecorder: EventSink {
         var words = [event.kind.rawValue]
         if let app = event.app { words.append(app) }
         if let operation = event.operation { words.append(operation) }
-        if let path = event.path { words.append(path.escapedForTerminal) }
+        if let path = event.path { words.append(path) }
         var text = words.joined(separator: " ")
         if let errno = event.errno { text += ": " + String(cString: strerror(errno)) }
         return text

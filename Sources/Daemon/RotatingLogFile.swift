@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Logging
+import Policy
 import Synchronization
 
 /// The daemon's log file where there is no journal: `daemon.log`, renamed
@@ -91,9 +92,11 @@ public struct LineLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let own = event.metadata { merged.merge(own) { _, new in new } }
-        let fields = merged.sorted { $0.key < $1.key }.map { " \($0.key)=\($0.value)" }.joined()
+        // Names and paths come from apps: escaped as in every text output
+        // (SPEC S29), so a file name cannot forge a line of the log.
+        let fields = merged.sorted { $0.key < $1.key }.map { " \($0.key)=\("\($0.value)".escapedForTerminal)" }.joined()
         let time = Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(Date())
-        let line = "\(time) \(event.level) \(label): \(event.message)\(fields)\n"
+        let line = "\(time) \(event.level) \(label): \("\(event.message)".escapedForTerminal)\(fields)\n"
         switch sink {
         case .file(let file): file.append(line)
         case .standardError: _ = line.withCString { Glibc.write(STDERR_FILENO, $0, strlen($0)) }

@@ -15,6 +15,7 @@ import time
 from scopefs_harness import ALPHA, LOCAL, describe, run_bounded
 
 MANY = 300
+FORGED = "2026-01-01T00:00:00.000Z critical scopefs: forged"
 
 
 def _many_files(env) -> str:
@@ -22,12 +23,15 @@ def _many_files(env) -> str:
     folder.mkdir()
     for i in range(MANY):
         (folder / f"f{i:03d}.txt").write_bytes(b"x\n")
+    (folder / f"evil\n{FORGED}").write_bytes(b"x\n")
     return env.prov(ALPHA, LOCAL, "docs/many")
 
 
 DENY_ALL = """
 base = sys.argv[1]
-emit([attempt(open_close, f"{base}/f{i:03d}.txt", os.O_RDONLY) for i in range(int(sys.argv[2]))])
+results = [attempt(open_close, f"{base}/f{i:03d}.txt", os.O_RDONLY) for i in range(int(sys.argv[2]))]
+results.append(attempt(open_close, f"{base}/evil\\n{sys.argv[3]}", os.O_RDONLY))
+emit(results)
 """
 
 
@@ -35,7 +39,8 @@ def test_daemon_log_file_is_rotated_by_size(env):
     """Without a journal (`--log file`), the daemon's messages and events go
     to STATE/daemon.log; past SCOPEFS_LOG_MAX_BYTES it becomes daemon.log.1
     (older ones shift up to .3, the oldest is dropped), so the log stays
-    bounded however many denials an app causes."""
+    bounded however many denials an app causes. A name with a newline
+    cannot forge a line: names are escaped as in every text output (S29)."""
     limit = 4096
     env.grant(ALPHA, f"{LOCAL}:docs")
     folder = _many_files(env)
@@ -43,8 +48,8 @@ def test_daemon_log_file_is_rotated_by_size(env):
     env.cli("mount", env.mnt, "--log", "file")
     env.mounted = True
     env._record_daemon()
-    denied = env.app_json(ALPHA, DENY_ALL, folder, MANY)
-    assert denied == ["EPERM"] * MANY, denied[:5]   # strict scopes: no scope started
+    denied = env.app_json(ALPHA, DENY_ALL, folder, MANY, FORGED)
+    assert denied == ["EPERM"] * (MANY + 1), denied[:5]   # strict scopes: no scope started
 
     log = env.state / "daemon.log"
     last = f"/Providers/{LOCAL}/docs/many/f{MANY - 1:03d}.txt"
@@ -61,6 +66,9 @@ def test_daemon_log_file_is_rotated_by_size(env):
     for p in env.state.glob("daemon.log*"):
         assert p.stat().st_size <= limit + longest_line, (p.name, p.stat().st_size)
         assert oct(p.stat().st_mode & 0o777) == "0o600", p.name
+    everything = "".join(p.read_text(errors="replace") for p in env.state.glob("daemon.log*"))
+    assert "evil\\n" + FORGED in everything, "the denial of the name with a newline is not logged, escaped"
+    assert not any(line.startswith(FORGED) for line in everything.splitlines()), "a file name forged a log line"
     line = next(line for line in log.read_text().splitlines() if "denial" in line)
     assert f"app={ALPHA}" in line and "errno=1" in line and "event=denial" in line, line
 
