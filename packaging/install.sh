@@ -58,7 +58,7 @@ sed "s|\${SCOPEFS_BIN:-scopefs}|\${SCOPEFS_BIN:-$BINDIR/scopefs}|" "$repo/mount-
 chmod 0755 "$DESTDIR$SBINDIR/mount.scopefs"
 
 for unit in scopefs@.service:"$SYSTEMDSYSTEMDIR" scopefs.service:"$SYSTEMDUSERDIR"; do
-  sed "s|@BINDIR@|$BINDIR|g" "$repo/mount-scripts/systemd/${unit%%:*}" > "$DESTDIR${unit#*:}/${unit%%:*}"
+  sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" "$repo/mount-scripts/systemd/${unit%%:*}" > "$DESTDIR${unit#*:}/${unit%%:*}"
   chmod 0644 "$DESTDIR${unit#*:}/${unit%%:*}"
 done
 

@@ -26,6 +26,7 @@ def _installed_units(tmp_path: Path) -> Path:
     out.mkdir()
     for unit in UNITS.iterdir():
         text = unit.read_text().replace("@BINDIR@", str(scopefs_bin().parent))
+        text = text.replace("@DOCDIR@", str(REPO_ROOT / "docs"))
         (out / unit.name).write_text(text)
     return out
 
