@@ -155,9 +155,11 @@ public enum Daemon {
         Self.reportStranded(tracker, recorder: recorder, logger: logger)
         logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
         Readiness.report(options.readyDescriptor, .ready)
+        ServiceManager.ready(mountpoint: mountpoint)
 
         session.installSignalHandlers()
         let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
+        ServiceManager.stopping()
         stopping.store(true, ordering: .relaxed)
         recorder.flush()
         servers.forEach { $0.stop() }

@@ -37,6 +37,9 @@ public struct StateDirectory: Sendable {
     public var appSocketPath: String { path + "/app.sock" }
     public var daemonInfoPath: String { path + "/daemon.json" }
     public var daemonLockPath: String { path + "/daemon.lock" }
+    /// The daemon's log where there is no journal; older parts are
+    /// `daemon.log.1`, `.2`, ... (size-rotated).
+    public var daemonLogPath: String { path + "/daemon.log" }
 
     public func containerPath(of app: String) -> String { containersPath + "/" + app }
 

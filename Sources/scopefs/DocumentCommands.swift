@@ -67,8 +67,8 @@ struct OpenCommand: ParsableCommand {
         commandName: "open",
         abstract: "Open a file or folder for an app: a grant, plus a reference document for a file (SPEC S17).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
     @Flag(help: "Grant read access only (an existing read-write grant stays read-write).") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
 
@@ -86,8 +86,8 @@ struct ImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/ (SPEC S18).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -100,9 +100,9 @@ struct ImportCommand: ParsableCommand {
 /// provider folder to put it in.
 struct ContainerTransfer: ParsableArguments {
     @OptionGroup var options: StateOptions
-    @Argument var app: String
+    @Argument(completion: Completions.apps) var app: String
     @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
-    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
+    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"), completion: Completions.items) var destination: ItemReference
     @Flag(help: "Replace an existing destination.") var force = false
 
     var actions: DocumentActions { DocumentActions(state: options, app: app) }
@@ -163,7 +163,7 @@ struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query", abstract: "An app's documents, as NSMetadataQuery lists them (SPEC S28).")
     @OptionGroup var options: StateOptions
-    @Option(help: "The app.") var app: String
+    @Option(help: "The app.", completion: Completions.apps) var app: String
     @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.Scope = .all
     @Option(help: "Only names matching this glob.") var name: String?
     @Flag(help: "Print JSON.") var json = false

@@ -25,8 +25,8 @@ struct GrantCommand: ParsableCommand {
         commandName: "grant",
         abstract: "Grant an app a file or folder of a provider (or change its grant); prints the grant id.")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"))
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"), completion: Completions.items)
     var item: ItemReference
     @Flag(help: "Grant read access only.") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
@@ -53,8 +53,8 @@ struct GrantLifetime: ParsableArguments {
 
 /// `GRANT | --all`, shared by revoke, restore and forget.
 struct GrantSelection: ParsableArguments {
-    @Argument var app: String
-    @Argument(help: "Grant id (see `scopefs privacy`).") var grant: Int64?
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: "Grant id (see `scopefs privacy`).", completion: Completions.grants) var grant: Int64?
     @Flag(help: "All of the app's grants.") var all = false
 
     func validate() throws {
@@ -129,7 +129,7 @@ struct PrivacyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "privacy", abstract: "Per app: granted items, provider, access, state and grant date (SPEC S16).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String?
+    @Argument(completion: Completions.apps) var app: String?
     @Flag(help: "Print JSON.") var json = false
 
     struct Row: Encodable {

@@ -10,6 +10,7 @@ import ScopeFS
 
 extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
 extension ScopeTable.Mode: ExpressibleByArgument {}
+extension LogDestination: ExpressibleByArgument {}
 
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,6 +29,13 @@ struct MountCommand: ParsableCommand {
     var inboxDays: Int = 7
     @Option(help: .hidden) var readyFd: Int32?
     @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
+    @Option(
+        help: """
+            Where the daemon logs: auto (default: the journal under systemd or where journald runs, \
+            else the terminal in the foreground and <state>/daemon.log, size-rotated, in the background), \
+            journal, file or stderr.
+            """)
+    var log: LogDestination = .auto
 
     func validate() throws {
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
@@ -43,7 +51,10 @@ struct MountCommand: ParsableCommand {
     }
 
     private func serve() throws(ScopeFSError) {
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        // A background daemon was started with its destination resolved.
+        let background = readyFd != nil
+        DaemonLog.bootstrap(
+            DaemonLog.resolve(log, foreground: !background), state: options.directory, background: background)
         let logger = Logger(label: "scopefs")
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
@@ -56,8 +67,8 @@ struct MountCommand: ParsableCommand {
         }
     }
 
-    /// Re-runs this binary with `--foreground` in a new session, its output
-    /// in `<state>/daemon.log`, and waits for its readiness report.
+    /// Re-runs this binary with `--foreground` in a new session, logging to
+    /// the journal or `<state>/daemon.log`, and waits for its readiness report.
     private func startInBackground() throws(ScopeFSError) {
         _ = try PolicyDatabase.open(options.directory)  // fail here, with the right code, if it is unusable
         var pipe: [Int32] = [0, 0]
@@ -68,8 +79,12 @@ struct MountCommand: ParsableCommand {
             "--inbox-days", String(inboxDays),
         ]
         if allowOther { arguments.append("--allow-other") }
-        let log = options.directory.path + "/daemon.log"
-        let pid = try Spawner.daemon(arguments: ["mount"] + arguments, readyPipe: pipe[1], log: log)
+        let destination = DaemonLog.resolve(log, foreground: false)
+        arguments += ["--log", destination.rawValue]
+        // Output before the daemon's logging is up (and a journal daemon's
+        // until it opens its stream) goes to the log file, or nowhere.
+        let output = destination == .file ? options.directory.daemonLogPath : "/dev/null"
+        let pid = try Spawner.daemon(arguments: ["mount"] + arguments, readyPipe: pipe[1], log: output)
         close(pipe[1])
         defer { close(pipe[0]) }
         switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
@@ -80,7 +95,8 @@ struct MountCommand: ParsableCommand {
         case nil:
             var status: Int32 = 0
             waitpid(pid, &status, WNOHANG)
-            throw ScopeFSError(.cannotMount, "the daemon exited before the mount was ready; see \(log)")
+            let logName = destination == .file ? options.directory.daemonLogPath : "the journal (journalctl -t scopefs)"
+            throw ScopeFSError(.cannotMount, "the daemon exited before the mount was ready; see \(logName)")
         }
     }
 }

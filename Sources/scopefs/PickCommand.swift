@@ -29,7 +29,7 @@ struct PickCommand: ParsableCommand {
     static let cancelled: Int32 = 1
 
     @OptionGroup var options: StateOptions
-    @Option(name: .customLong("app"), help: "The app the item is chosen for.") var appOption: String?
+    @Option(name: .customLong("app"), help: "The app the item is chosen for.", completion: Completions.apps) var appOption: String?
     var app: String { appOption ?? "" }
     @Option(help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
     var mode: PickerMode = .open

@@ -8,7 +8,7 @@ struct RunCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run", abstract: "Run a command as an app process; exits with the command's status (SPEC S5).")
     @OptionGroup var options: StateOptions
-    @Option(help: "The app to run as.") var app: String
+    @Option(help: "The app to run as.", completion: Completions.apps) var app: String
     @Flag(help: .hidden) var sandbox = false
     @Flag(
         help: """

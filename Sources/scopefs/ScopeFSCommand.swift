@@ -10,7 +10,8 @@ struct ScopeFSCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scopefs",
         abstract: "The iOS/macOS document-picker security model for Linux apps, as a FUSE file system.",
-        discussion: "Exit codes are listed in docs/CLI.md.",
+        discussion: "Exit codes are listed in docs/CLI.md (installed as share/doc/scopefs/CLI.md).",
+        version: ScopeFSVersion.description,
         subcommands: [
             InitCommand.self, ProviderCommand.self, AppCommand.self, GrantCommand.self, RevokeCommand.self,
             RestoreCommand.self, ForgetCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
