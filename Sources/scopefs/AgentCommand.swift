@@ -82,7 +82,9 @@ struct AgentCommand: ParsableCommand {
     private func showPicker(_ pending: PendingPick) -> AgentScript.Step {
         print(Self.describe(pending).escapedForTerminal)
         let mode = pending.request.mode == .open ? "open" : "import"
-        let arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
+        var arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
+        for type in pending.request.contentTypes { arguments += ["--type", type] }
+        if let start = pending.request.directory { arguments += ["--start", start] }
         guard let picker = try? PickCommand.parse(arguments) else { return AgentScript.Step(cancel: true) }
         do {
             guard let selection = try picker.choose() else { return AgentScript.Step(cancel: true) }

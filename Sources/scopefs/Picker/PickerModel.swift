@@ -30,6 +30,10 @@ struct PickerEntry: Equatable, Sendable {
     var size: Int64?
     /// Providers: their display name.
     var detail: String?
+    /// The app already holds a grant on this item (`scopefs pick` marks it).
+    var granted = false
+    /// Not of a type the picker was asked for: shown dimmed, not choosable.
+    var dimmed = false
 
     var isFolder: Bool { kind != .file }
 }
