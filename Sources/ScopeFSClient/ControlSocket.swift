@@ -25,6 +25,19 @@ enum ControlSocket {
         return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/scopefs"
     }
 
+    /// Sends `body` (one JSON object; nil when it could not be encoded) and
+    /// decodes the answer; EINVAL / EPROTO when either is not JSON.
+    static func ask<Answer: Decodable>(
+        _ body: Data?, as type: Answer.Type, socketPath: String, operation: ScopeFSError.Operation, path: String? = nil
+    ) throws(ScopeFSError) -> Answer {
+        guard let body else { throw ScopeFSError(errno: EINVAL, operation: operation, path: path ?? socketPath) }
+        let line = try exchange(body, socketPath: socketPath, operation: operation)
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: line) else {
+            throw ScopeFSError(errno: EPROTO, operation: operation, path: path ?? socketPath)
+        }
+        return answer
+    }
+
     /// Sends `request` (one JSON object) and returns the one-line answer.
     static func exchange(_ request: Data, socketPath: String, operation: ScopeFSError.Operation = .resolveBookmark)
         throws(ScopeFSError) -> Data

@@ -79,13 +79,8 @@ public enum DocumentPicker {
                 mode: mode.rawValue, contentTypes: contentTypes, allowsMultipleSelection: allowsMultipleSelection,
                 directory: directory, items: items),
             waitSeconds: timeout)
-        guard let body = try? JSONEncoder().encode(request) else {
-            throw ScopeFSError(errno: EINVAL, operation: .pick, path: socketPath)
-        }
-        let line = try ControlSocket.exchange(body, socketPath: socketPath, operation: .pick)
-        guard let response = try? JSONDecoder().decode(Response.self, from: line) else {
-            throw ScopeFSError(errno: EPROTO, operation: .pick, path: socketPath)
-        }
+        let response = try ControlSocket.ask(
+            try? JSONEncoder().encode(request), as: Response.self, socketPath: socketPath, operation: .pick)
         guard response.ok, let picked = response.picked else {
             // The daemon's codes are the CLI's exit codes (docs/API.md).
             let code: Int32 = switch response.code {

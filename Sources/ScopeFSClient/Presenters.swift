@@ -82,13 +82,8 @@ public final class DocumentPresenter: @unchecked Sendable {
     {
         var request: [String: Any] = ["op": "watch", "waitSeconds": wait]
         if let after { request["after"] = after }
-        guard let body = try? JSONSerialization.data(withJSONObject: request) else {
-            throw ScopeFSError(errno: EINVAL, operation: .watch, path: socketPath)
-        }
-        let line = try ControlSocket.exchange(body, socketPath: socketPath, operation: .watch)
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: line) else {
-            throw ScopeFSError(errno: EPROTO, operation: .watch, path: socketPath)
-        }
+        let answer = try ControlSocket.ask(
+            try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath, operation: .watch)
         guard answer.ok, let cursor = answer.cursor else {
             throw ScopeFSError(errno: EPERM, operation: .watch, path: socketPath, message: answer.message)
         }
@@ -132,13 +127,9 @@ public enum FileCoordinator {
         throws(ScopeFSError) -> UInt64
     {
         let request: [String: Any] = ["op": "coordinate", "path": path, "intent": intent.rawValue, "waitSeconds": timeout]
-        guard let body = try? JSONSerialization.data(withJSONObject: request) else {
-            throw ScopeFSError(errno: EINVAL, operation: .coordinate, path: path)
-        }
-        let line = try ControlSocket.exchange(body, socketPath: socketPath, operation: .coordinate)
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: line) else {
-            throw ScopeFSError(errno: EPROTO, operation: .coordinate, path: path)
-        }
+        let answer = try ControlSocket.ask(
+            try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath,
+            operation: .coordinate, path: path)
         guard answer.ok, let claim = answer.claim else {
             let code: Int32 = switch answer.code {
             case 66: ENOENT

@@ -397,6 +397,19 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
     }
 }
 
+/* Reads the first line of a daemon's answer into *a; -1 when it is not one
+ * JSON object. */
+static int read_answer(const char *text, size_t text_len, struct answer *a)
+{
+    const char *newline = memchr(text, '\n', text_len);
+    struct reader r = { text, 0, newline ? (size_t)(newline - text) : text_len };
+
+    skip_space(&r);
+    if (!newline || r.i >= r.n || text[r.i] != '{')
+        return -1;
+    return read_value(&r, a, 0, NULL, NULL);
+}
+
 /* ---------------------------------------------------------------------- */
 /* the control socket */
 
@@ -519,8 +532,7 @@ fail:
 SCOPEFS_EXPORT char *scopefs_bookmark_resolve(const char *bookmark, const char *state_dir, int *is_stale)
 {
     struct answer a = { 0 };
-    struct reader r;
-    char *socket_path, *request, *text, *result = NULL, *newline;
+    char *socket_path, *request, *text, *result = NULL;
     const char *app_root = getenv("SCOPEFS_MOUNT");
     size_t request_len, text_len;
     int err = EPROTO;
@@ -546,13 +558,8 @@ SCOPEFS_EXPORT char *scopefs_bookmark_resolve(const char *bookmark, const char *
         errno = err;
         return NULL;
     }
-    newline = memchr(text, '\n', text_len);
-    r.s = text;
-    r.i = 0;
-    r.n = newline ? (size_t)(newline - text) : text_len;
-    skip_space(&r);
     err = EPROTO;
-    if (!newline || r.i >= r.n || text[r.i] != '{' || read_value(&r, &a, 0, NULL, NULL) < 0)
+    if (read_answer(text, text_len, &a) < 0)
         goto done;
     if (!a.ok || !a.has_resolution || !a.path || !a.path_in_app) {
         /* The daemon's codes are the CLI's exit codes (docs/API.md). */
@@ -643,8 +650,7 @@ SCOPEFS_EXPORT char **scopefs_pick(const char *mode, const char *const *content_
                                    const char *state_dir)
 {
     struct answer a = { 0 };
-    struct reader r;
-    char *socket_path, *request = NULL, *text, *newline;
+    char *socket_path, *request = NULL, *text;
     char **result = NULL;
     const char *app_root = getenv("SCOPEFS_MOUNT");
     size_t n = 0, cap = 0, text_len;
@@ -675,13 +681,8 @@ SCOPEFS_EXPORT char **scopefs_pick(const char *mode, const char *const *content_
     request = NULL;
     if (!text)
         goto fail;
-    newline = memchr(text, '\n', text_len);
-    r.s = text;
-    r.i = 0;
-    r.n = newline ? (size_t)(newline - text) : text_len;
-    skip_space(&r);
     err = EPROTO;
-    if (newline && r.i < r.n && text[r.i] == '{' && read_value(&r, &a, 0, NULL, NULL) == 0) {
+    if (read_answer(text, text_len, &a) == 0) {
         /* The daemon's codes are the CLI's exit codes (docs/API.md). */
         if (!a.ok || !a.has_picked)
             err = a.code == 64 ? EINVAL : a.code == 69 ? ENXIO : a.code == 75 ? ETIMEDOUT : a.code == 77 ? EPERM : EPROTO;
@@ -741,9 +742,8 @@ static void free_notices(struct answer *a)
 static int watch_once(const char *socket_path, int subscribe, unsigned long long after, double wait, struct answer *a)
 {
     char request[160];
-    char *text, *newline;
+    char *text;
     size_t n, text_len;
-    struct reader r;
 
     n = subscribe ? (size_t)snprintf(request, sizeof request, "{\"op\":\"watch\"}\n")
                   : (size_t)snprintf(request, sizeof request, "{\"op\":\"watch\",\"after\":%llu,\"waitSeconds\":%.3f}\n",
@@ -751,13 +751,8 @@ static int watch_once(const char *socket_path, int subscribe, unsigned long long
     text = exchange(socket_path, request, n, &text_len);
     if (!text)
         return -1;
-    newline = memchr(text, '\n', text_len);
-    r.s = text;
-    r.i = 0;
-    r.n = newline ? (size_t)(newline - text) : text_len;
-    skip_space(&r);
     memset(a, 0, sizeof *a);
-    if (!newline || r.i >= r.n || text[r.i] != '{' || read_value(&r, a, 0, NULL, NULL) < 0 || !a->ok) {
+    if (read_answer(text, text_len, a) < 0 || !a->ok) {
         int err = a->ok ? EPROTO : EPERM;
 
         free(text);

@@ -324,6 +324,14 @@ def _ask(request: dict, state_dir: Optional[str], timeout: Optional[float] = Non
         raise ScopeFSProtocolError(errno.EPROTO, "unreadable answer from the ScopeFS daemon", sock_path) from None
 
 
+def _refusal(answer: dict, fallback: str, by_code: dict) -> OSError:
+    """The exception for a daemon's refusal: its code (the CLI's exit codes,
+    docs/API.md) picks the class and errno in ``by_code``, else EPROTO."""
+    message = str(answer.get("message") or fallback)
+    kind, code = by_code.get(answer.get("code"), (ScopeFSProtocolError, errno.EPROTO))
+    return kind(code, message)
+
+
 def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = None) -> BookmarkResolution:
     """Resolve a bookmark made by this app (SPEC S26, S27) through the
     daemon's control socket ``STATE/control.sock``. Resolving does not start
@@ -338,15 +346,8 @@ def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = Non
         bookmark = bookmark.decode("ascii", "replace")
     answer = _ask({"op": "resolve", "bookmark": bookmark}, state_dir)
     if not answer.get("ok") or "resolution" not in answer or "path" not in answer:
-        message = str(answer.get("message") or "cannot resolve the bookmark")
-        code = answer.get("code")
-        if code == 65:
-            raise InvalidBookmark(errno.EBADMSG, message)
-        if code == 66:
-            raise ItemDeleted(errno.ENOENT, message)
-        if code == 77:
-            raise ScopeDenied(errno.EPERM, message)
-        raise ScopeFSProtocolError(errno.EPROTO, message)
+        raise _refusal(answer, "cannot resolve the bookmark", {
+            65: (InvalidBookmark, errno.EBADMSG), 66: (ItemDeleted, errno.ENOENT), 77: (ScopeDenied, errno.EPERM)})
     found = answer["resolution"]
     # Inside `scopefs run`, $SCOPEFS_MOUNT is the app's view of the mount
     # (MOUNT/APP, or the sandbox's path); "path" is as seen outside a sandbox.
@@ -412,14 +413,8 @@ def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selectio
         request["directory"] = directory
     answer = _ask({"op": "pick", "pick": request, "waitSeconds": timeout}, state_dir, timeout + 5)
     if not answer.get("ok"):
-        message, code = str(answer.get("message") or "the pick failed"), answer.get("code")
-        if code == 69:
-            raise NoPickerAgent(errno.ENXIO, message)
-        if code == 75:
-            raise TimeoutError(errno.ETIMEDOUT, message)
-        if code == 77:
-            raise ScopeDenied(errno.EPERM, message)
-        raise ScopeFSProtocolError(errno.EPROTO, message)
+        raise _refusal(answer, "the pick failed", {
+            69: (NoPickerAgent, errno.ENXIO), 75: (TimeoutError, errno.ETIMEDOUT), 77: (ScopeDenied, errno.EPERM)})
     picked = answer.get("picked") or {}
     if picked.get("cancelled"):
         raise PickCancelled(errno.ECANCELED, "the picker was cancelled")
@@ -480,12 +475,7 @@ def coordinate(path: StrOrBytesPath, intent: str = "read", timeout: float = 10,
     answer = _ask({"op": "coordinate", "path": os.fsdecode(path), "intent": intent, "waitSeconds": timeout},
                   state_dir, timeout + 20)
     if not answer.get("ok"):
-        message, code = str(answer.get("message") or "cannot coordinate"), answer.get("code")
-        if code == 75:
-            raise TimeoutError(errno.ETIMEDOUT, message)
-        if code == 66:
-            raise FileNotFoundError(errno.ENOENT, message, os.fsdecode(path))
-        raise ScopeFSProtocolError(errno.EPROTO, message)
+        raise _refusal(answer, "cannot coordinate", {75: (TimeoutError, errno.ETIMEDOUT), 66: (FileNotFoundError, errno.ENOENT)})
     try:
         yield
     finally:
