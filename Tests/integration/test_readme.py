@@ -1,0 +1,45 @@
+"""The README's session runs verbatim (issue 19: "the first hour works"):
+its code block, in a fresh home folder, with `scopefs` on PATH, as a new
+user would paste it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from scopefs_harness import describe, mount_count, scopefs_bin
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def session_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## A session"):]
+    return re.search(r"```\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_session_runs_verbatim(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scopefs").symlink_to(scopefs_bin())
+    script = tmp_path / "session.sh"
+    script.write_text("set -e\n" + session_block())
+    env = {k: v for k, v in os.environ.items() if k not in ("SCOPEFS_STATE", "XDG_STATE_HOME")}
+    env.update(HOME=str(home), PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}")
+    try:
+        p = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=180)
+    finally:
+        if mount_count(home / "scopefs"):
+            subprocess.run(["fusermount3", "-u", str(home / "scopefs")], capture_output=True)
+    assert p.returncode == 0, describe(p)
+    out = p.stdout
+    assert "Container" in out and "Providers" in out, describe(p)
+    assert "no scope yet: EPERM" in out, describe(p)
+    assert out.count("It was a dark and stormy night.") == 1, describe(p)
+    assert "exit 77: only you change grants" in out, describe(p)
+    assert "chapter1.txt ->" in out and "chapter1 2.txt" not in out, describe(p)
+    assert not mount_count(home / "scopefs"), "the session left its mount behind"
