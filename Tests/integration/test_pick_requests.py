@@ -605,3 +605,28 @@ def test_c_presenter_callback(world, c_build):
     assert [n["kind"] for n in got["heard"]] == ["arrived", "moved"], got
     assert got["heard"][1] == {"kind": "moved", "path": world.prov(ALPHA, LOCAL, "docs/c-notes.md"),
                                "oldPath": world.prov(ALPHA, LOCAL, "docs/notes.md")}, got
+
+
+def test_two_apps_picking_at_once(world):
+    """Issue 17: two apps ask at the same time; the agent answers each in
+    turn (requests queue) and each app receives what was chosen for it."""
+    import threading
+    from scopefs_harness import BETA
+    world.cli("open", BETA, f"{LOCAL}:docs/secret.txt")  # BETA's view of the provider
+    agent = Agent(world, [{"waitMs": 300, "choose": [f"{LOCAL}:{REPORT}"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}])
+    results: dict = {}
+
+    def ask(app):
+        results[app] = world.app_json(app, "import time\nimport scopefs\nemit({'paths': scopefs.pick(mode='open')})")
+
+    threads = [threading.Thread(target=ask, args=(app,)) for app in (ALPHA, BETA)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    log = agent.finish()
+    got = {app: [Path(p).name for p in results[app]["paths"]] for app in (ALPHA, BETA)}
+    assert sorted(got.values()) == [["notes.md"], ["report.txt"]], (got, log)
+    for app in (ALPHA, BETA):
+        assert all(p.startswith(world.prov(app, LOCAL)) for p in results[app]["paths"]), results
+    assert log.count("\topen\t") == 2, log
