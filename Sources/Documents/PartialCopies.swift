@@ -45,10 +45,22 @@ public struct PartialCopies: Sendable {
         guard let folder, mkdir(folder, 0o700) == 0 || errno == EEXIST else { return Staged(path: hidden, journal: nil) }
         let journal = folder + "/" + token + ".journal"
         let path = !beside && Self.sameFileSystem(folder, destinationFolder) ? folder + "/" + token : hidden
-        guard FileManager.default.createFile(atPath: journal, contents: Data(path.utf8)) else {
+        guard FileManager.default.createFile(atPath: journal, contents: Data(Self.lasting(path).utf8)) else {
             return Staged(path: path, journal: nil)
         }
         return Staged(path: path, journal: journal)
+    }
+
+    /// The path a later process can find: a folder held open by this one
+    /// (`/proc/self/fd/N/...`, see `PinnedFolder`) is named by where it is.
+    static func lasting(_ path: String) -> String {
+        let prefix = "/proc/self/fd/"
+        guard path.hasHostPrefix(prefix) else { return path }
+        let rest = String(path.utf8.dropFirst(prefix.utf8.count))!
+        guard let slash = rest.firstIndex(of: "/"),
+            let folder = HostFiles.symbolicLinkTarget(prefix + rest[..<slash])
+        else { return path }
+        return folder + String(rest[slash...])
     }
 
     /// Forgets a staged copy that was renamed into place or removed.
