@@ -33,6 +33,10 @@ public struct ControlRequest: Codable, Sendable {
         /// coordination), or ends a claim.
         case coordinate
         case release
+        /// The owner's fault and latency rules (issue 18): add one, list
+        /// them, clear one or all. Never an app's: an app that could clear
+        /// its faults would pass the tests meant to catch it.
+        case faultAdd, faultList, faultClear
 
         /// What an app process may ask, on either endpoint: the rest would
         /// let it change or survey the isolation layer, or answer its own
@@ -67,6 +71,11 @@ public struct ControlRequest: Codable, Sendable {
     public var path: String?
     public var intent: String?
     public var claim: UInt64?
+    /// With `faultAdd`: the rule, and a seed to restart the percentages'
+    /// draws from; with `faultClear`, the rule (nil: all).
+    public var fault: FaultRule?
+    public var seed: UInt64?
+    public var faultID: Int?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
@@ -102,6 +111,8 @@ public struct ControlResponse: Codable, Sendable {
     /// With `watch`: the app's notices, and the cursor to ask from next.
     public var notices: [DocumentNotice]?
     public var cursor: UInt64?
+    /// With `faultAdd`, `faultList` and `faultClear`: the rules in force.
+    public var faults: [FaultRule]?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)
@@ -140,4 +151,6 @@ public struct DaemonStatus: Codable, Sendable {
     public var policyFailure: String?
     public var inodes: Int
     public var processes: [AppProcessStatus]
+    /// The fault and latency rules in force (issue 18).
+    public var faults: [FaultRule]?
 }

@@ -8,11 +8,13 @@ public struct Event: Sendable, Codable, Equatable {
         /// The daemon served no grant while its database was gone,
         /// replaced or corrupt (SPEC S13); recorded once a database is back.
         case policyFailedClosed = "policy-failed-closed"
+        /// A fault or latency injected by an owner's rule (issue 18).
+        case fault
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
-            case .start, .stop, .unbalancedStop, .budgetExhausted: .routine
+            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault: .routine
             case .denial, .leak, .policyFailedClosed: .incident
             case .grant, .revoke, .restore: .policyChange
             }

@@ -111,6 +111,10 @@ struct StatusCommand: ParsableCommand {
             print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
             print("app processes: \(status.processes.count)")
             for process in status.processes { print(Self.describe(process)) }
+            if let faults = status.faults, !faults.isEmpty {
+                print("fault rules: \(faults.count)")
+                for rule in faults { print("  " + rule.summary.escapedForTerminal) }
+            }
         } else {
             print("no daemon serves \(options.directory.path.escapedForTerminal)")
         }
