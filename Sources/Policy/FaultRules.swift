@@ -141,7 +141,12 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 /// The rule set and the generator the percentages are drawn from. Pure:
 /// the daemon keeps one behind a lock (`FaultInjector`).
 public struct FaultRules: Sendable {
-    public private(set) var rules: [FaultRule] = []
+    public private(set) var rules: [FaultRule] = [] {
+        didSet { globs = rules.map { $0.path.map(Glob.init) } }
+    }
+    /// Each rule's glob as C bytes, with its literal prefix: most paths
+    /// are told apart by the prefix, without a call to fnmatch.
+    private var globs: [Glob?] = []
     private var nextID = 1
     private var generator: SeededGenerator
 
@@ -177,7 +182,16 @@ public struct FaultRules: Sendable {
         var failure: FaultEffect? = nil
         var latency = 0
         var latencyRules: [Int] = []
-        for rule in rules where rule.applies(app: app, path: path, operation: operation, inFolder: inFolder) {
+        let bytes = Array(path.utf8CString)
+        let folderBytes = inFolder ? Array((path + "/").utf8CString) : []
+        // By index, not by element: no copy (and retain) of each rule.
+        for index in rules.indices {
+            if rules[index].operation != "*" && rules[index].operation != operation { continue }
+            if let wanted = rules[index].app, wanted != app { continue }
+            if globs[index] != nil, !globs[index]!.matches(bytes) && !(inFolder && globs[index]!.matches(folderBytes)) {
+                continue
+            }
+            let rule = rules[index]
             guard draw(rule.percent) else { continue }
             if let errno = rule.errno, failure == nil {
                 failure = FaultEffect(rule: rule.id, errno: errno, latencyMilliseconds: nil)
@@ -196,6 +210,25 @@ public struct FaultRules: Sendable {
         // 53 random bits make a uniform double in [0, 1).
         let unit = Double(generator.next() >> 11) / Double(1 << 53)
         return unit * 100 < percent
+    }
+}
+
+/// An fnmatch glob ready for matching many paths.
+struct Glob: Sendable {
+    let pattern: [CChar]
+    /// How many bytes before the first wildcard (`*`, `?`, `[`, `\\`).
+    let literal: Int
+
+    init(_ text: String) {
+        pattern = Array(text.utf8CString)
+        literal = pattern.firstIndex { [42, 63, 91, 92, 0].contains($0) } ?? pattern.count - 1
+    }
+
+    /// `path`: NUL-terminated C bytes.
+    func matches(_ path: [CChar]) -> Bool {
+        guard path.count > literal else { return false }
+        for index in 0..<literal where pattern[index] != path[index] { return false }
+        return fnmatch(pattern, path, 0) == 0
     }
 }
 
