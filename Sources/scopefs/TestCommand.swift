@@ -160,7 +160,12 @@ struct ScenarioRunner {
                 case .prints(let text): if !output.contains(text) { continue }
                 }
                 done[index] = true
-                say(String(format: "+%.3fs ", now) + perform(step, process: process, revoked: &revoked, faults: &faults))
+                let done = perform(step, process: process, revoked: &revoked, faults: &faults)
+                // From the step's time (or its trigger's sighting) to its
+                // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
+                let scheduled: Double = if case .at(let offset) = step.trigger { offset } else { now }
+                let effect = (Date().timeIntervalSince(started) - scheduled) * 1000
+                say(String(format: "+%.3fs ", now) + done + String(format: ", in force %.1f ms after its time", effect))
             }
             if now >= scenario.timeout {
                 timedOut = true
