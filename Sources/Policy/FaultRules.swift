@@ -19,6 +19,9 @@ public struct FaultRule: Sendable, Codable, Equatable {
     public var latencyMilliseconds: Int?
     /// 0 < percent <= 100.
     public var percent: Double
+    /// How many requests the rule hit so far (filled in by `listed`);
+    /// a 0 ms latency rule only counts (`scopefs test`'s `after:` trigger).
+    public var hits: Int?
 
     public init(
         id: Int = 0, app: AppID? = nil, path: String? = nil, operation: String, errno: Int32? = nil,
@@ -105,6 +108,7 @@ public struct FaultRule: Sendable, Codable, Equatable {
         text += " \(percent.formatted)%"
         if let app { text += " app \(app)" }
         if let path { text += " path \(path)" }
+        if let hits { text += " (\(hits) hits)" }
         return text
     }
 }
@@ -147,6 +151,8 @@ public struct FaultRules: Sendable {
     /// Each rule's glob as C bytes, with its literal prefix: most paths
     /// are told apart by the prefix, without a call to fnmatch.
     private var globs: [Glob?] = []
+    /// Each rule's hits, kept apart so that counting does not rebuild `globs`.
+    private var counts: [Int] = []
     private var nextID = 1
     private var generator: SeededGenerator
 
@@ -157,16 +163,29 @@ public struct FaultRules: Sendable {
         guard rule.problem == nil else { return nil }
         var added = rule
         added.id = nextID
+        added.hits = nil
         nextID += 1
+        counts.append(0)
         rules.append(added)
         return added
+    }
+
+    /// The rules with their hit counts.
+    public var listed: [FaultRule] {
+        rules.indices.map { index in
+            var rule = rules[index]
+            rule.hits = counts[index]
+            return rule
+        }
     }
 
     /// Removes rule `id` (all rules when nil); returns how many went.
     @discardableResult
     public mutating func clear(_ id: Int? = nil) -> Int {
         let before = rules.count
-        if let id { rules.removeAll { $0.id == id } } else { rules.removeAll() }
+        let kept = rules.indices.filter { index in id.map { rules[index].id != $0 } ?? false }
+        counts = kept.map { counts[$0] }
+        rules = kept.map { rules[$0] }
         return before - rules.count
     }
 
@@ -193,6 +212,7 @@ public struct FaultRules: Sendable {
             }
             let rule = rules[index]
             guard draw(rule.percent) else { continue }
+            counts[index] += 1
             if let errno = rule.errno, failure == nil {
                 failure = FaultEffect(rule: rule.id, errno: errno, latencyMilliseconds: nil)
             }
@@ -261,7 +281,7 @@ public final class FaultInjector: Sendable {
         }
     }
 
-    public var rules: [FaultRule] { state.withLock { $0.rules } }
+    public var rules: [FaultRule] { state.withLock { $0.listed } }
 
     public func effects(app: AppID?, path: String, operation: String, inFolder: Bool = false)
         -> (errno: FaultEffect?, latencyMilliseconds: Int, latencyRules: [Int])

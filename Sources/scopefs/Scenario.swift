@@ -13,6 +13,9 @@ struct Scenario {
             case at(Double)
             /// Once the app's standard output contains the text.
             case prints(String)
+            /// Once the daemon served `count` requests of `operation` on
+            /// paths matching `glob` (in the app's view) to the app.
+            case after(count: Int, operation: String, glob: String)
         }
 
         enum Action: Equatable {
@@ -125,7 +128,7 @@ extension Scenario {
             }
             trigger = .prints(printed)
         } else if let value = map["after"] {
-            throw ScenarioError(line: line(value), message: "after: triggers (N reads of GLOB) are not supported yet; use at or when")
+            trigger = try after(try string(value, "after"), line: line(value))
         }
         let actions = actionKeys.filter { map[$0] != nil }
         guard actions.count == 1, let key = actions.first, let value = map[key] else {
@@ -163,6 +166,21 @@ extension Scenario {
             action = .signal(number, name)
         }
         return Step(trigger: trigger, action: action, line: at ?? 0)
+    }
+
+    /// `100 reads of Providers/local/docs/*`: N, an operation (plural or
+    /// not), `of`, a glob.
+    private static func after(_ text: String, line: Int?) throws -> Step.Trigger {
+        let words = text.split(separator: " ", maxSplits: 3).map(String.init)
+        guard words.count == 4, let count = Int(words[0]), count > 0, words[2] == "of" else {
+            throw ScenarioError(line: line, message: "after: expected 'N OPERATIONs of GLOB', e.g. '100 reads of Providers/local/docs/*'")
+        }
+        var operation = words[1]
+        if !FaultRule.operations.contains(operation), operation.hasSuffix("s") { operation.removeLast() }
+        guard operation != "*", FaultRule.operations.contains(operation) else {
+            throw ScenarioError(line: line, message: "after: unknown operation '\(words[1])'")
+        }
+        return .after(count: count, operation: operation, glob: words[3])
     }
 
     private static func expectations(_ node: Node) throws -> Expectations {

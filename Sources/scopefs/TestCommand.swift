@@ -133,6 +133,22 @@ struct ScenarioRunner {
     }
 
     func run(_ command: [String]) throws(ScopeFSError) -> TestCommand.Report {
+        // `after:` triggers count through 0 ms latency rules: set before the app starts.
+        var counters: [Int: Int] = [:]  // step index -> rule id
+        var faults: [Int] = []
+        for (index, step) in scenario.steps.enumerated() {
+            guard case .after(_, let operation, let glob) = step.trigger else { continue }
+            var request = ControlRequest(op: .faultAdd)
+            request.fault = FaultRule(app: app, path: glob, operation: operation, latencyMilliseconds: 0)
+            let response = try ControlClient.send(request, state: state)
+            guard response.ok, let id = response.faults?.first?.id else {
+                throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "cannot count requests")
+            }
+            counters[index] = id
+            faults.append(id)
+        }
+        var hits: [Int: Int] = [:]
+        var lastCount = Date.distantPast
         let started = Date()
         let output = OutputWatcher()
         let process = Process()
@@ -146,7 +162,6 @@ struct ScenarioRunner {
         var actions: [String] = []
         var done = Array(repeating: false, count: scenario.steps.count)
         var revoked = Set<GrantID>()
-        var faults: [Int] = []
         var timedOut = false
         func say(_ line: String) {
             actions.append(line)
@@ -154,10 +169,16 @@ struct ScenarioRunner {
         }
         while process.isRunning {
             let now = Date().timeIntervalSince(started)
+            if counters.keys.contains(where: { !done[$0] }), Date().timeIntervalSince(lastCount) > 0.02 {
+                lastCount = Date()
+                let rules = (try? ControlClient.send(ControlRequest(op: .faultList), state: state).faults) ?? []
+                for rule in rules { hits[rule.id] = rule.hits ?? 0 }
+            }
             for (index, step) in scenario.steps.enumerated() where !done[index] {
                 switch step.trigger {
                 case .at(let offset): if now < offset { continue }
                 case .prints(let text): if !output.contains(text) { continue }
+                case .after(let count, _, _): if (hits[counters[index] ?? -1] ?? 0) < count { continue }
                 }
                 done[index] = true
                 let done = perform(step, process: process, revoked: &revoked, faults: &faults)

@@ -37,6 +37,10 @@ import Testing
               - fault: read:EIO:5%
               - latency: open:20ms
               - signal: SIGTERM
+              - after: 100 reads of Providers/local/docs/*
+                revoke: local:docs
+              - after: 1 open of x
+                revoke: local:docs
             expect:
               exit: 3
               no_leaked_scope: true
@@ -48,8 +52,9 @@ import Testing
               within: 2m
             """, name: "file")
         #expect(scenario.name == "all" && scenario.app == "a" && scenario.timeout == 30)
-        #expect(scenario.steps.map(\.trigger) == [.at(0.5), .prints("ready: yes"), .at(1), .at(0), .at(0), .at(0), .at(0), .at(0)])
-        #expect(scenario.steps.map(\.line) == [5, 7, 9, 11, 12, 13, 14, 15])
+        #expect(scenario.steps.map(\.trigger) == [.at(0.5), .prints("ready: yes"), .at(1), .at(0), .at(0), .at(0), .at(0), .at(0),
+            .after(count: 100, operation: "read", glob: "Providers/local/docs/*"), .after(count: 1, operation: "open", glob: "x")])
+        #expect(scenario.steps.map(\.line) == [5, 7, 9, 11, 12, 13, 14, 15, 16, 18])
         #expect(scenario.steps[2].action == .rename(from: "local:a", to: "local:b"))
         #expect(scenario.steps[5].action == .fault(FaultRule(operation: "read", errno: EIO, percent: 5)))
         #expect(scenario.steps[7].action == .signal(SIGTERM, "TERM"))
@@ -75,7 +80,8 @@ import Testing
         #expect(error("steps:\n  - at: 1s\n    when: app prints X\n    revoke: local:x\n")?.message.contains("one trigger") == true)
         #expect(error("steps:\n  - at: 1s\n")?.message.contains("none") == true)
         #expect(error("steps:\n  - at: soon\n    revoke: local:x\n")?.line == 2)
-        #expect(error("steps:\n  - after: 3 reads of x\n    revoke: local:x\n")?.message.contains("not supported") == true)
+        #expect(error("steps:\n  - after: 3 reads x\n    revoke: local:x\n")?.message.contains("N OPERATIONs of GLOB") == true)
+        #expect(error("steps:\n  - after: 3 frobs of x\n    revoke: local:x\n")?.line == 2)
         #expect(error("steps:\n  - revoke: docs\n")?.message.contains("PROVIDER:RELPATH") == true)
         #expect(error("steps:\n  - fault: read:EWHAT\n")?.line == 2)
         #expect(error("steps:\n  - signal: KILL\n")?.line == 2)

@@ -103,6 +103,20 @@ import Testing
         #expect(abs(Double(hits) - 500) <= 5 * sigma, "hits: \(hits)")
     }
 
+    @Test("each rule counts its hits; clearing one keeps the others' counts")
+    func hits() {
+        var rules = FaultRules()
+        _ = rules.add(FaultRule(path: "a/*", operation: "read", latencyMilliseconds: 0))
+        _ = rules.add(FaultRule(path: "b/*", operation: "read", latencyMilliseconds: 0))
+        for path in ["a/1", "a/2", "b/1", "c/1"] { _ = rules.effects(app: "x", path: path, operation: "read") }
+        _ = rules.effects(app: "x", path: "a/3", operation: "write")
+        #expect(rules.listed.map(\.hits) == [2, 1])
+        rules.clear(1)
+        _ = rules.effects(app: "x", path: "b/2", operation: "read")
+        #expect(rules.listed.map(\.id) == [2])
+        #expect(rules.listed.map(\.hits) == [2])
+    }
+
     @Test("the injector is inactive with no rule and active with one")
     func injector() {
         let injector = FaultInjector()

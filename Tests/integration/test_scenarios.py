@@ -133,6 +133,45 @@ def test_a_timeline_of_host_changes_faults_and_signals(env):
     assert "FAIL exit status is 4: it was 3" in p.stdout, p.stdout
 
 
+COUNTED_READS = """
+import time
+for index, path in enumerate(sys.argv[1:]):
+    got = attempt(read_bytes, path)
+    if got != "OK":
+        print(f"denied at {index}: {got}", flush=True)
+        break
+    time.sleep(0.15)
+"""
+
+AFTER_READS = """
+steps:
+  - after: 5 reads of Providers/local/work/f*
+    revoke: local:work
+expect:
+  exit: 0
+  prints: "denied at"
+"""
+
+
+def test_a_step_after_n_reads_of_a_glob(env):
+    """`after: 5 reads of GLOB` fires once the daemon served the app five
+    reads of matching files (each file is new, so each read reaches the
+    daemon): the app's sixth or seventh read is the first denied (EPERM),
+    the counting rule is gone afterwards, and `fault list` counted hits."""
+    for index in range(12):
+        (env.backing(LOCAL) / f"work/f{index:02d}.txt").write_text(f"file {index}\n")
+    env.grant(ALPHA, f"{LOCAL}:work")
+    env.mount()
+    scenario = env.root / "after.yaml"
+    scenario.write_text(AFTER_READS)
+    files = [env.prov(ALPHA, LOCAL, f"work/f{index:02d}.txt") for index in range(12)]
+    p = scopefs_test(env, scenario, sys.executable, "-c", snippet(COUNTED_READS), *files)
+    assert p.returncode == 0, describe(p)
+    denied = [line for line in p.stderr.splitlines() if line.startswith("denied at ")]
+    assert denied in (["denied at 5: EPERM"], ["denied at 6: EPERM"]), p.stderr
+    assert json.loads(env.cli("fault", "list", "--json").stdout) == []
+
+
 def test_bad_scenarios_are_refused_with_their_line(env):
     """An unknown key, an unknown step action, two triggers, a grant the
     app does not have: exit 65 with the file's line; nothing runs."""
