@@ -160,7 +160,8 @@ import subprocess
 binary, state = sys.argv[1], sys.argv[2]
 codes = {}
 for name, args in (("add", ["fault", "add", "--op", "open", "--errno", "EIO"]), ("list", ["fault", "list"]),
-                   ("clear", ["fault", "clear", "--all"])):
+                   ("clear", ["fault", "clear", "--all"]),
+                   ("chaos", ["chaos", "--app", sys.argv[3], "--seed", "1", "--no-sandbox", "--", "true"])):
     p = subprocess.run([binary, "--state", state, *args], capture_output=True, text=True, timeout=30)
     codes[name] = [p.returncode, p.stderr.strip()[-200:]]
 emit(codes)
@@ -173,7 +174,7 @@ def test_an_app_process_cannot_add_list_or_clear_fault_rules(env):
     each is refused with code 77, and the owner's rule is still in force
     afterwards (the app could not clear the fault it is tested against nor
     add one to another app). `scopefs fault add/list/clear` in an app
-    process exit 77. Seen failing before the ops existed: the daemon could
+    process exit 77, and so does `scopefs chaos`. Seen failing before the ops existed: the daemon could
     not decode the requests at all (no fault surface), so the test's
     owner-side `fault add` fails there."""
     env.grant(ALPHA, f"{LOCAL}:docs")
@@ -183,7 +184,7 @@ def test_an_app_process_cannot_add_list_or_clear_fault_rules(env):
     for key, answer in got.items():
         assert answer.get("ok") is False and answer.get("code") == 77, (key, answer)
         assert "faults" not in answer, (key, answer)
-    codes = env.app_json(ALPHA, RUN_FAULT_CLI, env.bin, env.state)
+    codes = env.app_json(ALPHA, RUN_FAULT_CLI, env.bin, env.state, ALPHA)
     for name, (code, message) in codes.items():
         assert code == 77 and "app process" in message, (name, code, message)
     rules = fault_list(env)
