@@ -3,9 +3,27 @@
 SWIFT ?= swift
 PYTHON ?= python3
 BIN := .build/debug/scopefs
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev bubblewrap attr util-linux shared-mime-info
+# libsystemd-dev: sd_notify and the journal; systemd: systemd-analyze for
+# the units' test; patchelf, man-db: the installed binary's run path and
+# `man`, for `make install`/`make deb` and their test; shared-mime-info:
+# the content types of pick requests; lintian: the package's own check.
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux \
+	systemd patchelf man-db shared-mime-info lintian
 
-.PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions install clean
+# The version lives in Sources/scopefs/Version.swift; `scopefs --version`
+# adds `git describe`, which Package.swift passes to the build.
+VERSION := $(shell sed -n 's/.*static let package = "\(.*\)".*/\1/p' Sources/scopefs/Version.swift)
+export SCOPEFS_GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null)
+# `make install` and `make deb` build in release mode; CONFIG=debug packages
+# the debug build instead (the package test does, to keep CI short).
+CONFIG ?= release
+PREFIX ?= /usr/local
+PACKAGED_BIN := .build/$(CONFIG)/scopefs
+GENERATED := .build/generated-$(CONFIG)
+DIST := .build/dist
+
+.PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions \
+	install generated deb lint-deb version clean
 
 all: build
 
@@ -48,9 +66,30 @@ bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
 
-install: deps
-	$(SWIFT) build -c release
-	install -m 0755 .build/release/scopefs /usr/local/bin/scopefs
+version:
+	@echo $(VERSION)
+
+# Man pages from the argument parser's manual plugin, completion scripts
+# from the binary itself.
+generated: deps
+	$(SWIFT) build -c $(CONFIG)
+	$(SWIFT) package plugin generate-manual --configuration $(CONFIG) \
+	  --authors "The ScopeFS authors" --date $$(date -u -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s) +%F)
+	rm -rf $(GENERATED) && mkdir -p $(GENERATED)/man $(GENERATED)/completions
+	cp .build/plugins/GenerateManual/outputs/scopefs/*.1 $(GENERATED)/man/
+	for shell in bash zsh fish; do \
+	  $(PACKAGED_BIN) --generate-completion-script $$shell > $(GENERATED)/completions/scopefs.$$shell || exit 1; \
+	done
+
+# DESTDIR and PREFIX work as usual; the mount helper goes to /sbin.
+install: generated
+	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) ./packaging/install.sh $(PACKAGED_BIN) $(GENERATED)
+
+deb: generated
+	./packaging/deb/build-deb.sh $(PACKAGED_BIN) $(GENERATED) $(DIST)
+
+lint-deb: deb
+	lintian --info $(DIST)/scopefs_$(VERSION)_amd64.deb
 
 clean:
 	$(SWIFT) package clean

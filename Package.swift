@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+import Foundation
 import PackageDescription
 
 // Layers (arrows point one way):
@@ -6,6 +7,13 @@ import PackageDescription
 //                           \-> PolicyStore -> Policy
 // Policy has no libfuse, no SQLite and no syscalls: it is unit-tested in memory.
 let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
+
+// `scopefs --version` names the commit when the Makefile passes
+// `git describe` in SCOPEFS_GIT_DESCRIBE (characters of a describe only, so
+// the value can go into a C string literal as it is).
+let gitDescribe = ProcessInfo.processInfo.environment["SCOPEFS_GIT_DESCRIBE"].flatMap { value in
+    value.allSatisfy { $0.isLetter || $0.isNumber || "._-+~".contains($0) } && !value.isEmpty ? value : nil
+}
 
 let package = Package(
     name: "ScopeFS",
@@ -36,12 +44,22 @@ let package = Package(
             pkgConfig: "libseccomp",
             providers: [.apt(["libseccomp-dev"])]
         ),
+        // Readiness for systemd (sd_notify) and the journal (sd_journal_sendv).
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .target(
+            name: "CBuildInfo",
+            cSettings: gitDescribe.map { [.define("SCOPEFS_GIT_DESCRIBE", to: "\"\($0)\"")] } ?? []
+        ),
         // GNU-only libc calls that Swift's Glibc module hides (header), and
         // the one helper that needs _GNU_SOURCE itself (statx).
         .target(name: "CSystemShims"),
         .target(
             name: "FuseBridge",
-            dependencies: ["CFuse3", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["CFuse3", "CSystemShims", "Policy", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: strict
         ),
         .target(
@@ -71,7 +89,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims", "CSeccomp", "Documents",
+                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims", "CSeccomp", "CSystemd", "Documents",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -80,7 +98,7 @@ let package = Package(
         .executableTarget(
             name: "scopefs",
             dependencies: [
-                "Daemon", "Policy", "PolicyStore", "ScopeFS", "CSystemShims", "Documents",
+                "Daemon", "Policy", "PolicyStore", "ScopeFS", "CSystemShims", "CBuildInfo", "Documents",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

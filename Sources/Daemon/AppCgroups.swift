@@ -23,7 +23,9 @@ final class AppCgroups: Sendable {
     /// Leaf names start with this, so the CLI can tell an app process by its
     /// own `/proc/self/cgroup` (`OwnerCheck`).
     static let leafPrefix = "scopefs-run-"
-    private let runs = Mutex<[String: AppID]>([:])
+    /// The runs' leaves: their app, and whether a process was placed in
+    /// it yet (an unplaced leaf is empty because it is new, not finished).
+    private let runs = Mutex<[String: (app: AppID, placed: Bool)]>([:])
     private let counter = Atomic<UInt64>(0)
 
     /// nil when there is no writable cgroup2 hierarchy (no cgroup2 mount, or
@@ -54,19 +56,21 @@ final class AppCgroups: Sendable {
         }
     }
 
-    /// Makes a cgroup for one run of `app` and moves `pid` into it.
-    func place(pid: Int32, app: AppID) -> Bool {
+    /// Makes a cgroup for one run of `app` and moves `pid` into it; the
+    /// leaf's name, nil when either failed.
+    func place(pid: Int32, app: AppID) -> String? {
         let number = counter.add(1, ordering: .relaxed).newValue
         let leaf = "\(Self.leafPrefix)\(getpid())-\(number)"
         let directory = mountPath + base + "/" + leaf
-        guard mkdir(directory, 0o755) == 0 else { return false }
-        runs.withLock { $0[leaf] = app }
+        guard mkdir(directory, 0o755) == 0 else { return nil }
+        runs.withLock { $0[leaf] = (app, false) }
         guard Self.write("\(pid)\n", to: directory + "/cgroup.procs") else {
             runs.withLock { $0[leaf] = nil }
             rmdir(directory)
-            return false
+            return nil
         }
-        return true
+        runs.withLock { $0[leaf]?.placed = true }
+        return leaf
     }
 
     /// The app whose run's cgroup holds the thread `tid` (or a cgroup below
@@ -78,7 +82,7 @@ final class AppCgroups: Sendable {
 
     func app(ofCgroup path: String) -> AppID? {
         guard let leaf = Self.runLeaf(in: path, base: base) else { return nil }
-        return runs.withLock { $0[leaf] }
+        return runs.withLock { $0[leaf]?.app }
     }
 
     /// The first path component below `base` when it names a run.
@@ -90,12 +94,51 @@ final class AppCgroups: Sendable {
     }
 
     /// Removes the cgroups of runs whose processes have all ended (rmdir
-    /// refuses a populated cgroup, so this never cuts a live run).
-    func removeEmpty() {
-        let leaves = runs.withLock { Array($0.keys) }
+    /// refuses a populated cgroup, so this never cuts a live run; a leaf
+    /// being made for a run that registers meanwhile is left alone).
+    /// Returns the leaves removed.
+    @discardableResult
+    func removeEmpty() -> [String] {
+        let leaves = runs.withLock { $0.filter { $0.value.placed }.map(\.key) }
+        var removed: [String] = []
         for leaf in leaves where rmdir(mountPath + base + "/" + leaf) == 0 {
             runs.withLock { $0[leaf] = nil }
+            removed.append(leaf)
         }
+        return removed
+    }
+
+    /// Takes over the leaf of a run that a previous daemon made (see
+    /// `StrandedRuns`): its processes stay attributed to `app`.
+    func adopt(leaf: String, app: AppID) {
+        guard leaf.hasPrefix(Self.leafPrefix) else { return }
+        runs.withLock { $0[leaf] = (app, true) }
+    }
+
+    /// The processes in a run's leaf (and below it); nil when it is gone.
+    func processes(inLeaf leaf: String) -> [Int32]? {
+        guard leaf.hasPrefix(Self.leafPrefix), !leaf.contains("/") else { return nil }
+        let directory = mountPath + base + "/" + leaf
+        guard FileManager.default.fileExists(atPath: directory) else { return nil }
+        var pids: [Int32] = []
+        var pending = [directory]
+        while let current = pending.popLast() {
+            for line in (ProcFS.readText(current + "/cgroup.procs") ?? "").split(separator: "\n") {
+                if let pid = Int32(line) { pids.append(pid) }
+            }
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: current)) ?? [] {
+                var info = stat()
+                let path = current + "/" + entry
+                if stat(path, &info) == 0 && info.st_mode & S_IFMT == Glibc.S_IFDIR { pending.append(path) }
+            }
+        }
+        return pids
+    }
+
+    /// Removes an empty run leaf and forgets it.
+    func remove(leaf: String) {
+        guard leaf.hasPrefix(Self.leafPrefix), !leaf.contains("/") else { return }
+        if rmdir(mountPath + base + "/" + leaf) == 0 || errno == ENOENT { runs.withLock { $0[leaf] = nil } }
     }
 
     private static func write(_ text: String, to path: String) -> Bool {

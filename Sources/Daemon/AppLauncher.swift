@@ -1,6 +1,7 @@
 import CSystemShims
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// Starts a command as an app process (SPEC S5): registers this process
@@ -18,9 +19,11 @@ public enum AppLauncher {
         case none(view: MountView)
     }
 
-    public static func run(app: String, command: [String], confinement: Confinement, state: StateDirectory)
-        throws(ScopeFSError) -> Int32
-    {
+    /// `keepOnMountLoss`: keep the app running when its mount dies
+    /// (`MountLossWatch`); by default the run ends it and exits 69.
+    public static func run(
+        app: String, command: [String], confinement: Confinement, state: StateDirectory, keepOnMountLoss: Bool = false
+    ) throws(ScopeFSError) -> Int32 {
         // Checked before registering: a missing bubblewrap must not leave a
         // registered launcher behind.
         let bubblewrap: String?
@@ -30,10 +33,12 @@ public enum AppLauncher {
             throw ScopeFSError(
                 ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "registration failed")
         }
+        let watch = response.daemon.flatMap { MountLossWatch(daemon: $0) }
+        let loss = MountLoss(watch: watch, app: app, mountpoint: mountpoint, keep: keepOnMountLoss)
         switch confinement {
         case .sandbox(let shareNetwork, let exposed):
             let sandbox = Sandbox(app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed)
-            return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!)
+            return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
         case .none(let view):
             var environment = ProcessInfo.processInfo.environment
             environment["SCOPEFS_APP"] = app
@@ -42,12 +47,46 @@ public enum AppLauncher {
             environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
             let entered = MountView.enter(view, app: app, mountpoint: mountpoint)
             environment["SCOPEFS_VIEW"] = "\(entered)"
-            return try spawnAndWait(command, environment: environment, directory: nil)
+            return try spawnAndWait(command, environment: environment, directory: nil, loss: loss)
         }
     }
 
-    private static func runSandboxed(_ command: [String], in sandbox: Sandbox, bubblewrap: String) throws(ScopeFSError)
-        -> Int32
+    /// The run's watch on its mount, and what to say when it dies.
+    private struct MountLoss {
+        var watch: MountLossWatch?
+        var app: String
+        var mountpoint: String
+        var keep: Bool
+
+        func start(child: pid_t) {
+            guard let watch else { return }
+            let (app, mountpoint, keep, daemon) = (app, mountpoint, keep, watch.daemon)
+            watch.start(child: child, keep: keep) {
+                let text =
+                    keep
+                    ? "scopefs: warning: the mount at \(mountpoint) died (daemon \(daemon) ended); \(app) keeps running "
+                        + "(--keep-on-mount-loss), but every access through the mount fails (ENOTCONN)"
+                    : "scopefs: the mount at \(mountpoint) died (daemon \(daemon) ended); ending \(app)"
+                FileHandle.standardError.write(Data((text.escapedForTerminal + "\n").utf8))
+            }
+        }
+
+        /// After the command was reaped: the error that ends the run when the
+        /// mount died under it.
+        func finish() throws(ScopeFSError) {
+            guard let watch else { return }
+            watch.childDidEnd()
+            if watch.mountLost && !keep {
+                throw ScopeFSError(
+                    .noDaemon,
+                    "\(app) was ended because its mount at \(mountpoint) died; remount and run it again "
+                        + "(--keep-on-mount-loss keeps an app running on a dead mount)")
+            }
+        }
+    }
+
+    private static func runSandboxed(_ command: [String], in sandbox: Sandbox, bubblewrap: String, loss: MountLoss)
+        throws(ScopeFSError) -> Int32
     {
         // The filter travels through a pipe that bubblewrap reads to its end;
         // a compiled filter is a few hundred bytes, far below a pipe's size.
@@ -64,12 +103,12 @@ public enum AppLauncher {
         _ = fcntl(ends[0], F_SETFD, 0)  // inherited by bubblewrap
         let environment = sandbox.environment(from: ProcessInfo.processInfo.environment)
         let arguments = sandbox.arguments(seccompDescriptor: ends[0], environment: environment)
-        return try spawnAndWait([bubblewrap] + arguments + command, environment: [:], directory: nil)
+        return try spawnAndWait([bubblewrap] + arguments + command, environment: [:], directory: nil, loss: loss)
     }
 
-    private static func spawnAndWait(_ command: [String], environment: [String: String], directory: String?)
-        throws(ScopeFSError) -> Int32
-    {
+    private static func spawnAndWait(
+        _ command: [String], environment: [String: String], directory: String?, loss: MountLoss
+    ) throws(ScopeFSError) -> Int32 {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -83,9 +122,9 @@ public enum AppLauncher {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        if let directory { posix_spawn_file_actions_addchdir_np(&actions, directory) }
+        if let directory { directory.withHostCString { _ = posix_spawn_file_actions_addchdir_np(&actions, $0) } }
 
-        let argv = command.map { strdup($0) } + [nil]
+        let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             argv.forEach { free($0) }
@@ -95,7 +134,7 @@ public enum AppLauncher {
         let forwarded = [SIGTERM, SIGHUP, SIGINT, SIGQUIT]
         forwarded.forEach { signal($0, SIG_IGN) }
         var child: pid_t = 0
-        let result = posix_spawnp(&child, command[0], &actions, &attributes, argv, envp)
+        let result = posix_spawnp(&child, argv[0]!, &actions, &attributes, argv, envp)
         guard result == 0 else {
             let message = "cannot run \(command[0]): \(String(cString: strerror(result)))"
             throw ScopeFSError(result == ENOENT ? .runNotFound : .runNotExecutable, message)
@@ -107,8 +146,10 @@ public enum AppLauncher {
             return source
         }
         defer { sources.forEach { $0.cancel() } }
+        loss.start(child: child)
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        try loss.finish()
         if status & 0x7f == 0 { return (status >> 8) & 0xff }
         return 128 + (status & 0x7f)
     }

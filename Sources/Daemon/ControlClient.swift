@@ -18,7 +18,8 @@ public enum ControlClient {
                 "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`")
         }
         defer { socket.close() }
-        guard let body = try? JSONEncoder().encode(request), socket.writeLine(body), let line = socket.readLine(),
+        guard let body = try? JSONEncoder().encode(request), socket.writeLine(body),
+            let line = socket.readLine(limit: UnixSocket.responseLimit),
             let response = try? JSONDecoder().decode(ControlResponse.self, from: line)
         else {
             throw ScopeFSError(.timedOut, "the daemon serving \(state.path) did not answer")
@@ -29,13 +30,15 @@ public enum ControlClient {
     /// Tells a running daemon that the isolation layer changed, and waits
     /// until it has taken the change in (SPEC S13). No daemon: nothing to do.
     /// `containerPaths` name what changed in `app`'s container behind the mount.
-    public static func notifyChange(state: StateDirectory, app: String? = nil, containerPaths: [String]? = nil)
-        throws(ScopeFSError)
+    public static func notifyChange(
+        state: StateDirectory, app: String? = nil, containerPaths: [String]? = nil, imported: [String]? = nil
+    ) throws(ScopeFSError)
     {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return }
         let response: ControlResponse
         do {
-            response = try send(ControlRequest(op: .reload, app: app, containerPaths: containerPaths), state: state)
+            response = try send(
+                ControlRequest(op: .reload, app: app, containerPaths: containerPaths, imported: imported), state: state)
         } catch where error.kind == .noDaemon {
             return  // a socket left by a crashed daemon; the next mount reads the database anyway
         }

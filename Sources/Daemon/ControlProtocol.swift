@@ -71,6 +71,9 @@ public struct ControlRequest: Codable, Sendable {
     public var path: String?
     public var intent: String?
     public var claim: UInt64?
+    /// With `reload`: container paths of copies `scopefs import` just put
+    /// in `app`'s inbox (SPEC S18, `InboxKeeper`).
+    public var imported: [String]?
     /// With `faultAdd`: the rule, and a seed to restart the percentages'
     /// draws from; with `faultClear`, the rule (nil: all).
     public var fault: FaultRule?
@@ -78,8 +81,10 @@ public struct ControlRequest: Codable, Sendable {
     public var faultID: Int?
 
     public init(
-        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil
+        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil,
+        imported: [String]? = nil
     ) {
+        self.imported = imported
         self.op = op
         self.grant = grant
         self.app = app
@@ -111,6 +116,9 @@ public struct ControlResponse: Codable, Sendable {
     /// With `watch`: the app's notices, and the cursor to ask from next.
     public var notices: [DocumentNotice]?
     public var cursor: UInt64?
+    /// With `register`: the daemon's pid, which `scopefs run` watches to
+    /// end its app when the mount dies (issue 15).
+    public var daemon: Int32?
     /// With `faultAdd`, `faultList` and `faultClear`: the rules in force.
     public var faults: [FaultRule]?
 
@@ -151,6 +159,19 @@ public struct DaemonStatus: Codable, Sendable {
     public var policyFailure: String?
     public var inodes: Int
     public var processes: [AppProcessStatus]
+    /// App processes of a previous daemon that outlived it, on its dead
+    /// mount (issue 15): nothing reaches them through the mount any more.
+    public var stranded: [StrandedProcessStatus]?
+
+    public struct StrandedProcessStatus: Codable, Sendable {
+        public var pid: Int32
+        public var app: AppID
+        /// The gone daemon the run registered with, and its mountpoint.
+        public var daemon: Int32
+        public var mountpoint: String
+        /// Always "on a dead mount".
+        public var state: String
+    }
     /// The fault and latency rules in force (issue 18).
     public var faults: [FaultRule]?
 }

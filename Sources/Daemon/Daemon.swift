@@ -16,13 +16,16 @@ public struct DaemonOptions: Sendable {
     public var allowOther: Bool
     public var scopeMode: ScopeTable.Mode
     public var scopeBudget: Int
+    /// Days an imported copy waits in an inbox at most (SPEC S18).
+    public var inboxDays: Int
     /// Where to write "ready" (or the error) once the mount is up.
     public var readyDescriptor: Int32?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
-        scopeMode: ScopeTable.Mode, scopeBudget: Int, readyDescriptor: Int32?
+        scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?
     ) {
+        self.inboxDays = inboxDays
         self.scopeMode = scopeMode
         self.scopeBudget = scopeBudget
         self.state = state
@@ -50,7 +53,7 @@ public enum Daemon {
         logger.debug("descriptor limit \(descriptorLimit)")
 
         let ownerUID = getuid()
-        let tracker = ProcessTracker(ownerUID: ownerUID)
+        let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
         let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
         let scopes = ScopeRegistry(
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
@@ -61,13 +64,8 @@ public enum Daemon {
             guard process.parent == nil else { return }
             DispatchQueue.global().asyncAfter(deadline: .now() + 1) { tracker.removeFinishedRuns() }
         }
-        tracker.onExit { process in
-            // SPEC S18: the import inbox goes with the app's last process.
-            guard !tracker.appProcesses.contains(where: { $0.app == process.app }) else { return }
-            let inbox = state.containerPath(of: process.app) + "/tmp/\(process.app)-Inbox"
-            try? FileManager.default.removeItem(atPath: inbox)
-        }
-        let documents = try DocumentBridge(state: state, repository: repository, logger: logger)
+        let inbox = InboxKeeper(state: state, days: options.inboxDays)
+        let documents = try DocumentBridge(state: state, repository: repository, inbox: inbox, logger: logger)
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath)
         let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
@@ -97,6 +95,20 @@ public enum Daemon {
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
             logger: logger)
+        // Not a FUSE worker: removing entries from the kernel's cache may
+        // wait for one (docs/ARCHITECTURE.md). Serial: exits in order.
+        let exits = DispatchQueue(label: "scopefs.app-exits")
+        tracker.onExit { process in
+            let lastOfApp = !tracker.appProcesses.contains { $0.app == process.app }
+            exits.async {
+                var removed = inbox.processExited(process.key)
+                removed.merge(inbox.removeExpired(apps: Array(fileSystem.snapshot.apps.keys))) { $0 + $1 }
+                for (app, paths) in removed { reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths)) }
+                if lastOfApp { endSessionGrants(of: process.app, state: state, repository: repository, reloader: reloader,
+                                                fileSystem: fileSystem, logger: logger) }
+            }
+        }
+        _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
         let coordinator = Coordinator(notices: reloader.notices)
@@ -111,6 +123,7 @@ public enum Daemon {
                     ) { request, peer, peerApp in
                         Self.handle(
                             request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes, reloader: reloader,
+                            inbox: inbox,
                             documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
                             picks: picks, coordinator: coordinator)
                     })
@@ -139,11 +152,14 @@ public enum Daemon {
         }
         Thread.detachNewThread { reloader.watch(until: { stopping.load(ordering: .relaxed) }) }
         DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
+        Self.reportStranded(tracker, recorder: recorder, logger: logger)
         logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
         Readiness.report(options.readyDescriptor, .ready)
+        ServiceManager.ready(mountpoint: mountpoint)
 
         session.installSignalHandlers()
         let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
+        ServiceManager.stopping()
         stopping.store(true, ordering: .relaxed)
         recorder.flush()
         servers.forEach { $0.stop() }
@@ -156,9 +172,34 @@ public enum Daemon {
         return 0
     }
 
+    /// A session grant ends when its app's last process exits, with the
+    /// references to its item (Android's non-persisted URI grants).
+    private static func endSessionGrants(
+        of app: AppID, state: StateDirectory, repository: PolicyRepository, reloader: PolicyReloader,
+        fileSystem: ScopeFileSystem, logger: Logger
+    ) {
+        do throws(ScopeFSError) {
+            let ended = try repository.forget(app: app, grant: nil, sessionOnly: true, reason: "session-ended")
+            guard !ended.isEmpty else { return }
+            let references = try DocumentPicker(state: state, repository: repository)
+                .removeReferences(app: app, to: Set(ended.map(\.item)))
+            try reloader.reload()
+            reloader.dropEntries(fileSystem.containerEntries(app: app, paths: references))
+            logger.info("\(app): last process exited, session grants \(ended.map(\.id)) ended")
+        } catch {
+            // Fail closed: a session must not outlive its app because the
+            // database took no write; the daemon holds them revoked.
+            logger.error("\(app): cannot end session grants, revoking them in the daemon: \(error.message)")
+            for grant in fileSystem.snapshot.grants(of: app) where grant.isSession && grant.state == .active {
+                _ = try? reloader.revoke(app: app, grant: grant.id)
+            }
+        }
+    }
+
     private static func handle(
         _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
-        peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, documents: DocumentBridge,
+        peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, inbox: InboxKeeper,
+        documents: DocumentBridge,
         fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker,
         coordinator: Coordinator
     ) -> ControlResponse {
@@ -187,6 +228,10 @@ public enum Daemon {
                 if let app = request.app, let paths = request.containerPaths {
                     reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths))
                 }
+                if let app = request.app, let imported = request.imported {
+                    let running = tracker.appProcesses.filter { $0.app == app }.map(\.key)
+                    inbox.imported(app: app, paths: imported, running: running)
+                }
                 return ControlResponse(ok: true)
             } catch {
                 return .failure(error.exitCode, error.message)
@@ -209,7 +254,9 @@ public enum Daemon {
             }
             switch tracker.register(pid: peer.pid, app: app) {
             case .success:
-                return ControlResponse(ok: true, mountpoint: mountpoint)
+                var response = ControlResponse(ok: true, mountpoint: mountpoint)
+                response.daemon = getpid()
+                return response
             case .failure(.alreadyApp(let existing)):
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
@@ -275,8 +322,34 @@ public enum Daemon {
                 openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
                 policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
-                processes: processes, faults: fileSystem.faults.rules)
+                processes: processes, stranded: strandedStatus(tracker),
+                faults: fileSystem.faults.rules)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
+        }
+    }
+
+    /// SPEC S30, S34: app processes that a crashed daemon left on its dead
+    /// mount are named, once, in the log and the event trail.
+    private static func reportStranded(_ tracker: ProcessTracker, recorder: EventRecorder, logger: Logger) {
+        let now = Date().timeIntervalSince1970
+        for (record, pids) in tracker.stranded?.processes ?? [] {
+            logger.warning(
+                "\(pids.count) process(es) of \(record.app) still run on the dead mount of daemon \(record.daemon) at \(record.mountpoint): \(pids)")
+            for pid in pids {
+                recorder.record(
+                    Event(
+                        time: now, kind: .stranded, app: record.app, pid: pid, path: record.mountpoint,
+                        operation: "on a dead mount (daemon \(record.daemon) is gone)", errno: ENOTCONN))
+            }
+        }
+    }
+
+    private static func strandedStatus(_ tracker: ProcessTracker) -> [DaemonStatus.StrandedProcessStatus] {
+        (tracker.stranded?.processes ?? []).flatMap { record, pids in
+            pids.map {
+                DaemonStatus.StrandedProcessStatus(
+                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint, state: "on a dead mount")
+            }
         }
     }
 }

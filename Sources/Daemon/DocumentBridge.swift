@@ -16,8 +16,10 @@ final class DocumentBridge: DocumentServices {
     private let locator: ItemLocator
     private let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
+    private let inbox: InboxKeeper
 
-    init(state: StateDirectory, repository: PolicyRepository, logger: Logger) throws(ScopeFSError) {
+    init(state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, logger: Logger) throws(ScopeFSError) {
+        self.inbox = inbox
         self.repository = repository
         self.bookmarks = BookmarkService(codec: try BookmarkCodec(state: state), repository: repository)
         self.locator = ItemLocator(repository: repository)
@@ -36,6 +38,10 @@ final class DocumentBridge: DocumentServices {
 
     func itemsMayHaveMoved() {
         wake.signal()
+    }
+
+    func containerItemRead(app: AppID, process: ProcessKey, path: String) {
+        inbox.read(app: app, process: process, path: path)
     }
 
     func resolve(_ token: String, by app: AppID) throws(ScopeFSError) -> BookmarkResolution {

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Logging
 import Policy
 import PolicyStore
@@ -44,8 +45,42 @@ final class EventRecorder: EventSink {
         }
         guard !batch.isEmpty else { return }
         do { try store.append(batch) } catch { logger.error("events not stored: \(error)") }
+        batch.forEach(log)
         let lost = dropped.exchange(0, ordering: .relaxed)
         if lost > 0 { logger.warning("\(lost) events dropped: the event log could not keep up") }
+    }
+
+    /// Each event also goes to the daemon's log (the journal, with the
+    /// event's fields as journal fields): scope bookkeeping at debug level,
+    /// the rest at info or above.
+    private func log(_ event: Event) {
+        var metadata: Logger.Metadata = ["event": .string(event.kind.rawValue)]
+        if let app = event.app { metadata["app"] = .string(app) }
+        if let grant = event.grant { metadata["grant"] = .stringConvertible(grant) }
+        if let errno = event.errno { metadata["errno"] = .stringConvertible(errno) }
+        if let pid = event.pid { metadata["pid"] = .stringConvertible(pid) }
+        if let path = event.path { metadata["path"] = .string(path) }
+        if let operation = event.operation { metadata["operation"] = .string(operation) }
+        if let count = event.count { metadata["count"] = .stringConvertible(count) }
+        if event.occurrences > 1 { metadata["occurrences"] = .stringConvertible(event.occurrences) }
+        let level: Logger.Level =
+            switch event.kind.retention {
+            case .routine: .debug
+            case .policyChange: .info
+            case .incident: .notice
+            }
+        logger.log(level: level, "\(Self.summary(event))", metadata: metadata)
+    }
+
+    /// `denial com.example.editor open /com.example.editor/Providers/local/a.txt: EPERM`
+    static func summary(_ event: Event) -> String {
+        var words = [event.kind.rawValue]
+        if let app = event.app { words.append(app) }
+        if let operation = event.operation { words.append(operation) }
+        if let path = event.path { words.append(path) }
+        var text = words.joined(separator: " ")
+        if let errno = event.errno { text += ": " + String(cString: strerror(errno)) }
+        return text
     }
 
     func run(until stop: @Sendable () -> Bool) {

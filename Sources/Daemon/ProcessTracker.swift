@@ -57,11 +57,20 @@ public final class ProcessTracker: CallerResolver {
     private let connectorLock = Mutex(())
     private let ownerUID: uid_t
     private let exitHandlers = Mutex<[@Sendable (AppProcess) -> Void]>([])
+    /// Where runs are recorded for the next daemon (nil: not recorded).
+    private let journal: RunJournal?
+    private let mountpoint: String
+    /// The runs of a previous daemon still running on its dead mount.
+    let stranded: StrandedRuns?
 
-    public init(ownerUID: uid_t) {
+    init(ownerUID: uid_t, journal: RunJournal? = nil, mountpoint: String = "") {
         self.ownerUID = ownerUID
         self.connector = ProcConnector()
-        self.cgroups = AppCgroups()
+        let cgroups = AppCgroups()
+        self.cgroups = cgroups
+        self.journal = journal
+        self.mountpoint = mountpoint
+        self.stranded = journal.map { StrandedRuns(journal: $0, cgroups: cgroups) }
     }
 
     /// How app processes are told apart, for `scopefs status`.
@@ -70,8 +79,10 @@ public final class ProcessTracker: CallerResolver {
         return connector != nil ? "process events (no writable cgroup v2)" : "/proc parents (no cgroup v2, no process events)"
     }
 
-    /// Removes the cgroups of finished runs.
-    public func removeFinishedRuns() { cgroups?.removeEmpty() }
+    /// Removes the cgroups (and journal records) of finished runs.
+    public func removeFinishedRuns() {
+        for leaf in cgroups?.removeEmpty() ?? [] { journal?.remove(named: leaf) }
+    }
 
     /// `handler` is told about every app process that ends (leak reports,
     /// import inboxes).
@@ -182,8 +193,13 @@ public final class ProcessTracker: CallerResolver {
         if let existing = appOf(key, status: status, thread: pid) ?? appOf(key, parent: status.parent) {
             return .failure(.alreadyApp(existing))
         }
-        cgroups?.removeEmpty()
-        if let cgroups, !cgroups.place(pid: pid, app: app) { return .failure(.noCgroup) }
+        removeFinishedRuns()
+        var leaf: String?
+        if let cgroups {
+            leaf = cgroups.place(pid: pid, app: app)
+            if leaf == nil { return .failure(.noCgroup) }
+        }
+        journal?.write(RunJournal.Record(daemon: getpid(), app: app, launcher: key, cgroup: leaf, mountpoint: mountpoint))
         state.withLock { state in
             state.processes[pid] = AppProcess(key: key, app: app, parent: nil)
             // Its threads may have been cached as the inspector before.
@@ -250,6 +266,10 @@ public final class ProcessTracker: CallerResolver {
                 return state.processes.removeValue(forKey: tgid)
             }
             if let ended {
+                if cgroups == nil, ended.parent == nil {
+                    journal?.remove(named: RunJournal.Record(
+                        daemon: getpid(), app: ended.app, launcher: ended.key, cgroup: nil, mountpoint: mountpoint).name)
+                }
                 for handler in exitHandlers.withLock({ $0 }) { handler(ended) }
             }
         case .overflow:

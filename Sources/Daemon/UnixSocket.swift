@@ -87,18 +87,31 @@ struct UnixSocket {
     }
 
     /// Reads one line (at most `limit` bytes); nil on EOF, error or overflow.
-    func readLine(limit: Int = 64 * 1024) -> Data? {
+    /// Reads in chunks: each side sends one line and then waits for the
+    /// other (or closes), so nothing after the newline is lost. A byte per
+    /// `read` cost a status of a few hundred app processes tens of thousands
+    /// of system calls, each a chance to be scheduled out under load.
+    func readLine(limit: Int = Self.requestLimit) -> Data? {
         var data = Data()
-        var byte: UInt8 = 0
-        while data.count < limit {
-            let count = Glibc.read(descriptor, &byte, 1)
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while data.count <= limit {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { return nil }
-            if byte == UInt8(ascii: "\n") { return data }
-            data.append(byte)
+            if let newline = chunk[..<count].firstIndex(of: UInt8(ascii: "\n")) {
+                data.append(contentsOf: chunk[..<newline])
+                return data.count <= limit ? data : nil
+            }
+            data.append(contentsOf: chunk[..<count])
         }
         return nil
     }
+
+    /// The largest request the daemon reads (requests are small; app
+    /// processes may send anything).
+    static let requestLimit = 64 * 1024
+    /// The largest response the CLI reads: `status` lists every app process.
+    static let responseLimit = 64 * 1024 * 1024
 
     func writeLine(_ data: Data) -> Bool {
         var payload = data

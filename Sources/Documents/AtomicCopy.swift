@@ -1,6 +1,7 @@
 import CSystemShims
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// Copies a file or folder so that the destination either appears whole or
@@ -26,12 +27,12 @@ public struct AtomicCopy {
     }
 
     public func copy(_ source: String, to destination: String) throws(ScopeFSError) {
-        if !replace && FileManager.default.fileExists(atPath: destination) {
+        if !replace && HostFiles.exists(destination) {
             throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it")
         }
         do {
             var info = stat()
-            guard lstat(source, &info) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            guard source.withHostCString({ lstat($0, &info) }) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
             if (info.st_mode & S_IFMT) == S_IFREG, try copyAnonymously(source, destination, mode: info.st_mode & 0o7777) {
                 return
             }
@@ -46,9 +47,9 @@ public struct AtomicCopy {
     /// Copies a file into an O_TMPFILE file and links it into place; false
     /// when the file system has no anonymous files (nothing was written).
     private func copyAnonymously(_ source: String, _ destination: String, mode: mode_t) throws -> Bool {
-        let folder = (destination as NSString).deletingLastPathComponent
-        let name = (destination as NSString).lastPathComponent
-        let directory = open(folder, scopefs_o_path | O_DIRECTORY | O_CLOEXEC)
+        let folder = RelativePath.parent(of: destination) ?? destination
+        let name = RelativePath.lastComponent(of: destination)
+        let directory = folder.withHostCString { open($0, scopefs_o_path | O_DIRECTORY | O_CLOEXEC) }
         guard directory >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(directory) }
         let output = openat(directory, ".", scopefs_o_tmpfile | O_WRONLY | O_CLOEXEC, mode)
@@ -61,7 +62,7 @@ public struct AtomicCopy {
         // existing name (EEXIST), as RENAME_NOREPLACE did.
         let anonymous = "/proc/self/fd/\(output)"
         guard replace else {
-            guard linkat(AT_FDCWD, anonymous, directory, name, AT_SYMLINK_FOLLOW) == 0 else {
+            guard name.withHostCString({ linkat(AT_FDCWD, anonymous, directory, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
                 if errno == EEXIST { throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it") }
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
@@ -70,19 +71,19 @@ public struct AtomicCopy {
         // Replacing: link under a staged name, then rename over the target.
         // The staged name exists only between these two calls.
         var staged = stagingArea.stage(for: destination)
-        if linkat(AT_FDCWD, anonymous, AT_FDCWD, staged.path, AT_SYMLINK_FOLLOW) != 0 {
+        if staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) != 0 {
             guard errno == EXDEV else { stagingArea.finish(staged); throw POSIXError(.init(rawValue: errno) ?? .EIO) }
             stagingArea.finish(staged)
             staged = stagingArea.stage(for: destination, beside: true)
-            guard linkat(AT_FDCWD, anonymous, AT_FDCWD, staged.path, AT_SYMLINK_FOLLOW) == 0 else {
+            guard staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
                 stagingArea.finish(staged)
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
         }
         defer { stagingArea.finish(staged) }
-        guard rename(staged.path, destination) == 0 else {
+        guard Self.rename(staged.path, destination) == 0 else {
             let failure = errno
-            unlink(staged.path)
+            staged.path.withHostCString { _ = unlink($0) }
             throw POSIXError(.init(rawValue: failure) ?? .EIO)
         }
         return true
@@ -90,7 +91,6 @@ public struct AtomicCopy {
 
     /// Builds the copy under a staged name and renames it into place.
     private func copyStaged(_ source: String, _ destination: String, beside: Bool) throws {
-        let fileManager = FileManager.default
         let staged = stagingArea.stage(for: destination, beside: beside)
         let cleanup = PartialCopyGuard(path: staged.path, journal: staged.journal)
         defer {
@@ -101,21 +101,21 @@ public struct AtomicCopy {
             var done: Int64 = 0
             let total = Self.size(of: source)
             try copyTree(source, staged.path, done: &done, total: total)
-            if replace, fileManager.fileExists(atPath: destination) {
-                guard rename(staged.path, destination) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            if replace, HostFiles.exists(destination) {
+                guard Self.rename(staged.path, destination) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
             } else {
                 // RENAME_NOREPLACE: a file that appeared meanwhile is not clobbered.
-                guard renameat2(AT_FDCWD, staged.path, AT_FDCWD, destination, 1) == 0 else {
+                guard Self.rename(staged.path, destination, flags: 1) == 0 else {
                     throw POSIXError(.init(rawValue: errno) ?? .EIO)
                 }
             }
         } catch let error as POSIXError where error.code == .EXDEV && !beside {
             // The staging folder shares the device but not the mount (a bind
             // mount): stage beside the destination instead.
-            try? fileManager.removeItem(atPath: staged.path)
+            HostFiles.removeTree(staged.path)
             try copyStaged(source, destination, beside: true)
         } catch {
-            try? fileManager.removeItem(atPath: staged.path)
+            HostFiles.removeTree(staged.path)
             throw error
         }
     }
@@ -127,23 +127,33 @@ public struct AtomicCopy {
 
     private func copyTree(_ source: String, _ destination: String, done: inout Int64, total: Int64) throws {
         var info = stat()
-        guard lstat(source, &info) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        guard source.withHostCString({ lstat($0, &info) }) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         switch info.st_mode & S_IFMT {
         case S_IFDIR:
-            guard mkdir(destination, info.st_mode & 0o7777) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-            for name in try FileManager.default.contentsOfDirectory(atPath: source) {
-                try copyTree(source + "/" + name, destination + "/" + name, done: &done, total: total)
+            // Held open and walked through /proc/self/fd: a folder of the
+            // source swapped for a link meanwhile redirects nothing (SPEC S33).
+            let folder = source.withHostCString { open($0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard folder >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            defer { close(folder) }
+            guard destination.withHostCString({ mkdir($0, info.st_mode & 0o7777) }) == 0 else {
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+            let pinned = "/proc/self/fd/\(folder)"
+            guard let names = HostFiles.names(in: pinned) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            for name in names {
+                try copyTree(pinned + "/" + name, destination + "/" + name, done: &done, total: total)
             }
         case S_IFLNK:
-            let target = try FileManager.default.destinationOfSymbolicLink(atPath: source)
-            guard symlink(target, destination) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            guard let target = HostFiles.symbolicLinkTarget(source),
+                target.withHostCString({ target in destination.withHostCString { symlink(target, $0) } }) == 0
+            else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         default:
             try copyFile(source, destination, mode: info.st_mode & 0o7777, done: &done, total: total)
         }
     }
 
     private func copyFile(_ source: String, _ destination: String, mode: mode_t, done: inout Int64, total: Int64) throws {
-        let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        let output = destination.withHostCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         guard output >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(output) }
         try copyContents(source, into: output, done: &done, total: total)
@@ -151,7 +161,8 @@ public struct AtomicCopy {
 
     /// Copies a file's bytes into `output` and makes them durable (fsync).
     private func copyContents(_ source: String, into output: Int32, done: inout Int64, total: Int64) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
+        // O_NOFOLLOW: a file swapped for a link after it was checked is not read.
+        let input = source.withHostCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard input >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(input) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -172,11 +183,15 @@ public struct AtomicCopy {
         guard fsync(output) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
     }
 
+    /// `renameat2` with both paths as their host bytes (SPEC S33a).
+    private static func rename(_ from: String, _ to: String, flags: UInt32 = 0) -> Int32 {
+        from.withHostCString { from in to.withHostCString { renameat2(AT_FDCWD, from, AT_FDCWD, $0, flags) } }
+    }
+
     static func size(of path: String) -> Int64 {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return 0 }
+        guard let info = HostFiles.status(path) else { return 0 }
         guard (info.st_mode & S_IFMT) == S_IFDIR else { return Int64(info.st_size) }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let names = HostFiles.names(in: path) ?? []
         return names.reduce(0) { $0 + size(of: path + "/" + $1) }
     }
 }
@@ -191,7 +206,7 @@ final class PartialCopyGuard: @unchecked Sendable {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                try? FileManager.default.removeItem(atPath: path)
+                HostFiles.removeTree(path)
                 if let journal { unlink(journal) }
                 FileHandle.standardError.write(Data("scopefs: interrupted; the partial copy was removed\n".utf8))
                 exit(128 + number)

@@ -139,8 +139,9 @@ public struct BookmarkService: Sendable {
         }
         let stale = path != bookmark.path || snapshot.items[bookmark.item]?.exists != true
         switch snapshot.coverage(app: app, provider: bookmark.provider, path: path) {
-        case .granted(let grant) where grant.state == .active:
-            break
+        case .granted(let grant)
+        where grant.state == .active || snapshot.enclosingGrants(of: grant.id).contains(where: { $0.state == .active }):
+            break  // any active grant covering the item (SPEC S9)
         case .granted:
             throw ScopeFSError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
         default:

@@ -18,34 +18,82 @@ public struct DocumentPicker: Sendable {
         public var grant: GrantID
         /// The reference document's path inside the container (files only).
         public var reference: String?
+        /// The app already had a grant of the item (it was reused).
+        public var reusedGrant = false
+        /// The reference already existed (it was reused, not written again).
+        public var reusedReference = false
+        /// What changed in a reused grant ("access read -> read-write").
+        public var changes: [String] = []
     }
 
     /// Open (SPEC S17): an active grant, plus a reference document in
-    /// `Container/Documents/` for a file.
-    public func open(app: AppID, provider: ProviderID, path: String, access: Access) throws(ScopeFSError) -> Opened {
-        let grant = try repository.grant(app: app, provider: provider, path: path, access: access)
-        guard !grant.isDirectory else { return Opened(grant: grant.id, reference: nil) }
+    /// `Container/Documents/` for a file. One grant and one reference per
+    /// item per app: opening an item again reuses both, and only widens
+    /// the grant (`GrantUpdate.widen`).
+    public func open(
+        app: AppID, provider: ProviderID, path: String, access: Access, session: Bool = false, wholeProvider: Bool = false
+    ) throws(ScopeFSError) -> Opened {
+        let change = try repository.grant(
+            app: app, provider: provider, path: path, access: access, session: session, update: .widen,
+            wholeProvider: wholeProvider)
+        let grant = change.grant
+        var opened = Opened(grant: grant.id, reference: nil, reusedGrant: change.previous != nil, changes: change.changes)
+        guard !grant.isDirectory else { return opened }
+        if let existing = try references(app: app, to: [grant.item]).first {
+            opened.reference = existing
+            opened.reusedReference = true
+            return opened
+        }
         let name = RelativePath.lastComponent(of: grant.relativePath)
-        let reference = try writeReference(
+        opened.reference = try writeReference(
             ReferenceStub(provider: provider, item: grant.item, name: name), app: app, name: name)
-        return Opened(grant: grant.id, reference: reference)
+        return opened
+    }
+
+    /// Forget: removes grants for good, with the reference documents that
+    /// point at their items. Returns the grants and the removed references'
+    /// container paths.
+    public func forget(app: AppID, grant: GrantID?) throws(ScopeFSError) -> (grants: [Grant], references: [String]) {
+        let forgotten = try repository.forget(app: app, grant: grant)
+        let references = try removeReferences(app: app, to: Set(forgotten.map(\.item)))
+        return (forgotten, references)
+    }
+
+    /// Removes the app's reference documents to `items`; returns their
+    /// container paths.
+    public func removeReferences(app: AppID, to items: Set<ItemIdentifier>) throws(ScopeFSError) -> [String] {
+        guard !items.isEmpty else { return [] }
+        let paths = try references(app: app, to: items)
+        let container = state.containerPath(of: app)
+        for path in paths where !ContainerFiles.removeFile(root: container, relative: path) {
+            throw ScopeFSError(.ioError, "cannot remove reference \(container)/\(path): \(String(cString: strerror(errno)))")
+        }
+        return paths
+    }
+
+    /// The container paths of the app's reference documents (anywhere in
+    /// `Documents/`) that point at one of `items`, sorted.
+    func references(app: AppID, to items: Set<ItemIdentifier>) throws(ScopeFSError) -> [String] {
+        let documents = try container(of: app) + "/Documents"
+        return DocumentQuery.files(under: documents).sorted().filter { relative in
+            DocumentQuery.stub(at: documents + "/" + relative).map { items.contains($0.item) } ?? false
+        }.map { "Documents/" + $0 }
     }
 
     /// Import (SPEC S18): a copy in `Container/tmp/<app>-Inbox/`; no grant.
-    /// The daemon removes the inbox when the app's last process exits.
+    /// The daemon removes the copy once the app has had it (`InboxKeeper`).
     public func importItem(app: AppID, provider providerID: ProviderID, path: String, copy: AtomicCopy)
         throws(ScopeFSError) -> String
     {
-        let source = try providerPath(providerID, path)
-        let inbox = try container(of: app) + "/tmp/\(app)-Inbox"
-        do {
-            try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
-        } catch {
-            throw ScopeFSError(.ioError, "cannot create \(inbox): \(error.localizedDescription)")
-        }
-        let name = Self.uniqueName((source as NSString).lastPathComponent, in: inbox)
-        try journaled(copy).copy(source, to: inbox + "/" + name)
-        return "tmp/\(app)-Inbox/\(name)"
+        let (sourceFolder, sourceName) = try providerItem(providerID, path)
+        let inbox = try PinnedFolder(
+            root: try container(of: app), relative: StateDirectory.inboxContainerPath(of: app), create: true,
+            what: "\(app)'s inbox")
+        // Both folders stay open until the copy is done (ARC could close them after their last use).
+        defer { withExtendedLifetime((sourceFolder, inbox)) {} }
+        let name = Self.uniqueName(sourceName, in: inbox.path(of: ""))
+        try journaled(copy).copy(try sourceFolder.existingItem(sourceName, what: "\(providerID):\(path)"), to: inbox.path(of: name))
+        return StateDirectory.inboxContainerPath(of: app) + "/" + name
     }
 
     /// Export to service (SPEC S19): a copy in a provider folder; the app
@@ -53,10 +101,10 @@ public struct DocumentPicker: Sendable {
     public func export(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
         throws(ScopeFSError) -> String
     {
-        let source = try containerItem(app, containerPath)
-        let destinationFolder = try providerPath(provider, folder)
-        let name = (source as NSString).lastPathComponent
-        try journaled(copy).copy(source, to: destinationFolder + "/" + name)
+        let (sourceFolder, name) = try containerItem(app, containerPath)
+        let destination = try providerFolder(provider, folder)
+        defer { withExtendedLifetime((sourceFolder, destination)) {} }
+        try journaled(copy).copy(try sourceFolder.existingItem(name, what: "\(app)'s \(containerPath)"), to: destination.path(of: name))
         return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
     }
 
@@ -65,14 +113,14 @@ public struct DocumentPicker: Sendable {
     public func move(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
         throws(ScopeFSError) -> Opened
     {
-        let source = try containerItem(app, containerPath)
         let destination = try export(app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
-        do {
-            try FileManager.default.removeItem(atPath: source)
-        } catch {
-            throw ScopeFSError(.ioError, "copied to \(provider):\(destination) but cannot remove \(source): \(error.localizedDescription)")
+        // Removed without following a link, as it was copied.
+        guard ContainerFiles.remove(root: try container(of: app), relative: RelativePath.normalize(containerPath) ?? containerPath)
+        else {
+            throw ScopeFSError(
+                .ioError, "copied to \(provider):\(destination) but cannot remove \(containerPath): \(String(cString: strerror(errno)))")
         }
-        return try open(app: app, provider: provider, path: destination, access: .readWrite)
+        return try open(app: app, provider: provider, path: destination, access: .readWrite, wholeProvider: true)
     }
 
     // MARK: Helpers
@@ -87,11 +135,17 @@ public struct DocumentPicker: Sendable {
 
     /// Writes a stub under a name not yet taken ("a.txt", "a 2.txt", ...).
     private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(ScopeFSError) -> String {
-        let documents = try container(of: app) + "/Documents"
+        // The app may have made Documents a link to a folder of the owner:
+        // written only into the container's own folder, never through a link.
+        let folder = try PinnedFolder(root: try container(of: app), relative: "Documents", create: true, what: "\(app)'s")
+        defer { withExtendedLifetime(folder) {} }
+        let documents = folder.path(of: "")
         for _ in 0..<1000 {
             let unique = Self.uniqueName(name, in: documents)
-            let path = documents + "/" + unique
-            let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            let path = documents + unique
+            let descriptor = unique.withHostCString {
+                openat(folder.descriptor, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            }
             if descriptor < 0 && errno == EEXIST { continue }
             guard descriptor >= 0 else {
                 throw ScopeFSError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
@@ -106,13 +160,12 @@ public struct DocumentPicker: Sendable {
     }
 
     static func uniqueName(_ name: String, in folder: String) -> String {
-        let fileManager = FileManager.default
-        guard fileManager.fileExists(atPath: folder + "/" + name) else { return name }
+        guard HostFiles.exists(folder + "/" + name) else { return name }
         let base = (name as NSString).deletingPathExtension
         let ext = (name as NSString).pathExtension
         for number in 2... {
             let candidate = ext.isEmpty ? "\(base) \(number)" : "\(base) \(number).\(ext)"
-            if !fileManager.fileExists(atPath: folder + "/" + candidate) { return candidate }
+            if !HostFiles.exists(folder + "/" + candidate) { return candidate }
         }
         return name
     }
@@ -122,15 +175,33 @@ public struct DocumentPicker: Sendable {
         return state.containerPath(of: app)
     }
 
-    private func containerItem(_ app: AppID, _ path: String) throws(ScopeFSError) -> String {
+    /// The folder holding a container item, reached without following
+    /// links (the app controls its container), and the item's name.
+    private func containerItem(_ app: AppID, _ path: String) throws(ScopeFSError) -> (PinnedFolder, String) {
         guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
             throw ScopeFSError(.badData, "container path \(path) leaves the container")
         }
-        let full = try container(of: app) + "/" + relative
-        guard FileManager.default.fileExists(atPath: full) else {
-            throw ScopeFSError(.noInput, "\(app) has no \(relative) in its container")
+        let (folder, name) = try PinnedFolder.parent(root: try container(of: app), relative: relative, what: "\(app)'s \(relative)")
+        _ = try folder.existingItem(name, what: "\(app)'s \(relative)")
+        return (folder, name)
+    }
+
+    /// A provider item's folder and name, reached without following links:
+    /// an app with a read-write grant can plant them there (SPEC S33).
+    private func providerItem(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> (PinnedFolder, String) {
+        let root = try providerPath(providerID, "")
+        guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
+            throw ScopeFSError(.badData, "\(providerID):\(path) names no item of the provider")
         }
-        return full
+        return try PinnedFolder.parent(root: root, relative: relative, what: "\(providerID):\(relative)")
+    }
+
+    private func providerFolder(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> PinnedFolder {
+        let root = try providerPath(providerID, "")
+        guard let relative = RelativePath.normalize(path) else {
+            throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
+        }
+        return try PinnedFolder(root: root, relative: relative, create: false, what: "\(providerID):\(relative)")
     }
 
     private func providerPath(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> String {
@@ -141,7 +212,7 @@ public struct DocumentPicker: Sendable {
             throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
         }
         let full = relative.isEmpty ? provider.directory : provider.directory + "/" + relative
-        guard FileManager.default.fileExists(atPath: full) else {
+        guard HostFiles.exists(full) else {
             throw ScopeFSError(.noInput, "\(providerID):\(relative) does not exist (\(full))")
         }
         return full

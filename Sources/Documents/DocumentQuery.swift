@@ -70,20 +70,29 @@ public struct DocumentQuery: Sendable {
     }
 
     static func stub(at path: String) -> ReferenceStub? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        let descriptor = path.withHostCString { open($0, O_RDONLY | O_CLOEXEC) }
+        guard descriptor >= 0 else { return nil }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         defer { try? handle.close() }
         guard let data = try? handle.read(upToCount: ReferenceStub.maximumSize + 1) else { return nil }
         return ReferenceStub.parse(Array(data))
     }
 
     /// Regular files below `root`, relative to it, hidden files skipped.
+    /// Read with readdir: names are bytes (SPEC S33a).
     static func files(under root: String) -> [String] {
-        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return [] }
         var files: [String] = []
-        while let relative = enumerator.nextObject() as? String {
-            if (relative as NSString).lastPathComponent.hasPrefix(".") { continue }
-            var info = stat()
-            if lstat(root + "/" + relative, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG { files.append(relative) }
+        var folders = [""]
+        while let folder = folders.popLast() {
+            for name in HostFiles.names(in: folder.isEmpty ? root : root + "/" + folder) ?? [] {
+                let relative = RelativePath.join(folder, name)
+                guard let info = HostFiles.status(root + "/" + relative) else { continue }
+                switch info.st_mode & S_IFMT {
+                case S_IFREG where name.utf8.first != UInt8(ascii: "."): files.append(relative)
+                case S_IFDIR: folders.append(relative)
+                default: break
+                }
+            }
         }
         return files
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// Where a copy that cannot be anonymous (a folder, or a file system without
@@ -38,9 +39,9 @@ public struct PartialCopies: Sendable {
     /// `beside` forces the hidden name next to the destination (after a
     /// rename from the staging folder failed with EXDEV).
     func stage(for destination: String, beside: Bool = false) -> Staged {
-        let destinationFolder = (destination as NSString).deletingLastPathComponent
+        let destinationFolder = RelativePath.parent(of: destination) ?? destination
         let token = "\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
-        let hidden = destinationFolder + "/.\((destination as NSString).lastPathComponent)\(Self.hiddenMarker)\(getpid())"
+        let hidden = destinationFolder + "/.\(RelativePath.lastComponent(of: destination))\(Self.hiddenMarker)\(getpid())"
         guard let folder, mkdir(folder, 0o700) == 0 || errno == EEXIST else { return Staged(path: hidden, journal: nil) }
         let journal = folder + "/" + token + ".journal"
         let path = !beside && Self.sameFileSystem(folder, destinationFolder) ? folder + "/" + token : hidden
@@ -67,11 +68,11 @@ public struct PartialCopies: Sendable {
                 if let data = FileManager.default.contents(atPath: path), let staged = String(data: data, encoding: .utf8),
                     staged.hasPrefix(folder + "/") || (staged as NSString).lastPathComponent.contains(Self.hiddenMarker)
                 {
-                    try? FileManager.default.removeItem(atPath: staged)
+                    HostFiles.removeTree(staged)
                 }
                 unlink(path)
             } else {
-                try? FileManager.default.removeItem(atPath: path)
+                HostFiles.removeTree(path)
             }
         }
     }
@@ -82,6 +83,7 @@ public struct PartialCopies: Sendable {
 
     private static func sameFileSystem(_ first: String, _ second: String) -> Bool {
         var a = stat(), b = stat()
-        return stat(first, &a) == 0 && stat(second, &b) == 0 && a.st_dev == b.st_dev
+        return first.withHostCString({ stat($0, &a) }) == 0 && second.withHostCString({ stat($0, &b) }) == 0
+            && a.st_dev == b.st_dev
     }
 }

@@ -1,4 +1,5 @@
 import CFuse3
+import Policy
 import Glibc
 import SystemPackage
 
@@ -70,8 +71,10 @@ enum Bridge {
         info.pointee.direct_io = open.directIO ? 1 : 0
     }
 
+    /// A name or path from the kernel, kept losslessly: its bytes need not
+    /// be UTF-8 (SPEC S33a, `HostName`).
     static func string(_ pointer: UnsafePointer<CChar>?) -> String {
-        pointer.map { String(cString: $0) } ?? ""
+        pointer.map { HostName.string(cString: $0) } ?? ""
     }
 
     static func changes(_ attr: UnsafeMutablePointer<stat>?, _ toSet: Int32) -> AttributeChanges {

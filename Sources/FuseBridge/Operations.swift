@@ -1,4 +1,5 @@
 import CFuse3
+import Policy
 import Glibc
 import SystemPackage
 
@@ -57,7 +58,7 @@ enum Operations {
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
                 try fs.readlink(Bridge.caller(req!), inode: UInt64(ino))
-            }, reply: { target in _ = fuse_reply_readlink(req!, target) })
+            }, reply: { target in _ = target.withHostCString { fuse_reply_readlink(req!, $0) } })
         }
         ops.statfs = { req, ino in
             let fs = Bridge.fileSystem(req!)
@@ -165,9 +166,9 @@ enum Operations {
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!, { () throws(Errno) in
                 let fd = try fs.writeTarget(Bridge.changingCaller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
-                let written = scopefs_write_to_fd(bufv, fd, offset)
-                if written < 0 { throw Errno(rawValue: Int32(-written)) }
-                return written
+                return try RefusedWrites.write(
+                    bufv!, to: fd, at: offset, fromPageCache: fi!.pointee.writepage != 0, inode: UInt64(ino),
+                    context: BridgeContext.from(fuse_req_userdata(req!)!))
             }, reply: { written in _ = fuse_reply_write(req!, Int(written)) })
         }
         // No flush: libfuse answers ENOSYS and the kernel stops sending FLUSH

@@ -1,5 +1,7 @@
 import CFuse3
+import Dispatch
 import Glibc
+import Policy
 import Synchronization
 import SystemPackage
 
@@ -32,9 +34,13 @@ public final class FuseSession: Sendable {
         cStrings.forEach { free($0) }
         guard let created else { throw Errno.invalidArgument }
         session = created
+        context.session.store(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(created))), ordering: .releasing)
     }
 
     deinit {
+        // No invalidation may reach a destroyed session.
+        context.session.store(0, ordering: .releasing)
+        context.invalidations.sync {}
         fuse_session_destroy(session)
     }
 
@@ -113,10 +119,11 @@ public final class FuseSession: Sendable {
         fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), 0, 0)
     }
 
-    /// Drops the kernel's cached directory entry `name` in `parent`.
+    /// Drops the kernel's cached directory entry `name` in `parent` (by its
+    /// host bytes, SPEC S33a: the kernel caches the name it was asked for).
     @discardableResult
     public func invalidateEntry(parent: UInt64, name: String) -> Int32 {
-        name.withCString { cName in
+        name.withHostCString { cName in
             fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), cName, strlen(cName))
         }
     }
@@ -126,6 +133,11 @@ public final class FuseSession: Sendable {
 final class BridgeContext: Sendable {
     let fileSystem: any FileSystem
     let wire = WireState()
+    /// The session, once made (0 before and after): for invalidations the
+    /// bridge sends itself (`RefusedWrites`).
+    let session = Atomic<UInt>(0)
+    /// Runs the bridge's own invalidations off the request threads, in order.
+    let invalidations = DispatchQueue(label: "scopefs.invalidations")
 
     init(fileSystem: any FileSystem) {
         self.fileSystem = fileSystem

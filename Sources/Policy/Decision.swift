@@ -66,26 +66,53 @@ public enum Decision {
     /// granted item (the per-process security scope, SPEC S9).
     public static func provider(
         _ operation: OperationClass, coverage: Coverage, caller: Caller,
-        scopeHeld: (Grant) -> Bool = { _ in true }
+        enclosing: (Grant) -> [Grant] = { _ in [] }, scopeHeld: (Grant) -> Bool = { _ in true }
     ) -> Denial? {
+        if case .failure(let denial) = permit(
+            operation, coverage: coverage, caller: caller, enclosing: enclosing, scopeHeld: scopeHeld)
+        {
+            return denial
+        }
+        return nil
+    }
+
+    /// Decides an operation on a provider item and names the grant that
+    /// allows it (nil outside grants). Apple's rule (SPEC S9): the item's
+    /// nearest grant, or any grant enclosing it (`enclosing`, nearest first),
+    /// allows the operation when it is active, grants enough access and —
+    /// for content — its scope is held. So a started folder scope covers
+    /// every item below it whatever deeper grants exist, and revoking one
+    /// grant denies only what no other active, started grant covers.
+    /// `enclosing` is asked only when the nearest grant does not allow it.
+    public static func permit(
+        _ operation: OperationClass, coverage: Coverage, caller: Caller,
+        enclosing: (Grant) -> [Grant] = { _ in [] }, scopeHeld: (Grant) -> Bool = { _ in true }
+    ) -> Result<Grant?, Denial> {
         switch caller {
         case .stranger:
-            return .invisible
+            return .failure(.invisible)
         case .inspector:
-            if coverage == .hidden { return .invisible }
-            return operation == .write ? .readOnlyView : nil
+            switch coverage {
+            case .hidden: return .failure(.invisible)
+            case .ancestor: return operation == .write ? .failure(.readOnlyView) : .success(nil)
+            case .granted(let grant): return operation == .write ? .failure(.readOnlyView) : .success(grant)
+            }
         case .app:
             switch coverage {
             case .hidden:
-                return .invisible
+                return .failure(.invisible)
             case .ancestor:
-                return operation == .write ? .denied : nil
+                return operation == .write ? .failure(.denied) : .success(nil)
             case .granted(let grant):
-                if operation == .lookup { return nil }
-                if grant.state != .active { return .denied }
-                if operation == .write && grant.access != .readWrite { return .denied }
-                if operation == .metadata { return nil }
-                return scopeHeld(grant) ? nil : .denied
+                if operation == .lookup { return .success(grant) }
+                func allows(_ grant: Grant) -> Bool {
+                    if grant.state != .active { return false }
+                    if operation == .write && grant.access != .readWrite { return false }
+                    return operation == .metadata || scopeHeld(grant)
+                }
+                if allows(grant) { return .success(grant) }
+                if let outer = enclosing(grant).first(where: allows) { return .success(outer) }
+                return .failure(.denied)
             }
         }
     }

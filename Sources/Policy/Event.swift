@@ -2,12 +2,18 @@
 public struct Event: Sendable, Codable, Equatable {
     public enum Kind: String, Sendable, Codable, CaseIterable {
         case grant, revoke, restore, denial, start, stop
+        /// A grant removed for good (`scopefs forget`, or a session grant
+        /// whose app's last process exited).
+        case forget
         case unbalancedStop = "unbalanced-stop"
         case budgetExhausted = "budget-exhausted"
         case leak
         /// The daemon served no grant while its database was gone,
         /// replaced or corrupt (SPEC S13); recorded once a database is back.
         case policyFailedClosed = "policy-failed-closed"
+        /// An app process of a previous daemon still runs on that daemon's
+        /// dead mount (ENOTCONN); recorded by the next daemon (issue 15).
+        case stranded
         /// A fault or latency injected by an owner's rule (issue 18).
         case fault
 
@@ -15,8 +21,8 @@ public struct Event: Sendable, Codable, Equatable {
         public var retention: Retention {
             switch self {
             case .start, .stop, .unbalancedStop, .budgetExhausted, .fault: .routine
-            case .denial, .leak, .policyFailedClosed: .incident
-            case .grant, .revoke, .restore: .policyChange
+            case .denial, .leak, .policyFailedClosed, .stranded: .incident
+            case .grant, .revoke, .restore, .forget: .policyChange
             }
         }
     }

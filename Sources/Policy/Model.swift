@@ -61,6 +61,7 @@ public struct Grant: Sendable, Hashable, Codable {
         var access: Access
         var state: GrantState
         var grantedAt: Double
+        var isSession: Bool
     }
 
     private final class Box: Sendable {
@@ -80,6 +81,9 @@ public struct Grant: Sendable, Hashable, Codable {
     public var state: GrantState { box.fields.state }
     /// Seconds since 1970, UTC.
     public var grantedAt: Double { box.fields.grantedAt }
+    /// A session grant ends when the app's last process exits, like
+    /// Android's non-persisted URI grants and Flatpak's `--transient`.
+    public var isSession: Bool { box.fields.isSession }
 
     /// The same grant in another state (after a revoke or a restore).
     public func with(state: GrantState) -> Grant {
@@ -95,12 +99,12 @@ public struct Grant: Sendable, Hashable, Codable {
     public init(
         id: GrantID, app: AppID, provider: ProviderID, item: ItemIdentifier,
         relativePath: String, isDirectory: Bool, access: Access, state: GrantState,
-        grantedAt: Double
+        grantedAt: Double, isSession: Bool = false
     ) {
         box = Box(
             Fields(
                 id: id, app: app, provider: provider, item: item, relativePath: relativePath,
-                isDirectory: isDirectory, access: access, state: state, grantedAt: grantedAt))
+                isDirectory: isDirectory, access: access, state: state, grantedAt: grantedAt, isSession: isSession))
     }
 
     public static func == (a: Grant, b: Grant) -> Bool {

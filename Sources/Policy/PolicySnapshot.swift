@@ -11,6 +11,10 @@ public struct PolicySnapshot: Sendable {
     /// Every known item's current location (references resolve through it).
     public let items: [ItemIdentifier: ItemLocation]
     private let views: [AppID: [ProviderID: ProviderView]]
+    /// For each grant that has any, the app's other grants of the same
+    /// provider at or above its item, nearest first (Apple's rule: a started
+    /// folder scope covers everything below it, whatever deeper grants exist).
+    private let enclosing: [GrantID: [Grant]]
 
     public init(
         generation: UInt64, apps: [App], providers: [Provider], grants: [Grant],
@@ -26,6 +30,27 @@ public struct PolicySnapshot: Sendable {
             views[grant.app, default: [:]][grant.provider, default: ProviderView()].add(grant)
         }
         self.views = views
+        var enclosing: [GrantID: [Grant]] = [:]
+        for grant in grants {
+            let above = views[grant.app]?[grant.provider]?.grants(above: grant.relativePath) ?? []
+            if !above.isEmpty { enclosing[grant.id] = above }
+        }
+        self.enclosing = enclosing
+    }
+
+    /// The app's grants whose folder holds `grant`'s item, nearest first:
+    /// each covers the item too (SPEC S9, docs/API.md "Which grant covers
+    /// an item"). Empty for most grants.
+    public func enclosingGrants(of grant: GrantID) -> [Grant] {
+        enclosing[grant] ?? []
+    }
+
+    /// Whether an item first reached through `grant` is still covered by an
+    /// active grant: `grant` itself or one that encloses it. Open
+    /// descriptors need no scope (SPEC S9), only this.
+    public func isCovered(through grant: GrantID) -> Bool {
+        if grantsByID[grant]?.state == .active { return true }
+        return enclosingGrants(of: grant).contains { $0.state == .active }
     }
 
     public static let empty = PolicySnapshot(generation: 0, apps: [], providers: [], grants: [])
@@ -68,7 +93,7 @@ public struct PolicySnapshot: Sendable {
 
     /// Names of the children of a bare ancestor folder that lead to granted
     /// items (SPEC S2), or nil when `path` is not such a folder.
-    public func childrenLeadingToGrants(app: AppID, provider: ProviderID, path: String) -> Set<String>? {
+    public func childrenLeadingToGrants(app: AppID, provider: ProviderID, path: String) -> Set<HostNameKey>? {
         views[app]?[provider]?.childrenLeadingToGrants(of: path)
     }
 
@@ -118,7 +143,9 @@ public struct CoveragePosition: Sendable {
 struct ProviderView: Sendable {
     private struct TrieNode: Sendable {
         var grant: Grant?
-        var children: [Substring: Int] = [:]
+        /// Keyed by bytes: canonically equivalent names are two host files,
+        /// and a grant on one must not cover the other (SPEC S33, S33a).
+        var children: [HostNameKey: Int] = [:]
     }
 
     /// Index 0 is the provider's root folder.
@@ -126,16 +153,31 @@ struct ProviderView: Sendable {
 
     mutating func add(_ grant: Grant) {
         var index = 0
-        for component in grant.relativePath.split(separator: "/") {
-            if let next = nodes[index].children[component] {
+        for component in RelativePath.components(of: grant.relativePath) {
+            if let next = nodes[index].children[HostNameKey(component)] {
                 index = next
             } else {
                 nodes.append(TrieNode())
-                nodes[index].children[component] = nodes.count - 1
+                nodes[index].children[HostNameKey(component)] = nodes.count - 1
                 index = nodes.count - 1
             }
         }
         nodes[index].grant = grant
+    }
+
+    /// The grants on folders strictly above `path`, nearest first.
+    func grants(above path: String) -> [Grant] {
+        var found: [Grant] = []
+        if let root = nodes[0].grant, !path.isEmpty { found.append(root) }
+        var index = 0
+        // Split by the byte "/", like the walk (SPEC S33a).
+        let components = RelativePath.components(of: path)
+        for component in components.dropLast() {
+            guard let next = nodes[index].children[HostNameKey(component)] else { break }
+            index = next
+            if let grant = nodes[next].grant { found.append(grant) }
+        }
+        return found.reversed()
     }
 
     func coverage(of path: String) -> Coverage {
@@ -159,7 +201,7 @@ struct ProviderView: Sendable {
         if case .some = nodes[0].grant { nearest = 0 }
         var reachedEnd = true
         Self.forEachComponent(of: path) { component in
-            guard let next = nodes[index].children[component] else {
+            guard let next = nodes[index].children[HostNameKey(component)] else {
                 reachedEnd = false
                 return false
             }
@@ -176,7 +218,7 @@ struct ProviderView: Sendable {
     }
 
     func step(from parent: CoveragePosition, into name: Substring) -> CoveragePosition {
-        guard let index = parent.trieNode, let next = nodes[index].children[name] else {
+        guard let index = parent.trieNode, let next = nodes[index].children[HostNameKey(name)] else {
             // No grant lies below: the nearest grant above covers it, or none does.
             return CoveragePosition(coverage: parent.grant.map(Coverage.granted) ?? .hidden, trieNode: nil)
         }
@@ -202,12 +244,12 @@ struct ProviderView: Sendable {
     }
 
     /// The children of a bare folder on the way to grants.
-    func childrenLeadingToGrants(of path: String) -> Set<String>? {
+    func childrenLeadingToGrants(of path: String) -> Set<HostNameKey>? {
         var index: Int? = 0
         Self.forEachComponent(of: path) { component in
-            index = index.flatMap { nodes[$0].children[component] }
+            index = index.flatMap { nodes[$0].children[HostNameKey(component)] }
             return index != nil
         }
-        return index.map { Set(nodes[$0].children.keys.map(String.init)) }
+        return index.map { Set(nodes[$0].children.keys.map { HostNameKey(String($0.text)) }) }
     }
 }

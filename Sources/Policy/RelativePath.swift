@@ -1,27 +1,35 @@
 /// Provider-relative paths: "" is the provider's root, components are joined
 /// with "/", never with a leading or trailing slash, never "." or "..".
+///
+/// Paths are split and compared by their bytes (SPEC S33a, `HostName`):
+/// Swift's Character view glues a "/" to a combining mark after it, and its
+/// `==` deems canonically equivalent names equal.
 public enum RelativePath {
+    static let slash = UInt8(ascii: "/")
+
     /// Normalises a user-supplied relative path, or returns nil when it would
     /// leave the provider (SPEC S33: no `..` reaches outside).
     public static func normalize(_ raw: String) -> String? {
-        if raw.hasPrefix("/") { return nil }
+        if raw.utf8.first == slash { return nil }
         var parts: [Substring] = []
-        for part in raw.split(separator: "/", omittingEmptySubsequences: true) {
-            switch part {
-            case ".": continue
-            case "..": return nil
-            default: parts.append(part)
-            }
+        for part in components(of: raw) {
+            if part.utf8.elementsEqual(".".utf8) { continue }
+            if part.utf8.elementsEqual("..".utf8) { return nil }
+            parts.append(part)
         }
         return parts.joined(separator: "/")
+    }
+
+    /// The "/"-separated components of `path`, empty ones left out.
+    public static func components(of path: String) -> [Substring] {
+        path.utf8.split(separator: slash, omittingEmptySubsequences: true).map { Substring($0) }
     }
 
     /// Whether a name holds a "/" (then it is no single component). Scans
     /// the UTF-8 bytes in place: iterating `utf8` cost ~300 instructions
     /// per name, on every lookup.
     public static func hasSeparator(_ name: String) -> Bool {
-        let slash = UInt8(ascii: "/")
-        return name.utf8.withContiguousStorageIfAvailable { $0.contains(slash) } ?? name.utf8.contains(slash)
+        name.utf8.withContiguousStorageIfAvailable { $0.contains(slash) } ?? name.utf8.contains(slash)
     }
 
     public static func join(_ parent: String, _ name: String) -> String {
@@ -31,19 +39,21 @@ public enum RelativePath {
     /// The parent of a path; the root's parent is nil.
     public static func parent(of path: String) -> String? {
         if path.isEmpty { return nil }
-        guard let slash = path.lastIndex(of: "/") else { return "" }
-        return String(path[..<slash])
+        guard let slashIndex = path.utf8.lastIndex(of: slash) else { return "" }
+        return String(path[..<slashIndex])
     }
 
     public static func lastComponent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return path }
-        return String(path[path.index(after: slash)...])
+        guard let slashIndex = path.utf8.lastIndex(of: slash) else { return path }
+        return String(path[path.utf8.index(after: slashIndex)...])
     }
 
     /// True when `path` is `ancestor` itself or lies below it.
     public static func isWithin(_ path: String, _ ancestor: String) -> Bool {
-        if ancestor.isEmpty || path == ancestor { return true }
-        return path.count > ancestor.count && path.hasPrefix(ancestor)
-            && path[path.index(path.startIndex, offsetBy: ancestor.count)] == "/"
+        if ancestor.isEmpty { return true }
+        let (path, ancestor) = (path.utf8, ancestor.utf8)
+        guard path.starts(with: ancestor) else { return false }
+        let rest = path.dropFirst(ancestor.count)
+        return rest.isEmpty || rest.first == slash
     }
 }

@@ -87,7 +87,7 @@ public struct ItemLocator: Sendable {
         var queue = [""]
         while let relative = queue.popLast(), found.count < wanted.count {
             let full = relative.isEmpty ? root : root + "/" + relative
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: full) else { continue }
+            guard let names = HostFiles.names(in: full) else { continue }
             for name in names {
                 let path = RelativePath.join(relative, name)
                 guard let (key, isDirectory) = FileKey.at(root, path) else { continue }

@@ -320,6 +320,11 @@ enum Migrations {
                 CREATE INDEX events_by_retention ON events(retention, id);
                 """)
         }
+        migrator.registerMigration("v7-session-grants") { db in
+            // A session grant ends when its app's last process exits
+            // (`scopefs grant --session`); others persist until forgotten.
+            try db.execute(sql: "ALTER TABLE grants ADD COLUMN session BOOLEAN NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -114,8 +114,23 @@ public struct PolicyRepository: Sendable {
     public func grant(app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access)
         throws(ScopeFSError) -> Grant
     {
+        try grant(app: app, provider: providerID, path: rawPath, access: access, wholeProvider: true).grant
+    }
+
+    /// Grants an item, or updates the app's grant of it as `update` says
+    /// (one grant per item per app). A provider's root folder is granted
+    /// only with `wholeProvider`: it is every file the provider holds.
+    public func grant(
+        app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access, session: Bool = false,
+        update: GrantUpdate = .replace, wholeProvider: Bool
+    ) throws(ScopeFSError) -> GrantChange {
         guard let path = RelativePath.normalize(rawPath) else {
             throw ScopeFSError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
+        }
+        if path.isEmpty && !wholeProvider {
+            throw ScopeFSError(
+                .usage,
+                "\(providerID):\(rawPath) is the provider's root: it would grant every file of \(providerID); pass --whole-provider if that is meant, or name a folder inside it")
         }
         return try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
@@ -124,18 +139,46 @@ public struct PolicyRepository: Sendable {
             }
             let file = try ProviderFile.inspect(provider: provider, path: path)
             let itemID = try Self.upsertItem(db, provider: providerID, path: path, file: file)
+            let previous = try Self.fetchGrants(db, app: app).first { $0.item == itemID }
+            let (access, session) = GrantChange.resolved(asked: access, session: session, existing: previous, update: update)
             let now = Date().timeIntervalSince1970
             try db.execute(
                 sql: """
-                    INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at)
-                    VALUES (?, ?, ?, 'active', ?, ?)
+                    INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at, session)
+                    VALUES (?, ?, ?, 'active', ?, ?, ?)
                     ON CONFLICT (app_id, item_id) DO UPDATE
-                    SET access = excluded.access, state = 'active', changed_at = excluded.changed_at
+                    SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
+                        session = excluded.session
                     """,
-                arguments: [app, itemID, access.rawValue, now, now])
+                arguments: [app, itemID, access.rawValue, now, now, session])
             let grant = try Self.fetchGrants(db, app: app).first { $0.item == itemID }!
             try Self.recordChange(db, .grant, grant)
-            return grant
+            return GrantChange(grant: grant, previous: previous)
+        }
+    }
+
+    /// Removes one grant (by id) or all of an app's for good; returns them.
+    /// `sessionOnly` removes only session grants (their app's last process
+    /// exited): then no grant is not an error.
+    @discardableResult
+    public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool = false, reason: String = "forget")
+        throws(ScopeFSError) -> [Grant]
+    {
+        try database.write { db in
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+            var targets = try Self.fetchGrants(db, app: app)
+            if let grantID {
+                targets = targets.filter { $0.id == grantID }
+                if targets.isEmpty {
+                    throw ScopeFSError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
+                }
+            }
+            if sessionOnly { targets = targets.filter(\.isSession) }
+            for grant in targets {
+                try db.execute(sql: "DELETE FROM grants WHERE id = ?", arguments: [grant.id])
+                try Self.recordChange(db, .forget, grant, operation: reason)
+            }
+            return targets
         }
     }
 
@@ -176,11 +219,11 @@ public struct PolicyRepository: Sendable {
 
     /// Grants, revokes and restores are events (SPEC S29), written in the
     /// same transaction as the change, whichever command made it.
-    static func recordChange(_ db: Database, _ kind: Event.Kind, _ grant: Grant) throws {
+    static func recordChange(_ db: Database, _ kind: Event.Kind, _ grant: Grant, operation: String? = nil) throws {
         let path = "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath)
         let event = Event(
             time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(), path: path,
-            operation: kind.rawValue, grant: grant.id)
+            operation: operation ?? kind.rawValue, grant: grant.id)
         _ = try EventStore.insert(event, into: db)
     }
 
@@ -199,7 +242,7 @@ public struct PolicyRepository: Sendable {
     static func fetchGrants(_ db: Database, app: AppID?) throws -> [Grant] {
         let sql = """
             SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
-                   g.access, g.state, g.granted_at
+                   g.access, g.state, g.granted_at, g.session
             FROM grants g JOIN items i ON i.id = g.item_id
             \(app == nil ? "" : "WHERE g.app_id = ?")
             ORDER BY g.id
@@ -210,7 +253,7 @@ public struct PolicyRepository: Sendable {
                 relativePath: row["relative_path"], isDirectory: row["is_directory"],
                 access: Access(rawValue: row["access"]) ?? .read,
                 state: GrantState(rawValue: row["state"]) ?? .revoked,
-                grantedAt: row["granted_at"])
+                grantedAt: row["granted_at"], isSession: row["session"])
         }
     }
 

@@ -15,7 +15,7 @@ struct FileKey: Hashable, Sendable {
     static func at(_ directory: String, _ path: String) -> (key: FileKey, isDirectory: Bool)? {
         var identity = scopefs_identity()
         let full = path.isEmpty ? directory : directory + "/" + path
-        guard scopefs_identity_at(AT_FDCWD, full, &identity) == 0 else { return nil }
+        guard full.withHostCString({ scopefs_identity_at(AT_FDCWD, $0, &identity) }) == 0 else { return nil }
         let key = FileKey(
             device: Int64(bitPattern: identity.device), inode: Int64(bitPattern: identity.inode),
             birthSeconds: identity.birth_seconds, birthNanoseconds: Int64(identity.birth_nanoseconds))
@@ -36,8 +36,9 @@ struct ProviderFile {
         guard let (key, isDirectory) = FileKey.at(provider.directory, path) else {
             throw ScopeFSError(.noInput, "\(provider.id):\(path) does not exist (\(full)): \(String(cString: strerror(errno)))")
         }
-        let resolved = URL(fileURLWithPath: full).resolvingSymlinksInPath().path
-        guard RelativePath.isWithin(resolved.dropFirstSlash, provider.directory.dropFirstSlash) || resolved == full else {
+        let resolved = HostFiles.realPath(full) ?? full
+        let directory = HostFiles.realPath(provider.directory) ?? provider.directory
+        guard RelativePath.isWithin(resolved.dropFirstSlash, directory.dropFirstSlash) || resolved.sameHostName(as: full) else {
             throw ScopeFSError(.badData, "\(provider.id):\(path) leads outside the provider through a symbolic link")
         }
         return ProviderFile(key: key, isDirectory: isDirectory)
@@ -45,5 +46,5 @@ struct ProviderFile {
 }
 
 extension String {
-    fileprivate var dropFirstSlash: String { hasPrefix("/") ? String(dropFirst()) : self }
+    fileprivate var dropFirstSlash: String { utf8.first == UInt8(ascii: "/") ? String(dropFirst()) : self }
 }

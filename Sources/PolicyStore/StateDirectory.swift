@@ -37,8 +37,17 @@ public struct StateDirectory: Sendable {
     public var appSocketPath: String { path + "/app.sock" }
     public var daemonInfoPath: String { path + "/daemon.json" }
     public var daemonLockPath: String { path + "/daemon.lock" }
+    /// The daemon's log where there is no journal; older parts are
+    /// `daemon.log.1`, `.2`, ... (size-rotated).
+    public var daemonLogPath: String { path + "/daemon.log" }
 
     public func containerPath(of app: String) -> String { containersPath + "/" + app }
+
+    /// Where `scopefs import` puts copies for an app, inside its container
+    /// (SPEC S18; Apple's `Documents/Inbox`).
+    public static func inboxContainerPath(of app: String) -> String { "tmp/\(app)-Inbox" }
+
+    public func inboxPath(of app: String) -> String { containerPath(of: app) + "/" + Self.inboxContainerPath(of: app) }
 
     /// The folders every container has (SPEC S2).
     public static let containerFolders = ["Documents", "Library", "tmp"]

@@ -58,19 +58,25 @@ extension ScopeFileSystem {
         case .root, .appDirectory, .providersDirectory:
             if let denial = Decision.synthetic(operation, caller: caller) { throw denial.errno }
             return nil
-        case .container:
+        case .container(let app):
             if let denial = Decision.container(operation, caller: caller) { throw denial.errno }
+            if operation == .read, case .app(_, let process) = caller, let path = try? resolved.path {
+                documents.containerItemRead(app: app, process: process, path: path)
+            }
             return nil
         case .provider(let app, let provider):
             try checkHostLocation(resolved, app: app, provider: provider)
             let coverage = try coverage(of: resolved, app: app, provider: provider)
-            if let denial = Decision.provider(operation, coverage: coverage, caller: caller, scopeHeld: { grant in
-                self.scopeHeld(by: caller, on: grant)
-            }) {
-                throw denial.errno
+            // The grant that allows the operation: the item's nearest, or one
+            // enclosing it (Apple's rule, SPEC S9), looked up only when needed.
+            let verdict = Decision.permit(
+                operation, coverage: coverage, caller: caller,
+                enclosing: { grant in self.withPolicy { $0.enclosingGrants(of: grant.id) } },
+                scopeHeld: { grant in self.scopeHeld(by: caller, on: grant) })
+            switch verdict {
+            case .success(let grant): return grant
+            case .failure(let denial): throw denial.errno
             }
-            if case .granted(let grant) = coverage { return grant }
-            return nil
         }
     }
 
@@ -151,8 +157,8 @@ extension ScopeFileSystem {
         guard configuration.openFiles == .revoke, let grant = handle.grant else { return }
         let current = generation
         if handle.grantVerified.load(ordering: .acquiring) == current { return }
-        let state = withPolicy { $0.grantsByID[grant]?.state }
-        if state != .active { throw .notPermitted }
+        // The grant it was opened through, or one enclosing it (SPEC S9).
+        guard withPolicy({ $0.isCovered(through: grant) }) else { throw .notPermitted }
         handle.grantVerified.store(current, ordering: .releasing)
     }
 }

@@ -53,7 +53,7 @@ final class DirectoryHandle: @unchecked Sendable {
         case fixed([Item])
         /// The host folder; `shown` limits it to these names (a bare folder
         /// above grants shows only the children that lead to them).
-        case host(HostDirectoryStream, shown: Set<String>?)
+        case host(HostDirectoryStream, shown: Set<HostNameKey>?)
     }
 
     let node: Node

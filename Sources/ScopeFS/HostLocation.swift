@@ -62,7 +62,7 @@ final class CanonicalDirectories: Sendable {
         if let found = known.withLock({ $0[directory] }) { return found }
         guard let resolved = realpath(directory, nil) else { return nil }
         defer { free(resolved) }
-        let path = String(cString: resolved)
+        let path = HostName.string(cString: resolved)
         known.withLock { $0[directory] = path }
         return path
     }
@@ -103,10 +103,12 @@ extension ScopeFileSystem {
             return true
         }
         let expected = path.isEmpty ? root : root + "/" + path
-        if real == expected { return false }
+        // Compared by bytes (SPEC S33a): two canonically equivalent names
+        // are two folders.
+        if real.sameHostName(as: expected) { return false }
         // Outside the provider, or deleted (the link then ends in " (deleted)").
-        guard real.hasPrefix(root + "/") else { return true }
-        let moved = String(real.dropFirst(root.count + 1))
+        guard real.hasHostPrefix(root + "/") else { return true }
+        let moved = String(Substring(real.utf8.dropFirst(root.utf8.count + 1)))
         return withPolicy {
             $0.position(app: app, provider: provider, path: moved).coverage
                 != $0.position(app: app, provider: provider, path: path).coverage

@@ -66,9 +66,20 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// Equal and hashed by the name's bytes (SPEC S33a): canonically
+    /// equivalent names are two entries.
     struct EntryName: Hashable {
         var parent: UInt64
         var name: String
+
+        static func == (a: Self, b: Self) -> Bool {
+            a.parent == b.parent && a.name.sameHostName(as: b.name)
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(parent)
+            hasher.combine(HostNameKey(name))
+        }
     }
 
     private struct State {
@@ -216,7 +227,7 @@ final class NodeTable: Sendable {
 
     private static func takeLookup(_ key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node? {
         guard let inode = state.byKey[key], let record = state.records[inode] else { return nil }
-        if record.parent != parent || record.name != name {
+        if record.parent != parent || !record.name.sameHostName(as: name) {
             if record.node.isDirectory {
                 state.epoch &+= 1
             } else {
@@ -292,7 +303,7 @@ final class NodeTable: Sendable {
         guard !state.byName.isEmpty else { return }
         guard let inode = state.byName.removeValue(forKey: entry), let record = state.records[inode] else { return }
         record.otherNames.removeAll { $0 == entry }
-        if record.parent == entry.parent && record.name == entry.name, let next = record.otherNames.popLast() {
+        if record.parent == entry.parent && record.name.sameHostName(as: entry.name), let next = record.otherNames.popLast() {
             record.parent = next.parent
             record.name = next.name
             record.coverage = nil

@@ -45,12 +45,18 @@ extension ScopeFileSystem {
             guard [.start, .startUntilExit, .stop, .scope].contains(attribute) else { throw .noData }
             return Self.notNeeded
         }
-        guard case .granted(let grant) = try coverage(of: target.resolved, app: app, provider: provider) else {
+        guard case .granted(let nearest) = try coverage(of: target.resolved, app: app, provider: provider) else {
             throw .notPermitted
         }
-        if let metadata = try itemMetadata(attribute, target: target, provider: provider, grant: grant) { return metadata }
+        if let metadata = try itemMetadata(attribute, target: target, provider: provider, grant: nearest) { return metadata }
         guard case .app(_, let process) = caller else { throw .notPermitted }
         let path = displayPath(target.resolved)
+        // The grants covering the item, nearest first (SPEC S6, S9): start
+        // raises the nearest active one, so a revoked file grant inside an
+        // active folder grant is started through the folder; stop lowers
+        // the nearest one this process holds.
+        let covering = [nearest] + withPolicy { $0.enclosingGrants(of: nearest.id) }
+        let grant = covering.first { $0.state == .active } ?? nearest
         switch attribute {
         case .start, .startUntilExit:
             guard grant.state == .active else {
@@ -62,7 +68,8 @@ extension ScopeFileSystem {
             case .budgetExhausted: throw Errno(rawValue: EDQUOT)
             }
         case .stop:
-            switch scopes.stop(pid: process.pid, app: app, grant: grant, path: path) {
+            let held = covering.first { scopes.count(pid: process.pid, grant: $0.id) > 0 } ?? nearest
+            switch scopes.stop(pid: process.pid, app: app, grant: held, path: path) {
             case .stopped(let count): return String(count)
             case .unbalanced: return "unbalanced"
             }

@@ -31,7 +31,7 @@ extension ScopeFileSystem {
             var index = Int(offset)
             while index < items.count {
                 let item = items[index]
-                let added = item.name.withCString { name in
+                let added = item.name.withHostCString { name in
                     add(name, inode: item.inode, type: item.type, next: Int64(index + 1), of: target, caller: caller,
                         to: &listing)
                 }
@@ -42,7 +42,7 @@ extension ScopeFileSystem {
             stream.seek(to: offset)
             while let entry = stream.peek() {
                 let isDot = entry.isDotOrDotDot
-                if isDot || shown?.contains(String(cString: entry.name)) ?? true {
+                if isDot || shown?.contains(HostNameKey(HostName.string(cString: entry.name))) ?? true {
                     // The host's "." and ".." carry host inode numbers: list
                     // ours, as synthetic folders do.
                     let inode = !isDot ? entry.inode : entry.name[1] == 0 ? target.node.inode : NodeTable.rootInode
@@ -69,7 +69,7 @@ extension ScopeFileSystem {
         // Asked before the lookup, which takes a count on the node.
         guard listing.fits(name) else { return false }
         if !isDotOrDotDot(name) {
-            let childName = String(cString: name)
+            let childName = HostName.string(cString: name)
             if let (node, attributes) = try? child(of: folder, named: childName, caller: caller) {
                 let shown = try? presented(node, attributes, path: RelativePath.join(folder.path, childName))
                 guard let shown else {
@@ -110,7 +110,7 @@ extension ScopeFileSystem {
             ]
             return .fixed(dots + names.map { DirectoryHandle.Item(name: $0, inode: 0, type: S_IFDIR) })
         }
-        func host(shown: Set<String>? = nil) throws(Errno) -> DirectoryHandle.Entries {
+        func host(shown: Set<HostNameKey>? = nil) throws(Errno) -> DirectoryHandle.Entries {
             guard let directory = target.node.directory else { throw .notDirectory }
             return .host(try HostDirectoryStream(directory: directory), shown: shown)
         }

@@ -12,7 +12,7 @@ extension ScopeFileSystem {
     public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
     {
-        if name.hasPrefix(Self.controlPrefix) {
+        if name.hasHostPrefix(Self.controlPrefix) {
             _ = try control(request, inode: inode, name: name)
             return
         }
@@ -21,8 +21,9 @@ extension ScopeFileSystem {
     }
 
     public func getxattr(_ request: Request, inode: UInt64, name: String, size: Int) throws(Errno) -> [UInt8] {
-        if name.hasPrefix(Self.controlPrefix) {
-            return Array(try control(request, inode: inode, name: name, probe: size == 0).utf8)
+        if name.hasHostPrefix(Self.controlPrefix) {
+            // Host bytes: `user.scopefs.path` is a path (SPEC S33a).
+            return try control(request, inode: inode, name: name, probe: size == 0).hostBytes
         }
         let target = try gate(inode, .metadata, callers.caller(of: request))
         // The kernel asks for security.capability before each write to an
@@ -39,7 +40,7 @@ extension ScopeFileSystem {
     }
 
     public func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) {
-        if name.hasPrefix(Self.controlPrefix) { throw .notSupported }
+        if name.hasHostPrefix(Self.controlPrefix) { throw .notSupported }
         let target = try gate(inode, .write, callers.caller(of: request))
         try xattrPath(target) { path throws(Errno) in try Sys.removexattr(path, name) }
     }

@@ -18,6 +18,9 @@ public protocol DocumentServices: Sendable {
     func bookmark(app: AppID, provider: ProviderID, path: String, access: Access) throws(Errno) -> String
     /// Something was renamed through the mount: item locations may have changed.
     func itemsMayHaveMoved()
+    /// A process of `app` opened (for reading) the item at `path` of its
+    /// container: import inboxes count what the app has seen (SPEC S18).
+    func containerItemRead(app: AppID, process: ProcessKey, path: String)
 }
 
 /// What a mount was asked for.

@@ -1,5 +1,6 @@
 import CSystemShims
 import Glibc
+import Policy
 import SystemPackage
 
 /// One wrapper per system call used on the backing store: retried on EINTR
@@ -15,7 +16,8 @@ enum Sys {
     static let removeDirectory: Int32 = AT_REMOVEDIR
     static let renameExchange: UInt32 = 2  // RENAME_EXCHANGE
 
-    // Names and paths go to the kernel through `withCString`, in every
+    // Names and paths go to the kernel through `withHostCString` (their
+    // host bytes, SPEC S33a: see `HostName`), in every
     // wrapper: passing a String where C wants a pointer copies it into a
     // new array every call, and these calls run on every lookup, create,
     // unlink and write (the kernel's security.capability query).
@@ -31,13 +33,13 @@ enum Sys {
 
     /// The corresponding C function is `openat`.
     static func openAt(_ directory: Int32, _ name: String, _ flags: Int32, _ mode: mode_t = 0) throws(Errno) -> Int32 {
-        try retrying { name.withCString { openat(directory, $0, flags | O_CLOEXEC, mode) } }
+        try retrying { name.withHostCString { openat(directory, $0, flags | O_CLOEXEC, mode) } }
     }
 
     /// The corresponding C function is `fstatat` (never following a final symlink).
     static func statAt(_ directory: Int32, _ name: String) throws(Errno) -> stat {
         var info = Glibc.stat()
-        _ = try retrying { name.withCString { fstatat(directory, $0, &info, noFollow) } }
+        _ = try retrying { name.withHostCString { fstatat(directory, $0, &info, noFollow) } }
         return info
     }
 
@@ -53,38 +55,38 @@ enum Sys {
     }
 
     static func mkdirAt(_ directory: Int32, _ name: String, _ mode: mode_t) throws(Errno) {
-        _ = try retrying { name.withCString { mkdirat(directory, $0, mode) } }
+        _ = try retrying { name.withHostCString { mkdirat(directory, $0, mode) } }
     }
 
     static func mknodAt(_ directory: Int32, _ name: String, _ mode: mode_t, _ device: dev_t) throws(Errno) {
-        _ = try retrying { name.withCString { mknodat(directory, $0, mode, device) } }
+        _ = try retrying { name.withHostCString { mknodat(directory, $0, mode, device) } }
     }
 
     static func symlinkAt(_ target: String, _ directory: Int32, _ name: String) throws(Errno) {
-        _ = try retrying { target.withCString { target in name.withCString { symlinkat(target, directory, $0) } } }
+        _ = try retrying { target.withHostCString { target in name.withHostCString { symlinkat(target, directory, $0) } } }
     }
 
     static func linkAt(_ fromDirectory: Int32, _ fromName: String, _ toDirectory: Int32, _ toName: String) throws(Errno) {
         _ = try retrying {
-            fromName.withCString { from in toName.withCString { linkat(fromDirectory, from, toDirectory, $0, 0) } }
+            fromName.withHostCString { from in toName.withHostCString { linkat(fromDirectory, from, toDirectory, $0, 0) } }
         }
     }
 
     static func unlinkAt(_ directory: Int32, _ name: String, _ flags: Int32) throws(Errno) {
-        _ = try retrying { name.withCString { unlinkat(directory, $0, flags) } }
+        _ = try retrying { name.withHostCString { unlinkat(directory, $0, flags) } }
     }
 
     /// The corresponding system call is `renameat2` (flags: RENAME_NOREPLACE, RENAME_EXCHANGE).
     static func renameAt(_ from: Int32, _ fromName: String, _ to: Int32, _ toName: String, _ flags: UInt32) throws(Errno) {
         _ = try retrying {
-            fromName.withCString { fromName in toName.withCString { renameat2(from, fromName, to, $0, flags) } }
+            fromName.withHostCString { fromName in toName.withHostCString { renameat2(from, fromName, to, $0, flags) } }
         }
     }
 
     static func readlinkAt(_ directory: Int32, _ name: String) throws(Errno) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = try retrying { name.withCString { readlinkat(directory, $0, &buffer, buffer.count - 1) } }
-        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let count = try retrying { name.withHostCString { readlinkat(directory, $0, &buffer, buffer.count - 1) } }
+        return String(hostBytes: buffer[..<count].lazy.map { UInt8(bitPattern: $0) })
     }
 
     /// Where the kernel says a descriptor's file is now: the link
@@ -95,16 +97,16 @@ enum Sys {
     static func location(of descriptor: Int32) throws(Errno) -> String {
         try withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(PATH_MAX)) { buffer throws(Errno) in
             let path = procPath(descriptor)
-            let count = try retrying { path.withCString { readlink($0, buffer.baseAddress!, buffer.count) } }
+            let count = try retrying { path.withHostCString { readlink($0, buffer.baseAddress!, buffer.count) } }
             return UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<count]).withMemoryRebound(
-                to: UInt8.self) { String(decoding: $0, as: UTF8.self) }
+                to: UInt8.self) { String(hostBytes: $0) }
         }
     }
 
     /// Changes owner without following a symlink: `fchownat(fd, name, ..., AT_SYMLINK_NOFOLLOW)`.
     static func chownAt(_ directory: Int32, _ name: String, _ uid: uid_t, _ gid: gid_t) throws(Errno) {
         let flags = noFollow | (name.isEmpty ? emptyPath : 0)
-        _ = try retrying { name.withCString { fchownat(directory, $0, uid, gid, flags) } }
+        _ = try retrying { name.withHostCString { fchownat(directory, $0, uid, gid, flags) } }
     }
 
     /// The path through which a descriptor's own file is named again
@@ -114,7 +116,7 @@ enum Sys {
     }
 
     static func chmod(_ path: String, _ mode: mode_t) throws(Errno) {
-        _ = try retrying { path.withCString { Glibc.chmod($0, mode) } }
+        _ = try retrying { path.withHostCString { Glibc.chmod($0, mode) } }
     }
 
     /// chmod of an O_PATH descriptor's own file: fchmodat2 with
@@ -138,7 +140,7 @@ enum Sys {
     }
 
     static func truncate(_ path: String, _ size: Int64) throws(Errno) {
-        _ = try retrying { path.withCString { Glibc.truncate($0, off_t(size)) } }
+        _ = try retrying { path.withHostCString { Glibc.truncate($0, off_t(size)) } }
     }
 
     static func ftruncate(_ descriptor: Int32, _ size: Int64) throws(Errno) {
@@ -146,7 +148,7 @@ enum Sys {
     }
 
     static func utimens(_ directory: Int32, _ name: String, _ times: [timespec], flags: Int32) throws(Errno) {
-        _ = try retrying { name.withCString { utimensat(directory, $0, times, flags) } }
+        _ = try retrying { name.withHostCString { utimensat(directory, $0, times, flags) } }
     }
 
     static func fsync(_ descriptor: Int32, dataOnly: Bool) throws(Errno) {
@@ -196,10 +198,10 @@ enum Sys {
         /// `/proc/self/fd/N` of a folder's own descriptor: followed to it.
         case descriptor(String)
 
-        fileprivate func withCString<T>(_ body: (UnsafePointer<CChar>, _ follow: Bool) -> T) -> T {
+        fileprivate func withHostCString<T>(_ body: (UnsafePointer<CChar>, _ follow: Bool) -> T) -> T {
             switch self {
-            case .entry(let path): path.withCString { body($0, false) }
-            case .descriptor(let path): path.withCString { body($0, true) }
+            case .entry(let path): path.withHostCString { body($0, false) }
+            case .descriptor(let path): path.withHostCString { body($0, true) }
             }
         }
     }
@@ -207,8 +209,8 @@ enum Sys {
     /// The corresponding C functions are `lgetxattr` and `getxattr`.
     static func getxattr(_ path: XattrPath, _ name: String) throws(Errno) -> [UInt8] {
         try readXattr { buffer, size in
-            path.withCString { path, follow in
-                name.withCString {
+            path.withHostCString { path, follow in
+                name.withHostCString {
                     follow ? CSystemShims.getxattr(path, $0, buffer, size) : lgetxattr(path, $0, buffer, size)
                 }
             }
@@ -218,7 +220,7 @@ enum Sys {
     /// Through a descriptor of the file itself (an open file, not O_PATH):
     /// no /proc path for the kernel to walk.
     static func getxattr(_ descriptor: Int32, _ name: String) throws(Errno) -> [UInt8] {
-        try readXattr { buffer, size in name.withCString { fgetxattr(descriptor, $0, buffer, size) } }
+        try readXattr { buffer, size in name.withHostCString { fgetxattr(descriptor, $0, buffer, size) } }
     }
 
     /// Asks for the size, then reads; again if the value (or the list of
@@ -239,7 +241,7 @@ enum Sys {
     /// The corresponding C functions are `llistxattr` and `listxattr`.
     static func listxattr(_ path: XattrPath) throws(Errno) -> [UInt8] {
         try readXattr { buffer, size in
-            path.withCString { path, follow in
+            path.withHostCString { path, follow in
                 let names = buffer?.assumingMemoryBound(to: CChar.self)
                 return follow ? CSystemShims.listxattr(path, names, size) : llistxattr(path, names, size)
             }
@@ -251,8 +253,8 @@ enum Sys {
         throws(Errno)
     {
         _ = try retrying {
-            path.withCString { path, follow in
-                name.withCString {
+            path.withHostCString { path, follow in
+                name.withHostCString {
                     follow
                         ? CSystemShims.setxattr(path, $0, value.baseAddress, value.count, flags)
                         : lsetxattr(path, $0, value.baseAddress, value.count, flags)
@@ -264,8 +266,8 @@ enum Sys {
     /// The corresponding C functions are `lremovexattr` and `removexattr`.
     static func removexattr(_ path: XattrPath, _ name: String) throws(Errno) {
         _ = try retrying {
-            path.withCString { path, follow in
-                name.withCString { follow ? CSystemShims.removexattr(path, $0) : lremovexattr(path, $0) }
+            path.withHostCString { path, follow in
+                name.withHostCString { follow ? CSystemShims.removexattr(path, $0) : lremovexattr(path, $0) }
             }
         }
     }

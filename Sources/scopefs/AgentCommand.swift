@@ -82,7 +82,9 @@ struct AgentCommand: ParsableCommand {
     private func showPicker(_ pending: PendingPick) -> AgentScript.Step {
         print(Self.describe(pending).escapedForTerminal)
         let mode = pending.request.mode == .open ? "open" : "import"
-        let arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
+        var arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
+        for type in pending.request.contentTypes { arguments += ["--type", type] }
+        if let start = pending.request.directory { arguments += ["--start", start] }
         guard let picker = try? PickCommand.parse(arguments) else { return AgentScript.Step(cancel: true) }
         do {
             guard let selection = try picker.choose() else { return AgentScript.Step(cancel: true) }
@@ -225,7 +227,8 @@ struct PickApplier {
                 throw ScopeFSError.unknownProvider(item.provider)
             }
             var info = stat()
-            let isDirectory = stat(provider.directory + "/" + item.path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+            let found = (provider.directory + "/" + item.path).withHostCString { stat($0, &info) } == 0
+            let isDirectory = found && info.st_mode & S_IFMT == S_IFDIR
             let name = RelativePath.lastComponent(of: item.path)
             guard database.matches(name: name, isDirectory: isDirectory, types: types) else {
                 let kind = isDirectory ? ContentTypes.folder : database.mimeType(ofName: name)

@@ -1,18 +1,23 @@
 import CSystemShims
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// Reads a `user.scopefs.*` control attribute in this process (docs/API.md).
 enum ControlAttributes {
     static func read(_ path: String, _ name: String) throws(ScopeFSError) -> String {
-        var size = getxattr(path, name, nil, 0)
+        // The path and the answer (`user.scopefs.path`) as host bytes (SPEC S33a).
+        func attribute(_ buffer: UnsafeMutableRawPointer?, _ size: Int) -> Int {
+            path.withHostCString { getxattr($0, name, buffer, size) }
+        }
+        var size = attribute(nil, 0)
         while size >= 0 {
             var buffer = [UInt8](repeating: 0, count: size + 1)
-            let count = getxattr(path, name, &buffer, buffer.count)
-            if count >= 0 { return String(decoding: buffer[..<count], as: UTF8.self) }
+            let count = attribute(&buffer, buffer.count)
+            if count >= 0 { return String(hostBytes: buffer[..<count]) }
             if errno != ERANGE { break }
-            size = getxattr(path, name, nil, 0)
+            size = attribute(nil, 0)
         }
         let code = errno
         switch code {

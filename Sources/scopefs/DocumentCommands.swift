@@ -22,15 +22,29 @@ struct DocumentActions {
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: containerPaths.compactMap { $0 })
     }
 
-    func open(provider: String, path: String, readOnly: Bool) throws(ScopeFSError) {
-        let opened = try picker().open(app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite)
+    func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool) throws(ScopeFSError) {
+        let opened = try picker().open(
+            app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,
+            wholeProvider: wholeProvider)
         try changed([opened.reference])
+        report(opened)
+    }
+
+    /// The line every picker operation that grants prints, and on stderr
+    /// what it reused or changed (one grant and reference per item, SPEC S17).
+    private func report(_ opened: DocumentPicker.Opened) {
+        if opened.reusedReference, let reference = opened.reference {
+            note("grant \(opened.grant): reused; the app already has it, with its reference Container/\(reference)")
+        } else if opened.reusedGrant {
+            note("grant \(opened.grant): reused; the app already has it")
+        }
+        for change in opened.changes { note("grant \(opened.grant): \(change)") }
         print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
     }
 
     func importItem(provider: String, path: String) throws(ScopeFSError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
-        try changed([copy])
+        try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
         print("Container/\(copy.escapedForTerminal)")
     }
 
@@ -44,7 +58,7 @@ struct DocumentActions {
         let opened = try picker().move(
             app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
         try changed([containerPath, opened.reference])
-        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
+        report(opened)
     }
 }
 
@@ -53,13 +67,16 @@ struct OpenCommand: ParsableCommand {
         commandName: "open",
         abstract: "Open a file or folder for an app: a grant, plus a reference document for a file (SPEC S17).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
-    @Flag(help: "Grant read access only.") var readOnly = false
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
+    @Flag(help: "Grant read access only (an existing read-write grant stays read-write).") var readOnly = false
+    @OptionGroup var lifetime: GrantLifetime
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try DocumentActions(state: options, app: app).open(provider: item.provider, path: item.path, readOnly: readOnly)
+            try DocumentActions(state: options, app: app).open(
+                provider: item.provider, path: item.path, readOnly: readOnly, session: lifetime.session,
+                wholeProvider: lifetime.wholeProvider)
         }
     }
 }
@@ -69,8 +86,8 @@ struct ImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/ (SPEC S18).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath")) var item: ItemReference
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -83,9 +100,9 @@ struct ImportCommand: ParsableCommand {
 /// provider folder to put it in.
 struct ContainerTransfer: ParsableArguments {
     @OptionGroup var options: StateOptions
-    @Argument var app: String
+    @Argument(completion: Completions.apps) var app: String
     @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
-    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir")) var destination: ItemReference
+    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"), completion: Completions.items) var destination: ItemReference
     @Flag(help: "Replace an existing destination.") var force = false
 
     var actions: DocumentActions { DocumentActions(state: options, app: app) }
@@ -146,7 +163,7 @@ struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query", abstract: "An app's documents, as NSMetadataQuery lists them (SPEC S28).")
     @OptionGroup var options: StateOptions
-    @Option(help: "The app.") var app: String
+    @Option(help: "The app.", completion: Completions.apps) var app: String
     @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.Scope = .all
     @Option(help: "Only names matching this glob.") var name: String?
     @Flag(help: "Print JSON.") var json = false

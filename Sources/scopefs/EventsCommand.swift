@@ -12,7 +12,7 @@ struct EventsCommand: ParsableCommand {
             lastTime). Text output escapes control characters in names as `ls -b` does; --json keeps them exact.
             """)
     @OptionGroup var options: StateOptions
-    @Option(help: "Only this app's events.") var app: String?
+    @Option(help: "Only this app's events.", completion: Completions.apps) var app: String?
     // Unconditional: "-60" is a value here, not an option.
     @Option(parsing: .unconditional,
             help: "Only events at or after T: ISO 8601, seconds since 1970, or an age: -60, 60s, 5m, 2h, 1d.")
@@ -122,7 +122,8 @@ struct EventsCommand: ParsableCommand {
         var object = (try? JSONSerialization.jsonObject(with: encoder.encode(event))) as? [String: Any] ?? [:]
         if let code = event.errno { object["errnoName"] = Errno.name(code) }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        return String(decoding: data, as: UTF8.self)
+        // Paths that are not UTF-8 as `\udcXX` (docs/CLI.md, SPEC S33a).
+        return String(decoding: data, as: UTF8.self).jsonHostEscaped
     }
 }
 

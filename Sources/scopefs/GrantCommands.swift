@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Documents
 import Foundation
 import Policy
 import PolicyStore
@@ -10,7 +11,8 @@ struct ItemReference: ExpressibleByArgument {
     var path: String
 
     init?(argument: String) {
-        guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex else { return nil }
+        // By bytes: as a Character, ":" followed by a combining mark is not ":".
+        guard let colon = argument.utf8.firstIndex(of: UInt8(ascii: ":")), colon != argument.startIndex else { return nil }
         provider = String(argument[..<colon])
         path = String(argument[argument.index(after: colon)...])
     }
@@ -20,27 +22,39 @@ struct ItemReference: ExpressibleByArgument {
 
 struct GrantCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "grant", abstract: "Grant an app a file or folder of a provider; prints the grant id.")
+        commandName: "grant",
+        abstract: "Grant an app a file or folder of a provider (or change its grant); prints the grant id.")
     @OptionGroup var options: StateOptions
-    @Argument var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"))
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"), completion: Completions.items)
     var item: ItemReference
     @Flag(help: "Grant read access only.") var readOnly = false
+    @OptionGroup var lifetime: GrantLifetime
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let grant = try options.repositoryForChange("grant access").grant(
-                app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
+            let change = try options.repositoryForChange("grant access").grant(
+                app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite,
+                session: lifetime.session, update: .replace, wholeProvider: lifetime.wholeProvider)
             try ControlClient.notifyChange(state: options.directory)
-            print(grant.id)
+            for description in change.changes { note("grant \(change.grant.id): \(description)") }
+            print(change.grant.id)
         }
     }
 }
 
-/// `GRANT | --all`, shared by revoke and restore.
+/// Options of `grant` and `open` about what a grant spans and how long it lasts.
+struct GrantLifetime: ParsableArguments {
+    @Flag(help: "A session grant: it ends when the app's last process exits (nothing is kept).")
+    var session = false
+    @Flag(help: "Allow granting a provider's root folder, i.e. every file of the provider.")
+    var wholeProvider = false
+}
+
+/// `GRANT | --all`, shared by revoke, restore and forget.
 struct GrantSelection: ParsableArguments {
-    @Argument var app: String
-    @Argument(help: "Grant id (see `scopefs privacy`).") var grant: Int64?
+    @Argument(completion: Completions.apps) var app: String
+    @Argument(help: "Grant id (see `scopefs privacy`).", completion: Completions.grants) var grant: Int64?
     @Flag(help: "All of the app's grants.") var all = false
 
     func validate() throws {
@@ -67,6 +81,10 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
             changed = revoked
         }
         for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
+        if changed.isEmpty {
+            let what = grant.map { "grant \($0) is" } ?? "every grant of \(selection.app) is"
+            print("nothing changed: \(what) already \(state.rawValue)".escapedForTerminal)
+        }
     }
 }
 
@@ -88,11 +106,30 @@ struct RestoreCommand: ParsableCommand {
     func run() throws { try changeState(.active, selection, options) }
 }
 
+struct ForgetCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "forget",
+        abstract: "Remove a grant (or all of an app's) for good, with the app's references to its item.")
+    @OptionGroup var options: StateOptions
+    @OptionGroup var selection: GrantSelection
+
+    func run() throws {
+        try report { () throws(ScopeFSError) in
+            let picker = DocumentPicker(state: options.directory, repository: try options.repositoryForChange("forget grants"))
+            let (grants, references) = try picker.forget(app: selection.app, grant: selection.all ? nil : selection.grant)
+            try ControlClient.notifyChange(state: options.directory, app: selection.app, containerPaths: references)
+            for grant in grants { print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
+            for reference in references { print("reference Container/\(reference.escapedForTerminal)\tremoved") }
+            if grants.isEmpty { print("nothing changed: \(selection.app.escapedForTerminal) has no grants") }
+        }
+    }
+}
+
 struct PrivacyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "privacy", abstract: "Per app: granted items, provider, access, state and grant date (SPEC S16).")
     @OptionGroup var options: StateOptions
-    @Argument var app: String?
+    @Argument(completion: Completions.apps) var app: String?
     @Flag(help: "Print JSON.") var json = false
 
     struct Row: Encodable {
@@ -104,6 +141,7 @@ struct PrivacyCommand: ParsableCommand {
         var access: String
         var state: String
         var grantedAt: String
+        var lifetime: String
     }
 
     func run() throws {
@@ -113,13 +151,14 @@ struct PrivacyCommand: ParsableCommand {
                 Row(
                     grant: grant.id, app: grant.app, provider: grant.provider, path: grant.relativePath,
                     kind: grant.isDirectory ? "folder" : "file", access: grant.access.rawValue, state: grant.state.rawValue,
-                    grantedAt: formatter.string(from: Date(timeIntervalSince1970: grant.grantedAt)))
+                    grantedAt: formatter.string(from: Date(timeIntervalSince1970: grant.grantedAt)),
+                    lifetime: grant.isSession ? "session" : "persistent")
             }
             if json { return printJSON(rows) }
-            print(["GRANT", "APP", "ITEM", "KIND", "ACCESS", "STATE", "GRANTED"].joined(separator: "\t"))
+            print(["GRANT", "APP", "ITEM", "KIND", "ACCESS", "STATE", "GRANTED", "LIFETIME"].joined(separator: "\t"))
             for row in rows {
                 let item = "\(row.provider):\(row.path)".escapedForTerminal
-                print("\(row.grant)\t\(row.app.escapedForTerminal)\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(row.grantedAt)")
+                print("\(row.grant)\t\(row.app.escapedForTerminal)\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(row.grantedAt)\t\(row.lifetime)")
             }
         }
     }

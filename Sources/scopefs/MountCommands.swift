@@ -10,6 +10,7 @@ import ScopeFS
 
 extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
 extension ScopeTable.Mode: ExpressibleByArgument {}
+extension LogDestination: ExpressibleByArgument {}
 
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,11 +25,21 @@ struct MountCommand: ParsableCommand {
     @Option(help: "strict (default): content operations need a started scope; lenient: an active grant is enough.")
     var scopes: ScopeTable.Mode = .strict
     @Option(help: "Outstanding starts a process may hold (SPEC S10).") var scopeBudget: Int = 4096
+    @Option(help: "Days an imported copy stays in an app's inbox when no process of the app was running to have it (SPEC S18).")
+    var inboxDays: Int = 7
     @Option(help: .hidden) var readyFd: Int32?
     @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
+    @Option(
+        help: """
+            Where the daemon logs: auto (default: the journal under systemd or where journald runs, \
+            else the terminal in the foreground and <state>/daemon.log, size-rotated, in the background), \
+            journal, file or stderr.
+            """)
+    var log: LogDestination = .auto
 
     func validate() throws {
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
+        if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
     }
 
     func run() throws {
@@ -40,11 +51,14 @@ struct MountCommand: ParsableCommand {
     }
 
     private func serve() throws(ScopeFSError) {
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        // A background daemon was started with its destination resolved.
+        let background = readyFd != nil
+        DaemonLog.bootstrap(
+            DaemonLog.resolve(log, foreground: !background), state: options.directory, background: background)
         let logger = Logger(label: "scopefs")
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
-            scopeMode: scopes, scopeBudget: scopeBudget, readyDescriptor: readyFd)
+            scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd)
         do throws(ScopeFSError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -53,8 +67,8 @@ struct MountCommand: ParsableCommand {
         }
     }
 
-    /// Re-runs this binary with `--foreground` in a new session, its output
-    /// in `<state>/daemon.log`, and waits for its readiness report.
+    /// Re-runs this binary with `--foreground` in a new session, logging to
+    /// the journal or `<state>/daemon.log`, and waits for its readiness report.
     private func startInBackground() throws(ScopeFSError) {
         _ = try PolicyDatabase.open(options.directory)  // fail here, with the right code, if it is unusable
         var pipe: [Int32] = [0, 0]
@@ -62,10 +76,15 @@ struct MountCommand: ParsableCommand {
         var arguments = [
             "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
             "--ready-fd", "3", "--scopes", scopes.rawValue, "--scope-budget", String(scopeBudget),
+            "--inbox-days", String(inboxDays),
         ]
         if allowOther { arguments.append("--allow-other") }
-        let log = options.directory.path + "/daemon.log"
-        let pid = try Spawner.daemon(arguments: ["mount"] + arguments, readyPipe: pipe[1], log: log)
+        let destination = DaemonLog.resolve(log, foreground: false)
+        arguments += ["--log", destination.rawValue]
+        // Output before the daemon's logging is up (and a journal daemon's
+        // until it opens its stream) goes to the log file, or nowhere.
+        let output = destination == .file ? options.directory.daemonLogPath : "/dev/null"
+        let pid = try Spawner.daemon(arguments: ["mount"] + arguments, readyPipe: pipe[1], log: output)
         close(pipe[1])
         defer { close(pipe[0]) }
         switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
@@ -76,7 +95,8 @@ struct MountCommand: ParsableCommand {
         case nil:
             var status: Int32 = 0
             waitpid(pid, &status, WNOHANG)
-            throw ScopeFSError(.cannotMount, "the daemon exited before the mount was ready; see \(log)")
+            let logName = destination == .file ? options.directory.daemonLogPath : "the journal (journalctl -t scopefs)"
+            throw ScopeFSError(.cannotMount, "the daemon exited before the mount was ready; see \(logName)")
         }
     }
 }
@@ -138,7 +158,7 @@ enum Spawner {
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         posix_spawnattr_setflags(&attributes, scopefs_posix_spawn_setsid)  // survive the terminal
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let argv = ([executable] + arguments).map { $0.withHostCString { strdup($0) } } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)

@@ -29,7 +29,7 @@ struct PickCommand: ParsableCommand {
     static let cancelled: Int32 = 1
 
     @OptionGroup var options: StateOptions
-    @Option(name: .customLong("app"), help: "The app the item is chosen for.") var appOption: String?
+    @Option(name: .customLong("app"), help: "The app the item is chosen for.", completion: Completions.apps) var appOption: String?
     var app: String { appOption ?? "" }
     @Option(help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
     var mode: PickerMode = .open
@@ -83,18 +83,29 @@ struct PickCommand: ParsableCommand {
             throw ScopeFSError(.noInput, "\(app) has no container at \(container)")
         }
 
+        // Marks for what the app already has, and the types asked for (--type).
+        let granted = try repository.grants(app: app)
+        let types = ContentTypes()
         let list: PickerController.Lister = { place throws(ScopeFSError) in
             switch place {
             case .providers:
                 return PickerListing.entries(ofProviders: providers)
             case .provider(let id, let path):
                 guard let provider = providers.first(where: { $0.id == id }) else { throw ScopeFSError.unknownProvider(id) }
-                return try PickerListing.entries(ofFolder: path.isEmpty ? provider.directory : provider.directory + "/" + path)
+                let entries = try PickerListing.entries(ofFolder: path.isEmpty ? provider.directory : provider.directory + "/" + path)
+                return entries.map { entry in
+                    var entry = entry
+                    let item = RelativePath.join(path, entry.name)
+                    entry.granted = granted.contains { $0.provider == id && $0.relativePath.sameHostName(as: item) }
+                    entry.dimmed = !entry.isFolder && !types.matches(name: entry.name, isDirectory: false, types: asking.types)
+                    return entry
+                }
             case .container(let path):
                 return try PickerListing.entries(ofFolder: path.isEmpty ? container : container + "/" + path)
             }
         }
-        var picker = PickerController(mode: mode, app: app, readOnly: readOnly, list: list)
+        let start = asking.start.flatMap(ItemReference.init(argument:)).map { PickerPlace.provider($0.provider, RelativePath.normalize($0.path) ?? "") }
+        var picker = PickerController(mode: mode, app: app, readOnly: readOnly, typesAskedFor: asking.types, start: start, list: list)
 
         let terminal = try Terminal()
         defer { terminal.restore() }
@@ -125,7 +136,8 @@ struct PickCommand: ParsableCommand {
         let actions = DocumentActions(state: options, app: app)
         switch mode {
         case .open:
-            try actions.open(provider: chosen.provider, path: chosen.path, readOnly: readOnly)
+            // Choosing a provider's root on screen is explicit enough.
+            try actions.open(provider: chosen.provider, path: chosen.path, readOnly: readOnly, wholeProvider: true)
         case .import:
             try actions.importItem(provider: chosen.provider, path: chosen.path)
         case .export:

@@ -8,7 +8,7 @@ struct RunCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run", abstract: "Run a command as an app process; exits with the command's status (SPEC S5).")
     @OptionGroup var options: StateOptions
-    @Option(help: "The app to run as.") var app: String
+    @Option(help: "The app to run as.", completion: Completions.apps) var app: String
     @Flag(help: .hidden) var sandbox = false
     @Flag(
         help: """
@@ -26,6 +26,12 @@ struct RunCommand: ParsableCommand {
     var shareNet = false
     @Option(name: .customLong("expose"), help: "A host path the sandbox may read, at the same place (repeatable).")
     var exposed: [String] = []
+    @Flag(
+        help: """
+            Keep the app running when its mount dies (the daemon ended): by default the run ends it and exits 69. \
+            Its accesses through the mount then fail with ENOTCONN.
+            """)
+    var keepOnMountLoss = false
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
 
     func validate() throws {
@@ -53,7 +59,9 @@ struct RunCommand: ParsableCommand {
             } else {
                 confinement = .sandbox(shareNetwork: shareNet, exposed: exposed)
             }
-            status = try AppLauncher.run(app: app, command: command, confinement: confinement, state: options.directory)
+            status = try AppLauncher.run(
+                app: app, command: command, confinement: confinement, state: options.directory,
+                keepOnMountLoss: keepOnMountLoss)
         }
         throw ExitCode(status)
     }
@@ -111,6 +119,15 @@ struct StatusCommand: ParsableCommand {
             print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
             print("app processes: \(status.processes.count)")
             for process in status.processes { print(Self.describe(process)) }
+            let stranded = status.stranded ?? []
+            if !stranded.isEmpty {
+                print("app processes on a dead mount (their daemon was killed; they cannot reach any mount): \(stranded.count)")
+                for process in stranded {
+                    print(
+                        "  \(process.pid)\t\(process.app.escapedForTerminal)\t\(process.state) "
+                            + "(daemon \(process.daemon), \(process.mountpoint.escapedForTerminal))")
+                }
+            }
             if let faults = status.faults, !faults.isEmpty {
                 print("fault rules: \(faults.count)")
                 for rule in faults { print("  " + rule.summary.escapedForTerminal) }

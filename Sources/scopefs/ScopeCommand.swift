@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import CSystemShims
 import Glibc
+import Policy
 import PolicyStore
 
 struct ScopeCommand: ParsableCommand {
@@ -25,8 +26,8 @@ struct ScopeCommand: ParsableCommand {
                 // Held until exit: this process becomes CMD, whose exit ends
                 // the scope without a leak (SPEC S11).
                 _ = try ControlAttributes.read(path, "user.scopefs.start-until-exit")
-                let argv = command.map { strdup($0) } + [nil]
-                execvp(command[0], argv)
+                let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
+                execvp(argv[0]!, argv)
                 let code = errno
                 throw ScopeFSError(
                     code == ENOENT ? .commandNotFound : .commandNotExecutable,

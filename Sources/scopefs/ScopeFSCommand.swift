@@ -10,10 +10,11 @@ struct ScopeFSCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scopefs",
         abstract: "The iOS/macOS document-picker security model for Linux apps, as a FUSE file system.",
-        discussion: "Exit codes are listed in docs/CLI.md.",
+        discussion: "Exit codes are listed in docs/CLI.md (installed as share/doc/scopefs/CLI.md).",
+        version: ScopeFSVersion.description,
         subcommands: [
             InitCommand.self, ProviderCommand.self, AppCommand.self, GrantCommand.self, RevokeCommand.self,
-            RestoreCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
+            RestoreCommand.self, ForgetCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,
@@ -22,6 +23,20 @@ struct ScopeFSCommand: ParsableCommand {
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the
     // subcommands read the same option group.
     @OptionGroup var options: StateOptions
+
+    /// Parses the arguments as the kernel passed them: `CommandLine.arguments`
+    /// turns bytes that are not UTF-8 into U+FFFD, and then `scopefs grant
+    /// APP drive:caf\xe9.txt` names a file that does not exist (SPEC S33a).
+    static func main() {
+        main(rawArguments())
+    }
+
+    /// `argv` after the program name, each kept losslessly (`HostName`).
+    static func rawArguments() -> [String] {
+        (1..<Int(CommandLine.argc)).map { index in
+            CommandLine.unsafeArgv[index].map { HostName.string(cString: $0) } ?? ""
+        }
+    }
 }
 
 /// `--state DIR`, shared by every command (SPEC S1).
@@ -46,6 +61,12 @@ struct StateOptions: ParsableArguments {
     }
 }
 
+/// A line on stderr about what a command did besides its output
+/// ("grant 3: access read-write -> read-only"), escaped (SPEC S29).
+func note(_ text: String) {
+    FileHandle.standardError.write(Data("scopefs: \(text.escapedForTerminal)\n".utf8))
+}
+
 /// Runs a command body, turning people-facing errors into a message on
 /// stderr and their documented exit code.
 func report(_ body: () throws(ScopeFSError) -> Void) throws {
@@ -61,5 +82,6 @@ func report(_ body: () throws(ScopeFSError) -> Void) throws {
 func printJSON<T: Encodable>(_ value: T) {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text) }
+    // Names that are not UTF-8 as `\udcXX` (docs/CLI.md, SPEC S33a).
+    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text.jsonHostEscaped) }
 }

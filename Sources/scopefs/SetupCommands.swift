@@ -79,7 +79,7 @@ struct ProviderCommand: ParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Unregister a provider and drop its grants.")
         @OptionGroup var options: StateOptions
-        @Argument var id: String
+        @Argument(completion: Completions.providers) var id: String
 
         func run() throws {
             try report { () throws(ScopeFSError) in
@@ -128,7 +128,7 @@ struct AppCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Unregister an app and drop its grants (its container stays on disk).")
         @OptionGroup var options: StateOptions
-        @Argument var id: String
+        @Argument(completion: Completions.apps) var id: String
 
         func run() throws {
             try report { () throws(ScopeFSError) in

@@ -27,7 +27,7 @@ import Testing
         #expect(policy.coverage(app: app, provider: "local", path: "") == .ancestor)
         #expect(policy.coverage(app: app, provider: "local", path: "Projects/Other") == .hidden)
         #expect(policy.coverage(app: app, provider: "local", path: "Projects/Novel2") == .hidden)
-        #expect(policy.childrenLeadingToGrants(app: app, provider: "local", path: "Projects") == ["Novel"])
+        #expect(policy.childrenLeadingToGrants(app: app, provider: "local", path: "Projects") == [HostNameKey("Novel")])
     }
 
     @Test("SPEC S2/S3: nothing of another app, nothing of an ungranted provider")
@@ -136,5 +136,26 @@ import Testing
         #expect(RelativePath.isWithin("a/b", "a"))
         #expect(!RelativePath.isWithin("ab", "a"))
         #expect(RelativePath.isWithin("anything", ""))
+    }
+}
+
+/// SPEC S33, S33a: a grant of one of two canonically equivalent names covers
+/// nothing of the other (two host files).
+@Suite struct CanonicalEquivalenceTests {
+    let app = "com.example.editor"
+
+    @Test func grantOfComposedNameDoesNotCoverDecomposedTwin() {
+        let grant = Grant(
+            id: 1, app: app, provider: "local", item: "item-1", relativePath: "docs/caf\u{E9}.txt",
+            isDirectory: false, access: .readWrite, state: .active, grantedAt: 0)
+        let policy = PolicySnapshot(
+            generation: 1, apps: [App(id: app, name: "Editor")],
+            providers: [Provider(id: "local", name: "Local", directory: "/p")], grants: [grant])
+        #expect(policy.coverage(app: app, provider: "local", path: "docs/cafe\u{301}.txt") == .hidden)
+        let docs = policy.position(app: app, provider: "local", path: "docs")
+        #expect(policy.position(app: app, provider: "local", child: "cafe\u{301}.txt", of: docs).coverage == .hidden)
+        #expect(policy.childrenLeadingToGrants(app: app, provider: "local", path: "docs")
+            == [HostNameKey("caf\u{E9}.txt")])
+        #expect(policy.coverage(app: app, provider: "local", path: "docs/caf\u{E9}.txt") == .granted(grant))
     }
 }

@@ -110,3 +110,58 @@ import Testing
         #expect(try store.events(.init(since: 4.5)).map(\.occurrences).prefix(2) == [5, 2])
     }
 }
+
+/// Grant lifecycle in SQLite (issue 16): one grant per item per app,
+/// forget, session grants, and the provider's root.
+@Suite struct GrantLifecycleStoreTests {
+    let app = "com.example.app"
+
+    func fixture() throws -> (PolicyRepository, String) {
+        let (_, repository, root) = try StoreTests().fixture()
+        return (repository, root)
+    }
+
+    @Test("Granting an item again reuses its grant; the picker only widens, `grant` replaces")
+    func reuse() throws {
+        let (repository, root) = try fixture()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let first = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
+        #expect(first.previous == nil)
+        let again = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .readWrite, update: .widen, wholeProvider: false)
+        #expect(again.grant.id == first.grant.id)
+        #expect(again.changes == ["access read-only -> read-write"])
+        let narrowed = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
+        #expect(narrowed.grant.access == .readWrite && narrowed.changes.isEmpty)
+        let replaced = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false)
+        #expect(replaced.changes == ["access read-write -> read-only", "lifetime persistent -> session"])
+        #expect(try repository.grants(app: app).count == 1)
+        #expect(try repository.grants(app: app).first?.isSession == true)
+    }
+
+    @Test("A provider's root needs wholeProvider (exit 64)")
+    func wholeProvider() throws {
+        let (repository, root) = try fixture()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        for path in [".", "", "./", "./."] {
+            do {
+                _ = try repository.grant(app: app, provider: "local", path: path, access: .read, wholeProvider: false)
+                Issue.record("root granted without wholeProvider: \(path)")
+            } catch { #expect(error.exitCode == 64) }
+        }
+        #expect(try repository.grant(app: app, provider: "local", path: ".", access: .read, wholeProvider: true).grant.relativePath == "")
+    }
+
+    @Test("Forget removes grants for good; session-only forgets only session grants")
+    func forget() throws {
+        let (repository, root) = try fixture()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let kept = try repository.grant(app: app, provider: "local", path: "docs", access: .read, wholeProvider: false).grant
+        let session = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false).grant
+        #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).map(\.id) == [session.id])
+        #expect(try repository.grants(app: app).map(\.id) == [kept.id])
+        #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).isEmpty)
+        #expect(throws: ScopeFSError.self) { try repository.forget(app: app, grant: 999) }
+        #expect(try repository.forget(app: app, grant: kept.id).map(\.id) == [kept.id])
+        #expect(try repository.snapshot(generation: 9).grantsByID.isEmpty)
+    }
+}

@@ -635,9 +635,10 @@ class Env:
         assert p.returncode == 0, "host snippet failed\n" + describe(p)
         return last_json_line(p)
 
-    def app_session(self, app: str, code: str, *args, sandbox: bool = False) -> AppSession:
-        """Start a snippet as an app process with stdin/stdout pipes (see AppSession)."""
-        argv = self.run_argv(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox)
+    def app_session(self, app: str, code: str, *args, sandbox: bool = False, extra: tuple = ()) -> AppSession:
+        """Start a snippet as an app process with stdin/stdout pipes (see AppSession);
+        `extra` are more `scopefs run` options."""
+        argv = self.run_argv(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox, extra)
         err = self.root / f"session-{len(self.sessions)}.err"
         with open(err, "w") as fe:
             popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

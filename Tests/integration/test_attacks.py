@@ -59,6 +59,10 @@ CHANGES = [
     ("import", ["import", ALPHA, f"{LOCAL}:{SECRET}"]),
     ("revoke", ["revoke", BETA, "--all"]),
     ("unmount", ["unmount", "MOUNTPOINT"]),
+    # Issue 16: removing grants for good, and session grants, are the owner's too.
+    ("forget", ["forget", BETA, "--all"]),
+    ("grant-session", ["grant", ALPHA, f"{LOCAL}:{SECRET}", "--session"]),
+    ("open-session", ["open", ALPHA, f"{LOCAL}:{SECRET}", "--session"]),
 ]
 
 RUN_CHANGES = """
@@ -83,8 +87,8 @@ def policy(env) -> dict:
 def test_an_app_process_cannot_change_the_isolation_layer(env):
     """Finding 1, SPEC S5: inside `scopefs run --app A --no-sandbox`, grant,
     restore (after the owner revoked), provider add, app add, open, import,
-    revoke and unmount each exit 77 with a message, and the isolation layer
-    is unchanged (and still mounted).
+    revoke, unmount, forget and session grants each exit 77 with a message,
+    and the isolation layer is unchanged (and still mounted).
     Seen failing on the old main: every command exited 0."""
     grant = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:docs")

@@ -361,7 +361,7 @@ def test_coordination_between_two_apps(world):
     relinquished = reader.recv()
     released = reader.recv()
     assert relinquished.get("relinquish") == item_a, relinquished
-    assert "granted" in late_writer and late_writer["granted"] >= released["released"], (late_writer, released)
+    assert "granted" in late_writer and late_writer["granted"] >= relinquished["at"], (late_writer, relinquished)
     reader.send("go")
 
     # A claim ends with its process.
@@ -393,17 +393,21 @@ def test_swift_example_app_story(world, swift_check):
         assert picked["content"].encode() == REPORT_BYTES, picked
         # A second app reads the document under a read claim, and lets go when asked.
         reader = world.app_session(BETA, "import time\n" + PY_HOLDER, world.prov(BETA, LOCAL, "docs/final.txt"), "read")
+        assert reader.recv() == {"holding": "read"}   # claimed before the Swift app can want to write
         backing = world.backing(LOCAL) / "docs"
         (backing / "report.txt").rename(backing / "final.txt")
-        assert reader.recv() == {"holding": "read"}
         reader.send("go")
         moved = json.loads(app.stdout.readline())
         assert moved["moved"] == world.prov(ALPHA, LOCAL, "docs/final.txt"), moved
-        relinquished = reader.recv()
+        try:
+            relinquished = reader.recv()
+        except AssertionError:
+            app.kill()
+            raise AssertionError(f"app said {app.stdout.read()!r}; its stderr: {out.read_text()}")
         released = reader.recv()
         wrote = json.loads(app.stdout.readline())
-        assert relinquished.get("relinquish") == world.prov(BETA, LOCAL, "docs/final.txt"), relinquished
-        assert wrote["wrote"] >= released["released"], (wrote, released)
+        assert relinquished.get("relinquish") == world.prov(BETA, LOCAL, "docs/final.txt"), (relinquished, out.read_text())
+        assert wrote["wrote"] >= relinquished["at"], (wrote, relinquished)
         reader.send("go")
         assert app.wait(timeout=30) == 0, out.read_text()
     finally:
@@ -564,3 +568,40 @@ emit({"served": list(watch) == []})
     hog.send("go")
     assert other == {"served": True}, other
     time.sleep(6)  # the hog's watches end in the daemon (their wait), before teardown counts descriptors
+
+
+C_WATCH = """
+import ctypes
+lib = ctypes.CDLL(sys.argv[1], use_errno=True)
+class Notice(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_char_p), ("path", ctypes.c_char_p), ("old_path", ctypes.c_char_p),
+                ("grant", ctypes.c_longlong)]
+HANDLER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Notice), ctypes.c_void_p)
+heard = []
+def on_notice(notice, context):
+    n = notice.contents
+    heard.append({"kind": n.kind.decode(), "path": n.path.decode(),
+                  "oldPath": n.old_path.decode() if n.old_path else None})
+    return 1 if n.kind == b"moved" else 0
+lib.scopefs_watch.argtypes = [HANDLER, ctypes.c_void_p, ctypes.c_double, ctypes.c_char_p]
+emit({"ready": True})
+rc = lib.scopefs_watch(HANDLER(on_notice), None, 10.0, None)
+emit({"rc": rc, "heard": heard})
+"""
+
+
+def test_c_presenter_callback(world, c_build):
+    """Issue 17, SPEC S31: the C library's scopefs_watch calls back for each
+    notice (arrived, then moved with both paths) until the handler stops it."""
+    session = world.app_session(ALPHA, C_WATCH, c_build / "libscopefs.so")
+    assert session.recv() == {"ready": True}
+    time.sleep(0.5)  # subscribed
+    world.cli("open", ALPHA, f"{LOCAL}:docs/notes.md")
+    backing = world.backing(LOCAL) / "docs"
+    time.sleep(0.3)
+    (backing / "notes.md").rename(backing / "c-notes.md")
+    got = session.recv(timeout=20)
+    assert got["rc"] == 0, got
+    assert [n["kind"] for n in got["heard"]] == ["arrived", "moved"], got
+    assert got["heard"][1] == {"kind": "moved", "path": world.prov(ALPHA, LOCAL, "docs/c-notes.md"),
+                               "oldPath": world.prov(ALPHA, LOCAL, "docs/notes.md")}, got

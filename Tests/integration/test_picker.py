@@ -431,3 +431,23 @@ def test_dumb_terminal_is_a_usage_error(world):
     assert picker.child.exitstatus == 64, printed
     assert "TERM=dumb" in printed and "scopefs open" in printed, printed
     assert "\x1b[" not in printed, repr(printed)
+
+
+def test_types_start_folder_and_granted_marks(world):
+    """Issue 17: `pick --type public.image --start local:Projects/Novel`
+    starts in that folder; files of other types are dimmed and refused when
+    chosen; an item the app already has is marked (granted)."""
+    state, provider = world
+    (provider / "Projects" / "Novel" / "cover.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    scopefs(state, "grant", APP, "local:Projects/Novel/cover.png")
+    picker = Picker(state, "--type", "public.image", "--start", "local:Projects/Novel")
+    picker.wait_for(lambda s: s.lines()[1].startswith("local:Projects/Novel"), "the start folder")
+    rows = {name: row for name, row in zip(picker.screen.names(), picker.screen.list_rows())}
+    assert "(granted)" in rows["cover.png"] and "(granted)" not in rows["chapter1.txt"], picker.screen.dump()
+    assert "\x1b[2m" in picker.screen.transcript, "no dimmed row drawn"
+    picker.highlight("chapter1.txt")
+    picker.send(" ")
+    picker.wait_text("chapter1.txt is not of a type asked for (public.image)")
+    picker.send(ESC)
+    picker.finish()
+    assert picker.status == CANCELLED

@@ -45,3 +45,39 @@ def test_mount_helper_for_fstab(env):
     assert (daemon["scopes"], daemon["openFiles"]) == ("lenient", "keep")
     bad = run_bounded([str(helper), str(env.state)], 30, environment, what="mount.scopefs usage")
     assert bad.returncode == 64 and "usage" in bad.stderr
+
+
+def test_mount_helper_takes_every_mount_option_and_rejects_unknown_ones(env):
+    """docs/CLI.md, "mount.scopefs": every `scopefs mount` option has an -o
+    spelling (open_files=, scopes=, scope_budget=, allow_other, timeout=,
+    log=), mount(8)'s and systemd's generic options are ignored, and an
+    unknown option (a typo such as `scope=lenient`) is an error, exit 64,
+    naming it, with nothing mounted; `-f` (fake) checks and mounts nothing."""
+    import json
+    from scopefs_harness import REPO_ROOT, mount_count, run_bounded, scopefs_bin
+
+    helper = REPO_ROOT / "mount-scripts" / "mount.scopefs"
+    environment = dict(env.base_env, SCOPEFS_BIN=str(scopefs_bin()))
+
+    def helper_run(*args):
+        return run_bounded([str(helper), str(env.state), str(env.mnt), *args], 30, environment,
+                           what="mount.scopefs")
+
+    for typo in ("scope=lenient", "open_file=keep", "ro"):
+        bad = helper_run("-o", f"rw,{typo},nofail")
+        assert bad.returncode == 64 and f"'{typo}'" in bad.stderr, bad
+        assert mount_count(env.mnt) == 0, f"-o {typo} mounted anyway"
+    fake = helper_run("-f", "-o", "scopes=lenient")
+    assert fake.returncode == 0 and mount_count(env.mnt) == 0, fake
+
+    p = helper_run("-n", "-o", "defaults,rw,noauto,nofail,_netdev,x-systemd.automount,x-systemd.mount-timeout=30,"
+                   "open_files=keep,scopes=lenient,scope_budget=7,allow_other,timeout=25,log=file", "-t", "scopefs")
+    env.mounted = bool(mount_count(env.mnt))
+    assert p.returncode == 0, p.stderr
+    env._record_daemon()
+    daemon = json.loads(env.cli("status", "--json").stdout)["daemon"]
+    assert (daemon["scopes"], daemon["openFiles"], daemon["scopeBudget"]) == ("lenient", "keep", 7), daemon
+    with open("/proc/self/mountinfo") as mountinfo:
+        line = next(line for line in mountinfo if f" {env.mnt} " in line)
+    assert "allow_other" in line.split(" - ")[1], line
+    assert (env.state / "daemon.log").exists(), "log=file did not reach `scopefs mount`"

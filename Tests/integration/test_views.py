@@ -87,8 +87,11 @@ emit({"after": attempt(os.listdir, ".")})
 
 
 def start_holder(env):
-    """An app process with its cwd in its container (app view), ready."""
-    session = env.app_session(ALPHA, HOLD_CWD, env.container(ALPHA))
+    """An app process with its cwd in its container (app view), ready. It
+    asks to outlive its mount (`--keep-on-mount-loss`): by default `scopefs
+    run` ends its app when the mount dies (issue 15), and these tests look
+    at what the app sees then."""
+    session = env.app_session(ALPHA, HOLD_CWD, env.container(ALPHA), extra=("--keep-on-mount-loss",))
     assert session.recv() == {"listed": ["Documents", "Library", "tmp"]}
     return session
 

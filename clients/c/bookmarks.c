@@ -79,6 +79,17 @@ struct answer {
     int cancelled;     /* "picked"."cancelled" */
     char **paths;      /* "picked"."paths": [...], NULL-terminated */
     size_t npaths;
+    unsigned long long cursor; /* "cursor": N (watch) */
+    int in_notices;            /* reading "notices": [...] */
+    struct notice *notices;    /* "notices": [{"kind", "path", "oldPath", "grant"}] */
+    size_t nnotices;
+};
+
+struct notice {
+    char *kind;
+    char *path;
+    char *old_path;
+    long long grant;
 };
 
 struct reader {
@@ -300,9 +311,23 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             a->has_resolution = 1;
         if (top && is(key, "picked"))
             a->has_picked = 1;
+        if (depth == 2 && key == NULL && a->in_notices) { /* a notice: a new slot */
+            struct notice *grown = realloc(a->notices, (a->nnotices + 1) * sizeof *grown);
+
+            if (!grown)
+                return -1;
+            a->notices = grown;
+            memset(&a->notices[a->nnotices++], 0, sizeof *grown);
+        }
         return read_object(r, a, depth, key);
-    case '[':
-        return read_array(r, a, depth, key);
+    case '[': {
+        int rc;
+
+        a->in_notices = top && is(key, "notices");
+        rc = read_array(r, a, depth, key);
+        a->in_notices = 0;
+        return rc;
+    }
     case '"': {
         char **slot = NULL;
 
@@ -323,6 +348,11 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             slot = &a->path;
         else if (in_resolution && is(key, "pathInApp"))
             slot = &a->path_in_app;
+        if (depth == 3 && a->in_notices && a->nnotices > 0) {
+            struct notice *n = &a->notices[a->nnotices - 1];
+
+            slot = is(key, "kind") ? &n->kind : is(key, "path") ? &n->path : is(key, "oldPath") ? &n->old_path : NULL;
+        }
         if (slot && *slot) { /* a duplicate member: keep the last */
             free(*slot);
             *slot = NULL;
@@ -355,6 +385,10 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
         while (*end == '.' || *end == 'e' || *end == 'E' || *end == '+' || *end == '-' ||
                (*end >= '0' && *end <= '9'))
             end++;
+        if (top && is(key, "cursor"))
+            a->cursor = strtoull(r->s + r->i, NULL, 10);
+        else if (depth == 3 && a->in_notices && a->nnotices > 0 && is(key, "grant"))
+            a->notices[a->nnotices - 1].grant = number;
         r->i = (size_t)(end - r->s);
         if (top && is(key, "code"))
             a->code = number;
@@ -686,4 +720,112 @@ fail:
     scopefs_free_paths(a.paths);
     errno = err;
     return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* presenters (issue 17) */
+
+static void free_notices(struct answer *a)
+{
+    for (size_t k = 0; k < a->nnotices; k++) {
+        free(a->notices[k].kind);
+        free(a->notices[k].path);
+        free(a->notices[k].old_path);
+    }
+    free(a->notices);
+    a->notices = NULL;
+    a->nnotices = 0;
+}
+
+/* One watch request; fills *a (the caller frees with free_notices). */
+static int watch_once(const char *socket_path, int subscribe, unsigned long long after, double wait, struct answer *a)
+{
+    char request[160];
+    char *text, *newline;
+    size_t n, text_len;
+    struct reader r;
+
+    n = subscribe ? (size_t)snprintf(request, sizeof request, "{\"op\":\"watch\"}\n")
+                  : (size_t)snprintf(request, sizeof request, "{\"op\":\"watch\",\"after\":%llu,\"waitSeconds\":%.3f}\n",
+                                     after, wait);
+    text = exchange(socket_path, request, n, &text_len);
+    if (!text)
+        return -1;
+    newline = memchr(text, '\n', text_len);
+    r.s = text;
+    r.i = 0;
+    r.n = newline ? (size_t)(newline - text) : text_len;
+    skip_space(&r);
+    memset(a, 0, sizeof *a);
+    if (!newline || r.i >= r.n || text[r.i] != '{' || read_value(&r, a, 0, NULL, NULL) < 0 || !a->ok) {
+        int err = a->ok ? EPROTO : EPERM;
+
+        free(text);
+        free(a->path);
+        free(a->path_in_app);
+        free_notices(a);
+        errno = err;
+        return -1;
+    }
+    free(text);
+    free(a->path);
+    free(a->path_in_app);
+    return 0;
+}
+
+SCOPEFS_EXPORT int scopefs_watch(scopefs_notice_handler handler, void *context, double timeout_seconds,
+                                 const char *state_dir)
+{
+    const char *app_root = getenv("SCOPEFS_MOUNT");
+    char *socket_path;
+    struct answer a;
+    unsigned long long cursor;
+    double quiet = 0;
+    int stop = 0;
+
+    if (!handler) {
+        errno = EINVAL;
+        return -1;
+    }
+    socket_path = state_socket_path(state_dir);
+    if (!socket_path)
+        return -1;
+    if (watch_once(socket_path, 1, 0, 0, &a) < 0)
+        goto fail;
+    cursor = a.cursor;
+    free_notices(&a);
+    while (!stop && (timeout_seconds < 0 || quiet < timeout_seconds)) {
+        double wait = timeout_seconds < 0 ? 10 : timeout_seconds - quiet < 10 ? timeout_seconds - quiet : 10;
+
+        if (watch_once(socket_path, 0, cursor, wait, &a) < 0)
+            goto fail;
+        cursor = a.cursor ? a.cursor : cursor;
+        quiet = a.nnotices ? 0 : quiet + wait;
+        for (size_t k = 0; k < a.nnotices && !stop; k++) {
+            struct notice *n = &a.notices[k];
+            char *path = NULL, *old_path = NULL;
+            struct scopefs_notice notice;
+
+            /* Paths are in the app's view: under $SCOPEFS_MOUNT in `scopefs run`. */
+            if (app_root && app_root[0] == '/') {
+                if (n->path && asprintf(&path, "%s/%s", app_root, n->path) < 0)
+                    path = NULL;
+                if (n->old_path && asprintf(&old_path, "%s/%s", app_root, n->old_path) < 0)
+                    old_path = NULL;
+            }
+            notice.kind = n->kind ? n->kind : "";
+            notice.path = path ? path : n->path ? n->path : "";
+            notice.old_path = old_path ? old_path : n->old_path;
+            notice.grant = n->grant;
+            stop = handler(&notice, context);
+            free(path);
+            free(old_path);
+        }
+        free_notices(&a);
+    }
+    free(socket_path);
+    return 0;
+fail:
+    free(socket_path);
+    return -1;
 }

@@ -21,6 +21,9 @@ int malloc_trim(size_t pad);
 
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 
+/// A descriptor that polls readable once the process `pid` has ended (glibc 2.36).
+int pidfd_open(pid_t pid, unsigned int flags);
+
 /// struct ucred (SO_PEERCRED) is hidden behind _GNU_SOURCE; same layout.
 struct scopefs_ucred {
     pid_t pid;

@@ -56,12 +56,25 @@ struct PickerController {
     /// export, move: the container item chosen in the first stage.
     private(set) var containerChoice: String?
 
-    init(mode: PickerMode, app: AppID, readOnly: Bool, list: @escaping Lister) {
+    /// What the picker was asked for (`--type`), for the message when a
+    /// dimmed file is chosen.
+    let typesAskedFor: [String]
+
+    init(
+        mode: PickerMode, app: AppID, readOnly: Bool, typesAskedFor: [String] = [], start: PickerPlace? = nil,
+        list: @escaping Lister
+    ) {
         self.mode = mode
         self.app = app
         self.readOnly = readOnly
+        self.typesAskedFor = typesAskedFor
         self.list = list
         self.place = mode.startsInContainer ? .container("") : .providers
+        if let start, !mode.startsInContainer {
+            place = start
+            if reload(highlighting: nil) { return }
+            place = .providers  // a start folder that cannot be listed: the list of providers
+        }
         reload(highlighting: nil)
     }
 
@@ -95,10 +108,10 @@ struct PickerController {
             if let entry = highlighted, entry.isFolder { enter(entry) }
         case .enter:
             guard let entry = highlighted else { chooseCurrentFolder(); break }
-            if entry.isFolder { enter(entry) } else { choose(item(for: entry)) }
+            if entry.isFolder { enter(entry) } else { choose(entry) }
         case .left, .backspace, .character("h"): goUp()
         case .space, .character("s"):
-            if let entry = highlighted { choose(item(for: entry)) } else { chooseCurrentFolder() }
+            if let entry = highlighted { choose(entry) } else { chooseCurrentFolder() }
         case .character("."): chooseCurrentFolder()
         default: break
         }
@@ -209,6 +222,15 @@ struct PickerController {
             return .provider(provider, RelativePath.join(path, entry.name), isFolder: entry.isFolder)
         case .container(let path): return .container(RelativePath.join(path, entry.name), isFolder: entry.isFolder)
         }
+    }
+
+    /// A highlighted row: a file of a type not asked for is refused here.
+    private mutating func choose(_ entry: PickerEntry) {
+        guard !entry.dimmed else {
+            message = "\(entry.name) is not of a type asked for (\(typesAskedFor.joined(separator: ", ")))."
+            return
+        }
+        choose(item(for: entry))
     }
 
     private mutating func chooseCurrentFolder() {

@@ -30,6 +30,10 @@ struct PickerEntry: Equatable, Sendable {
     var size: Int64?
     /// Providers: their display name.
     var detail: String?
+    /// The app already holds a grant on this item (`scopefs pick` marks it).
+    var granted = false
+    /// Not of a type the picker was asked for: shown dimmed, not choosable.
+    var dimmed = false
 
     var isFolder: Bool { kind != .file }
 }
@@ -87,22 +91,21 @@ enum PickerListing {
     }
 
     /// Hidden files (dot-files) are not shown (SPEC S21).
-    static func isHidden(_ name: String) -> Bool { name.hasPrefix(".") }
+    static func isHidden(_ name: String) -> Bool { name.utf8.first == UInt8(ascii: ".") }
 
     /// The entries of a host folder: hidden files skipped, symbolic links
     /// shown as what they point to, sorted.
     static func entries(ofFolder path: String) throws(ScopeFSError) -> [PickerEntry] {
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: path)
-        } catch {
-            throw ScopeFSError(.noInput, "cannot list \(path): \(error.localizedDescription)")
+        // readdir, not FileManager: a name that is not UTF-8 is listed as
+        // its bytes, not left out (SPEC S33a).
+        guard let names = HostFiles.names(in: path) else {
+            throw ScopeFSError(.noInput, "cannot list \(path): \(String(cString: strerror(errno)))")
         }
         var entries: [PickerEntry] = []
         for name in names where !isHidden(name) {
             var info = stat()
             let full = path + "/" + name
-            guard stat(full, &info) == 0 || lstat(full, &info) == 0 else { continue }
+            guard full.withHostCString({ stat($0, &info) == 0 || lstat($0, &info) == 0 }) else { continue }
             switch info.st_mode & S_IFMT {
             case S_IFDIR: entries.append(PickerEntry(name: name, kind: .folder))
             case S_IFLNK: entries.append(PickerEntry(name: name, kind: .file))  // a dangling link

@@ -77,14 +77,14 @@ enum PickerView {
         for index in first..<min(first + rows, picker.entries.count) {
             let entry = picker.entries[index]
             let isCursor = index == picker.cursor
-            let name = TerminalText.sanitize(entry.name) + (entry.isFolder ? "/" : "")
+            let name = TerminalText.sanitize(entry.name) + (entry.isFolder ? "/" : "") + (entry.granted ? "  (granted)" : "")
             let nameWidth = width - 2 - (detailWidth > 0 ? detailWidth + 2 : 0)
             var text = (isCursor ? "> " : "  ") + TerminalText.fit(name, to: nameWidth)
             if detailWidth > 0 {
                 let detailText = TerminalText.truncate(TerminalText.sanitize(details[index]), to: detailWidth)
                 text += "  " + String(repeating: " ", count: detailWidth - TerminalText.width(of: detailText)) + detailText
             }
-            lines.append(ScreenLine(text: text, style: isCursor ? .highlighted : .plain))
+            lines.append(ScreenLine(text: text, style: isCursor ? .highlighted : entry.dimmed ? .dim : .plain))
         }
         return lines + Array(repeating: blank, count: rows - lines.count)
     }

@@ -140,6 +140,29 @@ char **scopefs_pick(const char *mode, const char *const *content_types, int allo
 /* Frees what scopefs_pick() returned (NULL is fine). */
 void scopefs_free_paths(char **paths);
 
+/*
+ * What the app's presenter hears (issue 17, like NSFilePresenter): `kind` is
+ * "arrived", "revoked", "restored", "forgotten", "moved", "deleted" or
+ * "relinquish" (another app waits to write: save and end your claim);
+ * `path` is in the app's view, `old_path` (moves only, else NULL) where it
+ * was. Valid during the callback only.
+ */
+struct scopefs_notice {
+    const char *kind;
+    const char *path;
+    const char *old_path;
+    long long grant;
+};
+typedef int (*scopefs_notice_handler)(const struct scopefs_notice *notice, void *context);
+
+/*
+ * Calls `handler` for each notice about the calling app's documents from
+ * now on, until it returns nonzero or `timeout_seconds` pass without a
+ * notice (negative: no limit). Returns 0, or -1 with errno set (EPERM: not
+ * an app process; ECONNREFUSED: no daemon; EPROTO).
+ */
+int scopefs_watch(scopefs_notice_handler handler, void *context, double timeout_seconds, const char *state_dir);
+
 #ifdef __cplusplus
 }
 #endif

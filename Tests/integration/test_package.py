@@ -1,0 +1,203 @@
+"""What a user gets beyond the binary (README, "Install"): `--version`, shell
+completions that know the state directory's ids, and the Debian package
+(`make deb`): installed with dpkg, its binary runs without the Swift
+toolchain, `man scopefs` works, mount(8) finds the helper, the units and
+the C library's pkg-config file are in place, and it removes cleanly.
+
+The package test builds the package from the debug binary (`make deb
+CONFIG=debug`, a few minutes less than a release build in CI) unless
+SCOPEFS_DEB names a .deb; it installs on this machine (root, dpkg) and
+purges it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, mount_count, run_bounded
+
+VERSION = re.search(r'static let package = "([^"]+)"',
+                    (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(1)
+BUILD_TIMEOUT = 1200
+
+
+def test_version_names_the_package_version(env):
+    """`scopefs --version` prints the version of Sources/scopefs/Version.swift,
+    with `git describe` in parentheses when the Makefile built it; exit 0."""
+    p = run_bounded([env.bin, "--version"], 30, env.base_env)
+    assert p.returncode == 0, describe(p)
+    assert re.fullmatch(re.escape(VERSION) + r"( \([0-9A-Za-z._+~-]+\))?\n", p.stdout), describe(p)
+
+
+def _bash_complete(env, words: list[str]) -> list[str]:
+    """Completions bash offers for the last (partial) word of `words`, from
+    the script `scopefs --generate-completion-script bash` prints."""
+    script = env.root / "scopefs.bash"
+    generated = run_bounded([env.bin, "--generate-completion-script", "bash"], 30, env.base_env)
+    assert generated.returncode == 0, describe(generated)
+    script.write_text(generated.stdout)
+    function = re.search(r"complete .*-F (\S+) scopefs", generated.stdout).group(1)
+    line = " ".join(shlex.quote(w) for w in words)
+    program = f"""
+        source {shlex.quote(str(script))}
+        COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})
+        COMP_CWORD={len(words) - 1}
+        COMP_LINE={shlex.quote(line)}
+        COMP_POINT=${{#COMP_LINE}}
+        {function} scopefs {shlex.quote(words[-1])} {shlex.quote(words[-2])}
+        printf '%s\\n' "${{COMPREPLY[@]}}"
+    """
+    bindir = str(Path(env.bin).parent)
+    p = run_bounded(["bash", "-c", program], 30, dict(env.base_env, PATH=bindir + ":" + env.base_env["PATH"]))
+    assert p.returncode == 0, describe(p)
+    return sorted(w for w in p.stdout.split("\n") if w)
+
+
+def test_completions_offer_the_state_directory_ids(env):
+    """Shell completion (bash, through the generated script) completes app
+    ids, provider ids, PROVIDER: prefixes and an app's grant ids from the
+    state directory that --state names; zsh and fish scripts are generated too."""
+    first = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
+    second = env.grant(ALPHA, f"{DRIVE}:archive")
+    env.grant(BETA, f"{LOCAL}:photos")
+    state = str(env.state)
+    assert _bash_complete(env, ["scopefs", "--state", state, "privacy", ""]) == sorted([ALPHA, BETA])
+    assert _bash_complete(env, ["scopefs", "--state", state, "run", "--app", "com.example.a"]) == [ALPHA]
+    assert _bash_complete(env, ["scopefs", "--state", state, "provider", "remove", ""]) == sorted([LOCAL, DRIVE])
+    assert _bash_complete(env, ["scopefs", "--state", state, "grant", ALPHA, "lo"]) == [f"{LOCAL}:"]
+    assert _bash_complete(env, ["scopefs", "--state", state, "revoke", ALPHA, ""]) == sorted([first, second])
+    # A state directory that does not exist: nothing offered, nothing created.
+    missing = env.root / "no-such-state"
+    assert _bash_complete(env, ["scopefs", "--state", str(missing), "privacy", ""]) == []
+    assert not missing.exists()
+    for shell in ("zsh", "fish"):
+        p = run_bounded([env.bin, "--generate-completion-script", shell], 30, env.base_env)
+        assert p.returncode == 0 and "scopefs" in p.stdout, describe(p)
+
+
+# ---------------------------------------------------------------------------
+# the Debian package
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory) -> Path:
+    given = os.environ.get("SCOPEFS_DEB")
+    if given:
+        return Path(given)
+    p = run_bounded(["make", "-C", REPO_ROOT, "deb", "CONFIG=debug"], BUILD_TIMEOUT, dict(os.environ),
+                    out_dir=tmp_path_factory.mktemp("deb-build"), what="make deb CONFIG=debug")
+    assert p.returncode == 0, "make deb failed\n" + describe(p)
+    built = REPO_ROOT / ".build" / "dist" / f"scopefs_{VERSION}_amd64.deb"
+    assert built.is_file(), describe(p)
+    return built
+
+
+@pytest.fixture
+def installed(deb):
+    """The package installed with dpkg on this machine, purged afterwards."""
+    if os.geteuid() != 0 or shutil.which("dpkg") is None:
+        pytest.skip("installing the package needs root and dpkg")
+    if subprocess.run(["dpkg", "-s", "scopefs"], capture_output=True).returncode == 0:
+        pytest.skip("a scopefs package is already installed here; the test does not replace it")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    p = run_bounded(["dpkg", "-i", deb], 300, env, what="dpkg -i")
+    try:
+        assert p.returncode == 0, describe(p)
+        yield deb
+    finally:
+        purge = run_bounded(["dpkg", "--purge", "scopefs"], 300, env, what="dpkg --purge")
+        assert purge.returncode == 0, describe(purge)
+        assert not os.path.exists("/usr/bin/scopefs") and not os.path.exists("/sbin/mount.scopefs")
+
+
+def test_deb_contents(deb):
+    """The package holds what README's "Install" lists, at Debian's paths."""
+    p = run_bounded(["dpkg-deb", "--contents", deb], 60, dict(os.environ))
+    assert p.returncode == 0, describe(p)
+    paths = {line.split()[5].lstrip(".") for line in p.stdout.splitlines()}
+    expected = {
+        "/usr/bin/scopefs", "/sbin/mount.scopefs", "/usr/share/man/man1/scopefs.1.gz",
+        "/usr/share/man/man8/mount.scopefs.8.gz",
+        "/usr/share/bash-completion/completions/scopefs", "/usr/share/zsh/vendor-completions/_scopefs",
+        "/usr/share/fish/vendor_completions.d/scopefs.fish",
+        "/lib/systemd/system/scopefs@.service", "/usr/lib/systemd/user/scopefs.service",
+        f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}", "/usr/lib/x86_64-linux-gnu/libscopefs.so.0",
+        "/usr/lib/x86_64-linux-gnu/libscopefs.so", "/usr/lib/x86_64-linux-gnu/pkgconfig/scopefs.pc",
+        "/usr/include/scopefs.h", "/usr/lib/python3/dist-packages/scopefs.py",
+        "/usr/lib/scopefs/libswiftCore.so", "/usr/share/doc/scopefs/copyright",
+        "/usr/share/doc/scopefs/CLI.md", "/usr/share/doc/scopefs/README.md",
+    }
+    assert expected <= paths, sorted(expected - paths)
+    control = run_bounded(["dpkg-deb", "--field", deb, "Version", "Depends"], 60, dict(os.environ))
+    assert f"Version: {VERSION}" in control.stdout, control.stdout
+    for dependency in ("fuse3", "libfuse3-3", "bubblewrap", "libseccomp2", "libsqlite3-0", "libsystemd0"):
+        assert re.search(rf"\b{dependency}\b", control.stdout), control.stdout
+
+
+def test_installed_package_works(installed, env, tmp_path):
+    """After `dpkg -i`: /usr/bin/scopefs runs even with the Swift toolchain
+    hidden; `man scopefs` shows the generated page; `mount -t scopefs`
+    with -o options mounts through /sbin/mount.scopefs and rejects a typo
+    (exit 64); the system unit verifies as installed (binary and man page
+    found); the C library links through pkg-config with soname
+    libscopefs.so.0; Debian's python3 imports the client."""
+    base = dict(os.environ)
+    version = run_bounded(["unshare", "--mount", "sh", "-c",
+                           "mount -t tmpfs tmpfs /opt/swift && /usr/bin/scopefs --version"], 30, base)
+    assert version.returncode == 0 and version.stdout.startswith(VERSION), describe(version)
+    ldd = run_bounded(["ldd", "/usr/bin/scopefs"], 30, base)
+    assert "/opt/swift" not in ldd.stdout and "not found" not in ldd.stdout, ldd.stdout
+
+    where = run_bounded(["man", "-w", "scopefs"], 30, base)
+    assert where.stdout.strip() == "/usr/share/man/man1/scopefs.1.gz", describe(where)
+    page = run_bounded(["man", "-P", "cat", "scopefs"], 30, dict(base, MANWIDTH="100"))
+    assert page.returncode == 0 and "SYNOPSIS" in page.stdout and "provider" in page.stdout, describe(page)
+    helper_page = run_bounded(["man", "-w", "mount.scopefs"], 30, base)
+    assert helper_page.stdout.strip() == "/usr/share/man/man8/mount.scopefs.8.gz", describe(helper_page)
+    with open("/usr/share/bash-completion/completions/scopefs") as completion:
+        assert not completion.readline().startswith("#!"), "bash sources completions: no #! line"
+
+    # mount(8) runs /sbin/mount.scopefs, which runs /usr/bin/scopefs.
+    mount_env = {k: v for k, v in env.base_env.items() if k != "SCOPEFS_BIN"}
+    typo = run_bounded(["mount", "-t", "scopefs", "-o", "scope=lenient", env.state, env.mnt], 30, mount_env)
+    assert typo.returncode != 0 and "'scope=lenient'" in typo.stderr and mount_count(env.mnt) == 0, describe(typo)
+    p = run_bounded(["mount", "-t", "scopefs", "-o", "scopes=lenient,open_files=keep,nofail", env.state, env.mnt],
+                    60, mount_env, out_dir=tmp_path, what="mount -t scopefs")
+    env.mounted = bool(mount_count(env.mnt))
+    assert p.returncode == 0, describe(p)
+    env._record_daemon()
+    daemon = json.loads(env.cli("status", "--json").stdout)["daemon"]
+    assert (daemon["scopes"], daemon["openFiles"]) == ("lenient", "keep"), daemon
+    assert Path(f"/proc/{daemon['pid']}/exe").resolve() == Path("/usr/bin/scopefs")
+
+    if shutil.which("systemd-analyze"):
+        verify = run_bounded(["systemd-analyze", "verify", "scopefs@main.service"], 60, base)
+        assert verify.returncode == 0 and not verify.stderr.strip(), describe(verify)
+
+    pc = run_bounded(["pkg-config", "--modversion", "scopefs"], 30, base)
+    assert pc.stdout.strip() == VERSION, describe(pc)
+    source = tmp_path / "use.c"
+    source.write_text('#include <scopefs.h>\nint main(void) { return scopefs_scope_count("/") == -2 ? 0 : 1; }\n')
+    flags = run_bounded(["pkg-config", "--cflags", "--libs", "scopefs"], 30, base).stdout.split()
+    cc = run_bounded([os.environ.get("CC", "cc"), "-o", tmp_path / "use", source, *flags], 60, base)
+    assert cc.returncode == 0, describe(cc)
+    needed = run_bounded(["readelf", "-d", tmp_path / "use"], 30, base).stdout
+    assert "[libscopefs.so.0]" in needed, needed
+    python = run_bounded(["/usr/bin/python3", "-c", "import scopefs; print(scopefs.__file__)"], 30, base)
+    assert python.stdout.strip() == "/usr/lib/python3/dist-packages/scopefs.py", describe(python)
+
+
+def test_lintian_has_no_unexplained_tags(deb):
+    """lintian (when installed) reports no error or warning that
+    packaging/deb/lintian-overrides does not explain."""
+    if shutil.which("lintian") is None:
+        pytest.skip("lintian is not installed (`apt-get install lintian`; `make lint-deb` runs it)")
+    p = run_bounded(["lintian", "--fail-on", "error,warning", deb], 600, dict(os.environ), what="lintian")
+    assert p.returncode == 0, describe(p)
