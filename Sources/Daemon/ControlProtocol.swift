@@ -33,6 +33,10 @@ public struct ControlRequest: Codable, Sendable {
         /// coordination), or ends a claim.
         case coordinate
         case release
+        /// The owner's fault and latency rules (issue 18): add one, list
+        /// them, clear one or all. Never an app's: an app that could clear
+        /// its faults would pass the tests meant to catch it.
+        case faultAdd, faultList, faultClear
 
         /// What an app process may ask, on either endpoint: the rest would
         /// let it change or survey the isolation layer, or answer its own
@@ -70,6 +74,11 @@ public struct ControlRequest: Codable, Sendable {
     /// With `reload`: container paths of copies `scopefs import` just put
     /// in `app`'s inbox (SPEC S18, `InboxKeeper`).
     public var imported: [String]?
+    /// With `faultAdd`: the rule, and a seed to restart the percentages'
+    /// draws from; with `faultClear`, the rule (nil: all).
+    public var fault: FaultRule?
+    public var seed: UInt64?
+    public var faultID: Int?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil,
@@ -110,6 +119,8 @@ public struct ControlResponse: Codable, Sendable {
     /// With `register`: the daemon's pid, which `scopefs run` watches to
     /// end its app when the mount dies (issue 15).
     public var daemon: Int32?
+    /// With `faultAdd`, `faultList` and `faultClear`: the rules in force.
+    public var faults: [FaultRule]?
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)
@@ -161,4 +172,6 @@ public struct DaemonStatus: Codable, Sendable {
         /// Always "on a dead mount".
         public var state: String
     }
+    /// The fault and latency rules in force (issue 18).
+    public var faults: [FaultRule]?
 }

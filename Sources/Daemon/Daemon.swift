@@ -284,6 +284,8 @@ public enum Daemon {
             } catch {
                 return .failure(error.exitCode, error.message)
             }
+        case .faultAdd, .faultList, .faultClear:
+            return FaultHandling.handle(request, faults: fileSystem.faults)
         case .pick, .agentNext, .agentAnswer:
             return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
         case .coordinate, .release:
@@ -320,7 +322,8 @@ public enum Daemon {
                 openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
                 policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
-                processes: processes, stranded: strandedStatus(tracker))
+                processes: processes, stranded: strandedStatus(tracker),
+                faults: fileSystem.faults.rules)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }
     }

@@ -14,11 +14,13 @@ public struct Event: Sendable, Codable, Equatable {
         /// An app process of a previous daemon still runs on that daemon's
         /// dead mount (ENOTCONN); recorded by the next daemon (issue 15).
         case stranded
+        /// A fault or latency injected by an owner's rule (issue 18).
+        case fault
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
-            case .start, .stop, .unbalancedStop, .budgetExhausted: .routine
+            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault: .routine
             case .denial, .leak, .policyFailedClosed, .stranded: .incident
             case .grant, .revoke, .restore, .forget: .policyChange
             }

@@ -55,5 +55,6 @@ var results: [[String: Any]] = []
 for size in [10_000, 100_000] {
     results.append(measure(grants: size, decisions: decisions))
 }
-let data = try JSONSerialization.data(withJSONObject: ["policyDecision": results], options: [.prettyPrinted, .sortedKeys])
+let faultCheck = measureFaultCheck(checks: quick ? 100_000 : 1_000_000)
+let data = try JSONSerialization.data(withJSONObject: ["policyDecision": results, "faultCheck": faultCheck], options: [.prettyPrinted, .sortedKeys])
 print(String(decoding: data, as: UTF8.self))

@@ -41,6 +41,7 @@ extension ScopeFileSystem {
             if error != .ioError { recordDenial(error, resolved, caller, function: function) }
             throw error
         }
+        if faults.isActive { try injectFault(resolved, caller, function: function) }
         // The resolved value's last use: moved into the target, not copied
         // (a copy retains each of its references once more).
         return Target(resolved: resolved, grant: grant)
@@ -151,7 +152,8 @@ extension ScopeFileSystem {
     /// `--open-files revoke`, a revoked grant cuts it (SPEC S14).
     /// Reads and writes ask this once per policy generation, through an
     /// atomic on the handle, not a lock per call.
-    func checkStillGranted(_ handle: OpenHandle) throws(Errno) {
+    func checkStillGranted(_ handle: OpenHandle, function: StaticString = #function) throws(Errno) {
+        if faults.isActive { try injectFault(handle, function: function) }
         guard configuration.openFiles == .revoke, let grant = handle.grant else { return }
         let current = generation
         if handle.grantVerified.load(ordering: .acquiring) == current { return }

@@ -20,10 +20,12 @@ extension ScopeFileSystem {
 
     /// Creates `name` in a writable folder with `body`, hands it to the caller
     /// and looks it up.
-    private func make(_ request: Request, _ parent: UInt64, _ name: String, _ body: (Int32) throws(Errno) -> Void)
-        throws(Errno) -> Entry
-    {
-        let folder = try gate(parent, .write, callers.caller(of: request))
+    private func make(
+        _ request: Request, _ parent: UInt64, _ name: String, function: StaticString = #function,
+        _ body: (Int32) throws(Errno) -> Void
+    ) throws(Errno) -> Entry {
+        // `function`: the request's name (mkdir, ...) for events and fault rules.
+        let folder = try gate(parent, .write, callers.caller(of: request), function: function)
         let directory = try backedDirectory(folder)
         try body(directory)
         try giveToCaller(directory, name, request, folder: folder.node)
@@ -51,9 +53,11 @@ extension ScopeFileSystem {
         try remove(request, parent, name, flags: Sys.removeDirectory)
     }
 
-    private func remove(_ request: Request, _ parent: UInt64, _ name: String, flags: Int32) throws(Errno) {
+    private func remove(
+        _ request: Request, _ parent: UInt64, _ name: String, flags: Int32, function: StaticString = #function
+    ) throws(Errno) {
         let caller = callers.caller(of: request)
-        let folder = try gate(parent, .write, caller)
+        let folder = try gate(parent, .write, caller, function: function)
         try requireVisible(name, in: folder)
         try Sys.unlinkAt(try backedDirectory(folder), name, flags)
         table.removed(parent: parent, name: name)

@@ -60,6 +60,8 @@ public final class ScopeFileSystem: FileSystem {
     let events: any EventSink
     let documents: any DocumentServices
     let table: NodeTable
+    /// The owner's fault and latency rules (issue 18); none by default.
+    public let faults = FaultInjector()
     private let policy: Mutex<PolicySnapshot>
     /// The installed snapshot's generation, readable without the lock;
     /// stored under the policy lock, so it never runs ahead of the snapshot.

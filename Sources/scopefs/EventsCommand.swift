@@ -136,7 +136,8 @@ enum Errno {
         case EXDEV: "EXDEV"
         case EDQUOT: "EDQUOT"
         case EACCES: "EACCES"
-        default: String(code)
+        // Injected faults (issue 18) may carry any errno a rule names.
+        default: FaultRule.errnoNames.first { $0.value == code }?.name ?? String(code)
         }
     }
 }

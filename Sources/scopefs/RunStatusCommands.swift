@@ -128,6 +128,10 @@ struct StatusCommand: ParsableCommand {
                             + "(daemon \(process.daemon), \(process.mountpoint.escapedForTerminal))")
                 }
             }
+            if let faults = status.faults, !faults.isEmpty {
+                print("fault rules: \(faults.count)")
+                for rule in faults { print("  " + rule.summary.escapedForTerminal) }
+            }
         } else {
             print("no daemon serves \(options.directory.path.escapedForTerminal)")
         }

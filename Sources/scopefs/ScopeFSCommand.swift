@@ -17,7 +17,7 @@ struct ScopeFSCommand: ParsableCommand {
             RestoreCommand.self, ForgetCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
-            PickCommand.self, AgentCommand.self,
+            PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,
         ])
 
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the

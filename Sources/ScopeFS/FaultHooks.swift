@@ -1,0 +1,64 @@
+import Foundation
+import Glibc
+import Policy
+import SystemPackage
+
+/// Fault and latency injection (issue 18): the owner's rules
+/// (`FaultInjector`) make requests the policy allowed fail with an errno
+/// or wait, so a developer can test an app against a failing disk as
+/// against a revocation. `gate` and `checkStillGranted` call in here only
+/// when a rule is set (`faults.isActive`, one relaxed load).
+extension ScopeFileSystem {
+    /// Operations on a name in a folder: the gate sees the folder.
+    private static let folderOperations: Set<String> = [
+        "lookup", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir", "rename", "create",
+    ]
+
+    /// Applies the rules to a request that passed the gate.
+    func injectFault(_ resolved: NodeTable.Resolved, _ caller: Caller, function: StaticString) throws(Errno) {
+        let operation = FaultRule.operation(ofFunction: "\(function)")
+        let app = caller.app ?? resolved.node.place.app
+        var pid: Int32? = nil
+        if case .app(_, let process) = caller { pid = process.pid }
+        try apply(
+            resolved, app: app, pid: pid, operation: operation,
+            inFolder: resolved.node.isDirectory && Self.folderOperations.contains(operation))
+    }
+
+    /// Applies the rules to a read, write or fsync on an open file.
+    func injectFault(_ open: OpenHandle, function: StaticString) throws(Errno) {
+        guard let resolved = table.resolve(open.node.inode, generation: generation) else { return }
+        var app: AppID? = nil
+        if case .app(let user) = open.user { app = user }
+        try apply(resolved, app: app ?? resolved.node.place.app, pid: nil,
+                  operation: FaultRule.operation(ofFunction: "\(function)"), inFolder: false)
+    }
+
+    private func apply(_ resolved: NodeTable.Resolved, app: AppID?, pid: Int32?, operation: String, inFolder: Bool)
+        throws(Errno)
+    {
+        let shown = displayPath(resolved)
+        let effects = faults.effects(
+            app: app, path: Self.pathInView(shown, app: resolved.node.place.app), operation: operation, inFolder: inFolder)
+        let now = Date().timeIntervalSince1970
+        if effects.latencyMilliseconds > 0 {
+            // The request's own thread waits, as it would on a slow disk.
+            events.record(
+                Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation,
+                      count: effects.latencyMilliseconds))
+            usleep(UInt32(min(effects.latencyMilliseconds, 60_000)) * 1000)
+        }
+        if let failure = effects.errno, let errno = failure.errno {
+            events.record(Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation, errno: errno))
+            throw Errno(rawValue: errno)
+        }
+    }
+
+    /// `/APP/Providers/local/a.txt` as the app sees it: `Providers/local/a.txt`.
+    static func pathInView(_ shown: String, app: AppID?) -> String {
+        guard let app else { return String(shown.drop { $0 == "/" }) }
+        let prefix = "/\(app)"
+        guard shown.hasPrefix(prefix) else { return shown }
+        return String(shown.dropFirst(prefix.count).drop { $0 == "/" })
+    }
+}

@@ -1,0 +1,276 @@
+import Foundation
+import Policy
+import PolicyStore
+import Yams
+
+/// A test scenario for `scopefs test` (issue 18): what to do to an app
+/// while it runs, and what must hold afterwards. Read from YAML or JSON
+/// (JSON is YAML too, so one parser gives both their line numbers).
+struct Scenario {
+    struct Step {
+        enum Trigger: Equatable {
+            /// Seconds after the app started.
+            case at(Double)
+            /// Once the app's standard output contains the text.
+            case prints(String)
+            /// Once the daemon served `count` requests of `operation` on
+            /// paths matching `glob` (in the app's view) to the app.
+            case after(count: Int, operation: String, glob: String)
+        }
+
+        enum Action: Equatable {
+            /// Grants by item, `PROVIDER:RELPATH` as `scopefs grant` takes it.
+            case revoke(String)
+            case restore(String)
+            /// On the host, behind the mount's back.
+            case rename(from: String, to: String)
+            case delete(String)
+            case write(path: String, content: String)
+            /// `OP:ERRNO[:P%]` or, for latency, `OP:MSms[:P%]`.
+            case fault(FaultRule)
+            case signal(Int32, String)
+        }
+
+        var trigger: Trigger
+        var action: Action
+        var line: Int
+    }
+
+    struct Denials: Equatable {
+        var atLeast: Int?
+        var atMost: Int?
+        var operation: String?
+    }
+
+    struct Expectations {
+        var exit: Int32?
+        var noLeakedScope = false
+        var noUnbalancedStop = false
+        var denials: Denials?
+        var prints: [String] = []
+        var notPrints: [String] = []
+        var files: [(path: String, content: String)] = []
+        var within: Double?
+    }
+
+    var name: String
+    var app: String?
+    var timeout: Double = 60
+    var steps: [Step] = []
+    var expect = Expectations()
+
+    static let signals: [String: Int32] = ["TERM": SIGTERM, "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT]
+}
+
+/// A scenario file's mistake, with its line (exit 65).
+struct ScenarioError: Error {
+    var line: Int?
+    var message: String
+}
+
+extension Scenario {
+    static func load(path: String) throws(ScopeFSError) -> Scenario {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ScopeFSError(.noInput, "cannot read scenario \(path)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ScopeFSError(.badData, "\(path): not UTF-8 text")
+        }
+        do {
+            let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+            return try parse(text, name: name)
+        } catch let error as ScenarioError {
+            throw ScopeFSError(.badData, "\(path)\(error.line.map { ":\($0)" } ?? ""): \(error.message)")
+        } catch let error as YamlError {
+            throw ScopeFSError(.badData, "\(path): not YAML or JSON: \(error)")
+        } catch {
+            throw ScopeFSError(.badData, "\(path): \(error)")
+        }
+    }
+
+    static func parse(_ text: String, name: String) throws -> Scenario {
+        guard let root = try Yams.compose(yaml: text) else { throw ScenarioError(line: nil, message: "the scenario is empty") }
+        let top = try mapping(root, "the scenario", allowed: ["name", "app", "timeout", "steps", "expect"])
+        var scenario = Scenario(name: name)
+        if let node = top["name"] { scenario.name = try string(node, "name") }
+        if let node = top["app"] { scenario.app = try string(node, "app") }
+        if let node = top["timeout"] { scenario.timeout = try duration(node, "timeout") }
+        if let node = top["steps"] {
+            guard case .sequence(let steps) = node else { throw ScenarioError(line: line(node), message: "steps: expected a list") }
+            scenario.steps = try steps.map(step)
+        }
+        if let node = top["expect"] { scenario.expect = try expectations(node) }
+        return scenario
+    }
+
+    private static let actionKeys = ["revoke", "restore", "rename", "delete", "write", "fault", "latency", "signal"]
+
+    private static func step(_ node: Node) throws -> Step {
+        let map = try mapping(node, "a step", allowed: ["at", "when", "after"] + actionKeys)
+        let at = line(node)
+        let triggers = ["at", "when", "after"].filter { map[$0] != nil }
+        guard triggers.count <= 1 else {
+            throw ScenarioError(line: at, message: "a step has one trigger (at, when); this one has \(triggers.joined(separator: " and "))")
+        }
+        var trigger = Step.Trigger.at(0)
+        if let value = map["at"] {
+            trigger = .at(try duration(value, "at"))
+        } else if let value = map["when"] {
+            let text = try string(value, "when")
+            let prefix = "app prints "
+            guard text.hasPrefix(prefix), text.count > prefix.count else {
+                throw ScenarioError(line: line(value), message: "when: expected 'app prints TEXT', got '\(text)'")
+            }
+            var printed = String(text.dropFirst(prefix.count))
+            // `when: app prints "a: b"`: the quotes are YAML's, not the text's.
+            if printed.count >= 2, let first = printed.first, first == printed.last, first == "\"" || first == "'" {
+                printed = String(printed.dropFirst().dropLast())
+            }
+            trigger = .prints(printed)
+        } else if let value = map["after"] {
+            trigger = try after(try string(value, "after"), line: line(value))
+        }
+        let actions = actionKeys.filter { map[$0] != nil }
+        guard actions.count == 1, let key = actions.first, let value = map[key] else {
+            throw ScenarioError(
+                line: at, message: "a step does one thing (\(actionKeys.joined(separator: ", "))); this one has \(actions.isEmpty ? "none" : actions.joined(separator: " and "))")
+        }
+        let action: Step.Action
+        switch key {
+        case "revoke": action = .revoke(try item(value, key))
+        case "restore": action = .restore(try item(value, key))
+        case "delete": action = .delete(try item(value, key))
+        case "rename":
+            let fields = try mapping(value, "rename", allowed: ["from", "to"])
+            guard let from = fields["from"], let to = fields["to"] else {
+                throw ScenarioError(line: line(value), message: "rename: needs from and to")
+            }
+            action = .rename(from: try item(from, "from"), to: try item(to, "to"))
+        case "write":
+            let fields = try mapping(value, "write", allowed: ["path", "content"])
+            guard let path = fields["path"], let content = fields["content"] else {
+                throw ScenarioError(line: line(value), message: "write: needs path and content")
+            }
+            action = .write(path: try item(path, "path"), content: try string(content, "content"))
+        case "fault", "latency":
+            do {
+                action = .fault(try FaultCommand.parse(try string(value, key), latency: key == "latency"))
+            } catch let error as ScopeFSError {
+                throw ScenarioError(line: line(value), message: "\(key): \(error.message)")
+            }
+        default:
+            let name = try string(value, key).uppercased().replacingOccurrences(of: "SIG", with: "")
+            guard let number = signals[name] else {
+                throw ScenarioError(line: line(value), message: "signal: one of \(signals.keys.sorted().joined(separator: ", "))")
+            }
+            action = .signal(number, name)
+        }
+        return Step(trigger: trigger, action: action, line: at ?? 0)
+    }
+
+    /// `100 reads of Providers/local/docs/*`: N, an operation (plural or
+    /// not), `of`, a glob.
+    private static func after(_ text: String, line: Int?) throws -> Step.Trigger {
+        let words = text.split(separator: " ", maxSplits: 3).map(String.init)
+        guard words.count == 4, let count = Int(words[0]), count > 0, words[2] == "of" else {
+            throw ScenarioError(line: line, message: "after: expected 'N OPERATIONs of GLOB', e.g. '100 reads of Providers/local/docs/*'")
+        }
+        var operation = words[1]
+        if !FaultRule.operations.contains(operation), operation.hasSuffix("s") { operation.removeLast() }
+        guard operation != "*", FaultRule.operations.contains(operation) else {
+            throw ScenarioError(line: line, message: "after: unknown operation '\(words[1])'")
+        }
+        return .after(count: count, operation: operation, glob: words[3])
+    }
+
+    private static func expectations(_ node: Node) throws -> Expectations {
+        let map = try mapping(
+            node, "expect",
+            allowed: ["exit", "no_leaked_scope", "no_unbalanced_stop", "denials", "prints", "not_prints", "files", "within"])
+        var expect = Expectations()
+        if let value = map["exit"] {
+            guard let code = value.int else { throw ScenarioError(line: line(value), message: "exit: expected a number") }
+            expect.exit = Int32(code)
+        }
+        if let value = map["no_leaked_scope"] { expect.noLeakedScope = try bool(value, "no_leaked_scope") }
+        if let value = map["no_unbalanced_stop"] { expect.noUnbalancedStop = try bool(value, "no_unbalanced_stop") }
+        if let value = map["denials"] {
+            let fields = try mapping(value, "denials", allowed: ["at_least", "at_most", "op"])
+            var denials = Denials()
+            if let n = fields["at_least"] { denials.atLeast = try count(n, "at_least") }
+            if let n = fields["at_most"] { denials.atMost = try count(n, "at_most") }
+            if let op = fields["op"] { denials.operation = try string(op, "op") }
+            expect.denials = denials
+        }
+        if let value = map["prints"] { expect.prints = try strings(value, "prints") }
+        if let value = map["not_prints"] { expect.notPrints = try strings(value, "not_prints") }
+        if let value = map["files"] {
+            guard case .sequence(let files) = value else { throw ScenarioError(line: line(value), message: "files: expected a list") }
+            for file in files {
+                let fields = try mapping(file, "a file", allowed: ["path", "content"])
+                guard let path = fields["path"], let content = fields["content"] else {
+                    throw ScenarioError(line: line(file), message: "a file expectation needs path and content")
+                }
+                expect.files.append((try item(path, "path"), try string(content, "content")))
+            }
+        }
+        if let value = map["within"] { expect.within = try duration(value, "within") }
+        return expect
+    }
+
+    // MARK: Nodes
+
+    private static func line(_ node: Node) -> Int? { node.mark?.line }
+
+    private static func mapping(_ node: Node, _ what: String, allowed: [String]) throws -> [String: Node] {
+        guard case .mapping(let map) = node else { throw ScenarioError(line: line(node), message: "\(what): expected a mapping") }
+        var fields: [String: Node] = [:]
+        for (key, value) in map {
+            guard let name = key.string else { throw ScenarioError(line: line(key), message: "\(what): keys are names") }
+            guard allowed.contains(name) else {
+                throw ScenarioError(
+                    line: line(key), message: "unknown key '\(name)' in \(what); known: \(allowed.joined(separator: ", "))")
+            }
+            fields[name] = value
+        }
+        return fields
+    }
+
+    private static func string(_ node: Node, _ what: String) throws -> String {
+        guard case .scalar(let scalar) = node else { throw ScenarioError(line: line(node), message: "\(what): expected text") }
+        return scalar.string
+    }
+
+    private static func strings(_ node: Node, _ what: String) throws -> [String] {
+        if case .sequence(let items) = node { return try items.map { try string($0, what) } }
+        return [try string(node, what)]
+    }
+
+    private static func bool(_ node: Node, _ what: String) throws -> Bool {
+        guard let value = node.bool else { throw ScenarioError(line: line(node), message: "\(what): expected true or false") }
+        return value
+    }
+
+    private static func count(_ node: Node, _ what: String) throws -> Int {
+        guard let value = node.int, value >= 0 else { throw ScenarioError(line: line(node), message: "\(what): expected a count") }
+        return value
+    }
+
+    /// `PROVIDER:RELPATH`.
+    private static func item(_ node: Node, _ what: String) throws -> String {
+        let text = try string(node, what)
+        guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else {
+            throw ScenarioError(line: line(node), message: "\(what): expected PROVIDER:RELPATH, got '\(text)'")
+        }
+        return text
+    }
+
+    private static func duration(_ node: Node, _ what: String) throws -> Double {
+        if let number = node.float, case .scalar(let scalar) = node, Double(scalar.string) != nil { return max(number, 0) }
+        do {
+            return try ChaosCommand.seconds(try string(node, what))
+        } catch let error as ScopeFSError {
+            throw ScenarioError(line: line(node), message: "\(what): \(error.message)")
+        }
+    }
+}

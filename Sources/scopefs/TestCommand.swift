@@ -1,0 +1,394 @@
+import ArgumentParser
+import Daemon
+import Foundation
+import Glibc
+import Policy
+import PolicyStore
+
+/// `scopefs test SCENARIO -- CMD`: runs CMD as the scenario's app against
+/// the running mount, drives the scenario's timeline, then checks its
+/// expectations (issue 18). Exit 0 when all hold, 1 otherwise.
+struct TestCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "test",
+        abstract: "Run a command as an app through a scenario of revocations, host changes and faults; check expectations.",
+        discussion: "The scenario format is in docs/SCENARIOS.md. Exit 0: every expectation held; 1: one failed; 65: a bad scenario.")
+    @OptionGroup var options: StateOptions
+    @Argument(help: "The scenario file (YAML or JSON).") var scenario: String
+    @Option(help: "The app to run as (default: the scenario's `app`).") var app: String?
+    @Option(help: "Write a JUnit XML report to this file.") var junit: String?
+    @Flag(help: "Print the report as JSON.") var json = false
+    @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false
+    @Argument(parsing: .postTerminator, help: "The command and its arguments (after --).") var command: [String] = []
+
+    func validate() throws {
+        if command.isEmpty { throw ValidationError("name a command to run after --") }
+    }
+
+    struct Outcome: Encodable {
+        var name: String
+        var passed: Bool
+        var detail: String
+    }
+
+    struct Report: Encodable {
+        var scenario: String
+        var passed: Bool
+        var seconds: Double
+        var exitStatus: Int32?
+        var expectations: [Outcome]
+        var actions: [String]
+        var events: [String]
+    }
+
+    func run() throws {
+        var passed = false
+        try report { () throws(ScopeFSError) in
+            let scenario = try Scenario.load(path: self.scenario)
+            guard let app = app ?? scenario.app else {
+                throw ScopeFSError(.usage, "name the app with --app or in the scenario (app: ...)")
+            }
+            let repository = try options.repositoryForChange("run test scenarios")
+            let runner = try ScenarioRunner(
+                scenario: scenario, app: app, repository: repository, state: options.directory, noSandbox: noSandbox)
+            let result = try runner.run(command)
+            passed = result.passed
+            if json {
+                printJSON(result)
+            } else {
+                Self.printText(result)
+            }
+            if let junit {
+                do {
+                    try JUnitReport.xml(result).write(toFile: junit, atomically: true, encoding: .utf8)
+                } catch {
+                    throw ScopeFSError(.ioError, "cannot write \(junit): \(error.localizedDescription)")
+                }
+            }
+        }
+        if !passed { throw ExitCode(1) }
+    }
+
+    static func printText(_ result: Report) {
+        print("scenario \(result.scenario.escapedForTerminal): \(result.passed ? "PASSED" : "FAILED") in \(String(format: "%.2f", result.seconds)) s")
+        for outcome in result.expectations {
+            print("  \(outcome.passed ? "ok  " : "FAIL") \(outcome.name.escapedForTerminal)\(outcome.passed ? "" : ": " + outcome.detail.escapedForTerminal)")
+        }
+        if !result.passed {
+            print("events of the run:")
+            for line in result.events.suffix(30) { print("  " + line.escapedForTerminal) }
+        }
+    }
+}
+
+/// Drives one scenario: the app as a child `scopefs run` (so this process
+/// stays the owner's and may revoke), its output watched for triggers.
+struct ScenarioRunner {
+    let scenario: Scenario
+    let app: String
+    let repository: PolicyRepository
+    let state: StateDirectory
+    let noSandbox: Bool
+    let grants: [String: Grant]
+    let providers: [String: Provider]
+
+    init(scenario: Scenario, app: String, repository: PolicyRepository, state: StateDirectory, noSandbox: Bool)
+        throws(ScopeFSError)
+    {
+        self.scenario = scenario
+        self.app = app
+        self.repository = repository
+        self.state = state
+        self.noSandbox = noSandbox
+        var grants: [String: Grant] = [:]
+        for grant in try repository.grants(app: app) {
+            grants["\(grant.provider):\(grant.relativePath)"] = grant
+            if grant.relativePath.isEmpty { grants["\(grant.provider):."] = grant }
+        }
+        self.grants = grants
+        providers = Dictionary(uniqueKeysWithValues: try repository.providers().map { ($0.id, $0) })
+        // Every item a step names must exist before the app starts.
+        for step in scenario.steps {
+            switch step.action {
+            case .revoke(let item), .restore(let item):
+                guard grants[item] != nil else {
+                    throw ScopeFSError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
+                }
+            case .rename(let from, _): _ = try hostPath(from, line: step.line)
+            case .delete(let item), .write(let item, _): _ = try hostPath(item, line: step.line)
+            default: break
+            }
+        }
+        for file in scenario.expect.files { _ = try hostPath(file.path, line: nil) }
+    }
+
+    func hostPath(_ item: String, line: Int?) throws(ScopeFSError) -> String {
+        let colon = item.firstIndex(of: ":")!
+        let provider = String(item[..<colon])
+        let relative = String(item[item.index(after: colon)...])
+        guard let directory = providers[provider]?.directory, RelativePath.normalize(relative) != nil || relative == "." else {
+            throw ScopeFSError(.badData, "\(scenario.name)\(line.map { ":\($0)" } ?? ""): no provider item \(item)")
+        }
+        return relative.isEmpty || relative == "." ? directory : directory + "/" + relative
+    }
+
+    func run(_ command: [String]) throws(ScopeFSError) -> TestCommand.Report {
+        // `after:` triggers count through 0 ms latency rules: set before the app starts.
+        var counters: [Int: Int] = [:]  // step index -> rule id
+        var faults: [Int] = []
+        for (index, step) in scenario.steps.enumerated() {
+            guard case .after(_, let operation, let glob) = step.trigger else { continue }
+            var request = ControlRequest(op: .faultAdd)
+            request.fault = FaultRule(app: app, path: glob, operation: operation, latencyMilliseconds: 0)
+            let response = try ControlClient.send(request, state: state)
+            guard response.ok, let id = response.faults?.first?.id else {
+                throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "cannot count requests")
+            }
+            counters[index] = id
+            faults.append(id)
+        }
+        var hits: [Int: Int] = [:]
+        var lastCount = Date.distantPast
+        let started = Date()
+        let output = OutputWatcher()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["--state", state.path, "run", "--app", app] + (noSandbox ? ["--no-sandbox"] : []) + ["--"] + command
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        do { try process.run() } catch { throw ScopeFSError(.internalError, "cannot start scopefs run: \(error)") }
+        output.follow(pipe.fileHandleForReading)
+
+        var actions: [String] = []
+        var done = Array(repeating: false, count: scenario.steps.count)
+        var revoked = Set<GrantID>()
+        var timedOut = false
+        func say(_ line: String) {
+            actions.append(line)
+            FileHandle.standardError.write(Data(("test " + line).escapedForTerminal.utf8 + [10]))
+        }
+        while process.isRunning {
+            let now = Date().timeIntervalSince(started)
+            if counters.keys.contains(where: { !done[$0] }), Date().timeIntervalSince(lastCount) > 0.02 {
+                lastCount = Date()
+                let rules = (try? ControlClient.send(ControlRequest(op: .faultList), state: state).faults) ?? []
+                for rule in rules { hits[rule.id] = rule.hits ?? 0 }
+            }
+            for (index, step) in scenario.steps.enumerated() where !done[index] {
+                switch step.trigger {
+                case .at(let offset): if now < offset { continue }
+                case .prints(let text): if !output.contains(text) { continue }
+                case .after(let count, _, _): if (hits[counters[index] ?? -1] ?? 0) < count { continue }
+                }
+                done[index] = true
+                let done = perform(step, process: process, revoked: &revoked, faults: &faults)
+                // From the step's time (or its trigger's sighting) to its
+                // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
+                let scheduled: Double = if case .at(let offset) = step.trigger { offset } else { now }
+                let effect = (Date().timeIntervalSince(started) - scheduled) * 1000
+                say(String(format: "+%.3fs ", now) + done + String(format: ", in force %.1f ms after its time", effect))
+            }
+            if now >= scenario.timeout {
+                timedOut = true
+                say(String(format: "+%.3fs ", now) + "timeout: SIGTERM, then SIGKILL after 2 s")
+                process.terminate()
+                let deadline = Date().addingTimeInterval(2)
+                while process.isRunning && Date() < deadline { usleep(10_000) }
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                break
+            }
+            usleep(2_000)
+        }
+        process.waitUntilExit()
+        output.finish()
+        let seconds = Date().timeIntervalSince(started)
+        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        // The daemon writes events every 100 ms.
+        usleep(400_000)
+        let events = (try? EventStore(database: repository.database).events(.init(app: app, since: started.timeIntervalSince1970))) ?? []
+        for grant in revoked.sorted() { setState(.active, grant: grant) }
+        for id in faults {
+            var request = ControlRequest(op: .faultClear)
+            request.faultID = id
+            _ = try? ControlClient.send(request, state: state)
+        }
+        var outcomes = check(status: status, seconds: seconds, timedOut: timedOut, output: output.text, events: events)
+        for (index, step) in scenario.steps.enumerated() where !done[index] {
+            outcomes.append(.init(name: "step at line \(step.line) ran", passed: false, detail: "the app finished before its trigger"))
+        }
+        return TestCommand.Report(
+            scenario: scenario.name, passed: outcomes.allSatisfy(\.passed), seconds: seconds, exitStatus: timedOut ? nil : status,
+            expectations: outcomes, actions: actions, events: events.map(EventsCommand.line))
+    }
+
+    private func setState(_ target: GrantState, grant: GrantID) {
+        _ = try? repository.setState(target, app: app, grant: grant)
+        try? ControlClient.notifyChange(state: state)
+    }
+
+    /// Does one step; returns what it did, for the log.
+    private func perform(_ step: Scenario.Step, process: Process, revoked: inout Set<GrantID>, faults: inout [Int]) -> String {
+        do {
+            switch step.action {
+            case .revoke(let item):
+                let grant = grants[item]!.id
+                setState(.revoked, grant: grant)
+                revoked.insert(grant)
+                return "revoke grant \(grant) (\(item))"
+            case .restore(let item):
+                let grant = grants[item]!.id
+                setState(.active, grant: grant)
+                revoked.remove(grant)
+                return "restore grant \(grant) (\(item))"
+            case .rename(let from, let to):
+                try FileManager.default.moveItem(atPath: try hostPath(from, line: step.line), toPath: try hostPath(to, line: step.line))
+                return "rename on the host \(from) -> \(to)"
+            case .delete(let item):
+                try FileManager.default.removeItem(atPath: try hostPath(item, line: step.line))
+                return "delete on the host \(item)"
+            case .write(let item, let content):
+                try content.write(toFile: try hostPath(item, line: step.line), atomically: false, encoding: .utf8)
+                return "write on the host \(item)"
+            case .fault(var rule):
+                rule.app = app
+                var request = ControlRequest(op: .faultAdd)
+                request.fault = rule
+                let response = try ControlClient.send(request, state: state)
+                guard response.ok, let added = response.faults?.first else { return "fault refused: \(response.message ?? "?")" }
+                faults.append(added.id)
+                return "fault \(added.summary)"
+            case .signal(let number, let name):
+                kill(process.processIdentifier, number)
+                return "signal SIG\(name)"
+            }
+        } catch {
+            return "step at line \(step.line) failed: \(error)"
+        }
+    }
+
+    private func check(status: Int32, seconds: Double, timedOut: Bool, output: String, events: [Event])
+        -> [TestCommand.Outcome]
+    {
+        let expect = scenario.expect
+        var outcomes: [TestCommand.Outcome] = []
+        outcomes.append(
+            .init(name: "finished within \(Int(scenario.timeout)) s (timeout)", passed: !timedOut,
+                  detail: "the app still ran after \(scenario.timeout) s and was killed"))
+        if let code = expect.exit {
+            outcomes.append(.init(name: "exit status is \(code)", passed: !timedOut && status == code, detail: "it was \(status)"))
+        }
+        if expect.noLeakedScope {
+            let leaks = events.filter { $0.kind == .leak }
+            outcomes.append(
+                .init(name: "no leaked scope", passed: leaks.isEmpty,
+                      detail: leaks.map { "\($0.path ?? "?") x\($0.count ?? 0)" }.joined(separator: ", ")))
+        }
+        if expect.noUnbalancedStop {
+            let stops = events.filter { $0.kind == .unbalancedStop }.reduce(0) { $0 + $1.occurrences }
+            outcomes.append(.init(name: "no unbalanced stop", passed: stops == 0, detail: "\(stops) unbalanced stops"))
+        }
+        if let denials = expect.denials {
+            let count = events.filter { $0.kind == .denial && (denials.operation == nil || $0.operation == denials.operation) }
+                .reduce(0) { $0 + $1.occurrences }
+            let what = "denials\(denials.operation.map { " of \($0)" } ?? "")"
+            if let least = denials.atLeast {
+                outcomes.append(.init(name: "at least \(least) \(what)", passed: count >= least, detail: "there were \(count)"))
+            }
+            if let most = denials.atMost {
+                outcomes.append(.init(name: "at most \(most) \(what)", passed: count <= most, detail: "there were \(count)"))
+            }
+        }
+        for text in expect.prints {
+            outcomes.append(.init(name: "the app printed '\(text)'", passed: output.contains(text), detail: "it did not"))
+        }
+        for text in expect.notPrints {
+            outcomes.append(.init(name: "the app did not print '\(text)'", passed: !output.contains(text), detail: "it did"))
+        }
+        for file in expect.files {
+            let path = (try? hostPath(file.path, line: nil)) ?? file.path
+            let content = FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
+            outcomes.append(
+                .init(name: "host file \(file.path) holds the expected content", passed: content == file.content,
+                      detail: content.map { "it holds \($0.prefix(200).debugDescription)" } ?? "it does not exist"))
+        }
+        if let within = expect.within {
+            outcomes.append(
+                .init(name: "finished within \(within) s", passed: !timedOut && seconds <= within,
+                      detail: String(format: "it took %.2f s", seconds)))
+        }
+        return outcomes
+    }
+}
+
+/// The app's standard output: passed on to ours, kept for `when` and `prints`.
+final class OutputWatcher: @unchecked Sendable {
+    private let lock = NSLock()
+    private var buffer = Data()
+    private let finished = DispatchSemaphore(value: 0)
+
+    func follow(_ handle: FileHandle) {
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                FileHandle.standardError.write(chunk)
+                lock.lock()
+                buffer.append(chunk)
+                lock.unlock()
+            }
+            finished.signal()
+        }
+    }
+
+    /// Waits until the app's output ended (its last writer exited).
+    func finish() { _ = finished.wait(timeout: .now() + 5) }
+
+    var text: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: buffer, as: UTF8.self)
+    }
+
+    func contains(_ needle: String) -> Bool { text.contains(needle) }
+}
+
+/// JUnit XML as GitLab, GitHub and Jenkins read it: one test case per
+/// expectation, the run's actions and events as the suite's output.
+enum JUnitReport {
+    static func xml(_ report: TestCommand.Report) -> String {
+        let failures = report.expectations.filter { !$0.passed }.count
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        xml += "<testsuites name=\"scopefs test\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
+        xml += "  <testsuite name=\"\(escape(report.scenario))\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" skipped=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
+        for outcome in report.expectations {
+            xml += "    <testcase classname=\"scopefs.\(escape(report.scenario))\" name=\"\(escape(outcome.name))\" time=\"0\""
+            if outcome.passed {
+                xml += "/>\n"
+            } else {
+                xml += ">\n      <failure message=\"\(escape(outcome.detail))\" type=\"expectation\">\(escape(outcome.name + ": " + outcome.detail))</failure>\n    </testcase>\n"
+            }
+        }
+        let log = (report.actions.map { "action " + $0 } + report.events.map { "event " + $0 }).joined(separator: "\n")
+        xml += "    <system-out>\(escape(log))</system-out>\n"
+        xml += "  </testsuite>\n</testsuites>\n"
+        return xml
+    }
+
+    /// Text and attribute escaping; control characters XML 1.0 cannot hold become U+FFFD.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            case "\n", "\t", "\r": out.unicodeScalars.append(scalar)
+            default:
+                out.unicodeScalars.append(scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) ? "\u{FFFD}" : scalar)
+            }
+        }
+        return out
+    }
+}

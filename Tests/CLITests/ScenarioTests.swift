@@ -1,0 +1,110 @@
+import Foundation
+import Glibc
+import Policy
+import Testing
+
+@testable import scopefs
+
+/// `scopefs test`'s scenario files and JUnit output (issue 18), without a mount.
+@Suite struct ScenarioTests {
+    func error(_ text: String) -> ScenarioError? {
+        do {
+            _ = try Scenario.parse(text, name: "s")
+            return nil
+        } catch let error as ScenarioError {
+            return error
+        } catch {
+            return ScenarioError(line: nil, message: "\(error)")
+        }
+    }
+
+    @Test("every step and expectation kind parses, from YAML")
+    func yaml() throws {
+        let scenario = try Scenario.parse(
+            """
+            name: all
+            app: a
+            timeout: 30s
+            steps:
+              - at: 500ms
+                revoke: local:docs
+              - when: 'app prints "ready: yes"'
+                restore: local:docs
+              - at: 1
+                rename: {from: "local:a", to: "local:b"}
+              - delete: local:b
+              - write: {path: "local:c", content: hi}
+              - fault: read:EIO:5%
+              - latency: open:20ms
+              - signal: SIGTERM
+              - after: 100 reads of Providers/local/docs/*
+                revoke: local:docs
+              - after: 1 open of x
+                revoke: local:docs
+            expect:
+              exit: 3
+              no_leaked_scope: true
+              no_unbalanced_stop: true
+              denials: {at_least: 1, at_most: 4, op: read}
+              prints: [x, y]
+              not_prints: Traceback
+              files: [{path: "local:c", content: hi}]
+              within: 2m
+            """, name: "file")
+        #expect(scenario.name == "all" && scenario.app == "a" && scenario.timeout == 30)
+        #expect(scenario.steps.map(\.trigger) == [.at(0.5), .prints("ready: yes"), .at(1), .at(0), .at(0), .at(0), .at(0), .at(0),
+            .after(count: 100, operation: "read", glob: "Providers/local/docs/*"), .after(count: 1, operation: "open", glob: "x")])
+        #expect(scenario.steps.map(\.line) == [5, 7, 9, 11, 12, 13, 14, 15, 16, 18])
+        #expect(scenario.steps[2].action == .rename(from: "local:a", to: "local:b"))
+        #expect(scenario.steps[5].action == .fault(FaultRule(operation: "read", errno: EIO, percent: 5)))
+        #expect(scenario.steps[7].action == .signal(SIGTERM, "TERM"))
+        #expect(scenario.expect.exit == 3 && scenario.expect.noLeakedScope && scenario.expect.noUnbalancedStop)
+        #expect(scenario.expect.denials == .init(atLeast: 1, atMost: 4, operation: "read"))
+        #expect(scenario.expect.prints == ["x", "y"] && scenario.expect.notPrints == ["Traceback"])
+        #expect(scenario.expect.files.map(\.content) == ["hi"] && scenario.expect.within == 120)
+    }
+
+    @Test("JSON is read too, with its lines")
+    func json() throws {
+        let scenario = try Scenario.parse("{\"steps\": [\n{\"at\": \"1s\", \"revoke\": \"local:x\"}\n], \"expect\": {\"exit\": 0}}", name: "j")
+        #expect(scenario.steps.first?.action == .revoke("local:x"))
+        #expect(error("{\"steps\": [\n{\"at\": \"1s\",\n \"revok\": \"local:x\"}]}")?.line == 3)
+    }
+
+    @Test("mistakes name their line and what is allowed")
+    func mistakes() {
+        let unknown = error("steps:\n  - at: 1s\n    revoke: local:x\nexpect:\n  exitt: 0\n")
+        #expect(unknown?.line == 5)
+        #expect(unknown?.message.contains("unknown key 'exitt'") == true)
+        #expect(unknown?.message.contains("no_leaked_scope") == true)
+        #expect(error("steps:\n  - at: 1s\n    when: app prints X\n    revoke: local:x\n")?.message.contains("one trigger") == true)
+        #expect(error("steps:\n  - at: 1s\n")?.message.contains("none") == true)
+        #expect(error("steps:\n  - at: soon\n    revoke: local:x\n")?.line == 2)
+        #expect(error("steps:\n  - after: 3 reads x\n    revoke: local:x\n")?.message.contains("N OPERATIONs of GLOB") == true)
+        #expect(error("steps:\n  - after: 3 frobs of x\n    revoke: local:x\n")?.line == 2)
+        #expect(error("steps:\n  - revoke: docs\n")?.message.contains("PROVIDER:RELPATH") == true)
+        #expect(error("steps:\n  - fault: read:EWHAT\n")?.line == 2)
+        #expect(error("steps:\n  - signal: KILL\n")?.line == 2)
+        #expect(error("bogus: 1\n")?.line == 1)
+        #expect(error("")?.message == "the scenario is empty")
+    }
+
+    @Test("JUnit XML escapes names and counts failures")
+    func junit() {
+        let report = TestCommand.Report(
+            scenario: "a<b", passed: false, seconds: 1.5, exitStatus: 1,
+            expectations: [
+                .init(name: "exit status is 0", passed: false, detail: "it was \"1\" & \u{1b}"),
+                .init(name: "no leaked scope", passed: true, detail: ""),
+            ],
+            actions: ["+0.1s revoke grant 1 (local:x)"], events: ["event <x>"])
+        let xml = JUnitReport.xml(report)
+        #expect(xml.contains("failures=\"1\""))
+        #expect(xml.contains("name=\"a&lt;b\""))
+        #expect(xml.contains("message=\"it was &quot;1&quot; &amp; \u{FFFD}\""))
+        #expect(xml.contains("<testcase classname=\"scopefs.a&lt;b\" name=\"no leaked scope\" time=\"0\"/>"))
+        #expect(xml.contains("event &lt;x&gt;"))
+        #expect(xml.components(separatedBy: "<testcase ").count == 3)
+        #expect(xml.components(separatedBy: "<failure ").count == 2)
+    }
+}

@@ -1,0 +1,211 @@
+"""`scopefs test SCENARIO -- CMD` (issue 18): a timeline of steps (at a
+time, or when the app prints a text) and expectations checked after the
+run; exit 0 when all hold, 1 naming the failed one, 65 for a bad scenario;
+JUnit XML for CI."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+
+from scopefs_harness import ALPHA, LOCAL, REPO_ROOT, confines_by_default, describe, snippet
+
+EXAMPLES = REPO_ROOT / "docs" / "examples" / "scenarios"
+SCENARIO = EXAMPLES / "revoke-while-open.yaml"
+
+
+def scopefs_test(env, scenario, *cmd, extra=()):
+    view = ["--no-sandbox"] if confines_by_default() else []
+    return env.cli("test", scenario, "--app", ALPHA, *view, *extra, "--", *cmd, expect=None, timeout=60)
+
+
+def check_junit(path, failures: int) -> list:
+    """The JUnit shape CI systems read: testsuites > testsuite > testcase,
+    counts in attributes, a <failure message=...> per failed case."""
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 1
+    cases = suites[0].findall("testcase")
+    assert int(suites[0].get("tests")) == len(cases) == int(root.get("tests"))
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert int(suites[0].get("failures")) == len(failed) == failures
+    for case in failed:
+        assert case.find("failure").get("message"), ET.tostring(case)
+    for case in cases:
+        assert case.get("name") and case.get("classname")
+    assert suites[0].find("system-out") is not None
+    return cases
+
+
+def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one(env):
+    """Issue 18's "done when": the app that caches a descriptor crashes on
+    EPERM after the scenario revokes its grant once it printed READY:
+    `scopefs test` exits 1 naming the failed expectation (exit status) and
+    writes JUnit XML with that failure; the fixed app passes (0), and its
+    JUnit has no failure. The grant is active again after each run."""
+    gid = env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    junit = env.root / "buggy.xml"
+    buggy = scopefs_test(env, SCENARIO, sys.executable, EXAMPLES / "cached_descriptor_buggy.py",
+                         "Providers/local/docs/report.txt", extra=("--junit", junit))
+    assert buggy.returncode == 1, describe(buggy)
+    assert "FAIL exit status is 0: it was 1" in buggy.stdout, buggy.stdout
+    assert "FAIL the app printed 'lost access'" in buggy.stdout, buggy.stdout
+    assert "PermissionError" in buggy.stderr
+    cases = check_junit(junit, failures=3)  # exit, prints, the open denial never came
+    assert any(c.get("name") == "exit status is 0" and c.find("failure") is not None for c in cases)
+    states = {row["grant"]: row["state"] for row in json.loads(env.cli("privacy", ALPHA, "--json").stdout)}
+    assert states[int(gid)] == "active"
+
+    junit = env.root / "fixed.xml"
+    fixed = scopefs_test(env, SCENARIO, sys.executable, EXAMPLES / "cached_descriptor_fixed.py",
+                         "Providers/local/docs/report.txt", extra=("--junit", junit, "--json"))
+    assert fixed.returncode == 0, describe(fixed)
+    report = json.loads(fixed.stdout)
+    assert report["passed"] is True and report["exitStatus"] == 0
+    assert [a.split(" ", 1)[1].split(",")[0] for a in report["actions"]] == [f"revoke grant {gid} ({LOCAL}:docs)"]
+    check_junit(junit, failures=0)
+
+
+WAITER = """
+import signal, time
+path = sys.argv[1]
+def stop(*_):
+    print("stopping", flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+end = time.monotonic() + 15
+while time.monotonic() < end:
+    if attempt(read_bytes, path) == "OK" and read_text(path) == "hello":
+        print("SEEN", flush=True)
+        time.sleep(0.5)  # the scenario adds its fault on SEEN
+        break
+    time.sleep(0.05)
+print("open:", attempt(read_bytes, sys.argv[2]), flush=True)
+time.sleep(15)
+"""
+
+TIMELINE = """
+name: timeline
+timeout: 20s
+steps:
+  - at: 300ms
+    write: {path: "local:work/note.txt", content: hello}
+  - when: app prints SEEN
+    fault: "open:EDQUOT"
+  - when: app prints "open:"
+    rename: {from: "local:work/note.txt", to: "local:work/moved.txt"}
+  - when: app prints "open:"
+    signal: TERM
+expect:
+  exit: 3
+  prints: [SEEN, "open: EDQUOT", stopping]
+  not_prints: Traceback
+  files:
+    - {path: "local:work/moved.txt", content: hello}
+  denials: {at_most: 0}
+  no_unbalanced_stop: true
+"""
+
+
+def test_a_timeline_of_host_changes_faults_and_signals(env):
+    """Steps at a time and on the app's output: a host write the app then
+    sees, a fault rule it meets on its next open, a host rename, SIGTERM;
+    every expectation kind but leaks holds, so the run passes (0). The
+    same scenario with a wrong expectation fails (1) and names it."""
+    env.grant(ALPHA, f"{LOCAL}:work")
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    scenario = env.root / "timeline.yaml"
+    scenario.write_text(TIMELINE)
+    cmd = [sys.executable, "-c", snippet(WAITER), env.prov(ALPHA, LOCAL, "work/note.txt"),
+           env.prov(ALPHA, LOCAL, "docs/report.txt")]
+    p = scopefs_test(env, scenario, *cmd)
+    assert p.returncode == 0, describe(p)
+    assert json.loads(env.cli("fault", "list", "--json").stdout) == []
+    assert (env.backing(LOCAL) / "work/moved.txt").read_text() == "hello"
+    (env.backing(LOCAL) / "work/moved.txt").unlink()
+    scenario.write_text(TIMELINE.replace("exit: 3", "exit: 4"))
+    p = scopefs_test(env, scenario, *cmd)
+    assert p.returncode == 1, describe(p)
+    assert "FAIL exit status is 4: it was 3" in p.stdout, p.stdout
+
+
+COUNTED_READS = """
+import time
+for index, path in enumerate(sys.argv[1:]):
+    got = attempt(read_bytes, path)
+    if got != "OK":
+        print(f"denied at {index}: {got}", flush=True)
+        break
+    time.sleep(0.15)
+"""
+
+AFTER_READS = """
+steps:
+  - after: 5 reads of Providers/local/work/f*
+    revoke: local:work
+expect:
+  exit: 0
+  prints: "denied at"
+"""
+
+
+def test_a_step_after_n_reads_of_a_glob(env):
+    """`after: 5 reads of GLOB` fires once the daemon served the app five
+    reads of matching files (each file is new, so each read reaches the
+    daemon): the app's sixth or seventh read is the first denied (EPERM),
+    the counting rule is gone afterwards, and `fault list` counted hits."""
+    for index in range(12):
+        (env.backing(LOCAL) / f"work/f{index:02d}.txt").write_text(f"file {index}\n")
+    env.grant(ALPHA, f"{LOCAL}:work")
+    env.mount()
+    scenario = env.root / "after.yaml"
+    scenario.write_text(AFTER_READS)
+    files = [env.prov(ALPHA, LOCAL, f"work/f{index:02d}.txt") for index in range(12)]
+    p = scopefs_test(env, scenario, sys.executable, "-c", snippet(COUNTED_READS), *files)
+    assert p.returncode == 0, describe(p)
+    denied = [line for line in p.stderr.splitlines() if line.startswith("denied at ")]
+    assert denied in (["denied at 5: EPERM"], ["denied at 6: EPERM"]), p.stderr
+    assert json.loads(env.cli("fault", "list", "--json").stdout) == []
+
+
+def test_bad_scenarios_are_refused_with_their_line(env):
+    """An unknown key, an unknown step action, two triggers, a grant the
+    app does not have: exit 65 with the file's line; nothing runs."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    cases = {
+        "steps:\n  - at: 1s\n    revoke: local:docs\nexpect:\n  exitt: 0\n": (5, "unknown key 'exitt'"),
+        "steps:\n  - at: 1s\n    explode: local:docs\n": (3, "unknown key 'explode'"),
+        "steps:\n  - at: 1s\n    when: app prints X\n    revoke: local:docs\n": (2, "one trigger"),
+        "steps:\n  - revoke: local:photos\n": (2, "no grant of local:photos"),
+        '{"steps": [{"at": "1s", "signal": "KILLALL"}]}': (1, "signal:"),
+    }
+    for index, (text, (line, words)) in enumerate(cases.items()):
+        path = env.root / f"bad{index}.yaml"
+        path.write_text(text)
+        p = scopefs_test(env, path, "true")
+        assert p.returncode == 65, describe(p)
+        assert f"bad{index}.yaml:{line}:" in p.stderr or f"bad{index}:{line}:" in p.stderr, (text, p.stderr)
+        assert words in p.stderr, (text, p.stderr)
+
+
+RUN_TEST_INSIDE = """
+import subprocess
+binary, state, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
+p = subprocess.run([binary, "--state", state, "test", scenario, "--app", sys.argv[4], "--no-sandbox", "--", "true"],
+                   capture_output=True, text=True, timeout=30)
+emit([p.returncode, p.stderr.strip()[-200:]])
+"""
+
+
+def test_an_app_process_cannot_drive_a_scenario(env):
+    """SPEC S5: `scopefs test` revokes, restores and injects faults as the
+    owner, so inside an app process it exits 77 and does nothing."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    code, message = env.app_json(ALPHA, RUN_TEST_INSIDE, env.bin, env.state, SCENARIO, ALPHA)
+    assert code == 77 and "app process" in message, (code, message)
