@@ -23,9 +23,7 @@ public struct JournalLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let own = event.metadata { merged.merge(own) { _, new in new } }
+        let merged = mergedMetadata(event.metadata)
         Self.send(
             Self.fields(
                 level: event.level, message: "\(event.message)", metadata: merged, identifier: identifier,

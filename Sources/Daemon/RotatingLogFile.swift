@@ -89,9 +89,7 @@ public struct LineLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
-        if let own = event.metadata { merged.merge(own) { _, new in new } }
+        let merged = mergedMetadata(event.metadata)
         // Names and paths come from apps: escaped as in every text output
         // (SPEC S29), so a file name cannot forge a line of the log.
         let fields = merged.sorted { $0.key < $1.key }.map { " \($0.key)=\("\($0.value)".escapedForTerminal)" }.joined()
