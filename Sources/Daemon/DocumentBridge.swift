@@ -40,6 +40,8 @@ final class DocumentBridge: DocumentServices {
         wake.signal()
     }
 
+    var watchesContainerReads: Bool { inbox.watchesReads }
+
     func containerItemRead(app: AppID, process: ProcessKey, path: String) {
         inbox.read(app: app, process: process, path: path)
     }

@@ -31,6 +31,21 @@ final class InboxKeeper: Sendable {
     private let state: StateDirectory
     private let maximumAge: TimeInterval
     private let waiting = Mutex<[Waiting]>([])
+    /// Apps whose inbox holds copies, and how many: while none does, the
+    /// gate skips reporting container reads (a path walk and a table lock
+    /// per open) — the usual case.
+    private let appsWithCopies = Mutex<Set<AppID>>([])
+    private let appsWithCopiesCount = Atomic<Int>(0)
+
+    /// Whether container reads can matter to any inbox now.
+    var watchesReads: Bool { appsWithCopiesCount.load(ordering: .relaxed) > 0 }
+
+    private func noteInbox(of app: AppID, holdsCopies: Bool) {
+        appsWithCopies.withLock { apps in
+            if holdsCopies { apps.insert(app) } else { apps.remove(app) }
+            appsWithCopiesCount.store(apps.count, ordering: .relaxed)
+        }
+    }
 
     init(state: StateDirectory, days: Int) {
         self.state = state
@@ -40,6 +55,7 @@ final class InboxKeeper: Sendable {
     /// Notes copies just imported for `app`, with the app's processes that
     /// were running then: they have the copies.
     func imported(app: AppID, paths: [String], running: [ProcessKey]) {
+        if !paths.isEmpty { noteInbox(of: app, holdsCopies: true) }
         for path in paths {
             guard let copy = copyPath(app: app, containerPath: path) else { continue }
             witness(app: app, copies: [copy], by: running)
@@ -111,6 +127,8 @@ final class InboxKeeper: Sendable {
                 let path = StateDirectory.inboxContainerPath(of: app) + "/" + name
                 if remove(path, of: app) { removed[app, default: []].append(path) }
             }
+            // Copies an earlier daemon imported count as well.
+            noteInbox(of: app, holdsCopies: !ContainerFiles.names(root: container, relative: inbox).isEmpty)
         }
         return removed
     }
@@ -121,7 +139,9 @@ final class InboxKeeper: Sendable {
         waiting.withLock { waiting in waiting.removeAll { $0.app == app && $0.path == path } }
         let container = state.containerPath(of: app)
         guard ContainerFiles.remove(root: container, relative: path) else { return false }
-        ContainerFiles.removeEmptyFolder(root: container, relative: StateDirectory.inboxContainerPath(of: app))
+        let inbox = StateDirectory.inboxContainerPath(of: app)
+        ContainerFiles.removeEmptyFolder(root: container, relative: inbox)
+        if ContainerFiles.names(root: container, relative: inbox).isEmpty { noteInbox(of: app, holdsCopies: false) }
         return true
     }
 }

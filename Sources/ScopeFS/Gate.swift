@@ -60,7 +60,9 @@ extension ScopeFileSystem {
             return nil
         case .container(let app):
             if let denial = Decision.container(operation, caller: caller) { throw denial.errno }
-            if operation == .read, case .app(_, let process) = caller, let path = try? resolved.path {
+            if operation == .read, documents.watchesContainerReads, case .app(_, let process) = caller,
+                let path = try? resolved.path
+            {
                 documents.containerItemRead(app: app, process: process, path: path)
             }
             return nil

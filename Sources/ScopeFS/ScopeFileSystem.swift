@@ -21,6 +21,9 @@ public protocol DocumentServices: Sendable {
     /// A process of `app` opened (for reading) the item at `path` of its
     /// container: import inboxes count what the app has seen (SPEC S18).
     func containerItemRead(app: AppID, process: ProcessKey, path: String)
+    /// Whether `containerItemRead` can matter now (some inbox holds copies):
+    /// when not, the gate does not work out the path.
+    var watchesContainerReads: Bool { get }
 }
 
 /// What a mount was asked for.

@@ -1,4 +1,4 @@
-"""Attacks on the picker's operations (SPEC S33, S17-S20): open, import,
+"""Attacks on the picker's operations (SPEC S33, S17-S20, S21a): open, import,
 export and move run with the owner's rights, while the app controls its
 container and, with a read-write grant, folders of a provider. A symbolic
 link the app plants there must not make them write into, or read from,

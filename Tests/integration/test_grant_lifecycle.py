@@ -1,6 +1,6 @@
 """Grants behave as people who know Apple's APIs expect (issue 16, findings
 3-6), through a real mount: a started folder scope covers a file opened
-later (SPEC S9), one grant and one reference per item per app (S17),
+later (SPEC S9), one grant and one reference per item per app (S17, S16a),
 `forget`, session grants, messages when nothing or something changed
 (S16), the provider's root asks for --whole-provider, and imported copies
 stay in the inbox until the app has had them (S18)."""

@@ -1,4 +1,4 @@
-"""App processes when their mount dies (issue 15 finding 7; SPEC S30, S34).
+"""App processes when their mount dies (issue 15 finding 7; SPEC S30, S30a, S34).
 
 A daemon killed with SIGKILL leaves its mount dead (ENOTCONN) in every
 namespace that holds a copy of it; a new `scopefs mount` does not reach the

@@ -1,4 +1,4 @@
-"""Apps ask for documents (issue 17): an app process sends a pick request
+"""Apps ask for documents (issue 17, SPEC S21a): an app process sends a pick request
 over its control endpoint, the owner's agent (`scopefs agent --script`)
 answers, the choice is applied as `scopefs open` / `import` would, and the
 app receives paths in its own view. Every surface gets an attack test: an
@@ -271,7 +271,7 @@ emit({"done": True})
 
 
 def test_presenter_hears_about_its_documents(world):
-    """Issue 17 (NSFilePresenter): an app watching its documents hears, in
+    """Issue 17, SPEC S27a (NSFilePresenter): an app watching its documents hears, in
     order and within a second or so each, that a document arrived (open),
     moved on the host (the item locator), was revoked, restored, and
     deleted on the host, with the paths in its view; another app hears
@@ -334,7 +334,7 @@ except OSError as exc:
 
 
 def test_coordination_between_two_apps(world):
-    """Issue 17 (NSFileCoordinator): a writer in one app blocks a reader in
+    """Issue 17, SPEC S27b (NSFileCoordinator): a writer in one app blocks a reader in
     another until it lets go; a reader asked to relinquish by a waiting
     writer (its presenter hears `relinquish`) lets go first, then the
     writer is granted; a claim ends when its process exits; an app cannot
@@ -418,7 +418,7 @@ def test_swift_example_app_story(world, swift_check):
 
 
 def test_live_query_follows_documents(world):
-    """Issue 17, SPEC S28 (NSMetadataQuery, live): `query --follow --json`
+    """Issue 17, SPEC S28, S28a (NSMetadataQuery, live): `query --follow --json`
     prints the initial result and finishedGathering, then an addition when
     a document is opened, a change when the original moves on the host,
     and a removal when the reference goes, each within a second or so."""
