@@ -25,6 +25,9 @@ REQUIRED = {
     EXAMPLES + "/passthrough_ll.c": "libfuse3-dev",
     "/usr/include/fuse3/fuse_lowlevel.h": "libfuse3-dev",
     "tar": "tar",
+    "git": "git",
+    "make": "make",
+    "find": "findutils",
 }
 # Only the document portal needs these; without them it is skipped.
 PORTAL = {"dbus-daemon": "dbus-daemon", PORTAL_BIN: "xdg-desktop-portal"}

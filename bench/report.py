@@ -39,7 +39,8 @@ def rate(key, median, sizes):
         return ""
     per = {"create": sizes.files, "stat": sizes.files, "list": sizes.files,
            "unlink": sizes.files, "ls-lR": sizes.small, "cat": sizes.small,
-           "randread": sizes.rand, "untar": sizes.tree, "rm-rf": sizes.tree}
+           "randread": sizes.rand, "untar": sizes.tree, "rm-rf": sizes.tree,
+           "ls-lR-expired": sizes.small, "find-first": sizes.find_files, "find-expired": sizes.find_files}
     if key in BYTES:
         return f"{sizes.big_mib / median:,.0f} MiB/s"
     return f"{per[key] / median:,.0f} /s" if key in per else ""
@@ -113,7 +114,7 @@ def chart(plt, results, systems, labels, path):
     keys = [k for k in KEYS if (results["workloads"].get(k, {}).get("native") or {}).get("summary")]
     if not others or not keys:
         return False
-    fig, ax = plt.subplots(figsize=(13, 5.5))
+    fig, ax = plt.subplots(figsize=(max(13, 0.6 * len(keys)), 5.5))
     width = 0.8 / len(others)
     for i, name in enumerate(others):
         xs, ys = [], []

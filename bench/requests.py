@@ -13,6 +13,7 @@ one repetition; prints a Markdown table per system. `make bench-requests`.
 import argparse
 import collections
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -27,7 +28,8 @@ from run import scopefs_binary  # noqa: E402
 
 TRACEFS = "/sys/kernel/tracing"
 EVENTS = ("fuse/fuse_request_send", "fuse/fuse_request_end")
-SIZES = wl.Sizes(files=1_000, small=200, big_mib=16, rand=1_000, tree=300, revokes=0, walk=0, reps=1)
+SIZES = wl.Sizes(files=1_000, small=200, big_mib=16, rand=1_000, tree=300, revokes=0, walk=0, reps=1,
+                 find_files=2_000, c_files=5)
 
 
 def tracefs_ready():
@@ -74,10 +76,12 @@ def stop_tracing():
     return stats
 
 
-def measure(ctx, system):
+def measure(ctx, system, groups):
     """-> [(workload, seconds, stats)] for every workload phase."""
     out = []
     for group, _ in wl.GROUPS:
+        if groups and group.__name__ not in groups:
+            continue
         tag = f"{group.__name__}-{system.name}"
         phases = group(ctx, system, tag)
         while True:
@@ -107,7 +111,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     fuse_systems = [c.name for c in sysmod.ALL if c.name not in ("native", "portal")]
     parser.add_argument("--systems", default=",".join(fuse_systems))
+    parser.add_argument("--groups", default="", help="comma-separated workload groups (default: all)")
+    parser.add_argument("--scopefs-mount-args", default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
+                        help="extra arguments for `scopefs mount` (as in bench/run.py)")
     args = parser.parse_args()
+    groups = [g for g in args.groups.split(",") if g]
     chosen = args.systems.split(",")
     if os.geteuid() != 0 or not tracefs_ready():
         sys.exit("bench/requests.py: needs root and the kernel's fuse tracepoints in tracefs")
@@ -116,6 +124,7 @@ def main():
     backing = os.path.join(tmp, "backing")
     os.makedirs(os.path.join(backing, sysmod.WORKDIR))
     ctx = wl.Context(tmp, backing, fsops, ptll, scopefs_binary(), SIZES)
+    ctx.mount_args = shlex.split(args.scopefs_mount_args)
     wl.make_tarball(ctx.tarball, SIZES.tree)
     try:
         for cls in sysmod.ALL:
@@ -125,7 +134,7 @@ def main():
             try:
                 system.setup()
                 ctx.daemon_pids = system.pids()
-                print(table(system.label, measure(ctx, system)), flush=True)
+                print(table(system.label, measure(ctx, system, groups)), flush=True)
             finally:
                 system.teardown()
     finally:

@@ -12,6 +12,7 @@ import argparse
 import datetime
 import os
 import platform
+import shlex
 import signal
 import subprocess
 import sys
@@ -44,6 +45,9 @@ def parse_args():
     group_names = [g.__name__ for g, _ in wl.GROUPS]
     p.add_argument("--groups", help="comma-separated subset of the workload groups (" + ", ".join(group_names)
                    + "): a partial run for development, without the ScopeFS-specific costs; docs/ untouched")
+    p.add_argument("--scopefs-mount-args", default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
+                   help="extra arguments for `scopefs mount`, one shell-quoted string (default: "
+                        "$SCOPEFS_BENCH_MOUNT_ARGS), e.g. \"--open-files keep\"")
     docs = p.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="update docs/PERFORMANCE.md (default for full runs)")
@@ -55,6 +59,7 @@ def parse_args():
     if unknown or "native" not in a.systems:
         p.error("--systems: unknown " + ", ".join(sorted(unknown)) if unknown
                 else "--systems must include native")
+    a.scopefs_mount_args = shlex.split(a.scopefs_mount_args)
     a.partial = a.groups is not None
     a.groups = [g.strip() for g in (a.groups or ",".join(group_names)).split(",") if g.strip()]
     if set(a.groups) - set(group_names):
@@ -254,8 +259,10 @@ def main():
     backing = os.path.join(tmp, "backing")
     os.makedirs(os.path.join(backing, sysmod.WORKDIR))
     ctx = wl.Context(tmp, backing, fsops, ptll, scopefs, sizes)
+    ctx.mount_args = args.scopefs_mount_args
     results = {"machine": machine_info(args.backing, backing),
-               "config": {"quick": args.quick, "reps": sizes.reps, "sizes": vars(sizes)},
+               "config": {"quick": args.quick, "reps": sizes.reps, "sizes": vars(sizes),
+                          "scopefs_mount_args": args.scopefs_mount_args},
                "systems": {}, "workloads": {}, "scopefs_costs": {}}
     log(f"bench: backing directory {backing}")
     started = []
@@ -263,6 +270,7 @@ def main():
         results["config"]["tree_files"] = wl.make_tarball(ctx.tarball, sizes.tree)
         start_systems(ctx, args.systems, results, started)
         run_all(ctx, started, results, args.groups)
+        results["config"]["repo_files"] = ctx.repo_files
         results["config"]["settle_seconds"] = round(ctx.settled, 1)
         results["config"]["phase_seconds"] = round(ctx.phase_seconds, 1)
         results["config"]["phase_steal_seconds"] = round(ctx.phase_steal, 1)
@@ -282,11 +290,11 @@ def main():
             entry["summary"] = report.summarise(entry["samples"])
     results["config"]["drop_method"] = ctx.drop_method
     names = [n for n, v in results["systems"].items() if v["status"] != "skipped"]
-    table = report.rows(results, names, wl.labels(sizes), sizes)
+    table = report.rows(results, names, wl.labels(sizes, ctx.repo_files), sizes)
 
     os.makedirs(args.out, exist_ok=True)
     chart_path = os.path.join(args.out, "chart.png")
-    if not (plt and report.chart(plt, results, names, wl.labels(sizes), chart_path)):
+    if not (plt and report.chart(plt, results, names, wl.labels(sizes, ctx.repo_files), chart_path)):
         chart_path = None
     results["total_seconds"] = time.monotonic() - t_start
     report.write_json(results, os.path.join(args.out, "results.json"))

@@ -261,7 +261,7 @@ class ScopeFS(System):
         self.run_cli("app", "add", self.APP)
         out = self.run_cli("grant", self.APP, f"{self.PROVIDER}:{WORKDIR}").strip()
         self.grant = out.split()[-1] if out else ""
-        self.run_cli("mount", self.mnt, timeout=120)
+        self.run_cli("mount", *self.ctx.mount_args, self.mnt, timeout=120)
         if not is_mounted(self.mnt):
             raise SetupError("scopefs mount returned but nothing is mounted at " + self.mnt)
         self.mounted = True
@@ -335,7 +335,8 @@ class ScopeFS(System):
             "scopefs scope exec WORKDIR -- CMD" if getattr(self, "has_scope", False)
             else "CMD (no `scopefs scope` subcommand yet, so no scope exec)")
         return {"binary": self.ctx.scopefs, "version": r.stdout.strip(),
-                "mode": "strict (default)", "workloads run as": run}
+                "mode": "strict (default)", "workloads run as": run,
+                "mount": "scopefs mount " + " ".join(self.ctx.mount_args + ["MNT"])}
 
 
 class ScopeFSShared(ScopeFS):

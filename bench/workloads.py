@@ -17,6 +17,7 @@ import tarfile
 import time
 from dataclasses import dataclass
 
+import dev_workloads
 from deps import log
 from systems import WORKDIR
 
@@ -31,12 +32,15 @@ class Sizes:
     revokes: int      # revocation latency samples
     walk: int         # files walked for the memory test
     reps: int
+    find_files: int = 1_000          # find walk (dev_workloads)
+    c_files: int = 10                # C files built by make
+    repo_usr_include: bool = False   # the git repository holds a copy of /usr/include too
 
 
 FULL = Sizes(files=10_000, small=2_000, big_mib=512, rand=20_000, tree=3_000,
-             revokes=100, walk=200_000, reps=5)
+             revokes=100, walk=200_000, reps=5, find_files=50_000, c_files=30, repo_usr_include=True)
 QUICK = Sizes(files=2_000, small=500, big_mib=64, rand=4_000, tree=600,
-              revokes=20, walk=20_000, reps=1)
+              revokes=20, walk=20_000, reps=1, find_files=5_000, c_files=10, repo_usr_include=False)
 
 
 # Each phase's timed part starts this long after the previous phase ended:
@@ -110,12 +114,16 @@ class Context:
         self.settled = 0.0     # seconds spent waiting for them to go idle
         self.phase_seconds = 0.0  # wall time of the timed phases' processes
         self.phase_steal = 0.0    # CPU seconds stolen by the hypervisor meanwhile
+        self.mount_args = []      # extra arguments for `scopefs mount` (--scopefs-mount-args)
+        self.templates = None     # dev_workloads' source trees, made on first use
+        self.repo_files = 0       # files in the git workload's repository
 
-    def phase(self, system, argv, timeout=600, fresh_cache=True):
+    def phase(self, system, argv, timeout=600, fresh_cache=True, gap=CACHE_GAP):
         """Runs one fsops phase through SYSTEM; returns its seconds.
 
-        With `fresh_cache`, the timed part starts CACHE_GAP seconds after
-        the system's previous phase ended (fsops -s waits for that moment):
+        With `fresh_cache`, the timed part starts GAP seconds (default
+        CACHE_GAP) after the system's previous phase ended (fsops -s waits
+        for that moment):
         every FUSE system here caches entries and attributes for 1 s, so each
         phase meets the same cache state however long the system's wrapper
         takes to start (`scopefs run` + `scope exec` take 0.1-0.2 s, a bare
@@ -123,7 +131,7 @@ class Context:
         self.settled += settle(self.daemon_pids)
         start = time.monotonic() + STARTUP_ALLOWANCE
         if fresh_cache:
-            start = max(start, self.last_end.get(system.name, 0.0) + CACHE_GAP)
+            start = max(start, self.last_end.get(system.name, 0.0) + gap)
         open(self.resfile, "w").close()
         cmd = system.wrap([self.fsops, "-o", self.resfile, "-s", f"{start:.6f}", *map(str, argv)])
         steal_before, began = cpu_steal_seconds(), time.monotonic()
@@ -184,6 +192,7 @@ def small_files(ctx, system, tag):
     ctx.native_create(tag, ctx.sizes.small, 4096)
     d = os.path.join(system.root, tag)
     yield "ls-lR", ctx.phase(system, ["run", "ls", "-lR", d])
+    yield "ls-lR-expired", ctx.phase(system, ["run", "ls", "-lR", d], gap=dev_workloads.AFTER_EXPIRY)
     names = [os.path.join(d, f"f{i:05d}") for i in range(ctx.sizes.small)]
     yield "cat", ctx.phase(system, ["run", "cat", *names])
 
@@ -217,15 +226,17 @@ def source_tree(ctx, system, tag):
 GROUPS = [
     (many_files, [("create", "create {files:,} files"), ("stat", "stat {files:,} files"),
                   ("list", "list a {files:,}-entry folder"), ("unlink", "unlink {files:,} files")]),
-    (small_files, [("ls-lR", "ls -lR of {small:,} files"), ("cat", "cat {small:,} files of 4 KiB")]),
+    (small_files, [("ls-lR", "ls -lR of {small:,} files"), ("ls-lR-expired", "the same ls -lR after 2 s"),
+                   ("cat", "cat {small:,} files of 4 KiB")]),
     (big_file, [("write", "write {big_mib} MiB (1 MiB blocks)"), ("read-cold", "read {big_mib} MiB cold"),
                 ("read-warm", "read {big_mib} MiB warm"), ("randread", "{rand:,} random 4 KiB reads")]),
     (source_tree, [("untar", "untar a {tree:,}-file tree"), ("rm-rf", "rm -rf the {tree:,}-file tree")]),
-]
+] + dev_workloads.GROUPS
 
 
-def labels(sizes):
-    return {key: tmpl.format(**vars(sizes)) for _, keys in GROUPS for key, tmpl in keys}
+def labels(sizes, repo_files=0):
+    values = {**vars(sizes), **dev_workloads.label_values(sizes, repo_files)}
+    return {key: tmpl.format(**values) for _, keys in GROUPS for key, tmpl in keys}
 
 
 def make_tarball(path, nfiles, seed=20240601):
