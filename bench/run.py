@@ -12,6 +12,7 @@ import argparse
 import datetime
 import os
 import platform
+import resource
 import shlex
 import signal
 import subprocess
@@ -67,6 +68,23 @@ def parse_args():
     if a.docs is None:
         a.docs = not (a.quick or a.partial)
     return a
+
+
+def fit_descriptor_limit(sizes):
+    """Raises the soft descriptor limit to the hard one (the daemons the
+    bench starts inherit it; ScopeFS's daemon does the same itself) and
+    shrinks the find walk to what passthrough_ll and the document portal
+    can serve: both hold a descriptor for every inode the kernel knows, so
+    a walk over more files than their limit fails with EMFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    cap = sizes.find_files if hard == resource.RLIM_INFINITY else hard * 3 // 4 // 1000 * 1000
+    if sizes.find_files > cap:
+        log(f"bench: find walk over {cap:,} files, not {sizes.find_files:,}: the descriptor limit here is "
+            f"{hard:,}, and passthrough_ll and the portal need one per file the kernel holds")
+        sizes = wl.Sizes(**{**vars(sizes), "find_files": cap})
+    return sizes
 
 
 def scopefs_binary():
@@ -244,6 +262,7 @@ def main():
     sizes = wl.QUICK if args.quick else wl.FULL
     if args.reps:
         sizes = wl.Sizes(**{**vars(sizes), "reps": args.reps})
+    sizes = fit_descriptor_limit(sizes)
     scopefs = scopefs_binary() if {"scopefs", "scopefs-shared"} & set(args.systems) else None
     if scopefs and not os.access(scopefs, os.X_OK):
         sys.exit(f"bench: no ScopeFS binary at {scopefs}: build it (swift build -c release), set "
