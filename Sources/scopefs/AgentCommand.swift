@@ -132,8 +132,9 @@ struct AgentScript: Decodable {
         /// open: grant read access only.
         var readOnly: Bool?
 
-        init(choose: [String]? = nil, cancel: Bool? = nil, readOnly: Bool? = nil) {
+        init(choose: [String]? = nil, cancel: Bool? = nil, readOnly: Bool? = nil, waitMs: Int? = nil) {
             self.readOnly = readOnly
+            self.waitMs = waitMs
             self.choose = choose
             self.cancel = cancel
         }
