@@ -127,7 +127,8 @@ extension Scenario {
         let at = line(node)
         let triggers = ["at", "when", "after"].filter { map[$0] != nil }
         guard triggers.count <= 1 else {
-            throw ScenarioError(line: at, message: "a step has one trigger (at, when, after); this one has \(triggers.joined(separator: " and "))")
+            throw ScenarioError(
+                line: at, message: "a step has one trigger (at, when, after); this one has \(triggers.joined(separator: " and "))")
         }
         var trigger = Step.Trigger.at(0)
         if let value = map["at"] {
@@ -225,7 +226,9 @@ extension Scenario {
             guard count > 0, grant.count == 2, grant[0] == "grant", let colon = grant[1].firstIndex(of: ":"),
                 colon != grant[1].startIndex
             else {
-                throw ScenarioError(line: line, message: "after: expected 'first start of grant PROVIDER:RELPATH' or 'N starts of grant PROVIDER:RELPATH'")
+                throw ScenarioError(
+                    line: line,
+                    message: "after: expected 'first start of grant PROVIDER:RELPATH' or 'N starts of grant PROVIDER:RELPATH'")
             }
             return .starts(count: count, grant: grant[1])
         }
@@ -275,7 +278,9 @@ extension Scenario {
             }
         }
         if let value = map["within"] { expect.within = try duration(value, "within") }
-        if let value = map["stale_bookmark_resolved"] { expect.staleBookmarkResolved = try bool(value, "stale_bookmark_resolved") }
+        if let value = map["stale_bookmark_resolved"] {
+            expect.staleBookmarkResolved = try bool(value, "stale_bookmark_resolved")
+        }
         return expect
     }
 

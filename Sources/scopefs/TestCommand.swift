@@ -298,12 +298,19 @@ struct ScenarioRunner {
                 try FileManager.default.removeItem(atPath: try hostPath(item, line: step.line))
                 return "delete on the host \(item)"
             case .recreate(let item):
-                // A new file under the old name: the old one's content,
-                // a new inode (the item a bookmark named is gone).
+                // A new file under the old name with the old one's content:
+                // made beside it and renamed over it, so it cannot get the
+                // old inode back (the item a bookmark named is gone).
                 let path = try hostPath(item, line: step.line)
                 let content = try Data(contentsOf: URL(fileURLWithPath: path))
-                try FileManager.default.removeItem(atPath: path)
-                try content.write(to: URL(fileURLWithPath: path))
+                let directory = (path as NSString).deletingLastPathComponent
+                let fresh = directory + "/.scopefs-recreate-\(getpid())-" + (path as NSString).lastPathComponent
+                try content.write(to: URL(fileURLWithPath: fresh))
+                guard rename(fresh, path) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    unlink(fresh)
+                    return "step at line \(step.line) failed: cannot replace \(item): \(reason)"
+                }
                 return "recreate on the host \(item)"
             case .write(let item, let content):
                 try content.write(toFile: try hostPath(item, line: step.line), atomically: false, encoding: .utf8)

@@ -181,8 +181,8 @@ expect:
 
 
 def test_recreate_on_the_host_makes_a_bookmark_stale(env):
-    """Host `recreate`: the file is deleted and made again with the same
-    content under the same name (a new file identity); the app's bookmark
+    """Host `recreate`: the file is replaced by a new one with the same
+    content under the same name (a new inode); the app's bookmark
     then resolves to the new file with isStale (SPEC S26), the daemon
     records a stale-bookmark event, and `stale_bookmark_resolved: true`
     holds. Without the recreate step the same expectation fails (1)."""
