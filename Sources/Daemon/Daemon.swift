@@ -65,7 +65,7 @@ public enum Daemon {
             DispatchQueue.global().asyncAfter(deadline: .now() + 1) { tracker.removeFinishedRuns() }
         }
         let inbox = InboxKeeper(state: state, days: options.inboxDays)
-        let documents = try DocumentBridge(state: state, repository: repository, inbox: inbox, logger: logger)
+        let documents = try DocumentBridge(state: state, repository: repository, inbox: inbox, events: recorder, logger: logger)
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath)
         let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
@@ -276,7 +276,7 @@ public enum Daemon {
                     "only an app process can resolve its bookmarks; run the resolver with `scopefs run --app APP`")
             }
             do {
-                let resolution = try documents.resolve(token, by: app)
+                let resolution = try documents.resolve(token, by: app, pid: peer.pid)
                 var response = ControlResponse(ok: true, mountpoint: mountpoint)
                 response.resolution = resolution
                 response.path = mountpoint + "/" + app + "/" + resolution.pathInApp

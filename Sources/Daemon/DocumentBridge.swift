@@ -17,9 +17,13 @@ final class DocumentBridge: DocumentServices {
     private let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
     private let inbox: InboxKeeper
+    private let events: any EventSink
 
-    init(state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, logger: Logger) throws(ScopeFSError) {
+    init(state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger)
+        throws(ScopeFSError)
+    {
         self.inbox = inbox
+        self.events = events
         self.repository = repository
         self.bookmarks = BookmarkService(codec: try BookmarkCodec(state: state), repository: repository)
         self.locator = ItemLocator(repository: repository)
@@ -46,8 +50,17 @@ final class DocumentBridge: DocumentServices {
         inbox.read(app: app, process: process, path: path)
     }
 
-    func resolve(_ token: String, by app: AppID) throws(ScopeFSError) -> BookmarkResolution {
-        try bookmarks.resolve(token, by: app)
+    /// Resolves a bookmark for a process of `app`; a stale resolution is
+    /// recorded, so a test can tell that the app met one.
+    func resolve(_ token: String, by app: AppID, pid: Int32) throws(ScopeFSError) -> BookmarkResolution {
+        let resolution = try bookmarks.resolve(token, by: app)
+        if resolution.isStale {
+            events.record(
+                Event(
+                    time: Date().timeIntervalSince1970, kind: .staleBookmark, app: app, pid: pid,
+                    path: "/\(app)/\(resolution.pathInApp)", operation: "resolve"))
+        }
+        return resolution
     }
 
     private func errno(_ error: ScopeFSError) -> Errno {

@@ -47,7 +47,7 @@ enum PickHandling {
         case .agentNext:
             let wait = min(max(request.waitSeconds ?? longestAgentPoll, 0), longestAgentPoll)
             var response = ControlResponse(ok: true)
-            response.pending = picks.next(agent: UInt64(peer.pid), wait: wait)
+            response.pending = picks.next(agent: UInt64(peer.pid), wait: wait, app: request.app)
             return response
         case .agentAnswer:
             guard let id = request.pickID, let answer = request.answer else {

@@ -147,8 +147,10 @@ public final class PickBroker: Sendable {
         }
     }
 
-    /// The oldest request no agent has taken, waiting up to `wait` seconds.
-    public func next(agent: UInt64, wait: Double) -> PendingPick? {
+    /// The oldest request no agent has taken, waiting up to `wait` seconds;
+    /// only `app`'s when one is named (`scopefs test` answers its app's
+    /// requests and leaves other apps' to the owner's agent).
+    public func next(agent: UInt64, wait: Double, app: AppID? = nil) -> PendingPick? {
         state.withLock {
             $0.agentsWaiting += 1
             $0.lastAgentPoll = Self.now()
@@ -164,7 +166,10 @@ public final class PickBroker: Sendable {
         defer { changed.unlock() }
         while true {
             let taken: PendingPick? = state.withLock { state in
-                guard let id = state.queue.filter({ $0.value.takenBy == nil }).keys.min() else { return nil }
+                guard
+                    let id = state.queue.filter({ $0.value.takenBy == nil && (app == nil || $0.value.pending.app == app) })
+                        .keys.min()
+                else { return nil }
                 state.queue[id]?.takenBy = agent
                 return state.queue[id]?.pending
             }

@@ -16,11 +16,15 @@ public struct Event: Sendable, Codable, Equatable {
         case stranded
         /// A fault or latency injected by an owner's rule (issue 18).
         case fault
+        /// An app resolved a bookmark whose item had moved or been replaced
+        /// (the resolution said `isStale`, SPEC S26): what a tester checks
+        /// to know the app met, and renewed, a stale bookmark.
+        case staleBookmark = "stale-bookmark"
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
-            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault: .routine
+            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark: .routine
             case .denial, .leak, .policyFailedClosed, .stranded: .incident
             case .grant, .revoke, .restore, .forget: .policyChange
             }

@@ -59,7 +59,6 @@ struct AgentCommand: ParsableCommand {
     private func decide(_ pending: PendingPick, step: AgentScript.Step?) -> PickAnswer {
         let choice: AgentScript.Step
         if let step {
-            if let wait = step.waitMs, wait > 0 { usleep(UInt32(min(wait, 60_000)) * 1000) }
             choice = step
         } else if script != nil {
             choice = AgentScript.Step(cancel: true)  // past the script's last step
@@ -68,13 +67,7 @@ struct AgentCommand: ParsableCommand {
         } else {
             choice = Self.ask(pending)
         }
-        if choice.cancel == true || (choice.choose ?? []).isEmpty { return PickAnswer(cancelled: true) }
-        do {
-            let applier = PickApplier(state: options, app: pending.app, readOnly: choice.readOnly ?? false)
-            return PickAnswer(paths: try applier.apply(pending.request, choices: choice.choose ?? []))
-        } catch {
-            return PickAnswer(error: error.message)
-        }
+        return PickApplier.answer(pending, with: choice, state: options)
     }
 
     /// The terminal picker of `scopefs pick`, for the app and mode asked;
@@ -130,7 +123,7 @@ struct AgentCommand: ParsableCommand {
 
 /// A script's answers, in order (`scopefs agent --script FILE`).
 struct AgentScript: Decodable {
-    struct Step: Decodable {
+    struct Step: Decodable, Equatable {
         /// PROVIDER:RELPATH items (open, import), or the destination folder (export, move).
         var choose: [String]?
         var cancel: Bool?
@@ -139,7 +132,9 @@ struct AgentScript: Decodable {
         /// open: grant read access only.
         var readOnly: Bool?
 
-        init(choose: [String]? = nil, cancel: Bool? = nil) {
+        init(choose: [String]? = nil, cancel: Bool? = nil, readOnly: Bool? = nil, waitMs: Int? = nil) {
+            self.readOnly = readOnly
+            self.waitMs = waitMs
             self.choose = choose
             self.cancel = cancel
         }
@@ -165,6 +160,19 @@ struct PickApplier {
     let state: StateOptions
     let app: AppID
     let readOnly: Bool
+
+    /// A script step's answer to `pending` (after the step's wait), as
+    /// `scopefs agent --script` and `scopefs test`'s `answer-pick` give it.
+    static func answer(_ pending: PendingPick, with choice: AgentScript.Step, state: StateOptions) -> PickAnswer {
+        if let wait = choice.waitMs, wait > 0 { usleep(UInt32(min(wait, 60_000)) * 1000) }
+        if choice.cancel == true || (choice.choose ?? []).isEmpty { return PickAnswer(cancelled: true) }
+        do {
+            let applier = PickApplier(state: state, app: pending.app, readOnly: choice.readOnly ?? false)
+            return PickAnswer(paths: try applier.apply(pending.request, choices: choice.choose ?? []))
+        } catch {
+            return PickAnswer(error: error.message)
+        }
+    }
 
     func apply(_ request: PickRequest, choices: [String]) throws(ScopeFSError) -> [String] {
         let picker = DocumentPicker(state: state.directory, repository: try state.repositoryForChange("answer pick requests"))

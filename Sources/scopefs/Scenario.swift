@@ -16,15 +16,27 @@ struct Scenario {
             /// Once the daemon served `count` requests of `operation` on
             /// paths matching `glob` (in the app's view) to the app.
             case after(count: Int, operation: String, glob: String)
+            /// Once the app started a security scope on the grant (an item,
+            /// `PROVIDER:RELPATH`) `count` times, as the daemon's start
+            /// events record it (SPEC S29).
+            case starts(count: Int, grant: String)
         }
 
         enum Action: Equatable {
             /// Grants by item, `PROVIDER:RELPATH` as `scopefs grant` takes it.
             case revoke(String)
             case restore(String)
+            /// Removes the grant for good, as `scopefs forget` does.
+            case forget(String)
+            /// Answers the app's next pick request as `scopefs agent
+            /// --script` would: the items chosen, or a cancel.
+            case answerPick(AgentScript.Step)
             /// On the host, behind the mount's back.
             case rename(from: String, to: String)
             case delete(String)
+            /// Deletes the item and makes a new file of the same content
+            /// under its name: a new file identity (bookmarks go stale).
+            case recreate(String)
             case write(path: String, content: String)
             /// `OP:ERRNO[:P%]` or, for latency, `OP:MSms[:P%]`.
             case fault(FaultRule)
@@ -51,6 +63,9 @@ struct Scenario {
         var notPrints: [String] = []
         var files: [(path: String, content: String)] = []
         var within: Double?
+        /// The app resolved a bookmark whose item had moved or been
+        /// replaced (SPEC S26: `isStale`).
+        var staleBookmarkResolved: Bool?
     }
 
     var name: String
@@ -103,14 +118,17 @@ extension Scenario {
         return scenario
     }
 
-    private static let actionKeys = ["revoke", "restore", "rename", "delete", "write", "fault", "latency", "signal"]
+    private static let actionKeys = [
+        "revoke", "restore", "forget", "answer-pick", "rename", "delete", "recreate", "write", "fault", "latency", "signal",
+    ]
 
     private static func step(_ node: Node) throws -> Step {
         let map = try mapping(node, "a step", allowed: ["at", "when", "after"] + actionKeys)
         let at = line(node)
         let triggers = ["at", "when", "after"].filter { map[$0] != nil }
         guard triggers.count <= 1 else {
-            throw ScenarioError(line: at, message: "a step has one trigger (at, when); this one has \(triggers.joined(separator: " and "))")
+            throw ScenarioError(
+                line: at, message: "a step has one trigger (at, when, after); this one has \(triggers.joined(separator: " and "))")
         }
         var trigger = Step.Trigger.at(0)
         if let value = map["at"] {
@@ -139,7 +157,10 @@ extension Scenario {
         switch key {
         case "revoke": action = .revoke(try item(value, key))
         case "restore": action = .restore(try item(value, key))
+        case "forget": action = .forget(try item(value, key))
         case "delete": action = .delete(try item(value, key))
+        case "recreate": action = .recreate(try item(value, key))
+        case "answer-pick": action = .answerPick(try pickAnswer(value))
         case "rename":
             let fields = try mapping(value, "rename", allowed: ["from", "to"])
             guard let from = fields["from"], let to = fields["to"] else {
@@ -168,10 +189,49 @@ extension Scenario {
         return Step(trigger: trigger, action: action, line: at ?? 0)
     }
 
+    /// `answer-pick: cancel`, or `{choose: ITEM or [ITEMS], read_only: true}`
+    /// (for export and move, `choose` is the destination folder).
+    private static func pickAnswer(_ node: Node) throws -> AgentScript.Step {
+        if case .scalar = node {
+            guard try string(node, "answer-pick") == "cancel" else {
+                throw ScenarioError(line: line(node), message: "answer-pick: 'cancel' or a mapping with choose (and read_only)")
+            }
+            return AgentScript.Step(cancel: true)
+        }
+        let fields = try mapping(node, "answer-pick", allowed: ["choose", "read_only", "cancel", "wait"])
+        var step = AgentScript.Step()
+        if let value = fields["choose"] {
+            step.choose = try strings(value, "choose")
+            for chosen in (step.choose ?? []) where ItemReference(argument: chosen) == nil {
+                throw ScenarioError(line: line(value), message: "choose: expected PROVIDER:RELPATH, got '\(chosen)'")
+            }
+        }
+        if let value = fields["read_only"] { step.readOnly = try bool(value, "read_only") }
+        if let value = fields["cancel"] { step.cancel = try bool(value, "cancel") }
+        if let value = fields["wait"] { step.waitMs = Int(try duration(value, "wait") * 1000) }
+        guard (step.cancel == true) != !(step.choose ?? []).isEmpty else {
+            throw ScenarioError(line: line(node), message: "answer-pick: either choose items or cancel")
+        }
+        return step
+    }
+
     /// `100 reads of Providers/local/docs/*`: N, an operation (plural or
-    /// not), `of`, a glob.
+    /// not), `of`, a glob. `first start of grant local:docs`, `3 starts of
+    /// grant local:docs`: the app's starts of a security scope on the grant.
     private static func after(_ text: String, line: Int?) throws -> Step.Trigger {
         let words = text.split(separator: " ", maxSplits: 3).map(String.init)
+        if words.count == 4, words[1] == "start" || words[1] == "starts", words[2] == "of" {
+            let count = words[0] == "first" ? 1 : Int(words[0]) ?? 0
+            let grant = words[3].split(separator: " ", maxSplits: 1).map(String.init)
+            guard count > 0, grant.count == 2, grant[0] == "grant", let colon = grant[1].firstIndex(of: ":"),
+                colon != grant[1].startIndex
+            else {
+                throw ScenarioError(
+                    line: line,
+                    message: "after: expected 'first start of grant PROVIDER:RELPATH' or 'N starts of grant PROVIDER:RELPATH'")
+            }
+            return .starts(count: count, grant: grant[1])
+        }
         guard words.count == 4, let count = Int(words[0]), count > 0, words[2] == "of" else {
             throw ScenarioError(line: line, message: "after: expected 'N OPERATIONs of GLOB', e.g. '100 reads of Providers/local/docs/*'")
         }
@@ -186,7 +246,10 @@ extension Scenario {
     private static func expectations(_ node: Node) throws -> Expectations {
         let map = try mapping(
             node, "expect",
-            allowed: ["exit", "no_leaked_scope", "no_unbalanced_stop", "denials", "prints", "not_prints", "files", "within"])
+            allowed: [
+                "exit", "no_leaked_scope", "no_unbalanced_stop", "denials", "prints", "not_prints", "files", "within",
+                "stale_bookmark_resolved",
+            ])
         var expect = Expectations()
         if let value = map["exit"] {
             guard let code = value.int else { throw ScenarioError(line: line(value), message: "exit: expected a number") }
@@ -215,6 +278,9 @@ extension Scenario {
             }
         }
         if let value = map["within"] { expect.within = try duration(value, "within") }
+        if let value = map["stale_bookmark_resolved"] {
+            expect.staleBookmarkResolved = try bool(value, "stale_bookmark_resolved")
+        }
         return expect
     }
 

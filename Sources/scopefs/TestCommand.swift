@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Documents
 import Foundation
 import Glibc
 import Policy
@@ -50,7 +51,7 @@ struct TestCommand: ParsableCommand {
             }
             let repository = try options.repositoryForChange("run test scenarios")
             let runner = try ScenarioRunner(
-                scenario: scenario, app: app, repository: repository, state: options.directory, noSandbox: noSandbox)
+                scenario: scenario, app: app, repository: repository, options: options, noSandbox: noSandbox)
             let result = try runner.run(command)
             passed = result.passed
             if json {
@@ -87,18 +88,19 @@ struct ScenarioRunner {
     let scenario: Scenario
     let app: String
     let repository: PolicyRepository
-    let state: StateDirectory
+    let options: StateOptions
+    var state: StateDirectory { options.directory }
     let noSandbox: Bool
     let grants: [String: Grant]
     let providers: [String: Provider]
 
-    init(scenario: Scenario, app: String, repository: PolicyRepository, state: StateDirectory, noSandbox: Bool)
+    init(scenario: Scenario, app: String, repository: PolicyRepository, options: StateOptions, noSandbox: Bool)
         throws(ScopeFSError)
     {
         self.scenario = scenario
         self.app = app
         self.repository = repository
-        self.state = state
+        self.options = options
         self.noSandbox = noSandbox
         var grants: [String: Grant] = [:]
         for grant in try repository.grants(app: app) {
@@ -110,13 +112,16 @@ struct ScenarioRunner {
         // Every item a step names must exist before the app starts.
         for step in scenario.steps {
             switch step.action {
-            case .revoke(let item), .restore(let item):
+            case .revoke(let item), .restore(let item), .forget(let item):
                 guard grants[item] != nil else {
                     throw ScopeFSError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
                 }
             case .rename(let from, _): _ = try hostPath(from, line: step.line)
-            case .delete(let item), .write(let item, _): _ = try hostPath(item, line: step.line)
+            case .delete(let item), .recreate(let item), .write(let item, _): _ = try hostPath(item, line: step.line)
             default: break
+            }
+            if case .starts(_, let item) = step.trigger, grants[item] == nil {
+                throw ScopeFSError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
             }
         }
         for file in scenario.expect.files { _ = try hostPath(file.path, line: nil) }
@@ -149,6 +154,13 @@ struct ScenarioRunner {
         }
         var hits: [Int: Int] = [:]
         var lastCount = Date.distantPast
+        // `after: N starts of grant`: the daemon's start events, per grant.
+        var starts: [GrantID: Int] = [:]
+        var lastStarts = Date.distantPast
+        let picks = ScenarioPicks(
+            state: options, app: app,
+            steps: scenario.steps.count(where: { if case .answerPick = $0.action { true } else { false } }))
+        picks.start()
         let started = Date()
         let output = OutputWatcher()
         let process = Process()
@@ -174,14 +186,27 @@ struct ScenarioRunner {
                 let rules = (try? ControlClient.send(ControlRequest(op: .faultList), state: state).faults) ?? []
                 for rule in rules { hits[rule.id] = rule.hits ?? 0 }
             }
+            if scenario.steps.indices.contains(where: { !done[$0] && scenario.steps[$0].countsStarts }),
+                Date().timeIntervalSince(lastStarts) > 0.02
+            {
+                lastStarts = Date()
+                starts = countStarts(since: started)
+            }
+            var pick: PendingPick?
             for (index, step) in scenario.steps.enumerated() where !done[index] {
                 switch step.trigger {
                 case .at(let offset): if now < offset { continue }
                 case .prints(let text): if !output.contains(text) { continue }
                 case .after(let count, _, _): if (hits[counters[index] ?? -1] ?? 0) < count { continue }
+                case .starts(let count, let item): if (starts[grants[item]!.id] ?? 0) < count { continue }
+                }
+                if case .answerPick = step.action {
+                    // Armed: answers the app's next request once one came.
+                    pick = pick ?? picks.take()
+                    if pick == nil { continue }
                 }
                 done[index] = true
-                let done = perform(step, process: process, revoked: &revoked, faults: &faults)
+                let done = perform(step, process: process, revoked: &revoked, faults: &faults, picks: picks, pick: &pick)
                 // From the step's time (or its trigger's sighting) to its
                 // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
                 let scheduled: Double = if case .at(let offset) = step.trigger { offset } else { now }
@@ -200,6 +225,7 @@ struct ScenarioRunner {
             usleep(2_000)
         }
         process.waitUntilExit()
+        picks.stop()
         output.finish()
         let seconds = Date().timeIntervalSince(started)
         let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
@@ -221,13 +247,27 @@ struct ScenarioRunner {
             expectations: outcomes, actions: actions, events: events.map(EventsCommand.line))
     }
 
+    /// The app's starts of a scope per grant since `since`, from the event
+    /// log (written by the daemon every 100 ms; repeats coalesced).
+    private func countStarts(since: Date) -> [GrantID: Int] {
+        let filter = EventStore.Filter(app: app, kinds: [.start], since: since.timeIntervalSince1970)
+        var counts: [GrantID: Int] = [:]
+        for event in (try? EventStore(database: repository.database).events(filter)) ?? [] {
+            if let grant = event.grant { counts[grant, default: 0] += event.occurrences }
+        }
+        return counts
+    }
+
     private func setState(_ target: GrantState, grant: GrantID) {
         _ = try? repository.setState(target, app: app, grant: grant)
         try? ControlClient.notifyChange(state: state)
     }
 
     /// Does one step; returns what it did, for the log.
-    private func perform(_ step: Scenario.Step, process: Process, revoked: inout Set<GrantID>, faults: inout [Int]) -> String {
+    private func perform(
+        _ step: Scenario.Step, process: Process, revoked: inout Set<GrantID>, faults: inout [Int], picks: ScenarioPicks,
+        pick: inout PendingPick?
+    ) -> String {
         do {
             switch step.action {
             case .revoke(let item):
@@ -240,12 +280,38 @@ struct ScenarioRunner {
                 setState(.active, grant: grant)
                 revoked.remove(grant)
                 return "restore grant \(grant) (\(item))"
+            case .forget(let item):
+                let grant = grants[item]!.id
+                let picker = DocumentPicker(state: state, repository: repository)
+                let (forgotten, references) = try picker.forget(app: app, grant: grant)
+                try ControlClient.notifyChange(state: state, app: app, containerPaths: references)
+                revoked.remove(grant)
+                return forgotten.isEmpty ? "forget grant \(grant) (\(item)): it was gone" : "forget grant \(grant) (\(item))"
+            case .answerPick(let choice):
+                guard let pending = pick else { return "answer-pick: no request" }
+                pick = nil
+                return picks.answer(pending, with: choice)
             case .rename(let from, let to):
                 try FileManager.default.moveItem(atPath: try hostPath(from, line: step.line), toPath: try hostPath(to, line: step.line))
                 return "rename on the host \(from) -> \(to)"
             case .delete(let item):
                 try FileManager.default.removeItem(atPath: try hostPath(item, line: step.line))
                 return "delete on the host \(item)"
+            case .recreate(let item):
+                // A new file under the old name with the old one's content:
+                // made beside it and renamed over it, so it cannot get the
+                // old inode back (the item a bookmark named is gone).
+                let path = try hostPath(item, line: step.line)
+                let content = try Data(contentsOf: URL(fileURLWithPath: path))
+                let directory = (path as NSString).deletingLastPathComponent
+                let fresh = directory + "/.scopefs-recreate-\(getpid())-" + (path as NSString).lastPathComponent
+                try content.write(to: URL(fileURLWithPath: fresh))
+                guard rename(fresh, path) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    unlink(fresh)
+                    return "step at line \(step.line) failed: cannot replace \(item): \(reason)"
+                }
+                return "recreate on the host \(item)"
             case .write(let item, let content):
                 try content.write(toFile: try hostPath(item, line: step.line), atomically: false, encoding: .utf8)
                 return "write on the host \(item)"
@@ -310,6 +376,12 @@ struct ScenarioRunner {
             outcomes.append(
                 .init(name: "host file \(file.path) holds the expected content", passed: content == file.content,
                       detail: content.map { "it holds \($0.prefix(200).debugDescription)" } ?? "it does not exist"))
+        }
+        if let wanted = expect.staleBookmarkResolved {
+            let stale = events.filter { $0.kind == .staleBookmark }.reduce(0) { $0 + $1.occurrences }
+            outcomes.append(
+                .init(name: wanted ? "a stale bookmark was resolved" : "no stale bookmark was resolved",
+                      passed: (stale > 0) == wanted, detail: "\(stale) stale resolutions"))
         }
         if let within = expect.within {
             outcomes.append(
@@ -390,5 +462,11 @@ enum JUnitReport {
             }
         }
         return out
+    }
+}
+
+extension Scenario.Step {
+    var countsStarts: Bool {
+        if case .starts = trigger { true } else { false }
     }
 }

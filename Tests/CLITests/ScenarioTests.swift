@@ -89,6 +89,45 @@ import Testing
         #expect(error("")?.message == "the scenario is empty")
     }
 
+    @Test("start triggers, forget, answer-pick, recreate and the stale-bookmark expectation parse")
+    func newerSteps() throws {
+        let scenario = try Scenario.parse(
+            """
+            steps:
+              - after: first start of grant local:docs
+                forget: local:docs
+              - after: 3 starts of grant local:.
+                recreate: local:docs/a.txt
+              - answer-pick: {choose: local:docs/a.txt, read_only: true, wait: 200ms}
+              - answer-pick: {choose: [local:a, local:b]}
+              - answer-pick: cancel
+            expect:
+              stale_bookmark_resolved: true
+            """, name: "s")
+        #expect(scenario.steps.map(\.trigger) == [
+            .starts(count: 1, grant: "local:docs"), .starts(count: 3, grant: "local:."), .at(0), .at(0), .at(0),
+        ])
+        #expect(scenario.steps.map(\.action) == [
+            .forget("local:docs"), .recreate("local:docs/a.txt"),
+            .answerPick(AgentScript.Step(choose: ["local:docs/a.txt"], readOnly: true, waitMs: 200)),
+            .answerPick(AgentScript.Step(choose: ["local:a", "local:b"])), .answerPick(AgentScript.Step(cancel: true)),
+        ])
+        #expect(scenario.expect.staleBookmarkResolved == true)
+        for (text, line, words) in [
+            ("steps:\n  - answer-pick: {choose: local:a, app: other}\n", 2, "unknown key 'app'"),
+            ("steps:\n  - answer-pick: {}\n", 2, "either choose items or cancel"),
+            ("steps:\n  - answer-pick: {choose: local:a, cancel: true}\n", 2, "either choose items or cancel"),
+            ("steps:\n  - answer-pick: later\n", 2, "'cancel' or a mapping"),
+            ("\nsteps:\n  - after: second start of grant local:a\n    revoke: local:a\n", 3, "after:"),
+            ("steps:\n  - after: 2 starts of local:a\n    revoke: local:a\n", 2, "after:"),
+            ("steps:\n  - after: 2 starts of grant docs\n    revoke: local:a\n", 2, "after:"),
+        ] {
+            let failure = error(text)
+            #expect(failure?.line == line, "\(text)")
+            #expect(failure?.message.contains(words) == true, "\(text): \(failure?.message ?? "no error")")
+        }
+    }
+
     @Test("JUnit XML escapes names and counts failures")
     func junit() {
         let report = TestCommand.Report(

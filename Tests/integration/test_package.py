@@ -131,6 +131,7 @@ def test_deb_contents(deb):
         f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}", "/usr/lib/x86_64-linux-gnu/libscopefs.so.0",
         "/usr/lib/x86_64-linux-gnu/libscopefs.so", "/usr/lib/x86_64-linux-gnu/pkgconfig/scopefs.pc",
         "/usr/include/scopefs.h", "/usr/lib/python3/dist-packages/scopefs.py",
+        "/usr/lib/python3/dist-packages/scopefs_testing.py",
         "/usr/lib/scopefs/libswiftCore.so", "/usr/share/doc/scopefs/copyright",
         "/usr/share/doc/scopefs/CLI.md", "/usr/share/doc/scopefs/README.md",
     }

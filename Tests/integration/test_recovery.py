@@ -77,7 +77,7 @@ def test_mount_helper_takes_every_mount_option_and_rejects_unknown_ones(env):
     env._record_daemon()
     daemon = json.loads(env.cli("status", "--json").stdout)["daemon"]
     assert (daemon["scopes"], daemon["openFiles"], daemon["scopeBudget"]) == ("lenient", "keep", 7), daemon
-    with open("/proc/self/mountinfo") as mountinfo:
+    with open("/proc/self/mountinfo", errors="surrogateescape") as mountinfo:
         line = next(line for line in mountinfo if f" {env.mnt} " in line)
     assert "allow_other" in line.split(" - ")[1], line
     assert (env.state / "daemon.log").exists(), "log=file did not reach `scopefs mount`"

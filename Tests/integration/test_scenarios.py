@@ -69,6 +69,35 @@ def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one
     check_junit(junit, failures=0)
 
 
+LEAK_SCENARIO = EXAMPLES / "scope-leak.yaml"
+
+
+def test_the_scope_leak_example_fails_on_the_buggy_app_and_passes_on_the_fixed_one(env):
+    """Issue 18's second example: an app that starts accessing its document
+    on every pass of a loop and stops once at the end. The scenario revokes
+    the grant after the app's fifth start (`after: 5 starts of grant`); both
+    versions notice (EPERM) and exit 0, but the buggy one exits with scopes
+    still counted, a leak (SPEC S11): `scopefs test` exits 1 naming "no
+    leaked scope" with the leak in its detail. The fixed one (`with
+    scopefs.accessing`) passes."""
+    env.base_env["PYTHONPATH"] = str(REPO_ROOT / "clients" / "python")
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    document = "Providers/local/docs/report.txt"
+    buggy = scopefs_test(env, LEAK_SCENARIO, sys.executable, EXAMPLES / "scope_leak_buggy.py", document,
+                         extra=("--json",))
+    assert buggy.returncode == 1, describe(buggy)
+    report = json.loads(buggy.stdout)
+    failed = [e for e in report["expectations"] if not e["passed"]]
+    assert [e["name"] for e in failed] == ["no leaked scope"], report["expectations"]
+    assert "docs/report.txt x" in failed[0]["detail"], failed
+    assert report["exitStatus"] == 0
+
+    fixed = scopefs_test(env, LEAK_SCENARIO, sys.executable, EXAMPLES / "scope_leak_fixed.py", document)
+    assert fixed.returncode == 0, describe(fixed)
+    assert "ok   no leaked scope" in fixed.stdout, fixed.stdout
+
+
 WAITER = """
 import signal, time
 path = sys.argv[1]

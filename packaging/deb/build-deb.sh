@@ -24,7 +24,7 @@ make -s -C "$repo/clients/c" BUILD="$stage/c" VERSION="$version" PREFIX=/usr LIB
   DESTDIR="$root" install >/dev/null
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/lib/$multiarch/libscopefs.so.$version"
 install -d "$root/usr/lib/python3/dist-packages"
-install -m 0644 "$repo/clients/python/scopefs.py" "$root/usr/lib/python3/dist-packages/"
+install -m 0644 "$repo/clients/python/scopefs.py" "$repo/clients/python/scopefs_testing.py" "$root/usr/lib/python3/dist-packages/"
 
 doc=$root/usr/share/doc/scopefs
 install -m 0644 "$here/copyright" "$doc/copyright"

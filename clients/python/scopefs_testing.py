@@ -1,0 +1,280 @@
+"""pytest plugin for testing an app against ScopeFS (issue 18). Standard
+library and pytest only.
+
+Load it with ``pytest -p scopefs_testing`` (with ``clients/python`` on
+``PYTHONPATH``), or ``pytest_plugins = ["scopefs_testing"]`` in a
+``conftest.py``. Each test that asks for the ``scopefs_mount`` fixture gets
+its own world in a temporary directory: a state directory, a provider
+``local`` backed by a temporary folder, the app, its grants, and a mount,
+unmounted at the end of the test::
+
+    import pytest
+
+    @pytest.mark.scopefs(app="com.example.editor", files={"docs/a.txt": "hello"}, grants=["local:docs"])
+    def test_survives_a_revoke(scopefs_mount):
+        app = scopefs_mount.start(["python3", "editor.py", scopefs_mount.path("local:docs/a.txt")])
+        scopefs_mount.revoke("local:docs")
+        ...
+
+Helpers (all run the ``scopefs`` CLI as the mount's owner):
+``revoke(item)``, ``restore(item)``, ``forget(item)``,
+``rename_on_host(src, dst)``, ``write_on_host(item, text)``,
+``inject(op, errno=... | latency_ms=..., path=..., percent=...)``,
+``clear_faults()``, ``events(kind)``, ``run(cmd)`` / ``start(cmd)`` (the
+command as the app, through ``scopefs run``), ``path(item)`` (the item in
+the app's view of the mount). Items are ``PROVIDER:RELPATH`` as
+``scopefs grant`` takes them.
+
+The binary is ``$SCOPEFS_BIN``, or ``scopefs`` on ``PATH``; a test asking
+for a mount is skipped, saying why, when there is no binary or no
+``/dev/fuse``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import pytest
+
+__all__ = ["ScopeFSWorld", "scopefs_mount", "scopefs_world"]
+
+#: The provider every world has; more with ``add_provider``.
+LOCAL = "local"
+CLI_TIMEOUT = 30
+
+
+class ScopeFSError(RuntimeError):
+    """A ``scopefs`` command this plugin ran failed; says which and why."""
+
+
+class ScopeFSWorld:
+    """A state directory, providers, apps, grants and (once ``mount()``
+    ran) a mount, all under ``root``. ``close()`` unmounts."""
+
+    def __init__(self, root: Union[str, Path], binary: str, app: str = "com.example.app"):
+        self.root = Path(root)
+        self.binary = binary
+        self.app = app
+        self.state = self.root / "state"
+        self.mountpoint = self.root / "mnt"
+        self.providers: dict = {}
+        self.mounted = False
+        self.started: list = []
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ)
+        self.env.pop("SCOPEFS_STATE", None)
+        self.env["XDG_STATE_HOME"] = str(self.root / "xdg-state")
+        self.cli("init")
+        self.add_provider(LOCAL)
+
+    # -- the CLI ----------------------------------------------------------
+
+    def cli(self, *args, check: bool = True, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+        """``scopefs --state STATE ARGS...``; raises ``ScopeFSError`` on a
+        nonzero exit unless ``check`` is false."""
+        argv = [self.binary, "--state", str(self.state), *map(str, args)]
+        p = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and p.returncode != 0:
+            raise ScopeFSError(f"`scopefs {' '.join(map(str, args))}` exited {p.returncode}: {p.stderr.strip()}")
+        return p
+
+    # -- the world --------------------------------------------------------
+
+    def add_provider(self, provider: str, files: Optional[dict] = None) -> Path:
+        """Registers a provider backed by a new folder; ``files`` maps
+        relative paths to text (or bytes) to create in it."""
+        directory = self.root / "providers" / provider
+        directory.mkdir(parents=True, exist_ok=True)
+        self.cli("provider", "add", provider, directory)
+        self.providers[provider] = directory
+        for relative, content in (files or {}).items():
+            self.write_on_host(f"{provider}:{relative}", content)
+        return directory
+
+    def add_app(self, app: str) -> None:
+        self.cli("app", "add", app)
+
+    def grant(self, item: str, app: Optional[str] = None, read_only: bool = False) -> int:
+        """``scopefs grant``; returns the grant id."""
+        p = self.cli("grant", app or self.app, item, *(["--read-only"] if read_only else []))
+        return int(p.stdout.split()[-1])
+
+    def mount(self, scopes: str = "strict", open_files: str = "revoke") -> None:
+        self.cli("mount", self.mountpoint, "--scopes", scopes, "--open-files", open_files)
+        self.mounted = True
+
+    def close(self) -> None:
+        """Stops the app processes ``start`` left running, unmounts (the
+        daemon exits); safe to call twice."""
+        for process in self.started:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # the app's children too
+            except ProcessLookupError:
+                pass
+            process.communicate()
+        self.started.clear()
+        if not self.mounted:
+            return
+        p = self.cli("unmount", self.mountpoint, check=False)
+        if p.returncode != 0:
+            subprocess.run(["fusermount3", "-u", str(self.mountpoint)], capture_output=True, timeout=CLI_TIMEOUT)
+        self.mounted = False
+
+    # -- paths ------------------------------------------------------------
+
+    def host_path(self, item: str) -> Path:
+        """The item's file in its provider's folder (``local:docs/a.txt``)."""
+        provider, _, relative = item.partition(":")
+        if provider not in self.providers or not relative or os.path.isabs(relative) or ".." in Path(relative).parts:
+            raise ValueError(f"{item!r}: expected PROVIDER:RELPATH of a provider of this world")
+        return self.providers[provider] / relative
+
+    def path(self, item: str, app: Optional[str] = None) -> str:
+        """The item as the app sees it: ``MOUNT/APP/Providers/PROVIDER/RELPATH``."""
+        provider, _, relative = item.partition(":")
+        return str(self.mountpoint / (app or self.app) / "Providers" / provider / relative)
+
+    # -- the app ----------------------------------------------------------
+
+    def run_argv(self, cmd: Sequence, app: Optional[str] = None, sandbox: bool = False) -> list:
+        view = [] if sandbox else ["--no-sandbox"]
+        return [self.binary, "--state", str(self.state), "run", "--app", app or self.app, *view, "--", *map(str, cmd)]
+
+    def run(self, cmd: Sequence, app: Optional[str] = None, sandbox: bool = False,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+        """Runs CMD as the app to its end (``scopefs run``); the result has
+        its exit status and output."""
+        return subprocess.run(self.run_argv(cmd, app, sandbox), capture_output=True, text=True, env=self.env,
+                              timeout=timeout)
+
+    def start(self, cmd: Sequence, app: Optional[str] = None, sandbox: bool = False) -> subprocess.Popen:
+        """Starts CMD as the app with pipes on stdin and stdout; the caller
+        waits for it (``communicate``)."""
+        process = subprocess.Popen(self.run_argv(cmd, app, sandbox), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=self.env, start_new_session=True)
+        self.started.append(process)
+        return process
+
+    # -- what happens to the app -------------------------------------------
+
+    def grant_id(self, item: str, app: Optional[str] = None) -> int:
+        provider, _, relative = item.partition(":")
+        relative = "" if relative in (".", "") else relative.strip("/")
+        for row in json.loads(self.cli("privacy", app or self.app, "--json").stdout):
+            if row["provider"] == provider and row["path"] == relative:
+                return int(row["grant"])
+        raise ScopeFSError(f"{app or self.app} has no grant of {item}")
+
+    def revoke(self, item: str, app: Optional[str] = None) -> None:
+        """Revokes the app's grant of the item: in force for the app's very
+        next operation (SPEC S13, S14)."""
+        self.cli("revoke", app or self.app, self.grant_id(item, app))
+
+    def restore(self, item: str, app: Optional[str] = None) -> None:
+        self.cli("restore", app or self.app, self.grant_id(item, app))
+
+    def forget(self, item: str, app: Optional[str] = None) -> None:
+        self.cli("forget", app or self.app, self.grant_id(item, app))
+
+    def rename_on_host(self, source: str, destination: str) -> None:
+        """Renames (or moves) an item in its provider's folder, behind the
+        mount's back, as another program of the user would."""
+        target = self.host_path(destination)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(self.host_path(source), target)
+
+    def write_on_host(self, item: str, content: Union[str, bytes]) -> None:
+        path = self.host_path(item)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+
+    def inject(self, op: str, errno: Optional[str] = None, latency_ms: Optional[int] = None,
+               path: Optional[str] = None, percent: Optional[float] = None, app: Optional[str] = None,
+               seed: Optional[int] = None) -> int:
+        """Adds a fault rule for the app (``scopefs fault add``): its OP
+        requests on paths matching the glob ``path`` (in the app's view,
+        e.g. ``Providers/local/docs/*``) fail with ``errno`` or wait
+        ``latency_ms``, in ``percent`` % of the cases. Returns the rule id."""
+        if (errno is None) == (latency_ms is None):
+            raise ValueError("inject: give errno or latency_ms")
+        args = ["fault", "add", "--app", app or self.app, "--op", op, "--json"]
+        args += ["--errno", errno] if errno is not None else ["--latency", str(latency_ms)]
+        if path is not None:
+            args += ["--path", path]
+        if percent is not None:
+            args += ["--percent", str(percent)]
+        if seed is not None:
+            args += ["--seed", str(seed)]
+        rule = json.loads(self.cli(*args).stdout)
+        return int((rule[0] if isinstance(rule, list) else rule)["id"])
+
+    def clear_faults(self, rule: Optional[int] = None) -> None:
+        self.cli("fault", "clear", *([rule] if rule is not None else ["--all"]))
+
+    def events(self, kind: Optional[str] = None, app: Optional[str] = None) -> list:
+        """The app's events (``scopefs events --json``): denials, starts,
+        stops, leaks, stale-bookmark, ... The daemon writes them every
+        100 ms: wait a moment after the app's action before asking."""
+        args = ["events", "--app", app or self.app, "--json"] + (["--kind", kind] if kind else [])
+        return json.loads(self.cli(*args).stdout)
+
+
+def _binary() -> Optional[str]:
+    return os.environ.get("SCOPEFS_BIN") or shutil.which("scopefs")
+
+
+@pytest.fixture
+def scopefs_world(request):
+    """An unmounted world (state directory, provider ``local``, the app of
+    the ``scopefs`` marker, default ``com.example.app``): add what the test
+    needs, then ``mount()``. Unmounted and removed at the end."""
+    binary = _binary()
+    if not binary:
+        pytest.skip("scopefs_testing: no scopefs binary (set SCOPEFS_BIN or put scopefs on PATH)")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("scopefs_testing: no /dev/fuse on this machine")
+    marker = request.node.get_closest_marker("scopefs")
+    options = dict(marker.kwargs) if marker else {}
+    root = tempfile.mkdtemp(prefix="scopefs-test-")
+    world = None
+    try:
+        world = ScopeFSWorld(root, binary, app=options.get("app", "com.example.app"))
+        world.add_app(world.app)
+        yield world
+    finally:
+        if world is not None:
+            world.close()
+        if not any(line.split()[4] == str(Path(root) / "mnt") for line in open("/proc/self/mountinfo")):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def scopefs_mount(request, scopefs_world):
+    """The world of ``scopefs_world`` with the marker's ``files`` in
+    provider ``local``, its ``grants`` (items; ``read_only_grants`` too)
+    given to the app, mounted with its ``scopes`` (``strict`` by default)
+    and ``open_files`` (``revoke``)."""
+    marker = request.node.get_closest_marker("scopefs")
+    options = dict(marker.kwargs) if marker else {}
+    for relative, content in options.get("files", {}).items():
+        scopefs_world.write_on_host(f"{LOCAL}:{relative}", content)
+    for item in options.get("grants", []):
+        scopefs_world.grant(item)
+    for item in options.get("read_only_grants", []):
+        scopefs_world.grant(item, read_only=True)
+    scopefs_world.mount(scopes=options.get("scopes", "strict"), open_files=options.get("open_files", "revoke"))
+    return scopefs_world
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "scopefs(app=..., files={...}, grants=[...], read_only_grants=[...], scopes=..., open_files=...): "
+        "the world of the scopefs_mount fixture")

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""A small app under test: it keeps a bookmark of a document and reads the
+document again and again, following it when it moves (SPEC S26). It
+survives what the tests in test_reader_app.py do to it: a failed open
+(EIO) is retried, a move is followed, a revoke ends it cleanly.
+
+    scopefs run --app com.example.reader -- python3 reader_app.py MOUNT/com.example.reader/Providers/local/docs/report.txt
+"""
+import errno
+import sys
+import time
+
+import scopefs
+
+path = sys.argv[1]
+with scopefs.accessing(path):
+    token = scopefs.bookmark_data(path)
+print("READY", flush=True)
+current = None
+for _ in range(400):
+    try:
+        found = scopefs.resolve_bookmark(token)
+        if found.provider_path != current:
+            current = found.provider_path
+            print("reading", current, flush=True)
+        with scopefs.accessing(found.path):
+            with open(found.path, "rb") as document:
+                document.read()
+    except PermissionError:
+        print("lost access", flush=True)
+        sys.exit(0)
+    except OSError as exc:
+        print("read failed:", errno.errorcode.get(exc.errno, exc.errno), flush=True)
+    time.sleep(0.05)
+print("gave up waiting", flush=True)
+sys.exit(1)
