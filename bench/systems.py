@@ -41,7 +41,7 @@ class SetupError(Exception):
 def mountpoints():
     """Mount points of this mount namespace, unescaped."""
     out = []
-    with open("/proc/self/mountinfo") as f:
+    with open("/proc/self/mountinfo", errors="surrogateescape") as f:
         for line in f:
             field = line.split()[4]
             out.append(field.encode().decode("unicode_escape"))

@@ -14,7 +14,7 @@ from scopefs_harness import (ALPHA, BETA, DAEMON_EXIT_TIMEOUT, LOCAL, REPORT_BYT
 
 VIEW_FACTS = """
 mnt, alpha, beta, report = sys.argv[1:5]
-mounts = [m for m in (line.split() for line in open("/proc/self/mountinfo"))
+mounts = [m for m in (line.split() for line in open("/proc/self/mountinfo", errors="surrogateescape"))
           if m[4] == mnt or m[4].startswith(mnt + "/")]   # other mounts of the machine aside
 emit({"view": os.environ.get("SCOPEFS_VIEW"),
       "root": listing(mnt),

@@ -251,7 +251,7 @@ def scopefs_world(request):
     finally:
         if world is not None:
             world.close()
-        if not any(line.split()[4] == str(Path(root) / "mnt") for line in open("/proc/self/mountinfo")):
+        if not any(line.split()[4] == str(Path(root) / "mnt") for line in open("/proc/self/mountinfo", errors="surrogateescape")):
             shutil.rmtree(root, ignore_errors=True)
 
 
