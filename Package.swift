@@ -103,7 +103,22 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict,
+            // Every CLI command and every `scopefs run` is a new process:
+            // linked statically, the Swift runtime and Foundation cost no
+            // symbol lookups in 20 shared libraries at each start, which
+            // was a third of a short command's CPU time (docs/PERFORMANCE.md,
+            // "The control socket while 200 app processes start"). Debug
+            // builds stay dynamic: they link faster. The modules were
+            // compiled against the shared Foundation, whose autolink
+            // entries leave out the static archives it needs, so they are
+            // named here, and lld takes archives in any order.
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-static-stdlib", "-use-ld=lld", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims",
+                     "-l_FoundationCollections"],
+                    .when(configuration: .release))
+            ]
         ),
         // The Swift client library for apps (SPEC S31): Foundation only.
         .target(

@@ -60,6 +60,27 @@ public enum ControlClient {
         return (response.revoked ?? [], response.message)
     }
 
+    /// Restores through the daemon serving the state directory (see
+    /// `ControlRequest.Operation.restore`); returns the grants restored, or
+    /// nil when no daemon serves it (or one that predates the operation):
+    /// then the CLI writes the database itself.
+    public static func restore(app: String, grant: Int64?, state: StateDirectory) throws(ScopeFSError) -> [Grant]? {
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
+        let response: ControlResponse
+        do {
+            response = try send(ControlRequest(op: .restore, app: app, grant: grant), state: state)
+        } catch where error.kind == .noDaemon {
+            return nil
+        }
+        guard response.ok else {
+            if response.code == ScopeFSError.Kind.usage.rawValue, response.message == ControlResponse.malformedRequest {
+                return nil
+            }
+            throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "restore failed")
+        }
+        return response.restored ?? []
+    }
+
     public static func status(state: StateDirectory) throws(ScopeFSError) -> DaemonStatus? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         do {

@@ -20,6 +20,14 @@ public struct ControlRequest: Codable, Sendable {
         /// daemon, for a CLI that cannot write the database (issue 15): the
         /// daemon holds the policy and revokes whatever state the file is in.
         case revoke
+        /// Restore `grant` of `app` (all of its revoked grants when nil):
+        /// the daemon writes the database with its own connection and
+        /// installs the change before it answers (SPEC S13), so the CLI
+        /// neither opens the database nor asks `whoami` first — one round
+        /// trip, which is what keeps `scopefs restore` quick on a machine
+        /// busy starting apps (issue 15). An app process is refused like
+        /// for every change (SPEC S5).
+        case restore
         /// An app asks the user to pick documents (issue 17); answered by
         /// the owner's agent.
         case pick
@@ -52,7 +60,7 @@ public struct ControlRequest: Codable, Sendable {
     public var op: Operation
     public var app: AppID?
     public var bookmark: String?
-    /// With `revoke`: the grant (nil: all of `app`'s).
+    /// With `revoke` and `restore`: the grant (nil: all of `app`'s).
     public var grant: GrantID?
     /// With `reload`: paths in `app`'s container that changed behind the
     /// mount, whose cached entries the daemon drops.
@@ -107,6 +115,8 @@ public struct ControlResponse: Codable, Sendable {
     public var path: String?
     /// With `revoke`: the grants it revoked.
     public var revoked: [Grant]?
+    /// With `restore`: the grants it restored.
+    public var restored: [Grant]?
     /// With `agentNext`: the request to answer (nil: none came in time).
     public var pending: PendingPick?
     /// With `pick`: the agent's answer.
@@ -121,6 +131,10 @@ public struct ControlResponse: Codable, Sendable {
     public var daemon: Int32?
     /// With `faultAdd`, `faultList` and `faultClear`: the rules in force.
     public var faults: [FaultRule]?
+
+    /// What the daemon answers to a request it cannot decode, an
+    /// operation it does not know included.
+    public static let malformedRequest = "malformed control request"
 
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)

@@ -113,7 +113,7 @@ final class ControlServer: Sendable {
             if let line = client.readLine(), let request = try? JSONDecoder().decode(ControlRequest.self, from: line) {
                 response = handler(request, peer, peerApp)
             } else {
-                response = .failure(ScopeFSError.Kind.usage.rawValue, "malformed control request")
+                response = .failure(ScopeFSError.Kind.usage.rawValue, ControlResponse.malformedRequest)
             }
         } else {
             logger.warning("control connection refused: peer is not the mount's owner")

@@ -247,6 +247,15 @@ public enum Daemon {
             } catch {
                 return .failure(error.exitCode, error.message)
             }
+        case .restore:
+            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "restore needs an app") }
+            do {
+                var response = ControlResponse(ok: true)
+                response.restored = try reloader.restore(app: app, grant: request.grant, requester: peer.pid)
+                return response
+            } catch {
+                return .failure(error.exitCode, error.message)
+            }
         case .register:
             guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app") }
             guard fileSystem.snapshot.apps[app] != nil else {

@@ -13,13 +13,21 @@ import PolicyStore
 /// control socket refuses changes from app processes itself.
 public enum OwnerCheck {
     public static func require(_ state: StateDirectory, to action: String) throws(ScopeFSError) {
-        func refused(_ app: String?) -> ScopeFSError {
-            ScopeFSError(
-                .refused,
-                "refused: this is an app process\(app.map { " of \($0)" } ?? ""); only the owner, outside `scopefs run`, can \(action) (SPEC S5)")
-        }
-        if inRunCgroup() { throw refused(nil) }
-        if let app = appNamedByDaemon(state) { throw refused(app) }
+        try requireOutsideRuns(to: action)
+        if let app = appNamedByDaemon(state) { throw refused(app, action) }
+    }
+
+    /// The first sign alone, read from /proc without asking the daemon: for
+    /// a change that the daemon itself makes, which refuses app processes
+    /// on its own (the second sign, with the same answer as `whoami`).
+    public static func requireOutsideRuns(to action: String) throws(ScopeFSError) {
+        if inRunCgroup() { throw refused(nil, action) }
+    }
+
+    private static func refused(_ app: String?, _ action: String) -> ScopeFSError {
+        ScopeFSError(
+            .refused,
+            "refused: this is an app process\(app.map { " of \($0)" } ?? ""); only the owner, outside `scopefs run`, can \(action) (SPEC S5)")
     }
 
     /// The app the daemon serving `state` takes this process for (nil for

@@ -188,6 +188,21 @@ final class PolicyReloader: Sendable {
         }
     }
 
+    /// Restores through the daemon (the `restore` control operation): the
+    /// change is written with the daemon's connection, durable when this
+    /// returns, and installed by the reload that follows. `requester`: the
+    /// process the restore event names (the owner's CLI).
+    func restore(app: AppID, grant: GrantID?, requester: Int32) throws(ScopeFSError) -> [Grant] {
+        // Failed closed, the connection may be a placeholder: say why.
+        try reload()
+        if let failure {
+            throw ScopeFSError(.badState, "cannot restore: no grant is served until a valid database returns (\(failure))")
+        }
+        let changed = try repository.setState(.active, app: app, grant: grant, requester: requester)
+        try reload()
+        return changed
+    }
+
     private func isOpened(_ file: FileIdentity) -> Bool {
         repository.database.identity?.isSameFile(as: file) ?? false
     }

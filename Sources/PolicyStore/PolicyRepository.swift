@@ -185,7 +185,11 @@ public struct PolicyRepository: Sendable {
     /// Sets the state of one grant (by id) or of all of an app's grants.
     /// Returns the grants whose state changed.
     @discardableResult
-    public func setState(_ state: GrantState, app: AppID, grant grantID: GrantID?) throws(ScopeFSError) -> [Grant] {
+    /// `requester`: the process that asked for the change, which its event
+    /// names (this process unless the daemon changes it for a CLI).
+    public func setState(
+        _ state: GrantState, app: AppID, grant grantID: GrantID?, requester: Int32 = getpid()
+    ) throws(ScopeFSError) -> [Grant] {
         try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
             let grants = try Self.fetchGrants(db, app: app)
@@ -204,7 +208,7 @@ public struct PolicyRepository: Sendable {
                 try db.execute(
                     sql: "UPDATE grants SET state = ?, changed_at = ? WHERE id = ?",
                     arguments: [state.rawValue, now, grant.id])
-                try Self.recordChange(db, state == .active ? .restore : .revoke, grant)
+                try Self.recordChange(db, state == .active ? .restore : .revoke, grant, pid: requester)
             }
             return changed.map { $0.with(state: state) }
         }
@@ -219,10 +223,12 @@ public struct PolicyRepository: Sendable {
 
     /// Grants, revokes and restores are events (SPEC S29), written in the
     /// same transaction as the change, whichever command made it.
-    static func recordChange(_ db: Database, _ kind: Event.Kind, _ grant: Grant, operation: String? = nil) throws {
+    static func recordChange(
+        _ db: Database, _ kind: Event.Kind, _ grant: Grant, operation: String? = nil, pid: Int32 = getpid()
+    ) throws {
         let path = "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath)
         let event = Event(
-            time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(), path: path,
+            time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: pid, path: path,
             operation: operation ?? kind.rawValue, grant: grant.id)
         _ = try EventStore.insert(event, into: db)
     }

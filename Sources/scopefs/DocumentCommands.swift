@@ -195,7 +195,7 @@ struct BookmarkCommand: ParsableCommand {
         subcommands: [Create.self, Resolve.self])
 
     struct Create: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print a bookmark for PATH (this process must be an app process).")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Print a bookmark for PATH (this process must be an app process).")
         @Argument var path: String
         @Flag(help: "A read-only bookmark.") var readOnly = false
 
@@ -207,7 +207,7 @@ struct BookmarkCommand: ParsableCommand {
     }
 
     struct Resolve: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Resolve a bookmark: its current path and whether it is stale.")
+        static let configuration = CommandConfiguration(commandName: "resolve", abstract: "Resolve a bookmark: its current path and whether it is stale.")
         @OptionGroup var options: StateOptions
         @Argument(help: "The bookmark, or - to read it from standard input.") var bookmark: String
         @Flag(help: "Print JSON.") var json = false

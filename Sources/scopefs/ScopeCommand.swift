@@ -11,7 +11,7 @@ struct ScopeCommand: ParsableCommand {
 
     struct Exec: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.")
+            commandName: "exec", abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.")
         @Argument(help: "A path inside the mount.") var path: String
         @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
 

@@ -45,7 +45,7 @@ struct ProviderCommand: ParsableCommand {
         subcommands: [Add.self, List.self, Remove.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Register a provider backed by a directory.")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Register a provider backed by a directory.")
         @OptionGroup var options: StateOptions
         @Argument(help: "Provider ID, e.g. com.example.drive or local.") var id: String
         @Argument(help: "Backing directory.") var directory: String
@@ -61,7 +61,7 @@ struct ProviderCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List providers.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List providers.")
         @OptionGroup var options: StateOptions
         @Flag(help: "Print JSON.") var json = false
 
@@ -77,7 +77,7 @@ struct ProviderCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Unregister a provider and drop its grants.")
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Unregister a provider and drop its grants.")
         @OptionGroup var options: StateOptions
         @Argument(completion: Completions.providers) var id: String
 
@@ -95,7 +95,7 @@ struct AppCommand: ParsableCommand {
         commandName: "app", abstract: "Register apps.", subcommands: [Add.self, List.self, Remove.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Register an app and create its container.")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Register an app and create its container.")
         @OptionGroup var options: StateOptions
         @Argument(help: "App ID, e.g. com.example.editor.") var id: String
         @Option(help: "Display name.") var name: String?
@@ -111,7 +111,7 @@ struct AppCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List apps.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List apps.")
         @OptionGroup var options: StateOptions
         @Flag(help: "Print JSON.") var json = false
 
@@ -126,7 +126,7 @@ struct AppCommand: ParsableCommand {
 
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Unregister an app and drop its grants (its container stays on disk).")
+            commandName: "remove", abstract: "Unregister an app and drop its grants (its container stays on disk).")
         @OptionGroup var options: StateOptions
         @Argument(completion: Completions.apps) var id: String
 

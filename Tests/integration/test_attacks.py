@@ -120,12 +120,13 @@ emit(answers)
 def test_the_control_socket_refuses_changes_from_an_app_process(env):
     """Finding 1, SPEC S5: a hostile app skips the CLI and writes requests to
     the owner's control socket itself: register (start another app), reload,
-    status and revoke (the daemon's own revocation path for an unusable
-    database) are refused with code 77; whoami names its app. Seen failing
-    on the old main: status answered with every app's processes."""
+    status, revoke (the daemon's own revocation path for an unusable
+    database) and restore (the daemon writes it for the CLI, issue 15) are
+    refused with code 77; whoami names its app. Seen failing on the old
+    main: status answered with every app's processes."""
     env.mount()
-    got = env.app_json(ALPHA, RAW_CONTROL, env.state / "control.sock", "status,reload,register,revoke,whoami", BETA)
-    for op in ("status", "reload", "register", "revoke"):
+    got = env.app_json(ALPHA, RAW_CONTROL, env.state / "control.sock", "status,reload,register,revoke,restore,whoami", BETA)
+    for op in ("status", "reload", "register", "revoke", "restore"):
         assert got[op]["ok"] is False and got[op]["code"] == 77, (op, got[op])
     assert got["whoami"] == {"ok": True, "app": ALPHA}
 
