@@ -21,6 +21,11 @@ socket (SPEC S26, S27). The module keeps no state. The counter belongs to the ca
 a child process inherits the scopes its parent holds while the parent holds
 them (SPEC S9).
 
+Paths are bytes (SPEC S33a): a path this module returns holds a byte that
+is not UTF-8 as Python's ``surrogateescape`` does (the daemon sends it as
+``\\udcXX``, docs/API.md "Paths are bytes"), so ``open(path)`` and
+``os.fsencode(path)`` give the exact file; ``bytes`` paths are accepted too.
+
 Errors (docs/API.md "Errors", SPEC S32):
 
 - ``ScopeDenied`` (a ``PermissionError``, EPERM): no active grant of the
