@@ -561,3 +561,21 @@ def test_run_passes_environment_and_directory_as_bytes(env, tmp_path, sandbox):
         assert seen["x"] == "" and bytes.fromhex(seen["cwd"]).endswith(b"/Container"), seen
     else:
         assert seen == {"x": b"caf\xe9 \xff".hex(), "lc": b"\xe9t\xe9".hex(), "cwd": directory.hex()}, seen
+
+
+def test_live_query_json_keeps_the_bytes(env, cafe):
+    """Issue 16, SPEC S28a, S29, S33a: `query --follow --json` writes a
+    name that is not UTF-8 losslessly (`\\udce9`), as every JSON output."""
+    import select
+    env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
+    follower = subprocess.Popen(env.cli_argv("query", "--app", ALPHA, "--follow", "--json"), stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env.base_env, start_new_session=True)
+    try:
+        assert select.select([follower.stdout], [], [], 10)[0], "no output within 10 s"
+        first = json.loads(follower.stdout.readline())
+    finally:
+        follower.kill()
+        follower.wait()
+    assert first["event"] == "finishedGathering", first
+    urls = [os.fsencode(r["url_in_local_container"]) for r in first["results"]]
+    assert urls and urls[0].endswith(b"/Documents/" + CAFE), first
