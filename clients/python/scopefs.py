@@ -398,7 +398,7 @@ class NoPickerAgent(OSError):
 
 
 def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selection: bool = False,
-         directory: Optional[str] = None, items: tuple = (), timeout: float = 300,
+         directory: Optional[StrOrBytesPath] = None, items: tuple = (), timeout: float = 300,
          state_dir: Optional[str] = None) -> list:
     """Ask the user to pick documents for this app, as an app presents
     ``UIDocumentPickerViewController``: ``mode`` is open, import, export or
@@ -412,10 +412,11 @@ def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selectio
     (nobody answered), :class:`ScopeDenied` (not an app process, or the
     agent could not apply the choice) or :class:`NoDaemon`.
     """
+    # Bytes or str: a byte that is not UTF-8 goes as "\\udcXX" (docs/API.md).
     request = {"mode": mode, "contentTypes": list(content_types),
-               "allowsMultipleSelection": bool(allows_multiple_selection), "items": list(items)}
+               "allowsMultipleSelection": bool(allows_multiple_selection), "items": [os.fsdecode(i) for i in items]}
     if directory is not None:
-        request["directory"] = directory
+        request["directory"] = os.fsdecode(directory)
     answer = _ask({"op": "pick", "pick": request, "waitSeconds": timeout}, state_dir, timeout + 5)
     if not answer.get("ok"):
         raise _refusal(answer, "the pick failed", {
