@@ -40,7 +40,7 @@ public enum AppLauncher {
             let sandbox = Sandbox(app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed)
             return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
         case .none(let view):
-            var environment = ProcessInfo.processInfo.environment
+            var environment = HostEnvironment.current
             environment["SCOPEFS_APP"] = app
             // Client libraries find the control socket (bookmark resolution) here.
             environment["SCOPEFS_STATE"] = state.path
@@ -101,7 +101,7 @@ public enum AppLauncher {
         }
         close(ends[1])
         _ = fcntl(ends[0], F_SETFD, 0)  // inherited by bubblewrap
-        let environment = sandbox.environment(from: ProcessInfo.processInfo.environment)
+        let environment = sandbox.environment(from: HostEnvironment.current)
         let arguments = sandbox.arguments(seccompDescriptor: ends[0], environment: environment)
         return try spawnAndWait([bubblewrap] + arguments + command, environment: [:], directory: nil, loss: loss)
     }
@@ -125,7 +125,7 @@ public enum AppLauncher {
         if let directory { directory.withHostCString { _ = posix_spawn_file_actions_addchdir_np(&actions, $0) } }
 
         let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = environment.map { "\($0.key)=\($0.value)".withHostCString { strdup($0) } } + [nil]
         defer {
             argv.forEach { free($0) }
             envp.forEach { free($0) }

@@ -18,9 +18,10 @@ public enum ControlClient {
                 "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`")
         }
         defer { socket.close() }
-        guard let body = try? JSONEncoder().encode(request), socket.writeLine(body),
+        // Paths travel with host bytes as `\udcXX` both ways (SPEC S33a, `HostJSON`).
+        guard let body = try? JSONEncoder().encode(request), socket.writeLine(Data(HostJSON.escaped(body))),
             let line = socket.readLine(limit: UnixSocket.responseLimit),
-            let response = try? JSONDecoder().decode(ControlResponse.self, from: line)
+            let response = try? JSONDecoder().decode(ControlResponse.self, from: Data(HostJSON.decodable(line)))
         else {
             throw ScopeFSError(.timedOut, "the daemon serving \(state.path) did not answer")
         }

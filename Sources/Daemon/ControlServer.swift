@@ -110,7 +110,10 @@ final class ControlServer: Sendable {
     private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ peerApp: AppID?) -> ControlResponse {
         let response: ControlResponse
         if let peer, peer.uid == 0 || peer.uid == ownerUID {
-            if let line = client.readLine(), let request = try? JSONDecoder().decode(ControlRequest.self, from: line) {
+            // Paths arrive with host bytes as `\udcXX` (SPEC S33a, `HostJSON`).
+            if let line = client.readLine(),
+                let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(HostJSON.decodable(line)))
+            {
                 response = handler(request, peer, peerApp)
             } else {
                 response = .failure(ScopeFSError.Kind.usage.rawValue, ControlResponse.malformedRequest)
@@ -123,7 +126,7 @@ final class ControlServer: Sendable {
     }
 
     private func respond(_ client: UnixSocket, _ response: ControlResponse) {
-        if let body = try? JSONEncoder().encode(response) { _ = client.writeLine(body) }
+        if let body = try? JSONEncoder().encode(response) { _ = client.writeLine(Data(HostJSON.escaped(body))) }
     }
 
     func stop() {

@@ -67,7 +67,9 @@ enum ControlSocket {
         // failure to connect means one thing, no daemon.
         guard connected == 0 else { throw failure(ECONNREFUSED) }
 
-        var outgoing = request
+        // A path's byte that is not UTF-8 travels as `\udcXX` both ways
+        // (SPEC S33a, `HostPathText`).
+        var outgoing = HostPathText.escaped(request)
         outgoing.append(UInt8(ascii: "\n"))
         var sent = 0
         while sent < outgoing.count {
@@ -94,6 +96,6 @@ enum ControlSocket {
             answer.append(contentsOf: chunk[0..<n])
         }
         guard let end = answer.firstIndex(of: UInt8(ascii: "\n")) else { throw failure(EPROTO) }
-        return answer[answer.startIndex..<end]
+        return HostPathText.decodable(answer[answer.startIndex..<end])
     }
 }

@@ -79,7 +79,7 @@ private func readAttribute(_ name: String, of path: String, capacity: Int, for o
     }
     var buffer = [UInt8](repeating: 0, count: capacity)
     let (length, callErrno): (Int, Int32) = buffer.withUnsafeMutableBytes { raw in
-        let n = getxattr(path, name, raw.baseAddress, raw.count)
+        let n = HostPathText.withCString(path) { getxattr($0, name, raw.baseAddress, raw.count) }
         return (n, n < 0 ? errno : 0)
     }
     guard length >= 0 else {

@@ -147,7 +147,9 @@ struct AgentScript: Decodable {
             throw ScopeFSError(.noInput, "cannot read the agent script \(path)")
         }
         do {
-            return try JSONDecoder().decode(AgentScript.self, from: data).steps
+            // Items named with `\udcXX` for a byte that is not UTF-8, as
+            // the control socket does (SPEC S33a).
+            return try JSONDecoder().decode(AgentScript.self, from: Data(HostJSON.decodable(data))).steps
         } catch {
             throw ScopeFSError(.badData, "agent script \(path) is not valid: \(error)")
         }

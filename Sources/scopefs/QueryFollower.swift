@@ -1,6 +1,7 @@
 import Documents
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// `scopefs query --follow` (issue 17): a live NSMetadataQuery. It prints
@@ -61,6 +62,6 @@ struct QueryFollower {
     private func emit(_ object: [String: Any]) {
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         else { return }
-        print(String(decoding: data, as: UTF8.self))
+        print(String(decoding: data, as: UTF8.self).jsonHostEscaped)
     }
 }

@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -330,3 +331,251 @@ def test_documents_keep_names_that_are_not_utf8(env):
     got = env.app_json(ALPHA, READLINK_AND_READ, reference.hex())
     assert bytes.fromhex(got["target"]["ok"]).endswith(b"/docs/" + CAFE), got
     assert got["data"] == {"ok": CAFE_TEXT.hex()}
+
+
+# ---------------------------------------------------------------------------
+# Paths on the control socket and through `scopefs run` (issue 16: "bytes
+# end to end"; SPEC S33a). A path in a daemon's answer carries a byte that
+# is not UTF-8 as `\udcXX` (docs/API.md "Paths are bytes"): each client
+# library must hand the app a path that opens the exact file.
+
+from test_clients import c_build, swift_check  # noqa: E402,F401  (fixtures: the C library, the Swift check app)
+from test_pick_requests import Agent  # noqa: E402
+
+PYTHON_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                             "clients", "python")
+LANGS = ["python", "c", "swift"]
+
+# Each snippet ends with open_exact(path bytes): starts accessing (the grant
+# is security-scoped, SPEC S6) and reads the file at exactly those bytes.
+OPEN_EXACT = """
+import ctypes, scopefs
+def open_exact(path):
+    started = outcome(lambda: scopefs.start_accessing(path))
+    return {"path": path.hex(), "data": outcome(lambda: read_bytes(path).hex()), "started": started}
+def c_lib():
+    lib = ctypes.CDLL(sys.argv[1], use_errno=True)
+    lib.scopefs_bookmark_resolve.restype = ctypes.c_void_p
+    lib.scopefs_bookmark_resolve.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
+    lib.scopefs_pick.restype = ctypes.POINTER(ctypes.c_void_p)
+    lib.scopefs_pick.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p]
+    lib.scopefs_free_paths.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    return lib
+"""
+
+PY_RESOLVE = OPEN_EXACT + """
+found = scopefs.resolve_bookmark(sys.argv[1])
+emit(open_exact(os.fsencode(found.path)))
+"""
+
+C_RESOLVE = OPEN_EXACT + """
+lib = c_lib()
+p = lib.scopefs_bookmark_resolve(sys.argv[2].encode(), None, None)
+emit(open_exact(ctypes.string_at(p)) if p else {"error": errno.errorcode[ctypes.get_errno()]})
+"""
+
+PY_PICK_EXACT = OPEN_EXACT + """
+paths = scopefs.pick(mode="open")
+emit(open_exact(os.fsencode(paths[0])))
+"""
+
+C_PICK_EXACT = OPEN_EXACT + """
+lib = c_lib()
+got = lib.scopefs_pick(b"open", None, 0, None)
+emit(open_exact(ctypes.string_at(got[0])) if got else {"error": errno.errorcode[ctypes.get_errno()]})
+"""
+
+PY_WATCH_EXACT = OPEN_EXACT + """
+notices = scopefs.watch_documents(timeout=15)
+emit({"ready": True})
+for notice in notices:
+    if notice["kind"] == "arrived":
+        emit(open_exact(os.fsencode(notice["path"])))
+        break
+else:
+    emit({"error": "no notice"})
+"""
+
+C_WATCH_EXACT = OPEN_EXACT + """
+class Notice(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_char_p), ("path", ctypes.c_char_p), ("old_path", ctypes.c_char_p),
+                ("grant", ctypes.c_longlong)]
+HANDLER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Notice), ctypes.c_void_p)
+heard = []
+def on_notice(notice, context):
+    if notice.contents.kind == b"arrived":
+        heard.append(notice.contents.path)   # a copy: valid during the callback only
+        return 1
+    return 0
+lib = c_lib()
+lib.scopefs_watch.argtypes = [HANDLER, ctypes.c_void_p, ctypes.c_double, ctypes.c_char_p]
+emit({"ready": True})
+handler = HANDLER(on_notice)
+rc = lib.scopefs_watch(handler, None, 15.0, None)
+emit(open_exact(heard[0]) if heard else {"error": f"rc {rc}, no notice"})
+"""
+
+PY_COORDINATE_EXACT = OPEN_EXACT + """
+path = bytes.fromhex(sys.argv[1])
+try:
+    with scopefs.coordinate(path, "read", timeout=5):
+        emit(open_exact(path))
+except OSError as exc:
+    emit({"error": type(exc).__name__, "message": str(exc)})
+"""
+
+
+@pytest.fixture
+def cafe(env):
+    """`local:docs/caf\\xe9.txt` on the host, the Python client on the app's
+    path, a strict mount (scopes are needed, SPEC S6)."""
+    from doc_scope_helpers import mount
+    env.base_env["PYTHONPATH"] = PYTHON_CLIENT
+    with open(os.fsencode(env.backing(LOCAL) / "docs") + b"/" + CAFE, "wb") as f:
+        f.write(CAFE_TEXT)
+    mount(env)
+    return os.fsencode(env.prov(ALPHA, LOCAL, "docs")) + b"/" + CAFE
+
+
+def exact(path: bytes) -> dict:
+    return {"path": path.hex(), "data": {"ok": CAFE_TEXT.hex()}}
+
+
+def swift_report(env, *argv) -> dict:
+    p = env.run_app(ALPHA, list(argv))
+    assert p.returncode == 0, describe(p)
+    return swift_normalized(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def swift_normalized(got: dict) -> dict:
+    """The check program's report in the Python snippets' shape; its read
+    under a coordinated claim on the URL (the path sent back to the daemon,
+    SPEC S27b) must give the file too."""
+    assert got.get("coordinated") == CAFE_TEXT.hex(), got
+    if "dataHex" in got:
+        data = got.pop("dataHex")
+        got["data"] = {"ok": data} if data != "unreadable" else {"errno": "unreadable"}
+    return got
+
+
+def client_argv(lang: str, request) -> tuple:
+    """The C library's path for the C snippets (argv[1]); the Swift check program."""
+    if lang == "c":
+        return (request.getfixturevalue("c_build") / "libscopefs.so",)
+    if lang == "swift":
+        return (request.getfixturevalue("swift_check"),)
+    return ()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_bookmark_resolves_to_the_exact_name(env, cafe, lang, request):
+    """Issue 16, SPEC S26, S33a: a bookmark of `caf\\xe9.txt` resolves, in
+    each client library, to a path that opens that very file."""
+    extra = client_argv(lang, request)
+    env.grant(ALPHA, arg(b"local:docs/" + CAFE))
+    token = env.app_json(ALPHA, "import scopefs\nemit(scopefs.bookmark_data(bytes.fromhex(sys.argv[1])))", cafe.hex())
+    if lang == "python":
+        got = env.app_json(ALPHA, PY_RESOLVE, token)
+    elif lang == "c":
+        got = env.app_json(ALPHA, C_RESOLVE, *extra, token)
+    else:
+        got = swift_report(env, *extra, "bytes-resolve", token)
+    assert {k: got.get(k) for k in ("path", "data")} == exact(cafe), got
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_pick_reply_opens_the_exact_name(env, cafe, lang, request):
+    """Issue 16, 17, SPEC S21a, S33a: the agent chooses `caf\\xe9.txt`
+    (its script names it with `\\udce9`); the app's pick returns a path
+    that opens that file."""
+    extra = client_argv(lang, request)
+    agent = Agent(env, [{"choose": [os.fsdecode(b"local:docs/" + CAFE)]}])
+    if lang == "python":
+        got = env.app_json(ALPHA, PY_PICK_EXACT)
+    elif lang == "c":
+        got = env.app_json(ALPHA, C_PICK_EXACT, *extra)
+    else:
+        got = swift_report(env, *extra, "bytes-pick")
+    log = agent.finish()
+    assert {k: got.get(k) for k in ("path", "data")} == exact(cafe), (got, log)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_watch_notice_opens_the_exact_name(env, cafe, lang, request):
+    """Issue 16, 17, SPEC S27a, S33a: a presenter hears that `caf\\xe9.txt`
+    arrived (`scopefs open`) with a path that opens that file."""
+    extra = client_argv(lang, request)
+    if lang == "swift":
+        argv = env.run_argv(ALPHA, [*extra, "bytes-watch"])
+        app = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.base_env,
+                               start_new_session=True, text=True)
+        try:
+            assert json.loads(app.stdout.readline()) == {"ready": "true"}
+            time.sleep(0.3)
+            env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
+            out, err = app.communicate(timeout=30)
+        finally:
+            if app.poll() is None:
+                app.kill()
+                app.wait()
+        got = swift_normalized(json.loads(out.strip().splitlines()[-1]))
+    else:
+        session = env.app_session(ALPHA, PY_WATCH_EXACT if lang == "python" else C_WATCH_EXACT, *extra)
+        assert session.recv() == {"ready": True}
+        time.sleep(0.3)   # subscribed
+        env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
+        got = session.recv(timeout=20)
+    assert {k: got.get(k) for k in ("path", "data")} == exact(cafe), got
+
+
+def test_coordinate_takes_the_exact_name(env, cafe):
+    """Issue 16, 17, SPEC S27b, S33a: an app coordinates a read of
+    `caf\\xe9.txt`, its path sent as `\\udce9`, and reads it under the claim."""
+    env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
+    got = env.app_json(ALPHA, PY_COORDINATE_EXACT, cafe.hex())
+    assert {k: got.get(k) for k in ("path", "data")} == exact(cafe), got
+
+
+RUN_SEES = ("import json, os; print(json.dumps({'x': os.environb.get(b'X', b'').hex(), "
+            "'lc': os.environb.get(b'LC_SCOPEFS_BYTES', b'').hex(), 'cwd': os.getcwdb().hex()}))")
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["no-sandbox", "sandbox"])
+def test_run_passes_environment_and_directory_as_bytes(env, tmp_path, sandbox):
+    """Issue 16, SPEC S5, S33a: `scopefs run` hands the app its environment
+    and working directory unchanged when they are not UTF-8. In the sandbox
+    only the allowed variables pass (LC_*), and the directory is the
+    container."""
+    env.mount()
+    directory = os.fsencode(tmp_path) + b"/dir\xe9"
+    os.mkdir(directory)
+    variables = dict(env.base_env)
+    variables["X"] = os.fsdecode(b"caf\xe9 \xff")
+    variables["LC_SCOPEFS_BYTES"] = os.fsdecode(b"\xe9t\xe9")
+    p = subprocess.run(env.run_argv(ALPHA, ["python3", "-c", RUN_SEES], sandbox=sandbox), cwd=directory,
+                       env=variables, capture_output=True, timeout=60)
+    assert p.returncode == 0, p
+    seen = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    assert seen["lc"] == b"\xe9t\xe9".hex(), seen
+    if sandbox:
+        assert seen["x"] == "" and bytes.fromhex(seen["cwd"]).endswith(b"/Container"), seen
+    else:
+        assert seen == {"x": b"caf\xe9 \xff".hex(), "lc": b"\xe9t\xe9".hex(), "cwd": directory.hex()}, seen
+
+
+def test_live_query_json_keeps_the_bytes(env, cafe):
+    """Issue 16, SPEC S28a, S29, S33a: `query --follow --json` writes a
+    name that is not UTF-8 losslessly (`\\udce9`), as every JSON output."""
+    import select
+    env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
+    follower = subprocess.Popen(env.cli_argv("query", "--app", ALPHA, "--follow", "--json"), stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env.base_env, start_new_session=True)
+    try:
+        assert select.select([follower.stdout], [], [], 10)[0], "no output within 10 s"
+        first = json.loads(follower.stdout.readline())
+    finally:
+        follower.kill()
+        follower.wait()
+    assert first["event"] == "finishedGathering", first
+    urls = [os.fsencode(r["url_in_local_container"]) for r in first["results"]]
+    assert urls and urls[0].endswith(b"/Documents/" + CAFE), first

@@ -183,6 +183,13 @@ static int read_string(struct reader *r, char **out)
                 if (hex4(r, &low) < 0 || low < 0xDC00 || low > 0xDFFF)
                     goto bad;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            } else if (cp >= 0xDC80 && cp <= 0xDCFF) {
+                /* A path's byte that is not UTF-8, as the daemon sends it
+                 * (Python's surrogateescape, docs/API.md "Paths are
+                 * bytes", SPEC S33a): the raw byte. */
+                if (buf)
+                    buf[len++] = (char)(cp & 0xFF);
+                continue;
             }
             if (buf)
                 put_utf8(buf, &len, cp);

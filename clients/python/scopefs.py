@@ -21,6 +21,11 @@ socket (SPEC S26, S27). The module keeps no state. The counter belongs to the ca
 a child process inherits the scopes its parent holds while the parent holds
 them (SPEC S9).
 
+Paths are bytes (SPEC S33a): a path this module returns holds a byte that
+is not UTF-8 as Python's ``surrogateescape`` does (the daemon sends it as
+``\\udcXX``, docs/API.md "Paths are bytes"), so ``open(path)`` and
+``os.fsencode(path)`` give the exact file; ``bytes`` paths are accepted too.
+
 Errors (docs/API.md "Errors", SPEC S32):
 
 - ``ScopeDenied`` (a ``PermissionError``, EPERM): no active grant of the
@@ -393,7 +398,7 @@ class NoPickerAgent(OSError):
 
 
 def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selection: bool = False,
-         directory: Optional[str] = None, items: tuple = (), timeout: float = 300,
+         directory: Optional[StrOrBytesPath] = None, items: tuple = (), timeout: float = 300,
          state_dir: Optional[str] = None) -> list:
     """Ask the user to pick documents for this app, as an app presents
     ``UIDocumentPickerViewController``: ``mode`` is open, import, export or
@@ -407,10 +412,11 @@ def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selectio
     (nobody answered), :class:`ScopeDenied` (not an app process, or the
     agent could not apply the choice) or :class:`NoDaemon`.
     """
+    # Bytes or str: a byte that is not UTF-8 goes as "\\udcXX" (docs/API.md).
     request = {"mode": mode, "contentTypes": list(content_types),
-               "allowsMultipleSelection": bool(allows_multiple_selection), "items": list(items)}
+               "allowsMultipleSelection": bool(allows_multiple_selection), "items": [os.fsdecode(i) for i in items]}
     if directory is not None:
-        request["directory"] = directory
+        request["directory"] = os.fsdecode(directory)
     answer = _ask({"op": "pick", "pick": request, "waitSeconds": timeout}, state_dir, timeout + 5)
     if not answer.get("ok"):
         raise _refusal(answer, "the pick failed", {

@@ -13,6 +13,11 @@
  *     ... open/read path ...
  *     scopefs_stop_accessing(path);
  *
+ * Paths are bytes (SPEC S33a): every path these functions return (a
+ * resolved bookmark, a pick, a notice) is the file's exact bytes, UTF-8 or
+ * not (the daemon sends a byte that is not UTF-8 as "\udcXX", docs/API.md
+ * "Paths are bytes"; the library turns it back into the byte).
+ *
  * Build: make -C clients/c            (-> clients/c/build/libscopefs.so)
  * Link:  cc app.c -Iclients/c/include -Lclients/c/build -lscopefs
  *

@@ -8,6 +8,9 @@
 //   scopefs-client-check bookmark-resolve TOKEN...
 //   scopefs-client-check pick TYPE...          (DocumentPicker.present, issue 17)
 //   scopefs-client-check story                 (issue 17's example app: pick, read, rename, coordinate)
+//   scopefs-client-check bytes-resolve TOKEN   (issue 16: paths that are not UTF-8, opened by their bytes)
+//   scopefs-client-check bytes-pick
+//   scopefs-client-check bytes-watch
 import Foundation
 import ScopeFSClient
 
@@ -45,6 +48,44 @@ func count(_ url: URL) -> String {
 
 func canRead(_ url: URL) -> Bool {
     (try? Data(contentsOf: url)) != nil
+}
+
+/// The file at the URL's exact path bytes (`withHostPath`), read with
+/// open(2): Foundation would open another name when it is not UTF-8.
+func readExactly(_ url: URL) -> [UInt8]? {
+    let fd = url.withHostPath { open($0, O_RDONLY) }
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var data: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = read(fd, &buffer, buffer.count)
+        if n <= 0 { break }
+        data += buffer[0..<n]
+    }
+    return data
+}
+
+func hex(_ bytes: [UInt8]?) -> String {
+    bytes.map { $0.map { String(format: "%02x", $0) }.joined() } ?? "unreadable"
+}
+
+/// What test_names_bytes.py compares: the path's bytes, the content read
+/// in scope (SPEC S6) through them, and read again under a coordinated
+/// read claim on the URL (SPEC S27b: the path goes back to the daemon).
+func exactReport(_ url: URL) -> [String: String] {
+    let started = url.startAccessingSecurityScopedResource()
+    defer { if started { url.stopAccessingSecurityScopedResource() } }
+    let coordinated: String
+    do {
+        coordinated = try FileCoordinator.coordinate(.reading, itemAt: url, timeout: 5) { hex(readExactly($0)) }
+    } catch {
+        coordinated = "error \(error)"
+    }
+    return [
+        "path": hex(url.hostPathBytes), "started": String(started), "dataHex": hex(readExactly(url)),
+        "coordinated": coordinated,
+    ]
 }
 
 var report: [String: String] = [:]
@@ -228,6 +269,36 @@ case "pick":
         if started { urls[0].stopAccessingSecurityScopedResource() }
     } catch {
         report["error"] = "\(error.kind) \(error.errnoName)"
+    }
+
+case "bytes-resolve" where args.count == 3:
+    do {
+        report = exactReport(try ScopeFS.resolveBookmark(args[2]).url)
+    } catch {
+        report["error"] = describe(error)
+    }
+
+case "bytes-pick":
+    do {
+        let url = try await DocumentPicker.present(mode: .open)[0]
+        report = exactReport(url)
+    } catch {
+        report["error"] = "\(error)"
+    }
+
+case "bytes-watch":
+    do {
+        let presenter = try DocumentPresenter()
+        print("{\"ready\": \"true\"}")
+        fflush(nil)
+        while let notice = try presenter.next(timeout: 15) {
+            if notice.kind == .arrived {
+                report = exactReport(notice.url)
+                break
+            }
+        }
+    } catch {
+        report["error"] = describe(error)
     }
 
 default:
