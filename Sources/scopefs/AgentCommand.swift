@@ -28,6 +28,7 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Answer from this JSON script instead of the terminal.") var script: String?
     @Option(help: "Stop after answering N requests (default: run until interrupted, or a script's last step).")
     var count: Int?
+    @OptionGroup var coordination: CoordinationOptions
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -70,7 +71,8 @@ struct AgentCommand: ParsableCommand {
         }
         if choice.cancel == true || (choice.choose ?? []).isEmpty { return PickAnswer(cancelled: true) }
         do {
-            let applier = PickApplier(state: options, app: pending.app, readOnly: choice.readOnly ?? false)
+            let applier = PickApplier(
+                state: options, app: pending.app, readOnly: choice.readOnly ?? false, coordinationWait: coordination.wait)
             return PickAnswer(paths: try applier.apply(pending.request, choices: choice.choose ?? []))
         } catch {
             return PickAnswer(error: error.message)
@@ -85,10 +87,11 @@ struct AgentCommand: ParsableCommand {
         var arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
         for type in pending.request.contentTypes { arguments += ["--type", type] }
         if let start = pending.request.directory { arguments += ["--start", start] }
+        if pending.request.allowsMultipleSelection { arguments.append("--multiple") }
         guard let picker = try? PickCommand.parse(arguments) else { return AgentScript.Step(cancel: true) }
         do {
-            guard let selection = try picker.choose() else { return AgentScript.Step(cancel: true) }
-            return AgentScript.Step(choose: ["\(selection.provider):\(selection.path.isEmpty ? "." : selection.path)"])
+            guard let selections = try picker.choose() else { return AgentScript.Step(cancel: true) }
+            return AgentScript.Step(choose: selections.map { "\($0.provider):\($0.path.isEmpty ? "." : $0.path)" })
         } catch {
             FileHandle.standardError.write(Data("scopefs: \(error.message.escapedForTerminal)\n".utf8))
             return AgentScript.Step(cancel: true)
@@ -165,6 +168,8 @@ struct PickApplier {
     let state: StateOptions
     let app: AppID
     let readOnly: Bool
+    /// export, move: how long apps' claims may hold the transfer back.
+    var coordinationWait = TransferCoordination.defaultWait
 
     func apply(_ request: PickRequest, choices: [String]) throws(ScopeFSError) -> [String] {
         let picker = DocumentPicker(state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
@@ -199,7 +204,12 @@ struct PickApplier {
             guard let folder = items.first, items.count == 1 else {
                 throw ScopeFSError(.usage, "\(request.mode.rawValue): choose one destination folder")
             }
+            let coordination = TransferCoordination(state: state.directory, wait: coordinationWait)
             for containerPath in request.items {
+                let claimed = TransferCoordination.items(
+                    app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path)
+                let claims = try coordination.claim(claimed)
+                defer { coordination.release(claims) }
                 if request.mode == .export {
                     let placed = try picker.export(
                         app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path,
