@@ -38,6 +38,8 @@ public struct ControlRequest: Codable, Sendable {
         /// picker: apps' claims in the way are asked to relinquish, and the
         /// owner goes ahead after its wait even if they do not.
         case claimForTransfer
+        /// An app's live query of its own documents (NSMetadataQuery).
+        case query
         /// The owner's fault and latency rules (issue 18): add one, list
         /// them, clear one or all. Never an app's: an app that could clear
         /// its faults would pass the tests meant to catch it.
@@ -48,7 +50,7 @@ public struct ControlRequest: Codable, Sendable {
         /// pick requests (SPEC S5).
         var isForApps: Bool {
             switch self {
-            case .resolve, .whoami, .pick, .watch, .coordinate, .release: true
+            case .resolve, .whoami, .pick, .watch, .coordinate, .release, .query: true
             default: false
             }
         }
@@ -76,6 +78,11 @@ public struct ControlRequest: Codable, Sendable {
     public var path: String?
     public var intent: String?
     public var claim: UInt64?
+    /// With `query`: documents, external or all (default), a name glob, and
+    /// the digest of the results the client last saw (wait for a change).
+    public var scope: String?
+    public var name: String?
+    public var digest: String?
     /// With `claimForTransfer`: the items to claim for writing.
     public var transferItems: [TransferItem]?
     /// With `reload`: container paths of copies `scopefs import` just put
@@ -136,6 +143,9 @@ public struct ControlResponse: Codable, Sendable {
     public var picked: PickAnswer?
     /// With `coordinate`: the claim granted.
     public var claim: UInt64?
+    /// With `query`: the app's documents, and their digest.
+    public var results: [DocumentQuery.Result]?
+    public var digest: String?
     /// With `claimForTransfer`: the claims held (release each when done).
     public var claims: [UInt64]?
     /// With `watch`: the app's notices, and the cursor to ask from next.

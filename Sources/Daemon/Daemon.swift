@@ -288,6 +288,11 @@ public enum Daemon {
             return FaultHandling.handle(request, faults: fileSystem.faults)
         case .pick, .agentNext, .agentAnswer:
             return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
+        case .query:
+            guard let app = peerApp else {
+                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process can query its documents")
+            }
+            return QueryHandling.handle(request, app: app, state: options.state) { fileSystem.snapshot }
         case .claimForTransfer:
             return CoordinationHandling.claimForTransfer(request, pid: peer.pid, coordinator: coordinator)
         case .release where peerApp == nil:
