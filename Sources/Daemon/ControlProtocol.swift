@@ -41,6 +41,13 @@ public struct ControlRequest: Codable, Sendable {
         /// coordination), or ends a claim.
         case coordinate
         case release
+        /// The owner's `export` and `move` (commands, picker, agent) claim
+        /// what they are about to write, as NSFileCoordinator does for the
+        /// picker: apps' claims in the way are asked to relinquish, and the
+        /// owner goes ahead after its wait even if they do not.
+        case claimForTransfer
+        /// An app's live query of its own documents (NSMetadataQuery).
+        case query
         /// The owner's fault and latency rules (issue 18): add one, list
         /// them, clear one or all. Never an app's: an app that could clear
         /// its faults would pass the tests meant to catch it.
@@ -51,7 +58,7 @@ public struct ControlRequest: Codable, Sendable {
         /// pick requests (SPEC S5).
         var isForApps: Bool {
             switch self {
-            case .resolve, .whoami, .pick, .watch, .coordinate, .release: true
+            case .resolve, .whoami, .pick, .watch, .coordinate, .release, .query: true
             default: false
             }
         }
@@ -79,6 +86,13 @@ public struct ControlRequest: Codable, Sendable {
     public var path: String?
     public var intent: String?
     public var claim: UInt64?
+    /// With `query`: documents, external or all (default), a name glob, and
+    /// the digest of the results the client last saw (wait for a change).
+    public var scope: String?
+    public var name: String?
+    public var digest: String?
+    /// With `claimForTransfer`: the items to claim for writing.
+    public var transferItems: [TransferItem]?
     /// With `reload`: container paths of copies `scopefs import` just put
     /// in `app`'s inbox (SPEC S18, `InboxKeeper`).
     public var imported: [String]?
@@ -98,6 +112,22 @@ public struct ControlRequest: Codable, Sendable {
         self.app = app
         self.bookmark = bookmark
         self.containerPaths = containerPaths
+    }
+}
+
+/// An item an owner's transfer writes: an item of `app`'s container
+/// (`provider` nil), or a provider item; `path` is relative to either.
+public struct TransferItem: Codable, Sendable, Equatable {
+    public var app: AppID?
+    public var provider: ProviderID?
+    public var path: String
+
+    public static func container(_ app: AppID, _ path: String) -> TransferItem {
+        TransferItem(app: app, provider: nil, path: path)
+    }
+
+    public static func provider(_ provider: ProviderID, _ path: String) -> TransferItem {
+        TransferItem(app: nil, provider: provider, path: path)
     }
 }
 
@@ -123,6 +153,11 @@ public struct ControlResponse: Codable, Sendable {
     public var picked: PickAnswer?
     /// With `coordinate`: the claim granted.
     public var claim: UInt64?
+    /// With `query`: the app's documents, and their digest.
+    public var results: [DocumentQuery.Result]?
+    public var digest: String?
+    /// With `claimForTransfer`: the claims held (release each when done).
+    public var claims: [UInt64]?
     /// With `watch`: the app's notices, and the cursor to ask from next.
     public var notices: [DocumentNotice]?
     public var cursor: UInt64?

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Policy
 import PolicyStore
 import Synchronization
@@ -9,6 +10,13 @@ import Synchronization
 /// asks the holders' presenters to relinquish (a `relinquish` notice), and
 /// waits for them up to its timeout. Claims end with their process.
 /// Uncoordinated access still works, as on Apple's systems.
+///
+/// The owner's `export` and `move` claim too (`claimForTransfer`), but an
+/// app must not be able to stop the owner: after its wait the owner's
+/// claim is taken anyway (`.overridden`), and it lasts at most
+/// `ownerLease`, in case the owner's command dies without releasing it (the
+/// process tracker follows app processes only; dead holders are dropped
+/// when a waiter looks).
 final class Coordinator: Sendable {
     enum Intent: String, Codable, Sendable {
         case read, write
@@ -18,6 +26,22 @@ final class Coordinator: Sendable {
         case granted(UInt64)
         case timedOut
         case tooMany
+        /// `force`: the wait ended with these apps still holding claims; the
+        /// claim was taken anyway.
+        case overridden(UInt64, holders: [AppID])
+    }
+
+    /// How long an owner's claim can outlive a command that never released it.
+    static let ownerLease: Double = 120
+    /// How often a waiter looks again for holders that died.
+    private static let recheck: Double = 0.5
+
+    /// The key of an item, the same for every app that names it: provider
+    /// items by provider and path, container items by app and path.
+    static func key(_ item: TransferItem) -> String? {
+        guard let path = RelativePath.normalize(item.path) else { return nil }
+        if let provider = item.provider { return "p/\(provider)/\(path)" }
+        return item.app.map { "c/\($0)/\(path)" }
     }
 
     /// Claims one process may hold or wait for at once (a hostile app must
@@ -31,6 +55,8 @@ final class Coordinator: Sendable {
         var pid: Int32
         var app: AppID
         var path: String
+        /// Owner's claims only: when it ends by itself.
+        var expires: Date?
     }
 
     private struct State {
@@ -49,7 +75,10 @@ final class Coordinator: Sendable {
 
     /// Waits until `pid` may read or write `item` (a provider-relative key
     /// the same for every app), telling holders in the way to relinquish.
-    func claim(_ item: String, _ intent: Intent, pid: Int32, app: AppID, path: String, timeout: Double) -> Outcome {
+    func claim(
+        _ item: String, _ intent: Intent, pid: Int32, app: AppID, path: String, timeout: Double, force: Bool = false,
+        lease: Double? = nil
+    ) -> Outcome {
         let admitted = state.withLock { state in
             let count = state.held.values.filter { $0.pid == pid }.count + state.waiting[pid, default: 0]
             guard count < Self.maximumPerProcess else { return false }
@@ -63,22 +92,39 @@ final class Coordinator: Sendable {
         changed.lock()
         defer { changed.unlock() }
         while true {
+            let timedOut = Date() >= deadline
             let (granted, blockers) = state.withLock { state -> (UInt64?, [Claim]) in
+                Self.dropEnded(&state)
                 let blockers = state.held.values.filter {
                     $0.item == item && $0.pid != pid && (intent == .write || $0.intent == .write)
                 }
-                guard blockers.isEmpty else { return (nil, blockers) }
+                guard blockers.isEmpty || (force && timedOut) else { return (nil, blockers) }
                 let id = state.nextID
                 state.nextID += 1
-                state.held[id] = Claim(id: id, item: item, intent: intent, pid: pid, app: app, path: path)
-                return (id, [])
+                state.held[id] = Claim(
+                    id: id, item: item, intent: intent, pid: pid, app: app, path: path,
+                    expires: lease.map { Date().addingTimeInterval($0) })
+                return (id, blockers)
             }
-            if let granted { return .granted(granted) }
+            if let granted {
+                return blockers.isEmpty ? .granted(granted) : .overridden(granted, holders: Array(Set(blockers.map(\.app))).sorted())
+            }
+            if timedOut { return .timedOut }
             // Ask each holder once: "save your changes and let go".
-            for blocker in blockers where asked.insert(blocker.id).inserted {
+            for blocker in blockers where asked.insert(blocker.id).inserted && !blocker.app.isEmpty {
                 notices.post(DocumentNotice(kind: .relinquish, app: blocker.app, grant: 0, provider: "", path: blocker.path))
             }
-            if !changed.wait(until: deadline) { return .timedOut }
+            _ = changed.wait(until: min(deadline, Date().addingTimeInterval(Self.recheck)))
+        }
+    }
+
+    /// Drops claims whose process is gone (the owner's commands are not
+    /// tracked) or whose lease ran out.
+    private static func dropEnded(_ state: inout State) {
+        let now = Date()
+        state.held = state.held.filter { _, claim in
+            if let expires = claim.expires, expires <= now { return false }
+            return kill(claim.pid, 0) == 0 || errno == EPERM
         }
     }
 
@@ -131,15 +177,11 @@ enum CoordinationHandling {
             return .failure(ScopeFSError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
         }
         let inApp = raw.hasPrefix(appRoot + "/") ? String(raw.dropFirst(appRoot.count + 1)) : raw
-        let parts = RelativePath.normalize(inApp)?.split(separator: "/", maxSplits: 2).map(String.init) ?? []
-        guard parts.count >= 2, parts[0] == "Providers",
-            case .granted = snapshot.coverage(app: app, provider: parts[1], path: parts.count == 3 ? parts[2] : "")
-        else {
+        guard let item = coordinatedItem(inApp, app: app, snapshot: snapshot), let key = Coordinator.key(item) else {
             return .failure(ScopeFSError.Kind.noInput.rawValue, "\(raw) is not a document this app was given")
         }
-        let item = parts.dropFirst().joined(separator: "/")
         let wait = min(max(request.waitSeconds ?? 10, 0), longestWait)
-        switch coordinator.claim(item, intent, pid: pid, app: app, path: inApp, timeout: wait) {
+        switch coordinator.claim(key, intent, pid: pid, app: app, path: inApp, timeout: wait) {
         case .granted(let claim):
             var response = ControlResponse(ok: true)
             response.claim = claim
@@ -148,6 +190,62 @@ enum CoordinationHandling {
             return .failure(ScopeFSError.Kind.timedOut.rawValue, "\(raw) is claimed by another app; gave up after \(Int(wait)) s")
         case .tooMany:
             return .failure(ScopeFSError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
+        case .overridden:
+            preconditionFailure("an app's claim is never forced")
         }
+    }
+
+    /// A path in the app's view it may coordinate: an item its grants
+    /// cover (`Providers/P/...`), or an item of its own container
+    /// (`Container/...`, keyed by the app, so it meets no other app's).
+    private static func coordinatedItem(_ inApp: String, app: AppID, snapshot: PolicySnapshot) -> TransferItem? {
+        let parts = RelativePath.normalize(inApp)?.split(separator: "/", maxSplits: 2).map(String.init) ?? []
+        if parts.count == 2 || parts.count == 3, parts[0] == "Container" {
+            return .container(app, parts.dropFirst().joined(separator: "/"))
+        }
+        let path = parts.count == 3 ? parts[2] : ""
+        guard parts.count >= 2, parts[0] == "Providers", case .granted = snapshot.coverage(app: app, provider: parts[1], path: path)
+        else { return nil }
+        return .provider(parts[1], path)
+    }
+
+    /// The owner's `claimForTransfer`: write claims on every item, in key
+    /// order (two transfers never wait for each other crosswise), sharing
+    /// one wait; what apps still hold after it is overridden and named.
+    static let longestTransferWait: Double = 60
+
+    static func claimForTransfer(_ request: ControlRequest, pid: Int32, coordinator: Coordinator) -> ControlResponse {
+        guard let items = request.transferItems, !items.isEmpty, items.count <= 16 else {
+            return .failure(ScopeFSError.Kind.usage.rawValue, "claimForTransfer needs 1 to 16 items")
+        }
+        var keyed: [(key: String, item: TransferItem)] = []
+        for item in items {
+            guard let key = Coordinator.key(item) else { return .failure(ScopeFSError.Kind.usage.rawValue, "bad item \(item.path)") }
+            keyed.append((key, item))
+        }
+        let deadline = Date().addingTimeInterval(min(max(request.waitSeconds ?? 10, 0), longestTransferWait))
+        var claims: [UInt64] = []
+        var overridden: Set<AppID> = []
+        for (key, item) in keyed.sorted(by: { $0.key < $1.key }) {
+            let inApp = item.provider.map { "Providers/\($0)/\(item.path)" } ?? "Container/\(item.path)"
+            switch coordinator.claim(
+                key, .write, pid: pid, app: "", path: inApp, timeout: max(deadline.timeIntervalSinceNow, 0), force: true,
+                lease: Coordinator.ownerLease)
+            {
+            case .granted(let claim): claims.append(claim)
+            case .overridden(let claim, let holders):
+                claims.append(claim)
+                overridden.formUnion(holders)
+            case .timedOut, .tooMany:
+                for claim in claims { _ = coordinator.release(claim, pid: pid) }
+                return .failure(ScopeFSError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
+            }
+        }
+        var response = ControlResponse(ok: true)
+        response.claims = claims
+        if !overridden.isEmpty {
+            response.message = "went ahead although \(overridden.sorted().joined(separator: ", ")) still held a claim on it"
+        }
+        return response
     }
 }

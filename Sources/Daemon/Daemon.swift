@@ -297,6 +297,19 @@ public enum Daemon {
             return FaultHandling.handle(request, faults: fileSystem.faults)
         case .pick, .agentNext, .agentAnswer:
             return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
+        case .query:
+            guard let app = peerApp else {
+                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process can query its documents")
+            }
+            return QueryHandling.handle(request, app: app, state: options.state) { fileSystem.snapshot }
+        case .claimForTransfer:
+            return CoordinationHandling.claimForTransfer(request, pid: peer.pid, coordinator: coordinator)
+        case .release where peerApp == nil:
+            // The owner's transfer ends its claims.
+            guard let claim = request.claim, coordinator.release(claim, pid: peer.pid) else {
+                return .failure(ScopeFSError.Kind.unknown.rawValue, "this process holds no such claim")
+            }
+            return ControlResponse(ok: true)
         case .coordinate, .release:
             guard let app = peerApp else {
                 return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process coordinates its access to documents")

@@ -43,27 +43,37 @@ public struct DocumentQuery: Sendable {
     /// `mount` is the mount's path, or nil when no daemon serves the state
     /// directory (paths are then given relative to the mount, as `/<app>/...`).
     public func run(app: AppID, scope: Scope, nameGlob: String?, mount: String?) throws(ScopeFSError) -> [Result] {
-        guard let appRecord = try repository.apps().first(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+        guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
-        let base = (mount ?? "") + "/" + app
+        return Self.results(
+            app: app, scope: scope, nameGlob: nameGlob, snapshot: snapshot, state: state, prefix: (mount ?? "") + "/" + app + "/")
+    }
+
+    /// The results from a snapshot the caller already holds (the daemon's,
+    /// for an app's live query); paths are `prefix` + the path in the app's
+    /// view (`Container/Documents/...`, `Providers/P/...`).
+    public static func results(
+        app: AppID, scope: Scope, nameGlob: String?, snapshot: PolicySnapshot, state: StateDirectory, prefix: String
+    ) -> [Result] {
+        let appName = snapshot.apps[app]?.name ?? app
         let documents = state.containerPath(of: app) + "/Documents"
         var results: [Result] = []
         for relative in Self.files(under: documents) {
             let name = (relative as NSString).lastPathComponent
             if let glob = nameGlob, fnmatch(glob, name, 0) != 0 { continue }
-            let local = base + "/Container/Documents/" + relative
+            let local = prefix + "Container/Documents/" + relative
             if let stub = Self.stub(at: documents + "/" + relative) {
                 guard scope != .documents else { continue }
                 let location = snapshot.items[stub.item]
-                let path = location.map { "\(base)/Providers/\(stub.provider)" + ($0.path.isEmpty ? "" : "/" + $0.path) }
+                let path = location.map { "\(prefix)Providers/\(stub.provider)" + ($0.path.isEmpty ? "" : "/" + $0.path) }
                 results.append(
                     Result(
                         url: path ?? "", urlInLocalContainer: local, isExternalDocument: true,
                         containerDisplayName: snapshot.providers[stub.provider]?.name ?? stub.provider))
             } else if scope != .external {
                 results.append(
-                    Result(url: local, urlInLocalContainer: local, isExternalDocument: false, containerDisplayName: appRecord.name))
+                    Result(url: local, urlInLocalContainer: local, isExternalDocument: false, containerDisplayName: appName))
             }
         }
         return results.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }

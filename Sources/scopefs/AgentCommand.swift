@@ -28,6 +28,7 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Answer from this JSON script instead of the terminal.") var script: String?
     @Option(help: "Stop after answering N requests (default: run until interrupted, or a script's last step).")
     var count: Int?
+    @OptionGroup var coordination: CoordinationOptions
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -67,7 +68,7 @@ struct AgentCommand: ParsableCommand {
         } else {
             choice = Self.ask(pending)
         }
-        return PickApplier.answer(pending, with: choice, state: options)
+        return PickApplier.answer(pending, with: choice, state: options, coordinationWait: coordination.wait)
     }
 
     /// The terminal picker of `scopefs pick`, for the app and mode asked;
@@ -78,10 +79,11 @@ struct AgentCommand: ParsableCommand {
         var arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
         for type in pending.request.contentTypes { arguments += ["--type", type] }
         if let start = pending.request.directory { arguments += ["--start", start] }
+        if pending.request.allowsMultipleSelection { arguments.append("--multiple") }
         guard let picker = try? PickCommand.parse(arguments) else { return AgentScript.Step(cancel: true) }
         do {
-            guard let selection = try picker.choose() else { return AgentScript.Step(cancel: true) }
-            return AgentScript.Step(choose: ["\(selection.provider):\(selection.path.isEmpty ? "." : selection.path)"])
+            guard let selections = try picker.choose() else { return AgentScript.Step(cancel: true) }
+            return AgentScript.Step(choose: selections.map { "\($0.provider):\($0.path.isEmpty ? "." : $0.path)" })
         } catch {
             FileHandle.standardError.write(Data("scopefs: \(error.message.escapedForTerminal)\n".utf8))
             return AgentScript.Step(cancel: true)
@@ -162,14 +164,20 @@ struct PickApplier {
     let state: StateOptions
     let app: AppID
     let readOnly: Bool
+    /// export, move: how long apps' claims may hold the transfer back.
+    var coordinationWait = TransferCoordination.defaultWait
 
     /// A script step's answer to `pending` (after the step's wait), as
     /// `scopefs agent --script` and `scopefs test`'s `answer-pick` give it.
-    static func answer(_ pending: PendingPick, with choice: AgentScript.Step, state: StateOptions) -> PickAnswer {
+    static func answer(
+        _ pending: PendingPick, with choice: AgentScript.Step, state: StateOptions,
+        coordinationWait: Double = TransferCoordination.defaultWait
+    ) -> PickAnswer {
         if let wait = choice.waitMs, wait > 0 { usleep(UInt32(min(wait, 60_000)) * 1000) }
         if choice.cancel == true || (choice.choose ?? []).isEmpty { return PickAnswer(cancelled: true) }
         do {
-            let applier = PickApplier(state: state, app: pending.app, readOnly: choice.readOnly ?? false)
+            let applier = PickApplier(
+                state: state, app: pending.app, readOnly: choice.readOnly ?? false, coordinationWait: coordinationWait)
             return PickAnswer(paths: try applier.apply(pending.request, choices: choice.choose ?? []))
         } catch {
             return PickAnswer(error: error.message)
@@ -209,7 +217,12 @@ struct PickApplier {
             guard let folder = items.first, items.count == 1 else {
                 throw ScopeFSError(.usage, "\(request.mode.rawValue): choose one destination folder")
             }
+            let coordination = TransferCoordination(state: state.directory, wait: coordinationWait)
             for containerPath in request.items {
+                let claimed = TransferCoordination.items(
+                    app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path)
+                let claims = try coordination.claim(claimed)
+                defer { coordination.release(claims) }
                 if request.mode == .export {
                     let placed = try picker.export(
                         app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path,

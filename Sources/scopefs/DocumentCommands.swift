@@ -13,6 +13,8 @@ import PolicyStore
 struct DocumentActions {
     let state: StateOptions
     let app: String
+    /// export, move: how long apps' claims may hold the transfer back.
+    var coordinationWait = TransferCoordination.defaultWait
 
     private func picker() throws(ScopeFSError) -> DocumentPicker {
         DocumentPicker(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
@@ -48,15 +50,28 @@ struct DocumentActions {
         print("Container/\(copy.escapedForTerminal)")
     }
 
+    private func coordinated<T>(_ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(ScopeFSError) -> T)
+        throws(ScopeFSError) -> T
+    {
+        let items = TransferCoordination.items(app: app, containerPath: containerPath, provider: provider, folder: folder)
+        return try TransferCoordination(state: state.directory, wait: coordinationWait).withClaims(items, body)
+    }
+
     func export(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
-        let path = try picker().export(
-            app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+        let documents = try picker()
+        let path = try coordinated(containerPath, provider, folder) { () throws(ScopeFSError) in
+            try documents.export(
+                app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+        }
         print("\(provider):\(path)".escapedForTerminal)
     }
 
     func move(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
-        let opened = try picker().move(
-            app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+        let documents = try picker()
+        let opened = try coordinated(containerPath, provider, folder) { () throws(ScopeFSError) in
+            try documents.move(
+                app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+        }
         try changed([containerPath, opened.reference])
         report(opened)
     }
@@ -104,8 +119,9 @@ struct ContainerTransfer: ParsableArguments {
     @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
     @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"), completion: Completions.items) var destination: ItemReference
     @Flag(help: "Replace an existing destination.") var force = false
+    @OptionGroup var coordination: CoordinationOptions
 
-    var actions: DocumentActions { DocumentActions(state: options, app: app) }
+    var actions: DocumentActions { DocumentActions(state: options, app: app, coordinationWait: coordination.wait) }
 }
 
 struct ExportCommand: ParsableCommand {

@@ -18,6 +18,8 @@ struct PickCommand: ParsableCommand {
             Keys: Up/Down or k/j move, PgUp/PgDn/Home/End jump; Enter or Right opens a folder; \
             Left or Backspace goes up; Space or s selects the highlighted file or folder, Enter \
             selects a file, . selects the folder shown; y confirms; Esc, q or Ctrl-C cancels.
+            With --multiple (open, import): Space, s or . toggle items (kept while you browse), and Enter \
+            on a file, or c, confirms them all.
             export and move first choose an item of the app's container, then a destination folder.
             Exit status: 0 done, 1 cancelled by the user, 64 standard input is not a terminal, \
             others as for scopefs open/import/export/move (docs/CLI.md).
@@ -36,6 +38,7 @@ struct PickCommand: ParsableCommand {
     @Flag(help: "open: grant read access only.") var readOnly = false
     @Flag(help: "export, move: replace an existing destination.") var force = false
     @OptionGroup var asking: PickRequestOptions
+    @OptionGroup var coordination: CoordinationOptions
 
     func validate() throws {
         if asking.request {
@@ -45,21 +48,27 @@ struct PickCommand: ParsableCommand {
         if appOption == nil { throw ValidationError("missing --app: the app the item is chosen for") }
         if readOnly && mode != .open { throw ValidationError("--read-only applies to --mode open only") }
         if force && !mode.startsInContainer { throw ValidationError("--force applies to --mode export and move only") }
+        if asking.multiple && mode.startsInContainer {
+            throw ValidationError("--multiple applies to --mode open and import (export and move place one container item)")
+        }
     }
 
     func run() throws {
         if asking.request { return try asking.send(mode: mode, state: options.directory) }
-        var chosen: PickerSelection?
+        var chosen: [PickerSelection]?
         try report { () throws(ScopeFSError) in chosen = try choose() }
         guard let chosen else {
             FileHandle.standardError.write(Data("scopefs: cancelled\n".utf8))
             throw ExitCode(Self.cancelled)
         }
-        try report { () throws(ScopeFSError) in try perform(chosen) }
+        try report { () throws(ScopeFSError) in
+            for selection in chosen { try perform(selection) }
+        }
     }
 
-    /// Runs the picker; nil when the user cancels.
-    func choose() throws(ScopeFSError) -> PickerSelection? {
+    /// Runs the picker; nil when the user cancels. Several selections only
+    /// with `--multiple`.
+    func choose() throws(ScopeFSError) -> [PickerSelection]? {
         guard Terminal.isTerminal(0) else {
             throw ScopeFSError(
                 .usage,
@@ -105,7 +114,8 @@ struct PickCommand: ParsableCommand {
             }
         }
         let start = asking.start.flatMap(ItemReference.init(argument:)).map { PickerPlace.provider($0.provider, RelativePath.normalize($0.path) ?? "") }
-        var picker = PickerController(mode: mode, app: app, readOnly: readOnly, typesAskedFor: asking.types, start: start, list: list)
+        var picker = PickerController(mode: mode, app: app, readOnly: readOnly, typesAskedFor: asking.types, start: start,
+            allowsMultiple: asking.multiple, list: list)
 
         let terminal = try Terminal()
         defer { terminal.restore() }
@@ -126,14 +136,14 @@ struct PickCommand: ParsableCommand {
             switch picker.handle(key) {
             case .proceed: continue
             case .cancel: return nil
-            case .done(let selection): return selection
+            case .done(let selections): return selections
             }
         }
     }
 
     /// Does what was chosen, and prints what the matching command prints.
     private func perform(_ chosen: PickerSelection) throws(ScopeFSError) {
-        let actions = DocumentActions(state: options, app: app)
+        let actions = DocumentActions(state: options, app: app, coordinationWait: coordination.wait)
         switch mode {
         case .open:
             // Choosing a provider's root on screen is explicit enough.

@@ -11,7 +11,8 @@ struct PickRequestOptions: ParsableArguments {
     @Flag(help: "From inside an app: ask the owner's picker agent instead of showing a picker.") var request = false
     @Option(name: .customLong("type"), help: "An allowed content type (UTType or MIME); repeat for several. Other files are dimmed.")
     var types: [String] = []
-    @Flag(help: "--request: allow several items.") var multiple = false
+    @Flag(help: "open, import: choose several items (Space toggles, Enter confirms); with --request, allow several.")
+    var multiple = false
     @Option(help: "Where the picker starts, as PROVIDER:DIR.") var start: String?
     @Option(help: "--request: seconds to wait for the answer.") var timeout: Double = 300
     @Argument(help: "--request with --mode export or move: the container items to place.") var items: [String] = []

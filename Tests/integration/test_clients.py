@@ -737,7 +737,7 @@ def test_c_library_install_and_header(tmp_path, c_build):
     nm = run_bounded(["nm", "-D", "--defined-only", c_build / "libscopefs.so"], 30, _build_env())
     exported = sorted(line.split()[-1] for line in nm.stdout.splitlines() if " T " in line)
     assert exported == ["scopefs_bookmark_create", "scopefs_bookmark_resolve", "scopefs_free_paths", "scopefs_pick",
-                        "scopefs_reference_attribute", "scopefs_scope_count", "scopefs_start_accessing",
+                        "scopefs_query", "scopefs_reference_attribute", "scopefs_scope_count", "scopefs_start_accessing",
                         "scopefs_stop_accessing", "scopefs_watch"]
     src = tmp_path / "use.c"
     src.write_text('#include <scopefs.h>\nint main(void) { return scopefs_scope_count("/") == -2; }\n')

@@ -499,6 +499,48 @@ def test_interactive_agent_shows_the_terminal_picker(world):
     assert "wants to open a document: text/plain" in agent.screen.transcript, agent.screen.transcript[:500]
 
 
+def test_interactive_agent_honours_multiple_selection(world):
+    """Issue 17: a request with allowsMultipleSelection opens the agent's
+    terminal picker in --multiple mode: Space toggles several files, Enter
+    confirms, and the app receives every path chosen, in order."""
+    import threading
+    import pexpect
+    from test_picker import COLS, ROWS, Picker, Screen
+    env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
+    env.update(TERM="xterm-256color", LANG="C.UTF-8")
+    agent = Picker.__new__(Picker)
+    agent.child = pexpect.spawn(str(world.bin), ["--state", str(world.state), "agent", "--count", "1"],
+                                dimensions=(ROWS, COLS), env=env, encoding="utf-8", codec_errors="replace", timeout=15)
+    agent.screen = Screen()
+    agent.status = None
+    time.sleep(0.5)
+    result: dict = {}
+    asker = threading.Thread(target=lambda: result.update(
+        pick_as_app(world, mode="open", allows_multiple_selection=True)))
+    asker.start()
+    try:
+        agent.wait_text("Space/s toggle  Enter/c confirm")
+        agent.highlight("local/")
+        agent.send("\x1b[C")
+        agent.highlight("docs/")
+        agent.send("\r")
+        agent.highlight("notes.md")
+        agent.send(" ")
+        agent.highlight("report.txt")
+        agent.send(" ")
+        agent.wait_text("2 selected")
+        agent.send("\r")
+        agent.wait_text("Open 2 items (notes.md, report.txt) for com.example.alpha? [y/N]")
+        agent.send("y")
+        agent.child.expect(pexpect.EOF, timeout=20)
+    finally:
+        asker.join(timeout=30)
+        agent.child.close()
+    assert agent.child.exitstatus == 0, agent.screen.transcript[-2000:]
+    assert result.get("paths") == [world.prov(ALPHA, LOCAL, "docs/notes.md"), world.prov(ALPHA, LOCAL, REPORT)], result
+    assert "several allowed" in agent.screen.transcript, agent.screen.transcript[:500]
+
+
 def test_examples_pick_read_and_follow(world, c_build, tmp_path):
     """Issue 17: docs/examples/picker.py (pick, read in scope under a read
     claim, follow a host rename) and picker.c (pick, read the first line)

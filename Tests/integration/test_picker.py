@@ -451,3 +451,71 @@ def test_types_start_folder_and_granted_marks(world):
     picker.send(ESC)
     picker.finish()
     assert picker.status == CANCELLED
+
+
+def test_multiple_selection_across_folders(world):
+    """Issue 17 (`allowsMultipleSelection`): with --multiple, Space toggles
+    items in and out of the selection, which survives browsing other
+    folders; Enter on a file confirms them all and each is opened (grant
+    and reference), exactly as one at a time."""
+    state, _ = world
+    picker = Picker(state, "--multiple")
+    open_local(picker)
+    picker.highlight("a.txt")
+    picker.send(" ")
+    picker.wait_for(lambda s: "[selected]" in s.list_rows()[s.names().index("a.txt")], "a.txt selected")
+    picker.highlight("b.txt")
+    picker.send("s")
+    picker.wait_text("2 selected")
+    picker.send(" ")                                    # b.txt toggled off again
+    picker.wait_text("1 selected")
+    assert "[selected]" not in picker.screen.list_rows()[picker.screen.names().index("b.txt")], picker.screen.dump()
+    picker.highlight("Projects/")
+    picker.send("\r")                                   # Enter on a folder still opens it
+    picker.wait_for(lambda s: s.names() == ["Novel/"], "Projects")
+    picker.send(RIGHT)
+    picker.wait_for(lambda s: s.names() == ["chapter1.txt"], "Novel")
+    picker.send(" ")
+    picker.wait_text("2 selected")
+    picker.send("\r")
+    picker.wait_text("Open 2 items (a.txt, chapter1.txt) for com.example.editor? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    assert "reference Container/Documents/a.txt" in printed and "reference Container/Documents/chapter1.txt" in printed, printed
+    assert sorted(grant_path(g) for g in grants(state)) == ["Projects/Novel/chapter1.txt", "a.txt"]
+    documents = state / "containers" / APP / "Documents"
+    assert sorted(p.name for p in documents.iterdir()) == ["a.txt", "chapter1.txt"]
+
+
+def test_multiple_import_refuses_folders_and_dimmed_files(world):
+    """Issue 17: --multiple --mode import copies every toggled file into the
+    inbox; a folder, or a file of a type not asked for, cannot be toggled."""
+    state, provider = world
+    (provider / "cover.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    picker = Picker(state, "--multiple", "--mode", "import", "--type", "public.plain-text")
+    open_local(picker)
+    picker.highlight("archive/")
+    picker.send(" ")
+    picker.wait_text("Import copies files: choose files.")
+    picker.highlight("cover.png")
+    picker.send(" ")
+    picker.wait_text("cover.png is not of a type asked for (public.plain-text)")
+    for name in ("a.txt", "C.txt"):
+        picker.highlight(name)
+        picker.send(" ")
+    picker.wait_text("2 selected")
+    picker.send("c")
+    picker.wait_text("Import 2 items (a.txt, C.txt) for com.example.editor? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    inbox = state / "containers" / APP / "tmp" / f"{APP}-Inbox"
+    assert sorted(p.name for p in inbox.iterdir()) == ["C.txt", "a.txt"], printed
+    assert grants(state) == []
+
+
+def test_multiple_is_refused_for_export_and_move(world):
+    state, _ = world
+    p = scopefs(state, "pick", "--app", APP, "--mode", "move", "--multiple", check=False)
+    assert p.returncode == 64 and "--multiple applies to --mode open and import" in p.stderr, p

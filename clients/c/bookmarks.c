@@ -17,6 +17,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SCOPEFS_EXPORT __attribute__((visibility("default")))
@@ -83,6 +84,17 @@ struct answer {
     int in_notices;            /* reading "notices": [...] */
     struct notice *notices;    /* "notices": [{"kind", "path", "oldPath", "grant"}] */
     size_t nnotices;
+    int in_results;            /* reading "results": [...] (query) */
+    struct query_result *results;
+    size_t nresults;
+    char *digest;              /* "digest" (query) */
+};
+
+struct query_result {
+    char *url;
+    char *local;   /* url_in_local_container */
+    char *display; /* container_display_name */
+    int external;  /* is_external_document */
 };
 
 struct notice {
@@ -318,6 +330,14 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             a->has_resolution = 1;
         if (top && is(key, "picked"))
             a->has_picked = 1;
+        if (depth == 2 && key == NULL && a->in_results) { /* a query result: a new slot */
+            struct query_result *grown = realloc(a->results, (a->nresults + 1) * sizeof *grown);
+
+            if (!grown)
+                return -1;
+            a->results = grown;
+            memset(&a->results[a->nresults++], 0, sizeof *grown);
+        }
         if (depth == 2 && key == NULL && a->in_notices) { /* a notice: a new slot */
             struct notice *grown = realloc(a->notices, (a->nnotices + 1) * sizeof *grown);
 
@@ -331,8 +351,10 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
         int rc;
 
         a->in_notices = top && is(key, "notices");
+        a->in_results = top && is(key, "results");
         rc = read_array(r, a, depth, key);
         a->in_notices = 0;
+        a->in_results = 0;
         return rc;
     }
     case '"': {
@@ -353,12 +375,20 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
 
         if (top && is(key, "path"))
             slot = &a->path;
+        else if (top && is(key, "digest"))
+            slot = &a->digest;
         else if (in_resolution && is(key, "pathInApp"))
             slot = &a->path_in_app;
         if (depth == 3 && a->in_notices && a->nnotices > 0) {
             struct notice *n = &a->notices[a->nnotices - 1];
 
             slot = is(key, "kind") ? &n->kind : is(key, "path") ? &n->path : is(key, "oldPath") ? &n->old_path : NULL;
+        }
+        if (depth == 3 && a->in_results && a->nresults > 0) {
+            struct query_result *q = &a->results[a->nresults - 1];
+
+            slot = is(key, "url") ? &q->url : is(key, "url_in_local_container") ? &q->local
+                 : is(key, "container_display_name") ? &q->display : NULL;
         }
         if (slot && *slot) { /* a duplicate member: keep the last */
             free(*slot);
@@ -378,6 +408,8 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             a->is_stale = value;
         else if (in_picked && is(key, "cancelled"))
             a->cancelled = value;
+        else if (depth == 3 && a->in_results && a->nresults > 0 && is(key, "is_external_document"))
+            a->results[a->nresults - 1].external = value;
         return 0;
     }
     case 'n':
@@ -829,5 +861,200 @@ SCOPEFS_EXPORT int scopefs_watch(scopefs_notice_handler handler, void *context, 
     return 0;
 fail:
     free(socket_path);
+    return -1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* live queries (issue 17) */
+
+static void free_results(struct query_result *results, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        free(results[k].url);
+        free(results[k].local);
+        free(results[k].display);
+    }
+    free(results);
+}
+
+/* Paths are in the app's view: under $SCOPEFS_MOUNT in `scopefs run`. */
+static int root_path(char **path, const char *app_root)
+{
+    char *joined;
+
+    if (!*path || !app_root || app_root[0] != '/')
+        return 0;
+    if (asprintf(&joined, "%s/%s", app_root, *path) < 0)
+        return -1;
+    free(*path);
+    *path = joined;
+    return 0;
+}
+
+/* One query request (digest NULL: answer at once); fills *a. */
+static int query_once(const char *socket_path, const char *base, size_t base_len, const char *digest, double wait,
+                      struct answer *a)
+{
+    const char *app_root = getenv("SCOPEFS_MOUNT");
+    char *request = NULL, *text, tail[64];
+    size_t n = 0, cap = 0, text_len;
+    int err = ENOMEM;
+
+    memset(a, 0, sizeof *a);
+    if (put_raw(&request, &n, &cap, base) < 0)
+        goto fail;
+    n = base_len;
+    if (digest && (put_raw(&request, &n, &cap, ",\"digest\":") < 0 || put_json_string(&request, &n, &cap, digest) < 0))
+        goto fail;
+    snprintf(tail, sizeof tail, ",\"waitSeconds\":%.3f}\n", digest ? wait : 0.0);
+    if (put_raw(&request, &n, &cap, tail) < 0)
+        goto fail;
+    text = exchange(socket_path, request, n, &text_len);
+    err = errno;
+    free(request);
+    request = NULL;
+    if (!text)
+        goto fail;
+    err = read_answer(text, text_len, a) < 0 ? EPROTO : !a->ok ? (a->code == 77 ? EPERM : a->code == 64 ? EINVAL : EPROTO) : 0;
+    free(text);
+    for (size_t k = 0; err == 0 && k < a->nresults; k++) {
+        if (root_path(&a->results[k].url, app_root) < 0 || root_path(&a->results[k].local, app_root) < 0)
+            err = ENOMEM;
+    }
+    free(a->path);
+    free(a->path_in_app);
+    free_notices(a);
+    if (err == 0)
+        return 0;
+    free_results(a->results, a->nresults);
+    free(a->digest);
+fail:
+    free(request);
+    errno = err;
+    return -1;
+}
+
+static const char *text_or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+static int call(scopefs_query_handler handler, void *context, const char *event, const struct query_result *q)
+{
+    struct scopefs_query_result result;
+
+    if (!q)
+        return handler(event, NULL, context);
+    result.url = text_or_empty(q->url);
+    result.url_in_local_container = text_or_empty(q->local);
+    result.container_display_name = text_or_empty(q->display);
+    result.is_external_document = q->external;
+    return handler(event, &result, context);
+}
+
+static const struct query_result *find_result(const struct query_result *results, size_t n, const char *local)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(text_or_empty(results[k].local), text_or_empty(local)) == 0)
+            return &results[k];
+    }
+    return NULL;
+}
+
+static int same_result(const struct query_result *a, const struct query_result *b)
+{
+    return strcmp(text_or_empty(a->url), text_or_empty(b->url)) == 0 &&
+           strcmp(text_or_empty(a->display), text_or_empty(b->display)) == 0 && a->external == b->external;
+}
+
+/* Calls the handler for what changed from `known` to `now`; nonzero: stop. */
+static int report_changes(scopefs_query_handler handler, void *context, const struct answer *known,
+                          const struct answer *now, int *changed)
+{
+    for (size_t k = 0; k < now->nresults; k++) {
+        const struct query_result *was = find_result(known->results, known->nresults, now->results[k].local);
+
+        if (was && same_result(was, &now->results[k]))
+            continue;
+        *changed = 1;
+        if (call(handler, context, was ? "changed" : "added", &now->results[k]))
+            return 1;
+    }
+    for (size_t k = 0; k < known->nresults; k++) {
+        if (find_result(now->results, now->nresults, known->results[k].local))
+            continue;
+        *changed = 1;
+        if (call(handler, context, "removed", &known->results[k]))
+            return 1;
+    }
+    return 0;
+}
+
+static double seconds_now(void)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+SCOPEFS_EXPORT int scopefs_query(const char *scope, const char *name_glob, scopefs_query_handler handler,
+                                 void *context, double timeout_seconds, const char *state_dir)
+{
+    struct answer known, now;
+    char *socket_path = NULL, *base = NULL;
+    size_t base_len = 0, cap = 0;
+    double quiet = 0, quiet_since;
+    int stop = 0, err = ENOMEM;
+
+    if (!handler) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (put_raw(&base, &base_len, &cap, "{\"op\":\"query\",\"scope\":") < 0 ||
+        put_json_string(&base, &base_len, &cap, scope ? scope : "all") < 0 ||
+        (name_glob && (put_raw(&base, &base_len, &cap, ",\"name\":") < 0 ||
+                       put_json_string(&base, &base_len, &cap, name_glob) < 0)) ||
+        put_raw(&base, &base_len, &cap, "") < 0)
+        goto fail;
+    base[base_len] = '\0'; /* put_raw keeps room for it */
+    socket_path = state_socket_path(state_dir);
+    if (!socket_path || query_once(socket_path, base, base_len, NULL, 0, &known) < 0) {
+        err = errno;
+        goto fail;
+    }
+    for (size_t k = 0; k < known.nresults && !stop; k++)
+        stop = call(handler, context, "result", &known.results[k]);
+    if (!stop)
+        stop = call(handler, context, "finishedGathering", NULL);
+    quiet_since = seconds_now();
+    while (!stop && (timeout_seconds < 0 || quiet < timeout_seconds)) {
+        double wait = timeout_seconds < 0 ? 10 : timeout_seconds - quiet < 10 ? timeout_seconds - quiet : 10;
+        int changed = 0;
+
+        if (query_once(socket_path, base, base_len, known.digest, wait, &now) < 0) {
+            err = errno;
+            free_results(known.results, known.nresults);
+            free(known.digest);
+            goto fail;
+        }
+        stop = report_changes(handler, context, &known, &now, &changed);
+        /* The daemon answers early when anything differs: time, not waits, counts. */
+        if (changed)
+            quiet_since = seconds_now();
+        quiet = seconds_now() - quiet_since;
+        free_results(known.results, known.nresults);
+        free(known.digest);
+        known = now;
+    }
+    free_results(known.results, known.nresults);
+    free(known.digest);
+    free(socket_path);
+    free(base);
+    return 0;
+fail:
+    free(socket_path);
+    free(base);
+    errno = err;
     return -1;
 }

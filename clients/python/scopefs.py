@@ -74,6 +74,7 @@ __all__ = [
     "bookmark_data",
     "coordinate",
     "pick",
+    "query_documents",
     "resolve_bookmark",
     "scope_count",
     "start_accessing",
@@ -461,6 +462,62 @@ def _notices(cursor, state_dir: Optional[str], timeout: Optional[float]) -> Iter
                 if notice.get(key) and root.startswith("/"):
                     notice[key] = os.path.join(root, notice[key])
             yield notice
+
+
+# --- Live queries (issue 17) --------------------------------------------------
+
+def query_documents(scope: str = "all", name: Optional[str] = None, state_dir: Optional[str] = None,
+                    timeout: Optional[float] = None) -> Iterator[dict]:
+    """This app's documents as a live ``NSMetadataQuery``: an iterator that
+    yields ``{"event": "finishedGathering", "results": [...]}`` first, then
+    ``{"event": "added"|"removed"|"changed", "result": {...}}`` as they
+    change, the same events as ``scopefs query --follow --json``. Each
+    result has ``url``, ``url_in_local_container`` (paths in the app's view,
+    under ``$SCOPEFS_MOUNT``), ``is_external_document`` and
+    ``container_display_name``; ``scope`` is documents, external or all,
+    ``name`` a glob. Only the calling app's documents are listed. It ends
+    after ``timeout`` seconds without a change (None: never).
+
+    Raises :class:`ScopeDenied` (not an app process) or :class:`NoDaemon`."""
+    request = {"op": "query", "scope": scope}
+    if name is not None:
+        request["name"] = name
+    answer = _query_answer(dict(request), state_dir, 30)
+    return _query_events(request, answer, state_dir, timeout)
+
+
+def _query_answer(request: dict, state_dir: Optional[str], timeout: float) -> dict:
+    answer = _ask(request, state_dir, timeout)
+    if not answer.get("ok"):
+        raise _refusal(answer, "cannot query documents", {77: (ScopeDenied, errno.EPERM)})
+    root = os.environ.get("SCOPEFS_MOUNT", "")
+    for result in answer.get("results") or []:
+        for key in ("url", "url_in_local_container"):
+            if result.get(key) and root.startswith("/"):
+                result[key] = os.path.join(root, result[key])
+    return answer
+
+
+def _query_events(request: dict, answer: dict, state_dir: Optional[str], timeout: Optional[float]) -> Iterator[dict]:
+    known = {r["url_in_local_container"]: r for r in answer.get("results") or []}
+    yield {"event": "finishedGathering", "results": list(known.values())}
+    digest = answer.get("digest")
+    quiet_since = time.monotonic()
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - quiet_since)
+        if left is not None and left <= 0:
+            return
+        wait = 10 if left is None else max(0.1, min(10, left))
+        answer = _query_answer(dict(request, digest=digest, waitSeconds=wait), state_dir, wait + 20)
+        digest = answer.get("digest", digest)
+        now = {r["url_in_local_container"]: r for r in answer.get("results") or []}
+        events = [{"event": "added" if key not in known else "changed", "result": result}
+                  for key, result in sorted(now.items()) if known.get(key) != result]
+        events += [{"event": "removed", "result": result} for key, result in sorted(known.items()) if key not in now]
+        known = now
+        if events:
+            quiet_since = time.monotonic()
+        yield from events
 
 
 # --- File coordination (issue 17) --------------------------------------------

@@ -25,12 +25,13 @@ struct PickerController {
     enum Outcome: Equatable, Sendable {
         case proceed
         case cancel
-        case done(PickerSelection)
+        /// One selection, or several with `--multiple` (open, import).
+        case done([PickerSelection])
     }
 
     struct Confirmation: Equatable, Sendable {
         var question: String
-        var selection: PickerSelection
+        var selections: [PickerSelection]
     }
 
     typealias Lister = (PickerPlace) throws(ScopeFSError) -> [PickerEntry]
@@ -38,6 +39,9 @@ struct PickerController {
     let mode: PickerMode
     let app: AppID
     let readOnly: Bool
+    /// `--multiple` (open, import): Space toggles items into `selected`,
+    /// Enter confirms them all.
+    let allowsMultiple: Bool
     private let list: Lister
 
     private(set) var stage: Stage = .source
@@ -55,6 +59,10 @@ struct PickerController {
     private(set) var confirmation: Confirmation?
     /// export, move: the container item chosen in the first stage.
     private(set) var containerChoice: String?
+    /// `--multiple`: the items toggled on so far, in the order chosen; kept
+    /// while the user browses other folders.
+    /// (Set by the key handling of PickerController+Multiple.swift.)
+    var selected: [PickerSelection] = []
 
     /// What the picker was asked for (`--type`), for the message when a
     /// dimmed file is chosen.
@@ -62,11 +70,12 @@ struct PickerController {
 
     init(
         mode: PickerMode, app: AppID, readOnly: Bool, typesAskedFor: [String] = [], start: PickerPlace? = nil,
-        list: @escaping Lister
+        allowsMultiple: Bool = false, list: @escaping Lister
     ) {
         self.mode = mode
         self.app = app
         self.readOnly = readOnly
+        self.allowsMultiple = allowsMultiple && !mode.startsInContainer
         self.typesAskedFor = typesAskedFor
         self.list = list
         self.place = mode.startsInContainer ? .container("") : .providers
@@ -92,10 +101,11 @@ struct PickerController {
         if key == .interrupt { return .cancel }
         if let pending = confirmation {
             confirmation = nil
-            if key == .character("y") || key == .character("Y") { return .done(pending.selection) }
+            if key == .character("y") || key == .character("Y") { return .done(pending.selections) }
             message = "Not confirmed: choose again, or press Esc to cancel."
             return .proceed
         }
+        if allowsMultiple, handleMultiple(key) { return .proceed }
         switch key {
         case .escape, .character("q"): return .cancel
         case .up, .character("k"): move(to: cursor - 1)
@@ -145,6 +155,8 @@ struct PickerController {
     var help: String {
         let choose: String
         switch (mode, stage) {
+        case (.open, _) where allowsMultiple, (.import, _) where allowsMultiple:
+            choose = "Space/s toggle  Enter/c confirm"
         case (.import, _): choose = "Space/s/Enter select file"
         case (_, .destination): choose = "Space/s or . select folder"
         default: choose = "Space/s select"
@@ -253,7 +265,7 @@ struct PickerController {
             let access = mode == .open && readOnly ? " read-only" : ""
             confirmation = Confirmation(
                 question: "\(verb) \(Self.displayName(provider, path))\(access) for \(app)? [y/N]",
-                selection: PickerSelection(provider: provider, path: path, isFolder: isFolder))
+                selections: [PickerSelection(provider: provider, path: path, isFolder: isFolder)])
         case (.source, .container(let path, _)):
             containerChoice = path
             stage = .destination
@@ -267,11 +279,20 @@ struct PickerController {
             let verb = mode == .export ? "Export" : "Move"
             confirmation = Confirmation(
                 question: "\(verb) \(RelativePath.lastComponent(of: chosen)) to \(provider):\(path)? [y/N]",
-                selection: PickerSelection(provider: provider, path: path, isFolder: true, containerPath: chosen))
+                selections: [PickerSelection(provider: provider, path: path, isFolder: true, containerPath: chosen)])
         case (.destination, .container):
             break  // not reachable: the destination stage browses providers
         }
         if confirmation != nil { message = nil }
+    }
+
+    /// For the key handling in other files: a line for the user, and a
+    /// question whose yes chooses `selections`.
+    mutating func setMessage(_ text: String) { message = text }
+
+    mutating func ask(_ question: String, _ selections: [PickerSelection]) {
+        confirmation = Confirmation(question: question, selections: selections)
+        message = nil
     }
 
     /// "chapter1.txt" for a provider item, the provider's ID for its root.

@@ -78,6 +78,7 @@ enum PickerView {
             let entry = picker.entries[index]
             let isCursor = index == picker.cursor
             let name = TerminalText.sanitize(entry.name) + (entry.isFolder ? "/" : "") + (entry.granted ? "  (granted)" : "")
+                + (picker.isSelected(entry) ? "  [selected]" : "")
             let nameWidth = width - 2 - (detailWidth > 0 ? detailWidth + 2 : 0)
             var text = (isCursor ? "> " : "  ") + TerminalText.fit(name, to: nameWidth)
             if detailWidth > 0 {

@@ -168,6 +168,34 @@ typedef int (*scopefs_notice_handler)(const struct scopefs_notice *notice, void 
  */
 int scopefs_watch(scopefs_notice_handler handler, void *context, double timeout_seconds, const char *state_dir);
 
+/*
+ * One document of a live query (issue 17, like NSMetadataItem): `url` is
+ * the document (for a reference: the original, in the app's view),
+ * `url_in_local_container` where it lives in the container. Valid during
+ * the callback only.
+ */
+struct scopefs_query_result {
+    const char *url;
+    const char *url_in_local_container;
+    const char *container_display_name;
+    int is_external_document;
+};
+typedef int (*scopefs_query_handler)(const char *event, const struct scopefs_query_result *result, void *context);
+
+/*
+ * A live query of the calling app's documents (NSMetadataQuery): calls
+ * `handler` with "result" for each document found at first, then once with
+ * "finishedGathering" (result NULL), then with "added", "removed" or
+ * "changed" as the documents change, until it returns nonzero or
+ * `timeout_seconds` pass without a change (negative: no limit). `scope` is
+ * "documents", "external" or "all" (NULL: all); `name_glob` NULL for every
+ * name. Only the calling app's documents are listed. Returns 0, or -1 with
+ * errno set (EPERM: not an app process; EINVAL; ECONNREFUSED: no daemon;
+ * EPROTO).
+ */
+int scopefs_query(const char *scope, const char *name_glob, scopefs_query_handler handler, void *context,
+                  double timeout_seconds, const char *state_dir);
+
 #ifdef __cplusplus
 }
 #endif

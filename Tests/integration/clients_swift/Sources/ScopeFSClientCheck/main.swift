@@ -11,6 +11,7 @@
 //   scopefs-client-check bytes-resolve TOKEN   (issue 16: paths that are not UTF-8, opened by their bytes)
 //   scopefs-client-check bytes-pick
 //   scopefs-client-check bytes-watch
+//   scopefs-client-check query N               (MetadataQuery: gathering, then N updates, issue 17)
 import Foundation
 import ScopeFSClient
 
@@ -300,6 +301,32 @@ case "bytes-watch":
     } catch {
         report["error"] = describe(error)
     }
+case "query" where args.count == 3:
+    // A live MetadataQuery: one JSON line per event, until N updates came
+    // (issue 17); the test changes the app's documents meanwhile.
+    func say(_ object: [String: Any]) {
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        print(String(decoding: data, as: UTF8.self))
+        fflush(nil)
+    }
+    func describe(_ item: MetadataQuery.Item) -> [String: Any] {
+        ["url": item.url.path, "local": item.urlInLocalContainer.path, "external": item.isExternalDocument,
+         "display": item.containerDisplayName]
+    }
+    let query = MetadataQuery(searchScope: .all)
+    var updates = 0
+    while updates < Int(args[2])!, let event = try query.next(timeout: 20) {
+        switch event {
+        case .finishedGathering(let items): say(["event": "finishedGathering", "results": items.map(describe)])
+        case .added(let item): say(["event": "added", "result": describe(item)])
+        case .removed(let item): say(["event": "removed", "result": describe(item)])
+        case .changed(let item): say(["event": "changed", "result": describe(item)])
+        }
+        if case .finishedGathering = event { continue }
+        updates += 1
+    }
+    say(["done": query.results.count])
+    exit(0)
 
 default:
     FileHandle.standardError.write(Data("usage: scopefs-client-check MODE ARGS...\n".utf8))
