@@ -113,7 +113,13 @@ public enum Daemon {
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
             logger: logger)
-        if let hostChanges { Thread.detachNewThread { hostChanges.run(fileSystem: fileSystem, session: session) } }
+        if let hostChanges {
+            // A host rename wakes the item locator at once (issue 17's
+            // presenters), instead of at its next second.
+            Thread.detachNewThread {
+                hostChanges.run(fileSystem: fileSystem, session: session) { documents.itemsMayHaveMoved() }
+            }
+        }
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
         // Not a FUSE worker: removing entries from the kernel's cache may
         // wait for one (docs/ARCHITECTURE.md). Serial: exits in order.

@@ -16,6 +16,9 @@ final class DocumentBridge: DocumentServices {
     private let locator: ItemLocator
     private let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
+    /// Set while a wake-up is pending: a burst of renames (on the host, or
+    /// an app's through the mount) costs one pass, not one each.
+    private let wakePending = Atomic<Bool>(false)
     private let inbox: InboxKeeper
 
     init(state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, logger: Logger) throws(ScopeFSError) {
@@ -37,7 +40,7 @@ final class DocumentBridge: DocumentServices {
     }
 
     func itemsMayHaveMoved() {
-        wake.signal()
+        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
     }
 
     var watchesContainerReads: Bool { inbox.watchesReads }
@@ -59,6 +62,7 @@ final class DocumentBridge: DocumentServices {
     func watch(until stop: @Sendable () -> Bool, changed: () -> Void) {
         while !stop() {
             _ = wake.wait(timeout: .now() + 1)
+            wakePending.store(false, ordering: .releasing)
             do {
                 if try locator.refresh() { changed() }
             } catch {

@@ -187,8 +187,10 @@ final class HostChanges: HostChangeWatch {
 
     // MARK: Events (the channel's own thread)
 
-    /// Reads events until `stop`, sending the kernel what each one makes stale.
-    func run(fileSystem: ScopeFileSystem, session: FuseSession) {
+    /// Reads events until `stop`, sending the kernel what each one makes
+    /// stale. `namesChanged` runs (once per batch) when a name came or went
+    /// on the host in a folder the kernel holds: an item may have moved.
+    func run(fileSystem: ScopeFileSystem, session: FuseSession, namesChanged: () -> Void) {
         defer { finished.signal() }
         // Bounded: one read's worth of events at a time, however many come.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -197,7 +199,8 @@ final class HostChanges: HostChangeWatch {
             guard poll(&poller, 1, 200) > 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             guard count > 0 else { continue }
-            let (changes, overflowed) = buffer.withUnsafeBytes { decode($0, count: count) }
+            let (changes, overflowed, renamed) = buffer.withUnsafeBytes { decode($0, count: count) }
+            if renamed || overflowed { namesChanged() }
             if overflowed {
                 let everything = fileSystem.invalidationOfEverything()
                 logger.warning(
@@ -216,8 +219,11 @@ final class HostChanges: HostChangeWatch {
         finished.wait()
     }
 
-    private func decode(_ bytes: UnsafeRawBufferPointer, count: Int) -> ([HostChange], overflowed: Bool) {
+    private func decode(_ bytes: UnsafeRawBufferPointer, count: Int)
+        -> ([HostChange], overflowed: Bool, namesChanged: Bool)
+    {
         var changes: [HostChange] = []
+        var namesChanged = false
         var offset = 0
         var event = scopefs_host_event()
         while true {
@@ -226,10 +232,13 @@ final class HostChanges: HostChangeWatch {
                 : scopefs_inotify_event(bytes.baseAddress, count, offset, &event)
             guard next > 0 else { break }
             offset = next
-            if event.overflow != 0 { return ([], true) }
-            if let change = change(from: event) { changes.append(change) }
+            if event.overflow != 0 { return ([], true, true) }
+            if let change = change(from: event) {
+                changes.append(change)
+                if !change.onlyIfShared && event.mask & Self.nameEvents != 0 { namesChanged = true }
+            }
         }
-        return (changes, false)
+        return (changes, false, namesChanged)
     }
 
     /// The change an event reports, or nil for a folder no node holds (a
@@ -252,6 +261,9 @@ final class HostChanges: HostChangeWatch {
         // the kernel in the view they came through; other views need them.
         return HostChange(folder: folder, name: name, content: content, onlyIfShared: event.pid == ownPID)
     }
+
+    /// Names that came or went (the same bits in fanotify and inotify).
+    private static let nameEvents = UInt64(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)
 
     /// One invalidation per entry and inode, however many events named it.
     private static func merged(_ parts: [CacheInvalidation]) -> CacheInvalidation {
