@@ -245,21 +245,27 @@ final class HostChanges: HostChangeWatch {
     /// file system mark sees every change on the file system: those are
     /// dropped after one hash).
     private func change(from event: scopefs_host_event) -> HostChange? {
-        let folder: HostDirectoryID?
-        switch kind {
-        case .fanotify:
-            guard let key = event.key else { return nil }
-            let bytes = [UInt8](UnsafeBufferPointer(start: key, count: event.key_length))
-            folder = index.withLock { $0.byKey[bytes] }
-        case .inotify:
-            folder = index.withLock { $0.byWatch[event.watch] }
+        // The daemon's own changes (made through the mount) are known to
+        // the kernel in the view they came through; other views need them:
+        // only a folder with nodes in several views matters then.
+        let own = event.pid == ownPID
+        let folder: HostDirectoryID? = index.withLock { index in
+            let folder: HostDirectoryID?
+            switch kind {
+            case .fanotify:
+                guard let key = event.key else { return nil }
+                folder = index.byKey[[UInt8](UnsafeBufferPointer(start: key, count: event.key_length))]
+            case .inotify:
+                folder = index.byWatch[event.watch]
+            }
+            guard let folder, !own || (index.folders[folder]?.nodes ?? 0) > 1 else { return nil }
+            return folder
         }
         guard let folder else { return nil }
         let name = event.name.map { HostName.string(cString: $0) }
-        let content = kind == .fanotify ? event.mask & UInt64(FAN_MODIFY) != 0 : event.mask & UInt64(IN_MODIFY) != 0
-        // The daemon's own changes (made through the mount) are known to
-        // the kernel in the view they came through; other views need them.
-        return HostChange(folder: folder, name: name, content: content, onlyIfShared: event.pid == ownPID)
+        // FAN_MODIFY and IN_MODIFY are the same bit.
+        let content = event.mask & UInt64(IN_MODIFY) != 0
+        return HostChange(folder: folder, name: name, content: content, onlyIfShared: own)
     }
 
     /// Names that came or went (the same bits in fanotify and inotify).

@@ -61,7 +61,7 @@ public enum RelativePath {
     /// below "a"); nil unless `path` lies strictly below `ancestor`.
     public static func nextComponent(of path: String, after ancestor: String) -> String? {
         guard !path.utf8.elementsEqual(ancestor.utf8), isWithin(path, ancestor) else { return nil }
-        let rest = ancestor.isEmpty ? Substring(path) : path[path.utf8.index(path.startIndex, offsetBy: ancestor.utf8.count + 1)...]
+        let rest = Substring(path.utf8.dropFirst(ancestor.utf8.count))
         return components(of: String(rest)).first.map(String.init)
     }
 }
