@@ -3,7 +3,7 @@ import Testing
 
 /// `RelativePath.nextComponent`: which entry of a folder leads to a newly
 /// granted item (its cached miss is dropped, issue 21).
-struct RelativePathTests {
+struct NextComponentTests {
     @Test func nextComponentBelowTheRoot() {
         #expect(RelativePath.nextComponent(of: "a/b/c", after: "") == "a")
     }
