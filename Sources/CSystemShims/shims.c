@@ -2,6 +2,11 @@
 // imports breaks Glibc's module (conflicting fd_set).
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/fanotify.h>
+#include <sys/inotify.h>
+#include <sys/statfs.h>
 #include <linux/connector.h>
 #include <linux/netlink.h>
 #include <sched.h>
@@ -49,4 +54,103 @@ int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags)
 #define SYS_fchmodat2 452  /* Linux 6.6; glibc 2.36 has neither wrapper nor number */
 #endif
     return (int)syscall(SYS_fchmodat2, dirfd, path, mode, flags);
+}
+
+int scopefs_fanotify_init(void) {
+    return fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK, O_RDONLY | O_LARGEFILE);
+}
+
+/* Names (create, delete, moves), attributes and content; FAN_ONDIR for
+   folders. FAN_MODIFY (not only FAN_CLOSE_WRITE): a host writer that keeps
+   its file open must not leave stale pages behind. */
+static const uint64_t fanotify_mask =
+    FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_ATTRIB | FAN_MODIFY | FAN_ONDIR;
+
+int scopefs_fanotify_mark_filesystem(int fanotify, const char *path) {
+    return fanotify_mark(fanotify, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, fanotify_mask, AT_FDCWD, path);
+}
+
+/* fsid, then handle type, then the handle's bytes: the order the event's
+   info record has them in (after handle_bytes, which the length gives). */
+static size_t make_key(unsigned char *key, size_t capacity, const void *fsid, int type, const void *bytes, size_t length) {
+    if (8 + 4 + length > capacity) return 0;
+    memcpy(key, fsid, 8);
+    memcpy(key + 8, &type, 4);
+    memcpy(key + 12, bytes, length);
+    return 12 + length;
+}
+
+int scopefs_directory_key(int fd, unsigned char *key, size_t capacity) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    union {
+        struct file_handle handle;
+        unsigned char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    } buffer;
+    buffer.handle.handle_bytes = MAX_HANDLE_SZ;
+    int mount_id;
+    if (name_to_handle_at(fd, "", &buffer.handle, &mount_id, AT_EMPTY_PATH) != 0) return -1;
+    size_t length = make_key(key, capacity, &info.f_fsid, buffer.handle.handle_type, buffer.handle.f_handle,
+                             buffer.handle.handle_bytes);
+    if (length == 0) { errno = EOVERFLOW; return -1; }
+    return (int)length;
+}
+
+long scopefs_fanotify_event(const void *buffer, size_t length, size_t offset, struct scopefs_host_event *event) {
+    const unsigned char *base = (const unsigned char *)buffer;
+    if (offset + sizeof(struct fanotify_event_metadata) > length) return -1;
+    const struct fanotify_event_metadata *metadata = (const void *)(base + offset);
+    if (metadata->event_len < sizeof(*metadata) || offset + metadata->event_len > length) return -1;
+    memset(event, 0, sizeof(*event));
+    event->watch = -1;
+    event->mask = metadata->mask;
+    event->pid = metadata->pid;
+    event->overflow = (metadata->mask & FAN_Q_OVERFLOW) != 0;
+    static _Thread_local unsigned char key[SCOPEFS_DIRECTORY_KEY_MAX];  /* valid until the next call */
+    size_t at = metadata->metadata_len;
+    while (at + sizeof(struct fanotify_event_info_header) <= metadata->event_len) {
+        const struct fanotify_event_info_header *header = (const void *)(base + offset + at);
+        if (header->len < sizeof(*header) || at + header->len > metadata->event_len) break;
+        if (header->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME || header->info_type == FAN_EVENT_INFO_TYPE_DFID) {
+            const struct fanotify_event_info_fid *fid = (const void *)header;
+            const struct file_handle *handle = (const void *)fid->handle;
+            size_t fixed = sizeof(*fid) + sizeof(struct file_handle);
+            if (fixed + handle->handle_bytes <= header->len) {
+                event->key_length = make_key(key, sizeof(key), &fid->fsid, handle->handle_type, handle->f_handle,
+                                             handle->handle_bytes);
+                event->key = event->key_length > 0 ? key : NULL;
+                if (header->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME && fixed + handle->handle_bytes < header->len) {
+                    const char *name = (const char *)handle->f_handle + handle->handle_bytes;
+                    size_t room = header->len - fixed - handle->handle_bytes;
+                    event->name = memchr(name, 0, room) ? name : NULL;
+                }
+            }
+            break;
+        }
+        at += header->len;
+    }
+    return (long)(offset + metadata->event_len);
+}
+
+int scopefs_inotify_init(void) { return inotify_init1(IN_NONBLOCK | IN_CLOEXEC); }
+
+int scopefs_inotify_watch(int inotify, const char *path) {
+    return inotify_add_watch(inotify, path,
+        IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_MODIFY | IN_ONLYDIR);
+}
+
+int scopefs_inotify_unwatch(int inotify, int watch) { return inotify_rm_watch(inotify, watch); }
+
+long scopefs_inotify_event(const void *buffer, size_t length, size_t offset, struct scopefs_host_event *event) {
+    const unsigned char *base = (const unsigned char *)buffer;
+    if (offset + sizeof(struct inotify_event) > length) return -1;
+    const struct inotify_event *raw = (const void *)(base + offset);
+    size_t size = sizeof(struct inotify_event) + raw->len;
+    if (offset + size > length) return -1;
+    memset(event, 0, sizeof(*event));
+    event->mask = raw->mask;
+    event->watch = raw->wd;
+    event->overflow = (raw->mask & IN_Q_OVERFLOW) != 0;
+    event->name = raw->len > 0 ? raw->name : NULL;
+    return (long)(offset + size);
 }

@@ -223,4 +223,8 @@ public struct DaemonStatus: Codable, Sendable {
     }
     /// The fault and latency rules in force (issue 18).
     public var faults: [FaultRule]?
+    /// The host-change channel (fanotify, inotify or none) and the kernel's
+    /// cache timeout for entries and attributes, in seconds (issue 21).
+    public var hostChanges: String?
+    public var cacheTimeout: Double?
 }

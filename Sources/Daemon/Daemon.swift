@@ -20,11 +20,19 @@ public struct DaemonOptions: Sendable {
     public var inboxDays: Int
     /// Where to write "ready" (or the error) once the mount is up.
     public var readyDescriptor: Int32?
+    /// How host changes reach the kernel's caches (issue 21).
+    public var hostChanges: HostChangeMode
+    /// How long the kernel may cache entries and attributes; nil: 300 s
+    /// with a host-change channel, 1 s without.
+    public var cacheTimeout: Double?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
-        scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?
+        scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
+        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil
     ) {
+        self.hostChanges = hostChanges
+        self.cacheTimeout = cacheTimeout
         self.inboxDays = inboxDays
         self.scopeMode = scopeMode
         self.scopeBudget = scopeBudget
@@ -40,6 +48,12 @@ public struct DaemonOptions: Sendable {
 /// the policy store, the file system, the FUSE session, the process tracker
 /// and the control socket, and tears them down in reverse order.
 public enum Daemon {
+    /// The entry and attribute timeout with a host-change channel: changes
+    /// drop them at once, so only memory bounds how long they may live.
+    public static let watchedCacheTimeout = 300.0
+    /// Without one: host changes show within this time.
+    public static let unwatchedCacheTimeout = 1.0
+
     public static func run(_ options: DaemonOptions, logger: Logger) throws(ScopeFSError) -> Int32 {
         let state = options.state
         let database = try PolicyDatabase.open(state)
@@ -66,8 +80,12 @@ public enum Daemon {
         }
         let inbox = InboxKeeper(state: state, days: options.inboxDays)
         let documents = try DocumentBridge(state: state, repository: repository, inbox: inbox, events: recorder, logger: logger)
+        let hostChanges = try HostChanges.open(options.hostChanges, probe: state.containersPath, logger: logger)
+        let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
         let configuration = MountConfiguration(
-            openFiles: options.openFiles, containersPath: state.containersPath)
+            openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
+            hostChanges: hostChanges,
+            unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout))
         let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {
@@ -95,6 +113,14 @@ public enum Daemon {
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
             logger: logger)
+        if let hostChanges {
+            // A host rename wakes the item locator at once (issue 17's
+            // presenters), instead of at its next second.
+            Thread.detachNewThread {
+                hostChanges.run(fileSystem: fileSystem, session: session) { documents.itemsMayHaveMoved() }
+            }
+        }
+        let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
         // Not a FUSE worker: removing entries from the kernel's cache may
         // wait for one (docs/ARCHITECTURE.md). Serial: exits in order.
         let exits = DispatchQueue(label: "scopefs.app-exits")
@@ -125,10 +151,11 @@ public enum Daemon {
                             request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes, reloader: reloader,
                             inbox: inbox,
                             documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
-                            picks: picks, coordinator: coordinator)
+                            picks: picks, coordinator: coordinator, channel: channel)
                     })
             } catch {
                 servers.forEach { $0.stop() }
+                hostChanges?.stop()
                 session.unmount()
                 throw ScopeFSError(.ioError, "cannot listen on \(path): \(error)")
             }
@@ -161,6 +188,8 @@ public enum Daemon {
         let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
         ServiceManager.stopping()
         stopping.store(true, ordering: .relaxed)
+        // Before the unmount: no invalidation may reach a session that is gone.
+        hostChanges?.stop()
         recorder.flush()
         servers.forEach { $0.stop() }
         unlink(state.controlSocketPath)
@@ -201,7 +230,7 @@ public enum Daemon {
         peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, inbox: InboxKeeper,
         documents: DocumentBridge,
         fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker,
-        coordinator: Coordinator
+        coordinator: Coordinator, channel: ChannelStatus
     ) -> ControlResponse {
         // SPEC S5: app processes may resolve bookmarks and ask who they are;
         // changing or surveying the isolation layer is the owner's.
@@ -345,7 +374,7 @@ public enum Daemon {
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
                 policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
                 processes: processes, stranded: strandedStatus(tracker),
-                faults: fileSystem.faults.rules)
+                faults: fileSystem.faults.rules, hostChanges: channel.name, cacheTimeout: channel.cacheTimeout)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }
     }
@@ -374,4 +403,10 @@ public enum Daemon {
             }
         }
     }
+}
+
+/// The host-change channel and cache timeout a mount runs with (status).
+struct ChannelStatus: Sendable {
+    var name: String
+    var cacheTimeout: Double
 }

@@ -16,6 +16,9 @@ final class DocumentBridge: DocumentServices {
     private let locator: ItemLocator
     private let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
+    /// Set while a wake-up is pending: a burst of renames (on the host, or
+    /// an app's through the mount) costs one pass, not one each.
+    private let wakePending = Atomic<Bool>(false)
     private let inbox: InboxKeeper
     private let events: any EventSink
 
@@ -41,7 +44,7 @@ final class DocumentBridge: DocumentServices {
     }
 
     func itemsMayHaveMoved() {
-        wake.signal()
+        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
     }
 
     var watchesContainerReads: Bool { inbox.watchesReads }
@@ -72,6 +75,7 @@ final class DocumentBridge: DocumentServices {
     func watch(until stop: @Sendable () -> Bool, changed: () -> Void) {
         while !stop() {
             _ = wake.wait(timeout: .now() + 1)
+            wakePending.store(false, ordering: .releasing)
             do {
                 if try locator.refresh() { changed() }
             } catch {

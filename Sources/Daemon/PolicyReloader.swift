@@ -236,8 +236,7 @@ final class PolicyReloader: Sendable {
         let previous = fileSystem.snapshot
         let invalidation = fileSystem.install(snapshot)
         notices.post(from: previous, to: snapshot)
-        for inode in invalidation.inodes { session.invalidateInode(inode) }
-        for entry in invalidation.entries { session.invalidateEntry(parent: entry.parent, name: entry.name) }
+        session.invalidate(invalidation)
         if !invalidation.isEmpty {
             logger.debug("policy \(snapshot.generation): dropped caches of \(invalidation.inodes.count) inodes")
         }

@@ -119,6 +119,12 @@ public struct Entry {
         self.attributeTimeout = attributeTimeout
         self.entryTimeout = entryTimeout
     }
+
+    /// A miss the kernel may cache for `timeout` seconds (a negative
+    /// entry: inode 0); it takes no lookup count.
+    public static func negative(timeout: Double) -> Entry {
+        Entry(inode: 0, attributes: stat(), attributeTimeout: 0, entryTimeout: timeout)
+    }
 }
 
 public struct OpenFile: Sendable {

@@ -114,9 +114,18 @@ public final class FuseSession: Sendable {
     /// Drops the kernel's cached pages and attributes of `inode`; mapped
     /// pages are unmapped too. Must not be called from a thread serving a
     /// FUSE request: the kernel may be waiting on it (see docs/ARCHITECTURE.md).
+    /// With `pages` false only the attributes go.
     @discardableResult
-    public func invalidateInode(_ inode: UInt64) -> Int32 {
-        fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), 0, 0)
+    public func invalidateInode(_ inode: UInt64, pages: Bool = true) -> Int32 {
+        fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(inode), pages ? 0 : -1, 0)
+    }
+
+    /// Sends every invalidation of `invalidation` (see `invalidateInode`
+    /// for the thread it may run on).
+    public func invalidate(_ invalidation: CacheInvalidation) {
+        for inode in invalidation.inodes { invalidateInode(inode) }
+        for inode in invalidation.attributes { invalidateInode(inode, pages: false) }
+        for entry in invalidation.entries { invalidateEntry(parent: entry.parent, name: entry.name) }
     }
 
     /// Drops the kernel's cached directory entry `name` in `parent` (by its
@@ -146,4 +155,17 @@ final class BridgeContext: Sendable {
     static func from(_ userdata: UnsafeMutableRawPointer) -> BridgeContext {
         Unmanaged<BridgeContext>.fromOpaque(userdata).takeUnretainedValue()
     }
+}
+
+/// Kernel caches to drop (after a policy change or a host change), from a
+/// thread that is not serving a FUSE request (`FuseSession.invalidate`).
+public struct CacheInvalidation: Sendable {
+    /// Inodes whose attributes and pages go.
+    public var inodes: [UInt64] = []
+    /// Inodes whose attributes go (their pages stay).
+    public var attributes: [UInt64] = []
+    public var entries: [(parent: UInt64, name: String)] = []
+    public init() {}
+    public var isEmpty: Bool { inodes.isEmpty && attributes.isEmpty && entries.isEmpty }
+    public var count: Int { inodes.count + attributes.count + entries.count }
 }

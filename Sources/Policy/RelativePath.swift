@@ -56,4 +56,12 @@ public enum RelativePath {
         let rest = path.dropFirst(ancestor.count)
         return rest.isEmpty || rest.first == slash
     }
+
+    /// The component of `path` right below `ancestor` ("b" for "a/b/c"
+    /// below "a"); nil unless `path` lies strictly below `ancestor`.
+    public static func nextComponent(of path: String, after ancestor: String) -> String? {
+        guard !path.utf8.elementsEqual(ancestor.utf8), isWithin(path, ancestor) else { return nil }
+        let rest = Substring(path.utf8.dropFirst(ancestor.utf8.count))
+        return components(of: String(rest)).first.map(String.init)
+    }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import Policy
+import Synchronization
 
 /// Where a node lives in the mount (SPEC S2):
 /// `root` / `appDirectory` / `providersDirectory` are synthetic folders;
@@ -107,6 +108,10 @@ final class Node: Sendable {
     /// Set for a reference document's stub in a container: the node is
     /// shown as a symbolic link to the item (SPEC S23).
     let reference: ReferenceStub?
+    /// Set for a backed folder once the host-change channel reports its
+    /// changes: only then may the kernel cache its entries (and their
+    /// attributes) for long (`ScopeFileSystem.timeout(under:)`).
+    let changesWatched = Atomic<Bool>(false)
 
     init(
         inode: UInt64, place: Place, view: UInt32, identity: FileIdentity?, isDirectory: Bool, directory: Int32?,

@@ -248,9 +248,11 @@ final class NodeTable: Sendable {
         return record.node
     }
 
-    /// Returns lookups the kernel no longer holds; the last one drops the node.
-    func forget(_ inode: UInt64, count: UInt64) {
-        guard inode != Self.rootInode else { return }
+    /// Returns lookups the kernel no longer holds; the last one drops the
+    /// node, which is returned (its descriptor closes when the caller lets go).
+    @discardableResult
+    func forget(_ inode: UInt64, count: UInt64) -> Node? {
+        guard inode != Self.rootInode else { return nil }
         let dropped: Node? = state.withLock { state in
             // By index: one hash per table, not one to check and one to remove.
             guard let index = state.records.index(forKey: NumberKey(inode)) else { return nil }
@@ -273,7 +275,7 @@ final class NodeTable: Sendable {
             return record.node
         }
         // The last reference may close a descriptor: outside the lock.
-        _ = dropped
+        return dropped
     }
 
     /// The view number of a domain root's place, made on first use.
@@ -416,6 +418,19 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The folder nodes of an app's container at `paths`, with their paths.
+    func containerNodes(app: AppID, paths: Set<String>) -> [(inode: UInt64, path: String)] {
+        guard !paths.isEmpty else { return [] }
+        return state.withLock { state in
+            state.records.compactMap { inode, record in
+                guard record.node.isDirectory, case .container(let owner) = record.node.place, owner == app,
+                    case .found(let path) = Self.path(of: inode.number, in: state), paths.contains(path)
+                else { return nil }
+                return (inode.number, path)
+            }
+        }
+    }
+
     /// The entries of the layout nodes the kernel holds (`Node.isLayout`).
     func layoutEntries() -> [(place: Place, parent: UInt64, name: String)] {
         state.withLock { state in
@@ -434,6 +449,50 @@ final class NodeTable: Sendable {
                     RelativePath.isWithin(nodePath, path)
                 else { return nil }
                 return (inode.number, record.parent, record.name)
+            }
+        }
+    }
+
+    /// The nodes of one host folder in every view (each app has its own,
+    /// `NodeKey`): one hash per view, and views are few.
+    func directoryNodes(of identity: FileIdentity) -> [Node] {
+        state.withLock { state in
+            state.views.values.compactMap { view in
+                state.byKey[NodeKey(view: view, identity: identity, kind: .directory)].flatMap { state.records[$0]?.node }
+            }
+        }
+    }
+
+    /// The nodes of one host file in every view, whatever their kind.
+    func nodes(of identity: FileIdentity) -> [UInt64] {
+        state.withLock { state in
+            state.views.values.compactMap { Self.inode(of: identity, view: $0, in: state) }
+        }
+    }
+
+    /// Every backed node, with the entry it was looked up by: what the
+    /// kernel may cache of host files. (Synthetic folders change only with
+    /// the policy.)
+    func everything() -> [(inode: UInt64, parent: UInt64, name: String)] {
+        state.withLock { state in
+            state.records.compactMap { inode, record in
+                record.node.place.isBacked ? (inode.number, record.parent, record.name) : nil
+            }
+        }
+    }
+
+    /// For a grant of `path` just made active: the entries that lead to it
+    /// from the app's nodes in the provider view (each ancestor folder the
+    /// kernel holds and the next name), so that no answer cached before
+    /// the grant stands in the way.
+    func entriesToward(app: AppID, provider: ProviderID, path: String) -> [(parent: UInt64, name: String)] {
+        state.withLock { state in
+            state.records.compactMap { inode, record in
+                guard record.node.isDirectory, case .provider(let a, let p) = record.node.place, a == app, p == provider,
+                    case .found(let nodePath) = Self.path(of: inode.number, in: state),
+                    let next = RelativePath.nextComponent(of: path, after: nodePath)
+                else { return nil }
+                return (inode.number, next)
             }
         }
     }

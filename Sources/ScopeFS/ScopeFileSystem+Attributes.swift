@@ -46,7 +46,7 @@ extension ScopeFileSystem {
             }
             return try Sys.stat(descriptor)
         }
-        return Attributes(stat: info, timeout: configuration.cacheTimeout)
+        return Attributes(stat: info, timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
     private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno) {

@@ -74,13 +74,13 @@ extension ScopeFileSystem {
                 let shown = try? presented(node, attributes, path: RelativePath.join(folder.path, childName))
                 guard let shown else {
                     // No path for a reference stub (EIO, logged): listed without an entry.
-                    table.forget(node.inode, count: 1)
+                    forget(node.inode, count: 1)
                     return listing.addPlus(name: name, entry: nil, fallback: info, nextOffset: next)
                 }
-                if listing.addPlus(name: name, entry: entry(node, shown), fallback: info, nextOffset: next) {
+                if listing.addPlus(name: name, entry: entry(node, shown, in: folder.node), fallback: info, nextOffset: next) {
                     return true
                 }
-                table.forget(node.inode, count: 1)
+                forget(node.inode, count: 1)
                 return false
             }
         }

@@ -57,7 +57,7 @@ extension ScopeFileSystem {
             let handle = OpenHandle(
                 descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller))
             _ = table.opened(node.inode, handle, version: FileVersion(info))
-            return (entry(node, info), OpenFile(handle: handle.handle))
+            return (entry(node, info, in: folder.node), OpenFile(handle: handle.handle))
         } catch {
             Sys.close(descriptor)
             throw error

@@ -11,26 +11,38 @@ extension ScopeFileSystem {
     public func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
         let parentTarget = try gate(parent, .lookup, caller)
-        let (node, info) = try child(of: parentTarget, named: name, caller: caller)
+        let node: Node
+        let info: stat
         do {
-            return entry(node, try presented(node, info, path: RelativePath.join(parentTarget.path, name)))
+            (node, info) = try child(of: parentTarget, named: name, caller: caller)
+        } catch .noSuchFileOrDirectory where cachesMisses(under: parentTarget) {
+            // A host miss in a watched folder the app sees all of: the
+            // kernel keeps it until a host create drops it (SPEC S37). A
+            // name S2 hides is an error instead, never cached.
+            return Entry.negative(timeout: configuration.cacheTimeout)
+        }
+        do {
+            return entry(node, try presented(node, info, path: RelativePath.join(parentTarget.path, name)),
+                         in: parentTarget.node)
         } catch {
-            table.forget(node.inode, count: 1)  // the lookup just taken never reaches the kernel
+            forget(node.inode, count: 1)  // the lookup just taken never reaches the kernel
             throw error
         }
     }
 
     public func forget(_ inode: UInt64, count: UInt64) {
-        table.forget(inode, count: count)
+        if let dropped = table.forget(inode, count: count) { unwatchChanges(dropped) }
     }
 
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
         let target = try gate(inode, .lookup, callers.caller(of: request))
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
-            return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: configuration.cacheTimeout)
+            return Attributes(
+                stat: try Sys.stat(OpenHandle.from(handle).descriptor),
+                timeout: attributeTimeout(target.node, parent: target.resolved.parent))
         }
         let info = try presented(target.node, try attributes(of: target.resolved), path: target.path)
-        return Attributes(stat: info, timeout: configuration.cacheTimeout)
+        return Attributes(stat: info, timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
@@ -189,22 +201,23 @@ extension ScopeFileSystem {
                 inode: inode, place: place, view: view, identity: identity, isDirectory: true, directory: descriptor,
                 isDomainRoot: isDomainRoot)
         }
-        if !adopted { Sys.close(descriptor) }
+        if adopted { watchChanges(node) } else { Sys.close(descriptor) }
         return (node, info)
     }
 
     // MARK: Attributes
 
-    func entry(_ node: Node, _ info: stat) -> Entry {
-        Entry(inode: node.inode, attributes: info, attributeTimeout: configuration.cacheTimeout,
-              entryTimeout: entryTimeout(node))
+    /// The entry of `node`, found in `folder`.
+    func entry(_ node: Node, _ info: stat, in folder: Node) -> Entry {
+        Entry(inode: node.inode, attributes: info, attributeTimeout: attributeTimeout(node, parent: folder),
+              entryTimeout: entryTimeout(node, in: folder))
     }
 
-    private func entryTimeout(_ node: Node) -> Double {
+    private func entryTimeout(_ node: Node, in folder: Node) -> Double {
         // The entry of `MOUNT/<app>` is never cached: each path walk asks
         // again, so another app's process meets ENOENT (SPEC S3).
         if case .appDirectory = node.place { return 0 }
-        return node.isLayout ? configuration.layoutTimeout : configuration.cacheTimeout
+        return node.isLayout ? configuration.layoutTimeout : timeout(under: folder)
     }
 
     /// Attributes of a node: its host file's, or made up for synthetic folders.

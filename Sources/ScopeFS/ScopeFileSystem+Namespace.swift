@@ -30,7 +30,7 @@ extension ScopeFileSystem {
         try body(directory)
         try giveToCaller(directory, name, request, folder: folder.node)
         let (node, info) = try backedChild(of: folder.node, named: name)
-        return entry(node, info)
+        return entry(node, info, in: folder.node)
     }
 
     public func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry {
@@ -42,7 +42,7 @@ extension ScopeFileSystem {
         let directory = try backedDirectory(folder)
         try Sys.linkAt(sourceDirectory, source.resolved.name, directory, newName)
         let (node, info) = try backedChild(of: folder.node, named: newName)
-        return entry(node, info)
+        return entry(node, info, in: folder.node)
     }
 
     public func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno) {

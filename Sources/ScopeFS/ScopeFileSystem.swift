@@ -38,19 +38,31 @@ public struct MountConfiguration: Sendable {
     public var openFiles: OpenFiles
     /// `<state>/containers`: each app's container is a folder in it.
     public var containersPath: String
-    /// How long the kernel may cache entries and attributes of backed items.
+    /// How long the kernel may cache entries (negative ones too) and
+    /// attributes of backed items whose folder's host changes are reported
+    /// (`hostChanges`); without a channel, of every backed item.
     public var cacheTimeout: Double
+    /// The same for items of folders the channel cannot watch.
+    public var unwatchedTimeout: Double
     /// How long the kernel may cache the entries of an app's fixed layout:
     /// `Providers`, `Container` and each provider's root. Only the policy
     /// changes them, and a new policy drops them at once (`install`), so
     /// a path walk does not ask for them again every second.
     public var layoutTimeout: Double
+    /// The host-change channel; nil: none, every backed item's caches
+    /// expire after `cacheTimeout`.
+    public var hostChanges: (any HostChangeWatch)?
 
-    public init(openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60) {
+    public init(
+        openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60,
+        hostChanges: (any HostChangeWatch)? = nil, unwatchedTimeout: Double? = nil
+    ) {
         self.openFiles = openFiles
         self.containersPath = containersPath
         self.cacheTimeout = cacheTimeout
-        self.layoutTimeout = layoutTimeout
+        self.unwatchedTimeout = unwatchedTimeout ?? cacheTimeout
+        self.layoutTimeout = max(layoutTimeout, hostChanges == nil ? 0 : cacheTimeout)
+        self.hostChanges = hostChanges
     }
 }
 
@@ -142,13 +154,28 @@ public final class ScopeFileSystem: FileSystem {
                 if new == nil { invalidation.entries.append((node.parent, node.name)) }
             }
         }
+        // A grant made or restored: whatever the kernel cached on the way
+        // to its item (a miss, S2's ENOENT) goes, so it shows at once.
+        for (id, grant) in snapshot.grantsByID where grant.state == .active && previous.grantsByID[id]?.state != .active {
+            invalidation.entries += table.entriesToward(app: grant.app, provider: grant.provider, path: grant.relativePath)
+        }
         return invalidation
     }
 
     /// Cached entries to drop after the CLI changed an app's container
     /// behind the mount (a moved-out file, a new reference stub).
+    /// Entries of new files count too: the kernel may hold a miss for the
+    /// name (a negative entry), cached in the folder's node.
     public func containerEntries(app: AppID, paths: [String]) -> [(parent: UInt64, name: String)] {
-        table.containerEntries(app: app, paths: Set(paths.compactMap(RelativePath.normalize)))
+        let normalized = paths.compactMap(RelativePath.normalize)
+        var entries = table.containerEntries(app: app, paths: Set(normalized))
+        let folders = Dictionary(grouping: normalized.filter { !$0.isEmpty }) { RelativePath.parent(of: $0) ?? "" }
+        for folder in table.containerNodes(app: app, paths: Set(folders.keys)) {
+            for path in folders[folder.path] ?? [] {
+                entries.append((folder.inode, RelativePath.lastComponent(of: path)))
+            }
+        }
+        return entries
     }
 
     /// How many inodes the kernel holds (for status and leak checks).
@@ -159,12 +186,4 @@ public final class ScopeFileSystem: FileSystem {
 
     /// The policy snapshot's number: caches keyed by it go stale with it.
     var generation: UInt64 { currentGeneration.load(ordering: .acquiring) }
-}
-
-/// Kernel caches to drop after a policy change, from a thread that is not
-/// serving a FUSE request.
-public struct CacheInvalidation: Sendable {
-    public var inodes: [UInt64] = []
-    public var entries: [(parent: UInt64, name: String)] = []
-    public var isEmpty: Bool { inodes.isEmpty && entries.isEmpty }
 }

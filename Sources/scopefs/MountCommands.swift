@@ -11,6 +11,7 @@ import ScopeFS
 extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
 extension ScopeTable.Mode: ExpressibleByArgument {}
 extension LogDestination: ExpressibleByArgument {}
+extension HostChangeMode: ExpressibleByArgument {}
 
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -27,6 +28,19 @@ struct MountCommand: ParsableCommand {
     @Option(help: "Outstanding starts a process may hold (SPEC S10).") var scopeBudget: Int = 4096
     @Option(help: "Days an imported copy stays in an app's inbox when no process of the app was running to have it (SPEC S18).")
     var inboxDays: Int = 7
+    @Option(
+        help: """
+            How host changes made outside the mount reach the kernel's caches: auto (default: fanotify when the \
+            daemon may mark file systems, as root; else inotify), fanotify, inotify, or none (caches expire \
+            after --cache-timeout).
+            """)
+    var hostChanges: HostChangeMode = .auto
+    @Option(
+        help: """
+            Seconds the kernel may cache entries (negative ones too) and attributes: default 300 with a \
+            host-change channel (every change drops them at once), 1 without.
+            """)
+    var cacheTimeout: Double?
     @Option(help: .hidden) var readyFd: Int32?
     @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
     @Option(
@@ -40,6 +54,9 @@ struct MountCommand: ParsableCommand {
     func validate() throws {
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
         if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
+        if let cacheTimeout, !(cacheTimeout >= 0 && cacheTimeout <= 86400) {
+            throw ValidationError("--cache-timeout must be between 0 and 86400 seconds")
+        }
     }
 
     func run() throws {
@@ -58,7 +75,8 @@ struct MountCommand: ParsableCommand {
         let logger = Logger(label: "scopefs")
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
-            scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd)
+            scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
+            hostChanges: hostChanges, cacheTimeout: cacheTimeout)
         do throws(ScopeFSError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -76,8 +94,9 @@ struct MountCommand: ParsableCommand {
         var arguments = [
             "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
             "--ready-fd", "3", "--scopes", scopes.rawValue, "--scope-budget", String(scopeBudget),
-            "--inbox-days", String(inboxDays),
+            "--inbox-days", String(inboxDays), "--host-changes", hostChanges.rawValue,
         ]
+        if let cacheTimeout { arguments += ["--cache-timeout", String(cacheTimeout)] }
         if allowOther { arguments.append("--allow-other") }
         let destination = DaemonLog.resolve(log, foreground: false)
         arguments += ["--log", destination.rawValue]

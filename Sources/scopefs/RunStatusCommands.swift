@@ -107,6 +107,11 @@ struct StatusCommand: ParsableCommand {
         }
     }
 
+    /// "300 s", "1 s", "0.5 s".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+
     private func printText(_ status: DaemonStatus?, databaseError: ScopeFSError?, leaks: [Event]) {
         if let status {
             print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
@@ -117,6 +122,9 @@ struct StatusCommand: ParsableCommand {
                 print("  app processes told apart by: \(attribution.escapedForTerminal)")
             }
             print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
+            if let channel = status.hostChanges, let timeout = status.cacheTimeout {
+                print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
+            }
             print("app processes: \(status.processes.count)")
             for process in status.processes { print(Self.describe(process)) }
             let stranded = status.stranded ?? []

@@ -65,4 +65,52 @@ extern const unsigned long scopefs_tioclinux;
 /// clone(2) flags that make a new namespace, in one mask.
 extern const unsigned long scopefs_clone_namespace_flags[7];
 extern const int scopefs_clone_newns;
+
+/// Host-change channels (docs/ARCHITECTURE.md, "Long caches with exact
+/// invalidation"): fanotify with directory file handles and names for a
+/// daemon with CAP_SYS_ADMIN, else inotify.
+#include <stddef.h>
+#include <sys/fanotify.h>
+#include <sys/inotify.h>
+
+/// fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME, ...), non-blocking,
+/// close-on-exec: a descriptor, or -1 with errno.
+int scopefs_fanotify_init(void);
+/// Marks the whole file system holding `path` for the changes that can make
+/// a cached entry or attribute wrong (names, attributes, content), on
+/// folders too. 0 or -1 with errno.
+int scopefs_fanotify_mark_filesystem(int fanotify, const char *path);
+/// The longest directory key `scopefs_directory_key` makes.
+#define SCOPEFS_DIRECTORY_KEY_MAX 192
+/// The key fanotify reports a directory by: its file system's fsid, the
+/// handle type and the handle's bytes (name_to_handle_at). Its length, or
+/// -1 with errno.
+int scopefs_directory_key(int fd, unsigned char *key, size_t capacity);
+
+/// One event decoded from what read(2) returned.
+struct scopefs_host_event {
+    /// What changed (FAN_* or IN_* bits); `overflow` set when events were lost.
+    uint64_t mask;
+    int overflow;
+    /// fanotify: the process that made the change; inotify: 0.
+    int32_t pid;
+    /// inotify: the watch descriptor; fanotify: -1.
+    int32_t watch;
+    /// fanotify: the directory's key (as `scopefs_directory_key`); else NULL.
+    const unsigned char *key;
+    size_t key_length;
+    /// The entry's name in that directory; NULL or "" for the folder itself.
+    const char *name;
+};
+/// Decodes the fanotify event at `offset` of `buffer`; returns the offset
+/// of the next one, or -1 when no whole event is left.
+long scopefs_fanotify_event(const void *buffer, size_t length, size_t offset, struct scopefs_host_event *event);
+/// The same for inotify.
+long scopefs_inotify_event(const void *buffer, size_t length, size_t offset, struct scopefs_host_event *event);
+/// inotify_init1(IN_NONBLOCK | IN_CLOEXEC).
+int scopefs_inotify_init(void);
+/// inotify_add_watch(path) for the changes that matter to cached entries
+/// and attributes: a watch descriptor or -1 with errno.
+int scopefs_inotify_watch(int inotify, const char *path);
+int scopefs_inotify_unwatch(int inotify, int watch);
 #endif

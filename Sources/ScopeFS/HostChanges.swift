@@ -1,0 +1,133 @@
+import FuseBridge
+import Glibc
+import Policy
+
+/// A host folder, as the host-change channel names it.
+public struct HostDirectoryID: Hashable, Sendable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+
+    init(_ identity: FileIdentity) {
+        self.init(device: identity.device, inode: identity.inode)
+    }
+
+    var identity: FileIdentity { FileIdentity(device: device, inode: inode) }
+}
+
+/// What the file system asks of a host-change channel (fanotify or
+/// inotify, in the daemon): to report changes in the folders the kernel
+/// holds, so that their entries and attributes can be cached for long and
+/// dropped exactly when the host changes them (docs/ARCHITECTURE.md, 3).
+///
+/// Called from FUSE workers, with no lock of the file system held: the
+/// calls may make system calls, never wait on the kernel's FUSE side.
+public protocol HostChangeWatch: AnyObject, Sendable {
+    /// A node of the folder open at `descriptor` (O_PATH) was made; the
+    /// channel counts one more. Returns whether the folder's changes are
+    /// reported: one that cannot be watched keeps short timeouts.
+    func watch(directory descriptor: Int32, _ folder: HostDirectoryID) -> Bool
+    /// A node of that folder is gone (one `watch` each).
+    func unwatch(_ folder: HostDirectoryID)
+}
+
+/// What changed in a host folder, as far as cached answers care.
+public struct HostChange: Sendable {
+    public var folder: HostDirectoryID
+    /// The entry that changed; nil for the folder itself.
+    public var name: String?
+    /// Whether a file's content changed (its cached pages must go too).
+    public var content: Bool
+    /// Only the nodes of folders that more than one view holds: a change
+    /// the daemon made through the mount, which the kernel already knows
+    /// for the view it came through (not for the other apps' views).
+    public var onlyIfShared: Bool
+
+    public init(folder: HostDirectoryID, name: String?, content: Bool, onlyIfShared: Bool) {
+        self.folder = folder
+        self.name = name
+        self.content = content
+        self.onlyIfShared = onlyIfShared
+    }
+}
+
+extension ScopeFileSystem {
+    /// How long the kernel may keep an entry or attributes of an item of
+    /// `folder`: long while the channel reports the folder's changes, else
+    /// briefly (host changes then show within that time).
+    func timeout(under folder: Node?) -> Double {
+        folder?.changesWatched.load(ordering: .relaxed) == true ? configuration.cacheTimeout : configuration.unwatchedTimeout
+    }
+
+    /// The attributes' timeout of `node`, reached from `parent`. A folder's
+    /// own attributes change with its entries, reported by its own watch; a
+    /// domain root's parent is outside every view, so changes to the root
+    /// folder itself (a chmod) are not reported: short.
+    func attributeTimeout(_ node: Node, parent: Node?) -> Double {
+        guard node.place.isBacked, !node.isDomainRoot else { return configuration.unwatchedTimeout }
+        if node.isDirectory, !node.changesWatched.load(ordering: .relaxed) { return configuration.unwatchedTimeout }
+        return timeout(under: parent)
+    }
+
+    /// Whether a host miss under `folder` may be cached by the kernel as a
+    /// negative entry: only where a host create is reported (and so drops it).
+    func cachesMisses(under folder: Target) -> Bool {
+        folder.node.place.isBacked && folder.node.changesWatched.load(ordering: .relaxed)
+            && (folder.grant != nil || Self.isContainer(folder.node.place))
+    }
+
+    /// Registers a folder node just made with the channel.
+    func watchChanges(_ node: Node) {
+        guard let watch = configuration.hostChanges, let directory = node.directory, let identity = node.identity else {
+            return
+        }
+        if watch.watch(directory: directory, HostDirectoryID(identity)) {
+            node.changesWatched.store(true, ordering: .relaxed)
+        }
+    }
+
+    /// The kernel forgot a node: a folder's watch loses one count.
+    func unwatchChanges(_ node: Node) {
+        guard node.isDirectory, node.directory != nil, let identity = node.identity,
+            let watch = configuration.hostChanges
+        else { return }
+        watch.unwatch(HostDirectoryID(identity))
+    }
+
+    /// What the kernel must drop after a host change in a folder: the
+    /// changed entry in every view of the folder (a negative one too), the
+    /// folder's attributes (its times and link count) and the attributes of
+    /// the file now under the name (and its pages if its content changed).
+    /// Called by the channel's thread, never by a FUSE worker.
+    public func invalidation(for change: HostChange) -> CacheInvalidation {
+        var invalidation = CacheInvalidation()
+        let folders = table.directoryNodes(of: change.folder.identity)
+        guard !folders.isEmpty, !change.onlyIfShared || folders.count > 1 else { return invalidation }
+        for folder in folders { invalidation.attributes.append(folder.inode) }
+        guard let name = change.name, !name.isEmpty, name != "." else { return invalidation }
+        for folder in folders { invalidation.entries.append((folder.inode, name)) }
+        // The file under the name now: its nodes in every view (hard links
+        // share one). A removed name has none; its entry going is enough.
+        if let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name) {
+            let inodes = table.nodes(of: FileIdentity(info))
+            if change.content { invalidation.inodes += inodes } else { invalidation.attributes += inodes }
+        }
+        return invalidation
+    }
+
+    /// Everything the kernel may have cached: after the channel lost events
+    /// (its queue overflowed), no cached answer can be trusted. Dropping a
+    /// folder's entry also drops the negative entries below it.
+    public func invalidationOfEverything() -> CacheInvalidation {
+        var invalidation = CacheInvalidation()
+        for node in table.everything() {
+            invalidation.inodes.append(node.inode)
+            invalidation.entries.append((node.parent, node.name))
+        }
+        return invalidation
+    }
+}
