@@ -23,7 +23,7 @@ GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
 .PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions \
-	install generated deb lint-deb version clean
+	install generated deb lint-deb version swift-client clean
 
 all: build
 
@@ -68,6 +68,11 @@ bench-instructions: deps
 
 version:
 	@echo $(VERSION)
+
+# The Swift client's own history (clients/swift/README.md): apps depend on
+# it by URL and version, and SwiftPM wants a package at a repository's root.
+swift-client:
+	git subtree split --prefix=clients/swift -b swift-client
 
 # Man pages from the argument parser's manual plugin, completion scripts
 # from the binary itself.
