@@ -6,9 +6,11 @@ BIN := .build/debug/scopefs
 # libsystemd-dev: sd_notify and the journal; systemd: systemd-analyze for
 # the units' test; patchelf, man-db: the installed binary's run path and
 # `man`, for `make install`/`make deb` and their test; shared-mime-info:
-# the content types of pick requests; lintian: the package's own check.
+# the content types of pick requests; lintian: the package's own check;
+# debootstrap: the fresh Debian 12 root the package is installed in
+# (Tests/integration/test_fresh_debian.py).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux \
-	systemd patchelf man-db shared-mime-info lintian
+	systemd patchelf man-db shared-mime-info lintian debootstrap
 
 # The version lives in Sources/scopefs/Version.swift; `scopefs --version`
 # adds `git describe`, which Package.swift passes to the build.
