@@ -6,9 +6,11 @@ BIN := .build/debug/scopefs
 # libsystemd-dev: sd_notify and the journal; systemd: systemd-analyze for
 # the units' test; patchelf, man-db: the installed binary's run path and
 # `man`, for `make install`/`make deb` and their test; shared-mime-info:
-# the content types of pick requests; lintian: the package's own check.
+# the content types of pick requests; lintian: the package's own check;
+# debootstrap: the fresh Debian 12 root the package is installed in
+# (Tests/integration/test_fresh_debian.py).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux \
-	systemd patchelf man-db shared-mime-info lintian
+	systemd patchelf man-db shared-mime-info lintian debootstrap
 
 # The version lives in Sources/scopefs/Version.swift; `scopefs --version`
 # adds `git describe`, which Package.swift passes to the build.
@@ -23,7 +25,7 @@ GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
 .PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions \
-	install generated deb lint-deb version clean
+	install generated deb lint-deb version swift-client clean
 
 all: build
 
@@ -68,6 +70,11 @@ bench-instructions: deps
 
 version:
 	@echo $(VERSION)
+
+# The Swift client's own history (clients/swift/README.md): apps depend on
+# it by URL and version, and SwiftPM wants a package at a repository's root.
+swift-client:
+	git subtree split --prefix=clients/swift -b swift-client
 
 # Man pages from the argument parser's manual plugin, completion scripts
 # from the binary itself.

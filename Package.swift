@@ -120,9 +120,12 @@ let package = Package(
                     .when(configuration: .release))
             ]
         ),
-        // The Swift client library for apps (SPEC S31): Foundation only.
+        // The Swift client library for apps (SPEC S31): Foundation only. Its
+        // sources are those of the standalone package in clients/swift,
+        // which apps depend on by URL and version (one copy of the code).
         .target(
             name: "ScopeFSClient",
+            path: "clients/swift/Sources/ScopeFSClient",
             swiftSettings: strict
         ),
         // `make bench`: the policy decision alone, in ns (SPEC S36).

@@ -23,13 +23,8 @@ public struct DocumentQuery: Sendable {
         public var isExternalDocument: Bool
         /// The provider's display name for external documents, the app's for its own.
         public var containerDisplayName: String
-
-        enum CodingKeys: String, CodingKey {
-            case url
-            case urlInLocalContainer = "url_in_local_container"
-            case isExternalDocument = "is_external_document"
-            case containerDisplayName = "container_display_name"
-        }
+        // camelCase like every `--json`; docs/CLI.md lists the
+        // NSMetadataItem attribute each field stands for.
     }
 
     public let state: StateDirectory

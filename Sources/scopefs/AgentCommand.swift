@@ -29,6 +29,7 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Stop after answering N requests (default: run until interrupted, or a script's last step).")
     var count: Int?
     @OptionGroup var coordination: CoordinationOptions
+    @Flag(help: "One JSON object per request answered.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -50,7 +51,7 @@ struct AgentCommand: ParsableCommand {
                 reply.pickID = pending.id
                 reply.answer = answer
                 let sent = try ControlClient.send(reply, state: options.directory)
-                print(Self.summary(pending, answer, delivered: sent.ok))
+                print(json ? Self.json(pending, answer, delivered: sent.ok) : Self.summary(pending, answer, delivered: sent.ok))
                 fflush(nil)  // all streams: stdout is not concurrency-safe to name
                 answered += 1
             }
@@ -113,6 +114,18 @@ struct AgentCommand: ParsableCommand {
             if !request.allowsMultipleSelection || request.mode == .export || request.mode == .move { break }
         }
         return AgentScript.Step(choose: chosen)
+    }
+
+    /// One line of `agent --json` per request answered.
+    private static func json(_ pending: PendingPick, _ answer: PickAnswer, delivered: Bool) -> String {
+        struct Answered: Encodable {
+            var pick: UInt64; var app: String; var mode: String; var paths: [String]; var cancelled: Bool; var error: String?
+            var delivered: Bool
+        }
+        return JSONOutput.text(
+            Answered(
+                pick: pending.id, app: pending.app, mode: pending.request.mode.rawValue, paths: answer.paths,
+                cancelled: answer.cancelled, error: answer.error, delivered: delivered), .line)
     }
 
     private static func summary(_ pending: PendingPick, _ answer: PickAnswer, delivered: Bool) -> String {

@@ -9,12 +9,14 @@ import PolicyStore
 /// The picker's operations as the commands and `scopefs pick` perform them
 /// (SPEC S17–S21): the library call, telling a running daemon (the new grant
 /// and the container's changed entries are in force when this returns,
-/// S13), and the line the command prints.
+/// S13), and what the command prints: a line, or with `json` the created
+/// or changed objects (docs/CLI.md, "JSON output").
 struct DocumentActions {
     let state: StateOptions
     let app: String
     /// export, move: how long apps' claims may hold the transfer back.
     var coordinationWait = TransferCoordination.defaultWait
+    var json = false
 
     private func picker() throws(ScopeFSError) -> DocumentPicker {
         DocumentPicker(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
@@ -25,28 +27,51 @@ struct DocumentActions {
     }
 
     func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool) throws(ScopeFSError) {
-        let opened = try picker().open(
+        let picker = try picker()
+        let opened = try picker.open(
             app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,
             wholeProvider: wholeProvider)
         try changed([opened.reference])
-        report(opened)
+        try report(opened, repository: documents.repository)
+    }
+
+    /// What `open` and `move` print with `--json`: the grant as `privacy
+    /// --json` shows it, and the reference document in the container.
+    struct OpenedJSON: Encodable {
+        var grant: GrantJSON?
+        var reference: String?
+        var reusedGrant: Bool
+        var reusedReference: Bool
+        var changes: [String]
     }
 
     /// The line every picker operation that grants prints, and on stderr
     /// what it reused or changed (one grant and reference per item, SPEC S17).
-    private func report(_ opened: DocumentPicker.Opened) {
+    private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(ScopeFSError) {
         if opened.reusedReference, let reference = opened.reference {
             note("grant \(opened.grant): reused; the app already has it, with its reference Container/\(reference)")
         } else if opened.reusedGrant {
             note("grant \(opened.grant): reused; the app already has it")
         }
         for change in opened.changes { note("grant \(opened.grant): \(change)") }
+        if json {
+            let grant = try repository.grants(app: app).first { $0.id == opened.grant }
+            let appName = try AppNames(repository).name(app)
+            return printJSON(
+                OpenedJSON(
+                    grant: grant.map { GrantJSON($0, appName: appName) }, reference: opened.reference.map { "Container/\($0)" },
+                    reusedGrant: opened.reusedGrant, reusedReference: opened.reusedReference, changes: opened.changes))
+        }
         print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
     }
 
     func importItem(provider: String, path: String) throws(ScopeFSError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
+        if json {
+            struct Imported: Encodable { var app: String; var copy: String; var provider: String; var path: String }
+            return printJSON(Imported(app: app, copy: "Container/\(copy)", provider: provider, path: path))
+        }
         print("Container/\(copy.escapedForTerminal)")
     }
 
@@ -63,6 +88,10 @@ struct DocumentActions {
             try documents.export(
                 app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
         }
+        if json {
+            struct Exported: Encodable { var app: String; var source: String; var provider: String; var path: String }
+            return printJSON(Exported(app: app, source: "Container/\(containerPath)", provider: provider, path: path))
+        }
         print("\(provider):\(path)".escapedForTerminal)
     }
 
@@ -73,7 +102,7 @@ struct DocumentActions {
                 app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
         }
         try changed([containerPath, opened.reference])
-        report(opened)
+        try report(opened, repository: documents.repository)
     }
 }
 
@@ -86,10 +115,11 @@ struct OpenCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
     @Flag(help: "Grant read access only (an existing read-write grant stays read-write).") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
+    @Flag(help: "Print the grant and the reference as JSON.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try DocumentActions(state: options, app: app).open(
+            try DocumentActions(state: options, app: app, json: json).open(
                 provider: item.provider, path: item.path, readOnly: readOnly, session: lifetime.session,
                 wholeProvider: lifetime.wholeProvider)
         }
@@ -103,10 +133,11 @@ struct ImportCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
     @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
+    @Flag(help: "Print the copy as JSON.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try DocumentActions(state: options, app: app).importItem(provider: item.provider, path: item.path)
+            try DocumentActions(state: options, app: app, json: json).importItem(provider: item.provider, path: item.path)
         }
     }
 }
@@ -120,8 +151,11 @@ struct ContainerTransfer: ParsableArguments {
     @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"), completion: Completions.items) var destination: ItemReference
     @Flag(help: "Replace an existing destination.") var force = false
     @OptionGroup var coordination: CoordinationOptions
+    @Flag(help: "Print the result as JSON.") var json = false
 
-    var actions: DocumentActions { DocumentActions(state: options, app: app, coordinationWait: coordination.wait) }
+    var actions: DocumentActions {
+        DocumentActions(state: options, app: app, coordinationWait: coordination.wait, json: json)
+    }
 }
 
 struct ExportCommand: ParsableCommand {
@@ -214,10 +248,16 @@ struct BookmarkCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "create", abstract: "Print a bookmark for PATH (this process must be an app process).")
         @Argument var path: String
         @Flag(help: "A read-only bookmark.") var readOnly = false
+        @Flag(help: "Print the bookmark as JSON.") var json = false
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                print(try ControlAttributes.read(path, readOnly ? "user.scopefs.bookmark-read-only" : "user.scopefs.bookmark"))
+                let bookmark = try ControlAttributes.read(path, readOnly ? "user.scopefs.bookmark-read-only" : "user.scopefs.bookmark")
+                if json {
+                    struct Created: Encodable { var bookmark: String; var path: String; var access: String }
+                    return printJSON(Created(bookmark: bookmark, path: path, access: readOnly ? Access.read.rawValue : Access.readWrite.rawValue))
+                }
+                print(bookmark)
             }
         }
     }

@@ -31,6 +31,7 @@ struct EventsCommand: ParsableCommand {
                 throw ScopeFSError.unknownApp(app)
             }
             let store = EventStore(database: database)
+            let names = try AppNames(PolicyRepository(database: database))
             var filter = EventStore.Filter(app: app, kinds: try kinds(), since: try sinceTime(), limit: limit)
             if follow && limit == 0 {
                 // Only what happens from now on: start after the newest event.
@@ -43,7 +44,7 @@ struct EventsCommand: ParsableCommand {
             while true {
                 let events = try store.events(filter)
                 for event in events where shown[event.id ?? 0] != event.occurrences {
-                    print(json ? Self.json(event) : Self.line(event))
+                    print(json ? Self.json(event, names: names) : Self.line(event, names: names))
                     if follow, let id = event.id { shown[id] = event.occurrences }
                 }
                 fflush(nil)  // all streams: stdout is not concurrency-safe to name
@@ -97,12 +98,13 @@ struct EventsCommand: ParsableCommand {
     }
 
     /// One tab-separated line; names and paths escaped (SPEC S29, S33a),
-    /// so that a name cannot forge a line or drive the terminal.
-    static func line(_ event: Event) -> String {
+    /// so that a name cannot forge a line or drive the terminal. The app
+    /// shows with its display name (`com.example.editor (Editor)`).
+    static func line(_ event: Event, names: AppNames) -> String {
         let formatter = ISO8601DateFormatter()
         let time = formatter.string(from: Date(timeIntervalSince1970: event.time))
         var fields = [
-            time, event.kind.rawValue, (event.app ?? "-").escapedForTerminal, event.pid.map(String.init) ?? "-",
+            time, event.kind.rawValue, event.app.map(names.label) ?? "-", event.pid.map(String.init) ?? "-",
             (event.path ?? "-").escapedForTerminal,
         ]
         if let operation = event.operation { fields.append("op=\(operation.escapedForTerminal)") }
@@ -116,14 +118,8 @@ struct EventsCommand: ParsableCommand {
         return fields.joined(separator: "\t")
     }
 
-    static func json(_ event: Event) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var object = (try? JSONSerialization.jsonObject(with: encoder.encode(event))) as? [String: Any] ?? [:]
-        if let code = event.errno { object["errnoName"] = Errno.name(code) }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        // Paths that are not UTF-8 as `\udcXX` (docs/CLI.md, SPEC S33a).
-        return String(decoding: data, as: UTF8.self).jsonHostEscaped
+    static func json(_ event: Event, names: AppNames) -> String {
+        JSONOutput.text(EventJSON(event, appName: event.app.flatMap(names.name)), .line)
     }
 }
 

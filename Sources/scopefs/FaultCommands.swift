@@ -111,6 +111,7 @@ struct FaultClearCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Argument(help: "The rule's id (from `fault list`).") var id: Int?
     @Flag(help: "Remove every rule.") var all = false
+    @Flag(help: "Print the rules left as JSON.") var json = false
 
     func validate() throws {
         if (id == nil) == !all { throw ValidationError("name a rule id, or --all") }
@@ -121,6 +122,7 @@ struct FaultClearCommand: ParsableCommand {
             var request = ControlRequest(op: .faultClear)
             request.faultID = id
             let left = try FaultCommand.send(request, state: options.directory, action: "clear faults")
+            if json { return printJSON(left) }
             print("\(left.count) fault rule\(left.count == 1 ? "" : "s") left")
         }
     }

@@ -30,14 +30,20 @@ struct GrantCommand: ParsableCommand {
     var item: ItemReference
     @Flag(help: "Grant read access only.") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
+    @Flag(help: "Print the grant as JSON (as in `privacy --json`).") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let change = try options.repositoryForChange("grant access").grant(
+            let repository = try options.repositoryForChange("grant access")
+            let change = try repository.grant(
                 app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite,
                 session: lifetime.session, update: .replace, wholeProvider: lifetime.wholeProvider)
             try ControlClient.notifyChange(state: options.directory)
             for description in change.changes { note("grant \(change.grant.id): \(description)") }
+            if json {
+                let names = try AppNames(repository)
+                return printJSON(GrantJSON(change.grant, appName: names.name(app)))
+            }
             print(change.grant.id)
         }
     }
@@ -56,6 +62,7 @@ struct GrantSelection: ParsableArguments {
     @Argument(completion: Completions.apps) var app: String
     @Argument(help: "Grant id (see `scopefs privacy`).", completion: Completions.grants) var grant: Int64?
     @Flag(help: "All of the app's grants.") var all = false
+    @Flag(help: "Print the grants changed as JSON (as in `privacy --json`; [] when nothing changed).") var json = false
 
     func validate() throws {
         if (grant == nil) == !all { throw ValidationError("name one grant id, or --all") }
@@ -83,6 +90,11 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
             FileHandle.standardError.write(
                 Data("scopefs: warning: \(error.message); revoked through the daemon\(note.map { ", \($0)" } ?? "")".escapedForTerminal.utf8 + [10]))
             changed = revoked
+        }
+        if selection.json {
+            // Names are an extra: a database the daemon had to revoke through may not read.
+            let names = (try? AppNames(options.repository())) ?? .none
+            return printJSON(changed.map { GrantJSON($0, appName: names.name($0.app)) })
         }
         for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
         if changed.isEmpty {
@@ -133,6 +145,14 @@ struct ForgetCommand: ParsableCommand {
             let picker = DocumentPicker(state: options.directory, repository: try options.repositoryForChange("forget grants"))
             let (grants, references) = try picker.forget(app: selection.app, grant: selection.all ? nil : selection.grant)
             try ControlClient.notifyChange(state: options.directory, app: selection.app, containerPaths: references)
+            if selection.json {
+                struct Forgotten: Encodable { var grants: [GrantJSON]; var references: [String] }
+                let names = try AppNames(picker.repository)
+                return printJSON(
+                    Forgotten(
+                        grants: grants.map { GrantJSON($0, appName: names.name($0.app)) },
+                        references: references.map { "Container/\($0)" }))
+            }
             for grant in grants { print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
             for reference in references { print("reference Container/\(reference.escapedForTerminal)\tremoved") }
             if grants.isEmpty { print("nothing changed: \(selection.app.escapedForTerminal) has no grants") }
@@ -147,33 +167,18 @@ struct PrivacyCommand: ParsableCommand {
     @Argument(completion: Completions.apps) var app: String?
     @Flag(help: "Print JSON.") var json = false
 
-    struct Row: Encodable {
-        var grant: Int64
-        var app: String
-        var provider: String
-        var path: String
-        var kind: String
-        var access: String
-        var state: String
-        var grantedAt: String
-        var lifetime: String
-    }
-
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let formatter = ISO8601DateFormatter()
-            let rows = try options.repository().grants(app: app).map { grant in
-                Row(
-                    grant: grant.id, app: grant.app, provider: grant.provider, path: grant.relativePath,
-                    kind: grant.isDirectory ? "folder" : "file", access: grant.access.rawValue, state: grant.state.rawValue,
-                    grantedAt: formatter.string(from: Date(timeIntervalSince1970: grant.grantedAt)),
-                    lifetime: grant.isSession ? "session" : "persistent")
-            }
+            let repository = try options.repository()
+            let names = try AppNames(repository)
+            let rows = try repository.grants(app: app).map { GrantJSON($0, appName: names.name($0.app)) }
             if json { return printJSON(rows) }
             print(["GRANT", "APP", "ITEM", "KIND", "ACCESS", "STATE", "GRANTED", "LIFETIME"].joined(separator: "\t"))
+            let formatter = ISO8601DateFormatter()
             for row in rows {
                 let item = "\(row.provider):\(row.path)".escapedForTerminal
-                print("\(row.grant)\t\(row.app.escapedForTerminal)\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(row.grantedAt)\t\(row.lifetime)")
+                let granted = formatter.string(from: row.grantedAt)
+                print("\(row.grant)\t\(names.label(row.app))\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(granted)\t\(row.lifetime)")
             }
         }
     }

@@ -50,8 +50,10 @@ struct MountCommand: ParsableCommand {
             journal, file or stderr.
             """)
     var log: LogDestination = .auto
+    @Flag(help: "In the background: print the mount and its daemon as JSON once it is ready.") var json = false
 
     func validate() throws {
+        if json && foreground { throw ValidationError("--json reports a background mount; --foreground prints nothing") }
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
         if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
         if let cacheTimeout, !(cacheTimeout >= 0 && cacheTimeout <= 86400) {
@@ -107,6 +109,10 @@ struct MountCommand: ParsableCommand {
         close(pipe[1])
         defer { close(pipe[0]) }
         switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
+        case .ready where json:
+            struct Mounted: Encodable { var mountpoint: String; var pid: Int32; var stateDirectory: String }
+            let path = DaemonInfo.read(from: options.directory)?.mountpoint ?? mountpoint
+            printJSON(Mounted(mountpoint: path, pid: pid, stateDirectory: options.directory.path))
         case .ready:
             print("mounted \(mountpoint.escapedForTerminal) (daemon pid \(pid))")
         case .failed(let error):
@@ -126,6 +132,7 @@ struct UnmountCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Argument var mountpoint: String
     @Option(help: "Seconds to wait for the daemon to exit.") var timeout: Double = 10
+    @Flag(help: "Print the mountpoint and the daemon that exited as JSON.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -140,6 +147,10 @@ struct UnmountCommand: ParsableCommand {
                 throw ScopeFSError(.ioError, "cannot unmount \(normalized) (busy?)")
             }
             if let daemon { try waitForExit(daemon) }
+            if json {
+                struct Unmounted: Encodable { var mountpoint: String; var pid: Int32? }
+                printJSON(Unmounted(mountpoint: normalized, pid: daemon))
+            }
         }
     }
 

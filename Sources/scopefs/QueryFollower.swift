@@ -22,7 +22,7 @@ struct QueryFollower {
     func run() throws(ScopeFSError) -> Never {
         var known = try current()
         if json {
-            emit(["event": "finishedGathering", "results": known.values.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }.map(object)])
+            emit(Update(event: "finishedGathering", results: known.values.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }))
         } else {
             for result in known.values.sorted(by: { $0.urlInLocalContainer < $1.urlInLocalContainer }) { line("result", result) }
             print("finished gathering: \(known.count)")
@@ -47,21 +47,23 @@ struct QueryFollower {
         return Dictionary(results.map { ($0.urlInLocalContainer, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
+    /// One line of `query --follow --json`: the initial result with
+    /// `finishedGathering`, then one result per addition, change, removal.
+    private struct Update: Encodable {
+        var event: String
+        var result: DocumentQuery.Result?
+        var results: [DocumentQuery.Result]?
+    }
+
     private func report(_ event: String, _ result: DocumentQuery.Result) {
-        if json { emit(["event": event, "result": object(result)]) } else { line(event, result) }
+        if json { emit(Update(event: event, result: result)) } else { line(event, result) }
     }
 
     private func line(_ event: String, _ result: DocumentQuery.Result) {
         print([event, result.urlInLocalContainer.escapedForTerminal, "->", result.url.escapedForTerminal].joined(separator: "\t"))
     }
 
-    private func object(_ result: DocumentQuery.Result) -> Any {
-        (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(result))) ?? [:]
-    }
-
-    private func emit(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        else { return }
-        print(String(decoding: data, as: UTF8.self).jsonHostEscaped)
+    private func emit(_ update: Update) {
+        print(JSONOutput.text(update, .line))
     }
 }

@@ -76,7 +76,7 @@ struct StatusCommand: ParsableCommand {
     struct Report: Encodable {
         var stateDirectory: String
         var daemon: DaemonStatus?
-        var recentLeaks: [Event]
+        var recentLeaks: [EventJSON]
         /// Why the database could not be read (the daemon may still serve, failed closed).
         var databaseError: String?
     }
@@ -87,20 +87,23 @@ struct StatusCommand: ParsableCommand {
             // corrupt, it is what tells the user that no grant is served.
             let status = try ControlClient.status(state: options.directory)
             var leaks: [Event] = []
+            var names = AppNames.none
             var databaseError: ScopeFSError?
             do throws(ScopeFSError) {
                 let database = try PolicyDatabase.open(options.directory)
                 leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
+                names = try AppNames(PolicyRepository(database: database))
             } catch {
                 guard status != nil else { throw error }
                 databaseError = error
             }
             if json {
                 printJSON(
-                    Report(stateDirectory: options.directory.path, daemon: status, recentLeaks: leaks,
+                    Report(stateDirectory: options.directory.path, daemon: status,
+                           recentLeaks: leaks.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
                            databaseError: databaseError?.message))
             } else {
-                printText(status, databaseError: databaseError, leaks: leaks)
+                printText(status, databaseError: databaseError, leaks: leaks, names: names)
             }
             // Scripts ask `status` whether a mount serves: the answer is the code.
             if status == nil { throw ScopeFSError(.noDaemon, "no daemon serves \(options.directory.path)") }
@@ -112,7 +115,7 @@ struct StatusCommand: ParsableCommand {
         value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 
-    private func printText(_ status: DaemonStatus?, databaseError: ScopeFSError?, leaks: [Event]) {
+    private func printText(_ status: DaemonStatus?, databaseError: ScopeFSError?, leaks: [Event], names: AppNames) {
         if let status {
             print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
             if let failure = status.policyFailure {
@@ -126,13 +129,13 @@ struct StatusCommand: ParsableCommand {
                 print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
             }
             print("app processes: \(status.processes.count)")
-            for process in status.processes { print(Self.describe(process)) }
+            for process in status.processes { print(Self.describe(process, names: names)) }
             let stranded = status.stranded ?? []
             if !stranded.isEmpty {
                 print("app processes on a dead mount (their daemon was killed; they cannot reach any mount): \(stranded.count)")
                 for process in stranded {
                     print(
-                        "  \(process.pid)\t\(process.app.escapedForTerminal)\t\(process.state) "
+                        "  \(process.pid)\t\(names.label(process.app))\t\(process.state) "
                             + "(daemon \(process.daemon), \(process.mountpoint.escapedForTerminal))")
                 }
             }
@@ -147,11 +150,11 @@ struct StatusCommand: ParsableCommand {
             print("database unusable: \(databaseError.message.escapedForTerminal)")
         }
         print("recent leaks: \(leaks.count)")
-        for leak in leaks { print("  " + EventsCommand.line(leak)) }
+        for leak in leaks { print("  " + EventsCommand.line(leak, names: names)) }
     }
 
-    static func describe(_ process: DaemonStatus.AppProcessStatus) -> String {
-        var text = "  \(process.pid)\t\(process.app.escapedForTerminal)\(process.parent.map { "\tchild of \($0)" } ?? "")"
+    static func describe(_ process: DaemonStatus.AppProcessStatus, names: AppNames) -> String {
+        var text = "  \(process.pid)\t\(names.label(process.app))\(process.parent.map { "\tchild of \($0)" } ?? "")"
         text += "\tbudget used \(process.budgetUsed)\(process.budgetExhausted ? " (exhausted)" : "")"
         for scope in process.scopes { text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path.escapedForTerminal)" }
         return text

@@ -78,10 +78,3 @@ func report(_ body: () throws(ScopeFSError) -> Void) throws {
         throw ExitCode(error.exitCode)
     }
 }
-
-func printJSON<T: Encodable>(_ value: T) {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    // Names that are not UTF-8 as `\udcXX` (docs/CLI.md, SPEC S33a).
-    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text.jsonHostEscaped) }
-}

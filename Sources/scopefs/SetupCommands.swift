@@ -7,6 +7,7 @@ import PolicyStore
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "init", abstract: "Create the state directory and its database.")
     @OptionGroup var options: StateOptions
+    @Flag(help: "Print the state directory as JSON.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
@@ -34,6 +35,10 @@ struct InitCommand: ParsableCommand {
             }
             _ = try PolicyDatabase.create(state)
             try ControlClient.notifyChange(state: state)
+            if json {
+                struct Initialised: Encodable { var stateDirectory: String; var database: String }
+                return printJSON(Initialised(stateDirectory: state.path, database: state.databasePath))
+            }
             print("initialised \(options.directory.path.escapedForTerminal)")
         }
     }
@@ -50,11 +55,13 @@ struct ProviderCommand: ParsableCommand {
         @Argument(help: "Provider ID, e.g. com.example.drive or local.") var id: String
         @Argument(help: "Backing directory.") var directory: String
         @Option(help: "Display name.") var name: String?
+        @Flag(help: "Print the provider as JSON.") var json = false
 
         func run() throws {
             try report { () throws(ScopeFSError) in
                 let provider = try options.repositoryForChange("add providers").addProvider(id: id, directory: directory, name: name)
                 try ControlClient.notifyChange(state: options.directory)
+                if json { return printJSON(provider) }
                 print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
             }
         }
@@ -80,11 +87,15 @@ struct ProviderCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "remove", abstract: "Unregister a provider and drop its grants.")
         @OptionGroup var options: StateOptions
         @Argument(completion: Completions.providers) var id: String
+        @Flag(help: "Print the removed provider as JSON.") var json = false
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                try options.repositoryForChange("remove providers").removeProvider(id: id)
+                let repository = try options.repositoryForChange("remove providers")
+                let removed = try repository.providers().first { $0.id == id }
+                try repository.removeProvider(id: id)
                 try ControlClient.notifyChange(state: options.directory)
+                if json, let removed { printJSON(removed) }
             }
         }
     }
@@ -99,12 +110,17 @@ struct AppCommand: ParsableCommand {
         @OptionGroup var options: StateOptions
         @Argument(help: "App ID, e.g. com.example.editor.") var id: String
         @Option(help: "Display name.") var name: String?
+        @Flag(help: "Print the app and its container as JSON.") var json = false
 
         func run() throws {
             try report { () throws(ScopeFSError) in
                 let app = try options.repositoryForChange("add apps").addApp(id: id, name: name)
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
+                if json {
+                    struct Added: Encodable { var id: String; var name: String; var container: String }
+                    return printJSON(Added(id: app.id, name: app.name, container: options.directory.containerPath(of: app.id)))
+                }
                 print("app \(app.id) container \(options.directory.containerPath(of: app.id))".escapedForTerminal)
             }
         }
@@ -129,11 +145,15 @@ struct AppCommand: ParsableCommand {
             commandName: "remove", abstract: "Unregister an app and drop its grants (its container stays on disk).")
         @OptionGroup var options: StateOptions
         @Argument(completion: Completions.apps) var id: String
+        @Flag(help: "Print the removed app as JSON.") var json = false
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                try options.repositoryForChange("remove apps").removeApp(id: id)
+                let repository = try options.repositoryForChange("remove apps")
+                let removed = try repository.apps().first { $0.id == id }
+                try repository.removeApp(id: id)
                 try ControlClient.notifyChange(state: options.directory)
+                if json, let removed { printJSON(removed) }
             }
         }
     }

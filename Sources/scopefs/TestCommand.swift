@@ -242,9 +242,10 @@ struct ScenarioRunner {
         for (index, step) in scenario.steps.enumerated() where !done[index] {
             outcomes.append(.init(name: "step at line \(step.line) ran", passed: false, detail: "the app finished before its trigger"))
         }
+        let names = (try? AppNames(repository)) ?? .none
         return TestCommand.Report(
             scenario: scenario.name, passed: outcomes.allSatisfy(\.passed), seconds: seconds, exitStatus: timedOut ? nil : status,
-            expectations: outcomes, actions: actions, events: events.map(EventsCommand.line))
+            expectations: outcomes, actions: actions, events: events.map { EventsCommand.line($0, names: names) })
     }
 
     /// The app's starts of a scope per grant since `since`, from the event

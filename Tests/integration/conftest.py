@@ -15,17 +15,28 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from scopefs_harness import FUSE_DEVICE, Env, binary_problem, mounts_under, set_child_subreaper
+from scopefs_harness import (
+    FUSE_DEVICE,
+    REPO_ROOT,
+    Env,
+    binary_problem,
+    describe,
+    mounts_under,
+    run_bounded,
+    set_child_subreaper,
+)
 
 HERE = Path(__file__).resolve().parent
 TEST_TIMEOUT = int(os.environ.get("SCOPEFS_IT_TEST_TIMEOUT", "120"))
 SESSION_BUDGET = int(os.environ.get("SCOPEFS_IT_BUDGET", "540"))
+DEB_BUILD_TIMEOUT = 1200
 _session_start = time.monotonic()
 
 
@@ -102,3 +113,21 @@ def env():
     problems = world.teardown()
     if problems:
         pytest.fail("teardown problems:\n- " + "\n- ".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def deb(tmp_path_factory) -> Path:
+    """The Debian package (`make deb CONFIG=debug`, a few minutes less than a
+    release build in CI), built once for test_package.py and
+    test_fresh_debian.py; SCOPEFS_DEB names a ready one instead."""
+    given = os.environ.get("SCOPEFS_DEB")
+    if given:
+        return Path(given)
+    version = re.search(r'static let package = "([^"]+)"',
+                        (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(1)
+    p = run_bounded(["make", "-C", REPO_ROOT, "deb", "CONFIG=debug"], DEB_BUILD_TIMEOUT, dict(os.environ),
+                    out_dir=tmp_path_factory.mktemp("deb-build"), what="make deb CONFIG=debug")
+    assert p.returncode == 0, "make deb failed\n" + describe(p)
+    built = REPO_ROOT / ".build" / "dist" / f"scopefs_{version}_amd64.deb"
+    assert built.is_file(), describe(p)
+    return built

@@ -49,7 +49,7 @@ CLIENTS = REPO_ROOT / "clients"
 PYTHON_CLIENT_DIR = CLIENTS / "python"
 C_CLIENT_DIR = CLIENTS / "c"
 EXAMPLES = REPO_ROOT / "docs" / "examples"
-SWIFT_EXAMPLE_PACKAGE = EXAMPLES / "swift"
+SWIFT_EXAMPLE_PACKAGE = EXAMPLES / "swift-app"
 SWIFT_EXAMPLE_SCRATCH = REPO_ROOT / ".build-clients-example"
 SWIFT_CHECK_PACKAGE = Path(__file__).resolve().parent / "clients_swift"
 SWIFT_CHECK_SCRATCH = REPO_ROOT / ".build-clients-check"
@@ -770,3 +770,68 @@ def test_python_reference_info(world):
     assert r == {"provider": LOCAL, "name": r["name"], "path": "docs/file.txt", "state": "active",
                  "item": 36, "outside": "ENODATA"}
     assert r["name"]
+
+
+# ---------------------------------------------------------------------------
+# the Swift client as a package of its own (issue 19)
+
+SWIFT_CLIENT_PACKAGE = CLIENTS / "swift"
+
+
+def test_swift_client_is_one_standalone_package():
+    """Issue 19: the Swift client is its own package in clients/swift (no
+    unsafe flags, which SwiftPM refuses in a versioned dependency), the
+    main package builds the same sources (one copy), and neither
+    Package.resolved nor .build is in git."""
+    manifest = (SWIFT_CLIENT_PACKAGE / "Package.swift").read_text()
+    assert "unsafeFlags" not in manifest, manifest
+    assert '.library(name: "ScopeFSClient"' in manifest, manifest
+    assert (SWIFT_CLIENT_PACKAGE / "Sources" / "ScopeFSClient" / "ScopeFS.swift").is_file()
+    assert "clients/swift" in (SWIFT_CLIENT_PACKAGE / "README.md").read_text() and \
+        ".package(url:" in (SWIFT_CLIENT_PACKAGE / "README.md").read_text()
+    main = (REPO_ROOT / "Package.swift").read_text()
+    assert 'path: "clients/swift/Sources/ScopeFSClient"' in main, "the main package must build clients/swift's sources"
+    assert not (REPO_ROOT / "Sources" / "ScopeFSClient").exists(), "a second copy of the client's sources"
+    check = (Path(__file__).resolve().parent / "clients_swift" / "Package.swift").read_text()
+    assert '.package(path: "../../../clients/swift")' in check, check
+    tracked = subprocess.run(["git", "-C", REPO_ROOT, "ls-files"], capture_output=True, text=True, check=True).stdout
+    assert not [f for f in tracked.splitlines() if f.endswith("Package.resolved") or "/.build/" in f
+                or f.startswith(".build/")], "Package.resolved or .build in git"
+
+
+def test_swift_client_resolves_by_url_and_version(tmp_path):
+    """Issue 19: an app depends on the client by URL and version tag. The
+    client package is published as a repository of its own
+    (clients/swift/README.md); here a local git repository with its files
+    and the tag of this version stands in for it, and a package that
+    depends on it with `.package(url:from:)` resolves the tag and builds."""
+    swift = _swift()
+    if not swift:
+        pytest.skip("no `swift` on PATH (set SWIFT=/path/to/swift)")
+    version = subprocess.run(["make", "-s", "-C", REPO_ROOT, "version"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    published = tmp_path / "scopefs-swift"
+    shutil.copytree(SWIFT_CLIENT_PACKAGE, published, ignore=shutil.ignore_patterns(".build", "Package.resolved"))
+    git = ["git", "-C", published, "-c", "user.name=test", "-c", "user.email=test@example.org"]
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "client"], ["tag", version]):
+        subprocess.run([*git, *argv], check=True, capture_output=True)
+    app = tmp_path / "app"
+    (app / "Sources" / "App").mkdir(parents=True)
+    (app / "Package.swift").write_text(f"""// swift-tools-version: 6.0
+import PackageDescription
+let package = Package(
+    name: "App",
+    dependencies: [.package(url: "file://{published}", from: "{version}")],
+    targets: [.executableTarget(name: "App", dependencies: [.product(name: "ScopeFSClient", package: "scopefs-swift")])]
+)
+""")
+    (app / "Sources" / "App" / "main.swift").write_text(
+        "import Foundation\nimport ScopeFSClient\n"
+        "print(URL(fileURLWithPath: \"/nowhere\").startAccessingSecurityScopedResource())\n")
+    p = run_bounded([swift, "build", "--package-path", app, "--scratch-path", tmp_path / "build"],
+                    SWIFT_BUILD_TIMEOUT, _build_env(), what="swift build of a package depending on the client by URL")
+    assert p.returncode == 0, describe(p)
+    resolved = (app / "Package.resolved").read_text()
+    assert f'"version" : "{version}"' in resolved, resolved
+    out = run_bounded([tmp_path / "build" / "debug" / "App"], BUILD_TIMEOUT, _build_env(), what="the app")
+    assert out.returncode == 0 and out.stdout.strip() == "false", describe(out)

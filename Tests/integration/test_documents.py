@@ -414,8 +414,8 @@ def test_move_leaves_a_reference_and_a_grant(env, written):
 
 def test_query_lists_references_and_local_documents(env):
     """SPEC S28: `scopefs query --app ID --json` lists, per document, url
-    (the original's path), url_in_local_container (the reference's path in
-    the container), is_external_document and container_display_name (the
+    (the original's path), urlInLocalContainer (the reference's path in
+    the container), isExternalDocument and containerDisplayName (the
     provider's display name for a reference); --scope documents / external
     and --name GLOB filter."""
     open_document(env, ALPHA, f"{LOCAL}:{REPORT}")
@@ -430,18 +430,18 @@ def test_query_lists_references_and_local_documents(env):
             raise AssertionError(f"query --json is not JSON ({exc})\n" + describe(p))
 
     reference = {"url": env.prov(ALPHA, LOCAL, REPORT),
-                 "url_in_local_container": env.container(ALPHA, REF),
-                 "is_external_document": True,
-                 "container_display_name": "On My Laptop"}
+                 "urlInLocalContainer": env.container(ALPHA, REF),
+                 "isExternalDocument": True,
+                 "containerDisplayName": "On My Laptop"}
     everything = query()
-    by_name = {os.path.basename(d.get("url_in_local_container", "")): d for d in everything}
+    by_name = {os.path.basename(d.get("urlInLocalContainer", "")): d for d in everything}
     assert set(by_name) == {"report.txt", "note.txt"} and len(everything) == 2, everything
     assert by_name["report.txt"] == reference
     local = by_name["note.txt"]
-    assert set(local) == {"url", "url_in_local_container", "is_external_document", "container_display_name"}, local
-    assert local["is_external_document"] is False, local
-    assert local["url"] == local["url_in_local_container"] == env.container(ALPHA, "Documents/note.txt"), local
-    assert isinstance(local["container_display_name"], str) and local["container_display_name"], local
+    assert set(local) == {"url", "urlInLocalContainer", "isExternalDocument", "containerDisplayName"}, local
+    assert local["isExternalDocument"] is False, local
+    assert local["url"] == local["urlInLocalContainer"] == env.container(ALPHA, "Documents/note.txt"), local
+    assert isinstance(local["containerDisplayName"], str) and local["containerDisplayName"], local
     assert query("--scope", "external") == [reference]
     assert query("--scope", "documents") == [local]
     assert query("--name", "rep*") == [reference]

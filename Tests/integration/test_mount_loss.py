@@ -114,7 +114,7 @@ def test_next_daemon_lists_and_records_apps_kept_on_a_dead_mount(env):
             f"status --json must list the processes left on the dead mount: {status.get('stranded')}"
         assert all(stranded[pid]["app"] == ALPHA and stranded[pid]["state"] == "on a dead mount"
                    for pid in (kept.pid, kept_app))
-        assert f"{kept_app}\t{ALPHA}\ton a dead mount" in env.cli("status").stdout
+        assert f"{kept_app}\t{ALPHA} (Alpha)\ton a dead mount" in env.cli("status").stdout
 
         events = []
         for _ in range(30):    # the recorder writes in batches

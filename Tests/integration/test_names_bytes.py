@@ -323,7 +323,7 @@ def test_documents_keep_names_that_are_not_utf8(env):
     assert os.listdir(os.fsencode(env.backing(LOCAL) / "work")) == [b"note\xff.txt"]
 
     rows = json.loads(env.cli("query", "--app", ALPHA, "--json").stdout)
-    urls = sorted(os.fsencode(row["url_in_local_container"]).rsplit(b"/", 1)[-1] for row in rows)
+    urls = sorted(os.fsencode(row["urlInLocalContainer"]).rsplit(b"/", 1)[-1] for row in rows)
     assert CAFE in urls and b"note\xff.txt" in urls, rows
 
     env.mount()

@@ -25,7 +25,6 @@ from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, moun
 
 VERSION = re.search(r'static let package = "([^"]+)"',
                     (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(1)
-BUILD_TIMEOUT = 1200
 
 
 def test_version_names_the_package_version(env):
@@ -84,19 +83,6 @@ def test_completions_offer_the_state_directory_ids(env):
 
 # ---------------------------------------------------------------------------
 # the Debian package
-
-
-@pytest.fixture(scope="module")
-def deb(tmp_path_factory) -> Path:
-    given = os.environ.get("SCOPEFS_DEB")
-    if given:
-        return Path(given)
-    p = run_bounded(["make", "-C", REPO_ROOT, "deb", "CONFIG=debug"], BUILD_TIMEOUT, dict(os.environ),
-                    out_dir=tmp_path_factory.mktemp("deb-build"), what="make deb CONFIG=debug")
-    assert p.returncode == 0, "make deb failed\n" + describe(p)
-    built = REPO_ROOT / ".build" / "dist" / f"scopefs_{VERSION}_amd64.deb"
-    assert built.is_file(), describe(p)
-    return built
 
 
 @pytest.fixture

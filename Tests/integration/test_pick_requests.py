@@ -444,18 +444,18 @@ def test_live_query_follows_documents(world):
     try:
         first = next_event()
         assert first["event"] == "finishedGathering", first
-        assert [r["url_in_local_container"].rsplit("/", 1)[1] for r in first["results"]] == ["report.txt"], first
+        assert [r["urlInLocalContainer"].rsplit("/", 1)[1] for r in first["results"]] == ["report.txt"], first
         started = time.monotonic()
         world.cli("open", ALPHA, f"{LOCAL}:docs/notes.md")
         added = next_event()
-        assert added["event"] == "added" and added["result"]["url_in_local_container"].endswith("Documents/notes.md"), added
+        assert added["event"] == "added" and added["result"]["urlInLocalContainer"].endswith("Documents/notes.md"), added
         backing = world.backing(LOCAL) / "docs"
         (backing / "notes.md").rename(backing / "notes-final.md")
         changed = next_event()
         assert changed["event"] == "changed" and changed["result"]["url"].endswith("docs/notes-final.md"), changed
         (world.state / "containers" / ALPHA / "Documents" / "notes.md").unlink()
         removed = next_event()
-        assert removed["event"] == "removed" and removed["result"]["url_in_local_container"].endswith("notes.md"), removed
+        assert removed["event"] == "removed" and removed["result"]["urlInLocalContainer"].endswith("notes.md"), removed
         assert time.monotonic() - started < 10
     finally:
         follower.kill()

@@ -7,12 +7,14 @@ import PackageDescription
 let package = Package(
     name: "ScopeFSClientCheck",
     dependencies: [
-        .package(name: "ScopeFS", path: "../../.."),
+        // The client's own package, as an app depends on it (by URL and
+        // version there; by path here, to test this checkout).
+        .package(path: "../../../clients/swift"),
     ],
     targets: [
         .executableTarget(
             name: "scopefs-client-check",
-            dependencies: [.product(name: "ScopeFSClient", package: "ScopeFS")],
+            dependencies: [.product(name: "ScopeFSClient", package: "swift")],
             path: "Sources/ScopeFSClientCheck",
             swiftSettings: [.unsafeFlags(["-warnings-as-errors"])]
         ),

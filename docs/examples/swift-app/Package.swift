@@ -1,7 +1,7 @@
 // swift-tools-version: 6.1
 // A tiny app that uses the ScopeFSClient library (docs/CLIENTS.md, SPEC S31).
 //
-//   cd docs/examples/swift
+//   cd docs/examples/swift-app
 //   swift build --scratch-path ../../../.build-clients-example
 //   scopefs run --app com.example.app -- \
 //       ../../../.build-clients-example/debug/scopefs-example MOUNT/com.example.app/Providers/local/docs/file.txt
@@ -10,13 +10,16 @@ import PackageDescription
 let package = Package(
     name: "ScopeFSClientExample",
     dependencies: [
-        // The ScopeFS repository itself (three levels up), for its ScopeFSClient product.
-        .package(name: "ScopeFS", path: "../../.."),
+        // The client package of this checkout (clients/swift; its identity is
+        // the folder's name, which is why this folder is not called "swift").
+        // An app outside the repository depends on it by URL and version
+        // (clients/swift/README.md).
+        .package(path: "../../../clients/swift"),
     ],
     targets: [
         .executableTarget(
             name: "scopefs-example",
-            dependencies: [.product(name: "ScopeFSClient", package: "ScopeFS")],
+            dependencies: [.product(name: "ScopeFSClient", package: "swift")],
             path: "Sources/ScopeFSExample"
         ),
     ]
