@@ -32,7 +32,7 @@ struct DocumentActions {
             app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,
             wholeProvider: wholeProvider)
         try changed([opened.reference])
-        try report(opened, repository: documents.repository)
+        try report(opened, repository: picker.repository)
     }
 
     /// What `open` and `move` print with `--json`: the grant as `privacy
