@@ -12,7 +12,7 @@ public struct FaultRule: Sendable, Codable, Equatable {
     public var id: Int
     public var app: AppID?
     public var path: String?
-    /// A FUSE operation name (`FaultRule.operations`), or `*` for all.
+    /// A `FileOperation` raw value (`FaultRule.operations`), or `*` for all.
     public var operation: String
     /// The errno injected (nil: a latency rule).
     public var errno: Int32?
@@ -36,13 +36,8 @@ public struct FaultRule: Sendable, Codable, Equatable {
         self.percent = percent
     }
 
-    /// The operations a rule can name: the file system's requests, by the
-    /// names people know from strace and FUSE.
-    public static let operations: Set<String> = [
-        "*", "lookup", "getattr", "setattr", "readlink", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir",
-        "rename", "open", "create", "read", "write", "fsync", "fallocate", "copy_file_range", "opendir", "readdir",
-        "fsyncdir", "statfs", "getxattr", "setxattr", "listxattr", "removexattr",
-    ]
+    /// The operations a rule can name (`FileOperation.faultable`), or `*`.
+    public static let operations: Set<String> = Set(["*"] + FileOperation.faultable.map(\.rawValue))
 
     /// The errnos a rule can inject, by name: what a real file system
     /// returns, and what an app must survive.
@@ -61,17 +56,6 @@ public struct FaultRule: Sendable, Codable, Equatable {
 
     public static func errnoName(_ value: Int32) -> String {
         errnoNames.first { $0.value == value }?.name ?? "errno \(value)"
-    }
-
-    /// The operation a file-system method stands for: `writeTarget(...)`
-    /// is a write, `copyFileRange(...)` is copy_file_range.
-    public static func operation(ofFunction function: String) -> String {
-        let name = function.firstIndex(of: "(").map { String(function[..<$0]) } ?? function
-        switch name {
-        case "writeTarget": return "write"
-        case "copyFileRange": return "copy_file_range"
-        default: return name
-        }
     }
 
     /// Why the rule is not well formed, or nil.

@@ -38,7 +38,7 @@ extension ScopeFileSystem {
         guard let attribute = ControlAttribute(rawValue: name) else { throw .notSupported }
         if probe && [.start, .startUntilExit, .stop].contains(attribute) { return Self.probeAnswer }
         let caller = callers.caller(of: request)
-        let target = try gate(inode, .lookup, caller)
+        let target = try gate(inode, .lookup, caller, .control)
         guard case .provider(let app, let provider) = target.node.place else {
             // Outside provider views nothing needs a scope; there is no item
             // to describe or bookmark either.
@@ -60,7 +60,7 @@ extension ScopeFileSystem {
         switch attribute {
         case .start, .startUntilExit:
             guard grant.state == .active else {
-                recordDenial(.notPermitted, target.resolved, caller, function: "start")
+                recordDenial(.notPermitted, target.resolved, caller, .start)
                 throw .notPermitted
             }
             switch scopes.start(pid: process.pid, app: app, grant: grant, path: path, untilExit: attribute == .startUntilExit) {

@@ -8,7 +8,7 @@ extension ScopeFileSystem {
     public func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
         let writes = Self.opensForWriting(flags)
         let caller = callers.caller(of: request)
-        let target = try gate(inode, writes ? .write : .read, caller)
+        let target = try gate(inode, writes ? .write : .read, caller, .open)
         guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
         // A name that now names no file, or another one, was changed on the
         // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
@@ -46,7 +46,7 @@ extension ScopeFileSystem {
         throws(Errno) -> (Entry, OpenFile)
     {
         let caller = callers.caller(of: request)
-        let folder = try gate(parent, .write, caller)
+        let folder = try gate(parent, .write, caller, .create)
         let directory = try backedDirectory(folder)
         let descriptor = try Sys.openAt(
             directory, name, Self.backingFlags(flags) | O_CREAT | O_NOFOLLOW, mode)
@@ -66,15 +66,15 @@ extension ScopeFileSystem {
 
     public func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
-        try checkStillGranted(open)
+        try checkUser(open, request, .read)
+        try checkStillGranted(open, .read)
         return .descriptor(open.descriptor, offset: offset, size: size)
     }
 
     public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request, function: "write")
-        try checkStillGranted(open)
+        try checkUser(open, request, .write)
+        try checkStillGranted(open, .write)
         try clearSetIDBits(open.descriptor, for: request)
         return open.descriptor
     }
@@ -89,8 +89,8 @@ extension ScopeFileSystem {
 
     public func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
-        try checkStillGranted(open)
+        try checkUser(open, request, .fsync)
+        try checkStillGranted(open, .fsync)
         try Sys.fsync(open.descriptor, dataOnly: dataOnly)
     }
 
@@ -98,8 +98,8 @@ extension ScopeFileSystem {
         throws(Errno)
     {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
-        try checkStillGranted(open)
+        try checkUser(open, request, .fallocate)
+        try checkStillGranted(open, .fallocate)
         guard open.writable else { throw .badFileDescriptor }
         try Sys.fallocate(open.descriptor, mode, offset, length)
     }
@@ -110,10 +110,10 @@ extension ScopeFileSystem {
     ) throws(Errno) -> Int {
         let source = OpenHandle.from(from.handle)
         let destination = OpenHandle.from(to.handle)
-        try checkUser(source, request)
-        try checkUser(destination, request)
-        try checkStillGranted(source)
-        try checkStillGranted(destination)
+        try checkUser(source, request, .copyFileRange)
+        try checkUser(destination, request, .copyFileRange)
+        try checkStillGranted(source, .copyFileRange)
+        try checkStillGranted(destination, .copyFileRange)
         return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
     }
 

@@ -10,7 +10,7 @@ extension ScopeFileSystem {
 
     public func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
-        let parentTarget = try gate(parent, .lookup, caller)
+        let parentTarget = try gate(parent, .lookup, caller, .lookup)
         let (node, info) = try child(of: parentTarget, named: name, caller: caller)
         do {
             return entry(node, try presented(node, info, path: RelativePath.join(parentTarget.path, name)))
@@ -25,7 +25,7 @@ extension ScopeFileSystem {
     }
 
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
-        let target = try gate(inode, .lookup, callers.caller(of: request))
+        let target = try gate(inode, .lookup, callers.caller(of: request), .getattr)
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
             return Attributes(stat: try Sys.stat(OpenHandle.from(handle).descriptor), timeout: configuration.cacheTimeout)
         }
@@ -34,14 +34,14 @@ extension ScopeFileSystem {
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
-        let target = try gate(inode, .metadata, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request), .readlink)
         if let stub = target.node.reference { return referenceTarget(stub, containerPath: try target.path) }
         guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
         return try Sys.readlinkAt(parent, target.resolved.name)
     }
 
     public func statfs(_ request: Request, inode: UInt64) throws(Errno) -> statvfs {
-        let target = try gate(inode, .lookup, callers.caller(of: request))
+        let target = try gate(inode, .lookup, callers.caller(of: request), .statfs)
         if let directory = target.node.directory ?? target.resolved.parent?.directory {
             return try Sys.statvfs(directory)
         }

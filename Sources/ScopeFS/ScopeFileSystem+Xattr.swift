@@ -16,7 +16,7 @@ extension ScopeFileSystem {
             _ = try control(request, inode: inode, name: name)
             return
         }
-        let target = try gate(inode, .write, callers.caller(of: request))
+        let target = try gate(inode, .write, callers.caller(of: request), .setxattr)
         try xattrPath(target) { path throws(Errno) in try Sys.setxattr(path, name, value, flags) }
     }
 
@@ -25,7 +25,7 @@ extension ScopeFileSystem {
             // Host bytes: `user.scopefs.path` is a path (SPEC S33a).
             return try control(request, inode: inode, name: name, probe: size == 0).hostBytes
         }
-        let target = try gate(inode, .metadata, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request), .getxattr)
         // The kernel asks for security.capability before each write to an
         // open file: its descriptor answers without a walk of /proc.
         if target.node.directory == nil, let open = target.resolved.openFile {
@@ -35,13 +35,13 @@ extension ScopeFileSystem {
     }
 
     public func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
-        let target = try gate(inode, .metadata, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request), .listxattr)
         return try xattrPath(target) { path throws(Errno) in try Sys.listxattr(path) }
     }
 
     public func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) {
         if name.hasHostPrefix(Self.controlPrefix) { throw .notSupported }
-        let target = try gate(inode, .write, callers.caller(of: request))
+        let target = try gate(inode, .write, callers.caller(of: request), .removexattr)
         try xattrPath(target) { path throws(Errno) in try Sys.removexattr(path, name) }
     }
 
