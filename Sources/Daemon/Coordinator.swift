@@ -131,13 +131,12 @@ enum CoordinationHandling {
             return .failure(ScopeFSError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
         }
         let inApp = raw.hasPrefix(appRoot + "/") ? String(raw.dropFirst(appRoot.count + 1)) : raw
-        let parts = RelativePath.normalize(inApp)?.split(separator: "/", maxSplits: 2).map(String.init) ?? []
-        guard parts.count >= 2, parts[0] == "Providers",
-            case .granted = snapshot.coverage(app: app, provider: parts[1], path: parts.count == 3 ? parts[2] : "")
+        guard let (provider, path) = RelativePath.normalize(inApp).flatMap(MountLayout.providerItem(inAppView:)),
+            case .granted = snapshot.coverage(app: app, provider: provider, path: path)
         else {
             return .failure(ScopeFSError.Kind.noInput.rawValue, "\(raw) is not a document this app was given")
         }
-        let item = parts.dropFirst().joined(separator: "/")
+        let item = path.isEmpty ? provider : provider + "/" + path
         let wait = min(max(request.waitSeconds ?? 10, 0), longestWait)
         switch coordinator.claim(item, intent, pid: pid, app: app, path: inApp, timeout: wait) {
         case .granted(let claim):

@@ -47,16 +47,16 @@ public struct DocumentQuery: Sendable {
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
         let base = (mount ?? "") + "/" + app
-        let documents = state.containerPath(of: app) + "/Documents"
+        let documents = state.containerPath(of: app) + "/" + MountLayout.documents
         var results: [Result] = []
         for relative in Self.files(under: documents) {
             let name = (relative as NSString).lastPathComponent
             if let glob = nameGlob, fnmatch(glob, name, 0) != 0 { continue }
-            let local = base + "/Container/Documents/" + relative
+            let local = base + "/" + MountLayout.containerPath(MountLayout.documents + "/" + relative)
             if let stub = Self.stub(at: documents + "/" + relative) {
                 guard scope != .documents else { continue }
                 let location = snapshot.items[stub.item]
-                let path = location.map { "\(base)/Providers/\(stub.provider)" + ($0.path.isEmpty ? "" : "/" + $0.path) }
+                let path = location.map { base + "/" + MountLayout.providerPath(provider: stub.provider, path: $0.path) }
                 results.append(
                     Result(
                         url: path ?? "", urlInLocalContainer: local, isExternalDocument: true,

@@ -220,7 +220,7 @@ public struct PolicyRepository: Sendable {
     /// Grants, revokes and restores are events (SPEC S29), written in the
     /// same transaction as the change, whichever command made it.
     static func recordChange(_ db: Database, _ kind: Event.Kind, _ grant: Grant, operation: String? = nil) throws {
-        let path = "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath)
+        let path = MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath)
         let event = Event(
             time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(), path: path,
             operation: operation ?? kind.rawValue, grant: grant.id)

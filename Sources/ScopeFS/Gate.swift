@@ -139,13 +139,12 @@ extension ScopeFileSystem {
         // An event's path is for people: a node whose path cannot be built
         // (EIO, logged) is shown by its inode number.
         let path = (try? resolved.path) ?? "<inode \(resolved.node.inode)>"
-        let tail = path.isEmpty ? "" : "/" + path
         switch resolved.node.place {
         case .root: return "/"
         case .appDirectory(let app): return "/\(app)"
-        case .providersDirectory(let app): return "/\(app)/\(Self.providersName)"
-        case .container(let app): return "/\(app)/\(Self.containerName)" + tail
-        case .provider(let app, let provider): return "/\(app)/\(Self.providersName)/\(provider)" + tail
+        case .providersDirectory(let app): return "/\(app)/\(MountLayout.providers)"
+        case .container(let app): return MountLayout.containerPath(app: app, path: path)
+        case .provider(let app, let provider): return MountLayout.providerPath(app: app, provider: provider, path: path)
         }
     }
 

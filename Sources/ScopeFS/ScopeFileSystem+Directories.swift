@@ -118,7 +118,7 @@ extension ScopeFileSystem {
         case .root:
             return synthetic(snapshot.apps.keys.sorted().filter { Decision.mayEnter(app: $0, caller: caller) })
         case .appDirectory:
-            return synthetic([Self.containerName, Self.providersName])
+            return synthetic([MountLayout.container, MountLayout.providers])
         case .providersDirectory(let app):
             return synthetic(snapshot.visibleProviders(of: app))
         case .container:

@@ -5,9 +5,6 @@ import SystemPackage
 
 /// Lookup, forget and attributes: how names become nodes (SPEC S2, S3).
 extension ScopeFileSystem {
-    static let containerName = "Container"
-    static let providersName = "Providers"
-
     public func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
         let parentTarget = try gate(parent, .lookup, caller, .lookup)
@@ -62,10 +59,10 @@ extension ScopeFileSystem {
             return synthetic(.appDirectory(name), parent: parent.node.inode, name: name)
         case .appDirectory(let app):
             switch name {
-            case Self.containerName:
+            case MountLayout.container:
                 let path = configuration.containersPath + "/" + app
                 return try domainRoot(.container(app), path: path, parent: parent.node.inode, name: name)
-            case Self.providersName:
+            case MountLayout.providers:
                 return synthetic(.providersDirectory(app), parent: parent.node.inode, name: name)
             default:
                 throw .noSuchFileOrDirectory

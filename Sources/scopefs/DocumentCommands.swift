@@ -34,18 +34,18 @@ struct DocumentActions {
     /// what it reused or changed (one grant and reference per item, SPEC S17).
     private func report(_ opened: DocumentPicker.Opened) {
         if opened.reusedReference, let reference = opened.reference {
-            note("grant \(opened.grant): reused; the app already has it, with its reference Container/\(reference)")
+            note("grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))")
         } else if opened.reusedGrant {
             note("grant \(opened.grant): reused; the app already has it")
         }
         for change in opened.changes { note("grant \(opened.grant): \(change)") }
-        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
+        print("grant \(opened.grant)" + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
     }
 
     func importItem(provider: String, path: String) throws(ScopeFSError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
-        print("Container/\(copy.escapedForTerminal)")
+        print(MountLayout.containerPath(copy.escapedForTerminal))
     }
 
     func export(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {

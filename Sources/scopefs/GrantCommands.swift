@@ -119,7 +119,7 @@ struct ForgetCommand: ParsableCommand {
             let (grants, references) = try picker.forget(app: selection.app, grant: selection.all ? nil : selection.grant)
             try ControlClient.notifyChange(state: options.directory, app: selection.app, containerPaths: references)
             for grant in grants { print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
-            for reference in references { print("reference Container/\(reference.escapedForTerminal)\tremoved") }
+            for reference in references { print("reference " + MountLayout.containerPath(reference.escapedForTerminal) + "\tremoved") }
             if grants.isEmpty { print("nothing changed: \(selection.app.escapedForTerminal) has no grants") }
         }
     }
