@@ -7,7 +7,7 @@ import SystemPackage
 /// under `user.scopefs.` are ScopeFS's own control attributes and are never
 /// stored on host files.
 extension ScopeFileSystem {
-    static let controlPrefix = "user.scopefs."
+    static let controlPrefix = ControlAttributeName.prefix
 
     public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)

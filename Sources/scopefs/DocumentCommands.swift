@@ -201,7 +201,7 @@ struct BookmarkCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                print(try ControlAttributes.read(path, readOnly ? "user.scopefs.bookmark-read-only" : "user.scopefs.bookmark"))
+                print(try ControlAttributes.read(path, readOnly ? .readOnlyBookmark : .bookmark))
             }
         }
     }
