@@ -135,6 +135,11 @@ let package = Package(
             name: "ScopeFSClientTests",
             dependencies: ["ScopeFSClient"]
         ),
+        // The bridge's wire hooks (set-id clearing) on requests built in memory.
+        .testTarget(
+            name: "FuseBridgeTests",
+            dependencies: ["FuseBridge"]
+        ),
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(
             name: "CLITests",

@@ -6,7 +6,7 @@ import SystemPackage
 /// Open files: open, create, read, write and friends (SPEC S9, S14, S35, S37).
 extension ScopeFileSystem {
     public func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
-        let writes = Self.opensForWriting(flags)
+        let writes = BackingStore.opensForWriting(flags)
         let caller = callers.caller(of: request)
         let target = try gate(inode, writes ? .write : .read, caller, .open)
         guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
@@ -16,7 +16,7 @@ extension ScopeFileSystem {
         // after a host-side delete creates the file instead of failing.
         let descriptor: Int32
         do {
-            descriptor = try Sys.openAt(parent, target.resolved.name, Self.backingFlags(flags) | O_NOFOLLOW)
+            descriptor = try BackingStore.openEntry(parent, target.resolved.name, flags: flags)
         } catch .noSuchFileOrDirectory {
             throw .staleNFSFileHandle
         }
@@ -48,8 +48,7 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller, .create)
         let directory = try backedDirectory(folder)
-        let descriptor = try Sys.openAt(
-            directory, name, Self.backingFlags(flags) | O_CREAT | O_NOFOLLOW, mode)
+        let descriptor = try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
         do {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
@@ -122,31 +121,13 @@ extension ScopeFileSystem {
     /// What the kernel does to a file that a caller without CAP_FSETID
     /// writes or truncates, and leaves to us (`Request.clearsSetIDBits`):
     /// the daemon keeps that capability, so the backing file system would
-    /// not. The setuid bit goes; the setgid bit too when the group may
-    /// execute or the caller is not in the file's group (the VFS rule).
-    /// security.capability needs nothing: the backing file system drops it
-    /// on any write, truncate or chown. `known`: the file's status, when
-    /// the caller has just read it through `descriptor`.
+    /// not (`BackingStore.modeAfterUnprivilegedWrite`). security.capability
+    /// needs nothing: the backing file system drops it on any write,
+    /// truncate or chown. `known`: the file's status, when the caller has
+    /// just read it through `descriptor`.
     func clearSetIDBits(_ descriptor: Int32, for request: Request, known: stat? = nil) throws(Errno) {
         guard request.clearsSetIDBits else { return }
-        let info: stat
-        if let known { info = known } else { info = try Sys.stat(descriptor) }
-        let mode = info.st_mode
-        guard mode & S_IFMT == S_IFREG else { return }
-        var kept = mode & 0o7777 & ~S_ISUID
-        if mode & S_ISGID != 0, mode & S_IXGRP != 0 || !request.isMember(of: info.st_gid) { kept &= ~S_ISGID }
-        if kept != mode & 0o7777 { try Sys.chmod(descriptor, kept) }
-    }
-
-    static func opensForWriting(_ flags: Int32) -> Bool {
-        (flags & O_ACCMODE) != O_RDONLY || flags & O_TRUNC != 0
-    }
-
-    /// Flags for the backing open. O_DIRECT is dropped: libfuse 3.14 hands
-    /// the daemon misaligned buffers, so a passed-through O_DIRECT write fails
-    /// with EINVAL (the kernel still bypasses its own cache for the caller).
-    static func backingFlags(_ flags: Int32) -> Int32 {
-        flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Sys.direct | O_CLOEXEC)
+        try BackingStore.clearSetIDBits(descriptor, known: known) { request.isMember(of: $0) }
     }
 
     /// The descriptor of a backed folder that passed the gate.

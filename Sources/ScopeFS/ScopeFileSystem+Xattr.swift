@@ -50,8 +50,8 @@ extension ScopeFileSystem {
     /// the name (a final symlink not followed); see `Sys.XattrPath`.
     private func xattrPath<T>(_ target: Target, _ body: (Sys.XattrPath) throws(Errno) -> T) throws(Errno) -> T {
         guard target.node.place.isBacked else { throw .notSupported }
-        if let directory = target.node.directory { return try body(.descriptor(Sys.procPath(directory))) }
-        guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
-        return try body(.entry(Sys.procPath(parent, target.resolved.name)))
+        return try body(
+            BackingStore.xattrPath(
+                directory: target.node.directory, parent: target.resolved.parent?.directory, name: target.resolved.name))
     }
 }
