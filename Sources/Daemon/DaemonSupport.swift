@@ -116,11 +116,10 @@ func raiseDescriptorLimit() -> rlim_t {
 }
 
 /// The kernel grows a process's descriptor table by doubling it, and while
-/// threads share the table each growth waits for an RCU grace period: 9–12 ms
-/// on this VM, spent inside whichever request opened the descriptor that
-/// crossed 64, 128, 256… (a create in a fresh daemon's first untar, seen in
-/// a kernel trace). Growing the table once at start keeps those waits off
-/// the request path for the first 4,096 descriptors.
+/// threads share the table each growth waits for an RCU grace period,
+/// inside whichever request opened the descriptor that crossed 64, 128,
+/// 256… (docs/PERFORMANCE.md). Growing the table once at start keeps those
+/// waits off the request path for the first 4,096 descriptors.
 func reserveDescriptorTable(limit: rlim_t) {
     let highest = Int32(min(limit, 4096)) - 1
     guard highest >= 64 else { return }

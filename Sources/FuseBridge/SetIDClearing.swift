@@ -8,8 +8,7 @@ import Synchronization
 /// or truncates it. In exchange the kernel may mark an inode "no security
 /// attributes" (S_NOSEC) after its first write, and stops asking for
 /// `security.capability` (a GETXATTR round trip) before every later write
-/// to it: half a round trip per file in an untar, 511 of 512 in a
-/// 512 MiB write (docs/PERFORMANCE.md).
+/// to it (docs/PERFORMANCE.md).
 ///
 /// libfuse 3.14 knows neither the flag nor the per-request bits that come
 /// with it, so the bridge handles both on the wire, through libfuse's

@@ -286,8 +286,8 @@ enum Migrations {
         migrator.registerMigration("v5-policy-version") { db in
             // Counts commits that change the policy. The daemon's watcher
             // polls it rather than SQLite's data_version, which also moves
-            // with every batch of events the daemon itself records: each
-            // scope start or stop used to cost a full reload (PolicyReloader).
+            // with every batch of events the daemon itself records, so a
+            // scope start or stop would cost a full reload (PolicyReloader).
             try db.execute(sql: """
                 CREATE TABLE policy_version (
                     id INTEGER PRIMARY KEY CHECK (id = 1),
