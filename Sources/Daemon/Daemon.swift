@@ -158,7 +158,7 @@ public enum Daemon {
         ServiceManager.ready(mountpoint: mountpoint)
 
         session.installSignalHandlers()
-        let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
+        let result = session.loop(maxThreads: Tunables.maxWorkerThreads, maxIdleThreads: Tunables.maxIdleWorkerThreads)
         ServiceManager.stopping()
         stopping.store(true, ordering: .relaxed)
         recorder.flush()

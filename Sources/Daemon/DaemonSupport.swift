@@ -79,7 +79,7 @@ public enum Readiness {
         var text = ""
         let deadline = Date().addingTimeInterval(Double(timeoutSeconds))
         while Date() < deadline {
-            let ready = poll(&poller, 1, 200)
+            let ready = poll(&poller, 1, Tunables.readinessPollMilliseconds)
             if ready < 0 && errno != EINTR { return nil }
             if ready <= 0 { continue }
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -119,10 +119,10 @@ func raiseDescriptorLimit() -> rlim_t {
 /// threads share the table each growth waits for an RCU grace period,
 /// inside whichever request opened the descriptor that crossed 64, 128,
 /// 256… (docs/PERFORMANCE.md). Growing the table once at start keeps those
-/// waits off the request path for the first 4,096 descriptors.
+/// waits off the request path for the first `Tunables.reservedDescriptors`.
 func reserveDescriptorTable(limit: rlim_t) {
-    let highest = Int32(min(limit, 4096)) - 1
-    guard highest >= 64 else { return }
+    let highest = Int32(min(limit, Tunables.reservedDescriptors)) - 1
+    guard highest >= Tunables.initialDescriptorTable else { return }
     let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard null >= 0 else { return }
     let placeholder = fcntl(null, F_DUPFD_CLOEXEC, highest)

@@ -58,7 +58,7 @@ final class DocumentBridge: DocumentServices {
     /// Re-locates items until `stop`; calls `changed` when any moved.
     func watch(until stop: @Sendable () -> Bool, changed: () -> Void) {
         while !stop() {
-            _ = wake.wait(timeout: .now() + 1)
+            _ = wake.wait(timeout: .now() + Tunables.itemLocatorPeriodSeconds)
             do {
                 if try locator.refresh() { changed() }
             } catch {

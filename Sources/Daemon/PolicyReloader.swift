@@ -237,7 +237,7 @@ final class PolicyReloader: Sendable {
     /// the database file going away.
     func watch(until stop: @Sendable () -> Bool) {
         while !stop() {
-            usleep(250_000)
+            usleep(Tunables.policyPollPeriod)
             do { try reload() } catch { logger.error("reload failed: \(error)") }
         }
     }

@@ -39,6 +39,9 @@ public struct FaultRule: Sendable, Codable, Equatable {
     /// The operations a rule can name (`FileOperation.faultable`), or `*`.
     public static let operations: Set<String> = Set(["*"] + FileOperation.faultable.map(\.rawValue))
 
+    /// The longest delay a rule may inject: a minute is already a hung disk.
+    public static let maximumLatencyMilliseconds = 60_000
+
     /// The errnos a rule can inject, by name: what a real file system
     /// returns, and what an app must survive.
     public static let errnoNames: [(name: String, value: Int32)] = [
@@ -65,8 +68,8 @@ public struct FaultRule: Sendable, Codable, Equatable {
         }
         if (errno == nil) == (latencyMilliseconds == nil) { return "a rule injects either an errno or a latency" }
         if let errno, errno <= 0 { return "errno must be positive" }
-        if let latency = latencyMilliseconds, latency < 0 || latency > 60_000 {
-            return "latency must be between 0 and 60000 ms"
+        if let latency = latencyMilliseconds, latency < 0 || latency > Self.maximumLatencyMilliseconds {
+            return "latency must be between 0 and \(Self.maximumLatencyMilliseconds) ms"
         }
         if !(percent > 0 && percent <= 100) { return "percent must be above 0 and at most 100" }
         return nil

@@ -40,7 +40,7 @@ extension ScopeFileSystem {
             events.record(
                 Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation,
                       count: effects.latencyMilliseconds))
-            usleep(UInt32(min(effects.latencyMilliseconds, 60_000)) * 1000)
+            usleep(UInt32(min(effects.latencyMilliseconds, FaultRule.maximumLatencyMilliseconds)) * 1000)
         }
         if let failure = effects.errno, let errno = failure.errno {
             events.record(Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation, errno: errno))

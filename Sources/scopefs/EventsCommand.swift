@@ -54,7 +54,7 @@ struct EventsCommand: ParsableCommand {
                     shown = shown.filter { $0.key > stillGrowing }
                 }
                 filter.limit = nil
-                usleep(200_000)
+                usleep(Tunables.eventFollowPeriod)
             }
         }
     }
