@@ -11,7 +11,7 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let target = try gate(inode, .read, caller, .opendir)
         guard target.node.isDirectory else { throw .notDirectory }
-        return DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller)).handle
+        return DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller)).retainedHandle()
     }
 
     public func readdir(

@@ -39,7 +39,7 @@ extension ScopeFileSystem {
             descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller))
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
-        return OpenFile(handle: handle.handle, keepCache: table.opened(inode, handle, version: version) == version)
+        return OpenFile(handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version)
     }
 
     public func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
@@ -56,7 +56,7 @@ extension ScopeFileSystem {
             let handle = OpenHandle(
                 descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller))
             _ = table.opened(node.inode, handle, version: FileVersion(info))
-            return (entry(node, info), OpenFile(handle: handle.handle))
+            return (entry(node, info), OpenFile(handle: handle.retainedHandle()))
         } catch {
             Sys.close(descriptor)
             throw error
