@@ -123,7 +123,7 @@ let package = Package(
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(
             name: "ScopeFSTests",
-            dependencies: ["ScopeFS"]
+            dependencies: ["ScopeFS", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // What the daemon reads from /proc, parsed without a mount.
         .testTarget(
@@ -143,7 +143,7 @@ let package = Package(
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(
             name: "CLITests",
-            dependencies: ["scopefs"]
+            dependencies: ["scopefs", "Policy"]
         ),
     ]
 )
