@@ -25,7 +25,7 @@ GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
 .PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions \
-	install generated deb lint-deb version swift-client clean
+	install generated deb lint lint-deb version swift-client clean
 
 all: build
 
@@ -67,6 +67,14 @@ bench-requests: deps
 bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
+
+# Layout and lint checks, configured in .swift-format and ruff.toml. They
+# read only; `swift format -i -r Sources Tests` and `ruff format` rewrite.
+lint:
+	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q ruff
+	$(SWIFT) format lint --strict --parallel --recursive Sources Tests Package.swift
+	$(PYTHON) -m ruff check
+	$(PYTHON) -m ruff format --check
 
 version:
 	@echo $(VERSION)

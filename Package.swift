@@ -141,7 +141,7 @@ let package = Package(
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(
             name: "ScopeFSTests",
-            dependencies: ["ScopeFS"]
+            dependencies: ["ScopeFS", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // What the daemon reads from /proc, parsed without a mount.
         .testTarget(
@@ -153,10 +153,15 @@ let package = Package(
             name: "ScopeFSClientTests",
             dependencies: ["ScopeFSClient"]
         ),
+        // The bridge's wire hooks (set-id clearing) on requests built in memory.
+        .testTarget(
+            name: "FuseBridgeTests",
+            dependencies: ["FuseBridge"]
+        ),
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(
             name: "CLITests",
-            dependencies: ["scopefs"]
+            dependencies: ["scopefs", "Policy"]
         ),
     ]
 )

@@ -185,7 +185,7 @@ public enum Daemon {
         ServiceManager.ready(mountpoint: mountpoint)
 
         session.installSignalHandlers()
-        let result = session.loop(maxThreads: 16, maxIdleThreads: 4)
+        let result = session.loop(maxThreads: Tunables.maxWorkerThreads, maxIdleThreads: Tunables.maxIdleWorkerThreads)
         ServiceManager.stopping()
         stopping.store(true, ordering: .relaxed)
         // Before the unmount: no invalidation may reach a session that is gone.

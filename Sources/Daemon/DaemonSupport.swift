@@ -79,7 +79,7 @@ public enum Readiness {
         var text = ""
         let deadline = Date().addingTimeInterval(Double(timeoutSeconds))
         while Date() < deadline {
-            let ready = poll(&poller, 1, 200)
+            let ready = poll(&poller, 1, Tunables.readinessPollMilliseconds)
             if ready < 0 && errno != EINTR { return nil }
             if ready <= 0 { continue }
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -116,14 +116,13 @@ func raiseDescriptorLimit() -> rlim_t {
 }
 
 /// The kernel grows a process's descriptor table by doubling it, and while
-/// threads share the table each growth waits for an RCU grace period: 9–12 ms
-/// on this VM, spent inside whichever request opened the descriptor that
-/// crossed 64, 128, 256… (a create in a fresh daemon's first untar, seen in
-/// a kernel trace). Growing the table once at start keeps those waits off
-/// the request path for the first 4,096 descriptors.
+/// threads share the table each growth waits for an RCU grace period,
+/// inside whichever request opened the descriptor that crossed 64, 128,
+/// 256… (docs/PERFORMANCE.md). Growing the table once at start keeps those
+/// waits off the request path for the first `Tunables.reservedDescriptors`.
 func reserveDescriptorTable(limit: rlim_t) {
-    let highest = Int32(min(limit, 4096)) - 1
-    guard highest >= 64 else { return }
+    let highest = Int32(min(limit, Tunables.reservedDescriptors)) - 1
+    guard highest >= Tunables.initialDescriptorTable else { return }
     let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard null >= 0 else { return }
     let placeholder = fcntl(null, F_DUPFD_CLOEXEC, highest)

@@ -74,7 +74,7 @@ final class DocumentBridge: DocumentServices {
     /// Re-locates items until `stop`; calls `changed` when any moved.
     func watch(until stop: @Sendable () -> Bool, changed: () -> Void) {
         while !stop() {
-            _ = wake.wait(timeout: .now() + 1)
+            _ = wake.wait(timeout: .now() + Tunables.itemLocatorPeriodSeconds)
             wakePending.store(false, ordering: .releasing)
             do {
                 if try locator.refresh() { changed() }

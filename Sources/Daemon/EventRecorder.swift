@@ -85,7 +85,7 @@ final class EventRecorder: EventSink {
 
     func run(until stop: @Sendable () -> Bool) {
         while !stop() {
-            usleep(100_000)
+            usleep(Tunables.eventFlushPeriod)
             flush()
         }
         flush()

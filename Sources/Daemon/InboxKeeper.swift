@@ -65,7 +65,7 @@ final class InboxKeeper: Sendable {
     /// A process of `app` opened an item of its container for reading: the
     /// inbox folder (it has every copy listed there) or one copy.
     func read(app: AppID, process: ProcessKey, path: String) {
-        let inbox = StateDirectory.inboxContainerPath(of: app)
+        let inbox = MountLayout.inbox(of: app)
         if path == inbox {
             let names = ContainerFiles.names(root: state.containerPath(of: app), relative: inbox)
             witness(app: app, copies: names.map { inbox + "/" + $0 }, by: [process])
@@ -76,7 +76,7 @@ final class InboxKeeper: Sendable {
 
     /// The copy (first level of the inbox) that a container path is in, if any.
     private func copyPath(app: AppID, containerPath: String) -> String? {
-        let inbox = StateDirectory.inboxContainerPath(of: app) + "/"
+        let inbox = MountLayout.inbox(of: app) + "/"
         // By bytes (SPEC S33a): String's prefix and == compare canonically.
         guard containerPath.hasHostPrefix(inbox), let normalized = RelativePath.normalize(containerPath),
             normalized.sameHostName(as: containerPath)
@@ -119,12 +119,12 @@ final class InboxKeeper: Sendable {
         var removed: [AppID: [String]] = [:]
         for app in apps {
             let container = state.containerPath(of: app)
-            let inbox = StateDirectory.inboxContainerPath(of: app)
+            let inbox = MountLayout.inbox(of: app)
             for name in ContainerFiles.names(root: container, relative: inbox) {
                 guard let info = ContainerFiles.status(root: container, relative: inbox, name: name) else { continue }
                 let changed = Double(info.st_ctim.tv_sec) + Double(info.st_ctim.tv_nsec) / 1e9
                 guard now.timeIntervalSince1970 - changed >= maximumAge else { continue }
-                let path = StateDirectory.inboxContainerPath(of: app) + "/" + name
+                let path = MountLayout.inbox(of: app) + "/" + name
                 if remove(path, of: app) { removed[app, default: []].append(path) }
             }
             // Copies an earlier daemon imported count as well.
@@ -139,7 +139,7 @@ final class InboxKeeper: Sendable {
         waiting.withLock { waiting in waiting.removeAll { $0.app == app && $0.path == path } }
         let container = state.containerPath(of: app)
         guard ContainerFiles.remove(root: container, relative: path) else { return false }
-        let inbox = StateDirectory.inboxContainerPath(of: app)
+        let inbox = MountLayout.inbox(of: app)
         ContainerFiles.removeEmptyFolder(root: container, relative: inbox)
         if ContainerFiles.names(root: container, relative: inbox).isEmpty { noteInbox(of: app, holdsCopies: false) }
         return true

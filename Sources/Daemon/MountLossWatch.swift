@@ -45,7 +45,7 @@ final class MountLossWatch: Sendable {
             guard !keep else { return }
             end(child: child, signal: SIGTERM)
             let deadline = Date().addingTimeInterval(Self.gracePeriod)
-            while Date() < deadline && !childEnded.load(ordering: .acquiring) { usleep(50_000) }
+            while Date() < deadline && !childEnded.load(ordering: .acquiring) { usleep(Tunables.childEndCheckPeriod) }
             end(child: child, signal: SIGKILL)
         }
     }

@@ -23,7 +23,7 @@ final class PolicyReloader: Sendable {
         /// so whatever database comes back is loaded.
         var version: Int64?
         /// The database file as last checked (stat), to notice changes.
-        var file: FileIdentity?
+        var file: FileState?
         /// Why no grant is served, and since when; nil while serving.
         var failure: (reason: String, since: Double)?
         /// Revocations asked of the daemon that the database does not show
@@ -71,7 +71,7 @@ final class PolicyReloader: Sendable {
     func reload() throws(ScopeFSError) {
         try installed.withLock { installed throws(ScopeFSError) in
             let path = repository.database.location
-            let file = FileIdentity(path: path)
+            let file = FileState(path: path)
             // Failed closed and nothing new at the path: nothing to try again.
             if installed.failure != nil, let file, file == installed.file { return }
             if file == nil || file != installed.file || installed.failure != nil {
@@ -135,7 +135,7 @@ final class PolicyReloader: Sendable {
     /// its shape and nothing it lists turns into ENOENT. Containers keep
     /// working: they are the app's own files, not the policy's, and an app
     /// that cannot write its own data would only fail in new ways.
-    private func failClosed(_ installed: inout Installed, _ reason: String, file: FileIdentity?) {
+    private func failClosed(_ installed: inout Installed, _ reason: String, file: FileState?) {
         if installed.failure == nil {
             installed.failure = (reason, Date().timeIntervalSince1970)
             logger.error("failing closed, no grant is served: \(reason)")
@@ -203,7 +203,7 @@ final class PolicyReloader: Sendable {
         return changed
     }
 
-    private func isOpened(_ file: FileIdentity) -> Bool {
+    private func isOpened(_ file: FileState) -> Bool {
         repository.database.identity?.isSameFile(as: file) ?? false
     }
 
@@ -251,7 +251,7 @@ final class PolicyReloader: Sendable {
     /// the database file going away.
     func watch(until stop: @Sendable () -> Bool) {
         while !stop() {
-            usleep(250_000)
+            usleep(Tunables.policyPollPeriod)
             do { try reload() } catch { logger.error("reload failed: \(error)") }
         }
     }

@@ -4,8 +4,7 @@ import Policy
 /// What the daemon reads about a process from /proc. Used on a cache miss
 /// only: the hot path never reads /proc (SPEC S36). A miss still comes with
 /// every new process of an app (a build starts thousands), so the files are
-/// scanned as bytes: splitting them into Swift strings cost ~0.7 million
-/// instructions per status file, ~100 times the scan.
+/// scanned as bytes, never split into Swift strings.
 enum ProcFS {
     struct Status {
         var tgid: Int32

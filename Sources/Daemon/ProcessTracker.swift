@@ -233,7 +233,7 @@ public final class ProcessTracker: CallerResolver {
     public func follow(until stop: @Sendable () -> Bool) {
         guard let connector else { return }
         while !stop() {
-            if connector.wait(timeoutMilliseconds: 200) { applyPendingEvents() }
+            if connector.wait(timeoutMilliseconds: Tunables.processEventWaitMilliseconds) { applyPendingEvents() }
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Policy
 import PolicyStore
 
 /// The confinement of `scopefs run` (SPEC S5), built on bubblewrap, the
@@ -98,7 +99,7 @@ public struct Sandbox: Sendable {
         // The app's own view of the mount, at the same path as outside.
         arguments += ["--bind", appDirectory, appDirectory]
         arguments += ["--bind", state.appSocketPath, Self.stateInside + "/control.sock"]
-        arguments += ["--chdir", appDirectory + "/Container", "--clearenv"]
+        arguments += ["--chdir", appDirectory + "/" + MountLayout.container, "--clearenv"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) { arguments += ["--setenv", name, value] }
         arguments += ["--seccomp", "\(seccompDescriptor)", "--"]
         return arguments
@@ -109,7 +110,7 @@ public struct Sandbox: Sendable {
     func environment(from owner: [String: String]) -> [String: String] {
         var environment = owner.filter { Self.passedEnvironment.contains($0.key) || $0.key.hasPrefix("LC_") }
         environment["PATH"] = Self.binaryInside + ":/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-        environment["HOME"] = appDirectory + "/Container"
+        environment["HOME"] = appDirectory + "/" + MountLayout.container
         environment["TMPDIR"] = "/tmp"
         environment["SCOPEFS_APP"] = app
         environment["SCOPEFS_MOUNT"] = appDirectory

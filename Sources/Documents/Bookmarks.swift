@@ -149,7 +149,7 @@ public struct BookmarkService: Sendable {
         }
         return BookmarkResolution(
             provider: bookmark.provider, path: path,
-            pathInApp: "Providers/\(bookmark.provider)" + (path.isEmpty ? "" : "/" + path), isStale: stale,
+            pathInApp: MountLayout.providerPath(provider: bookmark.provider, path: path), isStale: stale,
             access: bookmark.access)
     }
 }

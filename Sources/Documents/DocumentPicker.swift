@@ -87,13 +87,13 @@ public struct DocumentPicker: Sendable {
     {
         let (sourceFolder, sourceName) = try providerItem(providerID, path)
         let inbox = try PinnedFolder(
-            root: try container(of: app), relative: StateDirectory.inboxContainerPath(of: app), create: true,
+            root: try container(of: app), relative: MountLayout.inbox(of: app), create: true,
             what: "\(app)'s inbox")
         // Both folders stay open until the copy is done (ARC could close them after their last use).
         defer { withExtendedLifetime((sourceFolder, inbox)) {} }
         let name = Self.uniqueName(sourceName, in: inbox.path(of: ""))
         try journaled(copy).copy(try sourceFolder.existingItem(sourceName, what: "\(providerID):\(path)"), to: inbox.path(of: name))
-        return StateDirectory.inboxContainerPath(of: app) + "/" + name
+        return MountLayout.inbox(of: app) + "/" + name
     }
 
     /// Export to service (SPEC S19): a copy in a provider folder; the app

@@ -52,16 +52,16 @@ public struct DocumentQuery: Sendable {
         app: AppID, scope: Scope, nameGlob: String?, snapshot: PolicySnapshot, state: StateDirectory, prefix: String
     ) -> [Result] {
         let appName = snapshot.apps[app]?.name ?? app
-        let documents = state.containerPath(of: app) + "/Documents"
+        let documents = state.containerPath(of: app) + "/" + MountLayout.documents
         var results: [Result] = []
         for relative in Self.files(under: documents) {
             let name = (relative as NSString).lastPathComponent
             if let glob = nameGlob, fnmatch(glob, name, 0) != 0 { continue }
-            let local = prefix + "Container/Documents/" + relative
+            let local = prefix + MountLayout.containerPath(MountLayout.documents + "/" + relative)
             if let stub = Self.stub(at: documents + "/" + relative) {
                 guard scope != .documents else { continue }
                 let location = snapshot.items[stub.item]
-                let path = location.map { "\(prefix)Providers/\(stub.provider)" + ($0.path.isEmpty ? "" : "/" + $0.path) }
+                let path = location.map { prefix + MountLayout.providerPath(provider: stub.provider, path: $0.path) }
                 results.append(
                     Result(
                         url: path ?? "", urlInLocalContainer: local, isExternalDocument: true,

@@ -39,7 +39,7 @@ public protocol FileSystem: AnyObject, Sendable {
     ) throws(Errno) -> Int
 
     func opendir(_ request: Request, inode: UInt64) throws(Errno) -> UInt64
-    /// Fills `listing` from `offset`; `plus` asks for full entries (readdirplus).
+    /// Fills `listing` from `offset`; `listing.isPlus` asks for full entries (readdirplus).
     func readdir(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, listing: inout DirectoryListing)
         throws(Errno)
     func releasedir(inode: UInt64, handle: UInt64)

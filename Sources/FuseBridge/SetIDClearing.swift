@@ -8,8 +8,7 @@ import Synchronization
 /// or truncates it. In exchange the kernel may mark an inode "no security
 /// attributes" (S_NOSEC) after its first write, and stops asking for
 /// `security.capability` (a GETXATTR round trip) before every later write
-/// to it: half a round trip per file in an untar, 511 of 512 in a
-/// 512 MiB write (docs/PERFORMANCE.md).
+/// to it (docs/PERFORMANCE.md).
 ///
 /// libfuse 3.14 knows neither the flag nor the per-request bits that come
 /// with it, so the bridge handles both on the wire, through libfuse's
@@ -33,22 +32,22 @@ enum SetIDClearing {
 
     // MARK: Wire layout (linux/fuse.h, protocol 7.33+)
 
-    private static let handleKillPrivV2: UInt32 = 1 << 28  // fuse_init_in/out.flags
+    static let handleKillPrivV2: UInt32 = 1 << 28  // fuse_init_in/out.flags
     private static let writeKillSUIDGID: UInt32 = 1 << 2  // fuse_write_in.write_flags
     private static let attrSize: UInt32 = 1 << 3  // fuse_setattr_in.valid: FATTR_SIZE
     private static let attrKillSUIDGID: UInt32 = 1 << 11  // fuse_setattr_in.valid
     private static let openKillSUIDGID: UInt32 = 1 << 0  // fuse_open_in/fuse_create_in.open_flags
 
-    private static let inHeaderSize = 40  // len, opcode, unique, nodeid, uid, gid, pid, padding
+    static let inHeaderSize = 40  // len, opcode, unique, nodeid, uid, gid, pid, padding
     private static let outHeaderSize = 16  // len, error, unique
 
-    private enum Opcode: UInt32 {
+    enum Opcode: UInt32 {
         case setattr = 4, open = 14, write = 16, initialize = 26, create = 35
     }
 
     /// Where each opcode keeps its kill bit, from the start of the request,
     /// and which bits must all be set.
-    private static func killBit(_ opcode: Opcode) -> (offset: Int, mask: UInt32)? {
+    static func killBit(_ opcode: Opcode) -> (offset: Int, mask: UInt32)? {
         switch opcode {
         case .write: (inHeaderSize + 20, writeKillSUIDGID)  // fh, offset, size, write_flags
         case .setattr: (inHeaderSize, attrKillSUIDGID | attrSize)  // valid
@@ -84,7 +83,8 @@ enum SetIDClearing {
         splice(input, inputOffset, output, outputOffset, length, flags)
     }
 
-    private static func inspect(_ request: UnsafeRawBufferPointer, _ wire: WireState) {
+    /// Reads one request as the hook received it (internal for FuseBridgeTests).
+    static func inspect(_ request: UnsafeRawBufferPointer, _ wire: WireState) {
         guard let opcode = Opcode(rawValue: request.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) else { return }
         if opcode == .initialize {
             guard request.count >= inHeaderSize + 16 else { return }
@@ -101,7 +101,7 @@ enum SetIDClearing {
 
     /// Adds the flag to a successful INIT reply; libfuse built the reply
     /// after the file system's `initialize` said whether it clears the bits.
-    private static func patchInitReply(_ vector: UnsafeMutablePointer<iovec>, _ count: Int32, _ wire: WireState) {
+    static func patchInitReply(_ vector: UnsafeMutablePointer<iovec>, _ count: Int32, _ wire: WireState) {
         guard count >= 2, vector[0].iov_len >= outHeaderSize, vector[1].iov_len >= 16,
             let header = vector[0].iov_base, let body = vector[1].iov_base,
             header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == wire.initUnique.load(ordering: .relaxed)

@@ -72,6 +72,6 @@ public struct DocumentNotice: Codable, Sendable, Equatable {
     private static func location(of grant: Grant, in snapshot: PolicySnapshot) -> (path: String, exists: Bool) {
         let item = snapshot.items[grant.item]
         let relative = item?.path ?? grant.relativePath
-        return ("Providers/\(grant.provider)" + (relative.isEmpty ? "" : "/" + relative), item?.exists ?? true)
+        return (MountLayout.providerPath(provider: grant.provider, path: relative), item?.exists ?? true)
     }
 }

@@ -12,7 +12,7 @@ public struct FaultRule: Sendable, Codable, Equatable {
     public var id: Int
     public var app: AppID?
     public var path: String?
-    /// A FUSE operation name (`FaultRule.operations`), or `*` for all.
+    /// A `FileOperation` raw value (`FaultRule.operations`), or `*` for all.
     public var operation: String
     /// The errno injected (nil: a latency rule).
     public var errno: Int32?
@@ -36,13 +36,11 @@ public struct FaultRule: Sendable, Codable, Equatable {
         self.percent = percent
     }
 
-    /// The operations a rule can name: the file system's requests, by the
-    /// names people know from strace and FUSE.
-    public static let operations: Set<String> = [
-        "*", "lookup", "getattr", "setattr", "readlink", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir",
-        "rename", "open", "create", "read", "write", "fsync", "fallocate", "copy_file_range", "opendir", "readdir",
-        "fsyncdir", "statfs", "getxattr", "setxattr", "listxattr", "removexattr",
-    ]
+    /// The operations a rule can name (`FileOperation.faultable`), or `*`.
+    public static let operations: Set<String> = Set(["*"] + FileOperation.faultable.map(\.rawValue))
+
+    /// The longest delay a rule may inject: a minute is already a hung disk.
+    public static let maximumLatencyMilliseconds = 60_000
 
     /// The errnos a rule can inject, by name: what a real file system
     /// returns, and what an app must survive.
@@ -63,17 +61,6 @@ public struct FaultRule: Sendable, Codable, Equatable {
         errnoNames.first { $0.value == value }?.name ?? "errno \(value)"
     }
 
-    /// The operation a file-system method stands for: `writeTarget(...)`
-    /// is a write, `copyFileRange(...)` is copy_file_range.
-    public static func operation(ofFunction function: String) -> String {
-        let name = function.firstIndex(of: "(").map { String(function[..<$0]) } ?? function
-        switch name {
-        case "writeTarget": return "write"
-        case "copyFileRange": return "copy_file_range"
-        default: return name
-        }
-    }
-
     /// Why the rule is not well formed, or nil.
     public var problem: String? {
         if !Self.operations.contains(operation) {
@@ -81,8 +68,8 @@ public struct FaultRule: Sendable, Codable, Equatable {
         }
         if (errno == nil) == (latencyMilliseconds == nil) { return "a rule injects either an errno or a latency" }
         if let errno, errno <= 0 { return "errno must be positive" }
-        if let latency = latencyMilliseconds, latency < 0 || latency > 60_000 {
-            return "latency must be between 0 and 60000 ms"
+        if let latency = latencyMilliseconds, latency < 0 || latency > Self.maximumLatencyMilliseconds {
+            return "latency must be between 0 and \(Self.maximumLatencyMilliseconds) ms"
         }
         if !(percent > 0 && percent <= 100) { return "percent must be above 0 and at most 100" }
         return nil

@@ -1,8 +1,8 @@
 /// A dictionary key for numbers that the kernel or the daemon hands out —
 /// process and thread IDs, grant row IDs, inode numbers — never a value an
 /// app picks. Every FUSE request looks up several of them, and Swift's
-/// default hash (SipHash, built to resist keys chosen by an attacker) cost
-/// ~100 instructions per lookup; this one is a multiply (`FibonacciHash`).
+/// default hash (SipHash) resists keys chosen by an attacker, which these
+/// are not, at many times the price; this one is a multiply (`FibonacciHash`).
 @frozen
 public struct NumberKey<Number: FixedWidthInteger & Sendable>: Hashable, Sendable {
     public let number: Number

@@ -82,7 +82,7 @@ public struct ReferenceStub: Sendable, Equatable {
     public static func linkTarget(containerPath: String, provider: ProviderID, itemPath: String) -> String {
         let depth = containerPath.split(separator: "/").count
         let up = Array(repeating: "..", count: depth).joined(separator: "/")
-        return up + "/Providers/" + provider + (itemPath.isEmpty ? "" : "/" + itemPath)
+        return up + "/" + MountLayout.providerPath(provider: provider, path: itemPath)
     }
 }
 

@@ -17,12 +17,12 @@ public struct ItemLocator: Sendable {
     struct Recorded {
         var id: ItemIdentifier
         var path: String
-        var identity: FileKey
+        var identity: FileIdentity
         var missing: Bool
     }
 
-    static func key(_ row: Row) -> FileKey {
-        FileKey(
+    static func key(_ row: Row) -> FileIdentity {
+        FileIdentity(
             device: row["device"], inode: row["inode"], birthSeconds: row["birth_seconds"],
             birthNanoseconds: row["birth_nanoseconds"])
     }
@@ -76,21 +76,21 @@ public struct ItemLocator: Sendable {
         identity(at: directory, path) != nil
     }
 
-    static func identity(at directory: String, _ path: String) -> FileKey? {
-        FileKey.at(directory, path)?.key
+    static func identity(at directory: String, _ path: String) -> FileIdentity? {
+        FileIdentity.at(directory, path)?.key
     }
 
     /// Walks the provider (not following symlinks) until every wanted
     /// identity is found.
-    static func walk(_ root: String, looking wanted: Set<FileKey>) -> [FileKey: String] {
-        var found: [FileKey: String] = [:]
+    static func walk(_ root: String, looking wanted: Set<FileIdentity>) -> [FileIdentity: String] {
+        var found: [FileIdentity: String] = [:]
         var queue = [""]
         while let relative = queue.popLast(), found.count < wanted.count {
             let full = relative.isEmpty ? root : root + "/" + relative
             guard let names = HostFiles.names(in: full) else { continue }
             for name in names {
                 let path = RelativePath.join(relative, name)
-                guard let (key, isDirectory) = FileKey.at(root, path) else { continue }
+                guard let (key, isDirectory) = FileIdentity.at(root, path) else { continue }
                 if wanted.contains(key) { found[key] = path }
                 if isDirectory { queue.append(path) }
             }

@@ -13,7 +13,7 @@ public final class PolicyDatabase: Sendable {
     public var writer: any DatabaseWriter { connection.withLock { $0.writer } }
     /// Identifies the database in messages.
     public let location: String
-    private let connection: Mutex<(writer: any DatabaseWriter, identity: FileIdentity?)>
+    private let connection: Mutex<(writer: any DatabaseWriter, identity: FileState?)>
 
     /// Opens the database of an initialised state directory.
     public static func open(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
@@ -63,7 +63,7 @@ public final class PolicyDatabase: Sendable {
 
     private init(writer: any DatabaseWriter, location: String) throws {
         self.location = location
-        self.connection = Mutex((writer, location == ":memory:" ? nil : FileIdentity(path: location)))
+        self.connection = Mutex((writer, location == ":memory:" ? nil : FileState(path: location)))
         try Self.migrate(writer, location: location)
     }
 
@@ -80,7 +80,7 @@ public final class PolicyDatabase: Sendable {
     }
 
     /// The identity of the file the connection was opened on (nil in memory).
-    public var identity: FileIdentity? { connection.withLock { $0.identity } }
+    public var identity: FileState? { connection.withLock { $0.identity } }
 
     /// Drops the connection to a file that is gone or unusable: SQLite
     /// closes it once no read holds it (checkpointing into the old file and
@@ -98,7 +98,7 @@ public final class PolicyDatabase: Sendable {
     public func reopen() throws(ScopeFSError) {
         do {
             let pool = try DatabasePool(path: location, configuration: Self.configuration())
-            let identity = FileIdentity(path: location)
+            let identity = FileState(path: location)
             try Self.migrate(pool, location: location)
             connection.withLock { $0 = (pool, identity) }
         } catch let error as ScopeFSError {
@@ -180,7 +180,7 @@ public final class PolicyDatabase: Sendable {
 /// A file's identity and when it last changed, from one stat(2): the
 /// daemon compares them to notice a database deleted, replaced or
 /// rewritten behind SQLite's back.
-public struct FileIdentity: Sendable, Equatable {
+public struct FileState: Sendable, Equatable {
     public let device: UInt64
     public let inode: UInt64
     public let size: Int64
@@ -199,11 +199,11 @@ public struct FileIdentity: Sendable, Equatable {
     }
 
     /// The same file (device and inode), whatever its content.
-    public func isSameFile(as other: FileIdentity) -> Bool {
+    public func isSameFile(as other: FileState) -> Bool {
         device == other.device && inode == other.inode
     }
 
-    public static func == (a: FileIdentity, b: FileIdentity) -> Bool {
+    public static func == (a: FileState, b: FileState) -> Bool {
         a.isSameFile(as: b) && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
             && a.modified.tv_nsec == b.modified.tv_nsec && a.changed.tv_sec == b.changed.tv_sec
             && a.changed.tv_nsec == b.changed.tv_nsec
@@ -286,8 +286,8 @@ enum Migrations {
         migrator.registerMigration("v5-policy-version") { db in
             // Counts commits that change the policy. The daemon's watcher
             // polls it rather than SQLite's data_version, which also moves
-            // with every batch of events the daemon itself records: each
-            // scope start or stop used to cost a full reload (PolicyReloader).
+            // with every batch of events the daemon itself records, so a
+            // scope start or stop would cost a full reload (PolicyReloader).
             try db.execute(sql: """
                 CREATE TABLE policy_version (
                     id INTEGER PRIMARY KEY CHECK (id = 1),

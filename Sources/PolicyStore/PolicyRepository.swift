@@ -226,7 +226,7 @@ public struct PolicyRepository: Sendable {
     static func recordChange(
         _ db: Database, _ kind: Event.Kind, _ grant: Grant, operation: String? = nil, pid: Int32 = getpid()
     ) throws {
-        let path = "/\(grant.app)/Providers/\(grant.provider)" + (grant.relativePath.isEmpty ? "" : "/" + grant.relativePath)
+        let path = MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath)
         let event = Event(
             time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: pid, path: path,
             operation: operation ?? kind.rawValue, grant: grant.id)

@@ -5,18 +5,18 @@ import Policy
 /// A file's identity on the host: device, inode and birth time. Inode
 /// numbers are reused (ext4 hands a deleted file's number to the next new
 /// file); the birth time tells the two apart.
-struct FileKey: Hashable, Sendable {
+struct FileIdentity: Hashable, Sendable {
     var device: Int64
     var inode: Int64
     var birthSeconds: Int64
     var birthNanoseconds: Int64
 
     /// The identity of `path` below `directory`, without following a final symlink.
-    static func at(_ directory: String, _ path: String) -> (key: FileKey, isDirectory: Bool)? {
+    static func at(_ directory: String, _ path: String) -> (key: FileIdentity, isDirectory: Bool)? {
         var identity = scopefs_identity()
         let full = path.isEmpty ? directory : directory + "/" + path
         guard full.withHostCString({ scopefs_identity_at(AT_FDCWD, $0, &identity) }) == 0 else { return nil }
-        let key = FileKey(
+        let key = FileIdentity(
             device: Int64(bitPattern: identity.device), inode: Int64(bitPattern: identity.inode),
             birthSeconds: identity.birth_seconds, birthNanoseconds: Int64(identity.birth_nanoseconds))
         return (key, identity.is_directory != 0)
@@ -26,14 +26,14 @@ struct FileKey: Hashable, Sendable {
 /// What the store records about a provider item on the host: its file
 /// identity, so an item keeps its identifier across renames.
 struct ProviderFile {
-    var key: FileKey
+    var key: FileIdentity
     var isDirectory: Bool
 
     /// Looks at `path` inside the provider without following a symbolic link
     /// out of it (SPEC S33): every component must stay inside the provider.
     static func inspect(provider: Provider, path: String) throws(ScopeFSError) -> ProviderFile {
         let full = path.isEmpty ? provider.directory : provider.directory + "/" + path
-        guard let (key, isDirectory) = FileKey.at(provider.directory, path) else {
+        guard let (key, isDirectory) = FileIdentity.at(provider.directory, path) else {
             throw ScopeFSError(.noInput, "\(provider.id):\(path) does not exist (\(full)): \(String(cString: strerror(errno)))")
         }
         let resolved = HostFiles.realPath(full) ?? full

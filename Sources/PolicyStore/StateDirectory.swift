@@ -1,4 +1,5 @@
 import Foundation
+import Policy
 
 /// The state directory of SPEC S1: database, containers, control socket.
 /// One daemon serves one state directory.
@@ -43,11 +44,7 @@ public struct StateDirectory: Sendable {
 
     public func containerPath(of app: String) -> String { containersPath + "/" + app }
 
-    /// Where `scopefs import` puts copies for an app, inside its container
-    /// (SPEC S18; Apple's `Documents/Inbox`).
-    public static func inboxContainerPath(of app: String) -> String { "tmp/\(app)-Inbox" }
-
-    public func inboxPath(of app: String) -> String { containerPath(of: app) + "/" + Self.inboxContainerPath(of: app) }
+    public func inboxPath(of app: String) -> String { containerPath(of: app) + "/" + MountLayout.inbox(of: app) }
 
     /// The folders every container has (SPEC S2).
     public static let containerFolders = ["Documents", "Library", "tmp"]

@@ -9,29 +9,23 @@ import SystemPackage
 /// against a revocation. `gate` and `checkStillGranted` call in here only
 /// when a rule is set (`faults.isActive`, one relaxed load).
 extension ScopeFileSystem {
-    /// Operations on a name in a folder: the gate sees the folder.
-    private static let folderOperations: Set<String> = [
-        "lookup", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir", "rename", "create",
-    ]
-
     /// Applies the rules to a request that passed the gate.
-    func injectFault(_ resolved: NodeTable.Resolved, _ caller: Caller, function: StaticString) throws(Errno) {
-        let operation = FaultRule.operation(ofFunction: "\(function)")
+    func injectFault(_ resolved: NodeTable.Resolved, _ caller: Caller, _ operation: FileOperation) throws(Errno) {
         let app = caller.app ?? resolved.node.place.app
         var pid: Int32? = nil
         if case .app(_, let process) = caller { pid = process.pid }
         try apply(
-            resolved, app: app, pid: pid, operation: operation,
-            inFolder: resolved.node.isDirectory && Self.folderOperations.contains(operation))
+            resolved, app: app, pid: pid, operation: operation.rawValue,
+            inFolder: resolved.node.isDirectory && operation.actsInFolder)
     }
 
     /// Applies the rules to a read, write or fsync on an open file.
-    func injectFault(_ open: OpenHandle, function: StaticString) throws(Errno) {
+    func injectFault(_ open: OpenHandle, _ operation: FileOperation) throws(Errno) {
         guard let resolved = table.resolve(open.node.inode, generation: generation) else { return }
         var app: AppID? = nil
         if case .app(let user) = open.user { app = user }
         try apply(resolved, app: app ?? resolved.node.place.app, pid: nil,
-                  operation: FaultRule.operation(ofFunction: "\(function)"), inFolder: false)
+                  operation: operation.rawValue, inFolder: false)
     }
 
     private func apply(_ resolved: NodeTable.Resolved, app: AppID?, pid: Int32?, operation: String, inFolder: Bool)
@@ -46,7 +40,7 @@ extension ScopeFileSystem {
             events.record(
                 Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation,
                       count: effects.latencyMilliseconds))
-            usleep(UInt32(min(effects.latencyMilliseconds, 60_000)) * 1000)
+            usleep(UInt32(min(effects.latencyMilliseconds, FaultRule.maximumLatencyMilliseconds)) * 1000)
         }
         if let failure = effects.errno, let errno = failure.errno {
             events.record(Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation, errno: errno))

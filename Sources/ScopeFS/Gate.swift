@@ -27,21 +27,22 @@ struct Target {
 }
 
 extension ScopeFileSystem {
-    /// Resolves `inode` and checks `operation` by `caller` against the
-    /// policy. Every request on an existing node passes through here.
+    /// Resolves `inode` and checks `access` by `caller` against the policy;
+    /// `operation` names the request in events and fault rules. Every
+    /// request on an existing node passes through here.
     func gate(
-        _ inode: UInt64, _ operation: OperationClass, _ caller: Caller, function: StaticString = #function
+        _ inode: UInt64, _ access: OperationClass, _ caller: Caller, _ operation: FileOperation
     ) throws(Errno) -> Target {
         guard let resolved = table.resolve(inode, generation: generation) else { throw .staleNFSFileHandle }
         let grant: Grant?
         do {
-            grant = try decide(resolved, operation, caller)
+            grant = try decide(resolved, access, caller)
         } catch {
             // EIO here is the table's own fault (`PathWalk`), not a denial.
-            if error != .ioError { recordDenial(error, resolved, caller, function: function) }
+            if error != .ioError { recordDenial(error, resolved, caller, operation) }
             throw error
         }
-        if faults.isActive { try injectFault(resolved, caller, function: function) }
+        if faults.isActive { try injectFault(resolved, caller, operation) }
         // The resolved value's last use: moved into the target, not copied
         // (a copy retains each of its references once more).
         return Target(resolved: resolved, grant: grant)
@@ -123,16 +124,14 @@ extension ScopeFileSystem {
     /// Denials are events (SPEC S29). ENOENT is not: to the app an
     /// invisible item is indistinguishable from a missing one, and shells
     /// probe for missing names all the time. Recording only queues the event.
-    func recordDenial(_ error: Errno, _ resolved: NodeTable.Resolved, _ caller: Caller, function: StaticString) {
+    func recordDenial(_ error: Errno, _ resolved: NodeTable.Resolved, _ caller: Caller, _ operation: FileOperation) {
         guard error != .noSuchFileOrDirectory else { return }
-        let name = "\(function)"
-        let operation = name.firstIndex(of: "(").map { String(name[..<$0]) } ?? name
         var pid: Int32? = nil
         if case .app(_, let process) = caller { pid = process.pid }
         events.record(
             Event(
                 time: Date().timeIntervalSince1970, kind: .denial, app: caller.app ?? resolved.node.place.app, pid: pid,
-                path: displayPath(resolved), operation: operation, errno: error.rawValue))
+                path: displayPath(resolved), operation: operation.rawValue, errno: error.rawValue))
     }
 
     /// A node's path inside the mount, as people see it.
@@ -140,13 +139,12 @@ extension ScopeFileSystem {
         // An event's path is for people: a node whose path cannot be built
         // (EIO, logged) is shown by its inode number.
         let path = (try? resolved.path) ?? "<inode \(resolved.node.inode)>"
-        let tail = path.isEmpty ? "" : "/" + path
         switch resolved.node.place {
         case .root: return "/"
         case .appDirectory(let app): return "/\(app)"
-        case .providersDirectory(let app): return "/\(app)/\(Self.providersName)"
-        case .container(let app): return "/\(app)/\(Self.containerName)" + tail
-        case .provider(let app, let provider): return "/\(app)/\(Self.providersName)/\(provider)" + tail
+        case .providersDirectory(let app): return "/\(app)/\(MountLayout.providers)"
+        case .container(let app): return MountLayout.containerPath(app: app, path: path)
+        case .provider(let app, let provider): return MountLayout.providerPath(app: app, provider: provider, path: path)
         }
     }
 
@@ -154,8 +152,8 @@ extension ScopeFileSystem {
     /// `--open-files revoke`, a revoked grant cuts it (SPEC S14).
     /// Reads and writes ask this once per policy generation, through an
     /// atomic on the handle, not a lock per call.
-    func checkStillGranted(_ handle: OpenHandle, function: StaticString = #function) throws(Errno) {
-        if faults.isActive { try injectFault(handle, function: function) }
+    func checkStillGranted(_ handle: OpenHandle, _ operation: FileOperation) throws(Errno) {
+        if faults.isActive { try injectFault(handle, operation) }
         guard configuration.openFiles == .revoke, let grant = handle.grant else { return }
         let current = generation
         if handle.grantVerified.load(ordering: .acquiring) == current { return }

@@ -26,13 +26,16 @@ final class OpenHandle: Sendable {
 
     deinit { Sys.close(descriptor) }
 
-    var handle: UInt64 { UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())) }
+    /// The kernel's handle for this object: a retained pointer, so each
+    /// call takes a reference that only `release(_:)` gives back. A method,
+    /// not a property, so that reading it is visibly an act.
+    func retainedHandle() -> UInt64 { UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())) }
 
     static func from(_ handle: UInt64) -> OpenHandle {
         Unmanaged<OpenHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).takeUnretainedValue()
     }
 
-    /// Balances the retain taken by `handle` (on release).
+    /// Balances the retain taken by `retainedHandle()` (on release).
     static func release(_ handle: UInt64) {
         Unmanaged<OpenHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).release()
     }
@@ -67,7 +70,10 @@ final class DirectoryHandle: @unchecked Sendable {
         self.entries = entries
     }
 
-    var handle: UInt64 { UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())) }
+    /// The kernel's handle for this object: a retained pointer, so each
+    /// call takes a reference that only `release(_:)` gives back. A method,
+    /// not a property, so that reading it is visibly an act.
+    func retainedHandle() -> UInt64 { UInt64(UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())) }
 
     static func from(_ handle: UInt64) -> DirectoryHandle {
         Unmanaged<DirectoryHandle>.fromOpaque(UnsafeRawPointer(bitPattern: UInt(handle))!).takeUnretainedValue()

@@ -4,8 +4,8 @@ import SystemPackage
 /// A backed folder read as the kernel asks for it, as passthrough_ll does:
 /// opening costs one `openat`, entries are read a buffer at a time, and the
 /// host's own position cookies (`d_off`) are the offsets the kernel keeps,
-/// so seekdir and telldir behave as on the host. Reading the whole folder
-/// at opendir cost about 1 µs per entry before the first entry was sent.
+/// so seekdir and telldir behave as on the host. Nothing is read ahead at
+/// opendir, so a large folder's first entries are not kept waiting.
 ///
 /// Not thread-safe: the kernel serialises readdir calls on one open folder.
 final class HostDirectoryStream {

@@ -11,8 +11,8 @@ import SystemPackage
 /// it is held, and no system call is made under it.
 final class NodeTable: Sendable {
     /// A class, not a struct: every request reads a record, and copying a
-    /// struct of this size out of the dictionary cost a dozen reference
-    /// count operations per request. Records are only touched under the lock.
+    /// struct of this size out of the dictionary retains each of its
+    /// references. Records are only touched under the lock.
     final class Record {
         let node: Node
         /// The name the node was last seen under (how its file is reached).
@@ -48,7 +48,7 @@ final class NodeTable: Sendable {
 
     /// A node's open files. Nearly every node has at most one at a time:
     /// that one is kept inline, and only further ones take an array (an
-    /// array's buffer was one allocation per created file).
+    /// array's buffer is an allocation, here on every create).
     struct OpenHandles {
         private(set) var first: OpenHandle?
         private var others: [OpenHandle] = []
@@ -91,7 +91,7 @@ final class NodeTable: Sendable {
         var views: [Place: UInt32] = [.root: 0]
         /// Which node each name of a hard-linked node names (the nodes with
         /// `namesIndexed`). Kept for those alone: hashing every name into
-        /// it, and out again at forget, was a fifth of an unlink's cost.
+        /// it, and out again at forget, would weigh on every unlink.
         var byName: [EntryName: UInt64] = [:]
         var nextInode: UInt64 = 2
         /// Bumped when a directory moves: cached coverage depends on paths.

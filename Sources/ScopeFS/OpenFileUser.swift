@@ -56,14 +56,14 @@ extension ScopeFileSystem {
     /// above). Closing that would take direct I/O for every open, costing
     /// every app the page cache (SPEC S37).
     func checkUser(
-        _ open: OpenHandle, _ request: Request, _ known: Caller? = nil, function: StaticString = #function
+        _ open: OpenHandle, _ request: Request, _ operation: FileOperation, _ known: Caller? = nil
     ) throws(Errno) {
         guard request.threadID != 0 else { return }
         let caller = known ?? callers.caller(of: request)
         guard open.user.admits(caller) else {
             // A denial is an event (SPEC S29); the node is looked up only now.
             if let resolved = table.resolve(open.node.inode, generation: generation) {
-                recordDenial(.notPermitted, resolved, caller, function: function)
+                recordDenial(.notPermitted, resolved, caller, operation)
             }
             throw .notPermitted
         }

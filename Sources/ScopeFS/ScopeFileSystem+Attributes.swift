@@ -16,10 +16,10 @@ extension ScopeFileSystem {
         // own app only (SPEC S33): checked before the gate, so a stolen
         // descriptor gets EPERM, not the ENOENT of another app's node.
         let caller = callers.caller(of: request)
-        if let open { try checkUser(open, request, caller) }
-        let target = try gate(inode, open?.writable == true ? .metadata : .write, caller)
+        if let open { try checkUser(open, request, .setattr, caller) }
+        let target = try gate(inode, open?.writable == true ? .metadata : .write, caller, .setattr)
         guard target.node.place.isBacked else { throw .notPermitted }
-        if let open { try checkStillGranted(open) }
+        if let open { try checkStillGranted(open, .setattr) }
         // The attributes are read through the same descriptor: it is the
         // node's own file, checked, so no second lookup by name. A file
         // that is open (futimens after a write, as tar does) is reached

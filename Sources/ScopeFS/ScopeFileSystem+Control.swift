@@ -9,40 +9,20 @@ import SystemPackage
 extension ScopeFileSystem {
     static let notNeeded = "not-needed"
 
-    enum ControlAttribute: String {
-        case start = "user.scopefs.start"
-        /// Start for the rest of the process's life: its exit releases the
-        /// scope without a leak (`scopefs scope exec`).
-        case startUntilExit = "user.scopefs.start-until-exit"
-        case stop = "user.scopefs.stop"
-        case scope = "user.scopefs.scope"
-        // Item metadata (SPEC S24), read through a reference, which the
-        // kernel follows to the item (user.* attributes of a symlink itself
-        // are refused by the kernel before they reach ScopeFS).
-        case item = "user.scopefs.item"
-        case provider = "user.scopefs.provider"
-        case providerName = "user.scopefs.provider-name"
-        case path = "user.scopefs.path"
-        case grantState = "user.scopefs.grant-state"
-        // Bookmarks (SPEC S25).
-        case bookmark = "user.scopefs.bookmark"
-        case readOnlyBookmark = "user.scopefs.bookmark-read-only"
-    }
-
     /// The answer to a size probe of `start`/`stop`: a probe must not act
     /// (tools ask for the size first, then read), and every result fits.
     static let probeAnswer = String(repeating: " ", count: 16)
 
     /// Performs a control attribute's action; returns its textual result.
     func control(_ request: Request, inode: UInt64, name: String, probe: Bool = false) throws(Errno) -> String {
-        guard let attribute = ControlAttribute(rawValue: name) else { throw .notSupported }
-        if probe && [.start, .startUntilExit, .stop].contains(attribute) { return Self.probeAnswer }
+        guard let attribute = ControlAttributeName(rawValue: name) else { throw .notSupported }
+        if probe && attribute.acts { return Self.probeAnswer }
         let caller = callers.caller(of: request)
-        let target = try gate(inode, .lookup, caller)
+        let target = try gate(inode, .lookup, caller, .control)
         guard case .provider(let app, let provider) = target.node.place else {
             // Outside provider views nothing needs a scope; there is no item
             // to describe or bookmark either.
-            guard [.start, .startUntilExit, .stop, .scope].contains(attribute) else { throw .noData }
+            guard attribute.acts || attribute == .scope else { throw .noData }
             return Self.notNeeded
         }
         guard case .granted(let nearest) = try coverage(of: target.resolved, app: app, provider: provider) else {
@@ -60,7 +40,7 @@ extension ScopeFileSystem {
         switch attribute {
         case .start, .startUntilExit:
             guard grant.state == .active else {
-                recordDenial(.notPermitted, target.resolved, caller, function: "start")
+                recordDenial(.notPermitted, target.resolved, caller, .start)
                 throw .notPermitted
             }
             switch scopes.start(pid: process.pid, app: app, grant: grant, path: path, untilExit: attribute == .startUntilExit) {
@@ -86,7 +66,7 @@ extension ScopeFileSystem {
     }
 
     /// The reference metadata of SPEC S24, readable by the app and the inspector.
-    private func itemMetadata(_ attribute: ControlAttribute, target: Target, provider: ProviderID, grant: Grant)
+    private func itemMetadata(_ attribute: ControlAttributeName, target: Target, provider: ProviderID, grant: Grant)
         throws(Errno) -> String?
     {
         switch attribute {

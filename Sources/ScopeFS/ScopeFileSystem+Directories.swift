@@ -9,9 +9,9 @@ import SystemPackage
 extension ScopeFileSystem {
     public func opendir(_ request: Request, inode: UInt64) throws(Errno) -> UInt64 {
         let caller = callers.caller(of: request)
-        let target = try gate(inode, .read, caller)
+        let target = try gate(inode, .read, caller, .opendir)
         guard target.node.isDirectory else { throw .notDirectory }
-        return DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller)).handle
+        return DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller)).retainedHandle()
     }
 
     public func readdir(
@@ -20,7 +20,7 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let directory = DirectoryHandle.from(handle)
         // The directory was opened in scope: reading it on needs the grant only.
-        let target = try gate(inode, .metadata, caller)
+        let target = try gate(inode, .metadata, caller, .readdir)
         if offset == 0 && directory.hasBeenRead {
             // rewinddir(): show the folder as it is now.
             directory.entries = try entries(of: target, caller: caller)
@@ -92,7 +92,7 @@ extension ScopeFileSystem {
     }
 
     public func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
-        let target = try gate(inode, .read, callers.caller(of: request))
+        let target = try gate(inode, .read, callers.caller(of: request), .fsyncdir)
         guard let directory = target.node.directory else { return }
         let descriptor = try Sys.openAt(directory, ".", O_RDONLY | O_DIRECTORY)
         defer { Sys.close(descriptor) }
@@ -118,7 +118,7 @@ extension ScopeFileSystem {
         case .root:
             return synthetic(snapshot.apps.keys.sorted().filter { Decision.mayEnter(app: $0, caller: caller) })
         case .appDirectory:
-            return synthetic([Self.containerName, Self.providersName])
+            return synthetic([MountLayout.container, MountLayout.providers])
         case .providersDirectory(let app):
             return synthetic(snapshot.visibleProviders(of: app))
         case .container:

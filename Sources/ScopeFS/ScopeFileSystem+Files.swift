@@ -6,9 +6,9 @@ import SystemPackage
 /// Open files: open, create, read, write and friends (SPEC S9, S14, S35, S37).
 extension ScopeFileSystem {
     public func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
-        let writes = Self.opensForWriting(flags)
+        let writes = BackingStore.opensForWriting(flags)
         let caller = callers.caller(of: request)
-        let target = try gate(inode, writes ? .write : .read, caller)
+        let target = try gate(inode, writes ? .write : .read, caller, .open)
         guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
         // A name that now names no file, or another one, was changed on the
         // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
@@ -16,7 +16,7 @@ extension ScopeFileSystem {
         // after a host-side delete creates the file instead of failing.
         let descriptor: Int32
         do {
-            descriptor = try Sys.openAt(parent, target.resolved.name, Self.backingFlags(flags) | O_NOFOLLOW)
+            descriptor = try BackingStore.openEntry(parent, target.resolved.name, flags: flags)
         } catch .noSuchFileOrDirectory {
             throw .staleNFSFileHandle
         }
@@ -39,17 +39,16 @@ extension ScopeFileSystem {
             descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller))
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
-        return OpenFile(handle: handle.handle, keepCache: table.opened(inode, handle, version: version) == version)
+        return OpenFile(handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version)
     }
 
     public func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
         throws(Errno) -> (Entry, OpenFile)
     {
         let caller = callers.caller(of: request)
-        let folder = try gate(parent, .write, caller)
+        let folder = try gate(parent, .write, caller, .create)
         let directory = try backedDirectory(folder)
-        let descriptor = try Sys.openAt(
-            directory, name, Self.backingFlags(flags) | O_CREAT | O_NOFOLLOW, mode)
+        let descriptor = try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
         do {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
@@ -57,7 +56,7 @@ extension ScopeFileSystem {
             let handle = OpenHandle(
                 descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller))
             _ = table.opened(node.inode, handle, version: FileVersion(info))
-            return (entry(node, info, in: folder.node), OpenFile(handle: handle.handle))
+            return (entry(node, info, in: folder.node), OpenFile(handle: handle.retainedHandle()))
         } catch {
             Sys.close(descriptor)
             throw error
@@ -66,15 +65,15 @@ extension ScopeFileSystem {
 
     public func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
-        try checkStillGranted(open)
+        try checkUser(open, request, .read)
+        try checkStillGranted(open, .read)
         return .descriptor(open.descriptor, offset: offset, size: size)
     }
 
     public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request, function: "write")
-        try checkStillGranted(open)
+        try checkUser(open, request, .write)
+        try checkStillGranted(open, .write)
         try clearSetIDBits(open.descriptor, for: request)
         return open.descriptor
     }
@@ -89,8 +88,8 @@ extension ScopeFileSystem {
 
     public func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
-        try checkStillGranted(open)
+        try checkUser(open, request, .fsync)
+        try checkStillGranted(open, .fsync)
         try Sys.fsync(open.descriptor, dataOnly: dataOnly)
     }
 
@@ -98,8 +97,8 @@ extension ScopeFileSystem {
         throws(Errno)
     {
         let open = OpenHandle.from(handle)
-        try checkUser(open, request)
-        try checkStillGranted(open)
+        try checkUser(open, request, .fallocate)
+        try checkStillGranted(open, .fallocate)
         guard open.writable else { throw .badFileDescriptor }
         try Sys.fallocate(open.descriptor, mode, offset, length)
     }
@@ -110,10 +109,10 @@ extension ScopeFileSystem {
     ) throws(Errno) -> Int {
         let source = OpenHandle.from(from.handle)
         let destination = OpenHandle.from(to.handle)
-        try checkUser(source, request)
-        try checkUser(destination, request)
-        try checkStillGranted(source)
-        try checkStillGranted(destination)
+        try checkUser(source, request, .copyFileRange)
+        try checkUser(destination, request, .copyFileRange)
+        try checkStillGranted(source, .copyFileRange)
+        try checkStillGranted(destination, .copyFileRange)
         return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
     }
 
@@ -122,31 +121,13 @@ extension ScopeFileSystem {
     /// What the kernel does to a file that a caller without CAP_FSETID
     /// writes or truncates, and leaves to us (`Request.clearsSetIDBits`):
     /// the daemon keeps that capability, so the backing file system would
-    /// not. The setuid bit goes; the setgid bit too when the group may
-    /// execute or the caller is not in the file's group (the VFS rule).
-    /// security.capability needs nothing: the backing file system drops it
-    /// on any write, truncate or chown. `known`: the file's status, when
-    /// the caller has just read it through `descriptor`.
+    /// not (`BackingStore.modeAfterUnprivilegedWrite`). security.capability
+    /// needs nothing: the backing file system drops it on any write,
+    /// truncate or chown. `known`: the file's status, when the caller has
+    /// just read it through `descriptor`.
     func clearSetIDBits(_ descriptor: Int32, for request: Request, known: stat? = nil) throws(Errno) {
         guard request.clearsSetIDBits else { return }
-        let info: stat
-        if let known { info = known } else { info = try Sys.stat(descriptor) }
-        let mode = info.st_mode
-        guard mode & S_IFMT == S_IFREG else { return }
-        var kept = mode & 0o7777 & ~S_ISUID
-        if mode & S_ISGID != 0, mode & S_IXGRP != 0 || !request.isMember(of: info.st_gid) { kept &= ~S_ISGID }
-        if kept != mode & 0o7777 { try Sys.chmod(descriptor, kept) }
-    }
-
-    static func opensForWriting(_ flags: Int32) -> Bool {
-        (flags & O_ACCMODE) != O_RDONLY || flags & O_TRUNC != 0
-    }
-
-    /// Flags for the backing open. O_DIRECT is dropped: libfuse 3.14 hands
-    /// the daemon misaligned buffers, so a passed-through O_DIRECT write fails
-    /// with EINVAL (the kernel still bypasses its own cache for the caller).
-    static func backingFlags(_ flags: Int32) -> Int32 {
-        flags & ~(O_CREAT | O_EXCL | O_NOCTTY | Sys.direct | O_CLOEXEC)
+        try BackingStore.clearSetIDBits(descriptor, known: known) { request.isMember(of: $0) }
     }
 
     /// The descriptor of a backed folder that passed the gate.

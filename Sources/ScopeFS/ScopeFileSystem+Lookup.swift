@@ -5,12 +5,9 @@ import SystemPackage
 
 /// Lookup, forget and attributes: how names become nodes (SPEC S2, S3).
 extension ScopeFileSystem {
-    static let containerName = "Container"
-    static let providersName = "Providers"
-
     public func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
-        let parentTarget = try gate(parent, .lookup, caller)
+        let parentTarget = try gate(parent, .lookup, caller, .lookup)
         let node: Node
         let info: stat
         do {
@@ -35,7 +32,7 @@ extension ScopeFileSystem {
     }
 
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
-        let target = try gate(inode, .lookup, callers.caller(of: request))
+        let target = try gate(inode, .lookup, callers.caller(of: request), .getattr)
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
             return Attributes(
                 stat: try Sys.stat(OpenHandle.from(handle).descriptor),
@@ -46,14 +43,14 @@ extension ScopeFileSystem {
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
-        let target = try gate(inode, .metadata, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request), .readlink)
         if let stub = target.node.reference { return referenceTarget(stub, containerPath: try target.path) }
         guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
         return try Sys.readlinkAt(parent, target.resolved.name)
     }
 
     public func statfs(_ request: Request, inode: UInt64) throws(Errno) -> statvfs {
-        let target = try gate(inode, .lookup, callers.caller(of: request))
+        let target = try gate(inode, .lookup, callers.caller(of: request), .statfs)
         if let directory = target.node.directory ?? target.resolved.parent?.directory {
             return try Sys.statvfs(directory)
         }
@@ -74,10 +71,10 @@ extension ScopeFileSystem {
             return synthetic(.appDirectory(name), parent: parent.node.inode, name: name)
         case .appDirectory(let app):
             switch name {
-            case Self.containerName:
+            case MountLayout.container:
                 let path = configuration.containersPath + "/" + app
                 return try domainRoot(.container(app), path: path, parent: parent.node.inode, name: name)
-            case Self.providersName:
+            case MountLayout.providers:
                 return synthetic(.providersDirectory(app), parent: parent.node.inode, name: name)
             default:
                 throw .noSuchFileOrDirectory

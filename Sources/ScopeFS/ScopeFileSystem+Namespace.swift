@@ -7,25 +7,24 @@ import SystemPackage
 /// (SPEC S9, S32, S35). Each is a write on the folder(s) it changes.
 extension ScopeFileSystem {
     public func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry {
-        try make(request, parent, name) { directory throws(Errno) in try Sys.mknodAt(directory, name, mode, device) }
+        try make(request, parent, name, .mknod) { directory throws(Errno) in try Sys.mknodAt(directory, name, mode, device) }
     }
 
     public func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
-        try make(request, parent, name) { directory throws(Errno) in try Sys.mkdirAt(directory, name, mode) }
+        try make(request, parent, name, .mkdir) { directory throws(Errno) in try Sys.mkdirAt(directory, name, mode) }
     }
 
     public func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
-        try make(request, parent, name) { directory throws(Errno) in try Sys.symlinkAt(target, directory, name) }
+        try make(request, parent, name, .symlink) { directory throws(Errno) in try Sys.symlinkAt(target, directory, name) }
     }
 
     /// Creates `name` in a writable folder with `body`, hands it to the caller
     /// and looks it up.
     private func make(
-        _ request: Request, _ parent: UInt64, _ name: String, function: StaticString = #function,
+        _ request: Request, _ parent: UInt64, _ name: String, _ operation: FileOperation,
         _ body: (Int32) throws(Errno) -> Void
     ) throws(Errno) -> Entry {
-        // `function`: the request's name (mkdir, ...) for events and fault rules.
-        let folder = try gate(parent, .write, callers.caller(of: request), function: function)
+        let folder = try gate(parent, .write, callers.caller(of: request), operation)
         let directory = try backedDirectory(folder)
         try body(directory)
         try giveToCaller(directory, name, request, folder: folder.node)
@@ -35,8 +34,8 @@ extension ScopeFileSystem {
 
     public func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
-        let source = try gate(inode, .write, caller)
-        let folder = try gate(newParent, .write, caller)
+        let source = try gate(inode, .write, caller, .link)
+        let folder = try gate(newParent, .write, caller, .link)
         try requireSameGrant(source, folder)
         guard let sourceDirectory = source.resolved.parent?.directory else { throw .notPermitted }
         let directory = try backedDirectory(folder)
@@ -46,18 +45,18 @@ extension ScopeFileSystem {
     }
 
     public func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno) {
-        try remove(request, parent, name, flags: 0)
+        try remove(request, parent, name, flags: 0, .unlink)
     }
 
     public func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno) {
-        try remove(request, parent, name, flags: Sys.removeDirectory)
+        try remove(request, parent, name, flags: Sys.removeDirectory, .rmdir)
     }
 
     private func remove(
-        _ request: Request, _ parent: UInt64, _ name: String, flags: Int32, function: StaticString = #function
+        _ request: Request, _ parent: UInt64, _ name: String, flags: Int32, _ operation: FileOperation
     ) throws(Errno) {
         let caller = callers.caller(of: request)
-        let folder = try gate(parent, .write, caller, function: function)
+        let folder = try gate(parent, .write, caller, operation)
         try requireVisible(name, in: folder)
         try Sys.unlinkAt(try backedDirectory(folder), name, flags)
         table.removed(parent: parent, name: name)
@@ -67,8 +66,8 @@ extension ScopeFileSystem {
         _ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32
     ) throws(Errno) {
         let caller = callers.caller(of: request)
-        let from = try gate(parent, .write, caller)
-        let to = parent == newParent ? from : try gate(newParent, .write, caller)
+        let from = try gate(parent, .write, caller, .rename)
+        let to = parent == newParent ? from : try gate(newParent, .write, caller, .rename)
         try requireSameGrant(from, to)
         try requireVisible(name, in: from)
         let fromDirectory = try backedDirectory(from)

@@ -7,7 +7,7 @@ import SystemPackage
 /// under `user.scopefs.` are ScopeFS's own control attributes and are never
 /// stored on host files.
 extension ScopeFileSystem {
-    static let controlPrefix = "user.scopefs."
+    static let controlPrefix = ControlAttributeName.prefix
 
     public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
@@ -16,7 +16,7 @@ extension ScopeFileSystem {
             _ = try control(request, inode: inode, name: name)
             return
         }
-        let target = try gate(inode, .write, callers.caller(of: request))
+        let target = try gate(inode, .write, callers.caller(of: request), .setxattr)
         try xattrPath(target) { path throws(Errno) in try Sys.setxattr(path, name, value, flags) }
     }
 
@@ -25,7 +25,7 @@ extension ScopeFileSystem {
             // Host bytes: `user.scopefs.path` is a path (SPEC S33a).
             return try control(request, inode: inode, name: name, probe: size == 0).hostBytes
         }
-        let target = try gate(inode, .metadata, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request), .getxattr)
         // The kernel asks for security.capability before each write to an
         // open file: its descriptor answers without a walk of /proc.
         if target.node.directory == nil, let open = target.resolved.openFile {
@@ -35,13 +35,13 @@ extension ScopeFileSystem {
     }
 
     public func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
-        let target = try gate(inode, .metadata, callers.caller(of: request))
+        let target = try gate(inode, .metadata, callers.caller(of: request), .listxattr)
         return try xattrPath(target) { path throws(Errno) in try Sys.listxattr(path) }
     }
 
     public func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) {
         if name.hasHostPrefix(Self.controlPrefix) { throw .notSupported }
-        let target = try gate(inode, .write, callers.caller(of: request))
+        let target = try gate(inode, .write, callers.caller(of: request), .removexattr)
         try xattrPath(target) { path throws(Errno) in try Sys.removexattr(path, name) }
     }
 
@@ -50,8 +50,8 @@ extension ScopeFileSystem {
     /// the name (a final symlink not followed); see `Sys.XattrPath`.
     private func xattrPath<T>(_ target: Target, _ body: (Sys.XattrPath) throws(Errno) -> T) throws(Errno) -> T {
         guard target.node.place.isBacked else { throw .notSupported }
-        if let directory = target.node.directory { return try body(.descriptor(Sys.procPath(directory))) }
-        guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
-        return try body(.entry(Sys.procPath(parent, target.resolved.name)))
+        return try body(
+            BackingStore.xattrPath(
+                directory: target.node.directory, parent: target.resolved.parent?.directory, name: target.resolved.name))
     }
 }

@@ -224,7 +224,7 @@ struct PickApplier {
             for item in items {
                 let copy = try picker.importItem(app: app, provider: item.provider, path: item.path, copy: AtomicCopy(replace: false))
                 changed.append(copy)
-                paths.append("Container/" + copy)
+                paths.append(MountLayout.containerPath(copy))
             }
         case .export, .move:
             guard let folder = items.first, items.count == 1 else {
@@ -276,6 +276,6 @@ struct PickApplier {
 
     private static func providerPath(_ provider: ProviderID, _ path: String) -> String {
         let normalized = RelativePath.normalize(path) ?? path
-        return "Providers/\(provider)" + (normalized.isEmpty ? "" : "/" + normalized)
+        return MountLayout.providerPath(provider: provider, path: normalized)
     }
 }

@@ -85,7 +85,7 @@ struct ChaosCommand: ParsableCommand {
                     child.terminate()
                     break
                 }
-                usleep(2_000)
+                usleep(Tunables.scheduleTick)
             }
             child.waitUntilExit()
             for grant in revoked.sorted() {

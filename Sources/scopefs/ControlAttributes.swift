@@ -6,7 +6,8 @@ import PolicyStore
 
 /// Reads a `user.scopefs.*` control attribute in this process (docs/API.md).
 enum ControlAttributes {
-    static func read(_ path: String, _ name: String) throws(ScopeFSError) -> String {
+    static func read(_ path: String, _ control: ControlAttributeName) throws(ScopeFSError) -> String {
+        let name = control.rawValue
         // The path and the answer (`user.scopefs.path`) as host bytes (SPEC S33a).
         func attribute(_ buffer: UnsafeMutableRawPointer?, _ size: Int) -> Int {
             path.withHostCString { getxattr($0, name, buffer, size) }
@@ -26,7 +27,7 @@ enum ControlAttributes {
             throw ScopeFSError(.notMounted, "\(path) is not inside a ScopeFS mount")
         case ENOENT:
             throw ScopeFSError(.noInput, "\(path) does not exist (or is not granted to this app)")
-        case EPERM where name.hasPrefix("user.scopefs.start"):
+        case EPERM where control == .start || control == .startUntilExit:
             throw ScopeFSError(
                 .refused,
                 "cannot start accessing \(path): no active grant covers it, or this shell is not an app process "

@@ -49,7 +49,7 @@ struct DocumentActions {
     /// what it reused or changed (one grant and reference per item, SPEC S17).
     private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(ScopeFSError) {
         if opened.reusedReference, let reference = opened.reference {
-            note("grant \(opened.grant): reused; the app already has it, with its reference Container/\(reference)")
+            note("grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))")
         } else if opened.reusedGrant {
             note("grant \(opened.grant): reused; the app already has it")
         }
@@ -62,7 +62,7 @@ struct DocumentActions {
                     grant: grant.map { GrantJSON($0, appName: appName) }, reference: opened.reference.map { "Container/\($0)" },
                     reusedGrant: opened.reusedGrant, reusedReference: opened.reusedReference, changes: opened.changes))
         }
-        print("grant \(opened.grant)" + (opened.reference.map { "\treference Container/\($0.escapedForTerminal)" } ?? ""))
+        print("grant \(opened.grant)" + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
     }
 
     func importItem(provider: String, path: String) throws(ScopeFSError) {
@@ -72,7 +72,7 @@ struct DocumentActions {
             struct Imported: Encodable { var app: String; var copy: String; var provider: String; var path: String }
             return printJSON(Imported(app: app, copy: "Container/\(copy)", provider: provider, path: path))
         }
-        print("Container/\(copy.escapedForTerminal)")
+        print(MountLayout.containerPath(copy.escapedForTerminal))
     }
 
     private func coordinated<T>(_ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(ScopeFSError) -> T)
@@ -252,7 +252,7 @@ struct BookmarkCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                let bookmark = try ControlAttributes.read(path, readOnly ? "user.scopefs.bookmark-read-only" : "user.scopefs.bookmark")
+                let bookmark = try ControlAttributes.read(path, readOnly ? .readOnlyBookmark : .bookmark)
                 if json {
                     struct Created: Encodable { var bookmark: String; var path: String; var access: String }
                     return printJSON(Created(bookmark: bookmark, path: path, access: readOnly ? Access.read.rawValue : Access.readWrite.rawValue))

@@ -55,7 +55,7 @@ struct EventsCommand: ParsableCommand {
                     shown = shown.filter { $0.key > stillGrowing }
                 }
                 filter.limit = nil
-                usleep(200_000)
+                usleep(Tunables.eventFollowPeriod)
             }
         }
     }

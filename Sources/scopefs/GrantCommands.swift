@@ -154,7 +154,7 @@ struct ForgetCommand: ParsableCommand {
                         references: references.map { "Container/\($0)" }))
             }
             for grant in grants { print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
-            for reference in references { print("reference Container/\(reference.escapedForTerminal)\tremoved") }
+            for reference in references { print("reference " + MountLayout.containerPath(reference.escapedForTerminal) + "\tremoved") }
             if grants.isEmpty { print("nothing changed: \(selection.app.escapedForTerminal) has no grants") }
         }
     }

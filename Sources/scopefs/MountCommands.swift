@@ -160,7 +160,7 @@ struct UnmountCommand: ParsableCommand {
         let deadline = Date().addingTimeInterval(timeout)
         while kill(pid, 0) == 0 && !Self.isZombie(pid) {
             if Date() > deadline { throw ScopeFSError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
-            usleep(10_000)
+            usleep(Tunables.exitPollPeriod)
         }
     }
 

@@ -25,7 +25,7 @@ struct ScopeCommand: ParsableCommand {
                 // The getxattr form tells the outcome in one call (docs/API.md).
                 // Held until exit: this process becomes CMD, whose exit ends
                 // the scope without a leak (SPEC S11).
-                _ = try ControlAttributes.read(path, "user.scopefs.start-until-exit")
+                _ = try ControlAttributes.read(path, .startUntilExit)
                 let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
                 execvp(argv[0]!, argv)
                 let code = errno

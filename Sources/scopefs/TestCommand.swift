@@ -218,19 +218,18 @@ struct ScenarioRunner {
                 say(String(format: "+%.3fs ", now) + "timeout: SIGTERM, then SIGKILL after 2 s")
                 process.terminate()
                 let deadline = Date().addingTimeInterval(2)
-                while process.isRunning && Date() < deadline { usleep(10_000) }
+                while process.isRunning && Date() < deadline { usleep(Tunables.exitPollPeriod) }
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
                 break
             }
-            usleep(2_000)
+            usleep(Tunables.scheduleTick)
         }
         process.waitUntilExit()
         picks.stop()
         output.finish()
         let seconds = Date().timeIntervalSince(started)
         let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-        // The daemon writes events every 100 ms.
-        usleep(400_000)
+        usleep(Tunables.eventSettleDelay)
         let events = (try? EventStore(database: repository.database).events(.init(app: app, since: started.timeIntervalSince1970))) ?? []
         for grant in revoked.sorted() { setState(.active, grant: grant) }
         for id in faults {

@@ -35,15 +35,12 @@ import Testing
         #expect(rules.rules.isEmpty)
     }
 
-    @Test("errno names and function names map both ways")
+    @Test("errno names map both ways")
     func names() {
         #expect(FaultRule.errno(named: "enospc") == ENOSPC)
         #expect(FaultRule.errno(named: "EDQUOT") == EDQUOT)
         #expect(FaultRule.errno(named: "EWHATEVER") == nil)
         #expect(FaultRule.errnoName(ETIMEDOUT) == "ETIMEDOUT")
-        #expect(FaultRule.operation(ofFunction: "writeTarget(_:inode:handle:)") == "write")
-        #expect(FaultRule.operation(ofFunction: "open(_:inode:flags:)") == "open")
-        #expect(FaultRule.operation(ofFunction: "copyFileRange(_:from:to:length:flags:)") == "copy_file_range")
     }
 
     @Test("ids are assigned; clear removes one or all")

@@ -476,3 +476,30 @@ def test_denied_open_is_recorded_as_a_denial_event(env):
     assert e.get("path", "").endswith(f"/Providers/{LOCAL}/{REPORT}"), e
     # Times in every --json: ISO 8601 UTC with a fraction (docs/CLI.md).
     assert isinstance(e.get("time"), str) and e["time"].endswith("Z") and "." in e["time"], e
+
+
+def test_denial_events_name_the_request_by_its_stable_operation_name(env):
+    """SPEC S29: a denial event's operation is the request's name as strace
+    and FUSE call it (open, setattr, setxattr; start for a refused start),
+    a fixed vocabulary (`FileOperation`), not a Swift method's name: a
+    truncate is "setattr", a start on a revoked grant is "start"."""
+    gid = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    got = env.app_json(ALPHA, """
+        p = sys.argv[1]
+        emit({"pid": os.getpid(), "open": attempt(open_close, p, os.O_RDONLY),
+              "truncate": attempt(os.truncate, p, 0),
+              "setxattr": attempt(os.setxattr, p, "user.note", b"x")})
+    """, target)
+    assert got["open"] == "EPERM" and got["truncate"] == "EPERM" and got["setxattr"] == "EPERM", got
+    env.revoke(ALPHA, gid)
+    started = env.app_json(ALPHA, """
+        emit({"pid": os.getpid(), "start": attempt(os.getxattr, sys.argv[1], "user.scopefs.start")})
+    """, target)
+    assert started["start"] == "EPERM", started
+    for pid, operation in ((got["pid"], "open"), (got["pid"], "setattr"), (got["pid"], "setxattr"),
+                           (started["pid"], "start")):
+        assert wait_events(env, lambda e: e.get("pid") == pid and e.get("operation") == operation,
+                           kind="denial", app=ALPHA), \
+            f"no denial with operation {operation!r}: {[e.get('operation') for e in events(env, 'denial', ALPHA)]}"

@@ -146,9 +146,9 @@ struct PickerController {
 
     var location: String {
         switch place {
-        case .providers: return "Providers"
+        case .providers: return MountLayout.providers
         case .provider(let provider, let path): return "\(provider):\(path)"
-        case .container(let path): return "Container/\(path)"
+        case .container(let path): return MountLayout.container + "/" + path
         }
     }
 

@@ -1,0 +1,34 @@
+import Glibc
+
+/// The daemon's periods, thread counts and sizes, named in one place. Each
+/// trades responsiveness against wake-ups or memory; none is a policy
+/// decision (those are in SPEC). docs/PERFORMANCE.md has the figures.
+enum Tunables {
+    /// FUSE worker threads at most, and kept idle between bursts.
+    static let maxWorkerThreads: UInt32 = 16
+    static let maxIdleWorkerThreads: UInt32 = 4
+
+    /// How often queued events reach the database: events --follow and
+    /// `scopefs test` see them this much later; fewer, larger transactions.
+    static let eventFlushPeriod: useconds_t = 100_000
+    /// How often the policy version is polled for changes made by another
+    /// process (the CLI writes the database directly).
+    static let policyPollPeriod: useconds_t = 250_000
+    /// How long the process tracker waits for fork and exit events before
+    /// it looks at `stop` again.
+    static let processEventWaitMilliseconds: Int32 = 200
+    /// How long a mount-table poll waits before it looks at `stop` again.
+    static let mountWatchWaitMilliseconds: Int32 = 500
+    /// How often a child's end is checked while it has its grace period.
+    static let childEndCheckPeriod: useconds_t = 50_000
+    /// How often the node count is compared with its peak, to give memory back.
+    static let memoryTrimPeriodSeconds: UInt32 = 1
+    /// How often items are re-located when no change wakes the locator.
+    static let itemLocatorPeriodSeconds: Double = 1
+    /// How long each poll of the readiness pipe waits.
+    static let readinessPollMilliseconds: Int32 = 200
+    /// Descriptor-table slots reserved at start, and the size below which
+    /// reserving is not worth it (the kernel's first table holds 64).
+    static let reservedDescriptors: rlim_t = 4096
+    static let initialDescriptorTable: Int32 = 64
+}
