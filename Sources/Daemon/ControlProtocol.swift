@@ -185,6 +185,9 @@ public struct DaemonStatus: Codable, Sendable {
         /// Outstanding successful starts (SPEC S10).
         public var budgetUsed: Int
         public var budgetExhausted: Bool
+        /// The app's display name: filled in by the CLI from the database,
+        /// never sent by the daemon (issue 19).
+        public var appName: String?
     }
 
     public struct ScopeStatus: Codable, Sendable {
@@ -220,6 +223,8 @@ public struct DaemonStatus: Codable, Sendable {
         public var mountpoint: String
         /// Always "on a dead mount".
         public var state: String
+        /// The app's display name, filled in by the CLI (issue 19).
+        public var appName: String?
     }
     /// The fault and latency rules in force (issue 18).
     public var faults: [FaultRule]?

@@ -99,7 +99,7 @@ struct StatusCommand: ParsableCommand {
             }
             if json {
                 printJSON(
-                    Report(stateDirectory: options.directory.path, daemon: status,
+                    Report(stateDirectory: options.directory.path, daemon: status.map { Self.named($0, names) },
                            recentLeaks: leaks.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
                            databaseError: databaseError?.message))
             } else {
@@ -108,6 +108,18 @@ struct StatusCommand: ParsableCommand {
             // Scripts ask `status` whether a mount serves: the answer is the code.
             if status == nil { throw ScopeFSError(.noDaemon, "no daemon serves \(options.directory.path)") }
         }
+    }
+
+    /// `status` with each process's display name, as the text shows it.
+    static func named(_ status: DaemonStatus, _ names: AppNames) -> DaemonStatus {
+        var status = status
+        for index in status.processes.indices {
+            status.processes[index].appName = names.name(status.processes[index].app)
+        }
+        for index in (status.stranded ?? []).indices {
+            status.stranded?[index].appName = names.name(status.stranded![index].app)
+        }
+        return status
     }
 
     /// "300 s", "1 s", "0.5 s".

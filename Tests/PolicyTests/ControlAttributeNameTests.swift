@@ -53,10 +53,10 @@ struct ControlAttributeNameTests {
     func swift() throws {
         var names = Set<String>()
         for file in ["ControlAttribute.swift", "ScopeFS+Bookmarks.swift"] {
-            names.formUnion(try Self.names(in: "Sources/ScopeFSClient/" + file))
+            names.formUnion(try Self.names(in: "clients/swift/Sources/ScopeFSClient/" + file))
         }
         names.formUnion(
-            try Self.names(in: "Sources/ScopeFSClient/ScopeFS+References.swift", shortNames: #"\bread\("([a-z-]+)"\)"#))
+            try Self.names(in: "clients/swift/Sources/ScopeFSClient/ScopeFS+References.swift", shortNames: #"\bread\("([a-z-]+)"\)"#))
         #expect(names.count >= 10)
         #expect(names.subtracting(Self.known).isEmpty, "unknown to the daemon: \(names.subtracting(Self.known))")
     }

@@ -276,5 +276,7 @@ def test_display_names_in_privacy_status_and_events(env):
     pid = holder.recv()["pid"]
     status = env.cli("status").stdout
     assert any(str(pid) in line and labelled in line for line in status.splitlines()), status
+    processes = json.loads(env.cli("status", "--json").stdout)["daemon"]["processes"]
+    assert [p.get("appName") for p in processes if p["pid"] == pid] == ["Alpha"], processes
     holder.send()
     assert holder.finish() == 0, holder.stderr()
