@@ -39,10 +39,13 @@ struct PickCommand: ParsableCommand {
     @Flag(help: "export, move: replace an existing destination.") var force = false
     @OptionGroup var asking: PickRequestOptions
     @OptionGroup var coordination: CoordinationOptions
+    @Flag(help: "Print what was done as JSON, as open/import/export/move --json do (one object per item).")
+    var json = false
 
     func validate() throws {
         if asking.request {
             if appOption != nil { throw ValidationError("--request picks for the app it runs in: drop --app") }
+            if json { throw ValidationError("--json applies to the owner's picker; --request prints one path per line") }
             return try asking.validate(mode: mode)
         }
         if appOption == nil { throw ValidationError("missing --app: the app the item is chosen for") }
@@ -143,7 +146,7 @@ struct PickCommand: ParsableCommand {
 
     /// Does what was chosen, and prints what the matching command prints.
     private func perform(_ chosen: PickerSelection) throws(ScopeFSError) {
-        let actions = DocumentActions(state: options, app: app, coordinationWait: coordination.wait)
+        let actions = DocumentActions(state: options, app: app, coordinationWait: coordination.wait, json: json)
         switch mode {
         case .open:
             // Choosing a provider's root on screen is explicit enough.

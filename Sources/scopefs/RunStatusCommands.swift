@@ -116,8 +116,10 @@ struct StatusCommand: ParsableCommand {
         for index in status.processes.indices {
             status.processes[index].appName = names.name(status.processes[index].app)
         }
-        for index in (status.stranded ?? []).indices {
-            status.stranded?[index].appName = names.name(status.stranded![index].app)
+        status.stranded = status.stranded?.map { process in
+            var process = process
+            process.appName = names.name(process.app)
+            return process
         }
         return status
     }

@@ -296,6 +296,27 @@ def test_open_file_writes_reference(world):
     assert [grant_path(g) for g in grants(state)] == ["Projects/Novel/chapter1.txt"]
 
 
+def test_json_prints_what_the_open_did(world):
+    """Issue 19: `pick --json` prints the grant and reference it made, as
+    `open --json` does (one JSON style, docs/CLI.md)."""
+    state, _ = world
+    picker = Picker(state, "--json")
+    open_local(picker)
+    picker.highlight("Projects/")
+    picker.send("\r")
+    picker.wait_for(lambda s: s.names() == ["Novel/"], "Projects")
+    picker.send("l")
+    picker.wait_for(lambda s: s.names() == ["chapter1.txt"], "Novel")
+    picker.send("\r")
+    picker.wait_text("Open chapter1.txt for com.example.editor? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    opened = json.loads(printed[printed.index("{"):printed.rindex("}") + 1])
+    assert opened["reference"] == "Container/Documents/chapter1.txt", opened
+    assert opened["grant"]["path"] == "Projects/Novel/chapter1.txt" and opened["grant"]["app"] == APP, opened
+
+
 def test_move_from_container_to_provider_folder(world):
     state, provider = world
     documents = state / "containers" / APP / "Documents"
