@@ -577,5 +577,5 @@ def test_live_query_json_keeps_the_bytes(env, cafe):
         follower.kill()
         follower.wait()
     assert first["event"] == "finishedGathering", first
-    urls = [os.fsencode(r["url_in_local_container"]) for r in first["results"]]
+    urls = [os.fsencode(r["urlInLocalContainer"]) for r in first["results"]]
     assert urls and urls[0].endswith(b"/Documents/" + CAFE), first

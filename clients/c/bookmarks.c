@@ -387,8 +387,8 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
         if (depth == 3 && a->in_results && a->nresults > 0) {
             struct query_result *q = &a->results[a->nresults - 1];
 
-            slot = is(key, "url") ? &q->url : is(key, "url_in_local_container") ? &q->local
-                 : is(key, "container_display_name") ? &q->display : NULL;
+            slot = is(key, "url") ? &q->url : is(key, "urlInLocalContainer") ? &q->local
+                 : is(key, "containerDisplayName") ? &q->display : NULL;
         }
         if (slot && *slot) { /* a duplicate member: keep the last */
             free(*slot);
@@ -408,7 +408,7 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             a->is_stale = value;
         else if (in_picked && is(key, "cancelled"))
             a->cancelled = value;
-        else if (depth == 3 && a->in_results && a->nresults > 0 && is(key, "is_external_document"))
+        else if (depth == 3 && a->in_results && a->nresults > 0 && is(key, "isExternalDocument"))
             a->results[a->nresults - 1].external = value;
         return 0;
     }

@@ -486,12 +486,20 @@ def query_documents(scope: str = "all", name: Optional[str] = None, state_dir: O
     return _query_events(request, answer, state_dir, timeout)
 
 
+_QUERY_KEYS = {"urlInLocalContainer": "url_in_local_container", "isExternalDocument": "is_external_document",
+               "containerDisplayName": "container_display_name"}
+
+
 def _query_answer(request: dict, state_dir: Optional[str], timeout: float) -> dict:
     answer = _ask(request, state_dir, timeout)
     if not answer.get("ok"):
         raise _refusal(answer, "cannot query documents", {77: (ScopeDenied, errno.EPERM)})
     root = os.environ.get("SCOPEFS_MOUNT", "")
-    for result in answer.get("results") or []:
+    # The socket speaks camelCase (docs/API.md); this module's dicts use
+    # Python's names, as its docstrings promise.
+    answer["results"] = [{_QUERY_KEYS.get(key, key): value for key, value in result.items()}
+                         for result in answer.get("results") or []]
+    for result in answer["results"]:
         for key in ("url", "url_in_local_container"):
             if result.get(key) and root.startswith("/"):
                 result[key] = os.path.join(root, result[key])

@@ -37,9 +37,9 @@ public final class MetadataQuery: @unchecked Sendable {
 
         enum CodingKeys: String, CodingKey {
             case path = "url"
-            case pathInLocalContainer = "url_in_local_container"
-            case isExternalDocument = "is_external_document"
-            case containerDisplayName = "container_display_name"
+            case pathInLocalContainer = "urlInLocalContainer"
+            case isExternalDocument
+            case containerDisplayName
         }
     }
 
