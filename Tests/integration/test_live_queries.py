@@ -147,7 +147,7 @@ emit({"plain": plain, "forged": forged})
     for key in ("plain", "forged"):
         got = answer[key]
         assert got["ok"], got
-        assert [r["url_in_local_container"] for r in got["results"]] == ["Container/Documents/notes.md"], got
+        assert [r["urlInLocalContainer"] for r in got["results"]] == ["Container/Documents/notes.md"], got
         assert not any(ALPHA in json.dumps(r) or "report" in json.dumps(r) for r in got["results"]), got
     import socket
     with socket.socket(socket.AF_UNIX) as s:
