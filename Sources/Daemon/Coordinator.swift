@@ -199,14 +199,12 @@ enum CoordinationHandling {
     /// cover (`Providers/P/...`), or an item of its own container
     /// (`Container/...`, keyed by the app, so it meets no other app's).
     private static func coordinatedItem(_ inApp: String, app: AppID, snapshot: PolicySnapshot) -> TransferItem? {
-        let parts = RelativePath.normalize(inApp)?.split(separator: "/", maxSplits: 2).map(String.init) ?? []
-        if parts.count == 2 || parts.count == 3, parts[0] == "Container" {
-            return .container(app, parts.dropFirst().joined(separator: "/"))
-        }
-        let path = parts.count == 3 ? parts[2] : ""
-        guard parts.count >= 2, parts[0] == "Providers", case .granted = snapshot.coverage(app: app, provider: parts[1], path: path)
+        guard let path = RelativePath.normalize(inApp) else { return nil }
+        if let item = MountLayout.containerItem(inAppView: path) { return .container(app, item) }
+        guard let (provider, item) = MountLayout.providerItem(inAppView: path),
+            case .granted = snapshot.coverage(app: app, provider: provider, path: item)
         else { return nil }
-        return .provider(parts[1], path)
+        return .provider(provider, item)
     }
 
     /// The owner's `claimForTransfer`: write claims on every item, in key
@@ -227,7 +225,8 @@ enum CoordinationHandling {
         var claims: [UInt64] = []
         var overridden: Set<AppID> = []
         for (key, item) in keyed.sorted(by: { $0.key < $1.key }) {
-            let inApp = item.provider.map { "Providers/\($0)/\(item.path)" } ?? "Container/\(item.path)"
+            let inApp = item.provider.map { MountLayout.providerPath(provider: $0, path: item.path) }
+                ?? MountLayout.containerPath(item.path)
             switch coordinator.claim(
                 key, .write, pid: pid, app: "", path: inApp, timeout: max(deadline.timeIntervalSinceNow, 0), force: true,
                 lease: Coordinator.ownerLease)

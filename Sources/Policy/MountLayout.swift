@@ -40,6 +40,14 @@ public enum MountLayout {
 
     /// The provider and the item path of `Providers/PROVIDER/PATH` (a path
     /// in the app's view, already normalized), or nil for anything else.
+    /// The item of `Container/PATH` in an app's view: PATH; nil for any
+    /// other path (the bare `Container` folder too).
+    public static func containerItem(inAppView path: String) -> String? {
+        guard path.hasPrefix(container + "/") else { return nil }
+        let item = String(path.dropFirst(container.count + 1))
+        return item.isEmpty ? nil : item
+    }
+
     public static func providerItem(inAppView path: String) -> (provider: ProviderID, path: String)? {
         let parts = path.split(separator: "/", maxSplits: 2).map(String.init)
         guard parts.count >= 2, parts[0] == providers else { return nil }

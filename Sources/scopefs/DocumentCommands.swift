@@ -59,7 +59,7 @@ struct DocumentActions {
             let appName = try AppNames(repository).name(app)
             return printJSON(
                 OpenedJSON(
-                    grant: grant.map { GrantJSON($0, appName: appName) }, reference: opened.reference.map { "Container/\($0)" },
+                    grant: grant.map { GrantJSON($0, appName: appName) }, reference: opened.reference.map(MountLayout.containerPath),
                     reusedGrant: opened.reusedGrant, reusedReference: opened.reusedReference, changes: opened.changes))
         }
         print("grant \(opened.grant)" + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
@@ -70,7 +70,7 @@ struct DocumentActions {
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
         if json {
             struct Imported: Encodable { var app: String; var copy: String; var provider: String; var path: String }
-            return printJSON(Imported(app: app, copy: "Container/\(copy)", provider: provider, path: path))
+            return printJSON(Imported(app: app, copy: MountLayout.containerPath(copy), provider: provider, path: path))
         }
         print(MountLayout.containerPath(copy.escapedForTerminal))
     }
@@ -90,7 +90,7 @@ struct DocumentActions {
         }
         if json {
             struct Exported: Encodable { var app: String; var source: String; var provider: String; var path: String }
-            return printJSON(Exported(app: app, source: "Container/\(containerPath)", provider: provider, path: path))
+            return printJSON(Exported(app: app, source: MountLayout.containerPath(containerPath), provider: provider, path: path))
         }
         print("\(provider):\(path)".escapedForTerminal)
     }

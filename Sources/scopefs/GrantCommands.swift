@@ -151,7 +151,7 @@ struct ForgetCommand: ParsableCommand {
                 return printJSON(
                     Forgotten(
                         grants: grants.map { GrantJSON($0, appName: names.name($0.app)) },
-                        references: references.map { "Container/\($0)" }))
+                        references: references.map(MountLayout.containerPath)))
             }
             for grant in grants { print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
             for reference in references { print("reference " + MountLayout.containerPath(reference.escapedForTerminal) + "\tremoved") }

@@ -27,6 +27,10 @@ struct MountLayoutTests {
         #expect(MountLayout.providerItem(inAppView: "Providers/local")! == ("local", ""))
         #expect(MountLayout.providerItem(inAppView: "Providers") == nil)
         #expect(MountLayout.providerItem(inAppView: "Container/Documents/a") == nil)
+        #expect(MountLayout.containerItem(inAppView: "Container/Documents/a") == "Documents/a")
+        #expect(MountLayout.containerItem(inAppView: "Container") == nil)
+        #expect(MountLayout.containerItem(inAppView: "Containers/x") == nil)
+        #expect(MountLayout.containerItem(inAppView: "Providers/local/a") == nil)
     }
 
     @Test("a reference's link climbs to the app's directory, then into Providers (SPEC S23)")

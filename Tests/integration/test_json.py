@@ -247,8 +247,8 @@ def test_every_json_output_has_one_style(env, case):
 
 
 def test_query_keys_are_the_documented_aliases(env):
-    """docs/CLI.md: `query --json` uses camelCase names, one per
-    NSMetadataItem attribute it stands for."""
+    """SPEC S28 (amended), docs/CLI.md: `query --json` uses camelCase
+    names, one per NSMetadataItem attribute it stands for."""
     env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     rows = json.loads(env.cli("query", "--app", ALPHA, "--json").stdout)
     assert rows and set(rows[0]) == {"url", "urlInLocalContainer", "isExternalDocument", "containerDisplayName"}, rows

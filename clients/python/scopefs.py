@@ -444,14 +444,23 @@ def watch_documents(state_dir: Optional[str] = None, timeout: Optional[float] = 
     return _notices(answer.get("cursor"), state_dir, timeout)
 
 
+def _long_poll_wait(timeout: Optional[float], quiet_since: float) -> Optional[float]:
+    """How long the next long poll (watch, query) may wait: at most 10 s,
+    at most what is left of `timeout` since the last news; None once that
+    is spent."""
+    if timeout is None:
+        return 10
+    left = timeout - (time.monotonic() - quiet_since)
+    return None if left <= 0 else max(0.1, min(10, left))
+
+
 def _notices(cursor, state_dir: Optional[str], timeout: Optional[float]) -> Iterator[dict]:
     root = os.environ.get("SCOPEFS_MOUNT", "")
     quiet_since = time.monotonic()
     while True:
-        left = None if timeout is None else timeout - (time.monotonic() - quiet_since)
-        if left is not None and left <= 0:
+        wait = _long_poll_wait(timeout, quiet_since)
+        if wait is None:
             return
-        wait = 10 if left is None else max(0.1, min(10, left))
         answer = _ask({"op": "watch", "after": cursor, "waitSeconds": wait}, state_dir, wait + 20)
         if not answer.get("ok"):
             raise ScopeDenied(errno.EPERM, str(answer.get("message") or "cannot watch"))
@@ -512,10 +521,9 @@ def _query_events(request: dict, answer: dict, state_dir: Optional[str], timeout
     digest = answer.get("digest")
     quiet_since = time.monotonic()
     while True:
-        left = None if timeout is None else timeout - (time.monotonic() - quiet_since)
-        if left is not None and left <= 0:
+        wait = _long_poll_wait(timeout, quiet_since)
+        if wait is None:
             return
-        wait = 10 if left is None else max(0.1, min(10, left))
         answer = _query_answer(dict(request, digest=digest, waitSeconds=wait), state_dir, wait + 20)
         digest = answer.get("digest", digest)
         now = {r["url_in_local_container"]: r for r in answer.get("results") or []}
