@@ -43,7 +43,8 @@ build: deps
 demo: build
 	./mount-scripts/demo.sh
 
-test: build test-unit test-integration
+# Lint first: it takes seconds and names a layout slip before the long suite.
+test: lint build test-unit test-integration
 
 test-unit: deps
 	$(SWIFT) test
@@ -72,10 +73,11 @@ bench-instructions: deps
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
 
 # Layout and lint checks, configured in .swift-format and ruff.toml. They
-# read only; `swift format -i -r Sources Tests` and `ruff format` rewrite.
-lint:
+# read only; `swift format -i -r Sources Tests Package.swift clients/swift`
+# and `ruff format && ruff check --fix` rewrite.
+lint: deps
 	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q ruff
-	$(SWIFT) format lint --strict --parallel --recursive Sources Tests Package.swift
+	$(SWIFT) format lint --strict --parallel --recursive Sources Tests Package.swift clients/swift
 	$(PYTHON) -m ruff check
 	$(PYTHON) -m ruff format --check
 

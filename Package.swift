@@ -59,7 +59,9 @@ let package = Package(
         .target(name: "CSystemShims"),
         .target(
             name: "FuseBridge",
-            dependencies: ["CFuse3", "CSystemShims", "Policy", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: [
+                "CFuse3", "CSystemShims", "Policy", .product(name: "SystemPackage", package: "swift-system"),
+            ],
             swiftSettings: strict
         ),
         .target(
@@ -83,7 +85,9 @@ let package = Package(
         ),
         .target(
             name: "ScopeFS",
-            dependencies: ["FuseBridge", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: [
+                "FuseBridge", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system"),
+            ],
             swiftSettings: strict
         ),
         .target(
@@ -115,8 +119,10 @@ let package = Package(
             // named here, and lld takes archives in any order.
             linkerSettings: [
                 .unsafeFlags(
-                    ["-static-stdlib", "-use-ld=lld", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims",
-                     "-l_FoundationCollections"],
+                    [
+                        "-static-stdlib", "-use-ld=lld", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims",
+                        "-l_FoundationCollections",
+                    ],
                     .when(configuration: .release))
             ]
         ),

@@ -14,7 +14,6 @@ Prints p50/p99/max per series. Usage:
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -34,8 +33,10 @@ def percentile(values: list[float], p: float) -> float:
 def summary(name: str, values: list[float]) -> str:
     if not values:
         return f"{name:14} no samples"
-    return (f"{name:14} n={len(values):4}  p50={percentile(values, 50) * 1000:7.1f} ms  "
-            f"p99={percentile(values, 99) * 1000:7.1f} ms  max={max(values) * 1000:7.1f} ms")
+    return (
+        f"{name:14} n={len(values):4}  p50={percentile(values, 50) * 1000:7.1f} ms  "
+        f"p99={percentile(values, 99) * 1000:7.1f} ms  max={max(values) * 1000:7.1f} ms"
+    )
 
 
 def raw_status(path: str) -> float:
@@ -64,8 +65,7 @@ def timed(argv: list[str], env: dict) -> float:
 
 def measure(env: Env, count: int, apps: bool) -> dict[str, list[float]]:
     grant = env.grant(ALPHA, f"{LOCAL}:docs")
-    series: dict[str, list[float]] = {
-        "status (CLI)": [], "status (raw)": [], "restore (CLI)": [], "/bin/true": []}
+    series: dict[str, list[float]] = {"status (CLI)": [], "status (raw)": [], "restore (CLI)": [], "/bin/true": []}
     done = threading.Event()
 
     def loop(name, body):
@@ -77,19 +77,29 @@ def measure(env: Env, count: int, apps: bool) -> dict[str, list[float]]:
         env.cli("revoke", ALPHA, grant)
         return timed(env.cli_argv("restore", ALPHA, grant), env.base_env)
 
-    threads = [threading.Thread(target=loop, args=a) for a in (
-        ("status (CLI)", lambda: timed(env.cli_argv("status"), env.base_env)),
-        ("status (raw)", lambda: raw_status(str(env.state / "control.sock"))),
-        ("restore (CLI)", restore_once),
-        ("/bin/true", lambda: timed(["/bin/true"], env.base_env)))]
+    threads = [
+        threading.Thread(target=loop, args=a)
+        for a in (
+            ("status (CLI)", lambda: timed(env.cli_argv("status"), env.base_env)),
+            ("status (raw)", lambda: raw_status(str(env.state / "control.sock"))),
+            ("restore (CLI)", restore_once),
+            ("/bin/true", lambda: timed(["/bin/true"], env.base_env)),
+        )
+    ]
     started = []
     for t in threads:
         t.start()
     t0 = time.monotonic()
     if apps:
         for _ in range(count):
-            started.append(subprocess.Popen(env.run_argv(ALPHA, ["sleep", "600"]), env=env.base_env,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            started.append(
+                subprocess.Popen(
+                    env.run_argv(ALPHA, ["sleep", "600"]),
+                    env=env.base_env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
     # Until every run has registered (status lists it), plus a moment.
     deadline = time.monotonic() + 60
     while apps and time.monotonic() < deadline:
@@ -104,7 +114,7 @@ def measure(env: Env, count: int, apps: bool) -> dict[str, list[float]]:
     for t in threads:
         t.join()
     for p in started:
-        p.terminate()    # `scopefs run` passes SIGTERM on to its app
+        p.terminate()  # `scopefs run` passes SIGTERM on to its app
     for p in started:
         p.wait()
     print(f"{count if apps else 0} app processes started; all registered after {registered:.1f} s")

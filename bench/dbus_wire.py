@@ -52,7 +52,7 @@ class _Writer:
             struct.pack_into("<I", self.buf, at, len(self.buf) - start)
         elif sig.startswith("("):
             _align(self.buf, 8)
-            for s, v in zip(_split(sig[1:-1]), value):
+            for s, v in zip(_split(sig[1:-1]), value, strict=False):
                 self.put(s, v)
         elif sig == "v":
             vsig, v = value
@@ -99,13 +99,13 @@ class _Reader:
 
     def string(self):
         n = self.u32()
-        s = self.data[self.pos:self.pos + n].decode()
+        s = self.data[self.pos : self.pos + n].decode()
         self.pos += n + 1
         return s
 
     def sig(self):
         n = self.data[self.pos]
-        s = self.data[self.pos + 1:self.pos + 1 + n].decode()
+        s = self.data[self.pos + 1 : self.pos + 1 + n].decode()
         self.pos += n + 2
         return s
 
@@ -136,8 +136,7 @@ class Connection:
         self.serial = 0
         self.pending = b""
         self._auth()
-        self.call("org.freedesktop.DBus", "/org/freedesktop/DBus",
-                  "org.freedesktop.DBus", "Hello", "", [])
+        self.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello", "", [])
 
     def close(self):
         self.sock.close()
@@ -174,10 +173,9 @@ class Connection:
         """Calls a method; returns (reply signature, body bytes)."""
         self.serial += 1
         body = _Writer()
-        for s, v in zip(_split(sig), args):
+        for s, v in zip(_split(sig), args, strict=False):
             body.put(s, v)
-        fields = [(1, ("o", path)), (2, ("s", iface)), (3, ("s", member)),
-                  (6, ("s", dest))]
+        fields = [(1, ("o", path)), (2, ("s", iface)), (3, ("s", member)), (6, ("s", dest))]
         if sig:
             fields.append((8, ("g", sig)))
         if fds:
@@ -222,7 +220,7 @@ class Connection:
                     rsig = val
                 elif code == 4:
                     errname = val
-            body = data[len(data) - body_len:]
+            body = data[len(data) - body_len :]
             if reply_serial != serial or mtype not in (2, 3):
                 continue  # a signal or another message: not ours
             if mtype == 3:
@@ -231,21 +229,27 @@ class Connection:
             return rsig, body
 
 
-DOCUMENTS = ("org.freedesktop.portal.Documents", "/org/freedesktop/portal/documents",
-             "org.freedesktop.portal.Documents")
+DOCUMENTS = (
+    "org.freedesktop.portal.Documents",
+    "/org/freedesktop/portal/documents",
+    "org.freedesktop.portal.Documents",
+)
 # Flags of AddFull (document-portal/document-enums.h).
 ADD_REUSE_EXISTING, ADD_PERSISTENT, ADD_AS_NEEDED_BY_APP, ADD_DIRECTORY = 1, 2, 4, 8
 
 
-def add_folder_document(address, folder, app_id="",
-                        permissions=("read", "write", "grant-permissions", "delete")):
+def add_folder_document(address, folder, app_id="", permissions=("read", "write", "grant-permissions", "delete")):
     """Exports FOLDER through the document portal; returns its document id."""
     fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     conn = Connection(address)
     try:
-        _, body = conn.call(*DOCUMENTS, "AddFull", "ahusas",
-                            [[0], ADD_REUSE_EXISTING | ADD_PERSISTENT | ADD_DIRECTORY,
-                             app_id, list(permissions)], fds=[fd])
+        _, body = conn.call(
+            *DOCUMENTS,
+            "AddFull",
+            "ahusas",
+            [[0], ADD_REUSE_EXISTING | ADD_PERSISTENT | ADD_DIRECTORY, app_id, list(permissions)],
+            fds=[fd],
+        )
         return _Reader(body).string_array()[0]
     finally:
         conn.close()
@@ -258,6 +262,6 @@ def mount_point(address):
         _, body = conn.call(*DOCUMENTS, "GetMountPoint", "", [])
         r = _Reader(body)
         n = r.u32()
-        return body[r.pos:r.pos + n].rstrip(b"\0").decode()
+        return body[r.pos : r.pos + n].rstrip(b"\0").decode()
     finally:
         conn.close()

@@ -54,8 +54,13 @@ def apt_install(packages):
         subprocess.run(["apt-get", "update"], env=env, stdout=subprocess.DEVNULL, check=False)
         _apt_updated = True
     log("bench: apt-get install -y " + " ".join(packages))
-    r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *packages],
-                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", *packages],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if r.returncode != 0:
         log("bench: apt-get install failed: " + r.stderr.strip()[-500:])
     return r.returncode == 0
@@ -79,8 +84,12 @@ def ensure_matplotlib():
     except ImportError:
         pass
     log("bench: pip install matplotlib")
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "matplotlib"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "matplotlib"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if r.returncode == 0:
         importlib.invalidate_caches()
         try:
@@ -100,8 +109,10 @@ def ensure_matplotlib():
 
 def _pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -140,8 +151,8 @@ def build_helpers():
     src = _example("passthrough_ll.c")
     header = _example("passthrough_helpers.h")
     # The example includes "passthrough_helpers.h" from its own folder.
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True,
-                           capture_output=True, text=True).stdout.split()
-    ptll = _cc(os.path.join(BUILD, "passthrough_ll"), [src, header],
-               ["-I" + os.path.dirname(header), *flags])
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True, text=True
+    ).stdout.split()
+    ptll = _cc(os.path.join(BUILD, "passthrough_ll"), [src, header], ["-I" + os.path.dirname(header), *flags])
     return fsops, ptll

@@ -21,12 +21,27 @@ import sysconfig
 AFTER_EXPIRY = 2.0
 # The stdlib packages copied for the import workload: pure Python, none
 # imported by the interpreter's own start-up.
-PY_PACKAGES = ("asyncio", "concurrent", "email", "html", "http", "json", "logging", "tomllib",
-               "unittest", "urllib", "wsgiref", "xml", "xmlrpc")
-PY_IMPORT = ("import asyncio, concurrent.futures, email.mime.multipart, email.parser, html.parser, "
-             "http.client, http.server, json, logging.handlers, tomllib, unittest.mock, "
-             "urllib.request, wsgiref.simple_server, xml.dom.minidom, xml.etree.ElementTree, "
-             "xmlrpc.client")
+PY_PACKAGES = (
+    "asyncio",
+    "concurrent",
+    "email",
+    "html",
+    "http",
+    "json",
+    "logging",
+    "tomllib",
+    "unittest",
+    "urllib",
+    "wsgiref",
+    "xml",
+    "xmlrpc",
+)
+PY_IMPORT = (
+    "import asyncio, concurrent.futures, email.mime.multipart, email.parser, html.parser, "
+    "http.client, http.server, json, logging.handlers, tomllib, unittest.mock, "
+    "urllib.request, wsgiref.simple_server, xml.dom.minidom, xml.etree.ElementTree, "
+    "xmlrpc.client"
+)
 # git: no safe.directory refusal (the owner a mount reports may differ),
 # no background maintenance.
 GIT = ["git", "-c", "safe.directory=*", "-c", "gc.auto=0", "-c", "maintenance.auto=false"]
@@ -74,10 +89,26 @@ class Templates:
             _run(["cp", "-r", "/usr/include", os.path.join(path, "include")])
         _run(GIT + ["init", "-q", path])
         _run(GIT + ["-C", path, "add", "-A"])
-        _run(GIT + ["-C", path, "-c", "user.name=bench", "-c", "user.email=bench@localhost",
-                    "commit", "-q", "-m", "bench tree"])
-        self.ctx.repo_files = int(subprocess.run(GIT + ["-C", path, "ls-files"], check=True,
-                                                 capture_output=True, text=True).stdout.count("\n"))
+        _run(
+            GIT
+            + [
+                "-C",
+                path,
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@localhost",
+                "commit",
+                "-q",
+                "-m",
+                "bench tree",
+            ]
+        )
+        self.ctx.repo_files = int(
+            subprocess.run(GIT + ["-C", path, "ls-files"], check=True, capture_output=True, text=True).stdout.count(
+                "\n"
+            )
+        )
 
     def _make_pylib(self, path):
         """Stdlib packages copied with their bytecode compiled natively, so
@@ -85,13 +116,27 @@ class Templates:
         stdlib = sysconfig.get_paths()["stdlib"]
         os.makedirs(path)
         for pkg in PY_PACKAGES:
-            shutil.copytree(os.path.join(stdlib, pkg), os.path.join(path, pkg),
-                            ignore=shutil.ignore_patterns("__pycache__", "test", "tests"))
+            shutil.copytree(
+                os.path.join(stdlib, pkg),
+                os.path.join(path, pkg),
+                ignore=shutil.ignore_patterns("__pycache__", "test", "tests"),
+            )
         _run([python_binary(), "-m", "compileall", "-q", path])
         # The import must come from the copy, not from the stdlib.
-        where = subprocess.run(["env", "PYTHONPATH=" + path, python_binary(), "-s", "-B", "-c",
-                                PY_IMPORT + "; print(email.__file__, xml.__file__)"],
-                               check=True, capture_output=True, text=True).stdout.split()
+        where = subprocess.run(
+            [
+                "env",
+                "PYTHONPATH=" + path,
+                python_binary(),
+                "-s",
+                "-B",
+                "-c",
+                PY_IMPORT + "; print(email.__file__, xml.__file__)",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         if not all(w.startswith(path + "/") for w in where):
             raise RuntimeError(f"the import workload imports from {where}, not from {path}")
 
@@ -106,18 +151,21 @@ class Templates:
         for i in range(n):
             with open(os.path.join(path, f"unit{i}.c"), "w") as f:
                 f.write('#include "common.h"\n')
-                f.write(f"static long helper{i}(long x) {{ char b[64]; snprintf(b, sizeof b, \"%ld\", x);"
-                        f" return (long)strlen(b) + x * {i + 3}; }}\n")
-                f.write(f"long unit{i}(long x) {{ long s = 0; for (long k = 0; k < x; k++) "
-                        f"s += helper{i}(k) % {i + 7}; return s; }}\n")
+                f.write(
+                    f'static long helper{i}(long x) {{ char b[64]; snprintf(b, sizeof b, "%ld", x);'
+                    f" return (long)strlen(b) + x * {i + 3}; }}\n"
+                )
+                f.write(
+                    f"long unit{i}(long x) {{ long s = 0; for (long k = 0; k < x; k++) "
+                    f"s += helper{i}(k) % {i + 7}; return s; }}\n"
+                )
         with open(os.path.join(path, "main.c"), "w") as f:
             f.write('#include "common.h"\nint main(void) { long s = 0;\n')
             f.write("".join(f"    s += unit{i}(10);\n" for i in range(n)))
             f.write('    printf("%ld\\n", s); return 0; }\n')
         objects = " ".join([f"unit{i}.o" for i in range(n)] + ["main.o"])
         with open(os.path.join(path, "Makefile"), "w") as f:
-            f.write(f"OBJS = {objects}\nprog: $(OBJS)\n\tcc -o $@ $(OBJS)\n"
-                    "%.o: %.c common.h\n\tcc -O1 -c -o $@ $<\n")
+            f.write(f"OBJS = {objects}\nprog: $(OBJS)\n\tcc -o $@ $(OBJS)\n%.o: %.c common.h\n\tcc -O1 -c -o $@ $<\n")
 
 
 def templates(ctx):
@@ -158,8 +206,7 @@ def find_walk(ctx, system, tag):
 
 def python_import(ctx, system, tag):
     templates(ctx).copy("pylib", os.path.join(ctx.workdir, tag))
-    cmd = ["run", "env", "PYTHONPATH=" + os.path.join(system.root, tag), python_binary(), "-s", "-B",
-           "-c", PY_IMPORT]
+    cmd = ["run", "env", "PYTHONPATH=" + os.path.join(system.root, tag), python_binary(), "-s", "-B", "-c", PY_IMPORT]
     yield "py-import", ctx.phase(system, cmd)
     yield "py-import-expired", ctx.phase(system, cmd, gap=AFTER_EXPIRY)
 
@@ -174,16 +221,28 @@ def c_build(ctx, system, tag):
 def label_values(sizes, repo_files):
     """Values for the GROUPS' label templates that the sizes do not hold."""
     repo = "the bench's source tree" + (" + /usr/include" if sizes.repo_usr_include else "")
-    return {"repo": repo + (f", {repo_files:,} files" if repo_files else ""),
-            "py_packages": len(PY_PACKAGES)}
+    return {"repo": repo + (f", {repo_files:,} files" if repo_files else ""), "py_packages": len(PY_PACKAGES)}
 
 
 GROUPS = [
-    (git_status, [("git-first", "`git status` first ({repo})"), ("git-again", "`git status` again at once"),
-                  ("git-expired", "`git status` again after 2 s")]),
-    (find_walk, [("find-first", "find -printf %s over {find_files:,} files"),
-                 ("find-expired", "the same find after 2 s")]),
-    (python_import, [("py-import", "python3 import of {py_packages} stdlib packages (.pyc)"),
-                     ("py-import-expired", "the same import after 2 s")]),
+    (
+        git_status,
+        [
+            ("git-first", "`git status` first ({repo})"),
+            ("git-again", "`git status` again at once"),
+            ("git-expired", "`git status` again after 2 s"),
+        ],
+    ),
+    (
+        find_walk,
+        [("find-first", "find -printf %s over {find_files:,} files"), ("find-expired", "the same find after 2 s")],
+    ),
+    (
+        python_import,
+        [
+            ("py-import", "python3 import of {py_packages} stdlib packages (.pyc)"),
+            ("py-import-expired", "the same import after 2 s"),
+        ],
+    ),
     (c_build, [("make", "make -j2 of {c_files} C files"), ("make-noop", "make again after 2 s (nothing to do)")]),
 ]

@@ -34,8 +34,10 @@ import workloads as wl  # noqa: E402
 from run import scopefs_binary  # noqa: E402
 
 # passthrough_ll's request handlers that an untar reaches, none called by another.
-PTLL_HANDLERS = ("lo_lookup lo_create lo_mkdir lo_open lo_setattr lo_write_buf lo_flush lo_release "
-                 "lo_getattr lo_getxattr lo_forget lo_forget_multi").split()
+PTLL_HANDLERS = (
+    "lo_lookup lo_create lo_mkdir lo_open lo_setattr lo_write_buf lo_flush lo_release "
+    "lo_getattr lo_getxattr lo_forget lo_forget_multi"
+).split()
 # The @objc thunks libfuse calls (mangled names end in "To"); the closures they
 # call match too, and a second match would toggle collection off.
 SCOPEFS_HANDLERS = ("*10FuseBridge10Operations*To", "*13SetIDClearing*To")
@@ -43,8 +45,13 @@ APP, PROVIDER = "bench.app", "bench"
 
 
 def callgrind(out, handlers):
-    return ["valgrind", "--tool=callgrind", "--read-inline-info=no", f"--callgrind-out-file={out}",
-            *(f"--toggle-collect={h}" for h in handlers)]
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--read-inline-info=no",
+        f"--callgrind-out-file={out}",
+        *(f"--toggle-collect={h}" for h in handlers),
+    ]
 
 
 def wait_mounted(path, daemon, timeout=120):
@@ -89,8 +96,12 @@ class Daemon:
         subprocess.run(["strip", "--strip-debug", "-o", stripped, cli], check=True)
         state = os.path.join(tmp, "scopefs-state")
         self.env = dict(os.environ, SCOPEFS_STATE=state)
-        for args in (["init"], ["provider", "add", PROVIDER, self.backing], ["app", "add", APP],
-                     ["grant", APP, f"{PROVIDER}:work"]):
+        for args in (
+            ["init"],
+            ["provider", "add", PROVIDER, self.backing],
+            ["app", "add", APP],
+            ["grant", APP, f"{PROVIDER}:work"],
+        ):
             subprocess.run([cli, "--state", state, *args], check=True, env=self.env, capture_output=True)
         self.root = os.path.join(self.mnt, APP, "Providers", PROVIDER, "work")
         # As in `make bench`: an app process in scope runs fsops, which runs tar.
@@ -98,17 +109,37 @@ class Daemon:
         # are the bench's files on the host (SPEC S5).
         help_text = subprocess.run([cli, "run", "--help"], capture_output=True, text=True).stdout
         confine = ["--no-sandbox"] if "--no-sandbox" in help_text else []
-        self.wrap = [cli, "--state", state, "run", "--app", APP, *confine, "--", cli, "--state", state, "scope",
-                     "exec", self.root, "--"]
+        self.wrap = [
+            cli,
+            "--state",
+            state,
+            "run",
+            "--app",
+            APP,
+            *confine,
+            "--",
+            cli,
+            "--state",
+            state,
+            "scope",
+            "exec",
+            self.root,
+            "--",
+        ]
         return callgrind(self.out, SCOPEFS_HANDLERS) + [stripped, "--state", state, "mount", self.mnt, "--foreground"]
 
     def untar(self, tarball, tag):
         """Instructions the handlers executed for one untar into a new folder."""
         os.mkdir(os.path.join(self.backing, "work", tag))
         subprocess.run(["callgrind_control", "-z", str(self.process.pid)], check=True, capture_output=True)
-        subprocess.run(self.wrap + [self.fsops, "run", "tar", "--no-same-owner", "-xf", tarball,
-                                    "-C", os.path.join(self.root, tag)],
-                       check=True, env=self.env, capture_output=True, timeout=900)
+        subprocess.run(
+            self.wrap
+            + [self.fsops, "run", "tar", "--no-same-owner", "-xf", tarball, "-C", os.path.join(self.root, tag)],
+            check=True,
+            env=self.env,
+            capture_output=True,
+            timeout=900,
+        )
         subprocess.run(["callgrind_control", "-d", str(self.process.pid)], check=True, capture_output=True)
         self.dumps += 1
         return counted(self.out, self.dumps)

@@ -41,7 +41,7 @@ FUSE_INIT_EXT, FUSE_HANDLE_KILLPRIV_V2, FUSE_MAX_PAGES, FUSE_BIG_WRITES = 1 << 3
 FUSE_PASSTHROUGH_FLAGS2 = 1 << (37 - 32)
 FOPEN_PASSTHROUGH = 1 << 7
 FATTR_MODE, FATTR_SIZE = 1 << 0, 1 << 3
-FUSE_DEV_IOC_BACKING_OPEN = 0x4010E501   # _IOW(229, 1, struct fuse_backing_map)
+FUSE_DEV_IOC_BACKING_OPEN = 0x4010E501  # _IOW(229, 1, struct fuse_backing_map)
 FUSE_DEV_IOC_BACKING_CLOSE = 0x4004E502  # _IOW(229, 2, uint32_t)
 IN_HEADER = struct.Struct("<IIQQIIIHH")
 OUT_HEADER = struct.Struct("<IiQ")
@@ -52,8 +52,25 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 def attr(st, ino):
     """struct fuse_attr (88 bytes) from an os.stat_result."""
-    return struct.pack("<QQQQQQIIIIIIIIII", ino, st.st_size, st.st_blocks, int(st.st_atime), int(st.st_mtime),
-                       int(st.st_ctime), 0, 0, 0, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, 0, 4096, 0)
+    return struct.pack(
+        "<QQQQQQIIIIIIIIII",
+        ino,
+        st.st_size,
+        st.st_blocks,
+        int(st.st_atime),
+        int(st.st_mtime),
+        int(st.st_ctime),
+        0,
+        0,
+        0,
+        st.st_mode,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        0,
+        4096,
+        0,
+    )
 
 
 def backing_open(devfd, fd):
@@ -103,7 +120,7 @@ class Server:
                 return  # ENODEV: unmounted
             length, op, unique, node, uid, gid, pid, _, _ = IN_HEADER.unpack_from(req)
             self.counts[op] = self.counts.get(op, 0) + 1
-            body = req[IN_HEADER.size:length]
+            body = req[IN_HEADER.size : length]
             try:
                 self.handle(op, unique, node, body)
             except OSError as e:
@@ -115,8 +132,9 @@ class Server:
             self.kernel_flags = flags | (flags2 << 32 if flags & FUSE_INIT_EXT else 0)
             want = FUSE_INIT_EXT | FUSE_MAX_PAGES | ((self.init_flags | FUSE_BIG_WRITES) & flags)
             want2 = FUSE_PASSTHROUGH_FLAGS2 if self.init_flags & (1 << 37) else 0
-            out = struct.pack("<IIIIHHIIHHII", 7, minor, readahead, want, 16, 12, 1 << 20, 1, 256, 0,
-                              want2, self.stack_depth) + bytes(24)
+            out = struct.pack(
+                "<IIIIHHIIHHII", 7, minor, readahead, want, 16, 12, 1 << 20, 1, 256, 0, want2, self.stack_depth
+            ) + bytes(24)
             self.reply(unique, out)
         elif op == FUSE_LOOKUP:
             if body.rstrip(b"\0") != b"f":
@@ -154,7 +172,7 @@ class Server:
             self.reply(unique, os.pread(self.fds[fh], size, offset))
         elif op == FUSE_WRITE:
             fh, offset, size = struct.unpack_from("<QQI", body)
-            os.pwrite(self.fds[fh], body[40:40 + size], offset)
+            os.pwrite(self.fds[fh], body[40 : 40 + size], offset)
             self.reply(unique, struct.pack("<II", size, 0))
         elif op == FUSE_RELEASE:
             fh = struct.unpack_from("<Q", body)[0]
@@ -190,8 +208,13 @@ def data(base, mib, passthrough):
         write = timed_dd(["if=/dev/zero", f"of={srv.file}", f"count={mib}", "conv=notrunc"])
         drop_caches()
         read = timed_dd([f"if={srv.file}", "of=/dev/null"])
-        return {"write_s": round(write, 3), "read_cold_s": round(read, 3), "READ": srv.counts.get(FUSE_READ, 0),
-                "WRITE": srv.counts.get(FUSE_WRITE, 0), "ioctl_error": srv.ioctl_error}
+        return {
+            "write_s": round(write, 3),
+            "read_cold_s": round(read, 3),
+            "READ": srv.counts.get(FUSE_READ, 0),
+            "WRITE": srv.counts.get(FUSE_WRITE, 0),
+            "ioctl_error": srv.ioctl_error,
+        }
     finally:
         srv.close()
         os.unlink(backing)
@@ -211,8 +234,7 @@ def ioctl_checks(base):
     with open(backing, "w") as f:
         f.write("x" * 4096)
     out = {}
-    for name, flags, depth in (("negotiated", 1 << 37, 1), ("not negotiated", 0, 1),
-                               ("max_stack_depth 0", 1 << 37, 0)):
+    for name, flags, depth in (("negotiated", 1 << 37, 1), ("not negotiated", 0, 1), ("max_stack_depth 0", 1 << 37, 0)):
         srv = Server(base, backing, flags, stack_depth=depth)
         try:
             fd = os.open(backing, os.O_RDONLY)
@@ -224,13 +246,19 @@ def ioctl_checks(base):
             if name == "negotiated":
                 # The same ioctl from a process without CAP_SYS_ADMIN (root
                 # otherwise), on the same /dev/fuse descriptor.
-                code = ("import fcntl,ctypes,struct,os,errno\nfd=os.open(%r,os.O_RDONLY)\n"
-                        "a=bytearray(struct.pack('<iIQ',fd,0,0))\n"
-                        "try: print('backing id', fcntl.ioctl(%d,%d,(ctypes.c_char*16).from_buffer(a)))\n"
-                        "except OSError as e: print(errno.errorcode[e.errno])\n"
-                        % (backing, srv.dev, FUSE_DEV_IOC_BACKING_OPEN))
-                r = subprocess.run(["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin",
-                                    sys.executable, "-c", code], pass_fds=[srv.dev], capture_output=True, text=True)
+                code = (
+                    "import fcntl,ctypes,struct,os,errno\nfd=os.open(%r,os.O_RDONLY)\n"
+                    "a=bytearray(struct.pack('<iIQ',fd,0,0))\n"
+                    "try: print('backing id', fcntl.ioctl(%d,%d,(ctypes.c_char*16).from_buffer(a)))\n"
+                    "except OSError as e: print(errno.errorcode[e.errno])\n"
+                    % (backing, srv.dev, FUSE_DEV_IOC_BACKING_OPEN)
+                )
+                r = subprocess.run(
+                    ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", sys.executable, "-c", code],
+                    pass_fds=[srv.dev],
+                    capture_output=True,
+                    text=True,
+                )
                 out["negotiated, without CAP_SYS_ADMIN"] = (r.stdout + r.stderr).strip()
         finally:
             srv.close()
@@ -257,8 +285,10 @@ def mixed(base):
 
 def setid(base):
     out = {}
-    for name, flags in (("with HANDLE_KILLPRIV_V2", (1 << 37) | FUSE_HANDLE_KILLPRIV_V2),
-                        ("without HANDLE_KILLPRIV_V2", 1 << 37)):
+    for name, flags in (
+        ("with HANDLE_KILLPRIV_V2", (1 << 37) | FUSE_HANDLE_KILLPRIV_V2),
+        ("without HANDLE_KILLPRIV_V2", 1 << 37),
+    ):
         for how in ("passthrough", "through the server"):
             backing = os.path.join(base, "setid.bin")
             with open(backing, "w") as f:
@@ -266,14 +296,31 @@ def setid(base):
             os.chmod(backing, 0o4777)
             srv = Server(base, backing, flags, passthrough=lambda n, h=how: "same" if h == "passthrough" else None)
             try:
-                r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "dd",
-                                    "if=/dev/zero", f"of={srv.file}", "bs=4096", "count=1", "conv=notrunc",
-                                    "status=none"], capture_output=True, text=True)
+                r = subprocess.run(
+                    [
+                        "setpriv",
+                        "--reuid=65534",
+                        "--regid=65534",
+                        "--clear-groups",
+                        "dd",
+                        "if=/dev/zero",
+                        f"of={srv.file}",
+                        "bs=4096",
+                        "count=1",
+                        "conv=notrunc",
+                        "status=none",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 mode = os.stat(backing).st_mode & 0o7777
-                out[f"{name}, {how}"] = (f"mode after write {mode:o}" + (" (setuid kept)" if mode & 0o4000 else "")
-                                         + (f"; writer: {r.stderr.strip()}" if r.returncode else "")
-                                         + f"; WRITE requests {srv.counts.get(FUSE_WRITE, 0)}"
-                                         + f"; SETATTR valid {getattr(srv, 'setattr_valid', [])}")
+                out[f"{name}, {how}"] = (
+                    f"mode after write {mode:o}"
+                    + (" (setuid kept)" if mode & 0o4000 else "")
+                    + (f"; writer: {r.stderr.strip()}" if r.returncode else "")
+                    + f"; WRITE requests {srv.counts.get(FUSE_WRITE, 0)}"
+                    + f"; SETATTR valid {getattr(srv, 'setattr_valid', [])}"
+                )
             finally:
                 srv.close()
                 os.unlink(backing)
@@ -298,8 +345,10 @@ def main():
             print(f"setuid file written by uid 65534, {k}: {v}")
         print(f"{args.mib} MiB native: {native(base, args.mib)}")
         for pt in (False, True):
-            print(f"{args.mib} MiB through the probe server, {'passthrough' if pt else 'no passthrough'}: "
-                  f"{data(base, args.mib, pt)}")
+            print(
+                f"{args.mib} MiB through the probe server, {'passthrough' if pt else 'no passthrough'}: "
+                f"{data(base, args.mib, pt)}"
+            )
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", base])
 

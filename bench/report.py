@@ -16,8 +16,7 @@ def summarise(samples):
     """samples: list of seconds -> {median, min, max, n}."""
     if not samples:
         return None
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-            "n": len(samples)}
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
 
 
 def fmt_time(sec):
@@ -37,10 +36,20 @@ def fmt_ratio(r):
 def rate(key, median, sizes):
     if not median:
         return ""
-    per = {"create": sizes.files, "stat": sizes.files, "list": sizes.files,
-           "unlink": sizes.files, "ls-lR": sizes.small, "cat": sizes.small,
-           "randread": sizes.rand, "untar": sizes.tree, "rm-rf": sizes.tree,
-           "ls-lR-expired": sizes.small, "find-first": sizes.find_files, "find-expired": sizes.find_files}
+    per = {
+        "create": sizes.files,
+        "stat": sizes.files,
+        "list": sizes.files,
+        "unlink": sizes.files,
+        "ls-lR": sizes.small,
+        "cat": sizes.small,
+        "randread": sizes.rand,
+        "untar": sizes.tree,
+        "rm-rf": sizes.tree,
+        "ls-lR-expired": sizes.small,
+        "find-first": sizes.find_files,
+        "find-expired": sizes.find_files,
+    }
     if key in BYTES:
         return f"{sizes.big_mib / median:,.0f} MiB/s"
     return f"{per[key] / median:,.0f} /s" if key in per else ""
@@ -54,7 +63,7 @@ def paired_ratio(samples, base):
     one. None unless both have a sample for every repetition."""
     if not samples or len(samples) != len(base) or not all(base):
         return None
-    return statistics.median(x / b for x, b in zip(samples, base))
+    return statistics.median(x / b for x, b in zip(samples, base, strict=False))
 
 
 def rows(results, systems, labels, sizes):
@@ -69,16 +78,25 @@ def rows(results, systems, labels, sizes):
                 continue
             s = entry.get("summary")
             if not s:
-                out.append([labels[key], name, "failed: " + entry.get("error", "?")[:60],
-                            "", "", "", "", ""])
+                out.append([labels[key], name, "failed: " + entry.get("error", "?")[:60], "", "", "", "", ""])
                 continue
-            ratios = [s["median"] / b["median"] if b and b["median"] else None
-                      for b in (base["native"], base["passthrough_ll"])]
+            ratios = [
+                s["median"] / b["median"] if b and b["median"] else None
+                for b in (base["native"], base["passthrough_ll"])
+            ]
             paired = paired_ratio(entry["samples"], (per.get("passthrough_ll") or {}).get("samples") or [])
-            out.append([labels[key], name, fmt_time(s["median"]),
-                        f"{fmt_time(s['min'])}–{fmt_time(s['max'])}",
-                        fmt_ratio(ratios[0]), fmt_ratio(ratios[1]), fmt_ratio(paired),
-                        rate(key, s["median"], sizes)])
+            out.append(
+                [
+                    labels[key],
+                    name,
+                    fmt_time(s["median"]),
+                    f"{fmt_time(s['min'])}–{fmt_time(s['max'])}",
+                    fmt_ratio(ratios[0]),
+                    fmt_ratio(ratios[1]),
+                    fmt_ratio(paired),
+                    rate(key, s["median"], sizes),
+                ]
+            )
     return out
 
 
@@ -92,7 +110,7 @@ def text_table(table):
         first = r[0] if r[0] != last else ""
         last = r[0]
         cells = [first] + r[1:]
-        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False)).rstrip())
         if r is HEADER:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -133,8 +151,11 @@ def chart(plt, results, systems, labels, path):
     ax.set_xticklabels([labels[k] for k in keys], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("time relative to the native directory (log scale, lower is better)")
     m = results["machine"]
-    ax.set_title(f"ScopeFS benchmark — median of {results['config']['reps']} runs, "
-                 f"backing on {m['backing']}, {m['nproc']} CPUs, kernel {m['kernel']}", fontsize=10)
+    ax.set_title(
+        f"ScopeFS benchmark — median of {results['config']['reps']} runs, "
+        f"backing on {m['backing']}, {m['nproc']} CPUs, kernel {m['kernel']}",
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
@@ -155,35 +176,48 @@ def scopefs_section(results):
     lines = []
     rev = sc.get("revocation")
     if rev:
-        lines.append(f"Revocation latency ({rev.get('completed', 0)} of {rev.get('requested', '?')} "
-                     f"revokes completed, {rev.get('timeouts', 0)} never denied within 3 s):")
+        lines.append(
+            f"Revocation latency ({rev.get('completed', 0)} of {rev.get('requested', '?')} "
+            f"revokes completed, {rev.get('timeouts', 0)} never denied within 3 s):"
+        )
         if rev.get("completed"):
             lines.append("")
             lines.append("| measured | p50 | p99 | min | max |")
             lines.append("|---|---|---|---|---|")
-        for key, what in (("after_return_ms", "first EPERM after `scopefs revoke` returned"),
-                          ("after_start_ms", "first EPERM after `scopefs revoke` started"),
-                          ("revoke_cli_ms", "`scopefs revoke` run time")):
+        for key, what in (
+            ("after_return_ms", "first EPERM after `scopefs revoke` returned"),
+            ("after_start_ms", "first EPERM after `scopefs revoke` started"),
+            ("revoke_cli_ms", "`scopefs revoke` run time"),
+        ):
             v = rev.get(key)
             if v:
-                lines.append(f"| {what} | {v['p50']:.3f} ms | {v['p99']:.3f} ms | "
-                             f"{v['min']:.3f} ms | {v['max']:.3f} ms |")
+                lines.append(
+                    f"| {what} | {v['p50']:.3f} ms | {v['p99']:.3f} ms | {v['min']:.3f} ms | {v['max']:.3f} ms |"
+                )
         if rev.get("completed"):
-            lines.append("\nNegative: the reader was denied before the CLI returned (the CLI waits "
-                         "for the daemon's acknowledgement, SPEC S13).")
+            lines.append(
+                "\nNegative: the reader was denied before the CLI returned (the CLI waits "
+                "for the daemon's acknowledgement, SPEC S13)."
+            )
         if rev.get("error"):
             lines.append(f"\nRevocation test error: {rev['error']}")
         lines.append("")
     mem = sc.get("memory")
     if mem:
-        lines.append(f"Daemon memory and descriptors while an app process walks {mem.get('files', 0):,} files "
-                     f"(os.walk + stat{'; took %.1f s' % mem['walk_seconds'] if 'walk_seconds' in mem else ''}):")
+        lines.append(
+            f"Daemon memory and descriptors while an app process walks {mem.get('files', 0):,} files "
+            f"(os.walk + stat{'; took {:.1f} s'.format(mem['walk_seconds']) if 'walk_seconds' in mem else ''}):"
+        )
         lines.append("")
         lines.append("| when | VmRSS | open fds | threads |")
         lines.append("|---|---|---|---|")
-        for key, what in (("before", "before the walk"), ("during_peak", "during (peak)"),
-                          ("after", "after the walk"), ("after_forget", "after drop_caches (kernel forgot)"),
-                          ("after_unmount", "after unmount")):
+        for key, what in (
+            ("before", "before the walk"),
+            ("during_peak", "during (peak)"),
+            ("after", "after the walk"),
+            ("after_forget", "after drop_caches (kernel forgot)"),
+            ("after_unmount", "after unmount"),
+        ):
             v = mem.get(key)
             if v is None:
                 continue
@@ -213,16 +247,18 @@ def steal_line(config, machine):
     if not seconds:
         return "- CPU steal during timed phases: -"
     share = stolen / (seconds * machine["nproc"])
-    return (f"- CPU steal during timed phases: {stolen:.0f} s of {seconds:.0f} s × {machine['nproc']} CPUs "
-            f"({share:.0%}; time the hypervisor ran other guests — the higher, the noisier the ratios)")
+    return (
+        f"- CPU steal during timed phases: {stolen:.0f} s of {seconds:.0f} s × {machine['nproc']} CPUs "
+        f"({share:.0%}; time the hypervisor ran other guests — the higher, the noisier the ratios)"
+    )
 
 
 def performance_md(results, table, chart_name):
     m, c = results["machine"], results["config"]
-    skipped = [f"- {v['label']}: skipped — {v['reason']}" for v in results["systems"].values()
-               if v["status"] == "skipped"]
-    failed = [f"- {v['label']}: failed — {v['reason']}" for v in results["systems"].values()
-              if v["status"] == "failed"]
+    skipped = [
+        f"- {v['label']}: skipped — {v['reason']}" for v in results["systems"].values() if v["status"] == "skipped"
+    ]
+    failed = [f"- {v['label']}: failed — {v['reason']}" for v in results["systems"].values() if v["status"] == "failed"]
     parts = [
         "# Performance",
         "",
@@ -249,10 +285,14 @@ def performance_md(results, table, chart_name):
         "`passthrough_ll` example's median (lower is better).",
         "",
     ]
-    parts += ["Systems:", ""] + [f"- {v['label']} — " + "; ".join(
-        f"{k}: {val}" for k, val in v.items()
-        if k not in ("label", "status", "reason") and val not in ("", None))
-        for v in results["systems"].values() if v["status"] == "ok"]
+    parts += ["Systems:", ""] + [
+        f"- {v['label']} — "
+        + "; ".join(
+            f"{k}: {val}" for k, val in v.items() if k not in ("label", "status", "reason") and val not in ("", None)
+        )
+        for v in results["systems"].values()
+        if v["status"] == "ok"
+    ]
     parts += skipped + failed + [""]
     parts += [markdown_table(table), ""]
     if chart_name:
@@ -280,7 +320,7 @@ def write_docs(results, table, chart_path, repo):
         with open(path) as f:
             old = f.read()
         if NOTES_MARKER in old:
-            kept = old[old.index(NOTES_MARKER):]
+            kept = old[old.index(NOTES_MARKER) :]
     with open(path, "w") as f:
         f.write(performance_md(results, table, name))
         if kept:

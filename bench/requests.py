@@ -28,8 +28,9 @@ from run import scopefs_binary  # noqa: E402
 
 TRACEFS = "/sys/kernel/tracing"
 EVENTS = ("fuse/fuse_request_send", "fuse/fuse_request_end")
-SIZES = wl.Sizes(files=1_000, small=200, big_mib=16, rand=1_000, tree=300, revokes=0, walk=0, reps=1,
-                 find_files=2_000, c_files=5)
+SIZES = wl.Sizes(
+    files=1_000, small=200, big_mib=16, rand=1_000, tree=300, revokes=0, walk=0, reps=1, find_files=2_000, c_files=5
+)
 
 
 def tracefs_ready():
@@ -97,12 +98,15 @@ def measure(ctx, system, groups):
 
 
 def table(label, measured):
-    lines = [f"### {label}", "", "| workload | requests | by opcode: count (mean µs from send to reply) |",
-             "|---|---|---|"]
+    lines = [
+        f"### {label}",
+        "",
+        "| workload | requests | by opcode: count (mean µs from send to reply) |",
+        "|---|---|---|",
+    ]
     for key, _, stats in measured:
         total = sum(n for n, _ in stats.values())
-        parts = [f"{op} {n:,} ({t / n * 1e6:.0f})" for op, (n, t) in
-                 sorted(stats.items(), key=lambda kv: -kv[1][0])]
+        parts = [f"{op} {n:,} ({t / n * 1e6:.0f})" for op, (n, t) in sorted(stats.items(), key=lambda kv: -kv[1][0])]
         lines.append(f"| {key} | {total:,} | {', '.join(parts)} |")
     return "\n".join(lines) + "\n"
 
@@ -112,8 +116,11 @@ def main():
     fuse_systems = [c.name for c in sysmod.ALL if c.name not in ("native", "portal")]
     parser.add_argument("--systems", default=",".join(fuse_systems))
     parser.add_argument("--groups", default="", help="comma-separated workload groups (default: all)")
-    parser.add_argument("--scopefs-mount-args", default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
-                        help="extra arguments for `scopefs mount` (as in bench/run.py)")
+    parser.add_argument(
+        "--scopefs-mount-args",
+        default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
+        help="extra arguments for `scopefs mount` (as in bench/run.py)",
+    )
     args = parser.parse_args()
     groups = [g for g in args.groups.split(",") if g]
     chosen = args.systems.split(",")

@@ -35,31 +35,51 @@ BACKINGS = {"tmpfs": "/dev/shm", "ext4": "/var/tmp"}
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backing", choices=sorted(BACKINGS), default="tmpfs",
-                   help="where the backing directory lives: tmpfs (/dev/shm, default) or ext4 (/var/tmp)")
+    p.add_argument(
+        "--backing",
+        choices=sorted(BACKINGS),
+        default="tmpfs",
+        help="where the backing directory lives: tmpfs (/dev/shm, default) or ext4 (/var/tmp)",
+    )
     p.add_argument("--quick", action="store_true", help="1 repetition and small sizes (smoke run)")
-    p.add_argument("--out", default=os.path.join(REPO, "bench-results"),
-                   help="folder for results.json and chart.png (default: bench-results/)")
+    p.add_argument(
+        "--out",
+        default=os.path.join(REPO, "bench-results"),
+        help="folder for results.json and chart.png (default: bench-results/)",
+    )
     p.add_argument("--reps", type=int, help="repetitions (default 5, or 1 with --quick)")
-    p.add_argument("--systems", default=",".join(c.name for c in sysmod.ALL),
-                   help="comma-separated subset of: " + ", ".join(c.name for c in sysmod.ALL))
+    p.add_argument(
+        "--systems",
+        default=",".join(c.name for c in sysmod.ALL),
+        help="comma-separated subset of: " + ", ".join(c.name for c in sysmod.ALL),
+    )
     group_names = [g.__name__ for g, _ in wl.GROUPS]
-    p.add_argument("--groups", help="comma-separated subset of the workload groups (" + ", ".join(group_names)
-                   + "): a partial run for development, without the ScopeFS-specific costs; docs/ untouched")
-    p.add_argument("--scopefs-mount-args", default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
-                   help="extra arguments for `scopefs mount`, one shell-quoted string (default: "
-                        "$SCOPEFS_BENCH_MOUNT_ARGS), e.g. \"--open-files keep\"")
+    p.add_argument(
+        "--groups",
+        help="comma-separated subset of the workload groups ("
+        + ", ".join(group_names)
+        + "): a partial run for development, without the ScopeFS-specific costs; docs/ untouched",
+    )
+    p.add_argument(
+        "--scopefs-mount-args",
+        default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
+        help="extra arguments for `scopefs mount`, one shell-quoted string (default: "
+        '$SCOPEFS_BENCH_MOUNT_ARGS), e.g. "--open-files keep"',
+    )
     docs = p.add_mutually_exclusive_group()
-    docs.add_argument("--docs", dest="docs", action="store_true", default=None,
-                      help="update docs/PERFORMANCE.md (default for full runs)")
-    docs.add_argument("--no-docs", dest="docs", action="store_false",
-                      help="do not touch docs/ (default for --quick)")
+    docs.add_argument(
+        "--docs",
+        dest="docs",
+        action="store_true",
+        default=None,
+        help="update docs/PERFORMANCE.md (default for full runs)",
+    )
+    docs.add_argument("--no-docs", dest="docs", action="store_false", help="do not touch docs/ (default for --quick)")
     a = p.parse_args()
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     unknown = set(a.systems) - {c.name for c in sysmod.ALL}
     if unknown or "native" not in a.systems:
-        p.error("--systems: unknown " + ", ".join(sorted(unknown)) if unknown
-                else "--systems must include native")
+        p.error("--systems: unknown " + ", ".join(sorted(unknown)) if unknown else "--systems must include native")
     a.scopefs_mount_args = shlex.split(a.scopefs_mount_args)
     a.partial = a.groups is not None
     a.groups = [g.strip() for g in (a.groups or ",".join(group_names)).split(",") if g.strip()]
@@ -81,8 +101,10 @@ def fit_descriptor_limit(sizes):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     cap = sizes.find_files if hard == resource.RLIM_INFINITY else hard * 3 // 4 // 1000 * 1000
     if sizes.find_files > cap:
-        log(f"bench: find walk over {cap:,} files, not {sizes.find_files:,}: the descriptor limit here is "
-            f"{hard:,}, and passthrough_ll and the portal need one per file the kernel holds")
+        log(
+            f"bench: find walk over {cap:,} files, not {sizes.find_files:,}: the descriptor limit here is "
+            f"{hard:,}, and passthrough_ll and the portal need one per file the kernel holds"
+        )
         sizes = wl.Sizes(**{**vars(sizes), "find_files": cap})
     return sizes
 
@@ -110,10 +132,9 @@ def machine_info(backing, backing_path):
     os_name = ""
     if os.path.exists("/etc/os-release"):
         with open("/etc/os-release") as f:
-            os_name = next((ln.split("=", 1)[1].strip().strip('"') for ln in f
-                            if ln.startswith("PRETTY_NAME=")), "")
+            os_name = next((ln.split("=", 1)[1].strip().strip('"') for ln in f if ln.startswith("PRETTY_NAME=")), "")
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(),
         "cpu": first("/proc/cpuinfo", "model name"),
         "memory_gib": int(first("/proc/meminfo", "MemTotal").split()[0]) / 1024 / 1024,
@@ -216,8 +237,7 @@ def run_all(ctx, started, results, group_names):
         for group, keys in wl.GROUPS:
             if group.__name__ not in group_names:
                 continue
-            log(f"bench: rep {rep + 1}/{sizes.reps} {group.__name__}: "
-                + " ".join(s.name for s in order))
+            log(f"bench: rep {rep + 1}/{sizes.reps} {group.__name__}: " + " ".join(s.name for s in order))
             runs = [GroupRun(ctx, group, keys, s, rep, results) for s in order]
             if getattr(group, "lockstep", True):
                 while any([run.step() for run in runs]):
@@ -231,10 +251,14 @@ def run_all(ctx, started, results, group_names):
 def scopefs_extras(ctx, sfs, results):
     costs = results["scopefs_costs"]
     for key, what, fn, n in (
-            ("revocation", f"revocation latency ({ctx.sizes.revokes} revokes)",
-             scopefs_costs.revocation, ctx.sizes.revokes),
-            ("memory", f"daemon memory while walking {ctx.sizes.walk:,} files",
-             scopefs_costs.memory, ctx.sizes.walk)):
+        (
+            "revocation",
+            f"revocation latency ({ctx.sizes.revokes} revokes)",
+            scopefs_costs.revocation,
+            ctx.sizes.revokes,
+        ),
+        ("memory", f"daemon memory while walking {ctx.sizes.walk:,} files", scopefs_costs.memory, ctx.sizes.walk),
+    ):
         log("bench: ScopeFS " + what)
         try:
             costs[key] = fn(ctx, sfs, n)
@@ -265,8 +289,10 @@ def main():
     sizes = fit_descriptor_limit(sizes)
     scopefs = scopefs_binary() if {"scopefs", "scopefs-shared"} & set(args.systems) else None
     if scopefs and not os.access(scopefs, os.X_OK):
-        sys.exit(f"bench: no ScopeFS binary at {scopefs}: build it (swift build -c release), set "
-                 "SCOPEFS_BIN, or leave it out with --systems native,passthrough_ll,portal")
+        sys.exit(
+            f"bench: no ScopeFS binary at {scopefs}: build it (swift build -c release), set "
+            "SCOPEFS_BIN, or leave it out with --systems native,passthrough_ll,portal"
+        )
     if os.geteuid() != 0:
         log("bench: not root: cold reads fall back to posix_fadvise, apt installs will fail")
     deps.ensure_packages(portal="portal" in args.systems)
@@ -279,10 +305,18 @@ def main():
     os.makedirs(os.path.join(backing, sysmod.WORKDIR))
     ctx = wl.Context(tmp, backing, fsops, ptll, scopefs, sizes)
     ctx.mount_args = args.scopefs_mount_args
-    results = {"machine": machine_info(args.backing, backing),
-               "config": {"quick": args.quick, "reps": sizes.reps, "sizes": vars(sizes),
-                          "scopefs_mount_args": args.scopefs_mount_args},
-               "systems": {}, "workloads": {}, "scopefs_costs": {}}
+    results = {
+        "machine": machine_info(args.backing, backing),
+        "config": {
+            "quick": args.quick,
+            "reps": sizes.reps,
+            "sizes": vars(sizes),
+            "scopefs_mount_args": args.scopefs_mount_args,
+        },
+        "systems": {},
+        "workloads": {},
+        "scopefs_costs": {},
+    }
     log(f"bench: backing directory {backing}")
     started = []
     try:
@@ -328,9 +362,11 @@ def main():
     extra = report.scopefs_section(results)
     if extra:
         print("\nScopeFS-specific costs\n" + extra)
-    print(f"\nresults: {os.path.join(args.out, 'results.json')}"
-          + (f", chart: {chart_path}" if chart_path else "")
-          + (", docs/PERFORMANCE.md updated" if args.docs else ""))
+    print(
+        f"\nresults: {os.path.join(args.out, 'results.json')}"
+        + (f", chart: {chart_path}" if chart_path else "")
+        + (", docs/PERFORMANCE.md updated" if args.docs else "")
+    )
     print(f"whole run: {results['total_seconds']:.0f} s")
     failed = [n for n, v in results["systems"].items() if v["status"] == "failed"]
     failed += [f"{n}:{k}" for k, per in results["workloads"].items() for n, e in per.items() if "error" in e]

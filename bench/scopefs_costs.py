@@ -64,9 +64,21 @@ def revocation(ctx, sfs, count):
     control = os.open(control_path, os.O_RDWR)
     grant = [sfs.grant] if sfs.grant else ["--all"]
     reader = subprocess.Popen(
-        sfs.wrap([ctx.fsops, "revoke-reader", os.path.join(sfs.root, "revoke", "target"),
-                  events_path, control_path, sfs.root]),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        sfs.wrap(
+            [
+                ctx.fsops,
+                "revoke-reader",
+                os.path.join(sfs.root, "revoke", "target"),
+                events_path,
+                control_path,
+                sfs.root,
+            ]
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = _Lines(events)
     out = {"requested": count, "grant": grant[0], "samples": []}
     try:
@@ -88,10 +100,14 @@ def revocation(ctx, sfs, count):
                 continue  # the reader never saw EPERM and is still reading
             if ev[0] != "DENIED":
                 raise PhaseError(f"reader said {ev}")
-            out["samples"].append({"after_return_ms": (int(ev[1]) - t_return) / 1e6,
-                                   "after_start_ms": (int(ev[1]) - t_start) / 1e6,
-                                   "revoke_cli_ms": (t_return - t_start) / 1e6,
-                                   "errno": int(ev[2])})
+            out["samples"].append(
+                {
+                    "after_return_ms": (int(ev[1]) - t_return) / 1e6,
+                    "after_start_ms": (int(ev[1]) - t_start) / 1e6,
+                    "revoke_cli_ms": (t_return - t_start) / 1e6,
+                    "errno": int(ev[2]),
+                }
+            )
             os.write(control, b"RESTORED\n")
             ev = lines.next(10.0)
             if not ev or ev[0] != "READY":
@@ -121,8 +137,7 @@ def _summarise_revocation(out):
     for key in ("after_return_ms", "after_start_ms", "revoke_cli_ms"):
         vals = [s[key] for s in ok]
         if vals:
-            out[key] = {"p50": percentile(vals, 50), "p99": percentile(vals, 99),
-                        "min": min(vals), "max": max(vals)}
+            out[key] = {"p50": percentile(vals, 50), "p99": percentile(vals, 99), "min": min(vals), "max": max(vals)}
 
 
 def _cli(sfs, *args):
@@ -141,8 +156,12 @@ def sample(pid):
             for line in f:
                 key, _, value = line.partition(":")
                 status[key] = value.split()
-        return {"alive": True, "rss_kib": int(status["VmRSS"][0]),
-                "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": int(status["Threads"][0])}
+        return {
+            "alive": True,
+            "rss_kib": int(status["VmRSS"][0]),
+            "fds": len(os.listdir(f"/proc/{pid}/fd")),
+            "threads": int(status["Threads"][0]),
+        }
     except (OSError, KeyError):
         return {"alive": False}
 
@@ -165,7 +184,7 @@ def memory(ctx, sfs, nfiles):
     pid = sfs.daemon_pid()
     out = {"files": nfiles, "daemon_pid": pid}
     if not pid:
-        out["error"] = "`scopefs status --json` gave no [\"daemon\"][\"pid\"]"
+        out["error"] = '`scopefs status --json` gave no ["daemon"]["pid"]'
         return out
     per_dir = 1000
     os.makedirs(os.path.join(ctx.workdir, "walk"))
@@ -184,9 +203,13 @@ def memory(ctx, sfs, nfiles):
     watcher.start()
     try:
         open(ctx.resfile, "w").close()
-        r = subprocess.run(sfs.wrap([sys.executable, "-c", WALK_PY, os.path.join(sfs.root, "walk"),
-                                     ctx.resfile]),
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
+        r = subprocess.run(
+            sfs.wrap([sys.executable, "-c", WALK_PY, os.path.join(sfs.root, "walk"), ctx.resfile]),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         with open(ctx.resfile) as f:
             res = [ln.split() for ln in f if ln.startswith("RESULT ")]
         if r.returncode != 0 or not res:
@@ -202,7 +225,7 @@ def memory(ctx, sfs, nfiles):
     out["during_peak"] = peak
     out["after"] = sample(pid)
     ctx.drop_caches()  # the kernel forgets the walked inodes
-    time.sleep(3)      # the daemon trims its memory within a second or two of that
+    time.sleep(3)  # the daemon trims its memory within a second or two of that
     out["after_forget"] = sample(pid)
     ctx.clean("walk")
     sfs.unmount()
@@ -222,8 +245,7 @@ def policy_bench(scopefs_bin):
         return None
     out = {"binary": binary}
     try:
-        r = subprocess.run([binary], capture_output=True, text=True, timeout=300,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run([binary], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         out["error"] = "timed out after 300 s"
         return out

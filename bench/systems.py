@@ -159,7 +159,11 @@ class PassthroughLL(System):
         with open(self.logfile, "w") as logf:
             self.proc = subprocess.Popen(
                 [self.ctx.passthrough_ll, "-f", "-o", "source=" + self.ctx.backing, self.mnt],
-                stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, **DAEMON_SESSION)
+                stdout=logf,
+                stderr=logf,
+                stdin=subprocess.DEVNULL,
+                **DAEMON_SESSION,
+            )
         if not wait_until(lambda: is_mounted(self.mnt) or self.proc.poll() is not None, 20):
             raise SetupError("passthrough_ll did not mount within 20 s")
         if not is_mounted(self.mnt):
@@ -187,21 +191,23 @@ class DocumentPortal(System):
     def setup(self):
         for need in (PORTAL_BIN, shutil.which("dbus-daemon")):
             if not need or not os.path.exists(need):
-                raise Skip(f"{need or 'dbus-daemon'} is not installed "
-                           "(apt packages xdg-desktop-portal, dbus-daemon)")
+                raise Skip(f"{need or 'dbus-daemon'} is not installed (apt packages xdg-desktop-portal, dbus-daemon)")
         base = os.path.join(self.ctx.tmp, "portal")
         self.runtime = os.path.join(base, "runtime")
         os.makedirs(self.runtime, mode=0o700)
         self.env = dict(os.environ)
-        for var, sub in (("XDG_RUNTIME_DIR", "runtime"), ("XDG_DATA_HOME", "data"),
-                         ("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")):
+        for var, sub in (
+            ("XDG_RUNTIME_DIR", "runtime"),
+            ("XDG_DATA_HOME", "data"),
+            ("XDG_CONFIG_HOME", "config"),
+            ("XDG_CACHE_HOME", "cache"),
+        ):
             self.env[var] = os.path.join(base, sub)
             os.makedirs(self.env[var], mode=0o700, exist_ok=True)
         self._start_bus(base)
         self._start_portal(base)
         try:
-            docid = dbus_wire.add_folder_document(self.address,
-                                                  os.path.join(self.ctx.backing, WORKDIR))
+            docid = dbus_wire.add_folder_document(self.address, os.path.join(self.ctx.backing, WORKDIR))
         except (OSError, dbus_wire.DBusError) as e:
             raise Skip(f"adding the folder document failed: {e}")
         self.root = os.path.join(self.doc, docid, WORKDIR)
@@ -211,9 +217,19 @@ class DocumentPortal(System):
     def _start_bus(self, base):
         # A private session bus in the foreground of our own child process.
         self.bus = subprocess.Popen(
-            ["dbus-daemon", "--session", "--nofork", "--print-address=1",
-             "--address=unix:path=" + os.path.join(base, "bus")],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True, **DAEMON_SESSION)
+            [
+                "dbus-daemon",
+                "--session",
+                "--nofork",
+                "--print-address=1",
+                "--address=unix:path=" + os.path.join(base, "bus"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=self.env,
+            text=True,
+            **DAEMON_SESSION,
+        )
         self.address = self.bus.stdout.readline().strip()
         if not self.address:
             raise Skip("dbus-daemon --session did not start")
@@ -223,13 +239,19 @@ class DocumentPortal(System):
         self.doc = os.path.join(self.runtime, "doc")
         self.logfile = os.path.join(base, "portal.log")
         with open(self.logfile, "w") as logf:
-            self.proc = subprocess.Popen([PORTAL_BIN, "--replace"], env=self.env,
-                                         stdout=logf, stderr=logf, stdin=subprocess.DEVNULL,
-                                         **DAEMON_SESSION)
+            self.proc = subprocess.Popen(
+                [PORTAL_BIN, "--replace"],
+                env=self.env,
+                stdout=logf,
+                stderr=logf,
+                stdin=subprocess.DEVNULL,
+                **DAEMON_SESSION,
+            )
         ok = wait_until(lambda: is_mounted(self.doc) or self.proc.poll() is not None, 20)
         if not ok or not is_mounted(self.doc):
-            raise Skip("xdg-document-portal did not mount $XDG_RUNTIME_DIR/doc: "
-                       + (_tail(self.logfile) or "no output"))
+            raise Skip(
+                "xdg-document-portal did not mount $XDG_RUNTIME_DIR/doc: " + (_tail(self.logfile) or "no output")
+            )
 
     def teardown(self):
         if hasattr(self, "doc"):
@@ -241,10 +263,14 @@ class DocumentPortal(System):
         return [self.proc.pid, self.bus.pid]
 
     def info(self):
-        r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "xdg-desktop-portal"],
-                           capture_output=True, text=True)
-        return {"version": r.stdout.strip(), "binary": PORTAL_BIN,
-                "documents": "one folder document (AddFull with the DIRECTORY flag) for BACKING/work"}
+        r = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", "xdg-desktop-portal"], capture_output=True, text=True
+        )
+        return {
+            "version": r.stdout.strip(),
+            "binary": PORTAL_BIN,
+            "documents": "one folder document (AddFull with the DIRECTORY flag) for BACKING/work",
+        }
 
 
 class ScopeFS(System):
@@ -255,11 +281,11 @@ class ScopeFS(System):
         return [self.ctx.scopefs, "--state", self.state, *args]
 
     def run_cli(self, *args, timeout=60):
-        r = subprocess.run(self.cli(*args), capture_output=True, text=True, timeout=timeout,
-                           env=self.env, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            self.cli(*args), capture_output=True, text=True, timeout=timeout, env=self.env, stdin=subprocess.DEVNULL
+        )
         if r.returncode != 0:
-            raise SetupError(f"scopefs {' '.join(args)} exited {r.returncode}: "
-                             f"{(r.stderr or r.stdout).strip()[-500:]}")
+            raise SetupError(f"scopefs {' '.join(args)} exited {r.returncode}: {(r.stderr or r.stdout).strip()[-500:]}")
         return r.stdout
 
     def setup(self):
@@ -307,8 +333,7 @@ class ScopeFS(System):
 
     def daemon_pid(self):
         """The daemon's pid from `scopefs status --json`, or None."""
-        r = subprocess.run(self.cli("status", "--json"), capture_output=True, text=True,
-                           env=self.env, timeout=30)
+        r = subprocess.run(self.cli("status", "--json"), capture_output=True, text=True, env=self.env, timeout=30)
         try:
             return int(json.loads(r.stdout)["daemon"]["pid"])
         except (ValueError, KeyError, TypeError):
@@ -319,8 +344,7 @@ class ScopeFS(System):
         if not getattr(self, "mounted", False) and not is_mounted(getattr(self, "mnt", "/-")):
             return
         try:
-            subprocess.run(self.cli("unmount", self.mnt), capture_output=True, env=self.env,
-                           timeout=60)
+            subprocess.run(self.cli("unmount", self.mnt), capture_output=True, env=self.env, timeout=60)
         except subprocess.TimeoutExpired:
             log("bench: scopefs unmount timed out")
         fusermount_u(self.mnt)
@@ -343,16 +367,23 @@ class ScopeFS(System):
         r = subprocess.run([self.ctx.scopefs, "--version"], capture_output=True, text=True)
         options = getattr(self, "options", self.VIEW)
         run = f"scopefs run --app bench.app {' '.join(options)}{' ' if options else ''}-- " + (
-            "scopefs scope exec WORKDIR -- CMD" if getattr(self, "has_scope", False)
-            else "CMD (no `scopefs scope` subcommand yet, so no scope exec)")
-        return {"binary": self.ctx.scopefs, "version": r.stdout.strip(),
-                "mode": "strict (default)", "workloads run as": run,
-                "mount": "scopefs mount " + " ".join(self.ctx.mount_args + ["MNT"])}
+            "scopefs scope exec WORKDIR -- CMD"
+            if getattr(self, "has_scope", False)
+            else "CMD (no `scopefs scope` subcommand yet, so no scope exec)"
+        )
+        return {
+            "binary": self.ctx.scopefs,
+            "version": r.stdout.strip(),
+            "mode": "strict (default)",
+            "workloads run as": run,
+            "mount": "scopefs mount " + " ".join(self.ctx.mount_args + ["MNT"]),
+        }
 
 
 class ScopeFSShared(ScopeFS):
     """ScopeFS as users without CAP_SYS_ADMIN run it: the app uses the
     shared mount, where MOUNT/<app> is looked up on every path walk."""
+
     name, label = "scopefs-shared", "ScopeFS (strict, shared view)"
     VIEW = ["--shared-view"]
 

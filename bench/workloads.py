@@ -24,23 +24,45 @@ from systems import WORKDIR
 
 @dataclass
 class Sizes:
-    files: int        # create/stat/list/unlink
-    small: int        # ls -lR and cat of files of 4 KiB
-    big_mib: int      # sequential write/read
-    rand: int         # random 4 KiB reads
-    tree: int         # files in the untar tree
-    revokes: int      # revocation latency samples
-    walk: int         # files walked for the memory test
+    files: int  # create/stat/list/unlink
+    small: int  # ls -lR and cat of files of 4 KiB
+    big_mib: int  # sequential write/read
+    rand: int  # random 4 KiB reads
+    tree: int  # files in the untar tree
+    revokes: int  # revocation latency samples
+    walk: int  # files walked for the memory test
     reps: int
-    find_files: int = 1_000          # find walk (dev_workloads)
-    c_files: int = 10                # C files built by make
-    repo_usr_include: bool = False   # the git repository holds a copy of /usr/include too
+    find_files: int = 1_000  # find walk (dev_workloads)
+    c_files: int = 10  # C files built by make
+    repo_usr_include: bool = False  # the git repository holds a copy of /usr/include too
 
 
-FULL = Sizes(files=10_000, small=2_000, big_mib=512, rand=20_000, tree=3_000,
-             revokes=100, walk=200_000, reps=5, find_files=50_000, c_files=30, repo_usr_include=True)
-QUICK = Sizes(files=2_000, small=500, big_mib=64, rand=4_000, tree=600,
-              revokes=20, walk=20_000, reps=1, find_files=5_000, c_files=10, repo_usr_include=False)
+FULL = Sizes(
+    files=10_000,
+    small=2_000,
+    big_mib=512,
+    rand=20_000,
+    tree=3_000,
+    revokes=100,
+    walk=200_000,
+    reps=5,
+    find_files=50_000,
+    c_files=30,
+    repo_usr_include=True,
+)
+QUICK = Sizes(
+    files=2_000,
+    small=500,
+    big_mib=64,
+    rand=4_000,
+    tree=600,
+    revokes=20,
+    walk=20_000,
+    reps=1,
+    find_files=5_000,
+    c_files=10,
+    repo_usr_include=False,
+)
 
 
 # Each phase's timed part starts this long after the previous phase ended:
@@ -111,12 +133,12 @@ class Context:
         self.drop_method = None
         self.last_end = {}  # system name -> when its last phase ended (monotonic)
         self.daemon_pids = []  # every started system's daemon processes (settle)
-        self.settled = 0.0     # seconds spent waiting for them to go idle
+        self.settled = 0.0  # seconds spent waiting for them to go idle
         self.phase_seconds = 0.0  # wall time of the timed phases' processes
-        self.phase_steal = 0.0    # CPU seconds stolen by the hypervisor meanwhile
-        self.mount_args = []      # extra arguments for `scopefs mount` (--scopefs-mount-args)
-        self.templates = None     # dev_workloads' source trees, made on first use
-        self.repo_files = 0       # files in the git workload's repository
+        self.phase_steal = 0.0  # CPU seconds stolen by the hypervisor meanwhile
+        self.mount_args = []  # extra arguments for `scopefs mount` (--scopefs-mount-args)
+        self.templates = None  # dev_workloads' source trees, made on first use
+        self.repo_files = 0  # files in the git workload's repository
 
     def phase(self, system, argv, timeout=600, fresh_cache=True, gap=CACHE_GAP):
         """Runs one fsops phase through SYSTEM; returns its seconds.
@@ -136,8 +158,14 @@ class Context:
         cmd = system.wrap([self.fsops, "-o", self.resfile, "-s", f"{start:.6f}", *map(str, argv)])
         steal_before, began = cpu_steal_seconds(), time.monotonic()
         try:
-            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, timeout=timeout)
+            r = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             raise PhaseError(f"{argv[0]} timed out after {timeout} s")
         self.last_end[system.name] = time.monotonic()
@@ -150,8 +178,10 @@ class Context:
             raise PhaseError(f"{argv[0]} exited {r.returncode}: {err[-1] if err else 'no output'}")
         late = float(lines[-1][4]) if len(lines[-1]) > 4 else 0.0
         if late > 0.05:
-            log(f"bench: {system.name} {argv[0]} started {late:.2f} s after its start time "
-                "(its wrapper took longer than the allowance)")
+            log(
+                f"bench: {system.name} {argv[0]} started {late:.2f} s after its start time "
+                "(its wrapper took longer than the allowance)"
+            )
         return float(lines[-1][2])
 
     def drop_caches(self):
@@ -168,8 +198,9 @@ class Context:
     def native_create(self, rel, n, size):
         """Creates N files directly in the backing directory (set-up, untimed)."""
         path = os.path.join(self.workdir, rel)
-        subprocess.run([self.fsops, "-o", "/dev/null", "create", path, str(n), str(size)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [self.fsops, "-o", "/dev/null", "create", path, str(n), str(size)], check=True, stdout=subprocess.DEVNULL
+        )
 
     def clean(self, rel):
         """Removes a workload's leftovers from the backing directory (not a mount)."""
@@ -224,12 +255,32 @@ def source_tree(ctx, system, tag):
 
 # (group function, [(key, label template)]) in run and report order
 GROUPS = [
-    (many_files, [("create", "create {files:,} files"), ("stat", "stat {files:,} files"),
-                  ("list", "list a {files:,}-entry folder"), ("unlink", "unlink {files:,} files")]),
-    (small_files, [("ls-lR", "ls -lR of {small:,} files"), ("ls-lR-expired", "the same ls -lR after 2 s"),
-                   ("cat", "cat {small:,} files of 4 KiB")]),
-    (big_file, [("write", "write {big_mib} MiB (1 MiB blocks)"), ("read-cold", "read {big_mib} MiB cold"),
-                ("read-warm", "read {big_mib} MiB warm"), ("randread", "{rand:,} random 4 KiB reads")]),
+    (
+        many_files,
+        [
+            ("create", "create {files:,} files"),
+            ("stat", "stat {files:,} files"),
+            ("list", "list a {files:,}-entry folder"),
+            ("unlink", "unlink {files:,} files"),
+        ],
+    ),
+    (
+        small_files,
+        [
+            ("ls-lR", "ls -lR of {small:,} files"),
+            ("ls-lR-expired", "the same ls -lR after 2 s"),
+            ("cat", "cat {small:,} files of 4 KiB"),
+        ],
+    ),
+    (
+        big_file,
+        [
+            ("write", "write {big_mib} MiB (1 MiB blocks)"),
+            ("read-cold", "read {big_mib} MiB cold"),
+            ("read-warm", "read {big_mib} MiB warm"),
+            ("randread", "{rand:,} random 4 KiB reads"),
+        ],
+    ),
     (source_tree, [("untar", "untar a {tree:,}-file tree"), ("rm-rf", "rm -rf the {tree:,}-file tree")]),
 ] + dev_workloads.GROUPS
 
@@ -246,10 +297,12 @@ def make_tarball(path, nfiles, seed=20240601):
     blob = rng.randbytes(64 * 1024)
     per_dir = max(1, nfiles // 100)
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
+
         def add_dir(name):
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
             tar.addfile(info)
+
         add_dir("tree")
         count = 0
         for top in range(10):
@@ -261,10 +314,10 @@ def make_tarball(path, nfiles, seed=20240601):
                         break
                     size = int(2 ** rng.uniform(6, 15))
                     off = rng.randrange(len(blob) - size)
-                    info = tarfile.TarInfo(f"tree/pkg{top:02d}/mod{sub:02d}/file{i:03d}."
-                                           + rng.choice(("c", "h", "txt")))
+                    info = tarfile.TarInfo(
+                        f"tree/pkg{top:02d}/mod{sub:02d}/file{i:03d}." + rng.choice(("c", "h", "txt"))
+                    )
                     info.size, info.mode, info.mtime = size, 0o644, 1_700_000_000
-                    tar.addfile(info, io.BytesIO(blob[off:off + size]))
+                    tar.addfile(info, io.BytesIO(blob[off : off + size]))
                     count += 1
     return count
-

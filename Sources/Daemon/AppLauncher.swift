@@ -31,13 +31,15 @@ public enum AppLauncher {
         let response = try ControlClient.send(ControlRequest(op: .register, app: app), state: state)
         guard response.ok, let mountpoint = response.mountpoint else {
             throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "registration failed")
+                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                response.message ?? "registration failed")
         }
         let watch = response.daemon.flatMap { MountLossWatch(daemon: $0) }
         let loss = MountLoss(watch: watch, app: app, mountpoint: mountpoint, keep: keepOnMountLoss)
         switch confinement {
         case .sandbox(let shareNetwork, let exposed):
-            let sandbox = Sandbox(app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed)
+            let sandbox = Sandbox(
+                app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed)
             return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
         case .none(let view):
             var environment = HostEnvironment.current

@@ -15,7 +15,8 @@ public enum ControlClient {
         } catch {
             throw ScopeFSError(
                 .noDaemon,
-                "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`")
+                "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`"
+            )
         }
         defer { socket.close() }
         // Paths travel with host bytes as `\udcXX` both ways (SPEC S33a, `HostJSON`).
@@ -33,14 +34,13 @@ public enum ControlClient {
     /// `containerPaths` name what changed in `app`'s container behind the mount.
     public static func notifyChange(
         state: StateDirectory, app: String? = nil, containerPaths: [String]? = nil, imported: [String]? = nil
-    ) throws(ScopeFSError)
-    {
+    ) throws(ScopeFSError) {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return }
         let response: ControlResponse
         do {
             response = try send(
                 ControlRequest(op: .reload, app: app, containerPaths: containerPaths, imported: imported), state: state)
-        } catch where error.kind == .noDaemon {
+        } catch  where error.kind == .noDaemon {
             return  // a socket left by a crashed daemon; the next mount reads the database anyway
         }
         if !response.ok {
@@ -56,7 +56,8 @@ public enum ControlClient {
     {
         let response = try send(ControlRequest(op: .revoke, app: app, grant: grant), state: state)
         guard response.ok else {
-            throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "revoke failed")
+            throw ScopeFSError(
+                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "revoke failed")
         }
         return (response.revoked ?? [], response.message)
     }
@@ -70,14 +71,16 @@ public enum ControlClient {
         let response: ControlResponse
         do {
             response = try send(ControlRequest(op: .restore, app: app, grant: grant), state: state)
-        } catch where error.kind == .noDaemon {
+        } catch  where error.kind == .noDaemon {
             return nil
         }
         guard response.ok else {
             if response.code == ScopeFSError.Kind.usage.rawValue, response.message == ControlResponse.malformedRequest {
                 return nil
             }
-            throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "restore failed")
+            throw ScopeFSError(
+                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "restore failed"
+            )
         }
         return response.restored ?? []
     }
@@ -86,7 +89,7 @@ public enum ControlClient {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         do {
             return try send(ControlRequest(op: .status), state: state).status
-        } catch where error.kind == .noDaemon {
+        } catch  where error.kind == .noDaemon {
             return nil
         }
     }

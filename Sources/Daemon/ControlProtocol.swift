@@ -103,7 +103,8 @@ public struct ControlRequest: Codable, Sendable {
     public var faultID: Int?
 
     public init(
-        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil, grant: GrantID? = nil,
+        op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil,
+        grant: GrantID? = nil,
         imported: [String]? = nil
     ) {
         self.imported = imported

@@ -85,7 +85,9 @@ final class ControlServer: Sendable {
     private func withAppSlot(_ client: UnixSocket, _ body: () -> Void) {
         defer { appConnections.subtract(1, ordering: .relaxed) }
         guard appConnections.add(1, ordering: .relaxed).newValue <= Self.appConnectionLimit else {
-            respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
+            respond(
+                client,
+                .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
             return
         }
         body()
@@ -100,14 +102,19 @@ final class ControlServer: Sendable {
             return true
         }
         guard admitted else {
-            respond(client, .failure(ScopeFSError.Kind.timedOut.rawValue, "this app has \(Self.perAppConnectionLimit) requests in progress; try again"))
+            respond(
+                client,
+                .failure(
+                    ScopeFSError.Kind.timedOut.rawValue,
+                    "this app has \(Self.perAppConnectionLimit) requests in progress; try again"))
             return
         }
         defer { connectionsByApp.withLock { $0[app] = $0[app, default: 1] > 1 ? $0[app]! - 1 : nil } }
         body()
     }
 
-    private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ peerApp: AppID?) -> ControlResponse {
+    private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ peerApp: AppID?) -> ControlResponse
+    {
         let response: ControlResponse
         if let peer, peer.uid == 0 || peer.uid == ownerUID {
             // Paths arrive with host bytes as `\udcXX` (SPEC S33a, `HostJSON`).

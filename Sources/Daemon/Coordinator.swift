@@ -107,12 +107,14 @@ final class Coordinator: Sendable {
                 return (id, blockers)
             }
             if let granted {
-                return blockers.isEmpty ? .granted(granted) : .overridden(granted, holders: Array(Set(blockers.map(\.app))).sorted())
+                return blockers.isEmpty
+                    ? .granted(granted) : .overridden(granted, holders: Array(Set(blockers.map(\.app))).sorted())
             }
             if timedOut { return .timedOut }
             // Ask each holder once: "save your changes and let go".
             for blocker in blockers where asked.insert(blocker.id).inserted && !blocker.app.isEmpty {
-                notices.post(DocumentNotice(kind: .relinquish, app: blocker.app, grant: 0, provider: "", path: blocker.path))
+                notices.post(
+                    DocumentNotice(kind: .relinquish, app: blocker.app, grant: 0, provider: "", path: blocker.path))
             }
             _ = changed.wait(until: min(deadline, Date().addingTimeInterval(Self.recheck)))
         }
@@ -167,13 +169,17 @@ enum CoordinationHandling {
         appRoot: String
     ) -> ControlResponse {
         if request.op == .release {
-            guard let claim = request.claim else { return .failure(ScopeFSError.Kind.usage.rawValue, "release needs a claim") }
+            guard let claim = request.claim else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "release needs a claim")
+            }
             guard coordinator.release(claim, pid: pid) else {
                 return .failure(ScopeFSError.Kind.unknown.rawValue, "this process holds no claim \(claim)")
             }
             return ControlResponse(ok: true)
         }
-        guard let raw = request.path, let intentName = request.intent, let intent = Coordinator.Intent(rawValue: intentName) else {
+        guard let raw = request.path, let intentName = request.intent,
+            let intent = Coordinator.Intent(rawValue: intentName)
+        else {
             return .failure(ScopeFSError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
         }
         let inApp = raw.hasPrefix(appRoot + "/") ? String(raw.dropFirst(appRoot.count + 1)) : raw
@@ -187,7 +193,8 @@ enum CoordinationHandling {
             response.claim = claim
             return response
         case .timedOut:
-            return .failure(ScopeFSError.Kind.timedOut.rawValue, "\(raw) is claimed by another app; gave up after \(Int(wait)) s")
+            return .failure(
+                ScopeFSError.Kind.timedOut.rawValue, "\(raw) is claimed by another app; gave up after \(Int(wait)) s")
         case .tooMany:
             return .failure(ScopeFSError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
         case .overridden:
@@ -218,17 +225,21 @@ enum CoordinationHandling {
         }
         var keyed: [(key: String, item: TransferItem)] = []
         for item in items {
-            guard let key = Coordinator.key(item) else { return .failure(ScopeFSError.Kind.usage.rawValue, "bad item \(item.path)") }
+            guard let key = Coordinator.key(item) else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "bad item \(item.path)")
+            }
             keyed.append((key, item))
         }
         let deadline = Date().addingTimeInterval(min(max(request.waitSeconds ?? 10, 0), longestTransferWait))
         var claims: [UInt64] = []
         var overridden: Set<AppID> = []
         for (key, item) in keyed.sorted(by: { $0.key < $1.key }) {
-            let inApp = item.provider.map { MountLayout.providerPath(provider: $0, path: item.path) }
+            let inApp =
+                item.provider.map { MountLayout.providerPath(provider: $0, path: item.path) }
                 ?? MountLayout.containerPath(item.path)
             switch coordinator.claim(
-                key, .write, pid: pid, app: "", path: inApp, timeout: max(deadline.timeIntervalSinceNow, 0), force: true,
+                key, .write, pid: pid, app: "", path: inApp, timeout: max(deadline.timeIntervalSinceNow, 0),
+                force: true,
                 lease: Coordinator.ownerLease)
             {
             case .granted(let claim): claims.append(claim)
@@ -243,7 +254,8 @@ enum CoordinationHandling {
         var response = ControlResponse(ok: true)
         response.claims = claims
         if !overridden.isEmpty {
-            response.message = "went ahead although \(overridden.sorted().joined(separator: ", ")) still held a claim on it"
+            response.message =
+                "went ahead although \(overridden.sorted().joined(separator: ", ")) still held a claim on it"
         }
         return response
     }

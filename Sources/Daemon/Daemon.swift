@@ -70,7 +70,8 @@ public enum Daemon {
         let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
         let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
         let scopes = ScopeRegistry(
-            mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder)
+            mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder
+        )
         tracker.onExit { process in scopes.processExited(pid: process.key.pid) }
         tracker.onExit { process in
             // A run's launcher ends last, but the sandbox's other processes
@@ -79,7 +80,8 @@ public enum Daemon {
             DispatchQueue.global().asyncAfter(deadline: .now() + 1) { tracker.removeFinishedRuns() }
         }
         let inbox = InboxKeeper(state: state, days: options.inboxDays)
-        let documents = try DocumentBridge(state: state, repository: repository, inbox: inbox, events: recorder, logger: logger)
+        let documents = try DocumentBridge(
+            state: state, repository: repository, inbox: inbox, events: recorder, logger: logger)
         let hostChanges = try HostChanges.open(options.hostChanges, probe: state.containersPath, logger: logger)
         let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
         let configuration = MountConfiguration(
@@ -107,7 +109,8 @@ public enum Daemon {
             session = try FuseSession(fileSystem: fileSystem, options: mountOptions)
             try session.mount(at: mountpoint)
         } catch {
-            throw ScopeFSError(.cannotMount, "cannot mount at \(mountpoint): \(error) (is /dev/fuse available and fuse3 installed?)")
+            throw ScopeFSError(
+                .cannotMount, "cannot mount at \(mountpoint): \(error) (is /dev/fuse available and fuse3 installed?)")
         }
 
         let reloader = PolicyReloader(
@@ -129,9 +132,14 @@ public enum Daemon {
             exits.async {
                 var removed = inbox.processExited(process.key)
                 removed.merge(inbox.removeExpired(apps: Array(fileSystem.snapshot.apps.keys))) { $0 + $1 }
-                for (app, paths) in removed { reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths)) }
-                if lastOfApp { endSessionGrants(of: process.app, state: state, repository: repository, reloader: reloader,
-                                                fileSystem: fileSystem, logger: logger) }
+                for (app, paths) in removed {
+                    reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths))
+                }
+                if lastOfApp {
+                    endSessionGrants(
+                        of: process.app, state: state, repository: repository, reloader: reloader,
+                        fileSystem: fileSystem, logger: logger)
+                }
             }
         }
         _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
@@ -148,7 +156,8 @@ public enum Daemon {
                         appOf: { tracker.app(of: $0) }
                     ) { request, peer, peerApp in
                         Self.handle(
-                            request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes, reloader: reloader,
+                            request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes,
+                            reloader: reloader,
                             inbox: inbox,
                             documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
                             picks: picks, coordinator: coordinator, channel: channel)
@@ -172,7 +181,8 @@ public enum Daemon {
         if let device = MountPoint.device(at: mountpoint) {
             Thread.detachNewThread {
                 MountWatcher.run(device: device, until: { stopping.load(ordering: .relaxed) }) {
-                    logger.info("\(mountpoint) was unmounted while app views still held the mount; ending the connection")
+                    logger.info(
+                        "\(mountpoint) was unmounted while app views still held the mount; ending the connection")
                     session.stop()
                 }
             }
@@ -238,12 +248,14 @@ public enum Daemon {
             if endpoint == .app {
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
-                    "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)")
+                    "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)"
+                )
             }
             if let app = peerApp {
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
-                    "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)")
+                    "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)"
+                )
             }
         }
         switch request.op {
@@ -266,7 +278,9 @@ public enum Daemon {
                 return .failure(error.exitCode, error.message)
             }
         case .revoke:
-            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "revoke needs an app") }
+            guard let app = request.app else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "revoke needs an app")
+            }
             do {
                 let (revoked, held) = try reloader.revoke(app: app, grant: request.grant)
                 var response = ControlResponse(ok: true)
@@ -277,7 +291,9 @@ public enum Daemon {
                 return .failure(error.exitCode, error.message)
             }
         case .restore:
-            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "restore needs an app") }
+            guard let app = request.app else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "restore needs an app")
+            }
             do {
                 var response = ControlResponse(ok: true)
                 response.restored = try reloader.restore(app: app, grant: request.grant, requester: peer.pid)
@@ -286,7 +302,9 @@ public enum Daemon {
                 return .failure(error.exitCode, error.message)
             }
         case .register:
-            guard let app = request.app else { return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app") }
+            guard let app = request.app else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app")
+            }
             guard fileSystem.snapshot.apps[app] != nil else {
                 return .failure(ScopeFSError.Kind.unknown.rawValue, ScopeFSError.unknownApp(app).message)
             }
@@ -298,16 +316,20 @@ public enum Daemon {
             case .failure(.alreadyApp(let existing)):
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
-                    "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)")
+                    "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)"
+                )
             case .failure(.gone):
                 return .failure(ScopeFSError.Kind.refused.rawValue, "the registering process is gone")
             case .failure(.noCgroup):
                 return .failure(
                     ScopeFSError.Kind.ioError.rawValue,
-                    "cannot make or join a cgroup for this run (\(tracker.attribution)): \(String(cString: strerror(errno)))")
+                    "cannot make or join a cgroup for this run (\(tracker.attribution)): \(String(cString: strerror(errno)))"
+                )
             }
         case .resolve:
-            guard let token = request.bookmark else { return .failure(ScopeFSError.Kind.usage.rawValue, "resolve needs a bookmark") }
+            guard let token = request.bookmark else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "resolve needs a bookmark")
+            }
             guard let app = peerApp else {
                 return .failure(
                     ScopeFSError.Kind.refused.rawValue,
@@ -341,7 +363,8 @@ public enum Daemon {
             return ControlResponse(ok: true)
         case .coordinate, .release:
             guard let app = peerApp else {
-                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
+                return .failure(
+                    ScopeFSError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
             }
             return CoordinationHandling.handle(
                 request, app: app, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
@@ -370,9 +393,11 @@ public enum Daemon {
             }
             let status = DaemonStatus(
                 pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
-                openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue, scopeBudget: options.scopeBudget,
+                openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue,
+                scopeBudget: options.scopeBudget,
                 followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
-                policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure, inodes: fileSystem.inodeCount,
+                policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure,
+                inodes: fileSystem.inodeCount,
                 processes: processes, stranded: strandedStatus(tracker),
                 faults: fileSystem.faults.rules, hostChanges: channel.name, cacheTimeout: channel.cacheTimeout)
             return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
@@ -385,7 +410,8 @@ public enum Daemon {
         let now = Date().timeIntervalSince1970
         for (record, pids) in tracker.stranded?.processes ?? [] {
             logger.warning(
-                "\(pids.count) process(es) of \(record.app) still run on the dead mount of daemon \(record.daemon) at \(record.mountpoint): \(pids)")
+                "\(pids.count) process(es) of \(record.app) still run on the dead mount of daemon \(record.daemon) at \(record.mountpoint): \(pids)"
+            )
             for pid in pids {
                 recorder.record(
                     Event(
@@ -399,7 +425,8 @@ public enum Daemon {
         (tracker.stranded?.processes ?? []).flatMap { record, pids in
             pids.map {
                 DaemonStatus.StrandedProcessStatus(
-                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint, state: "on a dead mount")
+                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint,
+                    state: "on a dead mount")
             }
         }
     }

@@ -17,7 +17,8 @@ public struct DaemonLock {
             let holder = DaemonInfo.read(from: state)
             throw ScopeFSError(
                 .cannotMount,
-                "a ScopeFS daemon already serves \(state.path)\(holder.map { " (pid \($0.pid), mounted at \($0.mountpoint))" } ?? ""); one state directory has one mount")
+                "a ScopeFS daemon already serves \(state.path)\(holder.map { " (pid \($0.pid), mounted at \($0.mountpoint))" } ?? ""); one state directory has one mount"
+            )
         }
     }
 
@@ -96,7 +97,8 @@ public enum Readiness {
             let kind = ScopeFSError.Kind(rawValue: code) ?? .internalError
             return .failed(ScopeFSError(kind, parts.count > 2 ? String(parts[2]) : "mount failed"))
         }
-        return Date() >= deadline ? .failed(ScopeFSError(.timedOut, "the daemon did not report readiness in \(timeoutSeconds) s")) : nil
+        return Date() >= deadline
+            ? .failed(ScopeFSError(.timedOut, "the daemon did not report readiness in \(timeoutSeconds) s")) : nil
     }
 }
 

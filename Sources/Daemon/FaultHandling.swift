@@ -13,10 +13,15 @@ enum FaultHandling {
     static func handle(_ request: ControlRequest, faults: FaultInjector) -> ControlResponse {
         switch request.op {
         case .faultAdd:
-            guard let rule = request.fault else { return .failure(ScopeFSError.Kind.usage.rawValue, "faultAdd needs a rule") }
-            if let problem = rule.problem { return .failure(ScopeFSError.Kind.usage.rawValue, "bad fault rule: \(problem)") }
+            guard let rule = request.fault else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "faultAdd needs a rule")
+            }
+            if let problem = rule.problem {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "bad fault rule: \(problem)")
+            }
             guard faults.rules.count < maximumRules else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "at most \(maximumRules) fault rules; clear some first")
+                return .failure(
+                    ScopeFSError.Kind.usage.rawValue, "at most \(maximumRules) fault rules; clear some first")
             }
             guard let added = faults.add(rule, seed: request.seed) else {
                 return .failure(ScopeFSError.Kind.usage.rawValue, "bad fault rule")

@@ -102,7 +102,8 @@ final class HostChanges: HostChangeWatch {
             if mode == .fanotify {
                 throw ScopeFSError(
                     .cannotMount,
-                    "cannot watch host changes with fanotify (\(reason)): it needs CAP_SYS_ADMIN and a file system with file handles; use --host-changes inotify or auto")
+                    "cannot watch host changes with fanotify (\(reason)): it needs CAP_SYS_ADMIN and a file system with file handles; use --host-changes inotify or auto"
+                )
             }
             logger.debug("fanotify unavailable (\(reason)): host changes come from inotify")
             return try openInotify(logger: logger)
@@ -112,7 +113,8 @@ final class HostChanges: HostChangeWatch {
     private static func openInotify(logger: Logger) throws(ScopeFSError) -> HostChanges {
         let descriptor = scopefs_inotify_init()
         guard descriptor >= 0 else {
-            throw ScopeFSError(.cannotMount, "cannot watch host changes with inotify: \(String(cString: strerror(errno)))")
+            throw ScopeFSError(
+                .cannotMount, "cannot watch host changes with inotify: \(String(cString: strerror(errno)))")
         }
         return HostChanges(kind: .inotify, descriptor: descriptor, logger: logger)
     }
@@ -140,7 +142,8 @@ final class HostChanges: HostChangeWatch {
             } else if !index.failuresLogged {
                 index.failuresLogged = true
                 logger.warning(
-                    "cannot watch a folder for host changes (\(String(cString: strerror(errno)))): its caches expire after 1 s; further failures are not logged")
+                    "cannot watch a folder for host changes (\(String(cString: strerror(errno)))): its caches expire after 1 s; further failures are not logged"
+                )
             }
             index.folders[folder] = entry
             return entry.watched
@@ -170,7 +173,8 @@ final class HostChanges: HostChangeWatch {
             let marked = scopefs_fanotify_mark_filesystem(descriptor, "/proc/self/fd/\(directory)") == 0
             if !marked {
                 logger.warning(
-                    "cannot watch host changes on file system \(folder.device) (\(String(cString: strerror(errno)))): its caches expire after 1 s")
+                    "cannot watch host changes on file system \(folder.device) (\(String(cString: strerror(errno)))): its caches expire after 1 s"
+                )
             }
             index.marked[folder.device] = marked
         }
@@ -204,7 +208,8 @@ final class HostChanges: HostChangeWatch {
             if overflowed {
                 let everything = fileSystem.invalidationOfEverything()
                 logger.warning(
-                    "the host-change queue overflowed (\(kind.rawValue)): events were lost, dropping every cached entry and attribute (\(everything.count) invalidations)")
+                    "the host-change queue overflowed (\(kind.rawValue)): events were lost, dropping every cached entry and attribute (\(everything.count) invalidations)"
+                )
                 session.invalidate(everything)
                 continue
             }
@@ -227,7 +232,8 @@ final class HostChanges: HostChangeWatch {
         var offset = 0
         var event = scopefs_host_event()
         while true {
-            let next = kind == .fanotify
+            let next =
+                kind == .fanotify
                 ? scopefs_fanotify_event(bytes.baseAddress, count, offset, &event)
                 : scopefs_inotify_event(bytes.baseAddress, count, offset, &event)
             guard next > 0 else { break }
@@ -277,7 +283,9 @@ final class HostChanges: HostChangeWatch {
             var parent: UInt64
             var name: String
         }
-        var inodes = Set<UInt64>(), attributes = Set<UInt64>(), entries = Set<EntryKey>()
+        var inodes = Set<UInt64>()
+        var attributes = Set<UInt64>()
+        var entries = Set<EntryKey>()
         var merged = CacheInvalidation()
         for part in parts {
             for inode in part.inodes where inodes.insert(inode).inserted { merged.inodes.append(inode) }

@@ -23,7 +23,8 @@ final class InboxKeeper: Sendable {
         /// A process learned from a fork event has start time 0 until read.
         func had(_ process: ProcessKey) -> Bool {
             witnesses.contains {
-                $0.pid == process.pid && ($0.startTime == process.startTime || $0.startTime == 0 || process.startTime == 0)
+                $0.pid == process.pid
+                    && ($0.startTime == process.startTime || $0.startTime == 0 || process.startTime == 0)
             }
         }
     }
@@ -91,7 +92,9 @@ final class InboxKeeper: Sendable {
         waiting.withLock { waiting in
             for copy in copies {
                 if let index = waiting.firstIndex(where: { $0.app == app && $0.path == copy }) {
-                    for process in processes where !waiting[index].had(process) { waiting[index].witnesses.append(process) }
+                    for process in processes where !waiting[index].had(process) {
+                        waiting[index].witnesses.append(process)
+                    }
                 } else {
                     waiting.append(Waiting(app: app, path: copy, witnesses: processes))
                 }

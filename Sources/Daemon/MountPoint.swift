@@ -17,7 +17,8 @@ public enum MountPoint {
                 try recoverDead(normalized)
                 return normalized
             }
-            throw ScopeFSError(.cannotMount, "mountpoint \(normalized) is not usable: \(String(cString: strerror(error)))")
+            throw ScopeFSError(
+                .cannotMount, "mountpoint \(normalized) is not usable: \(String(cString: strerror(error)))")
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
             throw ScopeFSError(.cannotMount, "mountpoint \(normalized) is not a directory")
@@ -28,7 +29,9 @@ public enum MountPoint {
             return normalized
         }
         if isMounted(normalized) {
-            throw ScopeFSError(.cannotMount, "\(normalized) is already a mountpoint; unmount it first (`scopefs unmount \(normalized)`)")
+            throw ScopeFSError(
+                .cannotMount,
+                "\(normalized) is already a mountpoint; unmount it first (`scopefs unmount \(normalized)`)")
         }
         return normalized
     }
@@ -42,7 +45,8 @@ public enum MountPoint {
     /// A daemon that was killed leaves its mount behind; detach it.
     private static func recoverDead(_ path: String) throws(ScopeFSError) {
         if umount2(path, Int32(MNT_DETACH)) != 0 && !runFusermount(["-u", "-z", path]) {
-            throw ScopeFSError(.cannotMount, "\(path) is a dead mount and could not be detached; run `fusermount3 -uz \(path)`")
+            throw ScopeFSError(
+                .cannotMount, "\(path) is a dead mount and could not be detached; run `fusermount3 -uz \(path)`")
         }
     }
 
@@ -84,9 +88,10 @@ public enum MountPoint {
             guard fields.count > 4 else { return nil }
             // The type is the field after the " - " separator (optional fields come before it).
             let rest = line.split(separator: space, omittingEmptySubsequences: false)
-            let type = rest.firstIndex { $0.elementsEqual([UInt8(ascii: "-")]) }.flatMap { index in
-                index + 1 < rest.count ? String(decoding: rest[index + 1], as: UTF8.self) : nil
-            } ?? ""
+            let type =
+                rest.firstIndex { $0.elementsEqual([UInt8(ascii: "-")]) }.flatMap { index in
+                    index + 1 < rest.count ? String(decoding: rest[index + 1], as: UTF8.self) : nil
+                } ?? ""
             return (String(hostBytes: unescape(fields[4])), String(decoding: fields[2], as: UTF8.self), type)
         }
     }

@@ -25,7 +25,8 @@ enum MountWatcher {
             // namespace's mount table; a poll reports each change once. The
             // timeout only lets `stop` be seen.
             var request = pollfd(fd: mountinfo, events: Int16(POLLPRI), revents: 0)
-            changed = poll(&request, 1, Tunables.mountWatchWaitMilliseconds) > 0 && request.revents & Int16(POLLPRI) != 0
+            changed =
+                poll(&request, 1, Tunables.mountWatchWaitMilliseconds) > 0 && request.revents & Int16(POLLPRI) != 0
         }
     }
 }

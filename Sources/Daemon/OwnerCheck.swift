@@ -27,7 +27,8 @@ public enum OwnerCheck {
     private static func refused(_ app: String?, _ action: String) -> ScopeFSError {
         ScopeFSError(
             .refused,
-            "refused: this is an app process\(app.map { " of \($0)" } ?? ""); only the owner, outside `scopefs run`, can \(action) (SPEC S5)")
+            "refused: this is an app process\(app.map { " of \($0)" } ?? ""); only the owner, outside `scopefs run`, can \(action) (SPEC S5)"
+        )
     }
 
     /// The app the daemon serving `state` takes this process for (nil for

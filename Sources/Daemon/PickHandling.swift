@@ -21,8 +21,12 @@ enum PickHandling {
                     ScopeFSError.Kind.refused.rawValue,
                     "only an app process can ask to pick documents; run it with `scopefs run --app APP`")
             }
-            guard let pick = request.pick else { return .failure(ScopeFSError.Kind.usage.rawValue, "pick needs a request") }
-            if let problem = pick.validated() { return .failure(ScopeFSError.Kind.usage.rawValue, "bad pick request: \(problem)") }
+            guard let pick = request.pick else {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "pick needs a request")
+            }
+            if let problem = pick.validated() {
+                return .failure(ScopeFSError.Kind.usage.rawValue, "bad pick request: \(problem)")
+            }
             let wait = min(max(request.waitSeconds ?? defaultPickWait, 0), longestPickWait)
             switch picks.submit(pick, app: app, pid: peer.pid, timeout: wait) {
             case .answered(let answer):
@@ -38,7 +42,8 @@ enum PickHandling {
                     ScopeFSError.Kind.noDaemon.rawValue,
                     "no picker agent is running for this mount; its owner starts one with `scopefs agent`")
             case .timedOut:
-                return .failure(ScopeFSError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
+                return .failure(
+                    ScopeFSError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
             case .tooMany:
                 return .failure(
                     ScopeFSError.Kind.timedOut.rawValue,
@@ -54,7 +59,8 @@ enum PickHandling {
                 return .failure(ScopeFSError.Kind.usage.rawValue, "agentAnswer needs pickID and answer")
             }
             guard picks.answer(id, by: UInt64(peer.pid), answer) else {
-                return .failure(ScopeFSError.Kind.unknown.rawValue, "no pick request \(id) waits for this agent (the app gave up?)")
+                return .failure(
+                    ScopeFSError.Kind.unknown.rawValue, "no pick request \(id) waits for this agent (the app gave up?)")
             }
             return ControlResponse(ok: true)
         default:

@@ -46,7 +46,9 @@ public struct PickRequest: Codable, Sendable, Equatable {
         if fields.contains(where: { $0.utf8.count > Self.maximumFieldLength }) {
             return "a content type, item or directory longer than \(Self.maximumFieldLength) bytes"
         }
-        if (mode == .export || mode == .move) && items.isEmpty { return "\(mode.rawValue) needs the container items to place" }
+        if (mode == .export || mode == .move) && items.isEmpty {
+            return "\(mode.rawValue) needs the container items to place"
+        }
         if (mode == .open || mode == .import) && !items.isEmpty { return "\(mode.rawValue) takes no items" }
         return nil
     }
@@ -122,7 +124,9 @@ public final class PickBroker: Sendable {
     public func submit(_ request: PickRequest, app: AppID, pid: Int32, timeout: Double) -> Outcome {
         guard agentPresent else { return .noAgent }
         let id: UInt64? = state.withLock { state in
-            guard state.queue.values.filter({ $0.pending.app == app }).count < Self.maximumPendingPerApp else { return nil }
+            guard state.queue.values.filter({ $0.pending.app == app }).count < Self.maximumPendingPerApp else {
+                return nil
+            }
             let id = state.nextID
             state.nextID += 1
             state.queue[id] = Waiting(pending: PendingPick(id: id, app: app, pid: pid, request: request))
@@ -167,8 +171,10 @@ public final class PickBroker: Sendable {
         while true {
             let taken: PendingPick? = state.withLock { state in
                 guard
-                    let id = state.queue.filter({ $0.value.takenBy == nil && (app == nil || $0.value.pending.app == app) })
-                        .keys.min()
+                    let id = state.queue.filter({
+                        $0.value.takenBy == nil && (app == nil || $0.value.pending.app == app)
+                    })
+                    .keys.min()
                 else { return nil }
                 state.queue[id]?.takenBy = agent
                 return state.queue[id]?.pending

@@ -54,8 +54,9 @@ final class PolicyReloader: Sendable {
         self.session = session
         self.events = events
         self.installed = Mutex(
-            Installed(generation: fileSystem.snapshot.generation, version: version,
-                      file: repository.database.identity, failure: nil))
+            Installed(
+                generation: fileSystem.snapshot.generation, version: version,
+                file: repository.database.identity, failure: nil))
         self.logger = logger
     }
 
@@ -77,14 +78,16 @@ final class PolicyReloader: Sendable {
             if file == nil || file != installed.file || installed.failure != nil {
                 installed.file = file
                 guard let file else {
-                    let reason = access(path, F_OK) == 0
+                    let reason =
+                        access(path, F_OK) == 0
                         ? "database \(path) cannot be examined: \(String(cString: strerror(errno)))"
                         : "database \(path) was deleted"
                     return failClosed(&installed, reason, file: nil)
                 }
                 do throws(ScopeFSError) {
                     try PolicyDatabase.verify(path: path)
-                    if let opened = repository.database.identity, opened.isSameFile(as: file), installed.failure == nil {
+                    if let opened = repository.database.identity, opened.isSameFile(as: file), installed.failure == nil
+                    {
                         // The same file, changed by SQLite (a checkpoint): the
                         // connections' caches follow it.
                     } else {
@@ -97,7 +100,8 @@ final class PolicyReloader: Sendable {
                     }
                 } catch {
                     let sameFile = repository.database.identity.map { $0.isSameFile(as: file) } ?? false
-                    let reason = sameFile || installed.failure != nil
+                    let reason =
+                        sameFile || installed.failure != nil
                         ? error.message : "database \(path) was replaced by a file that is unusable: \(error.message)"
                     return failClosed(&installed, reason, file: file)
                 }
@@ -108,7 +112,8 @@ final class PolicyReloader: Sendable {
                 let generation = installed.generation + 1
                 var (snapshot, version) = try repository.versionedSnapshot(generation: generation)
                 installed.held = installed.held.filter { id, held in
-                    snapshot.grantsByID[id].map { $0.state == .active && $0.app == held.app && $0.item == held.item } ?? false
+                    snapshot.grantsByID[id].map { $0.state == .active && $0.app == held.app && $0.item == held.item }
+                        ?? false
                 }
                 if !installed.held.isEmpty {
                     snapshot = Self.revoking(Set(installed.held.keys), in: snapshot, generation: generation)
@@ -117,14 +122,20 @@ final class PolicyReloader: Sendable {
                 installed.version = version
                 if let failure = installed.failure {
                     installed.failure = nil
-                    logger.notice("serving \(path) again (failed closed since \(Date(timeIntervalSince1970: failure.since)): \(failure.reason))")
+                    logger.notice(
+                        "serving \(path) again (failed closed since \(Date(timeIntervalSince1970: failure.since)): \(failure.reason))"
+                    )
                     events.record(
-                        Event(time: failure.since, kind: .policyFailedClosed, app: nil, path: path, operation: failure.reason,
-                              errno: EPERM, lastTime: Date().timeIntervalSince1970))
+                        Event(
+                            time: failure.since, kind: .policyFailedClosed, app: nil, path: path,
+                            operation: failure.reason,
+                            errno: EPERM, lastTime: Date().timeIntervalSince1970))
                 }
                 install(snapshot)
             } catch {
-                if error.kind == .badState || error.kind == .ioError { return failClosed(&installed, error.message, file: file) }
+                if error.kind == .badState || error.kind == .ioError {
+                    return failClosed(&installed, error.message, file: file)
+                }
                 throw error
             }
         }
@@ -164,7 +175,7 @@ final class PolicyReloader: Sendable {
             let changed = try repository.setState(.revoked, app: app, grant: grant)
             try reload()
             if failure == nil { return (changed, false) }
-        } catch where error.kind == .unknown {
+        } catch  where error.kind == .unknown {
             throw error
         } catch {
             logger.warning("revoke for \(app) cannot be written to the database, held by the daemon: \(error.message)")
@@ -196,7 +207,8 @@ final class PolicyReloader: Sendable {
         // Failed closed, the connection may be a placeholder: say why.
         try reload()
         if let failure {
-            throw ScopeFSError(.badState, "cannot restore: no grant is served until a valid database returns (\(failure))")
+            throw ScopeFSError(
+                .badState, "cannot restore: no grant is served until a valid database returns (\(failure))")
         }
         let changed = try repository.setState(.active, app: app, grant: grant, requester: requester)
         try reload()
@@ -217,7 +229,7 @@ final class PolicyReloader: Sendable {
                     _ = try repository.setState(.revoked, app: held.app, grant: id)
                 }
                 installed.held[id] = nil
-            } catch where error.kind == .unknown {
+            } catch  where error.kind == .unknown {
                 installed.held[id] = nil  // its app is gone from the database
             } catch {
                 return  // not readable or writable yet: try again on the next check
@@ -225,7 +237,9 @@ final class PolicyReloader: Sendable {
         }
     }
 
-    private static func revoking(_ held: Set<GrantID>, in snapshot: PolicySnapshot, generation: UInt64) -> PolicySnapshot {
+    private static func revoking(_ held: Set<GrantID>, in snapshot: PolicySnapshot, generation: UInt64)
+        -> PolicySnapshot
+    {
         PolicySnapshot(
             generation: generation, apps: Array(snapshot.apps.values), providers: Array(snapshot.providers.values),
             grants: snapshot.grantsByID.values.map { held.contains($0.id) ? $0.with(state: .revoked) : $0 },

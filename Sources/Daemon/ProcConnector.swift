@@ -27,7 +27,8 @@ final class ProcConnector: Sendable {
     private static let headerSize = 16 + 20  // nlmsghdr + cn_msg
 
     init?() {
-        let descriptor = Glibc.socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Self.netlinkConnector)
+        let descriptor = Glibc.socket(
+            AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Self.netlinkConnector)
         guard descriptor >= 0 else { return nil }
         var address = sockaddr_nl()
         address.nl_family = sa_family_t(AF_NETLINK)
@@ -77,7 +78,10 @@ final class ProcConnector: Sendable {
             let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if count < 0 {
                 if errno == EINTR { continue }
-                if errno == ENOBUFS { handle(.overflow); continue }
+                if errno == ENOBUFS {
+                    handle(.overflow)
+                    continue
+                }
                 return
             }
             Self.parse(buffer[..<count], handle)

@@ -123,7 +123,9 @@ enum ProcFS {
         var buffer = [UInt8](repeating: 0, count: capacity)
         var total = 0
         while total < buffer.count {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + total, $0.count - total) }
+            let count = buffer.withUnsafeMutableBytes {
+                Glibc.read(descriptor, $0.baseAddress! + total, $0.count - total)
+            }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             total += count

@@ -76,7 +76,8 @@ public final class ProcessTracker: CallerResolver {
     /// How app processes are told apart, for `scopefs status`.
     public var attribution: String {
         if let cgroups { return "cgroup v2 (\(cgroups.mountPath)\(cgroups.base))" }
-        return connector != nil ? "process events (no writable cgroup v2)" : "/proc parents (no cgroup v2, no process events)"
+        return connector != nil
+            ? "process events (no writable cgroup v2)" : "/proc parents (no cgroup v2, no process events)"
     }
 
     /// Removes the cgroups (and journal records) of finished runs.
@@ -163,7 +164,9 @@ public final class ProcessTracker: CallerResolver {
     /// Without cgroups: known from the fork events, or found by walking up
     /// its parents to a known app process.
     private func appOf(_ key: ProcessKey, parent: Int32) -> AppID? {
-        if let known = state.withLock({ $0.processes[key.pid] }), known.key.startTime == key.startTime || known.key.startTime == 0 {
+        if let known = state.withLock({ $0.processes[key.pid] }),
+            known.key.startTime == key.startTime || known.key.startTime == 0
+        {
             return known.app
         }
         var ancestor = parent
@@ -199,7 +202,8 @@ public final class ProcessTracker: CallerResolver {
             leaf = cgroups.place(pid: pid, app: app)
             if leaf == nil { return .failure(.noCgroup) }
         }
-        journal?.write(RunJournal.Record(daemon: getpid(), app: app, launcher: key, cgroup: leaf, mountpoint: mountpoint))
+        journal?.write(
+            RunJournal.Record(daemon: getpid(), app: app, launcher: key, cgroup: leaf, mountpoint: mountpoint))
         state.withLock { state in
             state.processes[pid] = AppProcess(key: key, app: app, parent: nil)
             // Its threads may have been cached as the inspector before.
@@ -267,8 +271,10 @@ public final class ProcessTracker: CallerResolver {
             }
             if let ended {
                 if cgroups == nil, ended.parent == nil {
-                    journal?.remove(named: RunJournal.Record(
-                        daemon: getpid(), app: ended.app, launcher: ended.key, cgroup: nil, mountpoint: mountpoint).name)
+                    journal?.remove(
+                        named: RunJournal.Record(
+                            daemon: getpid(), app: ended.app, launcher: ended.key, cgroup: nil, mountpoint: mountpoint
+                        ).name)
                 }
                 for handler in exitHandlers.withLock({ $0 }) { handler(ended) }
             }

@@ -127,7 +127,9 @@ public struct Sandbox: Sendable {
         for line in maps.split(separator: "\n") {
             guard let slash = line.firstIndex(of: "/") else { continue }
             let path = line[slash...]
-            guard path.contains(".so"), !systemDirectories.contains(where: { path.hasPrefix($0 + "/") }) else { continue }
+            guard path.contains(".so"), !systemDirectories.contains(where: { path.hasPrefix($0 + "/") }) else {
+                continue
+            }
             folders.insert(String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]))
         }
         return folders.sorted()

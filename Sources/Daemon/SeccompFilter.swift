@@ -52,12 +52,14 @@ enum SeccompFilter {
         // libc fall back to clone, whose flags it can.
         try add(context, scopefs_scmp_act_errno(UInt16(ENOSYS)), "clone3", [])
         for flag in namespaceFlags {
-            try add(context, eperm, "clone", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_MASKED_EQ, datum_a: flag, datum_b: flag)])
+            try add(
+                context, eperm, "clone", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_MASKED_EQ, datum_a: flag, datum_b: flag)])
         }
         for request in refusedIoctls {
             // The request argument is an int: compare its low 32 bits only.
             try add(
-                context, eperm, "ioctl", [scmp_arg_cmp(arg: 1, op: SCMP_CMP_MASKED_EQ, datum_a: 0xFFFF_FFFF, datum_b: request)])
+                context, eperm, "ioctl",
+                [scmp_arg_cmp(arg: 1, op: SCMP_CMP_MASKED_EQ, datum_a: 0xFFFF_FFFF, datum_b: request)])
         }
         let result = seccomp_export_bpf(context, descriptor)
         guard result == 0 else { throw failure("seccomp_export_bpf", code: -result) }
@@ -76,6 +78,8 @@ enum SeccompFilter {
     }
 
     private static func failure(_ what: String, code: Int32 = ENOMEM) -> ScopeFSError {
-        ScopeFSError(.internalError, "cannot build the sandbox's system-call filter: \(what) failed: \(String(cString: strerror(code)))")
+        ScopeFSError(
+            .internalError,
+            "cannot build the sandbox's system-call filter: \(what) failed: \(String(cString: strerror(code)))")
     }
 }

@@ -32,8 +32,11 @@ public struct AtomicCopy {
         }
         do {
             var info = stat()
-            guard source.withHostCString({ lstat($0, &info) }) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-            if (info.st_mode & S_IFMT) == S_IFREG, try copyAnonymously(source, destination, mode: info.st_mode & 0o7777) {
+            guard source.withHostCString({ lstat($0, &info) }) == 0 else {
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
+            if (info.st_mode & S_IFMT) == S_IFREG, try copyAnonymously(source, destination, mode: info.st_mode & 0o7777)
+            {
                 return
             }
             try copyStaged(source, destination, beside: false)
@@ -63,7 +66,9 @@ public struct AtomicCopy {
         let anonymous = "/proc/self/fd/\(output)"
         guard replace else {
             guard name.withHostCString({ linkat(AT_FDCWD, anonymous, directory, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
-                if errno == EEXIST { throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it") }
+                if errno == EEXIST {
+                    throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it")
+                }
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
             return true
@@ -72,10 +77,14 @@ public struct AtomicCopy {
         // The staged name exists only between these two calls.
         var staged = stagingArea.stage(for: destination)
         if staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) != 0 {
-            guard errno == EXDEV else { stagingArea.finish(staged); throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            guard errno == EXDEV else {
+                stagingArea.finish(staged)
+                throw POSIXError(.init(rawValue: errno) ?? .EIO)
+            }
             stagingArea.finish(staged)
             staged = stagingArea.stage(for: destination, beside: true)
-            guard staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
+            guard staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0
+            else {
                 stagingArea.finish(staged)
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
@@ -102,7 +111,9 @@ public struct AtomicCopy {
             let total = Self.size(of: source)
             try copyTree(source, staged.path, done: &done, total: total)
             if replace, HostFiles.exists(destination) {
-                guard Self.rename(staged.path, destination) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+                guard Self.rename(staged.path, destination) == 0 else {
+                    throw POSIXError(.init(rawValue: errno) ?? .EIO)
+                }
             } else {
                 // RENAME_NOREPLACE: a file that appeared meanwhile is not clobbered.
                 guard Self.rename(staged.path, destination, flags: 1) == 0 else {
@@ -127,7 +138,9 @@ public struct AtomicCopy {
 
     private func copyTree(_ source: String, _ destination: String, done: inout Int64, total: Int64) throws {
         var info = stat()
-        guard source.withHostCString({ lstat($0, &info) }) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        guard source.withHostCString({ lstat($0, &info) }) == 0 else {
+            throw POSIXError(.init(rawValue: errno) ?? .EIO)
+        }
         switch info.st_mode & S_IFMT {
         case S_IFDIR:
             // Held open and walked through /proc/self/fd: a folder of the
@@ -152,7 +165,8 @@ public struct AtomicCopy {
         }
     }
 
-    private func copyFile(_ source: String, _ destination: String, mode: mode_t, done: inout Int64, total: Int64) throws {
+    private func copyFile(_ source: String, _ destination: String, mode: mode_t, done: inout Int64, total: Int64) throws
+    {
         let output = destination.withHostCString { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         guard output >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(output) }

@@ -44,7 +44,8 @@ public struct BookmarkCodec: Sendable {
         if descriptor < 0 {
             // Another process created it first: use theirs.
             guard let existing = FileManager.default.contents(atPath: path), existing.count == 32 else {
-                throw ScopeFSError(.ioError, "cannot create the bookmark key \(path): \(String(cString: strerror(errno)))")
+                throw ScopeFSError(
+                    .ioError, "cannot create the bookmark key \(path): \(String(cString: strerror(errno)))")
             }
             keyBytes = existing
             return
@@ -72,8 +73,10 @@ public struct BookmarkCodec: Sendable {
     /// Verifies and decodes a token; tampering of any byte is rejected.
     public func decode(_ token: String) throws(ScopeFSError) -> Bookmark {
         let invalid = ScopeFSError(.badData, "bookmark is invalid: tampered with, truncated, or not a ScopeFS bookmark")
-        let parts = token.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let payload = Data(base64URL: String(parts[0])), let mac = Data(base64URL: String(parts[1])),
+        let parts = token.trimmingCharacters(in: .whitespacesAndNewlines).split(
+            separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let payload = Data(base64URL: String(parts[0])),
+            let mac = Data(base64URL: String(parts[1])),
             payload.base64URL == parts[0], mac.base64URL == parts[1],
             HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: key),
             let bookmark = try? JSONDecoder().decode(Bookmark.self, from: payload), bookmark.version == 1
@@ -125,17 +128,21 @@ public struct BookmarkService: Sendable {
     public func resolve(_ token: String, by app: AppID) throws(ScopeFSError) -> BookmarkResolution {
         let bookmark = try codec.decode(token)
         guard bookmark.app == app else {
-            throw ScopeFSError(.refused, "bookmark belongs to another app (\(bookmark.app)); it cannot be resolved by \(app)")
+            throw ScopeFSError(
+                .refused, "bookmark belongs to another app (\(bookmark.app)); it cannot be resolved by \(app)")
         }
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
         var path: String
         if let location = snapshot.items[bookmark.item], location.exists {
             path = location.path
-        } else if ItemLocator.exists(at: snapshot.providers[bookmark.provider]?.directory ?? "/nonexistent", bookmark.path) {
+        } else if ItemLocator.exists(
+            at: snapshot.providers[bookmark.provider]?.directory ?? "/nonexistent", bookmark.path)
+        {
             path = bookmark.path  // deleted, and a new item made under the same name
         } else {
-            throw ScopeFSError(.noInput, "file doesn't exist: the bookmarked item \(bookmark.provider):\(bookmark.path) was deleted")
+            throw ScopeFSError(
+                .noInput, "file doesn't exist: the bookmarked item \(bookmark.provider):\(bookmark.path) was deleted")
         }
         let stale = path != bookmark.path || snapshot.items[bookmark.item]?.exists != true
         switch snapshot.coverage(app: app, provider: bookmark.provider, path: path) {

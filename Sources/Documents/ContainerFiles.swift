@@ -14,7 +14,9 @@ public enum ContainerFiles {
         var descriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         for component in RelativePath.components(of: relative) {
-            let next = String(component).withHostCString { openat(descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            let next = String(component).withHostCString {
+                openat(descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            }
             close(descriptor)
             guard next >= 0 else { return nil }
             descriptor = next

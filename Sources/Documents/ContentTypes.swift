@@ -32,7 +32,8 @@ public struct ContentTypes: Sendable {
             let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
             guard fields.count >= 3, let weight = Int(fields[0]) else { continue }
             let caseSensitive = fields.count == 4 && fields[3].contains("cs")
-            globs.append(Glob(weight: weight, pattern: String(fields[2]), mime: String(fields[1]), caseSensitive: caseSensitive))
+            globs.append(
+                Glob(weight: weight, pattern: String(fields[2]), mime: String(fields[1]), caseSensitive: caseSensitive))
         }
         // Higher weight first, then longer (more specific) pattern first.
         self.globs = globs.sorted { ($0.weight, $0.pattern.count) > ($1.weight, $1.pattern.count) }

@@ -31,13 +31,15 @@ public struct DocumentPicker: Sendable {
     /// item per app: opening an item again reuses both, and only widens
     /// the grant (`GrantUpdate.widen`).
     public func open(
-        app: AppID, provider: ProviderID, path: String, access: Access, session: Bool = false, wholeProvider: Bool = false
+        app: AppID, provider: ProviderID, path: String, access: Access, session: Bool = false,
+        wholeProvider: Bool = false
     ) throws(ScopeFSError) -> Opened {
         let change = try repository.grant(
             app: app, provider: provider, path: path, access: access, session: session, update: .widen,
             wholeProvider: wholeProvider)
         let grant = change.grant
-        var opened = Opened(grant: grant.id, reference: nil, reusedGrant: change.previous != nil, changes: change.changes)
+        var opened = Opened(
+            grant: grant.id, reference: nil, reusedGrant: change.previous != nil, changes: change.changes)
         guard !grant.isDirectory else { return opened }
         if let existing = try references(app: app, to: [grant.item]).first {
             opened.reference = existing
@@ -66,7 +68,8 @@ public struct DocumentPicker: Sendable {
         let paths = try references(app: app, to: items)
         let container = state.containerPath(of: app)
         for path in paths where !ContainerFiles.removeFile(root: container, relative: path) {
-            throw ScopeFSError(.ioError, "cannot remove reference \(container)/\(path): \(String(cString: strerror(errno)))")
+            throw ScopeFSError(
+                .ioError, "cannot remove reference \(container)/\(path): \(String(cString: strerror(errno)))")
         }
         return paths
     }
@@ -92,7 +95,8 @@ public struct DocumentPicker: Sendable {
         // Both folders stay open until the copy is done (ARC could close them after their last use).
         defer { withExtendedLifetime((sourceFolder, inbox)) {} }
         let name = Self.uniqueName(sourceName, in: inbox.path(of: ""))
-        try journaled(copy).copy(try sourceFolder.existingItem(sourceName, what: "\(providerID):\(path)"), to: inbox.path(of: name))
+        try journaled(copy).copy(
+            try sourceFolder.existingItem(sourceName, what: "\(providerID):\(path)"), to: inbox.path(of: name))
         return MountLayout.inbox(of: app) + "/" + name
     }
 
@@ -104,7 +108,8 @@ public struct DocumentPicker: Sendable {
         let (sourceFolder, name) = try containerItem(app, containerPath)
         let destination = try providerFolder(provider, folder)
         defer { withExtendedLifetime((sourceFolder, destination)) {} }
-        try journaled(copy).copy(try sourceFolder.existingItem(name, what: "\(app)'s \(containerPath)"), to: destination.path(of: name))
+        try journaled(copy).copy(
+            try sourceFolder.existingItem(name, what: "\(app)'s \(containerPath)"), to: destination.path(of: name))
         return RelativePath.join(RelativePath.normalize(folder) ?? "", name)
     }
 
@@ -113,12 +118,17 @@ public struct DocumentPicker: Sendable {
     public func move(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
         throws(ScopeFSError) -> Opened
     {
-        let destination = try export(app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
+        let destination = try export(
+            app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
         // Removed without following a link, as it was copied.
-        guard ContainerFiles.remove(root: try container(of: app), relative: RelativePath.normalize(containerPath) ?? containerPath)
+        guard
+            ContainerFiles.remove(
+                root: try container(of: app), relative: RelativePath.normalize(containerPath) ?? containerPath)
         else {
             throw ScopeFSError(
-                .ioError, "copied to \(provider):\(destination) but cannot remove \(containerPath): \(String(cString: strerror(errno)))")
+                .ioError,
+                "copied to \(provider):\(destination) but cannot remove \(containerPath): \(String(cString: strerror(errno)))"
+            )
         }
         return try open(app: app, provider: provider, path: destination, access: .readWrite, wholeProvider: true)
     }
@@ -137,7 +147,8 @@ public struct DocumentPicker: Sendable {
     private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(ScopeFSError) -> String {
         // The app may have made Documents a link to a folder of the owner:
         // written only into the container's own folder, never through a link.
-        let folder = try PinnedFolder(root: try container(of: app), relative: "Documents", create: true, what: "\(app)'s")
+        let folder = try PinnedFolder(
+            root: try container(of: app), relative: "Documents", create: true, what: "\(app)'s")
         defer { withExtendedLifetime(folder) {} }
         let documents = folder.path(of: "")
         for _ in 0..<1000 {
@@ -181,7 +192,8 @@ public struct DocumentPicker: Sendable {
         guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
             throw ScopeFSError(.badData, "container path \(path) leaves the container")
         }
-        let (folder, name) = try PinnedFolder.parent(root: try container(of: app), relative: relative, what: "\(app)'s \(relative)")
+        let (folder, name) = try PinnedFolder.parent(
+            root: try container(of: app), relative: relative, what: "\(app)'s \(relative)")
         _ = try folder.existingItem(name, what: "\(app)'s \(relative)")
         return (folder, name)
     }

@@ -42,7 +42,8 @@ public struct DocumentQuery: Sendable {
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
         return Self.results(
-            app: app, scope: scope, nameGlob: nameGlob, snapshot: snapshot, state: state, prefix: (mount ?? "") + "/" + app + "/")
+            app: app, scope: scope, nameGlob: nameGlob, snapshot: snapshot, state: state,
+            prefix: (mount ?? "") + "/" + app + "/")
     }
 
     /// The results from a snapshot the caller already holds (the daemon's,
@@ -68,7 +69,9 @@ public struct DocumentQuery: Sendable {
                         containerDisplayName: snapshot.providers[stub.provider]?.name ?? stub.provider))
             } else if scope != .external {
                 results.append(
-                    Result(url: local, urlInLocalContainer: local, isExternalDocument: false, containerDisplayName: appName))
+                    Result(
+                        url: local, urlInLocalContainer: local, isExternalDocument: false, containerDisplayName: appName
+                    ))
             }
         }
         return results.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }

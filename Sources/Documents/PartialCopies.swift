@@ -41,8 +41,11 @@ public struct PartialCopies: Sendable {
     func stage(for destination: String, beside: Bool = false) -> Staged {
         let destinationFolder = RelativePath.parent(of: destination) ?? destination
         let token = "\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
-        let hidden = destinationFolder + "/.\(RelativePath.lastComponent(of: destination))\(Self.hiddenMarker)\(getpid())"
-        guard let folder, mkdir(folder, 0o700) == 0 || errno == EEXIST else { return Staged(path: hidden, journal: nil) }
+        let hidden =
+            destinationFolder + "/.\(RelativePath.lastComponent(of: destination))\(Self.hiddenMarker)\(getpid())"
+        guard let folder, mkdir(folder, 0o700) == 0 || errno == EEXIST else {
+            return Staged(path: hidden, journal: nil)
+        }
         let journal = folder + "/" + token + ".journal"
         let path = !beside && Self.sameFileSystem(folder, destinationFolder) ? folder + "/" + token : hidden
         guard FileManager.default.createFile(atPath: journal, contents: Data(Self.lasting(path).utf8)) else {
@@ -77,7 +80,8 @@ public struct PartialCopies: Sendable {
             let path = folder + "/" + name
             if name.hasSuffix(".journal") {
                 // Only a path this code names: a staging-folder entry or a hidden partial.
-                if let data = FileManager.default.contents(atPath: path), let staged = String(data: data, encoding: .utf8),
+                if let data = FileManager.default.contents(atPath: path),
+                    let staged = String(data: data, encoding: .utf8),
                     staged.hasPrefix(folder + "/") || (staged as NSString).lastPathComponent.contains(Self.hiddenMarker)
                 {
                     HostFiles.removeTree(staged)
@@ -94,7 +98,8 @@ public struct PartialCopies: Sendable {
     }
 
     private static func sameFileSystem(_ first: String, _ second: String) -> Bool {
-        var a = stat(), b = stat()
+        var a = stat()
+        var b = stat()
         return first.withHostCString({ stat($0, &a) }) == 0 && second.withHostCString({ stat($0, &b) }) == 0
             && a.st_dev == b.st_dev
     }

@@ -15,7 +15,9 @@ final class PinnedFolder {
     /// `relative` below `root`; missing folders are made when `create`.
     init(root: String, relative: String, create: Bool, what: String) throws(ScopeFSError) {
         var descriptor = root.withHostCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard descriptor >= 0 else { throw ScopeFSError(.noInput, "cannot open \(root): \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else {
+            throw ScopeFSError(.noInput, "cannot open \(root): \(String(cString: strerror(errno)))")
+        }
         for component in RelativePath.components(of: relative) {
             let name = String(component)
             if create { _ = name.withHostCString { mkdirat(descriptor, $0, 0o755) } }
@@ -24,7 +26,8 @@ final class PinnedFolder {
             close(descriptor)
             guard next >= 0 else {
                 throw failure == ELOOP || failure == ENOTDIR
-                    ? ScopeFSError(.refused, "\(what) \(relative) is not a folder of its own (a symbolic link?); refused")
+                    ? ScopeFSError(
+                        .refused, "\(what) \(relative) is not a folder of its own (a symbolic link?); refused")
                     : ScopeFSError(.noInput, "\(what) \(relative): \(String(cString: strerror(failure)))")
             }
             descriptor = next
@@ -53,7 +56,8 @@ final class PinnedFolder {
     static func parent(root: String, relative: String, what: String) throws(ScopeFSError) -> (PinnedFolder, String) {
         let components = RelativePath.components(of: relative).map(String.init)
         guard let name = components.last else { throw ScopeFSError(.badData, "\(what) names no item") }
-        let folder = try PinnedFolder(root: root, relative: components.dropLast().joined(separator: "/"), create: false, what: what)
+        let folder = try PinnedFolder(
+            root: root, relative: components.dropLast().joined(separator: "/"), create: false, what: what)
         return (folder, name)
     }
 }

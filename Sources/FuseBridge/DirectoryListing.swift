@@ -20,7 +20,8 @@ public struct DirectoryListing {
     /// looking the entry up, so a lookup count is never taken for an entry
     /// that the kernel does not receive.
     public func fits(_ name: UnsafePointer<CChar>) -> Bool {
-        let needed = isPlus
+        let needed =
+            isPlus
             ? fuse_add_direntry_plus(request, nil, 0, name, nil, 0) : fuse_add_direntry(request, nil, 0, name, nil, 0)
         return used + needed <= buffer.count
     }

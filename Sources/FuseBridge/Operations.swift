@@ -1,6 +1,6 @@
 import CFuse3
-import Policy
 import Glibc
+import Policy
 import SystemPackage
 
 /// The libfuse operation table. Each entry is a non-capturing closure that
@@ -24,9 +24,11 @@ enum Operations {
     private static func entries(_ ops: inout fuse_lowlevel_ops) {
         ops.lookup = { req, parent, name in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.lookup(Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name))
-            }, reply: { Bridge.replyEntry(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.lookup(Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name))
+                }, reply: { Bridge.replyEntry(req!, $0) })
         }
         ops.forget = { req, ino, count in
             Bridge.fileSystem(req!).forget(UInt64(ino), count: count)
@@ -42,63 +44,82 @@ enum Operations {
         }
         ops.getattr = { req, ino, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.getattr(Bridge.caller(req!), inode: UInt64(ino), handle: fi?.pointee.fh)
-            }, reply: { Bridge.replyAttributes(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.getattr(Bridge.caller(req!), inode: UInt64(ino), handle: fi?.pointee.fh)
+                }, reply: { Bridge.replyAttributes(req!, $0) })
         }
         ops.setattr = { req, ino, attr, toSet, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.setattr(
-                    Bridge.changingCaller(req!), inode: UInt64(ino), changes: Bridge.changes(attr, toSet),
-                    handle: fi?.pointee.fh)
-            }, reply: { Bridge.replyAttributes(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.setattr(
+                        Bridge.changingCaller(req!), inode: UInt64(ino), changes: Bridge.changes(attr, toSet),
+                        handle: fi?.pointee.fh)
+                }, reply: { Bridge.replyAttributes(req!, $0) })
         }
         ops.readlink = { req, ino in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.readlink(Bridge.caller(req!), inode: UInt64(ino))
-            }, reply: { target in _ = target.withHostCString { fuse_reply_readlink(req!, $0) } })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.readlink(Bridge.caller(req!), inode: UInt64(ino))
+                }, reply: { target in _ = target.withHostCString { fuse_reply_readlink(req!, $0) } })
         }
         ops.statfs = { req, ino in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.statfs(Bridge.caller(req!), inode: UInt64(ino))
-            }, reply: { info in
-                var info = info
-                _ = fuse_reply_statfs(req!, &info)
-            })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.statfs(Bridge.caller(req!), inode: UInt64(ino))
+                },
+                reply: { info in
+                    var info = info
+                    _ = fuse_reply_statfs(req!, &info)
+                })
         }
     }
 
     private static func namespace(_ ops: inout fuse_lowlevel_ops) {
         ops.mknod = { req, parent, name, mode, rdev in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.mknod(Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode, device: rdev)
-            }, reply: { Bridge.replyEntry(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.mknod(
+                        Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode, device: rdev
+                    )
+                }, reply: { Bridge.replyEntry(req!, $0) })
         }
         ops.mkdir = { req, parent, name, mode in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.mkdir(Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode)
-            }, reply: { Bridge.replyEntry(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.mkdir(Bridge.caller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode)
+                }, reply: { Bridge.replyEntry(req!, $0) })
         }
         ops.symlink = { req, target, parent, name in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.symlink(
-                    Bridge.caller(req!), target: Bridge.string(target), parent: UInt64(parent),
-                    name: Bridge.string(name))
-            }, reply: { Bridge.replyEntry(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.symlink(
+                        Bridge.caller(req!), target: Bridge.string(target), parent: UInt64(parent),
+                        name: Bridge.string(name))
+                }, reply: { Bridge.replyEntry(req!, $0) })
         }
         ops.link = { req, ino, newParent, newName in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.link(
-                    Bridge.caller(req!), inode: UInt64(ino), newParent: UInt64(newParent),
-                    newName: Bridge.string(newName))
-            }, reply: { Bridge.replyEntry(req!, $0) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.link(
+                        Bridge.caller(req!), inode: UInt64(ino), newParent: UInt64(newParent),
+                        newName: Bridge.string(newName))
+                }, reply: { Bridge.replyEntry(req!, $0) })
         }
         ops.unlink = { req, parent, name in
             let fs = Bridge.fileSystem(req!)
@@ -125,51 +146,66 @@ enum Operations {
     private static func files(_ ops: inout fuse_lowlevel_ops) {
         ops.open = { req, ino, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.open(Bridge.changingCaller(req!), inode: UInt64(ino), flags: fi!.pointee.flags)
-            }, reply: { open in
-                Bridge.apply(open, to: fi!)
-                if fuse_reply_open(req!, fi) == -ENOENT { fs.release(inode: UInt64(ino), handle: open.handle) }
-            })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.open(Bridge.changingCaller(req!), inode: UInt64(ino), flags: fi!.pointee.flags)
+                },
+                reply: { open in
+                    Bridge.apply(open, to: fi!)
+                    if fuse_reply_open(req!, fi) == -ENOENT { fs.release(inode: UInt64(ino), handle: open.handle) }
+                })
         }
         ops.create = { req, parent, name, mode, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.create(
-                    Bridge.changingCaller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode,
-                    flags: fi!.pointee.flags)
-            }, reply: { entry, open in
-                Bridge.apply(open, to: fi!)
-                var param = Bridge.entryParam(entry)
-                if fuse_reply_create(req!, &param, fi) == -ENOENT {
-                    fs.release(inode: entry.inode, handle: open.handle)
-                    fs.forget(entry.inode, count: 1)
-                }
-            })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.create(
+                        Bridge.changingCaller(req!), parent: UInt64(parent), name: Bridge.string(name), mode: mode,
+                        flags: fi!.pointee.flags)
+                },
+                reply: { entry, open in
+                    Bridge.apply(open, to: fi!)
+                    var param = Bridge.entryParam(entry)
+                    if fuse_reply_create(req!, &param, fi) == -ENOENT {
+                        fs.release(inode: entry.inode, handle: open.handle)
+                        fs.forget(entry.inode, count: 1)
+                    }
+                })
         }
         ops.read = { req, ino, size, offset, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.read(Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh, offset: Int64(offset), size: size)
-            }, reply: { data in
-                switch data {
-                case .descriptor(let fd, let position, let count):
-                    _ = scopefs_reply_fd(req!, fd, off_t(position), count)
-                case .bytes(let bytes):
-                    bytes.withUnsafeBufferPointer { buffer in
-                        buffer.withMemoryRebound(to: CChar.self) { _ = fuse_reply_buf(req!, $0.baseAddress, $0.count) }
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.read(
+                        Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh, offset: Int64(offset),
+                        size: size)
+                },
+                reply: { data in
+                    switch data {
+                    case .descriptor(let fd, let position, let count):
+                        _ = scopefs_reply_fd(req!, fd, off_t(position), count)
+                    case .bytes(let bytes):
+                        bytes.withUnsafeBufferPointer { buffer in
+                            buffer.withMemoryRebound(to: CChar.self) {
+                                _ = fuse_reply_buf(req!, $0.baseAddress, $0.count)
+                            }
+                        }
                     }
-                }
-            })
+                })
         }
         ops.write_buf = { req, ino, bufv, offset, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                let fd = try fs.writeTarget(Bridge.changingCaller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
-                return try RefusedWrites.write(
-                    bufv!, to: fd, at: offset, fromPageCache: fi!.pointee.writepage != 0, inode: UInt64(ino),
-                    context: BridgeContext.from(fuse_req_userdata(req!)!))
-            }, reply: { written in _ = fuse_reply_write(req!, Int(written)) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    let fd = try fs.writeTarget(Bridge.changingCaller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
+                    return try RefusedWrites.write(
+                        bufv!, to: fd, at: offset, fromPageCache: fi!.pointee.writepage != 0, inode: UInt64(ino),
+                        context: BridgeContext.from(fuse_req_userdata(req!)!))
+                }, reply: { written in _ = fuse_reply_write(req!, Int(written)) })
         }
         // No flush: libfuse answers ENOSYS and the kernel stops sending FLUSH
         // on close. Writes go straight to the host file and locks are the
@@ -194,23 +230,28 @@ enum Operations {
         }
         ops.copy_file_range = { req, inIno, inOff, inFi, outIno, outOff, outFi, length, flags in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.copyFileRange(
-                    Bridge.caller(req!), from: (UInt64(inIno), inFi!.pointee.fh, Int64(inOff)),
-                    to: (UInt64(outIno), outFi!.pointee.fh, Int64(outOff)), length: length, flags: flags)
-            }, reply: { copied in _ = fuse_reply_write(req!, copied) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.copyFileRange(
+                        Bridge.caller(req!), from: (UInt64(inIno), inFi!.pointee.fh, Int64(inOff)),
+                        to: (UInt64(outIno), outFi!.pointee.fh, Int64(outOff)), length: length, flags: flags)
+                }, reply: { copied in _ = fuse_reply_write(req!, copied) })
         }
     }
 
     private static func directories(_ ops: inout fuse_lowlevel_ops) {
         ops.opendir = { req, ino, fi in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.opendir(Bridge.caller(req!), inode: UInt64(ino))
-            }, reply: { handle in
-                fi!.pointee.fh = handle
-                if fuse_reply_open(req!, fi) == -ENOENT { fs.releasedir(inode: UInt64(ino), handle: handle) }
-            })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.opendir(Bridge.caller(req!), inode: UInt64(ino))
+                },
+                reply: { handle in
+                    fi!.pointee.fh = handle
+                    if fuse_reply_open(req!, fi) == -ENOENT { fs.releasedir(inode: UInt64(ino), handle: handle) }
+                })
         }
         ops.readdir = { req, ino, size, offset, fi in
             Operations.readdir(req!, ino, size, offset, fi!, plus: false)
@@ -225,7 +266,8 @@ enum Operations {
         ops.fsyncdir = { req, ino, datasync, fi in
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(req!) { () throws(Errno) in
-                try fs.fsyncdir(Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
+                try fs.fsyncdir(
+                    Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh, dataOnly: datasync != 0)
             }
         }
     }
@@ -236,9 +278,13 @@ enum Operations {
     ) {
         let fs = Bridge.fileSystem(req)
         var listing = DirectoryListing(request: req, capacity: size, isPlus: plus)
-        Bridge.answer(req, { () throws(Errno) in
-            try fs.readdir(Bridge.caller(req), inode: UInt64(ino), handle: fi.pointee.fh, offset: Int64(offset), listing: &listing)
-        }, reply: { listing.reply() })
+        Bridge.answer(
+            req,
+            { () throws(Errno) in
+                try fs.readdir(
+                    Bridge.caller(req), inode: UInt64(ino), handle: fi.pointee.fh, offset: Int64(offset),
+                    listing: &listing)
+            }, reply: { listing.reply() })
     }
 
     private static func xattrs(_ ops: inout fuse_lowlevel_ops) {
@@ -252,15 +298,19 @@ enum Operations {
         }
         ops.getxattr = { req, ino, name, size in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.getxattr(Bridge.caller(req!), inode: UInt64(ino), name: Bridge.string(name), size: size)
-            }, reply: { Bridge.replyXattr(req!, $0, size: size) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.getxattr(Bridge.caller(req!), inode: UInt64(ino), name: Bridge.string(name), size: size)
+                }, reply: { Bridge.replyXattr(req!, $0, size: size) })
         }
         ops.listxattr = { req, ino, size in
             let fs = Bridge.fileSystem(req!)
-            Bridge.answer(req!, { () throws(Errno) in
-                try fs.listxattr(Bridge.caller(req!), inode: UInt64(ino))
-            }, reply: { Bridge.replyXattr(req!, $0, size: size) })
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.listxattr(Bridge.caller(req!), inode: UInt64(ino))
+                }, reply: { Bridge.replyXattr(req!, $0, size: size) })
         }
         ops.removexattr = { req, ino, name in
             let fs = Bridge.fileSystem(req!)

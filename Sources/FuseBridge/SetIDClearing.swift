@@ -68,20 +68,23 @@ enum SetIDClearing {
         return count
     }
 
-    private static let writev: @convention(c) (Int32, UnsafeMutablePointer<iovec>?, Int32, UnsafeMutableRawPointer?)
-        -> Int = { fd, vector, count, userdata in
-            if let vector, let userdata {
-                let wire = BridgeContext.from(userdata).wire
-                if wire.initPending.load(ordering: .relaxed) { patchInitReply(vector, count, wire) }
+    private static let writev:
+        @convention(c) (Int32, UnsafeMutablePointer<iovec>?, Int32, UnsafeMutableRawPointer?)
+            -> Int = { fd, vector, count, userdata in
+                if let vector, let userdata {
+                    let wire = BridgeContext.from(userdata).wire
+                    if wire.initPending.load(ordering: .relaxed) { patchInitReply(vector, count, wire) }
+                }
+                return Glibc.writev(fd, vector, count)
             }
-            return Glibc.writev(fd, vector, count)
-        }
 
-    private static let spliceSend: @convention(c) (
-        Int32, UnsafeMutablePointer<off_t>?, Int32, UnsafeMutablePointer<off_t>?, Int, UInt32, UnsafeMutableRawPointer?
-    ) -> Int = { input, inputOffset, output, outputOffset, length, flags, _ in
-        splice(input, inputOffset, output, outputOffset, length, flags)
-    }
+    private static let spliceSend:
+        @convention(c) (
+            Int32, UnsafeMutablePointer<off_t>?, Int32, UnsafeMutablePointer<off_t>?, Int, UInt32,
+            UnsafeMutableRawPointer?
+        ) -> Int = { input, inputOffset, output, outputOffset, length, flags, _ in
+            splice(input, inputOffset, output, outputOffset, length, flags)
+        }
 
     /// Reads one request as the hook received it (internal for FuseBridgeTests).
     static func inspect(_ request: UnsafeRawBufferPointer, _ wire: WireState) {
@@ -107,7 +110,8 @@ enum SetIDClearing {
             header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == wire.initUnique.load(ordering: .relaxed)
         else { return }
         wire.initPending.store(false, ordering: .relaxed)
-        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0, wire.clearsSetIDBits.load(ordering: .acquiring)
+        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
+            wire.clearsSetIDBits.load(ordering: .acquiring)
         else { return }
         let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
         body.storeBytes(of: flags | handleKillPrivV2, toByteOffset: 12, as: UInt32.self)

@@ -24,7 +24,8 @@ public struct DocumentNotice: Codable, Sendable, Equatable {
     public var oldPath: String?
 
     public init(
-        id: UInt64 = 0, kind: Kind, app: AppID, grant: GrantID, provider: ProviderID, path: String, oldPath: String? = nil
+        id: UInt64 = 0, kind: Kind, app: AppID, grant: GrantID, provider: ProviderID, path: String,
+        oldPath: String? = nil
     ) {
         self.id = id
         self.kind = kind

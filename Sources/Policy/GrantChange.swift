@@ -25,8 +25,12 @@ public struct GrantChange: Sendable {
     public var changes: [String] {
         guard let previous else { return [] }
         var changes: [String] = []
-        if previous.access != grant.access { changes.append("access \(Self.label(previous.access)) -> \(Self.label(grant.access))") }
-        if previous.state != grant.state { changes.append("state \(previous.state.rawValue) -> \(grant.state.rawValue)") }
+        if previous.access != grant.access {
+            changes.append("access \(Self.label(previous.access)) -> \(Self.label(grant.access))")
+        }
+        if previous.state != grant.state {
+            changes.append("state \(previous.state.rawValue) -> \(grant.state.rawValue)")
+        }
         if previous.isSession != grant.isSession {
             changes.append("lifetime \(Self.lifetime(previous)) -> \(Self.lifetime(grant))")
         }

@@ -64,7 +64,8 @@ public struct PolicySnapshot: Sendable {
     /// Whether `other` has the same apps, each shown the same providers:
     /// then no app's layout (`Providers/<provider>`) changed between them.
     public func hasSameLayout(as other: PolicySnapshot) -> Bool {
-        Set(apps.keys) == Set(other.apps.keys) && views.mapValues { Set($0.keys) } == other.views.mapValues { Set($0.keys) }
+        Set(apps.keys) == Set(other.apps.keys)
+            && views.mapValues { Set($0.keys) } == other.views.mapValues { Set($0.keys) }
     }
 
     /// Whether the app still has the provider's view (some grant in it).

@@ -18,7 +18,11 @@ extension String {
         var result = ""
         result.reserveCapacity(utf8.count + 8)
         for scalar in unicodeScalars {
-            if scalar.needsTerminalEscape { result += scalar.terminalEscape } else { result.unicodeScalars.append(scalar) }
+            if scalar.needsTerminalEscape {
+                result += scalar.terminalEscape
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
         }
         return result
     }

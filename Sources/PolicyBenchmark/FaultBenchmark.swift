@@ -21,8 +21,9 @@ func measureFaultCheck(checks: Int) -> [String: Any] {
     for index in 0..<100 {
         // Half the rules name the operation asked, so their globs are matched.
         _ = full.add(
-            FaultRule(app: "com.example.app", path: "Providers/local/folder\(index)/*",
-                      operation: index % 2 == 0 ? "read" : "write", errno: EIO, percent: 5))
+            FaultRule(
+                app: "com.example.app", path: "Providers/local/folder\(index)/*",
+                operation: index % 2 == 0 ? "read" : "write", errno: EIO, percent: 5))
     }
     let fullStart = DispatchTime.now().uptimeNanoseconds
     var hits = 0

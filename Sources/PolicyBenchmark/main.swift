@@ -29,7 +29,10 @@ func measure(grants count: Int, decisions: Int) -> [String: Any] {
         let (app, path) = paths[index & 1023]
         let caller = Caller.app(app, ProcessKey(pid: 42, startTime: 1))
         let coverage = snapshot.coverage(app: app, provider: "local", path: path)
-        if Decision.provider(.read, coverage: coverage, caller: caller, scopeHeld: { table.holds(lineage: [42, 1], grant: $0.id) }) == nil {
+        if Decision.provider(
+            .read, coverage: coverage, caller: caller, scopeHeld: { table.holds(lineage: [42, 1], grant: $0.id) })
+            == nil
+        {
             allowed += 1
         }
     }
@@ -56,5 +59,6 @@ for size in [10_000, 100_000] {
     results.append(measure(grants: size, decisions: decisions))
 }
 let faultCheck = measureFaultCheck(checks: quick ? 100_000 : 1_000_000)
-let data = try JSONSerialization.data(withJSONObject: ["policyDecision": results, "faultCheck": faultCheck], options: [.prettyPrinted, .sortedKeys])
+let data = try JSONSerialization.data(
+    withJSONObject: ["policyDecision": results, "faultCheck": faultCheck], options: [.prettyPrinted, .sortedKeys])
 print(String(decoding: data, as: UTF8.self))

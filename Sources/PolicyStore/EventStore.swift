@@ -49,10 +49,11 @@ public struct EventStore: Sendable {
     /// Writes one event as a new row; returns its id. Grants, revokes and
     /// restores come here straight from the command that made them.
     static func insert(_ event: Event, into db: Database) throws -> Int64 {
-        let statement = try db.cachedStatement(sql: """
-            INSERT INTO events (time, kind, app, pid, path, operation, errno, grant_id, count, occurrences, last_time, retention)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO events (time, kind, app, pid, path, operation, errno, grant_id, count, occurrences, last_time, retention)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
         try statement.execute(arguments: [
             event.time, event.kind.rawValue, event.app, event.pid, event.path, event.operation, event.errno,
             event.grant, event.count, event.occurrences, event.lastTime, event.kind.retention.rawValue,
@@ -75,7 +76,8 @@ public struct EventStore: Sendable {
                 arguments: [retention.rawValue, capacity])
             if let oldestDropped {
                 try db.execute(
-                    sql: "DELETE FROM events WHERE retention = ? AND id <= ?", arguments: [retention.rawValue, oldestDropped])
+                    sql: "DELETE FROM events WHERE retention = ? AND id <= ?",
+                    arguments: [retention.rawValue, oldestDropped])
             }
         }
     }
@@ -88,7 +90,10 @@ public struct EventStore: Sendable {
         public var afterID: Int64?
         public var limit: Int?
 
-        public init(app: AppID? = nil, kinds: Set<Event.Kind>? = nil, since: Double? = nil, afterID: Int64? = nil, limit: Int? = nil) {
+        public init(
+            app: AppID? = nil, kinds: Set<Event.Kind>? = nil, since: Double? = nil, afterID: Int64? = nil,
+            limit: Int? = nil
+        ) {
             self.app = app
             self.kinds = kinds
             self.since = since
@@ -101,9 +106,18 @@ public struct EventStore: Sendable {
     public func events(_ filter: Filter) throws(ScopeFSError) -> [Event] {
         var clauses: [String] = []
         var arguments: [(any DatabaseValueConvertible)?] = []
-        if let app = filter.app { clauses.append("app = ?"); arguments.append(app) }
-        if let since = filter.since { clauses.append("COALESCE(last_time, time) >= ?"); arguments.append(since) }
-        if let after = filter.afterID { clauses.append("id > ?"); arguments.append(after) }
+        if let app = filter.app {
+            clauses.append("app = ?")
+            arguments.append(app)
+        }
+        if let since = filter.since {
+            clauses.append("COALESCE(last_time, time) >= ?")
+            arguments.append(since)
+        }
+        if let after = filter.afterID {
+            clauses.append("id > ?")
+            arguments.append(after)
+        }
         if let kinds = filter.kinds {
             clauses.append("kind IN (\(kinds.map { _ in "?" }.joined(separator: ",")))")
             arguments += kinds.map { $0.rawValue }

@@ -41,7 +41,8 @@ public struct ItemLocator: Sendable {
         let items = try repository.database.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT id, relative_path, device, inode, birth_seconds, birth_nanoseconds, missing FROM items WHERE provider_id = ?",
+                sql:
+                    "SELECT id, relative_path, device, inode, birth_seconds, birth_nanoseconds, missing FROM items WHERE provider_id = ?",
                 arguments: [provider.id]
             ).map { Recorded(id: $0["id"], path: $0["relative_path"], identity: Self.key($0), missing: $0["missing"]) }
         }
@@ -62,7 +63,8 @@ public struct ItemLocator: Sendable {
                 }
                 // Whatever was recorded at the new path is not there any more.
                 try db.execute(
-                    sql: "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')', missing = 1 WHERE provider_id = ? AND relative_path = ? AND id != ?",
+                    sql:
+                        "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')', missing = 1 WHERE provider_id = ? AND relative_path = ? AND id != ?",
                     arguments: [provider.id, path, item.id])
                 try db.execute(
                     sql: "UPDATE items SET relative_path = ?, missing = 0 WHERE id = ?", arguments: [path, item.id])

@@ -121,7 +121,9 @@ public final class PolicyDatabase: Sendable {
             try queue.read { db in
                 let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
                 guard result == ["ok"] else {
-                    throw ScopeFSError(.badState, "database \(path) fails its integrity check: \(result.prefix(3).joined(separator: "; "))")
+                    throw ScopeFSError(
+                        .badState,
+                        "database \(path) fails its integrity check: \(result.prefix(3).joined(separator: "; "))")
                 }
                 guard try db.tableExists("policy_version") else {
                     throw ScopeFSError(.badState, "\(path) is not a ScopeFS database (no policy_version table)")
@@ -216,59 +218,61 @@ enum Migrations {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1-isolation-layer") { db in
-            try db.execute(sql: """
-                CREATE TABLE providers (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    name TEXT NOT NULL,
-                    directory TEXT NOT NULL,
-                    created_at DOUBLE NOT NULL
-                );
-                CREATE TABLE apps (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    name TEXT NOT NULL,
-                    created_at DOUBLE NOT NULL
-                );
-                -- Provider items by stable identifier. device/inode record the
-                -- file identity so an item can be found again after a rename.
-                CREATE TABLE items (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    provider_id TEXT NOT NULL REFERENCES providers(id) ON DELETE CASCADE,
-                    relative_path TEXT NOT NULL,
-                    is_directory BOOLEAN NOT NULL,
-                    device INTEGER NOT NULL,
-                    inode INTEGER NOT NULL,
-                    UNIQUE (provider_id, relative_path)
-                );
-                CREATE TABLE grants (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
-                    item_id TEXT NOT NULL REFERENCES items(id) ON DELETE CASCADE,
-                    access TEXT NOT NULL CHECK (access IN ('read', 'read-write')),
-                    state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
-                    granted_at DOUBLE NOT NULL,
-                    changed_at DOUBLE NOT NULL,
-                    UNIQUE (app_id, item_id)
-                );
-                CREATE INDEX grants_by_app ON grants(app_id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE providers (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL,
+                        directory TEXT NOT NULL,
+                        created_at DOUBLE NOT NULL
+                    );
+                    CREATE TABLE apps (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        name TEXT NOT NULL,
+                        created_at DOUBLE NOT NULL
+                    );
+                    -- Provider items by stable identifier. device/inode record the
+                    -- file identity so an item can be found again after a rename.
+                    CREATE TABLE items (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        provider_id TEXT NOT NULL REFERENCES providers(id) ON DELETE CASCADE,
+                        relative_path TEXT NOT NULL,
+                        is_directory BOOLEAN NOT NULL,
+                        device INTEGER NOT NULL,
+                        inode INTEGER NOT NULL,
+                        UNIQUE (provider_id, relative_path)
+                    );
+                    CREATE TABLE grants (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                        item_id TEXT NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+                        access TEXT NOT NULL CHECK (access IN ('read', 'read-write')),
+                        state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
+                        granted_at DOUBLE NOT NULL,
+                        changed_at DOUBLE NOT NULL,
+                        UNIQUE (app_id, item_id)
+                    );
+                    CREATE INDEX grants_by_app ON grants(app_id);
+                    """)
         }
         migrator.registerMigration("v2-events") { db in
-            try db.execute(sql: """
-                CREATE TABLE events (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    time DOUBLE NOT NULL,
-                    kind TEXT NOT NULL,
-                    app TEXT,
-                    pid INTEGER,
-                    path TEXT,
-                    operation TEXT,
-                    errno INTEGER,
-                    grant_id INTEGER,
-                    count INTEGER
-                );
-                CREATE INDEX events_by_app ON events(app, id);
-                CREATE INDEX events_by_kind ON events(kind, id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE events (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        time DOUBLE NOT NULL,
+                        kind TEXT NOT NULL,
+                        app TEXT,
+                        pid INTEGER,
+                        path TEXT,
+                        operation TEXT,
+                        errno INTEGER,
+                        grant_id INTEGER,
+                        count INTEGER
+                    );
+                    CREATE INDEX events_by_app ON events(app, id);
+                    CREATE INDEX events_by_kind ON events(kind, id);
+                    """)
         }
         migrator.registerMigration("v3-item-presence") { db in
             // Set when an item cannot be found by its file identity any more.
@@ -278,29 +282,32 @@ enum Migrations {
             // Inode numbers are reused at once by some file systems: with the
             // birth time, a file re-created under a deleted item's name is a
             // new item (SPEC S26).
-            try db.execute(sql: """
-                ALTER TABLE items ADD COLUMN birth_seconds INTEGER NOT NULL DEFAULT 0;
-                ALTER TABLE items ADD COLUMN birth_nanoseconds INTEGER NOT NULL DEFAULT 0;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE items ADD COLUMN birth_seconds INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE items ADD COLUMN birth_nanoseconds INTEGER NOT NULL DEFAULT 0;
+                    """)
         }
         migrator.registerMigration("v5-policy-version") { db in
             // Counts commits that change the policy. The daemon's watcher
             // polls it rather than SQLite's data_version, which also moves
             // with every batch of events the daemon itself records, so a
             // scope start or stop would cost a full reload (PolicyReloader).
-            try db.execute(sql: """
-                CREATE TABLE policy_version (
-                    id INTEGER PRIMARY KEY CHECK (id = 1),
-                    version INTEGER NOT NULL
-                );
-                INSERT INTO policy_version (id, version) VALUES (1, 0);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE policy_version (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        version INTEGER NOT NULL
+                    );
+                    INSERT INTO policy_version (id, version) VALUES (1, 0);
+                    """)
             for table in ["providers", "apps", "items", "grants"] {
                 for change in ["INSERT", "UPDATE", "DELETE"] {
-                    try db.execute(sql: """
-                        CREATE TRIGGER \(table)_\(change.lowercased())_policy_version AFTER \(change) ON \(table)
-                        BEGIN UPDATE policy_version SET version = version + 1; END
-                        """)
+                    try db.execute(
+                        sql: """
+                            CREATE TRIGGER \(table)_\(change.lowercased())_policy_version AFTER \(change) ON \(table)
+                            BEGIN UPDATE policy_version SET version = version + 1; END
+                            """)
                 }
             }
         }
@@ -309,16 +316,17 @@ enum Migrations {
             // keeps each retention class apart (SPEC S29, EventStore). The
             // classes are spelled out, not taken from Event.Kind.retention:
             // a migration must do the same thing forever.
-            try db.execute(sql: """
-                ALTER TABLE events ADD COLUMN occurrences INTEGER NOT NULL DEFAULT 1;
-                ALTER TABLE events ADD COLUMN last_time DOUBLE;
-                ALTER TABLE events ADD COLUMN retention INTEGER NOT NULL DEFAULT 1;
-                UPDATE events SET retention = CASE
-                    WHEN kind IN ('start', 'stop', 'unbalanced-stop', 'budget-exhausted') THEN 0
-                    WHEN kind IN ('grant', 'revoke', 'restore') THEN 2
-                    ELSE 1 END;
-                CREATE INDEX events_by_retention ON events(retention, id);
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE events ADD COLUMN occurrences INTEGER NOT NULL DEFAULT 1;
+                    ALTER TABLE events ADD COLUMN last_time DOUBLE;
+                    ALTER TABLE events ADD COLUMN retention INTEGER NOT NULL DEFAULT 1;
+                    UPDATE events SET retention = CASE
+                        WHEN kind IN ('start', 'stop', 'unbalanced-stop', 'budget-exhausted') THEN 0
+                        WHEN kind IN ('grant', 'revoke', 'restore') THEN 2
+                        ELSE 1 END;
+                    CREATE INDEX events_by_retention ON events(retention, id);
+                    """)
         }
         migrator.registerMigration("v7-session-grants") { db in
             // A session grant ends when its app's last process exits

@@ -19,7 +19,8 @@ public struct PolicyRepository: Sendable {
 
     /// The snapshot and the policy version it reflects, read in one
     /// transaction: a change committed later has a later version.
-    public func versionedSnapshot(generation: UInt64) throws(ScopeFSError) -> (snapshot: PolicySnapshot, version: Int64) {
+    public func versionedSnapshot(generation: UInt64) throws(ScopeFSError) -> (snapshot: PolicySnapshot, version: Int64)
+    {
         try database.read { db in
             let snapshot = PolicySnapshot(
                 generation: generation,
@@ -44,7 +45,8 @@ public struct PolicyRepository: Sendable {
 
     static func fetchItemLocations(_ db: Database) throws -> [ItemIdentifier: ItemLocation] {
         var items: [ItemIdentifier: ItemLocation] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT id, provider_id, relative_path, is_directory, missing FROM items") {
+        for row in try Row.fetchAll(db, sql: "SELECT id, provider_id, relative_path, is_directory, missing FROM items")
+        {
             items[row["id"]] = ItemLocation(
                 provider: row["provider_id"], path: row["relative_path"], isDirectory: row["is_directory"],
                 exists: !(row["missing"] as Bool))
@@ -130,7 +132,8 @@ public struct PolicyRepository: Sendable {
         if path.isEmpty && !wholeProvider {
             throw ScopeFSError(
                 .usage,
-                "\(providerID):\(rawPath) is the provider's root: it would grant every file of \(providerID); pass --whole-provider if that is meant, or name a folder inside it")
+                "\(providerID):\(rawPath) is the provider's root: it would grant every file of \(providerID); pass --whole-provider if that is meant, or name a folder inside it"
+            )
         }
         return try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
@@ -140,7 +143,8 @@ public struct PolicyRepository: Sendable {
             let file = try ProviderFile.inspect(provider: provider, path: path)
             let itemID = try Self.upsertItem(db, provider: providerID, path: path, file: file)
             let previous = try Self.fetchGrants(db, app: app).first { $0.item == itemID }
-            let (access, session) = GrantChange.resolved(asked: access, session: session, existing: previous, update: update)
+            let (access, session) = GrantChange.resolved(
+                asked: access, session: session, existing: previous, update: update)
             let now = Date().timeIntervalSince1970
             try db.execute(
                 sql: """
@@ -270,7 +274,8 @@ public struct PolicyRepository: Sendable {
     {
         if let row = try Row.fetchOne(
             db,
-            sql: "SELECT id, device, inode, birth_seconds, birth_nanoseconds FROM items WHERE provider_id = ? AND relative_path = ?",
+            sql:
+                "SELECT id, device, inode, birth_seconds, birth_nanoseconds FROM items WHERE provider_id = ? AND relative_path = ?",
             arguments: [provider, path])
         {
             let id: String = row["id"]
@@ -299,7 +304,8 @@ public struct PolicyRepository: Sendable {
             guard let provider = try Self.fetchProviders(db).first(where: { $0.id == providerID }) else {
                 throw ScopeFSError.unknownProvider(providerID)
             }
-            return try Self.upsertItem(db, provider: providerID, path: path, file: try ProviderFile.inspect(provider: provider, path: path))
+            return try Self.upsertItem(
+                db, provider: providerID, path: path, file: try ProviderFile.inspect(provider: provider, path: path))
         }
     }
 
@@ -332,7 +338,8 @@ public enum Identifier {
     public static func validate(_ id: String, what: String) throws(ScopeFSError) {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
         guard !id.isEmpty, id.count <= 200, id != ".", id != "..", id.allSatisfy({ allowed.contains($0) }) else {
-            throw ScopeFSError(.badData, "invalid \(what) ID '\(id)': use letters, digits, '.', '-' and '_' (e.g. com.example.editor)")
+            throw ScopeFSError(
+                .badData, "invalid \(what) ID '\(id)': use letters, digits, '.', '-' and '_' (e.g. com.example.editor)")
         }
     }
 }

@@ -34,11 +34,14 @@ struct ProviderFile {
     static func inspect(provider: Provider, path: String) throws(ScopeFSError) -> ProviderFile {
         let full = path.isEmpty ? provider.directory : provider.directory + "/" + path
         guard let (key, isDirectory) = FileIdentity.at(provider.directory, path) else {
-            throw ScopeFSError(.noInput, "\(provider.id):\(path) does not exist (\(full)): \(String(cString: strerror(errno)))")
+            throw ScopeFSError(
+                .noInput, "\(provider.id):\(path) does not exist (\(full)): \(String(cString: strerror(errno)))")
         }
         let resolved = HostFiles.realPath(full) ?? full
         let directory = HostFiles.realPath(provider.directory) ?? provider.directory
-        guard RelativePath.isWithin(resolved.dropFirstSlash, directory.dropFirstSlash) || resolved.sameHostName(as: full) else {
+        guard
+            RelativePath.isWithin(resolved.dropFirstSlash, directory.dropFirstSlash) || resolved.sameHostName(as: full)
+        else {
             throw ScopeFSError(.badData, "\(provider.id):\(path) leads outside the provider through a symbolic link")
         }
         return ProviderFile(key: key, isDirectory: isDirectory)

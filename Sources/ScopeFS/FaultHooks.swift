@@ -24,8 +24,9 @@ extension ScopeFileSystem {
         guard let resolved = table.resolve(open.node.inode, generation: generation) else { return }
         var app: AppID? = nil
         if case .app(let user) = open.user { app = user }
-        try apply(resolved, app: app ?? resolved.node.place.app, pid: nil,
-                  operation: operation.rawValue, inFolder: false)
+        try apply(
+            resolved, app: app ?? resolved.node.place.app, pid: nil,
+            operation: operation.rawValue, inFolder: false)
     }
 
     private func apply(_ resolved: NodeTable.Resolved, app: AppID?, pid: Int32?, operation: String, inFolder: Bool)
@@ -33,17 +34,20 @@ extension ScopeFileSystem {
     {
         let shown = displayPath(resolved)
         let effects = faults.effects(
-            app: app, path: Self.pathInView(shown, app: resolved.node.place.app), operation: operation, inFolder: inFolder)
+            app: app, path: Self.pathInView(shown, app: resolved.node.place.app), operation: operation,
+            inFolder: inFolder)
         let now = Date().timeIntervalSince1970
         if effects.latencyMilliseconds > 0 {
             // The request's own thread waits, as it would on a slow disk.
             events.record(
-                Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation,
-                      count: effects.latencyMilliseconds))
+                Event(
+                    time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation,
+                    count: effects.latencyMilliseconds))
             usleep(UInt32(min(effects.latencyMilliseconds, FaultRule.maximumLatencyMilliseconds)) * 1000)
         }
         if let failure = effects.errno, let errno = failure.errno {
-            events.record(Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation, errno: errno))
+            events.record(
+                Event(time: now, kind: .fault, app: app, pid: pid, path: shown, operation: operation, errno: errno))
             throw Errno(rawValue: errno)
         }
     }

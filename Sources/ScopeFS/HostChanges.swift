@@ -60,7 +60,8 @@ extension ScopeFileSystem {
     /// `folder`: long while the channel reports the folder's changes, else
     /// briefly (host changes then show within that time).
     func timeout(under folder: Node?) -> Double {
-        folder?.changesWatched.load(ordering: .relaxed) == true ? configuration.cacheTimeout : configuration.unwatchedTimeout
+        folder?.changesWatched.load(ordering: .relaxed) == true
+            ? configuration.cacheTimeout : configuration.unwatchedTimeout
     }
 
     /// The attributes' timeout of `node`, reached from `parent`. A folder's

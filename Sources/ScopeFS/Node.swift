@@ -73,12 +73,14 @@ struct NodeKey: Hashable {
     /// view and kind are folded in by odd multiples, so the same inode
     /// number elsewhere lands in another bucket.
     func _rawHashValue(seed: Int) -> Int {
-        let kindNumber: UInt64 = switch kind {
-        case .file: 1
-        case .directory: 2
-        case .reference: 3
-        }
-        let mixed = identity.inode ^ (identity.device &* 0xC2B2_AE3D_27D4_EB4F)
+        let kindNumber: UInt64 =
+            switch kind {
+            case .file: 1
+            case .directory: 2
+            case .reference: 3
+            }
+        let mixed =
+            identity.inode ^ (identity.device &* 0xC2B2_AE3D_27D4_EB4F)
             ^ (UInt64(view) &* 0x1656_67B1_9E37_79F9) ^ (kindNumber << 58)
         return FibonacciHash.mix(mixed, seed: seed)
     }

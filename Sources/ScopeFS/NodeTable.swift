@@ -145,10 +145,13 @@ final class NodeTable: Sendable {
             guard let record = state.records[inode] else { return nil }
             let epoch = state.epoch
             func cachedCoverage(_ record: Record) -> CoveragePosition? {
-                guard let cached = record.coverage, cached.generation == generation, cached.epoch == epoch else { return nil }
+                guard let cached = record.coverage, cached.generation == generation, cached.epoch == epoch else {
+                    return nil
+                }
                 return cached.value
             }
-            let parentRecord = record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]
+            let parentRecord =
+                record.node.isDomainRoot || !record.node.place.isBacked ? nil : state.records[record.parent]
             let coverage = cachedCoverage(record)
             return Resolved(
                 node: record.node, parent: parentRecord?.node, name: record.name, table: self,
@@ -305,7 +308,9 @@ final class NodeTable: Sendable {
         guard !state.byName.isEmpty else { return }
         guard let inode = state.byName.removeValue(forKey: entry), let record = state.records[inode] else { return }
         record.otherNames.removeAll { $0 == entry }
-        if record.parent == entry.parent && record.name.sameHostName(as: entry.name), let next = record.otherNames.popLast() {
+        if record.parent == entry.parent && record.name.sameHostName(as: entry.name),
+            let next = record.otherNames.popLast()
+        {
             record.parent = next.parent
             record.name = next.name
             record.coverage = nil
@@ -441,7 +446,8 @@ final class NodeTable: Sendable {
     }
 
     /// Nodes of one app and provider whose path lies within `path`.
-    func nodes(app: AppID, provider: ProviderID, within path: String) -> [(inode: UInt64, parent: UInt64, name: String)] {
+    func nodes(app: AppID, provider: ProviderID, within path: String) -> [(inode: UInt64, parent: UInt64, name: String)]
+    {
         state.withLock { state in
             state.records.compactMap { inode, record in
                 guard case .provider(let a, let p) = record.node.place, a == app, p == provider,
@@ -458,7 +464,9 @@ final class NodeTable: Sendable {
     func directoryNodes(of identity: FileIdentity) -> [Node] {
         state.withLock { state in
             state.views.values.compactMap { view in
-                state.byKey[NodeKey(view: view, identity: identity, kind: .directory)].flatMap { state.records[$0]?.node }
+                state.byKey[NodeKey(view: view, identity: identity, kind: .directory)].flatMap {
+                    state.records[$0]?.node
+                }
             }
         }
     }
@@ -488,7 +496,8 @@ final class NodeTable: Sendable {
     func entriesToward(app: AppID, provider: ProviderID, path: String) -> [(parent: UInt64, name: String)] {
         state.withLock { state in
             state.records.compactMap { inode, record in
-                guard record.node.isDirectory, case .provider(let a, let p) = record.node.place, a == app, p == provider,
+                guard record.node.isDirectory, case .provider(let a, let p) = record.node.place, a == app,
+                    p == provider,
                     case .found(let nodePath) = Self.path(of: inode.number, in: state),
                     let next = RelativePath.nextComponent(of: path, after: nodePath)
                 else { return nil }

@@ -49,7 +49,8 @@ extension ScopeFileSystem {
         return Attributes(stat: info, timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
-    private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno) {
+    private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno)
+    {
         func spec(_ change: AttributeChanges.TimeChange?) -> timespec {
             switch change {
             case nil: timespec(tv_sec: 0, tv_nsec: Self.omitTime)

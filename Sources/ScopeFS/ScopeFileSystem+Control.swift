@@ -28,7 +28,9 @@ extension ScopeFileSystem {
         guard case .granted(let nearest) = try coverage(of: target.resolved, app: app, provider: provider) else {
             throw .notPermitted
         }
-        if let metadata = try itemMetadata(attribute, target: target, provider: provider, grant: nearest) { return metadata }
+        if let metadata = try itemMetadata(attribute, target: target, provider: provider, grant: nearest) {
+            return metadata
+        }
         guard case .app(_, let process) = caller else { throw .notPermitted }
         let path = displayPath(target.resolved)
         // The grants covering the item, nearest first (SPEC S6, S9): start
@@ -43,7 +45,9 @@ extension ScopeFileSystem {
                 recordDenial(.notPermitted, target.resolved, caller, .start)
                 throw .notPermitted
             }
-            switch scopes.start(pid: process.pid, app: app, grant: grant, path: path, untilExit: attribute == .startUntilExit) {
+            switch scopes.start(
+                pid: process.pid, app: app, grant: grant, path: path, untilExit: attribute == .startUntilExit)
+            {
             case .started(let count): return String(count)
             case .budgetExhausted: throw Errno(rawValue: EDQUOT)
             }

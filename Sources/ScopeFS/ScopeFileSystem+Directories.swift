@@ -32,7 +32,8 @@ extension ScopeFileSystem {
             while index < items.count {
                 let item = items[index]
                 let added = item.name.withHostCString { name in
-                    add(name, inode: item.inode, type: item.type, next: Int64(index + 1), of: target, caller: caller,
+                    add(
+                        name, inode: item.inode, type: item.type, next: Int64(index + 1), of: target, caller: caller,
                         to: &listing)
                 }
                 guard added else { break }
@@ -46,8 +47,10 @@ extension ScopeFileSystem {
                     // The host's "." and ".." carry host inode numbers: list
                     // ours, as synthetic folders do.
                     let inode = !isDot ? entry.inode : entry.name[1] == 0 ? target.node.inode : NodeTable.rootInode
-                    guard add(entry.name, inode: inode, type: entry.type, next: entry.nextOffset, of: target,
-                              caller: caller, to: &listing)
+                    guard
+                        add(
+                            entry.name, inode: inode, type: entry.type, next: entry.nextOffset, of: target,
+                            caller: caller, to: &listing)
                     else { break }
                 }
                 stream.advance()
@@ -77,7 +80,9 @@ extension ScopeFileSystem {
                     forget(node.inode, count: 1)
                     return listing.addPlus(name: name, entry: nil, fallback: info, nextOffset: next)
                 }
-                if listing.addPlus(name: name, entry: entry(node, shown, in: folder.node), fallback: info, nextOffset: next) {
+                if listing.addPlus(
+                    name: name, entry: entry(node, shown, in: folder.node), fallback: info, nextOffset: next)
+                {
                     return true
                 }
                 forget(node.inode, count: 1)

@@ -36,10 +36,12 @@ extension ScopeFileSystem {
             throw error
         }
         let handle = OpenHandle(
-            descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller))
+            descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller)
+        )
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
-        return OpenFile(handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version)
+        return OpenFile(
+            handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version)
     }
 
     public func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
@@ -63,7 +65,9 @@ extension ScopeFileSystem {
         }
     }
 
-    public func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
+    public func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno)
+        -> ReadData
+    {
         let open = OpenHandle.from(handle)
         try checkUser(open, request, .read)
         try checkStillGranted(open, .read)

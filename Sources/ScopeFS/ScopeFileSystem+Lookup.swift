@@ -19,8 +19,9 @@ extension ScopeFileSystem {
             return Entry.negative(timeout: configuration.cacheTimeout)
         }
         do {
-            return entry(node, try presented(node, info, path: RelativePath.join(parentTarget.path, name)),
-                         in: parentTarget.node)
+            return entry(
+                node, try presented(node, info, path: RelativePath.join(parentTarget.path, name)),
+                in: parentTarget.node)
         } catch {
             forget(node.inode, count: 1)  // the lookup just taken never reaches the kernel
             throw error
@@ -136,7 +137,8 @@ extension ScopeFileSystem {
             if let known = table.lookupKnown(key: key, parent: parent.inode, name: name) { return (known, info) }
             let descriptor = try Sys.openAt(directory, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
             return try adopt(
-                descriptor, place: parent.place, view: parent.view, parent: parent.inode, name: name, isDomainRoot: false)
+                descriptor, place: parent.place, view: parent.view, parent: parent.inode, name: name,
+                isDomainRoot: false)
         }
         let stub = Self.isContainer(parent.place) ? readStub(directory, name, info) : nil
         let key = NodeKey(view: parent.view, identity: FileIdentity(info), kind: stub == nil ? .file : .reference)
@@ -206,8 +208,9 @@ extension ScopeFileSystem {
 
     /// The entry of `node`, found in `folder`.
     func entry(_ node: Node, _ info: stat, in folder: Node) -> Entry {
-        Entry(inode: node.inode, attributes: info, attributeTimeout: attributeTimeout(node, parent: folder),
-              entryTimeout: entryTimeout(node, in: folder))
+        Entry(
+            inode: node.inode, attributes: info, attributeTimeout: attributeTimeout(node, parent: folder),
+            entryTimeout: entryTimeout(node, in: folder))
     }
 
     private func entryTimeout(_ node: Node, in folder: Node) -> Double {

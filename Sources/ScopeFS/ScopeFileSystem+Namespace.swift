@@ -6,8 +6,12 @@ import SystemPackage
 /// Changes to folders: mknod, mkdir, symlink, link, unlink, rmdir, rename
 /// (SPEC S9, S32, S35). Each is a write on the folder(s) it changes.
 extension ScopeFileSystem {
-    public func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry {
-        try make(request, parent, name, .mknod) { directory throws(Errno) in try Sys.mknodAt(directory, name, mode, device) }
+    public func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno)
+        -> Entry
+    {
+        try make(request, parent, name, .mknod) { directory throws(Errno) in
+            try Sys.mknodAt(directory, name, mode, device)
+        }
     }
 
     public func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
@@ -15,7 +19,9 @@ extension ScopeFileSystem {
     }
 
     public func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
-        try make(request, parent, name, .symlink) { directory throws(Errno) in try Sys.symlinkAt(target, directory, name) }
+        try make(request, parent, name, .symlink) { directory throws(Errno) in
+            try Sys.symlinkAt(target, directory, name)
+        }
     }
 
     /// Creates `name` in a writable folder with `body`, hands it to the caller

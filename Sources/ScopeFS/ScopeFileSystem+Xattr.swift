@@ -52,6 +52,7 @@ extension ScopeFileSystem {
         guard target.node.place.isBacked else { throw .notSupported }
         return try body(
             BackingStore.xattrPath(
-                directory: target.node.directory, parent: target.resolved.parent?.directory, name: target.resolved.name))
+                directory: target.node.directory, parent: target.resolved.parent?.directory, name: target.resolved.name)
+        )
     }
 }

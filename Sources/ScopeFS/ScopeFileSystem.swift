@@ -156,8 +156,10 @@ public final class ScopeFileSystem: FileSystem {
         }
         // A grant made or restored: whatever the kernel cached on the way
         // to its item (a miss, S2's ENOENT) goes, so it shows at once.
-        for (id, grant) in snapshot.grantsByID where grant.state == .active && previous.grantsByID[id]?.state != .active {
-            invalidation.entries += table.entriesToward(app: grant.app, provider: grant.provider, path: grant.relativePath)
+        for (id, grant) in snapshot.grantsByID where grant.state == .active && previous.grantsByID[id]?.state != .active
+        {
+            invalidation.entries += table.entriesToward(
+                app: grant.app, provider: grant.provider, path: grant.relativePath)
         }
         return invalidation
     }

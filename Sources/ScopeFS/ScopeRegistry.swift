@@ -12,7 +12,9 @@ public final class ScopeRegistry: Sendable {
     private let lineage: @Sendable (Int32) -> [Int32]
     private let events: any EventSink
 
-    public init(mode: ScopeTable.Mode, budget: Int, lineage: @escaping @Sendable (Int32) -> [Int32], events: any EventSink) {
+    public init(
+        mode: ScopeTable.Mode, budget: Int, lineage: @escaping @Sendable (Int32) -> [Int32], events: any EventSink
+    ) {
         self.mode = mode
         self.table = Mutex(ScopeTable(budget: budget))
         self.lineage = lineage

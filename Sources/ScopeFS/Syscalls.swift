@@ -63,12 +63,17 @@ enum Sys {
     }
 
     static func symlinkAt(_ target: String, _ directory: Int32, _ name: String) throws(Errno) {
-        _ = try retrying { target.withHostCString { target in name.withHostCString { symlinkat(target, directory, $0) } } }
+        _ = try retrying {
+            target.withHostCString { target in name.withHostCString { symlinkat(target, directory, $0) } }
+        }
     }
 
-    static func linkAt(_ fromDirectory: Int32, _ fromName: String, _ toDirectory: Int32, _ toName: String) throws(Errno) {
+    static func linkAt(_ fromDirectory: Int32, _ fromName: String, _ toDirectory: Int32, _ toName: String) throws(Errno)
+    {
         _ = try retrying {
-            fromName.withHostCString { from in toName.withHostCString { linkat(fromDirectory, from, toDirectory, $0, 0) } }
+            fromName.withHostCString { from in
+                toName.withHostCString { linkat(fromDirectory, from, toDirectory, $0, 0) }
+            }
         }
     }
 
@@ -77,7 +82,9 @@ enum Sys {
     }
 
     /// The corresponding system call is `renameat2` (flags: RENAME_NOREPLACE, RENAME_EXCHANGE).
-    static func renameAt(_ from: Int32, _ fromName: String, _ to: Int32, _ toName: String, _ flags: UInt32) throws(Errno) {
+    static func renameAt(_ from: Int32, _ fromName: String, _ to: Int32, _ toName: String, _ flags: UInt32)
+        throws(Errno)
+    {
         _ = try retrying {
             fromName.withHostCString { fromName in toName.withHostCString { renameat2(from, fromName, to, $0, flags) } }
         }
@@ -99,7 +106,8 @@ enum Sys {
             let path = procPath(descriptor)
             let count = try retrying { path.withHostCString { readlink($0, buffer.baseAddress!, buffer.count) } }
             return UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[..<count]).withMemoryRebound(
-                to: UInt8.self) { String(hostBytes: $0) }
+                to: UInt8.self
+            ) { String(hostBytes: $0) }
         }
     }
 

@@ -41,9 +41,15 @@ struct AgentCommand: ParsableCommand {
             var answered = 0
             while limit.map({ answered < $0 }) ?? true {
                 let response = try ControlClient.send(
-                    { var r = ControlRequest(op: .agentNext); r.waitSeconds = 10; return r }(), state: options.directory,
+                    {
+                        var r = ControlRequest(op: .agentNext)
+                        r.waitSeconds = 10
+                        return r
+                    }(), state: options.directory,
                     timeoutSeconds: 20)
-                guard response.ok else { throw ScopeFSError(.internalError, response.message ?? "the daemon refused the agent") }
+                guard response.ok else {
+                    throw ScopeFSError(.internalError, response.message ?? "the daemon refused the agent")
+                }
                 guard let pending = response.pending else { continue }
                 let step = steps.flatMap { answered < $0.count ? $0[answered] : nil }
                 let answer = decide(pending, step: step)
@@ -51,7 +57,10 @@ struct AgentCommand: ParsableCommand {
                 reply.pickID = pending.id
                 reply.answer = answer
                 let sent = try ControlClient.send(reply, state: options.directory)
-                print(json ? Self.json(pending, answer, delivered: sent.ok) : Self.summary(pending, answer, delivered: sent.ok))
+                print(
+                    json
+                        ? Self.json(pending, answer, delivered: sent.ok)
+                        : Self.summary(pending, answer, delivered: sent.ok))
                 fflush(nil)  // all streams: stdout is not concurrency-safe to name
                 answered += 1
             }
@@ -95,7 +104,8 @@ struct AgentCommand: ParsableCommand {
         let request = pending.request
         let types = request.contentTypes.isEmpty ? "any type" : request.contentTypes.joined(separator: ", ")
         var text = "\(pending.app) (pid \(pending.pid)) wants to \(request.mode.rawValue)"
-        text += request.mode == .export || request.mode == .move
+        text +=
+            request.mode == .export || request.mode == .move
             ? " \(request.items.joined(separator: ", ")) into a provider folder" : " a document: \(types)"
         if request.allowsMultipleSelection { text += "; several allowed" }
         if let directory = request.directory { text += "; starting at \(directory)" }
@@ -106,8 +116,10 @@ struct AgentCommand: ParsableCommand {
     private static func ask(_ pending: PendingPick) -> AgentScript.Step {
         let request = pending.request
         print(describe(pending).escapedForTerminal)  // the app wrote most of it
-        print(request.mode == .export || request.mode == .move
-            ? "destination folder (PROVIDER:DIR), empty line cancels:" : "item(s) as PROVIDER:RELPATH, one per line, empty line ends:")
+        print(
+            request.mode == .export || request.mode == .move
+                ? "destination folder (PROVIDER:DIR), empty line cancels:"
+                : "item(s) as PROVIDER:RELPATH, one per line, empty line ends:")
         var chosen: [String] = []
         while let line = readLine(), !line.isEmpty {
             chosen.append(line)
@@ -119,7 +131,12 @@ struct AgentCommand: ParsableCommand {
     /// One line of `agent --json` per request answered.
     private static func json(_ pending: PendingPick, _ answer: PickAnswer, delivered: Bool) -> String {
         struct Answered: Encodable {
-            var pick: UInt64; var app: String; var mode: String; var paths: [String]; var cancelled: Bool; var error: String?
+            var pick: UInt64
+            var app: String
+            var mode: String
+            var paths: [String]
+            var cancelled: Bool
+            var error: String?
             var delivered: Bool
         }
         return JSONOutput.text(
@@ -130,8 +147,10 @@ struct AgentCommand: ParsableCommand {
 
     private static func summary(_ pending: PendingPick, _ answer: PickAnswer, delivered: Bool) -> String {
         // Fields escaped one by one: names must not forge a tab or a line.
-        let what = answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
-        let line = "pick \(pending.id)\t\(pending.app.escapedForTerminal)\t\(pending.request.mode.rawValue)\t\(what.escapedForTerminal)"
+        let what =
+            answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
+        let line =
+            "pick \(pending.id)\t\(pending.app.escapedForTerminal)\t\(pending.request.mode.rawValue)\t\(what.escapedForTerminal)"
         return delivered ? line : line + "\t(the app had stopped waiting)"
     }
 }
@@ -198,14 +217,16 @@ struct PickApplier {
     }
 
     func apply(_ request: PickRequest, choices: [String]) throws(ScopeFSError) -> [String] {
-        let picker = DocumentPicker(state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
+        let picker = DocumentPicker(
+            state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
         let items = try choices.map { text throws(ScopeFSError) in
             guard let item = ItemReference(argument: text) else {
                 throw ScopeFSError(.usage, "\(text): name an item as PROVIDER:RELPATH")
             }
             return item
         }
-        guard request.allowsMultipleSelection || items.count <= 1 || request.mode == .export || request.mode == .move else {
+        guard request.allowsMultipleSelection || items.count <= 1 || request.mode == .export || request.mode == .move
+        else {
             throw ScopeFSError(.usage, "the app asked for one item, not \(items.count)")
         }
         if request.mode == .open || request.mode == .import {
@@ -216,13 +237,15 @@ struct PickApplier {
         switch request.mode {
         case .open:
             for item in items {
-                let opened = try picker.open(app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
+                let opened = try picker.open(
+                    app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite)
                 changed += opened.reference.map { [$0] } ?? []
                 paths.append(Self.providerPath(item.provider, item.path))
             }
         case .import:
             for item in items {
-                let copy = try picker.importItem(app: app, provider: item.provider, path: item.path, copy: AtomicCopy(replace: false))
+                let copy = try picker.importItem(
+                    app: app, provider: item.provider, path: item.path, copy: AtomicCopy(replace: false))
                 changed.append(copy)
                 paths.append(MountLayout.containerPath(copy))
             }
@@ -247,7 +270,9 @@ struct PickApplier {
                         copy: AtomicCopy(replace: false))
                     changed += [containerPath] + (opened.reference.map { [$0] } ?? [])
                     let name = RelativePath.lastComponent(of: containerPath)
-                    paths.append(Self.providerPath(folder.provider, RelativePath.join(RelativePath.normalize(folder.path) ?? "", name)))
+                    paths.append(
+                        Self.providerPath(
+                            folder.provider, RelativePath.join(RelativePath.normalize(folder.path) ?? "", name)))
                 }
             }
         }
@@ -256,7 +281,8 @@ struct PickApplier {
     }
 
     /// Each chosen item is of a type the app asked for (shared-mime-info).
-    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(ScopeFSError) {
+    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(ScopeFSError)
+    {
         let database = ContentTypes()
         for item in items {
             guard let provider = providers.first(where: { $0.id == item.provider }) else {
@@ -269,7 +295,9 @@ struct PickApplier {
             guard database.matches(name: name, isDirectory: isDirectory, types: types) else {
                 let kind = isDirectory ? ContentTypes.folder : database.mimeType(ofName: name)
                 throw ScopeFSError(
-                    .refused, "\(item.provider):\(item.path) is \(kind), not one of the types the app asked for (\(types.joined(separator: ", ")))")
+                    .refused,
+                    "\(item.provider):\(item.path) is \(kind), not one of the types the app asked for (\(types.joined(separator: ", ")))"
+                )
             }
         }
     }

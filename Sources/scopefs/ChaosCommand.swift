@@ -20,13 +20,19 @@ struct ChaosCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Option(help: "The app to run as.") var app: String
     @Option(help: "The seed every random choice is drawn from.") var seed: UInt64
-    @Option(name: .customLong("revoke-rate"), help: "Revocations and restorations per second on average, e.g. 2/s (default 1/s).")
+    @Option(
+        name: .customLong("revoke-rate"),
+        help: "Revocations and restorations per second on average, e.g. 2/s (default 1/s).")
     var revokeRate: String = "1/s"
-    @Option(name: .customLong("fault"), help: "OP:ERRNO[:PERCENT%], e.g. read:EIO:5% (repeatable).") var faults: [String] = []
-    @Option(name: .customLong("latency"), help: "OP:MSms[:PERCENT%], e.g. open:20ms (repeatable).") var latencies: [String] = []
-    @Option(help: "Stop the chaos (and the command, with SIGTERM) after this long: 30s, 500ms, 2m.") var duration: String?
+    @Option(name: .customLong("fault"), help: "OP:ERRNO[:PERCENT%], e.g. read:EIO:5% (repeatable).") var faults:
+        [String] = []
+    @Option(name: .customLong("latency"), help: "OP:MSms[:PERCENT%], e.g. open:20ms (repeatable).") var latencies:
+        [String] = []
+    @Option(help: "Stop the chaos (and the command, with SIGTERM) after this long: 30s, 500ms, 2m.") var duration:
+        String?
     @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false
-    @Flag(help: "With --no-sandbox: the shared view of the mount (as `scopefs run --shared-view`).") var sharedView = false
+    @Flag(help: "With --no-sandbox: the shared view of the mount (as `scopefs run --shared-view`).") var sharedView =
+        false
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
 
     func validate() throws {
@@ -60,9 +66,11 @@ struct ChaosCommand: ParsableCommand {
                 added += rule.map(\.id)
                 rule.forEach { Self.say("chaos fault \($0.summary)") }
             }
-            Self.say("chaos seed \(seed), rate \(rate)/s, grants \(grants.map { String($0.id) }.joined(separator: ","))")
+            Self.say(
+                "chaos seed \(seed), rate \(rate)/s, grants \(grants.map { String($0.id) }.joined(separator: ","))")
             var schedule = ChaosSchedule(seed: seed, rate: rate, grants: grants.map(\.id))
-            let child = try Self.launch(app: app, command: command, noSandbox: noSandbox, sharedView: sharedView, state: state)
+            let child = try Self.launch(
+                app: app, command: command, noSandbox: noSandbox, sharedView: sharedView, state: state)
             let start = Date()
             var next = schedule.next()
             // What was done, not what the schedule drew next.
@@ -73,8 +81,9 @@ struct ChaosCommand: ParsableCommand {
                     Self.say(
                         "chaos +\(String(format: "%.3f", action.offset))s \(action.kind.rawValue) grant \(action.grant) "
                             + "(\(items[action.grant] ?? "?"))")
-                    Self.perform(action.kind == .revoke ? .revoked : .active, grant: action.grant, app: app,
-                                     repository: repository, state: state)
+                    Self.perform(
+                        action.kind == .revoke ? .revoked : .active, grant: action.grant, app: app,
+                        repository: repository, state: state)
                     if action.kind == .revoke { revoked.insert(action.grant) } else { revoked.remove(action.grant) }
                     next = schedule.next()
                     continue
@@ -92,7 +101,8 @@ struct ChaosCommand: ParsableCommand {
                 Self.say("chaos end: restore grant \(grant) (\(items[grant] ?? "?"))")
                 Self.perform(.active, grant: grant, app: app, repository: repository, state: state)
             }
-            status = child.terminationReason == .uncaughtSignal ? 128 + child.terminationStatus : child.terminationStatus
+            status =
+                child.terminationReason == .uncaughtSignal ? 128 + child.terminationStatus : child.terminationStatus
             Self.say("chaos seed \(seed): the command exited with \(status)")
         }
         throw ExitCode(status)
@@ -142,8 +152,12 @@ struct ChaosCommand: ParsableCommand {
     static func rate(_ text: String) throws(ScopeFSError) -> Double {
         var number = text
         var per = 1.0
-        if text.hasSuffix("/s") { number = String(text.dropLast(2)) }
-        else if text.hasSuffix("/m") { number = String(text.dropLast(2)); per = 60 }
+        if text.hasSuffix("/s") {
+            number = String(text.dropLast(2))
+        } else if text.hasSuffix("/m") {
+            number = String(text.dropLast(2))
+            per = 60
+        }
         guard let value = Double(number), value >= 0, value <= 1000 else {
             throw ScopeFSError(.usage, "--revoke-rate '\(text)': expected a rate like 2/s or 30/m (at most 1000/s)")
         }

@@ -25,7 +25,9 @@ enum Completions {
     /// Grant ids, of the app named on the command line when there is one
     /// (`scopefs revoke APP GRANT`).
     static let grants = CompletionKind.custom { words, _, prefix in
-        guard let repository = try? repository(for: words), let all = try? repository.grants(app: nil) else { return [] }
+        guard let repository = try? repository(for: words), let all = try? repository.grants(app: nil) else {
+            return []
+        }
         let apps = Set(all.map(\.app)).intersection(words)
         return matching(prefix, all.filter { apps.isEmpty || apps.contains($0.app) }.map { String($0.id) })
     }

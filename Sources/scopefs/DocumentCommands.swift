@@ -23,10 +23,13 @@ struct DocumentActions {
     }
 
     private func changed(_ containerPaths: [String?]) throws(ScopeFSError) {
-        try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: containerPaths.compactMap { $0 })
+        try ControlClient.notifyChange(
+            state: state.directory, app: app, containerPaths: containerPaths.compactMap { $0 })
     }
 
-    func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool) throws(ScopeFSError) {
+    func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool)
+        throws(ScopeFSError)
+    {
         let picker = try picker()
         let opened = try picker.open(
             app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,
@@ -49,7 +52,9 @@ struct DocumentActions {
     /// what it reused or changed (one grant and reference per item, SPEC S17).
     private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(ScopeFSError) {
         if opened.reusedReference, let reference = opened.reference {
-            note("grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))")
+            note(
+                "grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))"
+            )
         } else if opened.reusedGrant {
             note("grant \(opened.grant): reused; the app already has it")
         }
@@ -59,26 +64,37 @@ struct DocumentActions {
             let appName = try AppNames(repository).name(app)
             return printJSON(
                 OpenedJSON(
-                    grant: grant.map { GrantJSON($0, appName: appName) }, reference: opened.reference.map(MountLayout.containerPath),
+                    grant: grant.map { GrantJSON($0, appName: appName) },
+                    reference: opened.reference.map(MountLayout.containerPath),
                     reusedGrant: opened.reusedGrant, reusedReference: opened.reusedReference, changes: opened.changes))
         }
-        print("grant \(opened.grant)" + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
+        print(
+            "grant \(opened.grant)"
+                + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
     }
 
     func importItem(provider: String, path: String) throws(ScopeFSError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
         if json {
-            struct Imported: Encodable { var app: String; var copy: String; var provider: String; var path: String }
+            struct Imported: Encodable {
+                var app: String
+                var copy: String
+                var provider: String
+                var path: String
+            }
             return printJSON(Imported(app: app, copy: MountLayout.containerPath(copy), provider: provider, path: path))
         }
         print(MountLayout.containerPath(copy.escapedForTerminal))
     }
 
-    private func coordinated<T>(_ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(ScopeFSError) -> T)
+    private func coordinated<T>(
+        _ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(ScopeFSError) -> T
+    )
         throws(ScopeFSError) -> T
     {
-        let items = TransferCoordination.items(app: app, containerPath: containerPath, provider: provider, folder: folder)
+        let items = TransferCoordination.items(
+            app: app, containerPath: containerPath, provider: provider, folder: folder)
         return try TransferCoordination(state: state.directory, wait: coordinationWait).withClaims(items, body)
     }
 
@@ -86,11 +102,18 @@ struct DocumentActions {
         let documents = try picker()
         let path = try coordinated(containerPath, provider, folder) { () throws(ScopeFSError) in
             try documents.export(
-                app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+                app: app, containerPath: containerPath, provider: provider, folder: folder,
+                copy: Progress.copy(replace: force))
         }
         if json {
-            struct Exported: Encodable { var app: String; var source: String; var provider: String; var path: String }
-            return printJSON(Exported(app: app, source: MountLayout.containerPath(containerPath), provider: provider, path: path))
+            struct Exported: Encodable {
+                var app: String
+                var source: String
+                var provider: String
+                var path: String
+            }
+            return printJSON(
+                Exported(app: app, source: MountLayout.containerPath(containerPath), provider: provider, path: path))
         }
         print("\(provider):\(path)".escapedForTerminal)
     }
@@ -99,7 +122,8 @@ struct DocumentActions {
         let documents = try picker()
         let opened = try coordinated(containerPath, provider, folder) { () throws(ScopeFSError) in
             try documents.move(
-                app: app, containerPath: containerPath, provider: provider, folder: folder, copy: Progress.copy(replace: force))
+                app: app, containerPath: containerPath, provider: provider, folder: folder,
+                copy: Progress.copy(replace: force))
         }
         try changed([containerPath, opened.reference])
         try report(opened, repository: documents.repository)
@@ -112,7 +136,9 @@ struct OpenCommand: ParsableCommand {
         abstract: "Open a file or folder for an app: a grant, plus a reference document for a file (SPEC S17).")
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
+    @Argument(
+        help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"),
+        completion: Completions.items) var item: ItemReference
     @Flag(help: "Grant read access only (an existing read-write grant stays read-write).") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
     @Flag(help: "Print the grant and the reference as JSON.") var json = false
@@ -132,12 +158,15 @@ struct ImportCommand: ParsableCommand {
         abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/ (SPEC S18).")
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"), completion: Completions.items) var item: ItemReference
+    @Argument(
+        help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"),
+        completion: Completions.items) var item: ItemReference
     @Flag(help: "Print the copy as JSON.") var json = false
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            try DocumentActions(state: options, app: app, json: json).importItem(provider: item.provider, path: item.path)
+            try DocumentActions(state: options, app: app, json: json).importItem(
+                provider: item.provider, path: item.path)
         }
     }
 }
@@ -148,7 +177,9 @@ struct ContainerTransfer: ParsableArguments {
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
     @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
-    @Argument(help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"), completion: Completions.items) var destination: ItemReference
+    @Argument(
+        help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"),
+        completion: Completions.items) var destination: ItemReference
     @Flag(help: "Replace an existing destination.") var force = false
     @OptionGroup var coordination: CoordinationOptions
     @Flag(help: "Print the result as JSON.") var json = false
@@ -161,7 +192,9 @@ struct ContainerTransfer: ParsableArguments {
 struct ExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19).")
+        abstract:
+            "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19)."
+    )
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
@@ -176,7 +209,9 @@ struct ExportCommand: ParsableCommand {
 struct MoveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move",
-        abstract: "Move an item out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20).")
+        abstract:
+            "Move an item out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20)."
+    )
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
@@ -232,8 +267,10 @@ struct QueryCommand: ParsableCommand {
             for result in results {
                 let kind = result.isExternalDocument ? "external" : "local"
                 print(
-                    [result.urlInLocalContainer.escapedForTerminal, "->", result.url.escapedForTerminal, kind,
-                     result.containerDisplayName.escapedForTerminal].joined(separator: "\t"))
+                    [
+                        result.urlInLocalContainer.escapedForTerminal, "->", result.url.escapedForTerminal, kind,
+                        result.containerDisplayName.escapedForTerminal,
+                    ].joined(separator: "\t"))
             }
         }
     }
@@ -245,7 +282,8 @@ struct BookmarkCommand: ParsableCommand {
         subcommands: [Create.self, Resolve.self])
 
     struct Create: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "create", abstract: "Print a bookmark for PATH (this process must be an app process).")
+        static let configuration = CommandConfiguration(
+            commandName: "create", abstract: "Print a bookmark for PATH (this process must be an app process).")
         @Argument var path: String
         @Flag(help: "A read-only bookmark.") var readOnly = false
         @Flag(help: "Print the bookmark as JSON.") var json = false
@@ -254,8 +292,15 @@ struct BookmarkCommand: ParsableCommand {
             try report { () throws(ScopeFSError) in
                 let bookmark = try ControlAttributes.read(path, readOnly ? .readOnlyBookmark : .bookmark)
                 if json {
-                    struct Created: Encodable { var bookmark: String; var path: String; var access: String }
-                    return printJSON(Created(bookmark: bookmark, path: path, access: readOnly ? Access.read.rawValue : Access.readWrite.rawValue))
+                    struct Created: Encodable {
+                        var bookmark: String
+                        var path: String
+                        var access: String
+                    }
+                    return printJSON(
+                        Created(
+                            bookmark: bookmark, path: path,
+                            access: readOnly ? Access.read.rawValue : Access.readWrite.rawValue))
                 }
                 print(bookmark)
             }
@@ -263,7 +308,8 @@ struct BookmarkCommand: ParsableCommand {
     }
 
     struct Resolve: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "resolve", abstract: "Resolve a bookmark: its current path and whether it is stale.")
+        static let configuration = CommandConfiguration(
+            commandName: "resolve", abstract: "Resolve a bookmark: its current path and whether it is stale.")
         @OptionGroup var options: StateOptions
         @Argument(help: "The bookmark, or - to read it from standard input.") var bookmark: String
         @Flag(help: "Print JSON.") var json = false
@@ -271,14 +317,24 @@ struct BookmarkCommand: ParsableCommand {
         func run() throws {
             try report { () throws(ScopeFSError) in
                 let token = bookmark == "-" ? (readLine() ?? "") : bookmark
-                let response = try ControlClient.send(ControlRequest(op: .resolve, bookmark: token), state: options.directory)
+                let response = try ControlClient.send(
+                    ControlRequest(op: .resolve, bookmark: token), state: options.directory)
                 guard response.ok, let resolution = response.resolution, let path = response.path else {
                     throw ScopeFSError(
-                        ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "cannot resolve")
+                        ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                        response.message ?? "cannot resolve")
                 }
                 if json {
-                    struct Output: Encodable { var path: String; var pathInApp: String; var isStale: Bool; var access: String }
-                    return printJSON(Output(path: path, pathInApp: resolution.pathInApp, isStale: resolution.isStale, access: resolution.access.rawValue))
+                    struct Output: Encodable {
+                        var path: String
+                        var pathInApp: String
+                        var isStale: Bool
+                        var access: String
+                    }
+                    return printJSON(
+                        Output(
+                            path: path, pathInApp: resolution.pathInApp, isStale: resolution.isStale,
+                            access: resolution.access.rawValue))
                 }
                 print("\(path.escapedForTerminal)\tisStale=\(resolution.isStale)")
             }

@@ -14,8 +14,9 @@ struct EventsCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Option(help: "Only this app's events.", completion: Completions.apps) var app: String?
     // Unconditional: "-60" is a value here, not an option.
-    @Option(parsing: .unconditional,
-            help: "Only events at or after T: ISO 8601, seconds since 1970, or an age: -60, 60s, 5m, 2h, 1d.")
+    @Option(
+        parsing: .unconditional,
+        help: "Only events at or after T: ISO 8601, seconds since 1970, or an age: -60, 60s, 5m, 2h, 1d.")
     var since: String?
     @Option(help: "Only events of these kinds (comma-separated, e.g. leak,denial).") var kind: String?
     @Option(help: "At most the newest N events (with --follow, 0 means only new ones).") var limit: Int = 1000
@@ -65,7 +66,9 @@ struct EventsCommand: ParsableCommand {
         var kinds: Set<Event.Kind> = []
         for name in kind.split(separator: ",") {
             guard let parsed = Event.Kind(rawValue: String(name)) else {
-                throw ScopeFSError(.usage, "unknown event kind \(name); kinds: \(Event.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw ScopeFSError(
+                    .usage,
+                    "unknown event kind \(name); kinds: \(Event.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             kinds.insert(parsed)
         }
@@ -76,7 +79,9 @@ struct EventsCommand: ParsableCommand {
         guard let since else { return nil }
         guard let time = Self.time(since, now: Date().timeIntervalSince1970) else {
             throw ScopeFSError(
-                .usage, "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or an age (-60, 60s, 5m, 2h, 1d)")
+                .usage,
+                "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or an age (-60, 60s, 5m, 2h, 1d)"
+            )
         }
         return time
     }
@@ -113,7 +118,9 @@ struct EventsCommand: ParsableCommand {
         if let grant = event.grant { fields.append("grant=\(grant)") }
         if event.occurrences > 1 {
             fields.append("×\(event.occurrences)")
-            if let last = event.lastTime { fields.append("until=\(formatter.string(from: Date(timeIntervalSince1970: last)))") }
+            if let last = event.lastTime {
+                fields.append("until=\(formatter.string(from: Date(timeIntervalSince1970: last)))")
+            }
         }
         return fields.joined(separator: "\t")
     }

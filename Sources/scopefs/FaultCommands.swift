@@ -12,12 +12,15 @@ struct FaultCommand: ParsableCommand {
         subcommands: [FaultAddCommand.self, FaultListCommand.self, FaultClearCommand.self])
 
     /// Sends a fault request; a refusal or a bad rule becomes its exit code.
-    static func send(_ request: ControlRequest, state: StateDirectory, action: String) throws(ScopeFSError) -> [FaultRule] {
+    static func send(_ request: ControlRequest, state: StateDirectory, action: String) throws(ScopeFSError)
+        -> [FaultRule]
+    {
         try OwnerCheck.require(state, to: action)
         let response = try ControlClient.send(request, state: state)
         guard response.ok else {
             throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "\(action) failed")
+                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                response.message ?? "\(action) failed")
         }
         return response.faults ?? []
     }
@@ -32,18 +35,24 @@ struct FaultCommand: ParsableCommand {
         var rule = FaultRule(operation: parts[0])
         if latency {
             let value = parts[1].hasSuffix("ms") ? String(parts[1].dropLast(2)) : parts[1]
-            guard let milliseconds = Int(value) else { throw ScopeFSError(.usage, "'\(text)': '\(parts[1])' is no latency like 20ms") }
+            guard let milliseconds = Int(value) else {
+                throw ScopeFSError(.usage, "'\(text)': '\(parts[1])' is no latency like 20ms")
+            }
             rule.latencyMilliseconds = milliseconds
         } else {
             guard let errno = FaultRule.errno(named: parts[1]) else {
                 throw ScopeFSError(
-                    .usage, "'\(text)': unknown errno \(parts[1]); known: \(FaultRule.errnoNames.map(\.name).joined(separator: ", "))")
+                    .usage,
+                    "'\(text)': unknown errno \(parts[1]); known: \(FaultRule.errnoNames.map(\.name).joined(separator: ", "))"
+                )
             }
             rule.errno = errno
         }
         if parts.count == 3 {
             let value = parts[2].hasSuffix("%") ? String(parts[2].dropLast()) : parts[2]
-            guard let percent = Double(value) else { throw ScopeFSError(.usage, "'\(text)': '\(parts[2])' is no percentage") }
+            guard let percent = Double(value) else {
+                throw ScopeFSError(.usage, "'\(text)': '\(parts[2])' is no percentage")
+            }
             rule.percent = percent
         }
         if let problem = rule.problem { throw ScopeFSError(.usage, "'\(text)': \(problem)") }
@@ -57,7 +66,10 @@ struct FaultAddCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Option(help: "Only this app's requests (default: every app).") var app: String?
     @Option(help: "An fnmatch glob on the path in the app's view, e.g. 'Providers/local/docs/*'.") var path: String?
-    @Option(help: "The operation: open, read, write, fsync, create, rename, unlink, mkdir, getattr, readdir, lookup, ... or '*'.")
+    @Option(
+        help:
+            "The operation: open, read, write, fsync, create, rename, unlink, mkdir, getattr, readdir, lookup, ... or '*'."
+    )
     var op: String
     @Option(help: "The errno to inject: EIO, ENOSPC, EDQUOT, EROFS, EPERM, ETIMEDOUT, EACCES, ...") var errno: String?
     @Option(help: "A delay in milliseconds instead of an errno.") var latency: Int?
@@ -74,7 +86,9 @@ struct FaultAddCommand: ParsableCommand {
             var rule = FaultRule(app: app, path: path, operation: op, latencyMilliseconds: latency, percent: percent)
             if let errno {
                 guard let value = FaultRule.errno(named: errno) else {
-                    throw ScopeFSError(.usage, "unknown errno \(errno); known: \(FaultRule.errnoNames.map(\.name).joined(separator: ", "))")
+                    throw ScopeFSError(
+                        .usage,
+                        "unknown errno \(errno); known: \(FaultRule.errnoNames.map(\.name).joined(separator: ", "))")
                 }
                 rule.errno = value
             }
@@ -83,7 +97,11 @@ struct FaultAddCommand: ParsableCommand {
             request.fault = rule
             request.seed = seed
             let added = try FaultCommand.send(request, state: options.directory, action: "inject faults")
-            if json { printJSON(added.first) } else if let rule = added.first { print("added \(rule.summary.escapedForTerminal)") }
+            if json {
+                printJSON(added.first)
+            } else if let rule = added.first {
+                print("added \(rule.summary.escapedForTerminal)")
+            }
         }
     }
 }
@@ -95,7 +113,8 @@ struct FaultListCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let rules = try FaultCommand.send(ControlRequest(op: .faultList), state: options.directory, action: "list faults")
+            let rules = try FaultCommand.send(
+                ControlRequest(op: .faultList), state: options.directory, action: "list faults")
             if json {
                 printJSON(rules)
             } else {
@@ -107,7 +126,8 @@ struct FaultListCommand: ParsableCommand {
 }
 
 struct FaultClearCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove one rule, or all with --all.")
+    static let configuration = CommandConfiguration(
+        commandName: "clear", abstract: "Remove one rule, or all with --all.")
     @OptionGroup var options: StateOptions
     @Argument(help: "The rule's id (from `fault list`).") var id: Int?
     @Flag(help: "Remove every rule.") var all = false

@@ -12,7 +12,9 @@ struct ItemReference: ExpressibleByArgument {
 
     init?(argument: String) {
         // By bytes: as a Character, ":" followed by a combining mark is not ":".
-        guard let colon = argument.utf8.firstIndex(of: UInt8(ascii: ":")), colon != argument.startIndex else { return nil }
+        guard let colon = argument.utf8.firstIndex(of: UInt8(ascii: ":")), colon != argument.startIndex else {
+            return nil
+        }
         provider = String(argument[..<colon])
         path = String(argument[argument.index(after: colon)...])
     }
@@ -26,7 +28,10 @@ struct GrantCommand: ParsableCommand {
         abstract: "Grant an app a file or folder of a provider (or change its grant); prints the grant id.")
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
-    @Argument(help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"), completion: Completions.items)
+    @Argument(
+        help: ArgumentHelp(
+            "The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"),
+        completion: Completions.items)
     var item: ItemReference
     @Flag(help: "Grant read access only.") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
@@ -77,10 +82,12 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
             if state == .active, let restored = try restoreThroughDaemon(selection.app, grant, options) {
                 changed = restored
             } else {
-                changed = try options.repositoryForChange("revoke or restore grants").setState(state, app: selection.app, grant: grant)
+                changed = try options.repositoryForChange("revoke or restore grants").setState(
+                    state, app: selection.app, grant: grant)
                 try ControlClient.notifyChange(state: options.directory)
             }
-        } catch where state == .revoked && (error.kind == .ioError || error.kind == .badState)
+        } catch
+            where state == .revoked && (error.kind == .ioError || error.kind == .badState)
             && FileManager.default.fileExists(atPath: options.directory.controlSocketPath)
         {
             // Issue 15: a database that cannot be written (deleted, corrupt,
@@ -88,7 +95,9 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
             // policy and revokes.
             let (revoked, note) = try ControlClient.revoke(app: selection.app, grant: grant, state: options.directory)
             FileHandle.standardError.write(
-                Data("scopefs: warning: \(error.message); revoked through the daemon\(note.map { ", \($0)" } ?? "")".escapedForTerminal.utf8 + [10]))
+                Data(
+                    "scopefs: warning: \(error.message); revoked through the daemon\(note.map { ", \($0)" } ?? "")"
+                        .escapedForTerminal.utf8 + [10]))
             changed = revoked
         }
         if selection.json {
@@ -96,7 +105,9 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
             let names = (try? AppNames(options.repository())) ?? .none
             return printJSON(changed.map { GrantJSON($0, appName: names.name($0.app)) })
         }
-        for grant in changed { print("\(grant.id)\t\(state.rawValue)\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
+        for grant in changed {
+            print("\(grant.id)\t\(state.rawValue)\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)")
+        }
         if changed.isEmpty {
             let what = grant.map { "grant \($0) is" } ?? "every grant of \(selection.app) is"
             print("nothing changed: \(what) already \(state.rawValue)".escapedForTerminal)
@@ -110,7 +121,9 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
 /// busy starting apps (issue 15). It refuses app processes itself; the
 /// run's cgroup is checked here too, so the message is the same as without
 /// a daemon (SPEC S5).
-private func restoreThroughDaemon(_ app: String, _ grant: Int64?, _ options: StateOptions) throws(ScopeFSError) -> [Grant]? {
+private func restoreThroughDaemon(_ app: String, _ grant: Int64?, _ options: StateOptions) throws(ScopeFSError)
+    -> [Grant]?
+{
     try OwnerCheck.requireOutsideRuns(to: "revoke or restore grants")
     return try ControlClient.restore(app: app, grant: grant, state: options.directory)
 }
@@ -142,19 +155,28 @@ struct ForgetCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(ScopeFSError) in
-            let picker = DocumentPicker(state: options.directory, repository: try options.repositoryForChange("forget grants"))
-            let (grants, references) = try picker.forget(app: selection.app, grant: selection.all ? nil : selection.grant)
+            let picker = DocumentPicker(
+                state: options.directory, repository: try options.repositoryForChange("forget grants"))
+            let (grants, references) = try picker.forget(
+                app: selection.app, grant: selection.all ? nil : selection.grant)
             try ControlClient.notifyChange(state: options.directory, app: selection.app, containerPaths: references)
             if selection.json {
-                struct Forgotten: Encodable { var grants: [GrantJSON]; var references: [String] }
+                struct Forgotten: Encodable {
+                    var grants: [GrantJSON]
+                    var references: [String]
+                }
                 let names = try AppNames(picker.repository)
                 return printJSON(
                     Forgotten(
                         grants: grants.map { GrantJSON($0, appName: names.name($0.app)) },
                         references: references.map(MountLayout.containerPath)))
             }
-            for grant in grants { print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)") }
-            for reference in references { print("reference " + MountLayout.containerPath(reference.escapedForTerminal) + "\tremoved") }
+            for grant in grants {
+                print("\(grant.id)\tforgotten\t\("\(grant.provider):\(grant.relativePath)".escapedForTerminal)")
+            }
+            for reference in references {
+                print("reference " + MountLayout.containerPath(reference.escapedForTerminal) + "\tremoved")
+            }
             if grants.isEmpty { print("nothing changed: \(selection.app.escapedForTerminal) has no grants") }
         }
     }
@@ -178,7 +200,9 @@ struct PrivacyCommand: ParsableCommand {
             for row in rows {
                 let item = "\(row.provider):\(row.path)".escapedForTerminal
                 let granted = formatter.string(from: row.grantedAt)
-                print("\(row.grant)\t\(names.label(row.app))\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(granted)\t\(row.lifetime)")
+                print(
+                    "\(row.grant)\t\(names.label(row.app))\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(granted)\t\(row.lifetime)"
+                )
             }
         }
     }

@@ -16,7 +16,9 @@ enum JSONOutput {
 
     static func encoder(_ layout: Layout) -> JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = layout == .document ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting =
+            layout == .document
+            ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
             try container.encode(timeText(date))
@@ -26,12 +28,15 @@ enum JSONOutput {
 
     /// A time as every `--json` writes it.
     static func timeText(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(secondsFromGMT: 0)!))
+        date.formatted(
+            Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(secondsFromGMT: 0)!))
     }
 
     static func text<T: Encodable>(_ value: T, _ layout: Layout = .document) -> String {
         // Encoding our own output types cannot fail: a failure is a bug.
-        guard let data = try? encoder(layout).encode(value) else { preconditionFailure("cannot encode \(T.self) as JSON") }
+        guard let data = try? encoder(layout).encode(value) else {
+            preconditionFailure("cannot encode \(T.self) as JSON")
+        }
         return String(decoding: data, as: UTF8.self).jsonHostEscaped
     }
 }

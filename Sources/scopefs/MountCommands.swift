@@ -26,7 +26,10 @@ struct MountCommand: ParsableCommand {
     @Option(help: "strict (default): content operations need a started scope; lenient: an active grant is enough.")
     var scopes: ScopeTable.Mode = .strict
     @Option(help: "Outstanding starts a process may hold (SPEC S10).") var scopeBudget: Int = 4096
-    @Option(help: "Days an imported copy stays in an app's inbox when no process of the app was running to have it (SPEC S18).")
+    @Option(
+        help:
+            "Days an imported copy stays in an app's inbox when no process of the app was running to have it (SPEC S18)."
+    )
     var inboxDays: Int = 7
     @Option(
         help: """
@@ -53,7 +56,9 @@ struct MountCommand: ParsableCommand {
     @Flag(help: "In the background: print the mount and its daemon as JSON once it is ready.") var json = false
 
     func validate() throws {
-        if json && foreground { throw ValidationError("--json reports a background mount; --foreground prints nothing") }
+        if json && foreground {
+            throw ValidationError("--json reports a background mount; --foreground prints nothing")
+        }
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
         if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
         if let cacheTimeout, !(cacheTimeout >= 0 && cacheTimeout <= 86400) {
@@ -110,7 +115,11 @@ struct MountCommand: ParsableCommand {
         defer { close(pipe[0]) }
         switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
         case .ready where json:
-            struct Mounted: Encodable { var mountpoint: String; var pid: Int32; var stateDirectory: String }
+            struct Mounted: Encodable {
+                var mountpoint: String
+                var pid: Int32
+                var stateDirectory: String
+            }
             let path = DaemonInfo.read(from: options.directory)?.mountpoint ?? mountpoint
             printJSON(Mounted(mountpoint: path, pid: pid, stateDirectory: options.directory.path))
         case .ready:
@@ -137,7 +146,8 @@ struct UnmountCommand: ParsableCommand {
     func run() throws {
         try report { () throws(ScopeFSError) in
             try OwnerCheck.require(options.directory, to: "unmount")
-            let path = (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
+            let path =
+                (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
             let normalized = (path as NSString).standardizingPath
             guard MountPoint.isMounted(normalized) else {
                 throw ScopeFSError(.notMounted, "\(normalized) is not mounted")
@@ -148,7 +158,10 @@ struct UnmountCommand: ParsableCommand {
             }
             if let daemon { try waitForExit(daemon) }
             if json {
-                struct Unmounted: Encodable { var mountpoint: String; var pid: Int32? }
+                struct Unmounted: Encodable {
+                    var mountpoint: String
+                    var pid: Int32?
+                }
                 printJSON(Unmounted(mountpoint: normalized, pid: daemon))
             }
         }
@@ -176,7 +189,8 @@ struct UnmountCommand: ParsableCommand {
 /// Starts the daemon as a detached process.
 enum Spawner {
     static func daemon(arguments: [String], readyPipe: Int32, log: String) throws(ScopeFSError) -> pid_t {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -31,9 +31,11 @@ struct PickCommand: ParsableCommand {
     static let cancelled: Int32 = 1
 
     @OptionGroup var options: StateOptions
-    @Option(name: .customLong("app"), help: "The app the item is chosen for.", completion: Completions.apps) var appOption: String?
+    @Option(name: .customLong("app"), help: "The app the item is chosen for.", completion: Completions.apps)
+    var appOption: String?
     var app: String { appOption ?? "" }
-    @Option(help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
+    @Option(
+        help: "open (grant and reference), import (copy into the inbox), export (copy out of the container) or move.")
     var mode: PickerMode = .open
     @Flag(help: "open: grant read access only.") var readOnly = false
     @Flag(help: "export, move: replace an existing destination.") var force = false
@@ -45,14 +47,17 @@ struct PickCommand: ParsableCommand {
     func validate() throws {
         if asking.request {
             if appOption != nil { throw ValidationError("--request picks for the app it runs in: drop --app") }
-            if json { throw ValidationError("--json applies to the owner's picker; --request prints one path per line") }
+            if json {
+                throw ValidationError("--json applies to the owner's picker; --request prints one path per line")
+            }
             return try asking.validate(mode: mode)
         }
         if appOption == nil { throw ValidationError("missing --app: the app the item is chosen for") }
         if readOnly && mode != .open { throw ValidationError("--read-only applies to --mode open only") }
         if force && !mode.startsInContainer { throw ValidationError("--force applies to --mode export and move only") }
         if asking.multiple && mode.startsInContainer {
-            throw ValidationError("--multiple applies to --mode open and import (export and move place one container item)")
+            throw ValidationError(
+                "--multiple applies to --mode open and import (export and move place one container item)")
         }
     }
 
@@ -88,7 +93,8 @@ struct PickCommand: ParsableCommand {
         guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
         let providers = try repository.providers()
         guard !providers.isEmpty else {
-            throw ScopeFSError(.noInput, "there are no providers to pick from; add one with `scopefs provider add ID DIR`")
+            throw ScopeFSError(
+                .noInput, "there are no providers to pick from; add one with `scopefs provider add ID DIR`")
         }
         let container = options.directory.containerPath(of: app)
         if mode.startsInContainer && !FileManager.default.fileExists(atPath: container) {
@@ -103,21 +109,28 @@ struct PickCommand: ParsableCommand {
             case .providers:
                 return PickerListing.entries(ofProviders: providers)
             case .provider(let id, let path):
-                guard let provider = providers.first(where: { $0.id == id }) else { throw ScopeFSError.unknownProvider(id) }
-                let entries = try PickerListing.entries(ofFolder: path.isEmpty ? provider.directory : provider.directory + "/" + path)
+                guard let provider = providers.first(where: { $0.id == id }) else {
+                    throw ScopeFSError.unknownProvider(id)
+                }
+                let entries = try PickerListing.entries(
+                    ofFolder: path.isEmpty ? provider.directory : provider.directory + "/" + path)
                 return entries.map { entry in
                     var entry = entry
                     let item = RelativePath.join(path, entry.name)
                     entry.granted = granted.contains { $0.provider == id && $0.relativePath.sameHostName(as: item) }
-                    entry.dimmed = !entry.isFolder && !types.matches(name: entry.name, isDirectory: false, types: asking.types)
+                    entry.dimmed =
+                        !entry.isFolder && !types.matches(name: entry.name, isDirectory: false, types: asking.types)
                     return entry
                 }
             case .container(let path):
                 return try PickerListing.entries(ofFolder: path.isEmpty ? container : container + "/" + path)
             }
         }
-        let start = asking.start.flatMap(ItemReference.init(argument:)).map { PickerPlace.provider($0.provider, RelativePath.normalize($0.path) ?? "") }
-        var picker = PickerController(mode: mode, app: app, readOnly: readOnly, typesAskedFor: asking.types, start: start,
+        let start = asking.start.flatMap(ItemReference.init(argument:)).map {
+            PickerPlace.provider($0.provider, RelativePath.normalize($0.path) ?? "")
+        }
+        var picker = PickerController(
+            mode: mode, app: app, readOnly: readOnly, typesAskedFor: asking.types, start: start,
             allowsMultiple: asking.multiple, list: list)
 
         let terminal = try Terminal()

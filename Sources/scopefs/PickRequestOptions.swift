@@ -9,7 +9,9 @@ import PolicyStore
 /// over the app endpoint; the owner's agent answers.
 struct PickRequestOptions: ParsableArguments {
     @Flag(help: "From inside an app: ask the owner's picker agent instead of showing a picker.") var request = false
-    @Option(name: .customLong("type"), help: "An allowed content type (UTType or MIME); repeat for several. Other files are dimmed.")
+    @Option(
+        name: .customLong("type"),
+        help: "An allowed content type (UTType or MIME); repeat for several. Other files are dimmed.")
     var types: [String] = []
     @Flag(help: "open, import: choose several items (Space toggles, Enter confirms); with --request, allow several.")
     var multiple = false
@@ -35,7 +37,8 @@ struct PickRequestOptions: ParsableArguments {
             let response = try ControlClient.send(request, state: state, timeoutSeconds: Int(timeout.rounded(.up)) + 5)
             guard response.ok, let picked = response.picked else {
                 throw ScopeFSError(
-                    ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "the pick failed")
+                    ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                    response.message ?? "the pick failed")
             }
             answer = picked
         }

@@ -22,9 +22,14 @@ struct QueryFollower {
     func run() throws(ScopeFSError) -> Never {
         var known = try current()
         if json {
-            emit(Update(event: "finishedGathering", results: known.values.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }))
+            emit(
+                Update(
+                    event: "finishedGathering",
+                    results: known.values.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }))
         } else {
-            for result in known.values.sorted(by: { $0.urlInLocalContainer < $1.urlInLocalContainer }) { line("result", result) }
+            for result in known.values.sorted(by: { $0.urlInLocalContainer < $1.urlInLocalContainer }) {
+                line("result", result)
+            }
             print("finished gathering: \(known.count)")
         }
         fflush(nil)
@@ -60,7 +65,9 @@ struct QueryFollower {
     }
 
     private func line(_ event: String, _ result: DocumentQuery.Result) {
-        print([event, result.urlInLocalContainer.escapedForTerminal, "->", result.url.escapedForTerminal].joined(separator: "\t"))
+        print(
+            [event, result.urlInLocalContainer.escapedForTerminal, "->", result.url.escapedForTerminal].joined(
+                separator: "\t"))
     }
 
     private func emit(_ update: Update) {

@@ -43,7 +43,9 @@ struct RunCommand: ParsableCommand {
         if noSandbox && (shareNet || !exposed.isEmpty) {
             throw ValidationError("--share-net and --expose shape the sandbox; without it the app has the host already")
         }
-        for path in exposed where !path.hasPrefix("/") { throw ValidationError("--expose takes an absolute path: \(path)") }
+        for path in exposed where !path.hasPrefix("/") {
+            throw ValidationError("--expose takes an absolute path: \(path)")
+        }
     }
 
     func run() throws {
@@ -54,7 +56,9 @@ struct RunCommand: ParsableCommand {
             let confinement: AppLauncher.Confinement
             if noSandbox {
                 FileHandle.standardError.write(
-                    Data("scopefs: warning: --no-sandbox: \(app) runs with your access to the host; this is no security boundary\n".utf8))
+                    Data(
+                        "scopefs: warning: --no-sandbox: \(app) runs with your access to the host; this is no security boundary\n"
+                            .utf8))
                 confinement = .none(view: sharedView ? .shared : .app)
             } else {
                 confinement = .sandbox(shareNetwork: shareNet, exposed: exposed)
@@ -99,9 +103,10 @@ struct StatusCommand: ParsableCommand {
             }
             if json {
                 printJSON(
-                    Report(stateDirectory: options.directory.path, daemon: status.map { Self.named($0, names) },
-                           recentLeaks: leaks.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
-                           databaseError: databaseError?.message))
+                    Report(
+                        stateDirectory: options.directory.path, daemon: status.map { Self.named($0, names) },
+                        recentLeaks: leaks.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
+                        databaseError: databaseError?.message))
             } else {
                 printText(status, databaseError: databaseError, leaks: leaks, names: names)
             }
@@ -133,12 +138,16 @@ struct StatusCommand: ParsableCommand {
         if let status {
             print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
             if let failure = status.policyFailure {
-                print("  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)")
+                print(
+                    "  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)"
+                )
             }
             if let attribution = status.attribution {
                 print("  app processes told apart by: \(attribution.escapedForTerminal)")
             }
-            print("  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)")
+            print(
+                "  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)"
+            )
             if let channel = status.hostChanges, let timeout = status.cacheTimeout {
                 print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
             }
@@ -146,7 +155,9 @@ struct StatusCommand: ParsableCommand {
             for process in status.processes { print(Self.describe(process, names: names)) }
             let stranded = status.stranded ?? []
             if !stranded.isEmpty {
-                print("app processes on a dead mount (their daemon was killed; they cannot reach any mount): \(stranded.count)")
+                print(
+                    "app processes on a dead mount (their daemon was killed; they cannot reach any mount): \(stranded.count)"
+                )
                 for process in stranded {
                     print(
                         "  \(process.pid)\t\(names.label(process.app))\t\(process.state) "
@@ -170,7 +181,9 @@ struct StatusCommand: ParsableCommand {
     static func describe(_ process: DaemonStatus.AppProcessStatus, names: AppNames) -> String {
         var text = "  \(process.pid)\t\(names.label(process.app))\(process.parent.map { "\tchild of \($0)" } ?? "")"
         text += "\tbudget used \(process.budgetUsed)\(process.budgetExhausted ? " (exhausted)" : "")"
-        for scope in process.scopes { text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path.escapedForTerminal)" }
+        for scope in process.scopes {
+            text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path.escapedForTerminal)"
+        }
         return text
     }
 }

@@ -104,14 +104,18 @@ extension Scenario {
     }
 
     static func parse(_ text: String, name: String) throws -> Scenario {
-        guard let root = try Yams.compose(yaml: text) else { throw ScenarioError(line: nil, message: "the scenario is empty") }
+        guard let root = try Yams.compose(yaml: text) else {
+            throw ScenarioError(line: nil, message: "the scenario is empty")
+        }
         let top = try mapping(root, "the scenario", allowed: ["name", "app", "timeout", "steps", "expect"])
         var scenario = Scenario(name: name)
         if let node = top["name"] { scenario.name = try string(node, "name") }
         if let node = top["app"] { scenario.app = try string(node, "app") }
         if let node = top["timeout"] { scenario.timeout = try duration(node, "timeout") }
         if let node = top["steps"] {
-            guard case .sequence(let steps) = node else { throw ScenarioError(line: line(node), message: "steps: expected a list") }
+            guard case .sequence(let steps) = node else {
+                throw ScenarioError(line: line(node), message: "steps: expected a list")
+            }
             scenario.steps = try steps.map(step)
         }
         if let node = top["expect"] { scenario.expect = try expectations(node) }
@@ -119,7 +123,8 @@ extension Scenario {
     }
 
     private static let actionKeys = [
-        "revoke", "restore", "forget", "answer-pick", "rename", "delete", "recreate", "write", "fault", "latency", "signal",
+        "revoke", "restore", "forget", "answer-pick", "rename", "delete", "recreate", "write", "fault", "latency",
+        "signal",
     ]
 
     private static func step(_ node: Node) throws -> Step {
@@ -128,7 +133,9 @@ extension Scenario {
         let triggers = ["at", "when", "after"].filter { map[$0] != nil }
         guard triggers.count <= 1 else {
             throw ScenarioError(
-                line: at, message: "a step has one trigger (at, when, after); this one has \(triggers.joined(separator: " and "))")
+                line: at,
+                message: "a step has one trigger (at, when, after); this one has \(triggers.joined(separator: " and "))"
+            )
         }
         var trigger = Step.Trigger.at(0)
         if let value = map["at"] {
@@ -151,7 +158,10 @@ extension Scenario {
         let actions = actionKeys.filter { map[$0] != nil }
         guard actions.count == 1, let key = actions.first, let value = map[key] else {
             throw ScenarioError(
-                line: at, message: "a step does one thing (\(actionKeys.joined(separator: ", "))); this one has \(actions.isEmpty ? "none" : actions.joined(separator: " and "))")
+                line: at,
+                message:
+                    "a step does one thing (\(actionKeys.joined(separator: ", "))); this one has \(actions.isEmpty ? "none" : actions.joined(separator: " and "))"
+            )
         }
         let action: Step.Action
         switch key {
@@ -182,7 +192,8 @@ extension Scenario {
         default:
             let name = try string(value, key).uppercased().replacingOccurrences(of: "SIG", with: "")
             guard let number = signals[name] else {
-                throw ScenarioError(line: line(value), message: "signal: one of \(signals.keys.sorted().joined(separator: ", "))")
+                throw ScenarioError(
+                    line: line(value), message: "signal: one of \(signals.keys.sorted().joined(separator: ", "))")
             }
             action = .signal(number, name)
         }
@@ -194,7 +205,8 @@ extension Scenario {
     private static func pickAnswer(_ node: Node) throws -> AgentScript.Step {
         if case .scalar = node {
             guard try string(node, "answer-pick") == "cancel" else {
-                throw ScenarioError(line: line(node), message: "answer-pick: 'cancel' or a mapping with choose (and read_only)")
+                throw ScenarioError(
+                    line: line(node), message: "answer-pick: 'cancel' or a mapping with choose (and read_only)")
             }
             return AgentScript.Step(cancel: true)
         }
@@ -228,12 +240,16 @@ extension Scenario {
             else {
                 throw ScenarioError(
                     line: line,
-                    message: "after: expected 'first start of grant PROVIDER:RELPATH' or 'N starts of grant PROVIDER:RELPATH'")
+                    message:
+                        "after: expected 'first start of grant PROVIDER:RELPATH' or 'N starts of grant PROVIDER:RELPATH'"
+                )
             }
             return .starts(count: count, grant: grant[1])
         }
         guard words.count == 4, let count = Int(words[0]), count > 0, words[2] == "of" else {
-            throw ScenarioError(line: line, message: "after: expected 'N OPERATIONs of GLOB', e.g. '100 reads of Providers/local/docs/*'")
+            throw ScenarioError(
+                line: line,
+                message: "after: expected 'N OPERATIONs of GLOB', e.g. '100 reads of Providers/local/docs/*'")
         }
         var operation = words[1]
         if !FaultRule.operations.contains(operation), operation.hasSuffix("s") { operation.removeLast() }
@@ -252,7 +268,9 @@ extension Scenario {
             ])
         var expect = Expectations()
         if let value = map["exit"] {
-            guard let code = value.int else { throw ScenarioError(line: line(value), message: "exit: expected a number") }
+            guard let code = value.int else {
+                throw ScenarioError(line: line(value), message: "exit: expected a number")
+            }
             expect.exit = Int32(code)
         }
         if let value = map["no_leaked_scope"] { expect.noLeakedScope = try bool(value, "no_leaked_scope") }
@@ -268,7 +286,9 @@ extension Scenario {
         if let value = map["prints"] { expect.prints = try strings(value, "prints") }
         if let value = map["not_prints"] { expect.notPrints = try strings(value, "not_prints") }
         if let value = map["files"] {
-            guard case .sequence(let files) = value else { throw ScenarioError(line: line(value), message: "files: expected a list") }
+            guard case .sequence(let files) = value else {
+                throw ScenarioError(line: line(value), message: "files: expected a list")
+            }
             for file in files {
                 let fields = try mapping(file, "a file", allowed: ["path", "content"])
                 guard let path = fields["path"], let content = fields["content"] else {
@@ -289,13 +309,18 @@ extension Scenario {
     private static func line(_ node: Node) -> Int? { node.mark?.line }
 
     private static func mapping(_ node: Node, _ what: String, allowed: [String]) throws -> [String: Node] {
-        guard case .mapping(let map) = node else { throw ScenarioError(line: line(node), message: "\(what): expected a mapping") }
+        guard case .mapping(let map) = node else {
+            throw ScenarioError(line: line(node), message: "\(what): expected a mapping")
+        }
         var fields: [String: Node] = [:]
         for (key, value) in map {
-            guard let name = key.string else { throw ScenarioError(line: line(key), message: "\(what): keys are names") }
+            guard let name = key.string else {
+                throw ScenarioError(line: line(key), message: "\(what): keys are names")
+            }
             guard allowed.contains(name) else {
                 throw ScenarioError(
-                    line: line(key), message: "unknown key '\(name)' in \(what); known: \(allowed.joined(separator: ", "))")
+                    line: line(key),
+                    message: "unknown key '\(name)' in \(what); known: \(allowed.joined(separator: ", "))")
             }
             fields[name] = value
         }
@@ -303,7 +328,9 @@ extension Scenario {
     }
 
     private static func string(_ node: Node, _ what: String) throws -> String {
-        guard case .scalar(let scalar) = node else { throw ScenarioError(line: line(node), message: "\(what): expected text") }
+        guard case .scalar(let scalar) = node else {
+            throw ScenarioError(line: line(node), message: "\(what): expected text")
+        }
         return scalar.string
     }
 
@@ -313,12 +340,16 @@ extension Scenario {
     }
 
     private static func bool(_ node: Node, _ what: String) throws -> Bool {
-        guard let value = node.bool else { throw ScenarioError(line: line(node), message: "\(what): expected true or false") }
+        guard let value = node.bool else {
+            throw ScenarioError(line: line(node), message: "\(what): expected true or false")
+        }
         return value
     }
 
     private static func count(_ node: Node, _ what: String) throws -> Int {
-        guard let value = node.int, value >= 0 else { throw ScenarioError(line: line(node), message: "\(what): expected a count") }
+        guard let value = node.int, value >= 0 else {
+            throw ScenarioError(line: line(node), message: "\(what): expected a count")
+        }
         return value
     }
 
@@ -332,7 +363,9 @@ extension Scenario {
     }
 
     private static func duration(_ node: Node, _ what: String) throws -> Double {
-        if let number = node.float, case .scalar(let scalar) = node, Double(scalar.string) != nil { return max(number, 0) }
+        if let number = node.float, case .scalar(let scalar) = node, Double(scalar.string) != nil {
+            return max(number, 0)
+        }
         do {
             return try ChaosCommand.seconds(try string(node, what))
         } catch let error as ScopeFSError {

@@ -57,7 +57,8 @@ final class ScenarioPicks: Sendable {
         reply.pickID = pending.id
         reply.answer = answer
         let delivered = (try? ControlClient.send(reply, state: state.directory))?.ok ?? false
-        let what = answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
+        let what =
+            answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
         return "answer pick \(pending.id) (\(pending.request.mode.rawValue)): \(what)"
             + (delivered ? "" : " (the app had stopped waiting)")
     }

@@ -1,6 +1,6 @@
 import ArgumentParser
-import Foundation
 import CSystemShims
+import Foundation
 import Glibc
 import Policy
 import PolicyStore
@@ -11,9 +11,11 @@ struct ScopeCommand: ParsableCommand {
 
     struct Exec: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "exec", abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.")
+            commandName: "exec",
+            abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.")
         @Argument(help: "A path inside the mount.") var path: String
-        @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
+        @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command:
+            [String]
 
         func validate() throws {
             if command.drop(while: { $0 == "--" }).isEmpty { throw ValidationError("name a command to run after --") }

@@ -14,7 +14,8 @@ struct ScopeFSCommand: ParsableCommand {
         version: ScopeFSVersion.description,
         subcommands: [
             InitCommand.self, ProviderCommand.self, AppCommand.self, GrantCommand.self, RevokeCommand.self,
-            RestoreCommand.self, ForgetCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self, RunCommand.self,
+            RestoreCommand.self, ForgetCommand.self, PrivacyCommand.self, MountCommand.self, UnmountCommand.self,
+            RunCommand.self,
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,

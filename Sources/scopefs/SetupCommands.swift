@@ -5,7 +5,8 @@ import Policy
 import PolicyStore
 
 struct InitCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "init", abstract: "Create the state directory and its database.")
+    static let configuration = CommandConfiguration(
+        commandName: "init", abstract: "Create the state directory and its database.")
     @OptionGroup var options: StateOptions
     @Flag(help: "Print the state directory as JSON.") var json = false
 
@@ -36,7 +37,10 @@ struct InitCommand: ParsableCommand {
             _ = try PolicyDatabase.create(state)
             try ControlClient.notifyChange(state: state)
             if json {
-                struct Initialised: Encodable { var stateDirectory: String; var database: String }
+                struct Initialised: Encodable {
+                    var stateDirectory: String
+                    var database: String
+                }
                 return printJSON(Initialised(stateDirectory: state.path, database: state.databasePath))
             }
             print("initialised \(options.directory.path.escapedForTerminal)")
@@ -50,7 +54,8 @@ struct ProviderCommand: ParsableCommand {
         subcommands: [Add.self, List.self, Remove.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "add", abstract: "Register a provider backed by a directory.")
+        static let configuration = CommandConfiguration(
+            commandName: "add", abstract: "Register a provider backed by a directory.")
         @OptionGroup var options: StateOptions
         @Argument(help: "Provider ID, e.g. com.example.drive or local.") var id: String
         @Argument(help: "Backing directory.") var directory: String
@@ -59,7 +64,8 @@ struct ProviderCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(ScopeFSError) in
-                let provider = try options.repositoryForChange("add providers").addProvider(id: id, directory: directory, name: name)
+                let provider = try options.repositoryForChange("add providers").addProvider(
+                    id: id, directory: directory, name: name)
                 try ControlClient.notifyChange(state: options.directory)
                 if json { return printJSON(provider) }
                 print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
@@ -77,14 +83,17 @@ struct ProviderCommand: ParsableCommand {
                 let providers = try options.repository().providers()
                 if json { return printJSON(providers) }
                 for provider in providers {
-                    print([provider.id, provider.name, provider.directory].map(\.escapedForTerminal).joined(separator: "\t"))
+                    print(
+                        [provider.id, provider.name, provider.directory].map(\.escapedForTerminal).joined(
+                            separator: "\t"))
                 }
             }
         }
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Unregister a provider and drop its grants.")
+        static let configuration = CommandConfiguration(
+            commandName: "remove", abstract: "Unregister a provider and drop its grants.")
         @OptionGroup var options: StateOptions
         @Argument(completion: Completions.providers) var id: String
         @Flag(help: "Print the removed provider as JSON.") var json = false
@@ -106,7 +115,8 @@ struct AppCommand: ParsableCommand {
         commandName: "app", abstract: "Register apps.", subcommands: [Add.self, List.self, Remove.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "add", abstract: "Register an app and create its container.")
+        static let configuration = CommandConfiguration(
+            commandName: "add", abstract: "Register an app and create its container.")
         @OptionGroup var options: StateOptions
         @Argument(help: "App ID, e.g. com.example.editor.") var id: String
         @Option(help: "Display name.") var name: String?
@@ -118,8 +128,13 @@ struct AppCommand: ParsableCommand {
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
                 if json {
-                    struct Added: Encodable { var id: String; var name: String; var container: String }
-                    return printJSON(Added(id: app.id, name: app.name, container: options.directory.containerPath(of: app.id)))
+                    struct Added: Encodable {
+                        var id: String
+                        var name: String
+                        var container: String
+                    }
+                    return printJSON(
+                        Added(id: app.id, name: app.name, container: options.directory.containerPath(of: app.id)))
                 }
                 print("app \(app.id) container \(options.directory.containerPath(of: app.id))".escapedForTerminal)
             }

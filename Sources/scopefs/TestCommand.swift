@@ -12,8 +12,11 @@ import PolicyStore
 struct TestCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "test",
-        abstract: "Run a command as an app through a scenario of revocations, host changes and faults; check expectations.",
-        discussion: "The scenario format is in docs/SCENARIOS.md. Exit 0: every expectation held; 1: one failed; 65: a bad scenario.")
+        abstract:
+            "Run a command as an app through a scenario of revocations, host changes and faults; check expectations.",
+        discussion:
+            "The scenario format is in docs/SCENARIOS.md. Exit 0: every expectation held; 1: one failed; 65: a bad scenario."
+    )
     @OptionGroup var options: StateOptions
     @Argument(help: "The scenario file (YAML or JSON).") var scenario: String
     @Option(help: "The app to run as (default: the scenario's `app`).") var app: String?
@@ -71,9 +74,13 @@ struct TestCommand: ParsableCommand {
     }
 
     static func printText(_ result: Report) {
-        print("scenario \(result.scenario.escapedForTerminal): \(result.passed ? "PASSED" : "FAILED") in \(String(format: "%.2f", result.seconds)) s")
+        print(
+            "scenario \(result.scenario.escapedForTerminal): \(result.passed ? "PASSED" : "FAILED") in \(String(format: "%.2f", result.seconds)) s"
+        )
         for outcome in result.expectations {
-            print("  \(outcome.passed ? "ok  " : "FAIL") \(outcome.name.escapedForTerminal)\(outcome.passed ? "" : ": " + outcome.detail.escapedForTerminal)")
+            print(
+                "  \(outcome.passed ? "ok  " : "FAIL") \(outcome.name.escapedForTerminal)\(outcome.passed ? "" : ": " + outcome.detail.escapedForTerminal)"
+            )
         }
         if !result.passed {
             print("events of the run:")
@@ -131,7 +138,8 @@ struct ScenarioRunner {
         let colon = item.firstIndex(of: ":")!
         let provider = String(item[..<colon])
         let relative = String(item[item.index(after: colon)...])
-        guard let directory = providers[provider]?.directory, RelativePath.normalize(relative) != nil || relative == "." else {
+        guard let directory = providers[provider]?.directory, RelativePath.normalize(relative) != nil || relative == "."
+        else {
             throw ScopeFSError(.badData, "\(scenario.name)\(line.map { ":\($0)" } ?? ""): no provider item \(item)")
         }
         return relative.isEmpty || relative == "." ? directory : directory + "/" + relative
@@ -147,7 +155,9 @@ struct ScenarioRunner {
             request.fault = FaultRule(app: app, path: glob, operation: operation, latencyMilliseconds: 0)
             let response = try ControlClient.send(request, state: state)
             guard response.ok, let id = response.faults?.first?.id else {
-                throw ScopeFSError(ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "cannot count requests")
+                throw ScopeFSError(
+                    ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                    response.message ?? "cannot count requests")
             }
             counters[index] = id
             faults.append(id)
@@ -165,7 +175,8 @@ struct ScenarioRunner {
         let output = OutputWatcher()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["--state", state.path, "run", "--app", app] + (noSandbox ? ["--no-sandbox"] : []) + ["--"] + command
+        process.arguments =
+            ["--state", state.path, "run", "--app", app] + (noSandbox ? ["--no-sandbox"] : []) + ["--"] + command
         let pipe = Pipe()
         process.standardOutput = pipe
         do { try process.run() } catch { throw ScopeFSError(.internalError, "cannot start scopefs run: \(error)") }
@@ -206,7 +217,8 @@ struct ScenarioRunner {
                     if pick == nil { continue }
                 }
                 done[index] = true
-                let done = perform(step, process: process, revoked: &revoked, faults: &faults, picks: picks, pick: &pick)
+                let done = perform(
+                    step, process: process, revoked: &revoked, faults: &faults, picks: picks, pick: &pick)
                 // From the step's time (or its trigger's sighting) to its
                 // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
                 let scheduled: Double = if case .at(let offset) = step.trigger { offset } else { now }
@@ -228,9 +240,12 @@ struct ScenarioRunner {
         picks.stop()
         output.finish()
         let seconds = Date().timeIntervalSince(started)
-        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        let status =
+            process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
         usleep(Tunables.eventSettleDelay)
-        let events = (try? EventStore(database: repository.database).events(.init(app: app, since: started.timeIntervalSince1970))) ?? []
+        let events =
+            (try? EventStore(database: repository.database).events(
+                .init(app: app, since: started.timeIntervalSince1970))) ?? []
         for grant in revoked.sorted() { setState(.active, grant: grant) }
         for id in faults {
             var request = ControlRequest(op: .faultClear)
@@ -239,11 +254,15 @@ struct ScenarioRunner {
         }
         var outcomes = check(status: status, seconds: seconds, timedOut: timedOut, output: output.text, events: events)
         for (index, step) in scenario.steps.enumerated() where !done[index] {
-            outcomes.append(.init(name: "step at line \(step.line) ran", passed: false, detail: "the app finished before its trigger"))
+            outcomes.append(
+                .init(
+                    name: "step at line \(step.line) ran", passed: false, detail: "the app finished before its trigger")
+            )
         }
         let names = (try? AppNames(repository)) ?? .none
         return TestCommand.Report(
-            scenario: scenario.name, passed: outcomes.allSatisfy(\.passed), seconds: seconds, exitStatus: timedOut ? nil : status,
+            scenario: scenario.name, passed: outcomes.allSatisfy(\.passed), seconds: seconds,
+            exitStatus: timedOut ? nil : status,
             expectations: outcomes, actions: actions, events: events.map { EventsCommand.line($0, names: names) })
     }
 
@@ -286,13 +305,15 @@ struct ScenarioRunner {
                 let (forgotten, references) = try picker.forget(app: app, grant: grant)
                 try ControlClient.notifyChange(state: state, app: app, containerPaths: references)
                 revoked.remove(grant)
-                return forgotten.isEmpty ? "forget grant \(grant) (\(item)): it was gone" : "forget grant \(grant) (\(item))"
+                return forgotten.isEmpty
+                    ? "forget grant \(grant) (\(item)): it was gone" : "forget grant \(grant) (\(item))"
             case .answerPick(let choice):
                 guard let pending = pick else { return "answer-pick: no request" }
                 pick = nil
                 return picks.answer(pending, with: choice)
             case .rename(let from, let to):
-                try FileManager.default.moveItem(atPath: try hostPath(from, line: step.line), toPath: try hostPath(to, line: step.line))
+                try FileManager.default.moveItem(
+                    atPath: try hostPath(from, line: step.line), toPath: try hostPath(to, line: step.line))
                 return "rename on the host \(from) -> \(to)"
             case .delete(let item):
                 try FileManager.default.removeItem(atPath: try hostPath(item, line: step.line))
@@ -320,7 +341,9 @@ struct ScenarioRunner {
                 var request = ControlRequest(op: .faultAdd)
                 request.fault = rule
                 let response = try ControlClient.send(request, state: state)
-                guard response.ok, let added = response.faults?.first else { return "fault refused: \(response.message ?? "?")" }
+                guard response.ok, let added = response.faults?.first else {
+                    return "fault refused: \(response.message ?? "?")"
+                }
                 faults.append(added.id)
                 return "fault \(added.summary)"
             case .signal(let number, let name):
@@ -338,55 +361,67 @@ struct ScenarioRunner {
         let expect = scenario.expect
         var outcomes: [TestCommand.Outcome] = []
         outcomes.append(
-            .init(name: "finished within \(Int(scenario.timeout)) s (timeout)", passed: !timedOut,
-                  detail: "the app still ran after \(scenario.timeout) s and was killed"))
+            .init(
+                name: "finished within \(Int(scenario.timeout)) s (timeout)", passed: !timedOut,
+                detail: "the app still ran after \(scenario.timeout) s and was killed"))
         if let code = expect.exit {
-            outcomes.append(.init(name: "exit status is \(code)", passed: !timedOut && status == code, detail: "it was \(status)"))
+            outcomes.append(
+                .init(name: "exit status is \(code)", passed: !timedOut && status == code, detail: "it was \(status)"))
         }
         if expect.noLeakedScope {
             let leaks = events.filter { $0.kind == .leak }
             outcomes.append(
-                .init(name: "no leaked scope", passed: leaks.isEmpty,
-                      detail: leaks.map { "\($0.path ?? "?") x\($0.count ?? 0)" }.joined(separator: ", ")))
+                .init(
+                    name: "no leaked scope", passed: leaks.isEmpty,
+                    detail: leaks.map { "\($0.path ?? "?") x\($0.count ?? 0)" }.joined(separator: ", ")))
         }
         if expect.noUnbalancedStop {
             let stops = events.filter { $0.kind == .unbalancedStop }.reduce(0) { $0 + $1.occurrences }
             outcomes.append(.init(name: "no unbalanced stop", passed: stops == 0, detail: "\(stops) unbalanced stops"))
         }
         if let denials = expect.denials {
-            let count = events.filter { $0.kind == .denial && (denials.operation == nil || $0.operation == denials.operation) }
-                .reduce(0) { $0 + $1.occurrences }
+            let count = events.filter {
+                $0.kind == .denial && (denials.operation == nil || $0.operation == denials.operation)
+            }
+            .reduce(0) { $0 + $1.occurrences }
             let what = "denials\(denials.operation.map { " of \($0)" } ?? "")"
             if let least = denials.atLeast {
-                outcomes.append(.init(name: "at least \(least) \(what)", passed: count >= least, detail: "there were \(count)"))
+                outcomes.append(
+                    .init(name: "at least \(least) \(what)", passed: count >= least, detail: "there were \(count)"))
             }
             if let most = denials.atMost {
-                outcomes.append(.init(name: "at most \(most) \(what)", passed: count <= most, detail: "there were \(count)"))
+                outcomes.append(
+                    .init(name: "at most \(most) \(what)", passed: count <= most, detail: "there were \(count)"))
             }
         }
         for text in expect.prints {
-            outcomes.append(.init(name: "the app printed '\(text)'", passed: output.contains(text), detail: "it did not"))
+            outcomes.append(
+                .init(name: "the app printed '\(text)'", passed: output.contains(text), detail: "it did not"))
         }
         for text in expect.notPrints {
-            outcomes.append(.init(name: "the app did not print '\(text)'", passed: !output.contains(text), detail: "it did"))
+            outcomes.append(
+                .init(name: "the app did not print '\(text)'", passed: !output.contains(text), detail: "it did"))
         }
         for file in expect.files {
             let path = (try? hostPath(file.path, line: nil)) ?? file.path
             let content = FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
             outcomes.append(
-                .init(name: "host file \(file.path) holds the expected content", passed: content == file.content,
-                      detail: content.map { "it holds \($0.prefix(200).debugDescription)" } ?? "it does not exist"))
+                .init(
+                    name: "host file \(file.path) holds the expected content", passed: content == file.content,
+                    detail: content.map { "it holds \($0.prefix(200).debugDescription)" } ?? "it does not exist"))
         }
         if let wanted = expect.staleBookmarkResolved {
             let stale = events.filter { $0.kind == .staleBookmark }.reduce(0) { $0 + $1.occurrences }
             outcomes.append(
-                .init(name: wanted ? "a stale bookmark was resolved" : "no stale bookmark was resolved",
-                      passed: (stale > 0) == wanted, detail: "\(stale) stale resolutions"))
+                .init(
+                    name: wanted ? "a stale bookmark was resolved" : "no stale bookmark was resolved",
+                    passed: (stale > 0) == wanted, detail: "\(stale) stale resolutions"))
         }
         if let within = expect.within {
             outcomes.append(
-                .init(name: "finished within \(within) s", passed: !timedOut && seconds <= within,
-                      detail: String(format: "it took %.2f s", seconds)))
+                .init(
+                    name: "finished within \(within) s", passed: !timedOut && seconds <= within,
+                    detail: String(format: "it took %.2f s", seconds)))
         }
         return outcomes
     }
@@ -430,14 +465,18 @@ enum JUnitReport {
     static func xml(_ report: TestCommand.Report) -> String {
         let failures = report.expectations.filter { !$0.passed }.count
         var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        xml += "<testsuites name=\"scopefs test\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
-        xml += "  <testsuite name=\"\(escape(report.scenario))\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" skipped=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
+        xml +=
+            "<testsuites name=\"scopefs test\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
+        xml +=
+            "  <testsuite name=\"\(escape(report.scenario))\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" skipped=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
         for outcome in report.expectations {
-            xml += "    <testcase classname=\"scopefs.\(escape(report.scenario))\" name=\"\(escape(outcome.name))\" time=\"0\""
+            xml +=
+                "    <testcase classname=\"scopefs.\(escape(report.scenario))\" name=\"\(escape(outcome.name))\" time=\"0\""
             if outcome.passed {
                 xml += "/>\n"
             } else {
-                xml += ">\n      <failure message=\"\(escape(outcome.detail))\" type=\"expectation\">\(escape(outcome.name + ": " + outcome.detail))</failure>\n    </testcase>\n"
+                xml +=
+                    ">\n      <failure message=\"\(escape(outcome.detail))\" type=\"expectation\">\(escape(outcome.name + ": " + outcome.detail))</failure>\n    </testcase>\n"
             }
         }
         let log = (report.actions.map { "action " + $0 } + report.events.map { "event " + $0 }).joined(separator: "\n")
@@ -458,7 +497,8 @@ enum JUnitReport {
             case "'": out += "&apos;"
             case "\n", "\t", "\r": out.unicodeScalars.append(scalar)
             default:
-                out.unicodeScalars.append(scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) ? "\u{FFFD}" : scalar)
+                out.unicodeScalars.append(
+                    scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) ? "\u{FFFD}" : scalar)
             }
         }
         return out

@@ -40,7 +40,7 @@ struct TransferCoordination {
         let response: ControlResponse
         do {
             response = try ControlClient.send(request, state: state, timeoutSeconds: Int(wait.rounded(.up)) + 30)
-        } catch where error.kind == .noDaemon {
+        } catch  where error.kind == .noDaemon {
             return []  // a socket left by a crashed daemon
         }
         guard response.ok else {
@@ -65,7 +65,9 @@ struct TransferCoordination {
 struct CoordinationOptions: ParsableArguments {
     @Option(
         name: .customLong("coordination-wait"),
-        help: "export, move: seconds to wait for apps holding claims on the items (file coordination) before going ahead anyway.")
+        help:
+            "export, move: seconds to wait for apps holding claims on the items (file coordination) before going ahead anyway."
+    )
     var wait: Double = TransferCoordination.defaultWait
 
     func validate() throws {

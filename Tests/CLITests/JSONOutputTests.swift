@@ -14,7 +14,8 @@ import Testing
     @Test("issue 19: an event's keys sorted and camelCase, its times ISO 8601, slashes not escaped")
     func event() {
         let event = Event(
-            time: 1_795_000_000.5, kind: .denial, app: "com.example.editor", pid: 42, path: "/com.example.editor/Providers/a",
+            time: 1_795_000_000.5, kind: .denial, app: "com.example.editor", pid: 42,
+            path: "/com.example.editor/Providers/a",
             operation: "open", errno: EPERM, occurrences: 2, lastTime: 1_795_000_001)
         let text = JSONOutput.text(EventJSON(event, appName: "Editor"), .line)
         #expect(
@@ -26,7 +27,9 @@ import Testing
 
     @Test("issue 19: display names only where they say more than the id")
     func names() {
-        let names = AppNames([App(id: "com.example.editor", name: "Editor"), App(id: "com.example.plain", name: "com.example.plain")])
+        let names = AppNames([
+            App(id: "com.example.editor", name: "Editor"), App(id: "com.example.plain", name: "com.example.plain"),
+        ])
         #expect(names.label("com.example.editor") == "com.example.editor (Editor)")
         #expect(names.label("com.example.plain") == "com.example.plain")
         #expect(names.name("com.example.unknown") == nil)

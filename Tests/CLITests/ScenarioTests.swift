@@ -52,8 +52,12 @@ import Testing
               within: 2m
             """, name: "file")
         #expect(scenario.name == "all" && scenario.app == "a" && scenario.timeout == 30)
-        #expect(scenario.steps.map(\.trigger) == [.at(0.5), .prints("ready: yes"), .at(1), .at(0), .at(0), .at(0), .at(0), .at(0),
-            .after(count: 100, operation: "read", glob: "Providers/local/docs/*"), .after(count: 1, operation: "open", glob: "x")])
+        #expect(
+            scenario.steps.map(\.trigger) == [
+                .at(0.5), .prints("ready: yes"), .at(1), .at(0), .at(0), .at(0), .at(0), .at(0),
+                .after(count: 100, operation: "read", glob: "Providers/local/docs/*"),
+                .after(count: 1, operation: "open", glob: "x"),
+            ])
         #expect(scenario.steps.map(\.line) == [5, 7, 9, 11, 12, 13, 14, 15, 16, 18])
         #expect(scenario.steps[2].action == .rename(from: "local:a", to: "local:b"))
         #expect(scenario.steps[5].action == .fault(FaultRule(operation: "read", errno: EIO, percent: 5)))
@@ -66,7 +70,8 @@ import Testing
 
     @Test("JSON is read too, with its lines")
     func json() throws {
-        let scenario = try Scenario.parse("{\"steps\": [\n{\"at\": \"1s\", \"revoke\": \"local:x\"}\n], \"expect\": {\"exit\": 0}}", name: "j")
+        let scenario = try Scenario.parse(
+            "{\"steps\": [\n{\"at\": \"1s\", \"revoke\": \"local:x\"}\n], \"expect\": {\"exit\": 0}}", name: "j")
         #expect(scenario.steps.first?.action == .revoke("local:x"))
         #expect(error("{\"steps\": [\n{\"at\": \"1s\",\n \"revok\": \"local:x\"}]}")?.line == 3)
     }
@@ -77,10 +82,14 @@ import Testing
         #expect(unknown?.line == 5)
         #expect(unknown?.message.contains("unknown key 'exitt'") == true)
         #expect(unknown?.message.contains("no_leaked_scope") == true)
-        #expect(error("steps:\n  - at: 1s\n    when: app prints X\n    revoke: local:x\n")?.message.contains("one trigger") == true)
+        #expect(
+            error("steps:\n  - at: 1s\n    when: app prints X\n    revoke: local:x\n")?.message.contains("one trigger")
+                == true)
         #expect(error("steps:\n  - at: 1s\n")?.message.contains("none") == true)
         #expect(error("steps:\n  - at: soon\n    revoke: local:x\n")?.line == 2)
-        #expect(error("steps:\n  - after: 3 reads x\n    revoke: local:x\n")?.message.contains("N OPERATIONs of GLOB") == true)
+        #expect(
+            error("steps:\n  - after: 3 reads x\n    revoke: local:x\n")?.message.contains("N OPERATIONs of GLOB")
+                == true)
         #expect(error("steps:\n  - after: 3 frobs of x\n    revoke: local:x\n")?.line == 2)
         #expect(error("steps:\n  - revoke: docs\n")?.message.contains("PROVIDER:RELPATH") == true)
         #expect(error("steps:\n  - fault: read:EWHAT\n")?.line == 2)
@@ -104,14 +113,17 @@ import Testing
             expect:
               stale_bookmark_resolved: true
             """, name: "s")
-        #expect(scenario.steps.map(\.trigger) == [
-            .starts(count: 1, grant: "local:docs"), .starts(count: 3, grant: "local:."), .at(0), .at(0), .at(0),
-        ])
-        #expect(scenario.steps.map(\.action) == [
-            .forget("local:docs"), .recreate("local:docs/a.txt"),
-            .answerPick(AgentScript.Step(choose: ["local:docs/a.txt"], readOnly: true, waitMs: 200)),
-            .answerPick(AgentScript.Step(choose: ["local:a", "local:b"])), .answerPick(AgentScript.Step(cancel: true)),
-        ])
+        #expect(
+            scenario.steps.map(\.trigger) == [
+                .starts(count: 1, grant: "local:docs"), .starts(count: 3, grant: "local:."), .at(0), .at(0), .at(0),
+            ])
+        #expect(
+            scenario.steps.map(\.action) == [
+                .forget("local:docs"), .recreate("local:docs/a.txt"),
+                .answerPick(AgentScript.Step(choose: ["local:docs/a.txt"], readOnly: true, waitMs: 200)),
+                .answerPick(AgentScript.Step(choose: ["local:a", "local:b"])),
+                .answerPick(AgentScript.Step(cancel: true)),
+            ])
         #expect(scenario.expect.staleBookmarkResolved == true)
         for (text, line, words) in [
             ("steps:\n  - answer-pick: {choose: local:a, app: other}\n", 2, "unknown key 'app'"),

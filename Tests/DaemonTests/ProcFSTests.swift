@@ -6,7 +6,8 @@ import Testing
 @Suite struct ProcFSTests {
     @Test("SPEC S5, S36: a status file gives the process, its parent and the real uid")
     func status() {
-        let text = "Name:\tsh\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nNgid:\t0\nPid:\t4243\nPPid:\t17\n"
+        let text =
+            "Name:\tsh\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nNgid:\t0\nPid:\t4243\nPPid:\t17\n"
             + "TracerPid:\t0\nUid:\t1000\t0\t0\t0\nGid:\t1000\t1000\t1000\t1000\n"
         let parsed = ProcFS.parseStatus(Array(text.utf8))
         #expect(parsed?.tgid == 4242)

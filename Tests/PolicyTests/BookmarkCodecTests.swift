@@ -6,7 +6,8 @@ import Testing
 
 @Suite struct BookmarkCodecTests {
     let codec = BookmarkCodec(key: Data(repeating: 7, count: 32))
-    let bookmark = Bookmark(app: "com.example.editor", provider: "local", item: "5d1e-42", access: .readWrite, path: "Novel/a.txt")
+    let bookmark = Bookmark(
+        app: "com.example.editor", provider: "local", item: "5d1e-42", access: .readWrite, path: "Novel/a.txt")
 
     @Test("SPEC S25: a bookmark decodes to what was encoded")
     func roundTrip() throws {

@@ -44,7 +44,9 @@ struct ControlAttributeNameTests {
     func c() throws {
         var names = try Self.names(in: "clients/c/scopefs.c").union(try Self.names(in: "clients/c/bookmarks.c"))
         // scopefs_reference_attribute takes a short name; its comment in the header lists them.
-        names.formUnion(try Self.names(in: "clients/c/include/scopefs.h", shortNames: #""([a-z][a-z-]*)"(?=[^.]*\.\s*Returns a malloc)"#))
+        names.formUnion(
+            try Self.names(
+                in: "clients/c/include/scopefs.h", shortNames: #""([a-z][a-z-]*)"(?=[^.]*\.\s*Returns a malloc)"#))
         #expect(names.count >= 8)
         #expect(names.subtracting(Self.known).isEmpty, "unknown to the daemon: \(names.subtracting(Self.known))")
     }
@@ -56,7 +58,9 @@ struct ControlAttributeNameTests {
             names.formUnion(try Self.names(in: "clients/swift/Sources/ScopeFSClient/" + file))
         }
         names.formUnion(
-            try Self.names(in: "clients/swift/Sources/ScopeFSClient/ScopeFS+References.swift", shortNames: #"\bread\("([a-z-]+)"\)"#))
+            try Self.names(
+                in: "clients/swift/Sources/ScopeFSClient/ScopeFS+References.swift",
+                shortNames: #"\bread\("([a-z-]+)"\)"#))
         #expect(names.count >= 10)
         #expect(names.subtracting(Self.known).isEmpty, "unknown to the daemon: \(names.subtracting(Self.known))")
     }

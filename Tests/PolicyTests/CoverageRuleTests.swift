@@ -9,7 +9,9 @@ import Testing
     let app = "com.example.editor"
     let caller = Caller.app("com.example.editor", ProcessKey(pid: 10, startTime: 1))
 
-    func grant(_ id: GrantID, _ path: String, folder: Bool = true, access: Access = .readWrite, state: GrantState = .active)
+    func grant(
+        _ id: GrantID, _ path: String, folder: Bool = true, access: Access = .readWrite, state: GrantState = .active
+    )
         -> Grant
     {
         Grant(
@@ -53,7 +55,9 @@ import Testing
         #expect(try decide(.read, "Reports/plain.txt", in: revokedFile, started: [1]).get()?.id == 1)
         #expect(decide(.read, "Reports/plain.txt", in: revokedFile, started: [2]) == .failure(.denied))
         #expect(decide(.metadata, "Reports/plain.txt", in: revokedFile, started: []) == .success(grant(1, "Reports")))
-        let revokedFolder = snapshot([grant(1, "Reports", state: .revoked), grant(2, "Reports/plain.txt", folder: false)])
+        let revokedFolder = snapshot([
+            grant(1, "Reports", state: .revoked), grant(2, "Reports/plain.txt", folder: false),
+        ])
         #expect(try decide(.read, "Reports/plain.txt", in: revokedFolder, started: [2]).get()?.id == 2)
         #expect(decide(.read, "Reports/plain.txt", in: revokedFolder, started: [1]) == .failure(.denied))
         #expect(decide(.read, "Reports/other.txt", in: revokedFolder, started: [1, 2]) == .failure(.denied))
@@ -66,7 +70,9 @@ import Testing
         let policy = snapshot([grant(1, "Reports"), grant(2, "Reports/plain.txt", folder: false, access: .read)])
         #expect(try decide(.write, "Reports/plain.txt", in: policy, started: [1, 2]).get()?.id == 1)
         #expect(decide(.write, "Reports/plain.txt", in: policy, started: [2]) == .failure(.denied))
-        let readOnlyFolder = snapshot([grant(1, "Reports", access: .read), grant(2, "Reports/plain.txt", folder: false)])
+        let readOnlyFolder = snapshot([
+            grant(1, "Reports", access: .read), grant(2, "Reports/plain.txt", folder: false),
+        ])
         #expect(decide(.write, "Reports/plain.txt", in: readOnlyFolder, started: [1]) == .failure(.denied))
         #expect(try decide(.write, "Reports/plain.txt", in: readOnlyFolder, started: [2]).get()?.id == 2)
     }
@@ -76,7 +82,9 @@ import Testing
         let other = Grant(
             id: 9, app: "com.example.other", provider: "local", item: "x", relativePath: "A", isDirectory: true,
             access: .readWrite, state: .active, grantedAt: 0)
-        let policy = snapshot([grant(1, ""), grant(2, "A"), grant(3, "A/B/c.txt", folder: false), grant(4, "A/B"), other])
+        let policy = snapshot([
+            grant(1, ""), grant(2, "A"), grant(3, "A/B/c.txt", folder: false), grant(4, "A/B"), other,
+        ])
         #expect(policy.enclosingGrants(of: 3).map(\.id) == [4, 2, 1])
         #expect(policy.enclosingGrants(of: 2).map(\.id) == [1])
         #expect(policy.enclosingGrants(of: 1).isEmpty)
@@ -86,11 +94,21 @@ import Testing
     @Test("A grant request widens or replaces an existing grant, and says what changed")
     func grantChanges() {
         let readOnly = grant(1, "a.txt", folder: false, access: .read)
-        #expect(GrantChange.resolved(asked: .readWrite, session: false, existing: readOnly, update: .widen) == (.readWrite, false))
+        #expect(
+            GrantChange.resolved(asked: .readWrite, session: false, existing: readOnly, update: .widen) == (
+                .readWrite, false
+            ))
         let readWrite = grant(1, "a.txt", folder: false)
-        #expect(GrantChange.resolved(asked: .read, session: false, existing: readWrite, update: .widen) == (.readWrite, false))
-        #expect(GrantChange.resolved(asked: .read, session: true, existing: readWrite, update: .widen) == (.readWrite, false))
-        #expect(GrantChange.resolved(asked: .read, session: true, existing: readWrite, update: .replace) == (.read, true))
+        #expect(
+            GrantChange.resolved(asked: .read, session: false, existing: readWrite, update: .widen) == (
+                .readWrite, false
+            ))
+        #expect(
+            GrantChange.resolved(asked: .read, session: true, existing: readWrite, update: .widen) == (
+                .readWrite, false
+            ))
+        #expect(
+            GrantChange.resolved(asked: .read, session: true, existing: readWrite, update: .replace) == (.read, true))
         #expect(GrantChange.resolved(asked: .read, session: true, existing: nil, update: .widen) == (.read, true))
         #expect(GrantChange(grant: readOnly, previous: readWrite).changes == ["access read-write -> read-only"])
         #expect(GrantChange(grant: readWrite, previous: readWrite).changes.isEmpty)

@@ -21,7 +21,9 @@ import Testing
     @Test("SPEC S2: a folder grant covers the folder and everything below it")
     func folderCoverage() {
         let policy = snapshot([grant(1, "Projects/Novel")])
-        #expect(policy.coverage(app: app, provider: "local", path: "Projects/Novel/ch1.txt") == .granted(grant(1, "Projects/Novel")))
+        #expect(
+            policy.coverage(app: app, provider: "local", path: "Projects/Novel/ch1.txt")
+                == .granted(grant(1, "Projects/Novel")))
         #expect(policy.coverage(app: app, provider: "local", path: "Projects/Novel/new/deep.txt") != .hidden)
         #expect(policy.coverage(app: app, provider: "local", path: "Projects") == .ancestor)
         #expect(policy.coverage(app: app, provider: "local", path: "") == .ancestor)
@@ -35,7 +37,8 @@ import Testing
         let policy = snapshot([grant(1, "Projects")])
         #expect(policy.coverage(app: "com.example.other", provider: "local", path: "Projects") == .hidden)
         #expect(policy.visibleProviders(of: "com.example.other").isEmpty)
-        #expect(Decision.mayEnter(app: app, caller: .app("com.example.other", ProcessKey(pid: 2, startTime: 2))) == false)
+        #expect(
+            Decision.mayEnter(app: app, caller: .app("com.example.other", ProcessKey(pid: 2, startTime: 2))) == false)
         #expect(Decision.mayEnter(app: app, caller: .stranger) == false)
         #expect(Decision.mayEnter(app: app, caller: .inspector))
     }
@@ -83,7 +86,8 @@ import Testing
         #expect(policy.coverage(app: app, provider: "local", path: "D/F/g") == .hidden)
         #expect(policy.coverage(app: app, provider: "local", path: "D") == .ancestor)
         let elsewhere = policy.position(app: "com.example.other", provider: "local", path: "A")
-        #expect(policy.position(app: "com.example.other", provider: "local", child: "x", of: elsewhere).coverage == .hidden)
+        #expect(
+            policy.position(app: "com.example.other", provider: "local", child: "x", of: elsewhere).coverage == .hidden)
     }
 
     @Test("SPEC S9/S32: read-only grants refuse writes with EPERM; scopes gate content operations")
@@ -154,8 +158,9 @@ import Testing
         #expect(policy.coverage(app: app, provider: "local", path: "docs/cafe\u{301}.txt") == .hidden)
         let docs = policy.position(app: app, provider: "local", path: "docs")
         #expect(policy.position(app: app, provider: "local", child: "cafe\u{301}.txt", of: docs).coverage == .hidden)
-        #expect(policy.childrenLeadingToGrants(app: app, provider: "local", path: "docs")
-            == [HostNameKey("caf\u{E9}.txt")])
+        #expect(
+            policy.childrenLeadingToGrants(app: app, provider: "local", path: "docs")
+                == [HostNameKey("caf\u{E9}.txt")])
         #expect(policy.coverage(app: app, provider: "local", path: "docs/caf\u{E9}.txt") == .granted(grant))
     }
 }

@@ -3,8 +3,9 @@ import Testing
 
 @Suite struct DocumentNoticeTests {
     func grant(_ id: GrantID, _ path: String, _ state: GrantState = .active, item: String = "i1") -> Grant {
-        Grant(id: id, app: "a", provider: "local", item: item, relativePath: path, isDirectory: false, access: .readWrite,
-              state: state, grantedAt: 0)
+        Grant(
+            id: id, app: "a", provider: "local", item: item, relativePath: path, isDirectory: false, access: .readWrite,
+            state: state, grantedAt: 0)
     }
 
     func snapshot(_ grants: [Grant], items: [ItemIdentifier: ItemLocation] = [:]) -> PolicySnapshot {
@@ -26,9 +27,15 @@ import Testing
 
     @Test("Issue 17: the item locator's new place is a move with both paths; a missing item is a deletion")
     func moveAndDelete() {
-        let here = snapshot([grant(1, "a.txt")], items: ["i1": ItemLocation(provider: "local", path: "a.txt", isDirectory: false, exists: true)])
-        let moved = snapshot([grant(1, "a.txt")], items: ["i1": ItemLocation(provider: "local", path: "Old/b.txt", isDirectory: false, exists: true)])
-        let gone = snapshot([grant(1, "a.txt")], items: ["i1": ItemLocation(provider: "local", path: "a.txt", isDirectory: false, exists: false)])
+        let here = snapshot(
+            [grant(1, "a.txt")],
+            items: ["i1": ItemLocation(provider: "local", path: "a.txt", isDirectory: false, exists: true)])
+        let moved = snapshot(
+            [grant(1, "a.txt")],
+            items: ["i1": ItemLocation(provider: "local", path: "Old/b.txt", isDirectory: false, exists: true)])
+        let gone = snapshot(
+            [grant(1, "a.txt")],
+            items: ["i1": ItemLocation(provider: "local", path: "a.txt", isDirectory: false, exists: false)])
         let move = DocumentNotice.changes(from: here, to: moved)
         #expect(move.map(\.kind) == [.moved])
         #expect(move.first?.path == "Providers/local/Old/b.txt" && move.first?.oldPath == "Providers/local/a.txt")

@@ -85,7 +85,9 @@ import Testing
         var reseeded = FaultRules(seed: 1)
         _ = reseeded.add(FaultRule(operation: "read", errno: EIO, percent: 30))
         reseeded.reseed(42)
-        #expect((0..<200).map { _ in reseeded.effects(app: "a", path: "f", operation: "read").errno != nil } == hits(seed: 42))
+        #expect(
+            (0..<200).map { _ in reseeded.effects(app: "a", path: "f", operation: "read").errno != nil }
+                == hits(seed: 42))
     }
 
     @Test("a 5% rule hits within binomial bounds over 10,000 requests", arguments: [1, 2, 3, 1234, 99999] as [UInt64])

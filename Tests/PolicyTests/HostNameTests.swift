@@ -30,7 +30,9 @@ import Testing
     @Test func randomBytesRoundTrip() {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2000 {
-            let bytes = (0..<Int.random(in: 1...24, using: &generator)).map { _ in UInt8.random(in: 1...255, using: &generator) }
+            let bytes = (0..<Int.random(in: 1...24, using: &generator)).map { _ in
+                UInt8.random(in: 1...255, using: &generator)
+            }
             #expect(roundTrip(bytes) == bytes, "\(bytes)")
         }
     }
@@ -52,7 +54,8 @@ import Testing
     }
 
     @Test func canonicallyEquivalentNamesAreTwoKeys() {
-        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
         #expect(composed == decomposed)  // Swift's String equality
         #expect(!composed.sameHostName(as: decomposed))
         #expect(Set([HostNameKey(composed), HostNameKey(decomposed)]).count == 2)

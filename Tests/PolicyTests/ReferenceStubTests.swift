@@ -34,9 +34,12 @@ import Testing
 
     @Test("SPEC S23: the link climbs out of the container and into the app's own Providers view")
     func linkTarget() {
-        #expect(ReferenceStub.linkTarget(containerPath: "Container/Documents/a.txt", provider: "local", itemPath: "Novel/a.txt")
-            == "../../../Providers/local/Novel/a.txt")
-        #expect(ReferenceStub.linkTarget(containerPath: "Container/Documents/Work", provider: "drive", itemPath: "")
-            == "../../../Providers/drive")
+        #expect(
+            ReferenceStub.linkTarget(
+                containerPath: "Container/Documents/a.txt", provider: "local", itemPath: "Novel/a.txt")
+                == "../../../Providers/local/Novel/a.txt")
+        #expect(
+            ReferenceStub.linkTarget(containerPath: "Container/Documents/Work", provider: "drive", itemPath: "")
+                == "../../../Providers/drive")
     }
 }

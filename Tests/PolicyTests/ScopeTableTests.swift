@@ -102,7 +102,9 @@ import Testing
         #expect(table.exited(pid: 99).isEmpty)
     }
 
-    @Test("SPEC S8, S36: thousands of processes and grants, with stops and exits, keep exact counters (cheap number keys)")
+    @Test(
+        "SPEC S8, S36: thousands of processes and grants, with stops and exits, keep exact counters (cheap number keys)"
+    )
     func manyProcesses() {
         var table = ScopeTable()
         var expected: [Int32: [GrantID: Int]] = [:]
@@ -121,10 +123,14 @@ import Testing
             expected[pid] = nil
         }
         #expect(table.processes.mapValues(\.counts) == expected)
-        #expect(table.count(pid: 2, grant: 2) == 1 && table.count(pid: 2, grant: 3) == 0 && table.count(pid: 3, grant: 3) == 0)
+        #expect(
+            table.count(pid: 2, grant: 2) == 1 && table.count(pid: 2, grant: 3) == 0
+                && table.count(pid: 3, grant: 3) == 0)
     }
 
-    @Test("SPEC S11, S12: a start held until exit (scope exec) ends at exit without a leak; the process's own starts still leak")
+    @Test(
+        "SPEC S11, S12: a start held until exit (scope exec) ends at exit without a leak; the process's own starts still leak"
+    )
     func heldUntilExitIsNotALeak() {
         var table = ScopeTable()
         #expect(table.start(pid: 10, app: "a", grant: 1, path: "p", untilExit: true) == .started(count: 1))

@@ -22,7 +22,9 @@ import Testing
         let (_, repository, root) = try fixture()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let grant = try repository.grant(app: "com.example.app", provider: "local", path: "docs", access: .readWrite)
-        #expect(try repository.snapshot(generation: 2).coverage(app: "com.example.app", provider: "local", path: "docs/a.txt") == .granted(grant))
+        #expect(
+            try repository.snapshot(generation: 2).coverage(
+                app: "com.example.app", provider: "local", path: "docs/a.txt") == .granted(grant))
         try repository.setState(.revoked, app: "com.example.app", grant: grant.id)
         #expect(try repository.snapshot(generation: 3).grantsByID[grant.id]?.state == .revoked)
         try repository.setState(.active, app: "com.example.app", grant: nil)
@@ -33,7 +35,9 @@ import Testing
     func badInput() throws {
         let (_, repository, root) = try fixture()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        #expect(throws: ScopeFSError.self) { try repository.grant(app: "nope", provider: "local", path: "docs", access: .read) }
+        #expect(throws: ScopeFSError.self) {
+            try repository.grant(app: "nope", provider: "local", path: "docs", access: .read)
+        }
         do {
             _ = try repository.grant(app: "com.example.app", provider: "local", path: "../x", access: .read)
             Issue.record("escape accepted")
@@ -67,7 +71,8 @@ import Testing
     func events() throws {
         let database = try PolicyDatabase.inMemory()
         let store = EventStore(database: database, capacity: 5)
-        try store.append((0..<16).map { Event(time: Double($0), kind: $0 % 2 == 0 ? .start : .leak, app: "a", pid: 1, count: $0) })
+        try store.append(
+            (0..<16).map { Event(time: Double($0), kind: $0 % 2 == 0 ? .start : .leak, app: "a", pid: 1, count: $0) })
         #expect(try store.events(.init()).count == 10)
         #expect(try store.events(.init(kinds: [.start])).map(\.count) == [6, 8, 10, 12, 14])
         #expect(try store.events(.init(kinds: [.leak])).map(\.count) == [7, 9, 11, 13, 15])
@@ -81,7 +86,8 @@ import Testing
         let store = EventStore(database: try PolicyDatabase.open(state), capacity: 10)
         try store.append([Event(time: 1, kind: .denial, app: "com.example.app", pid: 7, path: "/x", errno: 1)])
         // Distinct stops (ever new pids), so that none coalesces.
-        try store.append((0..<100).map { Event(time: 2, kind: .unbalancedStop, app: "com.example.app", pid: Int32(100 + $0)) })
+        try store.append(
+            (0..<100).map { Event(time: 2, kind: .unbalancedStop, app: "com.example.app", pid: Int32(100 + $0)) })
         let kinds = try store.events(.init()).map(\.kind)
         #expect(kinds.filter { $0 != .unbalancedStop } == [.grant, .revoke, .denial])
         #expect(kinds.filter { $0 == .unbalancedStop }.count <= 11)
@@ -102,10 +108,11 @@ import Testing
         _ = try repository.grant(app: "com.example.app", provider: "local", path: "docs/a.txt", access: .read)
         try store.append([stop(31)])  // after a grant: a new row
         let events = try store.events(.init())
-        #expect(events.map { "\($0.kind.rawValue) \($0.pid ?? 0) ×\($0.occurrences)" } == [
-            "unbalanced-stop 7 ×5", "unbalanced-stop 8 ×1", "start 7 ×2", "unbalanced-stop 7 ×1",
-            "grant \(getpid()) ×1", "unbalanced-stop 7 ×1",
-        ])
+        #expect(
+            events.map { "\($0.kind.rawValue) \($0.pid ?? 0) ×\($0.occurrences)" } == [
+                "unbalanced-stop 7 ×5", "unbalanced-stop 8 ×1", "start 7 ×2", "unbalanced-stop 7 ×1",
+                "grant \(getpid()) ×1", "unbalanced-stop 7 ×1",
+            ])
         #expect(events[0].time == 1 && events[0].lastTime == 5)
         #expect(try store.events(.init(since: 4.5)).map(\.occurrences).prefix(2) == [5, 2])
     }
@@ -125,14 +132,18 @@ import Testing
     func reuse() throws {
         let (repository, root) = try fixture()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let first = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
+        let first = try repository.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
         #expect(first.previous == nil)
-        let again = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .readWrite, update: .widen, wholeProvider: false)
+        let again = try repository.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .readWrite, update: .widen, wholeProvider: false)
         #expect(again.grant.id == first.grant.id)
         #expect(again.changes == ["access read-only -> read-write"])
-        let narrowed = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
+        let narrowed = try repository.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
         #expect(narrowed.grant.access == .readWrite && narrowed.changes.isEmpty)
-        let replaced = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false)
+        let replaced = try repository.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false)
         #expect(replaced.changes == ["access read-write -> read-only", "lifetime persistent -> session"])
         #expect(try repository.grants(app: app).count == 1)
         #expect(try repository.grants(app: app).first?.isSession == true)
@@ -148,15 +159,20 @@ import Testing
                 Issue.record("root granted without wholeProvider: \(path)")
             } catch { #expect(error.exitCode == 64) }
         }
-        #expect(try repository.grant(app: app, provider: "local", path: ".", access: .read, wholeProvider: true).grant.relativePath == "")
+        #expect(
+            try repository.grant(app: app, provider: "local", path: ".", access: .read, wholeProvider: true).grant
+                .relativePath == "")
     }
 
     @Test("Forget removes grants for good; session-only forgets only session grants")
     func forget() throws {
         let (repository, root) = try fixture()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let kept = try repository.grant(app: app, provider: "local", path: "docs", access: .read, wholeProvider: false).grant
-        let session = try repository.grant(app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false).grant
+        let kept = try repository.grant(app: app, provider: "local", path: "docs", access: .read, wholeProvider: false)
+            .grant
+        let session = try repository.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false
+        ).grant
         #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).map(\.id) == [session.id])
         #expect(try repository.grants(app: app).map(\.id) == [kept.id])
         #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).isEmpty)

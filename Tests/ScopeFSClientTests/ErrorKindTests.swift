@@ -4,7 +4,7 @@ import Testing
 @testable import ScopeFSClient
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct ErrorKindTests {

@@ -52,7 +52,8 @@ struct NodeTableModel {
                 isDomainRoot: false))
         view = table.view(of: place)
         let rootIdentity = Self.identity(rootObject)
-        let place = place, view = view
+        let place = place
+        let view = view
         let root = table.lookup(
             key: NodeKey(view: view, identity: rootIdentity, kind: .directory), parent: NodeTable.rootInode,
             name: "local"
@@ -116,7 +117,8 @@ struct NodeTableModel {
         let identity = Self.identity(object)
         let isFolder = folders.contains(object)
         let key = NodeKey(view: view, identity: identity, kind: isFolder ? .directory : .file)
-        let place = place, view = view
+        let place = place
+        let view = view
         let node = table.lookup(key: key, parent: parent.inode, name: entry.name) { inode in
             Node(
                 inode: inode, place: place, view: view, identity: identity, isDirectory: isFolder, directory: nil,
@@ -180,7 +182,8 @@ struct NodeTableModel {
         }
         lookUp(source)
         log.append("rename \(kind) \(source) \(target)")
-        let from = tableEntry(source), to = tableEntry(target)
+        let from = tableEntry(source)
+        let to = tableEntry(target)
         if let replaced = entries[target], folders.contains(replaced) { folders.remove(replaced) }
         entries[source] = nil
         entries[target] = object

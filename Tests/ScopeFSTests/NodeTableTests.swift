@@ -75,12 +75,14 @@ import Testing
         for depth in 1...(PathWalk.maximumDepth + 1) {
             let identity = NodeTableModel.identity(UInt64(1000 + depth))
             let key = NodeKey(view: model.view, identity: identity, kind: .directory)
-            let place = model.place, view = model.view
-            parent = model.table.lookup(key: key, parent: parent, name: "d") { inode in
-                Node(
-                    inode: inode, place: place, view: view, identity: identity, isDirectory: true, directory: nil,
-                    isDomainRoot: false)
-            }.inode
+            let place = model.place
+            let view = model.view
+            parent =
+                model.table.lookup(key: key, parent: parent, name: "d") { inode in
+                    Node(
+                        inode: inode, place: place, view: view, identity: identity, isDirectory: true, directory: nil,
+                        isDomainRoot: false)
+                }.inode
             chain.append(parent)
         }
         let withinLimit = try model.table.path(of: chain[PathWalk.maximumDepth - 1])
@@ -126,8 +128,10 @@ import Testing
 extension NodeTableModel {
     /// Creates two items of one kind in the root folder; returns them.
     mutating func createPair(_ first: String, _ second: String, folder: Bool) -> (Object, Object) {
-        (made(Entry(parent: rootObject, name: first), folder: folder),
-         made(Entry(parent: rootObject, name: second), folder: folder))
+        (
+            made(Entry(parent: rootObject, name: first), folder: folder),
+            made(Entry(parent: rootObject, name: second), folder: folder)
+        )
     }
 
     /// Creates one item; returns it.

@@ -59,8 +59,7 @@ def test_every_cited_statement_is_defined():
 
 
 def test_architecture_table_names_every_statement():
-    table = [line for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines()
-             if line.startswith("| S")]
+    table = [line for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines() if line.startswith("| S")]
     named: set[str] = set()
     for row in table:
         cell = row.split("|")[1]

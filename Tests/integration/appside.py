@@ -11,10 +11,8 @@ and must not touch the filesystem at import time.
 import errno
 import fcntl
 import json
-import mmap
 import os
 import signal
-import stat
 import sys
 
 
@@ -84,7 +82,7 @@ def open_close(path, flags, mode=0o644):
 def _write_result(fd, obj):
     data = json.dumps(obj).encode()
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def in_child(fn):
@@ -127,9 +125,11 @@ def drop_to(uid, gid):
 
 def as_user(uid, gid, fn):
     """Run fn in a forked child that dropped to uid/gid (no supplementary groups)."""
+
     def child():
         drop_to(uid, gid)
         return fn()
+
     return in_child(child)
 
 

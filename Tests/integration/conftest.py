@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from scopefs_harness import (
     FUSE_DEVICE,
     REPO_ROOT,
@@ -42,8 +41,9 @@ _session_start = time.monotonic()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: real-mount ScopeFS test through /dev/fuse")
-    config.addinivalue_line("markers", "scopefs_timeout(seconds): per-test body timeout "
-                                       "instead of SCOPEFS_IT_TEST_TIMEOUT")
+    config.addinivalue_line(
+        "markers", "scopefs_timeout(seconds): per-test body timeout instead of SCOPEFS_IT_TEST_TIMEOUT"
+    )
     set_child_subreaper()
 
 
@@ -54,15 +54,17 @@ def pytest_collection_modifyitems(config, items):
             continue
         item.add_marker(pytest.mark.integration)
         if fuse_missing:
-            item.add_marker(pytest.mark.skip(
-                reason=f"{FUSE_DEVICE} is missing: ScopeFS integration tests need a real FUSE mount"))
+            item.add_marker(
+                pytest.mark.skip(reason=f"{FUSE_DEVICE} is missing: ScopeFS integration tests need a real FUSE mount")
+            )
 
 
 def pytest_runtest_setup(item):
     spent = time.monotonic() - _session_start
     if spent > SESSION_BUDGET:
-        pytest.fail(f"session time budget of {SESSION_BUDGET}s spent ({spent:.0f}s); "
-                    f"the suite must stay well under 10 minutes")
+        pytest.fail(
+            f"session time budget of {SESSION_BUDGET}s spent ({spent:.0f}s); the suite must stay well under 10 minutes"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -75,6 +77,7 @@ def pytest_runtest_call(item):
 
     def on_alarm(signum, frame):
         pytest.fail(f"test body exceeded {limit}s")
+
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(limit)
     try:
@@ -89,7 +92,8 @@ def pytest_sessionfinish(session, exitstatus):
     leftovers = [m for root in Env.created for m in mounts_under(root)]
     if leftovers:
         session.config.get_terminal_writer().line(
-            f"ScopeFS integration: LEFTOVER MOUNTS after the session: {leftovers}", red=True)
+            f"ScopeFS integration: LEFTOVER MOUNTS after the session: {leftovers}", red=True
+        )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -123,10 +127,16 @@ def deb(tmp_path_factory) -> Path:
     given = os.environ.get("SCOPEFS_DEB")
     if given:
         return Path(given)
-    version = re.search(r'static let package = "([^"]+)"',
-                        (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(1)
-    p = run_bounded(["make", "-C", REPO_ROOT, "deb", "CONFIG=debug"], DEB_BUILD_TIMEOUT, dict(os.environ),
-                    out_dir=tmp_path_factory.mktemp("deb-build"), what="make deb CONFIG=debug")
+    version = re.search(
+        r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()
+    ).group(1)
+    p = run_bounded(
+        ["make", "-C", REPO_ROOT, "deb", "CONFIG=debug"],
+        DEB_BUILD_TIMEOUT,
+        dict(os.environ),
+        out_dir=tmp_path_factory.mktemp("deb-build"),
+        what="make deb CONFIG=debug",
+    )
     assert p.returncode == 0, "make deb failed\n" + describe(p)
     built = REPO_ROOT / ".build" / "dist" / f"scopefs_{version}_amd64.deb"
     assert built.is_file(), describe(p)

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from scopefs_harness import (
     APP_TIMEOUT,
@@ -23,7 +23,7 @@ from scopefs_harness import (
     wait_for_exit,
 )
 
-POLL_TIMEOUT = 5.0      # events are flushed every ~100 ms; host renames are seen within 1-2 s
+POLL_TIMEOUT = 5.0  # events are flushed every ~100 ms; host renames are seen within 1-2 s
 POLL_INTERVAL = 0.1
 
 XATTR_START = "user.scopefs.start"
@@ -38,8 +38,7 @@ GETXATTR = "emit(outcome(lambda: os.getxattr(sys.argv[1], sys.argv[2]).decode())
 # mounting
 
 
-def mount(env: Env, scopes: str = "strict", budget: int | None = None,
-          open_files: str | None = None) -> None:
+def mount(env: Env, scopes: str = "strict", budget: int | None = None, open_files: str | None = None) -> None:
     """`scopefs mount MNT --scopes SCOPES [--scope-budget N] [--open-files X]`
     through env.mount() (readiness, mountinfo and daemon bookkeeping stay the
     harness's). The harness mounts lenient by default, so the scope mode is
@@ -49,7 +48,7 @@ def mount(env: Env, scopes: str = "strict", budget: int | None = None,
         args += ["--scope-budget", str(budget)]
     if open_files:
         args += ["--open-files", open_files]
-    env.mount_args = lambda *a, **k: list(args)   # instance attribute: this Env only
+    env.mount_args = lambda *a, **k: list(args)  # instance attribute: this Env only
     env.mount()
     daemon = status(env).get("daemon", {})
     assert daemon.get("scopes") == scopes, f"mounted with --scopes {scopes} but status says {daemon}"
@@ -68,8 +67,9 @@ def unmount(env: Env) -> None:
         how, wstatus = wait_for_exit(old, DAEMON_EXIT_TIMEOUT)
         assert how != "alive", f"daemon {old} still running after `scopefs unmount`"
         if how == "exited":
-            assert os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == 0, \
+            assert os.WIFEXITED(wstatus) and os.WEXITSTATUS(wstatus) == 0, (
                 f"daemon {old} exited with {os.waitstatus_to_exitcode(wstatus)} on unmount"
+            )
         env.daemon = None
 
 
@@ -108,17 +108,21 @@ def events(env: Env, kind: str | None = None, app: str | None = None) -> list[di
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise AssertionError(f"events --json printed a non-JSON line ({exc}): {line!r}\n"
-                                     + describe(p))
+                raise AssertionError(f"events --json printed a non-JSON line ({exc}): {line!r}\n" + describe(p))
     return out
 
 
-def wait_events(env: Env, match: Callable[[dict], bool], kind: str | None = None,
-                app: str | None = None, count: int = 1, timeout: float = POLL_TIMEOUT) -> list[dict]:
+def wait_events(
+    env: Env,
+    match: Callable[[dict], bool],
+    kind: str | None = None,
+    app: str | None = None,
+    count: int = 1,
+    timeout: float = POLL_TIMEOUT,
+) -> list[dict]:
     """Events (filtered by kind/app) that satisfy match, polled until at
     least `count` of them are there or the deadline passes."""
-    return poll(lambda: [e for e in events(env, kind, app) if match(e)],
-                lambda got: len(got) >= count, timeout)
+    return poll(lambda: [e for e in events(env, kind, app) if match(e)], lambda got: len(got) >= count, timeout)
 
 
 def status(env: Env) -> dict:
@@ -147,8 +151,9 @@ def open_document(env: Env, app: str, spec: str, read_only: bool = False) -> tup
     reference path) from its `grant N<TAB>reference Container/Documents/NAME`."""
     p = env.cli("open", app, spec, *(["--read-only"] if read_only else []))
     fields = p.stdout.strip().split("\t")
-    assert len(fields) == 2 and fields[0].startswith("grant ") and fields[1].startswith("reference "), \
+    assert len(fields) == 2 and fields[0].startswith("grant ") and fields[1].startswith("reference "), (
         "open did not print `grant N<TAB>reference PATH`\n" + describe(p)
+    )
     return fields[0].split()[1], fields[1].split(" ", 1)[1]
 
 
@@ -183,7 +188,7 @@ def tamper(token: str, where: float = 0.5) -> str:
     while i < len(token) and not token[i].isalpha():
         i += 1
     assert i < len(token), f"no letter to flip in {token!r}"
-    return token[:i] + token[i].swapcase() + token[i + 1:]
+    return token[:i] + token[i].swapcase() + token[i + 1 :]
 
 
 def inspect_json(env: Env, code: str, *args):

@@ -44,7 +44,7 @@ NOBODY = 65534
 # 8 KiB so that mmap tests span two pages; a recognisable, non-repeating pattern.
 REPORT_BYTES = b"".join(b"report line %05d\n" % i for i in range(482))[:8192]
 
-MOUNT_TIMEOUT = 20        # `scopefs mount` must return once the mount is ready
+MOUNT_TIMEOUT = 20  # `scopefs mount` must return once the mount is ready
 CLI_TIMEOUT = 30
 APP_TIMEOUT = 60
 DAEMON_EXIT_TIMEOUT = 10
@@ -90,8 +90,7 @@ def subcommand_help(sub: str) -> str:
     """Text of `scopefs SUB --help` (stdout + stderr), cached."""
     if sub not in _help_cache:
         try:
-            p = subprocess.run([str(scopefs_bin()), sub, "--help"], capture_output=True,
-                               text=True, timeout=CLI_TIMEOUT)
+            p = subprocess.run([str(scopefs_bin()), sub, "--help"], capture_output=True, text=True, timeout=CLI_TIMEOUT)
             _help_cache[sub] = p.stdout + p.stderr
         except (OSError, subprocess.TimeoutExpired):
             _help_cache[sub] = ""
@@ -117,8 +116,8 @@ def supports_lenient_scopes() -> bool:
 def _unescape_mount_field(field: str) -> str:
     out, i = [], 0
     while i < len(field):
-        if field[i] == "\\" and i + 3 < len(field) and field[i + 1:i + 4].isdigit():
-            out.append(chr(int(field[i + 1:i + 4], 8)))
+        if field[i] == "\\" and i + 3 < len(field) and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
             i += 4
         else:
             out.append(field[i])
@@ -180,7 +179,7 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
             data = f.read()
     except OSError:
         return None
-    rest = data[data.rindex(")") + 2:].split()
+    rest = data[data.rindex(")") + 2 :].split()
     return rest[0], int(rest[1])
 
 
@@ -257,14 +256,17 @@ def _short_arg(arg) -> str:
 
 def _snippet_lines(text: str) -> str:
     """Rewrite traceback lines of `python3 -c` snippets to snippet line numbers."""
-    return re.sub(r'File "<string>", line (\d+)',
-                  lambda m: f'File "<snippet>", line {int(m.group(1)) - PRELUDE_LINES}', text)
+    return re.sub(
+        r'File "<string>", line (\d+)', lambda m: f'File "<snippet>", line {int(m.group(1)) - PRELUDE_LINES}', text
+    )
 
 
 def describe(p: subprocess.CompletedProcess) -> str:
     args = p.args if isinstance(p.args, str) else " ".join(map(_short_arg, p.args))
-    return (f"command: {args[:1500]}\nexit: {p.returncode}\n"
-            f"stdout: {(p.stdout or '')[-3000:]}\nstderr: {_snippet_lines((p.stderr or '')[-3000:])}")
+    return (
+        f"command: {args[:1500]}\nexit: {p.returncode}\n"
+        f"stdout: {(p.stdout or '')[-3000:]}\nstderr: {_snippet_lines((p.stderr or '')[-3000:])}"
+    )
 
 
 def crash_markers(text: str) -> list[str]:
@@ -294,8 +296,9 @@ def kill_group(pid: int) -> None:
         pass
 
 
-def run_bounded(argv: list, timeout: float, env: dict, out_dir: Path | None = None,
-                what: str = "command") -> subprocess.CompletedProcess:
+def run_bounded(
+    argv: list, timeout: float, env: dict, out_dir: Path | None = None, what: str = "command"
+) -> subprocess.CompletedProcess:
     """Run argv in its own session with a deadline; on timeout kill its whole
     process group and fail. With out_dir, stdout/stderr go to files there
     (a daemon that inherits them cannot keep us waiting for EOF); without,
@@ -303,8 +306,14 @@ def run_bounded(argv: list, timeout: float, env: dict, out_dir: Path | None = No
     collected too)."""
     argv = [str(a) for a in argv]
     if out_dir is None:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -317,16 +326,17 @@ def run_bounded(argv: list, timeout: float, env: dict, out_dir: Path | None = No
                 proc.stderr.close()
                 proc.wait(timeout=10)
                 out, err = b"", b"(pipes still held by a descendant outside the process group)"
-            p = subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
-                                            err.decode(errors="replace"))
+            p = subprocess.CompletedProcess(
+                argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+            )
             raise AssertionError(f"{what} hung for {timeout}s and was killed\n" + describe(p))
-        return subprocess.CompletedProcess(argv, proc.returncode, out.decode(errors="replace"),
-                                           err.decode(errors="replace"))
+        return subprocess.CompletedProcess(
+            argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        )
     fo = tempfile.TemporaryFile(dir=out_dir)
     fe = tempfile.TemporaryFile(dir=out_dir)
     with fo, fe:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, env=env, start_new_session=True)
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -336,8 +346,9 @@ def run_bounded(argv: list, timeout: float, env: dict, out_dir: Path | None = No
             proc.wait()
         fo.seek(0)
         fe.seek(0)
-        p = subprocess.CompletedProcess(argv, proc.returncode, fo.read().decode(errors="replace"),
-                                        fe.read().decode(errors="replace"))
+        p = subprocess.CompletedProcess(
+            argv, proc.returncode, fo.read().decode(errors="replace"), fe.read().decode(errors="replace")
+        )
     if timed_out:
         raise AssertionError(f"{what} hung for {timeout}s and was killed\n" + describe(p))
     return p
@@ -374,15 +385,16 @@ class AppSession:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"app process sent nothing within {timeout}s; "
-                                     f"stderr: {self.stderr()}")
+                raise AssertionError(f"app process sent nothing within {timeout}s; stderr: {self.stderr()}")
             ready, _, _ = select.select([fd], [], [], left)
             if ready:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     rc = self.popen.wait(timeout=10)
-                    raise AssertionError(f"app process ended (exit {rc}) before reporting; "
-                                         f"partial stdout: {self._buf!r}; stderr: {self.stderr()}")
+                    raise AssertionError(
+                        f"app process ended (exit {rc}) before reporting; "
+                        f"partial stdout: {self._buf!r}; stderr: {self.stderr()}"
+                    )
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         try:
@@ -438,7 +450,7 @@ class Env:
     two apps, a mountpoint. Tests grant, mount and run app processes through
     it; `teardown()` unmounts and checks the daemon exited cleanly."""
 
-    created: list[Path] = []   # every root made in this process, for the session check
+    created: list[Path] = []  # every root made in this process, for the session check
 
     def __init__(self):
         self.root = Path(tempfile.mkdtemp(prefix="scopefs-it-", dir="/tmp"))
@@ -460,8 +472,7 @@ class Env:
         self.base_env = dict(os.environ)
         self.base_env.pop("PYTHONFAULTHANDLER", None)
         self.base_env.pop("SCOPEFS_STATE", None)
-        self.base_env.update(XDG_STATE_HOME=str(self.root / "xdg-state"),
-                             PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
+        self.base_env.update(XDG_STATE_HOME=str(self.root / "xdg-state"), PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
 
     # -- paths -------------------------------------------------------------
 
@@ -486,11 +497,17 @@ class Env:
     def cli_argv(self, *args, state: Path | None = None) -> list[str]:
         return [str(self.bin), "--state", str(state or self.state), *map(str, args)]
 
-    def cli(self, *args, expect: int | None = 0, state: Path | None = None,
-            timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+    def cli(
+        self, *args, expect: int | None = 0, state: Path | None = None, timeout: float = CLI_TIMEOUT
+    ) -> subprocess.CompletedProcess:
         """Run `scopefs --state STATE ARGS...`; assert the exit code unless expect is None."""
-        p = run_bounded(self.cli_argv(*args, state=state), timeout, self.base_env,
-                        out_dir=self.root, what=f"scopefs {' '.join(map(str, args))[:200]}")
+        p = run_bounded(
+            self.cli_argv(*args, state=state),
+            timeout,
+            self.base_env,
+            out_dir=self.root,
+            what=f"scopefs {' '.join(map(str, args))[:200]}",
+        )
         if expect is not None:
             assert p.returncode == expect, f"expected exit {expect}\n" + describe(p)
         return p
@@ -561,8 +578,9 @@ class Env:
             self.cli(*self.mount_args(open_files, allow_other), timeout=MOUNT_TIMEOUT)
         finally:
             self.mounted = self.mounted or bool(mount_count(self.mnt))
-        assert any(mp == str(self.mnt) and fs.startswith("fuse") for mp, fs in mountinfo_entries()), \
+        assert any(mp == str(self.mnt) and fs.startswith("fuse") for mp, fs in mountinfo_entries()), (
             f"`scopefs mount` returned 0 but {self.mnt} is not a fuse mount in /proc/self/mountinfo"
+        )
         self.mounted = True
         self._record_daemon()
 
@@ -605,18 +623,22 @@ class Env:
         if sandbox:
             view = [] if confines_by_default() else ["--sandbox"]
         else:
-            view = (["--no-sandbox"] if confines_by_default() else []) + \
-                (["--shared-view"] if self.view == "shared" else [])
+            view = (["--no-sandbox"] if confines_by_default() else []) + (
+                ["--shared-view"] if self.view == "shared" else []
+            )
         return self.cli_argv("run", "--app", app, *view, *extra, "--", *cmd)
 
-    def run_app(self, app: str, cmd: list[str], sandbox: bool = False,
-                timeout: float = APP_TIMEOUT) -> subprocess.CompletedProcess:
+    def run_app(
+        self, app: str, cmd: list[str], sandbox: bool = False, timeout: float = APP_TIMEOUT
+    ) -> subprocess.CompletedProcess:
         """`scopefs run --app APP [--no-sandbox] -- CMD...` (SPEC S5)."""
-        return run_bounded(self.run_argv(app, cmd, sandbox), timeout, self.base_env,
-                           what=f"app process {' '.join(map(str, cmd))[:80]}")
+        return run_bounded(
+            self.run_argv(app, cmd, sandbox), timeout, self.base_env, what=f"app process {' '.join(map(str, cmd))[:80]}"
+        )
 
-    def app_py(self, app: str, code: str, *args, sandbox: bool = False,
-               check: bool = True) -> subprocess.CompletedProcess:
+    def app_py(
+        self, app: str, code: str, *args, sandbox: bool = False, check: bool = True
+    ) -> subprocess.CompletedProcess:
         """Run a Python snippet (with the appside prelude) as an app process."""
         p = self.run_app(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox)
         if check:
@@ -630,8 +652,7 @@ class Env:
     def host_json(self, code: str, *args):
         """Run a snippet as a plain process of the mount owner (not an app
         process: the inspect view, SPEC S4) and parse its JSON result."""
-        p = run_bounded(["python3", "-c", snippet(code), *args], APP_TIMEOUT, self.base_env,
-                        what="host snippet")
+        p = run_bounded(["python3", "-c", snippet(code), *args], APP_TIMEOUT, self.base_env, what="host snippet")
         assert p.returncode == 0, "host snippet failed\n" + describe(p)
         return last_json_line(p)
 
@@ -641,8 +662,14 @@ class Env:
         argv = self.run_argv(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox, extra)
         err = self.root / f"session-{len(self.sessions)}.err"
         with open(err, "w") as fe:
-            popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=fe, env=self.base_env, start_new_session=True)
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=fe,
+                env=self.base_env,
+                start_new_session=True,
+            )
         s = AppSession(popen, err)
         self.sessions.append(s)
         return s
@@ -652,7 +679,7 @@ class Env:
     def _unmount(self, problems: list[str]) -> None:
         """`scopefs unmount` with bounded retries, then fusermount3 -u, then -uz."""
         failures = []
-        for attempt in range(3):
+        for _attempt in range(3):
             p = self.cli("unmount", self.mnt, expect=None, timeout=20)
             if not mount_count(self.mnt):
                 if p.returncode != 0:
@@ -675,7 +702,7 @@ class Env:
         if not d or d.fd_baseline is None:
             return
         limit = d.fd_baseline + FD_SLACK
-        deadline = time.monotonic() + 4    # releases arrive asynchronously after app exit
+        deadline = time.monotonic() + 4  # releases arrive asynchronously after app exit
         dropped = False
         while True:
             now = fd_count(d.pid)
@@ -693,8 +720,10 @@ class Env:
                 except OSError:
                     pass
             targets = [t for t in targets if not t.startswith("pipe:")]
-            problems.append(f"daemon fd leak: {d.fd_baseline} fds (pipes not counted) after mount, "
-                            f"{now} before unmount (slack {FD_SLACK}); newest: {targets[-20:]}")
+            problems.append(
+                f"daemon fd leak: {d.fd_baseline} fds (pipes not counted) after mount, "
+                f"{now} before unmount (slack {FD_SLACK}); newest: {targets[-20:]}"
+            )
 
     def _check_daemon_exit(self, problems: list[str]) -> None:
         d = self.daemon
@@ -706,8 +735,7 @@ class Env:
             os.kill(d.pid, signal.SIGKILL)
             wait_for_exit(d.pid, 5)
         elif how == "exited" and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            problems.append(f"daemon {d.pid} exited with status {os.waitstatus_to_exitcode(status)} "
-                            f"(want 0)")
+            problems.append(f"daemon {d.pid} exited with status {os.waitstatus_to_exitcode(status)} (want 0)")
         self.daemon = None
 
     def teardown(self) -> list[str]:

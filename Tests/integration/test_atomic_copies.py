@@ -21,12 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from doc_scope_helpers import container_host
 from scopefs_harness import ALPHA, LOCAL, describe
 
-BIG = 256 << 20          # large enough that the copy takes well over the kill latency
-KILL_AFTER = 4 << 20     # bytes in the copy when the test kills it
+BIG = 256 << 20  # large enough that the copy takes well over the kill latency
+KILL_AFTER = 4 << 20  # bytes in the copy when the test kills it
 
 
 def write_big(path) -> None:
@@ -47,7 +46,7 @@ def copy_in_progress(pid: int) -> str | None:
     for fd in fds:
         try:
             with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                flags = int(next(l for l in f if l.startswith("flags:")).split()[1], 8)
+                flags = int(next(row for row in f if row.startswith("flags:")).split()[1], 8)
             info = os.stat(f"/proc/{pid}/fd/{fd}")
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except (OSError, StopIteration):
@@ -60,8 +59,14 @@ def copy_in_progress(pid: int) -> str | None:
 def kill_mid_copy(env, *args) -> str:
     """Start `scopefs ARGS`, SIGKILL it once the copy holds KILL_AFTER bytes;
     returns what the copy's descriptor named."""
-    proc = subprocess.Popen(env.cli_argv(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env.base_env, start_new_session=True)
+    proc = subprocess.Popen(
+        env.cli_argv(*args),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env.base_env,
+        start_new_session=True,
+    )
     seen = None
     deadline = time.monotonic() + 15
     try:
@@ -74,10 +79,12 @@ def kill_mid_copy(env, *args) -> str:
         if proc.poll() is None and not seen:
             os.kill(proc.pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=10)
-    p = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
-                                    err.decode(errors="replace"))
-    assert seen and proc.returncode == -signal.SIGKILL, \
+    p = subprocess.CompletedProcess(
+        proc.args, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    )
+    assert seen and proc.returncode == -signal.SIGKILL, (
         "the copy was not caught in progress (finished too fast?)\n" + describe(p)
+    )
     return seen
 
 
@@ -119,8 +126,9 @@ def test_killed_import_leaves_nothing_in_the_inbox(env):
     p = env.cli("import", ALPHA, f"{LOCAL}:docs/big.bin")
     assert host_listing(inbox) == ["big.bin"], describe(p)
     assert filecmp.cmp(source, os.path.join(inbox, "big.bin"), shallow=False)
-    assert leftovers(env, "big.bin") == sorted([
-        os.path.relpath(source, env.root), os.path.relpath(os.path.join(inbox, "big.bin"), env.root)])
+    assert leftovers(env, "big.bin") == sorted(
+        [os.path.relpath(source, env.root), os.path.relpath(os.path.join(inbox, "big.bin"), env.root)]
+    )
 
 
 @pytest.mark.parametrize("command", ["export", "move"])
@@ -142,29 +150,30 @@ def test_killed_export_or_move_leaves_the_provider_folder_as_it_was(env, command
     assert before_app == {"ok": before_host}, "the app cannot list its granted folder"
     extra = ["--force"] if force else []
     seen = kill_mid_copy(env, command, ALPHA, "Documents/big.bin", f"{LOCAL}:work", *extra)
-    assert host_listing(work) == before_host, \
+    assert host_listing(work) == before_host, (
         f"killed {command} (copy was {seen}) changed the provider folder: {before_host} -> {host_listing(work)}"
+    )
     assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == before_app, "the app's view changed"
     if force:
         assert (work / "big.bin").read_bytes() == b"original\n", "the --force target was damaged"
     assert os.path.getsize(source) == BIG, "the original left the container"
     reference = os.path.join(os.path.dirname(source), "reference.bin")
-    os.link(source, reference)       # a second name, to compare after a move
+    os.link(source, reference)  # a second name, to compare after a move
     p = env.cli(command, ALPHA, "Documents/big.bin", f"{LOCAL}:work", *extra)
     assert host_listing(work) == ["big.bin"], describe(p)
     assert filecmp.cmp(reference, work / "big.bin", shallow=False)
     expected = [os.path.relpath(work / "big.bin", env.root)]
     expected.append(os.path.relpath(source, env.root))
-    if command == "move":   # Documents/big.bin is now the reference document (S20)
+    if command == "move":  # Documents/big.bin is now the reference document (S20)
         assert os.path.getsize(source) < 4096, "the moved data is still in the container"
     assert leftovers(env, "big.bin") == sorted(expected)
 
 
 def test_killed_folder_export_is_swept_by_the_next_command(env):
     """S19 + S34: a folder cannot be copied anonymously; a kill -9 mid-copy
-    leaves nothing in the provider folder, and whatever it staged is gone
-    once the next command has started (it was staged in the state
-directory, out of every app's sight)."""
+        leaves nothing in the provider folder, and whatever it staged is gone
+        once the next command has started (it was staged in the state
+    directory, out of every app's sight)."""
     env.grant(ALPHA, f"{LOCAL}:work")
     work = env.backing(LOCAL) / "work"
     write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
@@ -174,8 +183,9 @@ directory, out of every app's sight)."""
     assert host_listing(work) == [], f"killed folder export (copy was {seen}) left {host_listing(work)}"
     assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == {"ok": []}
     env.cli("privacy", ALPHA, "--json")
-    assert leftovers(env, "big.bin") == [os.path.relpath(container_host(env, ALPHA, "Documents/album/big.bin"),
-                                                         env.root)], "the staged copy was not swept"
+    assert leftovers(env, "big.bin") == [
+        os.path.relpath(container_host(env, ALPHA, "Documents/album/big.bin"), env.root)
+    ], "the staged copy was not swept"
     env.cli("export", ALPHA, "Documents/album", f"{LOCAL}:work")
     assert host_listing(work) == ["album"]
     assert host_listing(work / "album") == ["big.bin"]
@@ -193,7 +203,9 @@ def test_killed_folder_export_to_another_file_system_is_swept(env):
         env.mount()
         seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", "shm:")
         env.cli("privacy", ALPHA, "--json")
-        assert host_listing(other) == [], f"killed export (copy was {seen}) left {host_listing(other)} after the next command"
+        assert host_listing(other) == [], (
+            f"killed export (copy was {seen}) left {host_listing(other)} after the next command"
+        )
         env.cli("export", ALPHA, "Documents/album", "shm:")
         assert host_listing(other) == ["album"] and host_listing(other / "album") == ["big.bin"]
     finally:

@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from doc_scope_helpers import mount as mount_with_scopes
 from doc_scope_helpers import poll, wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, last_json_line, snippet
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, snippet
 
 SECRET = "docs/secret.txt"
 REPORT = "docs/report.txt"
@@ -125,7 +124,9 @@ def test_the_control_socket_refuses_changes_from_an_app_process(env):
     refused with code 77; whoami names its app. Seen failing on the old
     main: status answered with every app's processes."""
     env.mount()
-    got = env.app_json(ALPHA, RAW_CONTROL, env.state / "control.sock", "status,reload,register,revoke,restore,whoami", BETA)
+    got = env.app_json(
+        ALPHA, RAW_CONTROL, env.state / "control.sock", "status,reload,register,revoke,restore,whoami", BETA
+    )
     for op in ("status", "reload", "register", "revoke", "restore"):
         assert got[op]["ok"] is False and got[op]["code"] == 77, (op, got[op])
     assert got["whoami"] == {"ok": True, "app": ALPHA}
@@ -138,7 +139,9 @@ def test_a_sandboxed_app_cannot_change_the_isolation_layer(env):
     env.mount()
     binary = Path(env.bin).resolve()
     expose = [str(binary.parent), *libraries_outside_usr(binary)]
-    p = run_in_sandbox(env, ALPHA, [str(binary), "--state", "/tmp/elsewhere", "grant", ALPHA, f"{LOCAL}:{SECRET}"], expose)
+    p = run_in_sandbox(
+        env, ALPHA, [str(binary), "--state", "/tmp/elsewhere", "grant", ALPHA, f"{LOCAL}:{SECRET}"], expose
+    )
     assert p.returncode == 77, describe(p)
     assert "app process" in p.stderr, describe(p)
 
@@ -197,8 +200,16 @@ def test_the_sandbox_shows_nothing_of_the_host_it_does_not_need(env):
     old main: the state directory, key and backing folders were readable."""
     env.mount()
     daemon = env.daemon_pid()
-    got = env.app_json(ALPHA, SANDBOX_PROBE, env.state, env.backing(LOCAL), env.state / "containers" / BETA,
-                       daemon, os.getpid(), sandbox=True)
+    got = env.app_json(
+        ALPHA,
+        SANDBOX_PROBE,
+        env.state,
+        env.backing(LOCAL),
+        env.state / "containers" / BETA,
+        daemon,
+        os.getpid(),
+        sandbox=True,
+    )
     for path in ("state", "database", "key", "backing", "other-container", "shadow", "owner-home", "cgroupfs"):
         assert got[path] == "ENOENT", (path, got)
     assert got["signal-daemon"] == "ESRCH" and got["signal-owner"] == "ESRCH", got
@@ -296,8 +307,11 @@ def test_an_app_cannot_exhaust_the_control_sockets(env):
 
 
 def run_cgroups(daemon_pid: int) -> list[str]:
-    root = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified/cgroup.procs").exists() \
+    root = (
+        Path("/sys/fs/cgroup/unified")
+        if Path("/sys/fs/cgroup/unified/cgroup.procs").exists()
         else Path("/sys/fs/cgroup")
+    )
     return sorted(p.name for p in root.rglob(f"scopefs-run-{daemon_pid}-*"))
 
 
@@ -308,7 +322,7 @@ def test_each_run_has_a_cgroup_that_goes_with_it(env):
     env.mount()
     p = env.run_app(ALPHA, ["cat", "/proc/self/cgroup"], sandbox=True)
     assert p.returncode == 0, describe(p)
-    line = next(l for l in p.stdout.splitlines() if l.startswith("0::"))
+    line = next(row for row in p.stdout.splitlines() if row.startswith("0::"))
     assert f"scopefs-run-{env.daemon.pid}-" in line, line
     status = json.loads(env.cli("status", "--json").stdout)["daemon"]
     assert status["attribution"].startswith("cgroup v2"), status
@@ -381,10 +395,25 @@ def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how):
     env.view = "shared"
     mount_with_scopes(env, "strict")
     out = env.root / f"escaped-{how}.json"
-    got = env.app_json(ALPHA, ESCAPE, out, how, snippet(ESCAPED_PROBE), env.mnt, ALPHA, BETA,
-                       env.prov(ALPHA, LOCAL, REPORT), env.bin, env.state)
-    assert got == {"other-app": "ENOENT", "granted-without-scope": "EPERM", "own-container": "OK",
-                   "run-other-app": 77}, got
+    got = env.app_json(
+        ALPHA,
+        ESCAPE,
+        out,
+        how,
+        snippet(ESCAPED_PROBE),
+        env.mnt,
+        ALPHA,
+        BETA,
+        env.prov(ALPHA, LOCAL, REPORT),
+        env.bin,
+        env.state,
+    )
+    assert got == {
+        "other-app": "ENOENT",
+        "granted-without-scope": "EPERM",
+        "own-container": "OK",
+        "run-other-app": 77,
+    }, got
 
 
 # --- Finding 4: a thread's identity outlives its exec -----------------------
@@ -452,6 +481,7 @@ def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
             return 0
         except OSError as exc:
             return {30: 30, 2: 2}.get(exc.errno, 100 + exc.errno)  # EROFS, ENOENT, or 100 + another errno
+
     # Another process of the machine may take the freed id first: then try
     # again with a new one.
     for _ in range(3):
@@ -555,8 +585,7 @@ def test_stolen_descriptor_answers_only_its_app(env):
     env.mount()
     host_file = env.backing(LOCAL) / "docs" / "report.txt"
     sock_path = str(env.root / "share.sock")
-    owner = env.app_session(ALPHA, OWNER_SHARES_DESCRIPTOR, env.prov(ALPHA, LOCAL, "docs/report.txt"),
-                            sock_path, 2)
+    owner = env.app_session(ALPHA, OWNER_SHARES_DESCRIPTOR, env.prov(ALPHA, LOCAL, "docs/report.txt"), sock_path, 2)
     assert owner.recv() == {"ready": True}
 
     # BETA's sink is its own container file: copy_file_range into it would
@@ -576,8 +605,13 @@ def test_stolen_descriptor_answers_only_its_app(env):
     assert by_other_app["copy_file_range"] == "EPERM", by_other_app
 
     # Each refusal is a denial event (SPEC S29), with the thief's app.
-    refused = wait_events(env, lambda e: e.get("operation") in ("read", "write") and e.get("errnoName") == "EPERM",
-                          kind="denial", app=BETA, count=2)
+    refused = wait_events(
+        env,
+        lambda e: e.get("operation") in ("read", "write") and e.get("errnoName") == "EPERM",
+        kind="denial",
+        app=BETA,
+        count=2,
+    )
     assert {e["operation"] for e in refused} == {"read", "write"}, refused
 
     owner.send()
@@ -599,6 +633,7 @@ def test_app_cannot_read_through_an_inspector_descriptor(env):
     """SPEC S33 (amended), S4, issue 14 finding 5: a descriptor the owner's
     inspector opened (read-only, in the inspect view) answers no app process."""
     import socket
+
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.mount()
     fd = os.open(env.prov(ALPHA, LOCAL, "docs/report.txt"), os.O_RDONLY)
@@ -649,8 +684,17 @@ emit({
 })
 """
 
-MOVED_OPERATIONS = ("list-fd", "open-fd", "stat-fd", "create-fd", "mkdir-fd",
-                    "list-cwd", "open-cwd", "create-cwd", "mkdir-cwd")
+MOVED_OPERATIONS = (
+    "list-fd",
+    "open-fd",
+    "stat-fd",
+    "create-fd",
+    "mkdir-fd",
+    "list-cwd",
+    "open-cwd",
+    "create-cwd",
+    "mkdir-cwd",
+)
 CREATED_NAMES = ("via-fd.txt", "dir-via-fd", "via-cwd.txt", "dir-via-cwd")
 
 
@@ -674,8 +718,9 @@ def _held_folder_cut_after_host_move(env, folder_rel, cwd_rel, moved_rel, destin
     after = app.recv()
     elapsed = time.monotonic() - moved_at
     for operation in MOVED_OPERATIONS:
-        assert after[operation] in ("ENOENT", "EPERM"), \
+        assert after[operation] in ("ENOENT", "EPERM"), (
             f"{operation} through a held folder {elapsed:.1f} s after it moved out of the grant: {after}"
+        )
     created = [str(p) for p in destination.rglob("*") if p.name in CREATED_NAMES]
     assert not created, f"created in the ungranted host location: {created}"
 
@@ -687,8 +732,7 @@ def test_folder_moved_out_of_grant_is_cut(env):
     through both fail (ENOENT/EPERM) and nothing is created there."""
     env.grant(ALPHA, f"{LOCAL}:work")
     env.mount()
-    _held_folder_cut_after_host_move(env, "work/sub", "work/sub/deep", "work/sub",
-                                     env.backing(LOCAL) / "work2" / "sub")
+    _held_folder_cut_after_host_move(env, "work/sub", "work/sub/deep", "work/sub", env.backing(LOCAL) / "work2" / "sub")
 
 
 def test_ancestor_moved_out_of_provider_cuts_held_folder(env):
@@ -698,8 +742,7 @@ def test_ancestor_moved_out_of_provider_cuts_held_folder(env):
     cwd in `deep/a/b` stop working within 1.5 s."""
     env.grant(ALPHA, f"{LOCAL}:deep/a")
     env.mount()
-    _held_folder_cut_after_host_move(env, "deep/a/b", "deep/a/b", "deep",
-                                     env.root / "backing" / "escape" / "deep")
+    _held_folder_cut_after_host_move(env, "deep/a/b", "deep/a/b", "deep", env.root / "backing" / "escape" / "deep")
 
 
 HOLDS_FOLDER_STILL_GRANTED = """
@@ -729,8 +772,10 @@ def test_folder_renamed_within_grant_stays_usable(env):
     time.sleep(1.5)
     app.send()
     after = app.recv()
-    assert after == {"list-fd": {"ok": ["f.txt", "made-in-cwd.txt"]},
-                     "list-cwd": {"ok": ["f.txt", "made-in-cwd.txt"]}}, after
+    assert after == {
+        "list-fd": {"ok": ["f.txt", "made-in-cwd.txt"]},
+        "list-cwd": {"ok": ["f.txt", "made-in-cwd.txt"]},
+    }, after
     assert (backing / "renamed" / "made-in-cwd.txt").exists()
 
 
@@ -741,7 +786,7 @@ def test_folder_renamed_within_grant_stays_usable(env):
 # characters in names, JSON keeps them exact.
 
 AUDIT_ITEM = "docs/report.txt"
-FLOOD_STOPS = 100_001        # one more than the event log's capacity
+FLOOD_STOPS = 100_001  # one more than the event log's capacity
 IMPORTANT_KINDS = "grant,revoke,restore,denial"
 
 # Issues FLOOD_STOPS unbalanced stops on argv[1] in one process, as fast as
@@ -795,8 +840,13 @@ def test_unbalanced_stop_flood_neither_evicts_nor_floods_the_trail(env):
         done = bool(newest) and newest == last[0]
         last[0] = newest
         return done
-    poll(lambda: events_json(env, "--kind", "unbalanced-stop", "--limit", "1"), settled,
-         timeout=15, what="the newest unbalanced stop")
+
+    poll(
+        lambda: events_json(env, "--kind", "unbalanced-stop", "--limit", "1"),
+        settled,
+        timeout=15,
+        what="the newest unbalanced stop",
+    )
 
     important = events_json(env, "--kind", IMPORTANT_KINDS, "--app", ALPHA)
     kinds = [e["kind"] for e in important if e.get("grant") == int(grant) or e["kind"] == "denial"]
@@ -804,7 +854,8 @@ def test_unbalanced_stop_flood_neither_evicts_nor_floods_the_trail(env):
     # others by the CLI at once: their rows' order may differ.
     assert sorted(kinds) == sorted(["grant", "revoke", "denial", "restore"]), (
         f"after {FLOOD_STOPS} unbalanced stops ({flood['seconds']:.1f} s) the log holds only "
-        f"{kinds} of grant, revoke, denial, restore")
+        f"{kinds} of grant, revoke, denial, restore"
+    )
     denial = next(e for e in important if e["kind"] == "denial")
     assert denial["pid"] == denied["pid"] and denial["errnoName"] == "EPERM", denial
 
@@ -827,7 +878,7 @@ FORGED_ESCAPED = r"x\n2030-01-01T00:00:00Z\tgrant\tcom.other.app\t-\tforged\x1b[
 def raw_controls(text: str) -> list[str]:
     """Control characters in text other than the newlines and tabs that
     separate lines and fields: C0, DEL, C1."""
-    return sorted({repr(c) for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7f <= ord(c) < 0xa0})
+    return sorted({repr(c) for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0})
 
 
 def assert_escaped(what: str, text: str) -> None:
@@ -849,8 +900,11 @@ def test_control_characters_in_names_are_escaped_in_text_and_exact_in_json(env):
     opened = env.cli("open", ALPHA, f"{LOCAL}:{FORGED_NAME}").stdout
     grant = re.search(r"grant (\d+)", opened).group(1)
     env.mount()
-    leaked = env.app_json(ALPHA, "emit(outcome(lambda: os.getxattr(sys.argv[1], 'user.scopefs.start').decode()))",
-                          env.prov(ALPHA, LOCAL, FORGED_NAME))
+    leaked = env.app_json(
+        ALPHA,
+        "emit(outcome(lambda: os.getxattr(sys.argv[1], 'user.scopefs.start').decode()))",
+        env.prov(ALPHA, LOCAL, FORGED_NAME),
+    )
     assert leaked == {"ok": "1"}, leaked
     leaks = poll(lambda: events_json(env, "--kind", "leak"), bool, what="the leak event")
     assert leaks, "no leak event after the app exited in scope"

@@ -22,8 +22,8 @@ import threading
 import time
 
 import pytest
-
-from doc_scope_helpers import bookmark, mount as mount_with_scopes, resolve, resolve_ok, tamper
+from doc_scope_helpers import bookmark, resolve, resolve_ok, tamper
+from doc_scope_helpers import mount as mount_with_scopes
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPORT_BYTES, describe
 
 RACE_SECONDS = 2.0
@@ -111,8 +111,11 @@ def test_dotdot_reaches_nothing_ungranted(env):
     }
     assert walk(env, ALPHA, base, list(expected)) == expected
     got = env.app_json(ALPHA, CLIMB, base, BETA)
-    assert got == {"levels": [["b"], ["a"], ["deep"], [LOCAL], ["Container", "Providers"], [ALPHA]],
-                   "other-app": "ENOENT", "left-the-mount": True}
+    assert got == {
+        "levels": [["b"], ["a"], ["deep"], [LOCAL], ["Container", "Providers"], [ALPHA]],
+        "other-app": "ENOENT",
+        "left-the-mount": True,
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -161,8 +164,12 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
     for name, target in outward.items():
         os.symlink(target, work_host / ("host-" + name))
     os.symlink("f", work_host / "inside")
-    app_made = env.app_json(ALPHA, APP_LINKS, env.prov(ALPHA, LOCAL, "work"),
-                            json.dumps({"app-" + name: target for name, target in outward.items()}))
+    app_made = env.app_json(
+        ALPHA,
+        APP_LINKS,
+        env.prov(ALPHA, LOCAL, "work"),
+        json.dumps({"app-" + name: target for name, target in outward.items()}),
+    )
     assert app_made == {"app-" + name: target for name, target in outward.items()}
     names = [p + name for p in ("host-", "app-") for name in outward]
     rels = names + ["host-sibling-folder/secret.txt", "app-sibling-folder/secret.txt", "inside"]
@@ -171,8 +178,9 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
 
     secret = env.backing(LOCAL) / "docs/secret.txt"
     os.symlink(secret, work_host / "host-absolute")
-    got = env.app_json(ALPHA, THROUGH_ABSOLUTE_HOST_LINK, env.prov(ALPHA, LOCAL, "work/host-absolute"),
-                       env.app_dir(ALPHA))
+    got = env.app_json(
+        ALPHA, THROUGH_ABSOLUTE_HOST_LINK, env.prov(ALPHA, LOCAL, "work/host-absolute"), env.app_dir(ALPHA)
+    )
     assert got == {"readlink": str(secret), "served-by-scopefs": False}
     assert walk(env, ALPHA, env.prov(ALPHA, LOCAL), ["docs/secret.txt"]) == {"docs/secret.txt": "ENOENT"}
 
@@ -217,8 +225,14 @@ def test_another_apps_directory_is_enoent(env, view):
     env.view = view
     env.mount()
     beta = env.app_dir(BETA)
-    owned = [beta, env.container(BETA), env.container(BETA, "Documents"), beta + "/Providers",
-             env.prov(BETA, LOCAL, "docs"), env.prov(BETA, LOCAL, "docs/report.txt")]
+    owned = [
+        beta,
+        env.container(BETA),
+        env.container(BETA, "Documents"),
+        beta + "/Providers",
+        env.prov(BETA, LOCAL, "docs"),
+        env.prov(BETA, LOCAL, "docs/report.txt"),
+    ]
     owner = env.app_session(BETA, OWNER_STAYS, env.prov(BETA, LOCAL, "docs"), *owned)
     held = owner.recv()
     assert held["walked"] == {"list": ["report.txt", "secret.txt"], "read": "report"} | {p: "OK" for p in owned}
@@ -239,8 +253,9 @@ def test_another_apps_directory_is_enoent(env, view):
         got["paths"][link].pop("stat")
         paths.pop(link)
         assert got["paths"].pop(link) == {"open": "ENOENT"}, link
-    assert got["paths"] == {p: {"stat": "ENOENT", "open": "ENOENT"} | ({"list": "ENOENT"} if folder else {})
-                            for p, folder in paths.items()}
+    assert got["paths"] == {
+        p: {"stat": "ENOENT", "open": "ENOENT"} | ({"list": "ENOENT"} if folder else {}) for p, folder in paths.items()
+    }
     owner.send()
     assert owner.finish() == 0, owner.stderr()
 
@@ -307,6 +322,7 @@ def test_read_only_grant_refuses_every_write(env):
 
 # ---------------------------------------------------------------------------
 # 5. revoked descriptors, 6. mmap after revoke
+
 
 def hold_then_revoke(env, code: str, granted: str) -> dict:
     """Run `code` as an ALPHA session on MOUNT/.../granted: it opens what it
@@ -394,6 +410,7 @@ def test_pages_mapped_before_revoke_raise_sigbus(env):
 # ---------------------------------------------------------------------------
 # 7. forged bookmarks
 
+
 def reencode(token: str, edit) -> str:
     """The token with its payload JSON edited and the original MAC kept (a
     forger does not know the key)."""
@@ -424,7 +441,7 @@ def test_forged_bookmarks_are_refused(env):
         "bit-flipped-50%": tamper(mine, 0.5),
         "bit-flipped-95%": tamper(mine, 0.95),
         "access-raised": reencode(mine, lambda raw: raw.replace(b'"access":"read"', b'"access":"read-write"')),
-        "cut-short": mine[:len(mine) // 2],
+        "cut-short": mine[: len(mine) // 2],
         "made-up": "eyJ2ZXJzaW9uIjoxfQ.AAAA",
         "other-app-relabelled": reencode(theirs, lambda raw: raw.replace(BETA.encode(), ALPHA.encode())),
     }
@@ -436,12 +453,16 @@ def test_forged_bookmarks_are_refused(env):
 
     got = resolve_ok(env, ALPHA, mine)
     assert got["access"] == "read" and got["path"] == env.prov(ALPHA, LOCAL, report), got
-    writes = env.app_json(ALPHA, """
+    writes = env.app_json(
+        ALPHA,
+        """
         p = sys.argv[1]
         os.setxattr(p, "user.scopefs.start", b"")
         emit({"read": attempt(read_bytes, p), "write": attempt(open_close, p, os.O_WRONLY),
               "truncate": attempt(os.truncate, p, 0)})
-    """, got["path"])
+    """,
+        got["path"],
+    )
     assert writes == {"read": "OK", "write": "EPERM", "truncate": "EPERM"}
     assert (env.backing(LOCAL) / report).read_bytes() == REPORT_BYTES
 
@@ -537,6 +558,7 @@ def swap_folder_for_links(env):
         os.rename(sub, host / "docs/sub")
         time.sleep(0.001)
         os.rename(host / "docs/sub", sub)
+
     return step
 
 
@@ -548,6 +570,7 @@ def rename_grant_parent(env):
         os.rename(a, moved)
         time.sleep(0.001)
         os.rename(moved, a)
+
     return step
 
 
@@ -570,19 +593,25 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     work_rels = ["sub/f", "sub/secret.txt", "sub/report.txt", "sub/../sub/f", "sub/sub/f"]
     still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "work"), work_rels, swap_folder_for_links(env))
     assert still == {"sub/f": {"ok": GRANTED_MARK}, "sub/../sub/f": {"ok": GRANTED_MARK}} | {
-        rel: {"errno": "ENOENT"} for rel in ("sub/secret.txt", "sub/report.txt", "sub/sub/f")}
+        rel: {"errno": "ENOENT"} for rel in ("sub/secret.txt", "sub/report.txt", "sub/sub/f")
+    }
     assert steps > 10, f"the host made only {steps} swaps"
     # An empty listing names nothing: a folder caught while moved out of the
     # grant (its entries are not covered there) lists as empty.
     assert seen <= {"read=" + json.dumps(GRANTED_MARK), 'list=["f"]', "list=[]"}, seen
 
-    deep_rels = ["a/b/target.txt", "a/other.txt", "a/b/../other.txt", "a.moved/other.txt",
-                 "a.moved/b/target.txt", "hidden/x.txt"]
+    deep_rels = [
+        "a/b/target.txt",
+        "a/other.txt",
+        "a/b/../other.txt",
+        "a.moved/other.txt",
+        "a.moved/b/target.txt",
+        "hidden/x.txt",
+    ]
     still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "deep"), deep_rels, rename_grant_parent(env))
     assert still == {rel: {"errno": "ENOENT"} for rel in deep_rels} | {"a/b/target.txt": {"ok": "deep target\n"}}
     assert steps > 10, f"the host made only {steps} renames"
-    allowed = {"read=" + json.dumps("deep target\n"), "list=[]", 'list=["b"]',
-               'list=["sibling.txt", "target.txt"]'}
+    allowed = {"read=" + json.dumps("deep target\n"), "list=[]", 'list=["b"]', 'list=["sibling.txt", "target.txt"]'}
     assert seen <= allowed, seen - allowed
     assert sorted(os.listdir(host / "deep/a")) == ["b", "other.txt"]
 
@@ -641,16 +670,30 @@ def test_app_renames_and_swaps_inside_its_grant_while_reading(env):
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
     env.grant(ALPHA, f"{DRIVE}:inbox")
     env.mount()
-    destinations = {"into-other-grant": env.prov(ALPHA, LOCAL, "deep/a/b"),
-                    "into-other-provider": env.prov(ALPHA, DRIVE, "inbox"),
-                    "into-bare-ancestor": env.prov(ALPHA, LOCAL, "deep/a"),
-                    "into-ungranted": env.prov(ALPHA, LOCAL, "docs")}
-    got = env.app_json(ALPHA, APP_RENAMER, env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, "deep/a"),
-                       RACE_SECONDS, GRANTED_MARK, json.dumps(destinations))
-    assert got["out"] == {"into-other-grant": "EXDEV", "into-other-provider": "EXDEV",
-                          "into-bare-ancestor": "EPERM", "into-ungranted": "ENOENT",
-                          "folder-into-other-grant": "EXDEV", "hard-link-into-other-grant": "EXDEV",
-                          "grant-root-away": "EPERM"}
+    destinations = {
+        "into-other-grant": env.prov(ALPHA, LOCAL, "deep/a/b"),
+        "into-other-provider": env.prov(ALPHA, DRIVE, "inbox"),
+        "into-bare-ancestor": env.prov(ALPHA, LOCAL, "deep/a"),
+        "into-ungranted": env.prov(ALPHA, LOCAL, "docs"),
+    }
+    got = env.app_json(
+        ALPHA,
+        APP_RENAMER,
+        env.prov(ALPHA, LOCAL, "work"),
+        env.prov(ALPHA, LOCAL, "deep/a"),
+        RACE_SECONDS,
+        GRANTED_MARK,
+        json.dumps(destinations),
+    )
+    assert got["out"] == {
+        "into-other-grant": "EXDEV",
+        "into-other-provider": "EXDEV",
+        "into-bare-ancestor": "EPERM",
+        "into-ungranted": "ENOENT",
+        "folder-into-other-grant": "EXDEV",
+        "hard-link-into-other-grant": "EXDEV",
+        "grant-root-away": "EPERM",
+    }
     assert got["moves"] > 10 and got["refused"] == ["EPERM"], got
     assert set(got["seen"]) <= {GRANTED_MARK, '["f"]'}, got
     assert GRANTED_MARK in got["seen"], got

@@ -70,8 +70,12 @@ def test_import_of_a_planted_link_does_not_copy_what_it_points_to(env):
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.mount()
-    plant_link(env, env.prov(ALPHA, LOCAL, "docs/notes"), env.prov(ALPHA, LOCAL, "docs/notes-aside"),
-               victim / "owner-secret.txt")
+    plant_link(
+        env,
+        env.prov(ALPHA, LOCAL, "docs/notes"),
+        env.prov(ALPHA, LOCAL, "docs/notes-aside"),
+        victim / "owner-secret.txt",
+    )
     p = env.cli("import", ALPHA, f"{LOCAL}:docs/notes", expect=None)
     assert p.returncode == 77 and "symbolic link" in p.stderr, describe(p)
     inbox = env.state / "containers" / ALPHA / "tmp" / f"{ALPHA}-Inbox"
@@ -91,5 +95,7 @@ def test_move_and_export_do_not_read_through_a_linked_container_folder(env):
     for command in ("move", "export"):
         p = env.cli(command, ALPHA, "Documents/owner-secret.txt", f"{LOCAL}:docs", expect=None)
         assert p.returncode == 77 and "symbolic link" in p.stderr, describe(p)
-    assert not (env.backing(LOCAL) / "docs" / "owner-secret.txt").exists(), "the owner's file was copied into the provider"
+    assert not (env.backing(LOCAL) / "docs" / "owner-secret.txt").exists(), (
+        "the owner's file was copied into the provider"
+    )
     assert (victim / "owner-secret.txt").read_bytes() == SECRET, "the owner's file was removed"

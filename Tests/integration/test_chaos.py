@@ -80,7 +80,11 @@ sys.exit(7 if fd == {"errno": "EACCES"} else 1)
     assert p.returncode == 7, describe(p)
     assert "chaos fault #" in p.stderr and "open EACCES 100%" in p.stderr and "getattr +1ms 50%" in p.stderr, p.stderr
     assert json.loads(env.cli("fault", "list", "--json").stdout) == []
-    for bad in (["--fault", "read:EWHAT"], ["--latency", "open:fast"], ["--revoke-rate", "lots"],
-                ["--duration", "soon"]):
+    for bad in (
+        ["--fault", "read:EWHAT"],
+        ["--latency", "open:fast"],
+        ["--revoke-rate", "lots"],
+        ["--duration", "soon"],
+    ):
         p = chaos(env, 1, *bad, cmd=["true"])
         assert p.returncode == 64, describe(p)

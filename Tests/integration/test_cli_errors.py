@@ -8,11 +8,10 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
-
 from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, crash_markers, describe, mount_count
 
 
@@ -23,8 +22,9 @@ def assert_clean_error(p: subprocess.CompletedProcess, codes: set[int], mentions
     assert p.stderr.strip(), "error without a message on stderr\n" + describe(p)
     assert not crash_markers(p.stdout + p.stderr), "crash output\n" + describe(p)
     if mentions:
-        assert any(m.lower() in p.stderr.lower() for m in mentions), \
+        assert any(m.lower() in p.stderr.lower() for m in mentions), (
             f"stderr should name the problem (one of {mentions})\n" + describe(p)
+        )
 
 
 @dataclass
@@ -34,7 +34,7 @@ class BadInput:
     codes: set[int]
     mentions: tuple[str, ...] = ()
     mounted: bool = False
-    state: Callable[[Env], object] | None = None   # a different --state dir
+    state: Callable[[Env], object] | None = None  # a different --state dir
     prepare: Callable[[Env], None] = field(default=lambda env: None)
 
 
@@ -49,46 +49,61 @@ def _empty_state_dir(env):
 
 
 BAD_INPUTS = [
-    BadInput("unknown-app-grant", lambda e: ["grant", "com.example.nosuch", f"{LOCAL}:docs"], {67},
-             ("com.example.nosuch",)),
-    BadInput("unknown-app-run", lambda e: ["run", "--app", "com.example.nosuch", "--", "true"], {67},
-             ("com.example.nosuch",), mounted=True),
-    BadInput("unknown-provider", lambda e: ["grant", ALPHA, "nosuchprovider:docs"], {67},
-             ("nosuchprovider",)),
+    BadInput(
+        "unknown-app-grant", lambda e: ["grant", "com.example.nosuch", f"{LOCAL}:docs"], {67}, ("com.example.nosuch",)
+    ),
+    BadInput(
+        "unknown-app-run",
+        lambda e: ["run", "--app", "com.example.nosuch", "--", "true"],
+        {67},
+        ("com.example.nosuch",),
+        mounted=True,
+    ),
+    BadInput("unknown-provider", lambda e: ["grant", ALPHA, "nosuchprovider:docs"], {67}, ("nosuchprovider",)),
     BadInput("unknown-grant-revoke", lambda e: ["revoke", ALPHA, "999999"], {65, 67}),
-    BadInput("provider-dir-missing", lambda e: ["provider", "add", "ghost", e.root / "no-such-dir"], {66},
-             ("no-such-dir",)),
-    BadInput("grant-missing-path", lambda e: ["grant", ALPHA, f"{LOCAL}:docs/no-such-file.txt"], {66},
-             ("no-such-file.txt",)),
+    BadInput(
+        "provider-dir-missing", lambda e: ["provider", "add", "ghost", e.root / "no-such-dir"], {66}, ("no-such-dir",)
+    ),
+    BadInput(
+        "grant-missing-path", lambda e: ["grant", ALPHA, f"{LOCAL}:docs/no-such-file.txt"], {66}, ("no-such-file.txt",)
+    ),
     BadInput("grant-dotdot-escape", lambda e: ["grant", ALPHA, f"{LOCAL}:../escape"], {65}),
     BadInput("grant-nested-escape", lambda e: ["grant", ALPHA, f"{LOCAL}:docs/../../escape"], {65}),
-    BadInput("grant-malformed-nocolon", lambda e: ["grant", ALPHA, "nocolon"], {64, 65},
-             ("nocolon", "provider", ":")),
-    BadInput("unknown-option", lambda e: ["app", "list", "--no-such-option"], {64},
-             ("--no-such-option",)),
+    BadInput("grant-malformed-nocolon", lambda e: ["grant", ALPHA, "nocolon"], {64, 65}, ("nocolon", "provider", ":")),
+    BadInput("unknown-option", lambda e: ["app", "list", "--no-such-option"], {64}, ("--no-such-option",)),
     BadInput("mount-missing-mountpoint", lambda e: ["mount", e.root / "nowhere"], {73}, ("nowhere",)),
-    BadInput("mount-on-file", lambda e: ["mount", e.root / "plainfile"], {73}, ("plainfile",),
-             prepare=_mount_on_file),
+    BadInput("mount-on-file", lambda e: ["mount", e.root / "plainfile"], {73}, ("plainfile",), prepare=_mount_on_file),
     BadInput("run-without-daemon", lambda e: ["run", "--app", ALPHA, "--", "true"], {69}),
-    BadInput("before-init-missing-state-dir", lambda e: ["app", "list"], {78},
-             state=lambda e: e.root / "never-initialised"),
-    BadInput("before-init-empty-state-dir", lambda e: ["provider", "list"], {78},
-             state=_empty_state_dir),
-    BadInput("before-init-grant", lambda e: ["grant", ALPHA, f"{LOCAL}:docs"], {78},
-             state=lambda e: e.root / "never-initialised"),
+    BadInput(
+        "before-init-missing-state-dir", lambda e: ["app", "list"], {78}, state=lambda e: e.root / "never-initialised"
+    ),
+    BadInput("before-init-empty-state-dir", lambda e: ["provider", "list"], {78}, state=_empty_state_dir),
+    BadInput(
+        "before-init-grant",
+        lambda e: ["grant", ALPHA, f"{LOCAL}:docs"],
+        {78},
+        state=lambda e: e.root / "never-initialised",
+    ),
     # Issue 19: codes that disagreed with docs/CLI.md.
-    BadInput("scope-exec-outside-mount", lambda e: ["scope", "exec", e.root, "--", "true"], {69},
-             ("not inside a ScopeFS mount",)),
-    BadInput("scope-exec-from-owner-shell",
-             lambda e: ["scope", "exec", e.prov(ALPHA, LOCAL, "docs/report.txt"), "--", "true"], {77},
-             ("scopefs run --app",), mounted=True,
-             prepare=lambda e: e.grant(ALPHA, f"{LOCAL}:docs/report.txt")),
+    BadInput(
+        "scope-exec-outside-mount",
+        lambda e: ["scope", "exec", e.root, "--", "true"],
+        {69},
+        ("not inside a ScopeFS mount",),
+    ),
+    BadInput(
+        "scope-exec-from-owner-shell",
+        lambda e: ["scope", "exec", e.prov(ALPHA, LOCAL, "docs/report.txt"), "--", "true"],
+        {77},
+        ("scopefs run --app",),
+        mounted=True,
+        prepare=lambda e: e.grant(ALPHA, f"{LOCAL}:docs/report.txt"),
+    ),
     BadInput("unmount-not-mounted", lambda e: ["unmount", e.root], {69}, ("not mounted",)),
     BadInput("status-without-daemon", lambda e: ["status"], {69}, ("no daemon",)),
     BadInput("app-add-existing", lambda e: ["app", "add", ALPHA], {73}, ("already exists",)),
     BadInput("provider-add-existing", lambda e: ["provider", "add", LOCAL, e.root], {73}, ("already exists",)),
-    BadInput("events-unknown-app", lambda e: ["events", "--app", "com.example.nosuch"], {67},
-             ("com.example.nosuch",)),
+    BadInput("events-unknown-app", lambda e: ["events", "--app", "com.example.nosuch"], {67}, ("com.example.nosuch",)),
     BadInput("events-bad-since", lambda e: ["events", "--since", "yesterday"], {64}, ("--since",)),
     BadInput("events-negative-limit", lambda e: ["events", "--limit", "-1"], {64}, ("--limit",)),
 ]
@@ -162,8 +177,12 @@ def test_events_follow_with_limit_zero_prints_only_new_events(env):
     """Issue 19, SPEC S29: `events --follow --limit 0` prints what happens
     from now on, not the history."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    follower = subprocess.Popen(env.cli_argv("events", "--follow", "--limit", "0", "--json"),
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.base_env)
+    follower = subprocess.Popen(
+        env.cli_argv("events", "--follow", "--limit", "0", "--json"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env.base_env,
+    )
     try:
         time.sleep(1.0)
         env.grant(ALPHA, f"{LOCAL}:docs/secret.txt")

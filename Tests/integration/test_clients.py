@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from scopefs_harness import (
     LOCAL,
     REPO_ROOT,
@@ -55,7 +54,7 @@ SWIFT_CHECK_PACKAGE = Path(__file__).resolve().parent / "clients_swift"
 SWIFT_CHECK_SCRATCH = REPO_ROOT / ".build-clients-check"
 
 BUILD_TIMEOUT = 120
-SWIFT_BUILD_TIMEOUT = 1200   # a cold build of the example package takes minutes
+SWIFT_BUILD_TIMEOUT = 1200  # a cold build of the example package takes minutes
 LANGUAGES = ["c", "python", "swift"]
 
 
@@ -76,14 +75,14 @@ def _swift() -> str | None:
 def _swift_build(package: Path, scratch: Path, product: str) -> Path:
     swift = _swift()
     if not swift:
-        pytest.skip("no `swift` on PATH (set SWIFT=/path/to/swift): the Swift client "
-                    "cases need a Swift toolchain; the C and Python cases still run")
-    argv = [swift, "build", "--package-path", package, "--scratch-path", scratch,
-            "--product", product]
+        pytest.skip(
+            "no `swift` on PATH (set SWIFT=/path/to/swift): the Swift client "
+            "cases need a Swift toolchain; the C and Python cases still run"
+        )
+    argv = [swift, "build", "--package-path", package, "--scratch-path", scratch, "--product", product]
     p = run_bounded(argv, SWIFT_BUILD_TIMEOUT, _build_env(), what=f"swift build of {package.name}")
     assert p.returncode == 0, f"swift build of {package} failed\n" + describe(p)
-    q = run_bounded(argv[:-2] + ["--show-bin-path"], BUILD_TIMEOUT, _build_env(),
-                    what="swift build --show-bin-path")
+    q = run_bounded(argv[:-2] + ["--show-bin-path"], BUILD_TIMEOUT, _build_env(), what="swift build --show-bin-path")
     assert q.returncode == 0, describe(q)
     binary = Path(q.stdout.strip().splitlines()[-1]) / product
     assert binary.is_file(), f"{binary} missing after a successful build\n" + describe(p)
@@ -94,8 +93,9 @@ def _swift_build(package: Path, scratch: Path, product: str) -> Path:
 def c_build(tmp_path_factory) -> Path:
     """`make -C clients/c all` into a temp BUILD dir; returns that dir."""
     build = tmp_path_factory.mktemp("scopefs-c-client") / "build"
-    p = run_bounded(["make", "-C", C_CLIENT_DIR, f"BUILD={build}", "all"], BUILD_TIMEOUT,
-                    _build_env(), what="make -C clients/c")
+    p = run_bounded(
+        ["make", "-C", C_CLIENT_DIR, f"BUILD={build}", "all"], BUILD_TIMEOUT, _build_env(), what="make -C clients/c"
+    )
     assert p.returncode == 0, "building libscopefs.so failed\n" + describe(p)
     assert (build / "libscopefs.so").is_file(), describe(p)
     return build
@@ -106,10 +106,24 @@ def c_example(c_build) -> list[str]:
     """docs/examples/example.c compiled and linked against libscopefs.so."""
     out = c_build / "example"
     cc = os.environ.get("CC", "cc")
-    p = run_bounded([cc, "-Wall", "-Wextra", "-Werror", "-o", out, EXAMPLES / "example.c",
-                     f"-I{C_CLIENT_DIR / 'include'}", f"-L{c_build}", "-lscopefs",
-                     f"-Wl,-rpath,{c_build}"], BUILD_TIMEOUT, _build_env(),
-                    what="cc example.c")
+    p = run_bounded(
+        [
+            cc,
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-o",
+            out,
+            EXAMPLES / "example.c",
+            f"-I{C_CLIENT_DIR / 'include'}",
+            f"-L{c_build}",
+            "-lscopefs",
+            f"-Wl,-rpath,{c_build}",
+        ],
+        BUILD_TIMEOUT,
+        _build_env(),
+        what="cc example.c",
+    )
     assert p.returncode == 0, "compiling docs/examples/example.c failed\n" + describe(p)
     return [str(out)]
 
@@ -133,10 +147,11 @@ def swift_check() -> str:
 class Client:
     """One language's client, built: its example's argv prefix, and the C
     library or the Swift check program."""
+
     lang: str
     example: list[str]
-    lib: Path | None = None     # C: libscopefs.so
-    check: str | None = None    # Swift: scopefs-client-check
+    lib: Path | None = None  # C: libscopefs.so
+    check: str | None = None  # Swift: scopefs-client-check
 
 
 @pytest.fixture(params=LANGUAGES)
@@ -159,10 +174,10 @@ def client(request) -> Client:
 @dataclass
 class World:
     env: Env
-    file: str           # MOUNT/APP/Providers/local/docs/file.txt (granted folder)
-    documents: str      # MOUNT/APP/Container/Documents
-    note: str           # MOUNT/APP/Container/Documents/note.txt
-    invisible: str      # MOUNT/APP/Providers/local/photos/p.jpg (never granted)
+    file: str  # MOUNT/APP/Providers/local/docs/file.txt (granted folder)
+    documents: str  # MOUNT/APP/Container/Documents
+    note: str  # MOUNT/APP/Container/Documents/note.txt
+    invisible: str  # MOUNT/APP/Providers/local/photos/p.jpg (never granted)
     grant_id: str
 
     def run(self, argv: list) -> subprocess.CompletedProcess:
@@ -172,8 +187,9 @@ class World:
         env = dict(self.env.base_env)
         env["PYTHONPATH"] = str(PYTHON_CLIENT_DIR)
         env["SCOPEFS_STATE"] = str(self.env.state)
-        return run_bounded(self.env.run_argv(APP, [str(a) for a in argv]), 60, env,
-                           what=f"app process {Path(str(argv[0])).name}")
+        return run_bounded(
+            self.env.run_argv(APP, [str(a) for a in argv]), 60, env, what=f"app process {Path(str(argv[0])).name}"
+        )
 
     def snippet_json(self, code: str, *args):
         """Run a Python snippet (harness prelude + code) as an app process;
@@ -198,10 +214,14 @@ def make_world(env: Env, monkeypatch, budget: int | None = None) -> World:
         args += ["--scope-budget", str(budget)]
     monkeypatch.setattr(env, "mount_args", lambda *a, **k: list(args))
     env.mount()
-    world = World(env=env, file=env.prov(APP, LOCAL, "docs/file.txt"),
-                  documents=env.container(APP, "Documents"),
-                  note=env.container(APP, "Documents/note.txt"),
-                  invisible=env.prov(APP, LOCAL, "photos/p.jpg"), grant_id=grant_id)
+    world = World(
+        env=env,
+        file=env.prov(APP, LOCAL, "docs/file.txt"),
+        documents=env.container(APP, "Documents"),
+        note=env.container(APP, "Documents/note.txt"),
+        invisible=env.prov(APP, LOCAL, "photos/p.jpg"),
+        grant_id=grant_id,
+    )
     # A file in the container, written by the app itself (no scope needed).
     p = world.run(["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", NOTE_TEXT.decode(), world.note])
     assert p.returncode == 0, "writing the container note failed\n" + describe(p)
@@ -272,8 +292,11 @@ def test_example_container_needs_no_scope(client, world):
     p = world.run(argv + [world.note])
     assert p.returncode == 0, f"{lang} example failed on a container file\n" + describe(p)
     out = example_output(p)
-    assert (out["start accessing"], out["first line"], out["scope count after"]) == \
-        ("false", NOTE_TEXT.decode().splitlines()[0], "not-needed"), describe(p)
+    assert (out["start accessing"], out["first line"], out["scope count after"]) == (
+        "false",
+        NOTE_TEXT.decode().splitlines()[0],
+        "not-needed",
+    ), describe(p)
 
 
 # ---------------------------------------------------------------------------
@@ -344,7 +367,9 @@ def c(name, path):
     return [rc, errno.errorcode.get(ctypes.get_errno(), 0)] if rc == -1 else rc
 """
 
-C_BASIC = C_PRELUDE + """
+C_BASIC = (
+    C_PRELUDE
+    + """
 file, documents, invisible = sys.argv[2:5]
 r = {}
 r["count0"] = c("scope_count", file)
@@ -364,6 +389,7 @@ r["invisible"] = [c("start_accessing", invisible), c("stop_accessing", invisible
 r["null"] = [c("start_accessing", None), c("stop_accessing", None), c("scope_count", None)]
 emit(r)
 """
+)
 
 
 def test_python_module_calls(world):
@@ -377,8 +403,12 @@ def test_python_module_calls(world):
     assert (r["unbalanced"], r["count_unbalanced"]) == ({"ok": None}, 0)
     assert (r["with_counted"], r["with_inside"], r["with_after"]) == (True, [1, "OK"], 0)
     assert (r["with_raise_inside"], r["with_raised"], r["with_raise_after"]) == (1, "Marker", 0)
-    assert (r["container_start"], r["container_count"], r["container_stop"], r["container_with"]) == \
-        (False, None, {"ok": None}, False)
+    assert (r["container_start"], r["container_count"], r["container_stop"], r["container_with"]) == (
+        False,
+        None,
+        {"ok": None},
+        False,
+    )
     assert r["invisible_start"] == {"errno": "ENOENT", "type": "FileNotFoundError", "PermissionError": False}
     assert r["invisible_count"]["errno"] == "ENOENT"
     assert r["pathlike"] == [0, 0]
@@ -405,17 +435,34 @@ def test_swift_library_calls(swift_check, world):
     assert p.returncode == 0, describe(p)
     r = last_json_line(p)
     assert r == {
-        "count0": "0", "read0": "false",
-        "start1": "started 1", "start2": "started 2", "count2": "2", "property2": "2",
-        "stop1": "stopped 1", "stop0": "stopped 0", "stopExtra": "unbalanced",
-        "appleStart": "true", "appleCount": "1", "appleRead": "true",
-        "appleCountAfter": "0", "appleReadAfter": "false",
-        "withValue": "1 true", "withAfter": "0",
-        "withInside": "1", "withThrow": "Marker", "withThrowAfter": "0",
-        "containerStart": "not-needed", "containerApple": "false", "containerProperty": "nil",
-        "containerStop": "not-needed", "containerWith": "ran",
-        "invisibleStart": "error notVisible ENOENT", "invisibleApple": "false",
-        "invisibleProperty": "nil", "invisibleWith": "error notVisible ENOENT",
+        "count0": "0",
+        "read0": "false",
+        "start1": "started 1",
+        "start2": "started 2",
+        "count2": "2",
+        "property2": "2",
+        "stop1": "stopped 1",
+        "stop0": "stopped 0",
+        "stopExtra": "unbalanced",
+        "appleStart": "true",
+        "appleCount": "1",
+        "appleRead": "true",
+        "appleCountAfter": "0",
+        "appleReadAfter": "false",
+        "withValue": "1 true",
+        "withAfter": "0",
+        "withInside": "1",
+        "withThrow": "Marker",
+        "withThrowAfter": "0",
+        "containerStart": "not-needed",
+        "containerApple": "false",
+        "containerProperty": "nil",
+        "containerStop": "not-needed",
+        "containerWith": "ran",
+        "invisibleStart": "error notVisible ENOENT",
+        "invisibleApple": "false",
+        "invisibleProperty": "nil",
+        "invisibleWith": "error notVisible ENOENT",
         "httpStart": "error other EINVAL",
     }, describe(p)
 
@@ -461,7 +508,9 @@ except scopefs.BudgetExhausted:
 emit({"successes": n, "failure": failure, "after_stop": again, "count": scopefs.scope_count(file)})
 """
 
-C_BUDGET = C_PRELUDE + """
+C_BUDGET = (
+    C_PRELUDE
+    + """
 file = sys.argv[2]
 n = 0
 while n < 100000:
@@ -473,6 +522,7 @@ while n < 100000:
 emit({"successes": n, "failure": failure, "stop": c("stop_accessing", file),
       "after_stop": c("start_accessing", file)})
 """
+)
 
 
 def test_revoked_grant_denies_start(client, world):
@@ -486,17 +536,23 @@ def test_revoked_grant_denies_start(client, world):
     world.env.revoke(APP, world.grant_id)
     if lang == "python":
         assert world.snippet_json(PY_DENIED, world.file) == {
-            "start": ["ScopeDenied", True, "EPERM", True], "accessing": "ScopeDenied"}
+            "start": ["ScopeDenied", True, "EPERM", True],
+            "accessing": "ScopeDenied",
+        }
     elif lang == "c":
-        r = world.snippet_json(C_PRELUDE + """
+        r = world.snippet_json(
+            C_PRELUDE
+            + """
 emit(c("start_accessing", sys.argv[2]))
-""", client.lib, world.file)
+""",
+            client.lib,
+            world.file,
+        )
         assert r == [-1, "EPERM"]
     else:
         p = world.run([client.check, "denied", world.file])
         assert p.returncode == 0, describe(p)
-        assert last_json_line(p) == {"start": "error denied EPERM", "apple": "false",
-                                     "with": "error denied EPERM"}
+        assert last_json_line(p) == {"start": "error denied EPERM", "apple": "false", "with": "error denied EPERM"}
     p = world.run(client.example + [world.file])
     out = example_output(p)
     if lang == "swift":
@@ -511,14 +567,18 @@ emit(c("start_accessing", sys.argv[2]))
 def test_non_app_process_is_denied(world):
     """docs/API.md: a caller that is not an app process gets EPERM on start
     (the mount owner's inspect view, SPEC S4, needs no scope and gets none)."""
-    r = world.env.host_json(f"sys.path.insert(0, {str(PYTHON_CLIENT_DIR)!r})\n" + """
+    r = world.env.host_json(
+        f"sys.path.insert(0, {str(PYTHON_CLIENT_DIR)!r})\n"
+        + """
 import scopefs
 try:
     scopefs.start_accessing(sys.argv[1])
     emit("started")
 except OSError as exc:
     emit([type(exc).__name__, ename(exc)])
-""", world.file)
+""",
+        world.file,
+    )
     assert r == ["ScopeDenied", "EPERM"]
 
 
@@ -527,21 +587,31 @@ def test_budget_exhausted(client, budget_world):
     (BudgetExhausted / -1 EDQUOT / ScopeFSError.budgetExhausted) and stays so
     after a stop until the process exits; a fresh process has a full budget."""
     w, lang = budget_world, client.lang
-    for _ in range(2):   # the second process starts with a full budget again
+    for _ in range(2):  # the second process starts with a full budget again
         if lang == "python":
             assert w.snippet_json(PY_BUDGET, w.file) == {
-                "successes": BUDGET, "failure": ["BudgetExhausted", True, "EDQUOT"],
-                "after_stop": "BudgetExhausted", "count": BUDGET - 1}
+                "successes": BUDGET,
+                "failure": ["BudgetExhausted", True, "EDQUOT"],
+                "after_stop": "BudgetExhausted",
+                "count": BUDGET - 1,
+            }
         elif lang == "c":
             assert w.snippet_json(C_BUDGET, client.lib, w.file) == {
-                "successes": BUDGET, "failure": [-1, "EDQUOT"], "stop": 0,
-                "after_stop": [-1, "EDQUOT"]}
+                "successes": BUDGET,
+                "failure": [-1, "EDQUOT"],
+                "stop": 0,
+                "after_stop": [-1, "EDQUOT"],
+            }
         else:
             p = w.run([client.check, "budget", w.file])
             assert p.returncode == 0, describe(p)
             assert last_json_line(p) == {
-                "successes": str(BUDGET), "failure": "budgetExhausted EDQUOT", "apple": "false",
-                "stop": f"stopped {BUDGET - 1}", "afterStop": "error budgetExhausted EDQUOT"}
+                "successes": str(BUDGET),
+                "failure": "budgetExhausted EDQUOT",
+                "apple": "false",
+                "stop": f"stopped {BUDGET - 1}",
+                "afterStop": "error budgetExhausted EDQUOT",
+            }
 
 
 # ---------------------------------------------------------------------------
@@ -569,7 +639,9 @@ for token in sys.argv[1:]:
 emit(out)
 """
 
-C_BOOKMARK_CREATE = C_PRELUDE + """
+C_BOOKMARK_CREATE = (
+    C_PRELUDE
+    + """
 lib.scopefs_bookmark_create.restype = ctypes.c_void_p
 lib.scopefs_bookmark_create.argtypes = [ctypes.c_char_p, ctypes.c_int]
 libc = ctypes.CDLL(None)
@@ -583,8 +655,11 @@ def make(path, read_only=0):
     return token
 emit({"rw": make(sys.argv[2]), "ro": make(sys.argv[2], 1), "container": make(sys.argv[3])})
 """
+)
 
-C_BOOKMARK_RESOLVE = C_PRELUDE + """
+C_BOOKMARK_RESOLVE = (
+    C_PRELUDE
+    + """
 lib.scopefs_bookmark_resolve.restype = ctypes.c_void_p
 lib.scopefs_bookmark_resolve.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
 libc = ctypes.CDLL(None)
@@ -600,6 +675,7 @@ for token in sys.argv[2:]:
     libc.free(ctypes.c_void_p(p))
 emit(out)
 """
+)
 
 
 def bookmark_create(world: World, client: Client, path: str, container: str) -> dict:
@@ -641,7 +717,7 @@ def _found(path: str, stale: bool, access: str, lang: str) -> dict:
 def _tamper(token: str) -> str:
     """Change one payload character (every bit of it is significant)."""
     i = 5
-    return token[:i] + ("A" if token[i] != "A" else "B") + token[i + 1:]
+    return token[:i] + ("A" if token[i] != "A" else "B") + token[i + 1 :]
 
 
 def test_bookmarks(client, world):
@@ -662,8 +738,11 @@ def test_bookmarks(client, world):
     other_token = bookmark_create(world, client, other, world.documents)["rw"]
 
     assert bookmark_resolve(world, client, rw, ro, _tamper(rw), "not-a-bookmark") == [
-        _found(world.file, False, "read-write", lang), _found(world.file, False, "read", lang),
-        {"error": "EBADMSG"}, {"error": "EBADMSG"}]
+        _found(world.file, False, "read-write", lang),
+        _found(world.file, False, "read", lang),
+        {"error": "EBADMSG"},
+        {"error": "EBADMSG"},
+    ]
 
     (env.backing(LOCAL) / "docs" / "file.txt").rename(env.backing(LOCAL) / "docs" / "renamed.txt")
     renamed = env.prov(APP, LOCAL, "docs/renamed.txt")
@@ -689,7 +768,9 @@ emit({"noDaemon": kind(lambda: scopefs.resolve_bookmark(sys.argv[1], state_dir=s
       "outsideMount": kind(lambda: scopefs.start_accessing(sys.argv[3]))})
 """
 
-C_NO_DAEMON = C_PRELUDE + """
+C_NO_DAEMON = (
+    C_PRELUDE
+    + """
 lib.scopefs_bookmark_resolve.restype = ctypes.c_void_p
 lib.scopefs_bookmark_resolve.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
 stale = ctypes.c_int(-1)
@@ -699,6 +780,7 @@ def resolve(state):
     return "no error" if p else errno.errorcode[ctypes.get_errno()]
 emit({"noDaemon": resolve(sys.argv[3].encode()), "deleted": resolve(None)})
 """
+)
 
 
 def test_clients_tell_no_daemon_from_a_deleted_item(world, c_build, tmp_path):
@@ -714,8 +796,11 @@ def test_clients_tell_no_daemon_from_a_deleted_item(world, c_build, tmp_path):
     outside = tmp_path / "plain.txt"
     outside.write_text("not in a mount")
     got = world.snippet_json(PY_ERROR_KINDS, token, no_daemon, outside)
-    assert got == {"noDaemon": "NoDaemon ECONNREFUSED", "deleted": "ItemDeleted ENOENT",
-                   "outsideMount": "NotInsideMount ENODATA"}, got
+    assert got == {
+        "noDaemon": "NoDaemon ECONNREFUSED",
+        "deleted": "ItemDeleted ENOENT",
+        "outsideMount": "NotInsideMount ENODATA",
+    }, got
     got = world.snippet_json(C_NO_DAEMON, c_build / "libscopefs.so", token, no_daemon)
     assert got == {"noDaemon": "ECONNREFUSED", "deleted": "ENOENT"}, got
 
@@ -728,26 +813,55 @@ def test_c_library_install_and_header(tmp_path, c_build):
     """clients/c/Makefile: `install` puts lib and header under PREFIX; the
     header compiles as C99 and as C++; only the API's functions are exported."""
     dest = tmp_path / "dest"
-    p = run_bounded(["make", "-C", C_CLIENT_DIR, f"BUILD={c_build}", f"DESTDIR={dest}",
-                     "PREFIX=/usr/local", "install"], BUILD_TIMEOUT, _build_env(), what="make install")
+    p = run_bounded(
+        ["make", "-C", C_CLIENT_DIR, f"BUILD={c_build}", f"DESTDIR={dest}", "PREFIX=/usr/local", "install"],
+        BUILD_TIMEOUT,
+        _build_env(),
+        what="make install",
+    )
     assert p.returncode == 0, describe(p)
     assert (dest / "usr/local/lib/libscopefs.so").is_file()
-    assert (dest / "usr/local/include/scopefs.h").read_bytes() == \
-        (C_CLIENT_DIR / "include/scopefs.h").read_bytes()
+    assert (dest / "usr/local/include/scopefs.h").read_bytes() == (C_CLIENT_DIR / "include/scopefs.h").read_bytes()
     nm = run_bounded(["nm", "-D", "--defined-only", c_build / "libscopefs.so"], 30, _build_env())
     exported = sorted(line.split()[-1] for line in nm.stdout.splitlines() if " T " in line)
-    assert exported == ["scopefs_bookmark_create", "scopefs_bookmark_resolve", "scopefs_free_paths", "scopefs_pick",
-                        "scopefs_query", "scopefs_reference_attribute", "scopefs_scope_count", "scopefs_start_accessing",
-                        "scopefs_stop_accessing", "scopefs_watch"]
+    assert exported == [
+        "scopefs_bookmark_create",
+        "scopefs_bookmark_resolve",
+        "scopefs_free_paths",
+        "scopefs_pick",
+        "scopefs_query",
+        "scopefs_reference_attribute",
+        "scopefs_scope_count",
+        "scopefs_start_accessing",
+        "scopefs_stop_accessing",
+        "scopefs_watch",
+    ]
     src = tmp_path / "use.c"
     src.write_text('#include <scopefs.h>\nint main(void) { return scopefs_scope_count("/") == -2; }\n')
     compilers = [(os.environ.get("CC", "cc"), "c", "-std=c99")]
     if shutil.which("c++"):
         compilers.append(("c++", "c++", "-std=c++11"))
     for compiler, lang, std in compilers:
-        q = run_bounded([compiler, "-x", lang, std, "-Wall", "-Wextra", "-Werror", "-pedantic",
-                         f"-I{dest}/usr/local/include", "-o", tmp_path / f"use-{lang}", src,
-                         f"-L{dest}/usr/local/lib", "-lscopefs"], BUILD_TIMEOUT, _build_env())
+        q = run_bounded(
+            [
+                compiler,
+                "-x",
+                lang,
+                std,
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                f"-I{dest}/usr/local/include",
+                "-o",
+                tmp_path / f"use-{lang}",
+                src,
+                f"-L{dest}/usr/local/lib",
+                "-lscopefs",
+            ],
+            BUILD_TIMEOUT,
+            _build_env(),
+        )
         assert q.returncode == 0, describe(q)
 
 
@@ -766,9 +880,17 @@ def test_python_reference_info(world):
         "    outside = errno.errorcode[e.errno]\n"
         "emit({'provider': info.provider, 'name': info.provider_name, 'path': info.path,\n"
         "      'state': info.grant_state, 'item': len(info.item), 'outside': outside})",
-        reference, world.note)
-    assert r == {"provider": LOCAL, "name": r["name"], "path": "docs/file.txt", "state": "active",
-                 "item": 36, "outside": "ENODATA"}
+        reference,
+        world.note,
+    )
+    assert r == {
+        "provider": LOCAL,
+        "name": r["name"],
+        "path": "docs/file.txt",
+        "state": "active",
+        "item": 36,
+        "outside": "ENODATA",
+    }
     assert r["name"]
 
 
@@ -787,16 +909,19 @@ def test_swift_client_is_one_standalone_package():
     assert "unsafeFlags" not in manifest, manifest
     assert '.library(name: "ScopeFSClient"' in manifest, manifest
     assert (SWIFT_CLIENT_PACKAGE / "Sources" / "ScopeFSClient" / "ScopeFS.swift").is_file()
-    assert "clients/swift" in (SWIFT_CLIENT_PACKAGE / "README.md").read_text() and \
-        ".package(url:" in (SWIFT_CLIENT_PACKAGE / "README.md").read_text()
+    assert (
+        "clients/swift" in (SWIFT_CLIENT_PACKAGE / "README.md").read_text()
+        and ".package(url:" in (SWIFT_CLIENT_PACKAGE / "README.md").read_text()
+    )
     main = (REPO_ROOT / "Package.swift").read_text()
     assert 'path: "clients/swift/Sources/ScopeFSClient"' in main, "the main package must build clients/swift's sources"
     assert not (REPO_ROOT / "Sources" / "ScopeFSClient").exists(), "a second copy of the client's sources"
     check = (Path(__file__).resolve().parent / "clients_swift" / "Package.swift").read_text()
     assert '.package(path: "../../../clients/swift")' in check, check
     tracked = subprocess.run(["git", "-C", REPO_ROOT, "ls-files"], capture_output=True, text=True, check=True).stdout
-    assert not [f for f in tracked.splitlines() if f.endswith("Package.resolved") or "/.build/" in f
-                or f.startswith(".build/")], "Package.resolved or .build in git"
+    assert not [
+        f for f in tracked.splitlines() if f.endswith("Package.resolved") or "/.build/" in f or f.startswith(".build/")
+    ], "Package.resolved or .build in git"
 
 
 def test_swift_client_resolves_by_url_and_version(tmp_path):
@@ -808,8 +933,9 @@ def test_swift_client_resolves_by_url_and_version(tmp_path):
     swift = _swift()
     if not swift:
         pytest.skip("no `swift` on PATH (set SWIFT=/path/to/swift)")
-    version = subprocess.run(["make", "-s", "-C", REPO_ROOT, "version"], capture_output=True, text=True,
-                             check=True).stdout.strip()
+    version = subprocess.run(
+        ["make", "-s", "-C", REPO_ROOT, "version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     published = tmp_path / "scopefs-swift"
     shutil.copytree(SWIFT_CLIENT_PACKAGE, published, ignore=shutil.ignore_patterns(".build", "Package.resolved"))
     git = ["git", "-C", published, "-c", "user.name=test", "-c", "user.email=test@example.org"]
@@ -827,9 +953,14 @@ let package = Package(
 """)
     (app / "Sources" / "App" / "main.swift").write_text(
         "import Foundation\nimport ScopeFSClient\n"
-        "print(URL(fileURLWithPath: \"/nowhere\").startAccessingSecurityScopedResource())\n")
-    p = run_bounded([swift, "build", "--package-path", app, "--scratch-path", tmp_path / "build"],
-                    SWIFT_BUILD_TIMEOUT, _build_env(), what="swift build of a package depending on the client by URL")
+        'print(URL(fileURLWithPath: "/nowhere").startAccessingSecurityScopedResource())\n'
+    )
+    p = run_bounded(
+        [swift, "build", "--package-path", app, "--scratch-path", tmp_path / "build"],
+        SWIFT_BUILD_TIMEOUT,
+        _build_env(),
+        what="swift build of a package depending on the client by URL",
+    )
     assert p.returncode == 0, describe(p)
     resolved = (app / "Package.resolved").read_text()
     assert f'"version" : "{version}"' in resolved, resolved

@@ -15,15 +15,14 @@ docs/PERFORMANCE.md, not asserted here.
 from __future__ import annotations
 
 import json
-import shlex
 import os
+import shlex
 import signal
 import subprocess
 import threading
 import time
 
 import pytest
-
 from scopefs_harness import ALPHA, LOCAL, kill_group
 
 APPS = 200
@@ -34,14 +33,13 @@ WORST_STATUS_SECONDS = 5.0
 def test_status_answers_while_200_app_processes_start(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.mount()
-    samples: list[tuple[float, int, int]] = []    # (seconds, exit code, roots listed)
+    samples: list[tuple[float, int, int]] = []  # (seconds, exit code, roots listed)
     done = threading.Event()
 
     def ask_status():
         while not done.is_set():
             start = time.monotonic()
-            p = subprocess.run(env.cli_argv("status", "--json"), env=env.base_env, capture_output=True,
-                               timeout=60)
+            p = subprocess.run(env.cli_argv("status", "--json"), env=env.base_env, capture_output=True, timeout=60)
             took = time.monotonic() - start
             roots = -1
             if p.returncode == 0:
@@ -55,8 +53,11 @@ def test_status_answers_while_200_app_processes_start(env):
     # One shell starts them all, as fast as it can fork: at once.
     argv = " ".join(shlex.quote(a) for a in env.run_argv(ALPHA, ["sleep", "300"]))
     errors = env.root / "runs.err"
-    starter = subprocess.Popen(["sh", "-c", f"for i in $(seq {APPS}); do {argv} >/dev/null 2>>{errors} & done; wait"],
-                               env=env.base_env, start_new_session=True)
+    starter = subprocess.Popen(
+        ["sh", "-c", f"for i in $(seq {APPS}); do {argv} >/dev/null 2>>{errors} & done; wait"],
+        env=env.base_env,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (samples and samples[-1][2] >= APPS):
@@ -76,9 +77,11 @@ def test_status_answers_while_200_app_processes_start(env):
     failed = [s for s in samples if s[1] != 0]
     assert not failed, f"`scopefs status` failed {len(failed)} of {len(samples)} times under load: {failed[:5]}"
     problems = sorted(set(line for line in errors.read_text().splitlines() if "warning: --no-sandbox" not in line))
-    assert samples and samples[-1][2] >= APPS, \
+    assert samples and samples[-1][2] >= APPS, (
         f"status never listed all {APPS} runs (last sample: {samples[-1] if samples else None}); runs said: {problems[:5]}"
+    )
     worst = max(s[0] for s in samples)
     assert worst < WORST_STATUS_SECONDS, (
         f"`scopefs status` took up to {worst:.2f} s while {APPS} app processes started "
-        f"({len(samples)} samples, median {sorted(s[0] for s in samples)[len(samples) // 2]:.2f} s)")
+        f"({len(samples)} samples, median {sorted(s[0] for s in samples)[len(samples) // 2]:.2f} s)"
+    )

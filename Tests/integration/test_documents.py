@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from doc_scope_helpers import (
     GETXATTR,
     bookmark,
@@ -81,8 +80,12 @@ def test_open_writes_a_reference_that_is_a_symlink(env):
     assert ref_rel == "Container/" + REF
     privacy = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
     mine = [g for g in privacy if str(g.get("grant")) == gid]
-    assert len(mine) == 1 and mine[0].get("state") == "active" and mine[0].get("path") == REPORT \
-        and mine[0].get("provider") == LOCAL, privacy
+    assert (
+        len(mine) == 1
+        and mine[0].get("state") == "active"
+        and mine[0].get("path") == REPORT
+        and mine[0].get("provider") == LOCAL
+    ), privacy
     with open(container_host(env, ALPHA, REF), "rb") as f:
         stub = f.read()
     assert b"docs/" not in stub and b"report line" not in stub, f"the stub records a path or content: {stub!r}"
@@ -108,8 +111,12 @@ def test_reference_metadata_xattrs(env):
     got = env.app_json(ALPHA, code, ref_path(env))
     item = got.pop("item")
     assert "ok" in item and item["ok"].strip(), item
-    assert got == {"provider": {"ok": LOCAL}, "provider-name": {"ok": "On My Laptop"},
-                   "path": {"ok": REPORT}, "grant-state": {"ok": "active"}}
+    assert got == {
+        "provider": {"ok": LOCAL},
+        "provider-name": {"ok": "On My Laptop"},
+        "path": {"ok": REPORT},
+        "grant-state": {"ok": "active"},
+    }
     env.revoke(ALPHA, gid)
     assert env.app_json(ALPHA, GETXATTR, ref_path(env), "user.scopefs.grant-state") == {"ok": "revoked"}
     env.restore(ALPHA, gid)
@@ -123,8 +130,7 @@ def test_reading_through_a_reference_needs_a_scope(env):
     open_document(env, ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
     got = env.app_json(ALPHA, READ_IN_SCOPE, ref_path(env))
-    assert got == {"before": {"errno": "EPERM"}, "start": {"ok": "1"}, "read": {"ok": HEAD},
-                   "stop": {"ok": "0"}}
+    assert got == {"before": {"errno": "EPERM"}, "start": {"ok": "1"}, "read": {"ok": HEAD}, "stop": {"ok": "0"}}
 
 
 @pytest.mark.parametrize("command", ["grant", "open", "move"])
@@ -144,8 +150,7 @@ def test_picker_grants_are_recorded_as_events(env, command):
         gid = env.cli("move", ALPHA, "Documents/mv.txt", f"{LOCAL}:work2").stdout.split()[1]
         rel = "work2/mv.txt"
     got = wait_events(env, lambda e: str(e.get("grant")) == gid, kind="grant", app=ALPHA)
-    assert got, f"no grant event for grant {gid} made by `scopefs {command}`; " \
-                f"all events: {events(env)}"
+    assert got, f"no grant event for grant {gid} made by `scopefs {command}`; all events: {events(env)}"
     assert got[0].get("path", "").endswith(f"/Providers/{LOCAL}/{rel}"), got
 
 
@@ -176,8 +181,10 @@ def test_reference_and_bookmark_follow_a_rename(env, where):
     fresh = resolve_ok(env, ALPHA, token)
     assert fresh["isStale"] is False and fresh["path"] == env.prov(ALPHA, LOCAL, REPORT), fresh
     if where == "through-mount":
-        assert env.app_json(ALPHA, RENAME_IN_MOUNT, env.prov(ALPHA, LOCAL, "docs")) == \
-            {"start": {"ok": "1"}, "rename": "OK"}
+        assert env.app_json(ALPHA, RENAME_IN_MOUNT, env.prov(ALPHA, LOCAL, "docs")) == {
+            "start": {"ok": "1"},
+            "rename": "OK",
+        }
     else:
         os.rename(env.backing(LOCAL) / REPORT, env.backing(LOCAL) / "docs/renamed.txt")
     new_target = f"../../Providers/{LOCAL}/docs/renamed.txt"
@@ -190,8 +197,7 @@ def test_reference_and_bookmark_follow_a_rename(env, where):
     assert got["pathInApp"] == f"Providers/{LOCAL}/docs/renamed.txt", got
 
 
-@pytest.mark.parametrize("how", ["delete-then-recreate-later", "delete-and-recreate-at-once",
-                                 "replace-by-rename"])
+@pytest.mark.parametrize("how", ["delete-then-recreate-later", "delete-and-recreate-at-once", "replace-by-rename"])
 def test_bookmark_after_delete_and_recreate_is_stale(env, how):
     """SPEC S26: after the item was deleted and a new item created under the
     same name, the bookmark resolves to the new item with isStale = true —
@@ -224,7 +230,8 @@ def test_bookmark_after_delete_and_recreate_is_stale(env, how):
     assert poll(lambda: env.app_json(ALPHA, READ_IN_SCOPE, got["path"])["read"], lambda r: r == want) == want
     assert got["isStale"] is True, (
         f"a new item under the same name must resolve with isStale=true; got {got} "
-        f"(host inode before {old_inode}, after {new_inode})")
+        f"(host inode before {old_inode}, after {new_inode})"
+    )
 
 
 def test_bookmark_of_a_deleted_item_fails(env):
@@ -258,8 +265,9 @@ def test_tampered_bookmark_is_rejected(env, read_only):
         bad = tamper(token, where)
         assert bad != token and len(bad) == len(token)
         p = resolve(env, ALPHA, bad)
-        assert p.returncode == 65 and p.stderr.strip() and not p.stdout.strip(), \
+        assert p.returncode == 65 and p.stderr.strip() and not p.stdout.strip(), (
             f"bookmark tampered at {where:.0%} of its length\n" + describe(p)
+        )
 
 
 def test_bookmark_of_another_app_is_rejected(env):
@@ -341,10 +349,12 @@ def test_import_copies_into_the_inbox_until_the_app_has_had_it(env):
     assert env.app_json(ALPHA, "emit(listing(sys.argv[1]))", env.container(ALPHA, "Documents")) == []
     assert os.path.exists(copy), "the inbox copy vanished before any process of the app had it"
     # Another app process reads it through the mount without any scope, and exits.
-    assert env.app_json(ALPHA, "emit(outcome(lambda: read_text(sys.argv[1])))",
-                        env.container(ALPHA, inbox_rel)) == {"ok": "top secret\n"}
-    assert poll(lambda: os.path.exists(copy), lambda there: not there) is False, \
+    assert env.app_json(ALPHA, "emit(outcome(lambda: read_text(sys.argv[1])))", env.container(ALPHA, inbox_rel)) == {
+        "ok": "top secret\n"
+    }
+    assert poll(lambda: os.path.exists(copy), lambda there: not there) is False, (
         "the inbox copy is still there 5 s after the process that read it exited"
+    )
     app.send()
     assert app.finish() == 0, app.stderr()
 
@@ -361,11 +371,17 @@ def test_export_copies_out_and_gives_no_access(env):
     assert (env.backing(LOCAL) / "work/note.txt").read_bytes() == b"my note\n", describe(p)
     with open(container_host(env, ALPHA, "Documents/note.txt"), "rb") as f:
         assert f.read() == b"my note\n"
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         emit({"copy": attempt(os.stat, sys.argv[1]), "work": listing(sys.argv[2]),
               "provider": listing(sys.argv[3]), "original": outcome(lambda: read_text(sys.argv[4]))})
-    """, env.prov(ALPHA, LOCAL, "work/note.txt"), env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL),
-        env.container(ALPHA, "Documents/note.txt"))
+    """,
+        env.prov(ALPHA, LOCAL, "work/note.txt"),
+        env.prov(ALPHA, LOCAL, "work"),
+        env.prov(ALPHA, LOCAL),
+        env.container(ALPHA, "Documents/note.txt"),
+    )
     assert got == {"copy": "ENOENT", "work": "ENOENT", "provider": ["docs"], "original": {"ok": "my note\n"}}
     privacy = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
     assert [str(g.get("grant")) for g in privacy] == [gid], f"export must not grant: {privacy}"
@@ -397,15 +413,16 @@ def test_move_leaves_a_reference_and_a_grant(env, written):
     want = {"symlink": True, "target": {"ok": target}}
     app_view = env.app_json(ALPHA, LINK_VIEW, env.container(ALPHA, name))
     owner_view = inspect_json(env, LINK_VIEW, env.container(ALPHA, name))
-    assert (app_view, owner_view) == (want, want), \
-        f"after `scopefs move` the reference is not a symlink to {target}: app view {app_view}, " \
-        f"inspect view {owner_view} (host inode of Documents/mv.txt: {inode_before} before the move, " \
+    assert (app_view, owner_view) == (want, want), (
+        f"after `scopefs move` the reference is not a symlink to {target}: app view {app_view}, "
+        f"inspect view {owner_view} (host inode of Documents/mv.txt: {inode_before} before the move, "
         f"{os.stat(container_host(env, ALPHA, name)).st_ino} after: the stub)"
+    )
     privacy = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
-    assert [(str(g.get("grant")), g.get("provider"), g.get("path"), g.get("state")) for g in privacy] == \
-        [(gid, LOCAL, "work2/mv.txt", "active")], privacy
-    assert env.app_json(ALPHA, READ_IN_SCOPE, env.container(ALPHA, name))["read"] == \
-        {"ok": b"moved\n".hex()}
+    assert [(str(g.get("grant")), g.get("provider"), g.get("path"), g.get("state")) for g in privacy] == [
+        (gid, LOCAL, "work2/mv.txt", "active")
+    ], privacy
+    assert env.app_json(ALPHA, READ_IN_SCOPE, env.container(ALPHA, name))["read"] == {"ok": b"moved\n".hex()}
 
 
 # ---------------------------------------------------------------------------
@@ -429,10 +446,12 @@ def test_query_lists_references_and_local_documents(env):
         except json.JSONDecodeError as exc:
             raise AssertionError(f"query --json is not JSON ({exc})\n" + describe(p))
 
-    reference = {"url": env.prov(ALPHA, LOCAL, REPORT),
-                 "urlInLocalContainer": env.container(ALPHA, REF),
-                 "isExternalDocument": True,
-                 "containerDisplayName": "On My Laptop"}
+    reference = {
+        "url": env.prov(ALPHA, LOCAL, REPORT),
+        "urlInLocalContainer": env.container(ALPHA, REF),
+        "isExternalDocument": True,
+        "containerDisplayName": "On My Laptop",
+    }
     everything = query()
     by_name = {os.path.basename(d.get("urlInLocalContainer", "")): d for d in everything}
     assert set(by_name) == {"report.txt", "note.txt"} and len(everything) == 2, everything

@@ -182,8 +182,9 @@ def test_revoke_after_deletion_holds_when_the_database_returns(env):
         time.sleep(0.1)
     assert policy_failure(env) is None, "the daemon did not serve the database put back"
     assert poll(app, DENIED, within=0.5)[0] == DENIED
-    fresh = env.app_json(ALPHA, "emit(outcome(lambda: read_bytes(sys.argv[1])[:16].hex()))",
-                         env.prov(ALPHA, LOCAL, REPORT))
+    fresh = env.app_json(
+        ALPHA, "emit(outcome(lambda: read_bytes(sys.argv[1])[:16].hex()))", env.prov(ALPHA, LOCAL, REPORT)
+    )
     assert fresh == {"errno": "EPERM"}, "a grant revoked while the database was gone is served again"
     assert "active" not in env.cli("privacy", ALPHA).stdout
     app.kill()

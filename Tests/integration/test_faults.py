@@ -6,7 +6,6 @@ owner's alone (SPEC S5)."""
 from __future__ import annotations
 
 import json
-import time
 
 from doc_scope_helpers import wait_events
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
@@ -31,16 +30,18 @@ def test_an_errno_rule_fails_matching_opens_of_its_app_only(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")
     env.mount()
-    added = env.cli("fault", "add", "--app", ALPHA, "--path", "Providers/local/docs/rep*", "--op", "open",
-                    "--errno", "EIO")
+    added = env.cli(
+        "fault", "add", "--app", ALPHA, "--path", "Providers/local/docs/rep*", "--op", "open", "--errno", "EIO"
+    )
     assert "#1 open EIO 100%" in added.stdout
     a, b = env.prov(ALPHA, LOCAL, REPORT), env.prov(ALPHA, LOCAL, "docs/secret.txt")
     assert env.app_json(ALPHA, OPEN_BOTH, a, b) == {"a": {"errno": "EIO"}, "b": {"ok": 11}}
     got_beta = env.app_json(BETA, OPEN_BOTH, env.prov(BETA, LOCAL, REPORT), env.prov(BETA, LOCAL, "docs/secret.txt"))
     assert got_beta == {"a": {"ok": len(REPORT_BYTES)}, "b": {"ok": 11}}
     rules = fault_list(env)
-    assert [(r["id"], r["operation"], r["errno"], r["app"], r["path"]) for r in rules] == \
-        [(1, "open", 5, ALPHA, "Providers/local/docs/rep*")]
+    assert [(r["id"], r["operation"], r["errno"], r["app"], r["path"]) for r in rules] == [
+        (1, "open", 5, ALPHA, "Providers/local/docs/rep*")
+    ]
     assert "fault rules: 1" in env.cli("status").stdout
     assert json.loads(env.cli("status", "--json").stdout)["daemon"]["faults"][0]["id"] == 1
     faults = wait_events(env, lambda e: e.get("operation") == "open", kind="fault", app=ALPHA)
@@ -77,12 +78,22 @@ def test_rules_on_open_files_and_on_names_in_a_folder(env):
     env.cli("fault", "add", "--op", "mkdir", "--path", "Providers/local/work/*", "--errno", "EDQUOT")
     env.cli("fault", "add", "--op", "fsync", "--path", "*/other.bin", "--errno", "EROFS", "--app", ALPHA)
     got = env.app_json(ALPHA, READ_WRITE, env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, REPORT))
-    assert got == {"write": {"errno": "ENOSPC"}, "write-other": {"ok": 100}, "fsync-other": {"errno": "EROFS"},
-                   "read-report": {"errno": "EIO"}, "mkdir": {"errno": "EDQUOT"}}, got
+    assert got == {
+        "write": {"errno": "ENOSPC"},
+        "write-other": {"ok": 100},
+        "fsync-other": {"errno": "EROFS"},
+        "read-report": {"errno": "EIO"},
+        "mkdir": {"errno": "EDQUOT"},
+    }, got
     env.cli("fault", "clear", "--all")
     got = env.app_json(ALPHA, READ_WRITE, env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, REPORT))
-    assert got == {"write": {"ok": 100}, "write-other": {"ok": 100}, "fsync-other": {"ok": None},
-                   "read-report": {"ok": len(REPORT_BYTES)}, "mkdir": {"ok": None}}, got
+    assert got == {
+        "write": {"ok": 100},
+        "write-other": {"ok": 100},
+        "fsync-other": {"ok": None},
+        "read-report": {"ok": len(REPORT_BYTES)},
+        "mkdir": {"ok": None},
+    }, got
 
 
 TIMED_OPEN = """
@@ -198,11 +209,13 @@ def test_bad_rules_are_usage_errors(env):
     --errno and --latency, a percentage outside (0, 100] exit 64 with a
     message naming the problem; nothing is added."""
     env.mount()
-    for args, words in ((["--op", "frob", "--errno", "EIO"], "unknown operation"),
-                        (["--op", "read", "--errno", "EWHAT"], "unknown errno"),
-                        (["--op", "read"], "--errno or --latency"),
-                        (["--op", "read", "--errno", "EIO", "--latency", "5"], "--errno or --latency"),
-                        (["--op", "read", "--errno", "EIO", "--percent", "0"], "percent")):
+    for args, words in (
+        (["--op", "frob", "--errno", "EIO"], "unknown operation"),
+        (["--op", "read", "--errno", "EWHAT"], "unknown errno"),
+        (["--op", "read"], "--errno or --latency"),
+        (["--op", "read", "--errno", "EIO", "--latency", "5"], "--errno or --latency"),
+        (["--op", "read", "--errno", "EIO", "--percent", "0"], "percent"),
+    ):
         p = env.cli("fault", "add", *args, expect=64)
         assert words in p.stderr, (args, p.stderr)
     assert fault_list(env) == []

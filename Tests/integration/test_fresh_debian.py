@@ -25,7 +25,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from scopefs_harness import describe, run_bounded
 from test_readme import session_block
 
@@ -33,7 +32,7 @@ CACHE = Path(os.environ.get("SCOPEFS_DEBIAN_ROOT_CACHE", "/var/cache/scopefs-ci"
 ROOT = CACHE / "bookworm-minbase"
 ARCHIVES = CACHE / "apt-archives"
 MIRROR = "http://deb.debian.org/debian"
-BOOTSTRAP_TIMEOUT = 1200   # once per machine: a download of about 40 MB and an install
+BOOTSTRAP_TIMEOUT = 1200  # once per machine: a download of about 40 MB and an install
 SESSION_TIMEOUT = 600
 
 
@@ -48,8 +47,13 @@ def bootstrapped_root() -> Path:
     if partial.exists():
         shutil.rmtree(partial)
     CACHE.mkdir(parents=True, exist_ok=True)
-    p = run_bounded([debootstrap, "--variant=minbase", "bookworm", partial, MIRROR], BOOTSTRAP_TIMEOUT,
-                    dict(os.environ), out_dir=CACHE, what="debootstrap bookworm")
+    p = run_bounded(
+        [debootstrap, "--variant=minbase", "bookworm", partial, MIRROR],
+        BOOTSTRAP_TIMEOUT,
+        dict(os.environ),
+        out_dir=CACHE,
+        what="debootstrap bookworm",
+    )
     assert p.returncode == 0, describe(p)
     partial.rename(ROOT)
     return ROOT
@@ -95,8 +99,25 @@ def inside_fresh_debian(tmp_path: Path, deb_file: Path, script: str) -> subproce
     debs.mkdir()
     shutil.copy(deb_file, debs / deb_file.name)
     work = tmp_path / "overlay"
-    argv = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "sh", "-c", ENTER, "enter",
-            root, work, debs, ARCHIVES, "bash", "-c", script]
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--pid",
+        "--fork",
+        "sh",
+        "-c",
+        ENTER,
+        "enter",
+        root,
+        work,
+        debs,
+        ARCHIVES,
+        "bash",
+        "-c",
+        script,
+    ]
     try:
         return run_bounded(argv, SESSION_TIMEOUT, dict(os.environ), out_dir=tmp_path, what="the fresh Debian 12 root")
     finally:

@@ -60,13 +60,17 @@ def test_a_started_folder_scope_covers_a_file_opened_later(env):
     assert app.recv()["read"] == expected, "revoking the file grant took away what the folder's scope covers"
     # Another process starts accessing the file itself: its own grant is
     # revoked, so the folder's active grant is the one started (SPEC S6).
-    fresh = env.app_json(ALPHA, """
+    fresh = env.app_json(
+        ALPHA,
+        """
 p = sys.argv[1]
 r = {"start": outcome(lambda: os.getxattr(p, "user.scopefs.start").decode())}
 r["read"] = outcome(lambda: read_bytes(p)[:6].hex())
 r["stop"] = outcome(lambda: os.getxattr(p, "user.scopefs.stop").decode())
 emit(r)
-""", env.prov(ALPHA, rel=REPORT))
+""",
+        env.prov(ALPHA, rel=REPORT),
+    )
     assert fresh == {"start": {"ok": "1"}, "read": expected, "stop": {"ok": "0"}}, fresh
     env.restore(ALPHA, file_grant)
     env.revoke(ALPHA, folder)
@@ -113,8 +117,9 @@ def test_forget_removes_the_grant_and_its_reference_for_good(env):
     assert forgot.stdout.splitlines()[0].split("\t")[:2] == [gid, "forgotten"], describe(forgot)
     assert references(env) == []
     assert [g["path"] for g in privacy(env)] == ["photos"]
-    got = env.app_json(ALPHA, "emit([attempt(os.lstat, p) for p in sys.argv[1:]])",
-                       reference, env.prov(ALPHA, rel=REPORT))
+    got = env.app_json(
+        ALPHA, "emit([attempt(os.lstat, p) for p in sys.argv[1:]])", reference, env.prov(ALPHA, rel=REPORT)
+    )
     assert got == ["ENOENT", "ENOENT"], got
     wait_events(env, lambda e: e.get("kind") == "forget" and str(e.get("grant")) == gid)
     env.cli("forget", ALPHA, "--all")
@@ -139,12 +144,14 @@ def test_changes_are_reported_and_no_change_says_so(env):
     same = env.cli("grant", ALPHA, f"{LOCAL}:docs", "--read-only")
     assert "->" not in same.stderr, describe(same)
     restored = env.cli("restore", ALPHA, gid)
-    assert restored.stdout.strip().startswith("nothing changed") and len(restored.stdout.splitlines()) == 1, \
-        describe(restored)
+    assert restored.stdout.strip().startswith("nothing changed") and len(restored.stdout.splitlines()) == 1, describe(
+        restored
+    )
     env.revoke(ALPHA, gid)
     revoked = env.cli("revoke", ALPHA, gid)
-    assert revoked.stdout.strip().startswith("nothing changed") and len(revoked.stdout.splitlines()) == 1, \
-        describe(revoked)
+    assert revoked.stdout.strip().startswith("nothing changed") and len(revoked.stdout.splitlines()) == 1, describe(
+        revoked
+    )
     for root in (f"{LOCAL}:.", f"{LOCAL}:"):
         p = env.cli("grant", ALPHA, root, expect=64)
         assert "--whole-provider" in p.stderr and "every file" in p.stderr, describe(p)
@@ -165,8 +172,11 @@ def test_a_session_grant_ends_when_the_apps_last_process_exits(env):
     lifetimes = {g["path"]: g["lifetime"] for g in privacy(env)}
     assert lifetimes == {"photos": "persistent", "work": "session", REPORT: "session"}, lifetimes
     mount(env, scopes="lenient")
-    alive = env.app_session(ALPHA, "step({}); step(outcome(lambda: read_bytes(sys.argv[1])[:6].hex())); emit({})",
-                            env.prov(ALPHA, rel=REPORT))
+    alive = env.app_session(
+        ALPHA,
+        "step({}); step(outcome(lambda: read_bytes(sys.argv[1])[:6].hex())); emit({})",
+        env.prov(ALPHA, rel=REPORT),
+    )
     alive.recv()
     session_grant = next(g["grant"] for g in privacy(env) if g["path"] == REPORT)
     env.revoke(ALPHA, str(session_grant))
@@ -176,11 +186,17 @@ def test_a_session_grant_ends_when_the_apps_last_process_exits(env):
     got = env.app_json(ALPHA, "emit(outcome(lambda: read_bytes(sys.argv[1])[:6].hex()))", env.prov(ALPHA, rel=REPORT))
     assert got == {"ok": REPORT_BYTES[:6].hex()}, got
     assert alive.finish() == 0, alive.stderr()
-    assert poll(lambda: [g["path"] for g in privacy(env)], lambda paths: paths == ["photos"],
-                what="session grants ended") == ["photos"]
+    assert poll(
+        lambda: [g["path"] for g in privacy(env)], lambda paths: paths == ["photos"], what="session grants ended"
+    ) == ["photos"]
     assert references(env) == []
-    got = env.app_json(ALPHA, "emit([attempt(os.lstat, p) for p in sys.argv[1:]])",
-                       env.prov(ALPHA, rel=REPORT), env.prov(ALPHA, rel="work"), env.prov(ALPHA, rel="photos"))
+    got = env.app_json(
+        ALPHA,
+        "emit([attempt(os.lstat, p) for p in sys.argv[1:]])",
+        env.prov(ALPHA, rel=REPORT),
+        env.prov(ALPHA, rel="work"),
+        env.prov(ALPHA, rel="photos"),
+    )
     assert got == ["ENOENT", "ENOENT", "OK"], got
     assert [g["grant"] for g in privacy(env)] == [int(kept)]
     ended = events(env, kind="forget")
@@ -208,8 +224,9 @@ def test_imported_copies_stay_until_the_app_has_had_them(env):
     assert os.path.exists(copy), "the copy went while the process that has it still runs"
     looker.send()
     assert looker.finish() == 0, looker.stderr()
-    assert poll(lambda: os.path.exists(copy), lambda there: not there, what="copy removed") is False, \
+    assert poll(lambda: os.path.exists(copy), lambda there: not there, what="copy removed") is False, (
         "the copy stayed after the process that listed the inbox exited"
+    )
 
     running = env.app_session(ALPHA, "step({}); emit({})")
     running.recv()
@@ -220,8 +237,9 @@ def test_imported_copies_stay_until_the_app_has_had_them(env):
     assert os.path.exists(second), "an unrelated run started after the import emptied the inbox"
     running.send()
     assert running.finish() == 0, running.stderr()
-    assert poll(lambda: os.path.exists(second), lambda there: not there, what="copy removed") is False, \
+    assert poll(lambda: os.path.exists(second), lambda there: not there, what="copy removed") is False, (
         "the copy stayed after the process that was running at the import exited"
+    )
 
 
 def test_inbox_copies_nobody_had_go_after_the_inbox_days(env):
@@ -259,10 +277,17 @@ def test_an_app_cannot_turn_inbox_cleanup_against_the_owners_files(env):
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--scopes", "lenient", "--inbox-days", "0"]
     env.mount()
     env.cli("import", ALPHA, f"{LOCAL}:docs/secret.txt")
-    got = env.app_json(ALPHA, SWAP_INBOX_FOR_LINK, env.container(ALPHA, f"tmp/{ALPHA}-Inbox"),
-                       env.container(ALPHA, "tmp/aside"), victim)
+    got = env.app_json(
+        ALPHA,
+        SWAP_INBOX_FOR_LINK,
+        env.container(ALPHA, f"tmp/{ALPHA}-Inbox"),
+        env.container(ALPHA, "tmp/aside"),
+        victim,
+    )
     assert got == {"seen": ["secret.txt"], "link": str(victim)}, got
     env.run_app(ALPHA, ["true"])
     time.sleep(1.0)
-    assert (victim / "secret.txt").read_bytes() == b"the owner's file\n", "the daemon removed a file through the app's link"
+    assert (victim / "secret.txt").read_bytes() == b"the owner's file\n", (
+        "the daemon removed a file through the app's link"
+    )
     assert os.path.islink(container_host(env, ALPHA, f"tmp/{ALPHA}-Inbox"))

@@ -15,13 +15,12 @@ import signal
 import time
 
 import pytest
-
 from doc_scope_helpers import open_document
 from scopefs_harness import ALPHA, BETA, LOCAL, MOUNT_TIMEOUT, describe, mount_count
 
 CACHE_TIMEOUT = "300"
 TRIALS = 20
-VISIBLE_WITHIN = 0.100   # seconds (issue 21: p99 <= 100 ms)
+VISIBLE_WITHIN = 0.100  # seconds (issue 21: p99 <= 100 ms)
 POLL = 0.005
 
 # An app process that answers commands on stdin: "warm" fills the kernel's
@@ -84,8 +83,15 @@ def mount_long(env, channel: str, *extra: str) -> dict:
     """`scopefs mount` with a host-change channel and long timeouts; returns
     `status --json`'s daemon record, which must name both (issue 21)."""
     try:
-        env.cli(*env.mount_args(), "--host-changes", channel, "--cache-timeout", CACHE_TIMEOUT, *extra,
-                timeout=MOUNT_TIMEOUT)
+        env.cli(
+            *env.mount_args(),
+            "--host-changes",
+            channel,
+            "--cache-timeout",
+            CACHE_TIMEOUT,
+            *extra,
+            timeout=MOUNT_TIMEOUT,
+        )
     finally:
         env.mounted = env.mounted or bool(mount_count(env.mnt))
     env.mounted = True
@@ -103,13 +109,15 @@ class Watcher:
         self.session = env.app_session(app, WATCHER)
 
     def warm(self, *paths, kind=None, path=None, other=None):
-        self.session.send(json.dumps({"op": "warm", "paths": list(paths), "kind": kind, "path": path,
-                                      "other": other}))
+        self.session.send(json.dumps({"op": "warm", "paths": list(paths), "kind": kind, "path": path, "other": other}))
         return self.session.recv()["warm"][0]
 
     def wait(self, kind, path, want, t0, other=None, limit=2.0):
-        self.session.send(json.dumps({"op": "wait", "kind": kind, "path": path, "other": other,
-                                      "want": want, "t0": t0, "limit": limit}))
+        self.session.send(
+            json.dumps(
+                {"op": "wait", "kind": kind, "path": path, "other": other, "want": want, "t0": t0, "limit": limit}
+            )
+        )
         return self.session.recv()
 
 
@@ -248,8 +256,10 @@ def test_beta_sees_alphas_changes_through_the_mount(env):
     assert beta.wait("create", path_b, True, time.monotonic(), limit=VISIBLE_WITHIN)["seen"] is True
     assert beta.warm(path_b, kind="write", path=path_b) == "from alpha"
     env.app_py(ALPHA, "write_text(sys.argv[1], 'from alpha, again')", env.prov(ALPHA, LOCAL, "work/shared.txt"))
-    assert beta.wait("write", path_b, "from alpha, again", time.monotonic(), limit=VISIBLE_WITHIN)["seen"] \
+    assert (
+        beta.wait("write", path_b, "from alpha, again", time.monotonic(), limit=VISIBLE_WITHIN)["seen"]
         == "from alpha, again"
+    )
     env.app_py(ALPHA, "os.unlink(sys.argv[1])", env.prov(ALPHA, LOCAL, "work/shared.txt"))
     assert beta.wait("unlink", path_b, False, time.monotonic(), limit=VISIBLE_WITHIN)["seen"] is False
 
@@ -328,8 +338,7 @@ def check_overflow(env, flood=200):
         os.kill(pid, signal.SIGCONT)
     t0 = time.monotonic()
     for path in files:
-        assert watcher.wait("write", path, "changed while stopped\n", t0, limit=5)["seen"] == \
-            "changed while stopped\n"
+        assert watcher.wait("write", path, "changed while stopped\n", t0, limit=5)["seen"] == "changed while stopped\n"
     assert watcher.wait("create", missing, True, t0, limit=5)["seen"] is True
 
 

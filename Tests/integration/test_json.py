@@ -10,12 +10,12 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
-
-from doc_scope_helpers import mount as mount_strict, wait_events
+from doc_scope_helpers import mount as mount_strict
+from doc_scope_helpers import wait_events
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count
 
 REPORT = "docs/report.txt"
@@ -93,8 +93,11 @@ def _leak(env: Env) -> dict:
     listed in `status --json` recentLeaks (S30) and `events --json` (S29)."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount_strict(env)
-    got = env.app_json(ALPHA, 'os.getxattr(sys.argv[1], "user.scopefs.start"); emit({"pid": os.getpid()})',
-                       env.prov(ALPHA, LOCAL, REPORT))
+    got = env.app_json(
+        ALPHA,
+        'os.getxattr(sys.argv[1], "user.scopefs.start"); emit({"pid": os.getpid()})',
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
     assert wait_events(env, lambda e: e.get("pid") == got["pid"], kind="leak", app=ALPHA)
     return {}
 
@@ -114,8 +117,9 @@ def _scenario(env: Env) -> dict:
 
 
 def _as_app(env: Env, argv: list) -> str:
-    p = subprocess.run(env.run_argv(ALPHA, [env.bin, *map(str, argv)]), capture_output=True, text=True,
-                       env=env.base_env, timeout=60)
+    p = subprocess.run(
+        env.run_argv(ALPHA, [env.bin, *map(str, argv)]), capture_output=True, text=True, env=env.base_env, timeout=60
+    )
     assert p.returncode == 0, describe(p)
     return p.stdout
 
@@ -129,8 +133,14 @@ def _bookmark(env: Env) -> dict:
 
 def _first_line(env: Env, argv: list) -> str:
     """A stream (`--follow`): its first line, then the process is stopped."""
-    popen = subprocess.Popen(env.cli_argv(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env.base_env, start_new_session=True)
+    popen = subprocess.Popen(
+        env.cli_argv(*argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env.base_env,
+        start_new_session=True,
+    )
     try:
         line = popen.stdout.readline()
     finally:
@@ -144,8 +154,14 @@ def _agent(env: Env, argv: list) -> str:
     """`agent --json` answering one pick request of an app."""
     script = env.root / "agent.json"
     script.write_text(json.dumps({"steps": [{"choose": [f"{LOCAL}:{REPORT}"]}]}))
-    agent = subprocess.Popen(env.cli_argv(*argv, "--script", script, "--count", "1"), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env.base_env, start_new_session=True)
+    agent = subprocess.Popen(
+        env.cli_argv(*argv, "--script", script, "--count", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env.base_env,
+        start_new_session=True,
+    )
     try:
         time.sleep(0.5)
         _as_app(env, ["pick", "--request"])
@@ -176,8 +192,11 @@ def _unmount_json(env: Env, argv: list) -> str:
 
 CASES = [
     JSONCase("init", lambda e, c: ["init", "--json"]),
-    JSONCase("provider-add", lambda e, c: ["provider", "add", "extra", e.root / "extra", "--name", "Extra", "--json"],
-             prepare=_extra_provider_dir),
+    JSONCase(
+        "provider-add",
+        lambda e, c: ["provider", "add", "extra", e.root / "extra", "--name", "Extra", "--json"],
+        prepare=_extra_provider_dir,
+    ),
     JSONCase("provider-list", lambda e, c: ["provider", "list", "--json"]),
     JSONCase("provider-remove", lambda e, c: ["provider", "remove", DRIVE, "--json"]),
     JSONCase("app-add", lambda e, c: ["app", "add", "com.example.gamma", "--name", "Gamma", "--json"]),
@@ -185,37 +204,64 @@ CASES = [
     JSONCase("app-remove", lambda e, c: ["app", "remove", BETA, "--json"]),
     JSONCase("grant", lambda e, c: ["grant", ALPHA, f"{LOCAL}:{REPORT}", "--json"], times=("grantedAt",)),
     JSONCase("revoke", lambda e, c: ["revoke", ALPHA, c["grant"], "--json"], prepare=_granted, times=("grantedAt",)),
-    JSONCase("restore", lambda e, c: ["restore", ALPHA, c["grant"], "--json"], prepare=_revoked,
-             times=("grantedAt",)),
+    JSONCase("restore", lambda e, c: ["restore", ALPHA, c["grant"], "--json"], prepare=_revoked, times=("grantedAt",)),
     JSONCase("forget", lambda e, c: ["forget", ALPHA, c["grant"], "--json"], prepare=_granted, times=("grantedAt",)),
     JSONCase("privacy", lambda e, c: ["privacy", "--json"], prepare=_granted, times=("grantedAt",)),
     JSONCase("open", lambda e, c: ["open", ALPHA, f"{LOCAL}:{REPORT}", "--json"], times=("grantedAt",)),
     JSONCase("import", lambda e, c: ["import", ALPHA, f"{LOCAL}:{REPORT}", "--json"]),
-    JSONCase("export", lambda e, c: ["export", ALPHA, "Documents/draft.txt", f"{LOCAL}:work", "--json"],
-             prepare=_container_file),
-    JSONCase("move", lambda e, c: ["move", ALPHA, "Documents/draft.txt", f"{LOCAL}:work", "--json"],
-             prepare=_container_file, times=("grantedAt",)),
-    JSONCase("query", lambda e, c: ["query", "--app", ALPHA, "--json"],
-             prepare=lambda e: (e.cli("open", ALPHA, f"{LOCAL}:{REPORT}"), _container_file(e))[1]),
-    JSONCase("query-follow", lambda e, c: ["query", "--app", ALPHA, "--follow", "--json"],
-             prepare=lambda e: (e.cli("open", ALPHA, f"{LOCAL}:{REPORT}"), {})[1], lines=True, run=_first_line),
+    JSONCase(
+        "export",
+        lambda e, c: ["export", ALPHA, "Documents/draft.txt", f"{LOCAL}:work", "--json"],
+        prepare=_container_file,
+    ),
+    JSONCase(
+        "move",
+        lambda e, c: ["move", ALPHA, "Documents/draft.txt", f"{LOCAL}:work", "--json"],
+        prepare=_container_file,
+        times=("grantedAt",),
+    ),
+    JSONCase(
+        "query",
+        lambda e, c: ["query", "--app", ALPHA, "--json"],
+        prepare=lambda e: (e.cli("open", ALPHA, f"{LOCAL}:{REPORT}"), _container_file(e))[1],
+    ),
+    JSONCase(
+        "query-follow",
+        lambda e, c: ["query", "--app", ALPHA, "--follow", "--json"],
+        prepare=lambda e: (e.cli("open", ALPHA, f"{LOCAL}:{REPORT}"), {})[1],
+        lines=True,
+        run=_first_line,
+    ),
     JSONCase("events", lambda e, c: ["events", "--json"], prepare=_leak, lines=True, times=("time",)),
-    JSONCase("events-follow", lambda e, c: ["events", "--follow", "--json"], prepare=_granted, lines=True,
-             times=("time",), run=_first_line),
+    JSONCase(
+        "events-follow",
+        lambda e, c: ["events", "--follow", "--json"],
+        prepare=_granted,
+        lines=True,
+        times=("time",),
+        run=_first_line,
+    ),
     JSONCase("status", lambda e, c: ["status", "--json"], prepare=_leak, times=("time",)),
     JSONCase("mount", lambda e, c: [*e.mount_args(), "--json"], run=_mount_json),
     JSONCase("unmount", lambda e, c: ["unmount", e.mnt, "--json"], prepare=_mounted, run=_unmount_json),
-    JSONCase("fault-add", lambda e, c: ["fault", "add", "--op", "read", "--errno", "EIO", "--path",
-                                        "Providers/local/docs/*", "--json"], prepare=_mounted),
+    JSONCase(
+        "fault-add",
+        lambda e, c: ["fault", "add", "--op", "read", "--errno", "EIO", "--path", "Providers/local/docs/*", "--json"],
+        prepare=_mounted,
+    ),
     JSONCase("fault-list", lambda e, c: ["fault", "list", "--json"], prepare=_fault_rule),
     JSONCase("fault-clear", lambda e, c: ["fault", "clear", "--all", "--json"], prepare=_fault_rule),
-    JSONCase("bookmark-create", lambda e, c: ["bookmark", "create", e.prov(ALPHA, LOCAL, REPORT), "--json"],
-             prepare=lambda e: (e.grant(ALPHA, f"{LOCAL}:{REPORT}"), _mounted(e))[1], run=_as_app),
-    JSONCase("bookmark-resolve", lambda e, c: ["bookmark", "resolve", c["token"], "--json"], prepare=_bookmark,
-             run=_as_app),
+    JSONCase(
+        "bookmark-create",
+        lambda e, c: ["bookmark", "create", e.prov(ALPHA, LOCAL, REPORT), "--json"],
+        prepare=lambda e: (e.grant(ALPHA, f"{LOCAL}:{REPORT}"), _mounted(e))[1],
+        run=_as_app,
+    ),
+    JSONCase(
+        "bookmark-resolve", lambda e, c: ["bookmark", "resolve", c["token"], "--json"], prepare=_bookmark, run=_as_app
+    ),
     JSONCase("agent", lambda e, c: ["agent", "--json"], prepare=_mounted, lines=True, run=_agent),
-    JSONCase("test", lambda e, c: ["test", c["scenario"], "--no-sandbox", "--json", "--", "true"],
-             prepare=_scenario),
+    JSONCase("test", lambda e, c: ["test", c["scenario"], "--no-sandbox", "--json", "--", "true"], prepare=_scenario),
 ]
 
 
@@ -268,8 +314,10 @@ def test_display_names_in_privacy_status_and_events(env):
     assert rows[ALPHA]["appName"] == "Alpha" and "appName" not in rows["com.example.plain"], rows
     events = env.cli("events", "--kind", "grant").stdout
     assert f"\t{labelled}\t" in events and "\tcom.example.plain\t" in events, events
-    assert any(json.loads(line).get("appName") == "Alpha"
-               for line in env.cli("events", "--kind", "grant", "--json").stdout.splitlines()), events
+    assert any(
+        json.loads(line).get("appName") == "Alpha"
+        for line in env.cli("events", "--kind", "grant", "--json").stdout.splitlines()
+    ), events
 
     env.mount()
     holder = env.app_session(ALPHA, 'step({"pid": os.getpid()})')

@@ -119,4 +119,3 @@ def test_seekdir_telldir_and_rewinddir_behave_as_on_the_host(env):
     assert app.finish() == 0, app.stderr()
     assert got["again_equals_rest"]
     assert got["after_rewind"] == sorted(entries + ["made-later"])
-

@@ -13,7 +13,6 @@ import json
 import time
 
 import pytest
-
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, BETA, LOCAL
 from test_clients import c_build, swift_check  # noqa: F401  (fixtures)
@@ -74,11 +73,17 @@ emit({"done": True, "rc": rc, "errno": ctypes.get_errno()})
 
 def normalized(event: dict) -> dict:
     """The Swift check prints shorter keys; one shape for the assertions."""
+
     def item(r):
         if r is None or "url_in_local_container" in r:
             return r
-        return {"url": r["url"], "url_in_local_container": r["local"], "is_external_document": r["external"],
-                "container_display_name": r["display"]}
+        return {
+            "url": r["url"],
+            "url_in_local_container": r["local"],
+            "is_external_document": r["external"],
+            "container_display_name": r["display"],
+        }
+
     out = dict(event)
     if "result" in out:
         out["result"] = item(out["result"])
@@ -92,7 +97,9 @@ def follow_changes(world, session) -> float:
     reference removed → removed; returns the seconds the three took."""
     first = normalized(session.recv())
     assert first["event"] == "finishedGathering", first
-    assert [r["url_in_local_container"] for r in first["results"]] == [world.container(ALPHA, "Documents/report.txt")], first
+    assert [r["url_in_local_container"] for r in first["results"]] == [
+        world.container(ALPHA, "Documents/report.txt")
+    ], first
     assert first["results"][0]["url"] == world.prov(ALPHA, LOCAL, REPORT), first
     assert first["results"][0]["is_external_document"] is True, first
     started = time.monotonic()
@@ -104,7 +111,9 @@ def follow_changes(world, session) -> float:
     backing = world.backing(LOCAL) / "docs"
     (backing / "notes.md").rename(backing / "notes-final.md")
     changed = normalized(session.recv())
-    assert changed.get("event") == "changed" and changed["result"]["url"] == world.prov(ALPHA, LOCAL, "docs/notes-final.md"), changed
+    assert changed.get("event") == "changed" and changed["result"]["url"] == world.prov(
+        ALPHA, LOCAL, "docs/notes-final.md"
+    ), changed
     (world.state / "containers" / ALPHA / "Documents" / "notes.md").unlink()
     removed = normalized(session.recv())
     assert removed["event"] == "removed", removed
@@ -130,7 +139,7 @@ def test_c_query_callback(world, c_build):
 def test_swift_metadata_query(world, swift_check):
     session = world.app_session(ALPHA, "import subprocess\nsubprocess.run(sys.argv[1:])\n", swift_check, "query", "3")
     follow_changes(world, session)
-    assert session.recv() == {"done": 1}            # report.txt is left
+    assert session.recv() == {"done": 1}  # report.txt is left
 
 
 def test_an_app_sees_only_its_own_documents(world):
@@ -138,18 +147,23 @@ def test_an_app_sees_only_its_own_documents(world):
     BETA sees its own document, none of ALPHA's; the owner's processes
     (not apps) are refused."""
     world.cli("open", BETA, f"{LOCAL}:docs/notes.md")
-    answer = world.app_json(BETA, """
+    answer = world.app_json(
+        BETA,
+        """
 import scopefs
 plain = scopefs._ask({"op": "query"}, None, 10)
 forged = scopefs._ask({"op": "query", "app": sys.argv[1], "scope": "all"}, None, 10)
 emit({"plain": plain, "forged": forged})
-""", ALPHA)
+""",
+        ALPHA,
+    )
     for key in ("plain", "forged"):
         got = answer[key]
         assert got["ok"], got
         assert [r["urlInLocalContainer"] for r in got["results"]] == ["Container/Documents/notes.md"], got
         assert not any(ALPHA in json.dumps(r) or "report" in json.dumps(r) for r in got["results"]), got
     import socket
+
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(str(world.state / "control.sock"))
         s.sendall(b'{"op":"query"}\n')

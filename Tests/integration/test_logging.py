@@ -49,7 +49,7 @@ def test_daemon_log_file_is_rotated_by_size(env):
     env.mounted = True
     env._record_daemon()
     denied = env.app_json(ALPHA, DENY_ALL, folder, MANY, FORGED)
-    assert denied == ["EPERM"] * (MANY + 1), denied[:5]   # strict scopes: no scope started
+    assert denied == ["EPERM"] * (MANY + 1), denied[:5]  # strict scopes: no scope started
 
     log = env.state / "daemon.log"
     last = f"/Providers/{LOCAL}/docs/many/f{MANY - 1:03d}.txt"
@@ -86,8 +86,8 @@ def _journal_entries(data: bytes) -> dict[str, str]:
             at = end + 1
         else:
             key = line
-            (size,) = struct.unpack("<Q", data[end + 1:end + 9])
-            value = data[end + 9:end + 9 + size]
+            (size,) = struct.unpack("<Q", data[end + 1 : end + 9])
+            value = data[end + 9 : end + 9 + size]
             at = end + 9 + size + 1
         fields[key.decode()] = value.decode(errors="replace")
     return fields
@@ -124,8 +124,13 @@ def test_journal_gets_events_with_structured_fields(env, tmp_path):
     script = "set -e\n" + "\n".join(steps)
     environment = dict(env.base_env, SCOPEFS_LOG_LEVEL="debug")
     try:
-        p = run_bounded(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], 90, environment,
-                        out_dir=tmp_path, what="daemon in a namespace with a journal socket")
+        p = run_bounded(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            90,
+            environment,
+            out_dir=tmp_path,
+            what="daemon in a namespace with a journal socket",
+        )
         assert p.returncode == 0, describe(p)
         entries = []
         sock.setblocking(False)
@@ -137,15 +142,18 @@ def test_journal_gets_events_with_structured_fields(env, tmp_path):
     finally:
         sock.close()
         info = env.state / "daemon.json"
-        if info.exists():   # a daemon left behind by a failed step
+        if info.exists():  # a daemon left behind by a failed step
             try:
                 os.kill(json.loads(info.read_text())["pid"], signal.SIGKILL)
             except (OSError, ValueError, KeyError):
                 pass
     assert entries, "nothing reached the journal socket"
-    assert all(e.get("SYSLOG_IDENTIFIER") == "scopefs" and e.get("PRIORITY", "").isdigit() for e in entries), entries[:3]
-    assert any(e.get("MESSAGE", "").startswith(f"mounted {env.mnt}") for e in entries), \
-        [e.get("MESSAGE") for e in entries]
+    assert all(e.get("SYSLOG_IDENTIFIER") == "scopefs" and e.get("PRIORITY", "").isdigit() for e in entries), entries[
+        :3
+    ]
+    assert any(e.get("MESSAGE", "").startswith(f"mounted {env.mnt}") for e in entries), [
+        e.get("MESSAGE") for e in entries
+    ]
     denials = [e for e in entries if e.get("SCOPEFS_EVENT") == "denial"]
     assert denials, [e.get("MESSAGE") for e in entries]
     d = denials[0]

@@ -26,11 +26,16 @@ def alive(pid: int) -> bool:
     return st is not None and st[0] not in ("Z", "X")
 
 
-def start_run(env, name: str, *extra: str) -> tuple[subprocess.Popen, "os.PathLike"]:
+def start_run(env, name: str, *extra: str) -> tuple[subprocess.Popen, os.PathLike]:
     err = env.root / f"{name}.err"
     with open(err, "w") as fe:
-        p = subprocess.Popen(env.run_argv(ALPHA, ["sleep", "300"], extra=extra), env=env.base_env,
-                             stdout=subprocess.DEVNULL, stderr=fe, start_new_session=True)
+        p = subprocess.Popen(
+            env.run_argv(ALPHA, ["sleep", "300"], extra=extra),
+            env=env.base_env,
+            stdout=subprocess.DEVNULL,
+            stderr=fe,
+            start_new_session=True,
+        )
     return p, err
 
 
@@ -59,7 +64,7 @@ def registered_roots(env) -> set[int]:
 def stop_runs(*runs: subprocess.Popen) -> None:
     for p in runs:
         if p.poll() is None:
-            p.send_signal(signal.SIGTERM)    # passed on to the app
+            p.send_signal(signal.SIGTERM)  # passed on to the app
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -72,8 +77,9 @@ def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
     env.mount()
     ended, ended_err = start_run(env, "ended")
     try:
-        assert wait_until(lambda: ended.pid in registered_roots(env) and app_children(ended.pid), 20), \
+        assert wait_until(lambda: ended.pid in registered_roots(env) and app_children(ended.pid), 20), (
             "the run must register with the daemon and start its app"
+        )
         app = app_children(ended.pid)[0]
         env.kill_daemon()
         try:
@@ -83,12 +89,14 @@ def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
         message = ended_err.read_text()
         assert code == NO_DAEMON, (
             f"`scopefs run` must end its app and exit {NO_DAEMON} when its mount dies (got {code}); "
-            f"stderr: {message[-400:]}")
+            f"stderr: {message[-400:]}"
+        )
         assert "died" in message and ALPHA in message, f"no clear message on stderr: {message[-400:]}"
         assert wait_until(lambda: not alive(app), 5), "the app of the ended run is still running"
         env.mount()
-        assert not json.loads(env.cli("status", "--json").stdout)["daemon"].get("stranded"), \
+        assert not json.loads(env.cli("status", "--json").stdout)["daemon"].get("stranded"), (
             "an ended run leaves nothing on the dead mount"
+        )
     finally:
         stop_runs(ended)
 
@@ -98,26 +106,31 @@ def test_next_daemon_lists_and_records_apps_kept_on_a_dead_mount(env):
     env.mount()
     kept, kept_err = start_run(env, "kept", "--keep-on-mount-loss")
     try:
-        assert wait_until(lambda: kept.pid in registered_roots(env) and app_children(kept.pid), 20), \
+        assert wait_until(lambda: kept.pid in registered_roots(env) and app_children(kept.pid), 20), (
             f"the run must register and start its app; stderr: {kept_err.read_text()[-400:]}"
+        )
         kept_app = app_children(kept.pid)[0]
         env.kill_daemon()
         time.sleep(1.5)
-        assert kept.poll() is None and alive(kept_app), \
+        assert kept.poll() is None and alive(kept_app), (
             f"--keep-on-mount-loss must keep the app running; stderr: {kept_err.read_text()[-400:]}"
+        )
         assert "keeps running" in kept_err.read_text()
 
         env.mount()
         status = json.loads(env.cli("status", "--json").stdout)["daemon"]
         stranded = {proc["pid"]: proc for proc in status.get("stranded") or []}
-        assert {kept.pid, kept_app} <= set(stranded), \
+        assert {kept.pid, kept_app} <= set(stranded), (
             f"status --json must list the processes left on the dead mount: {status.get('stranded')}"
-        assert all(stranded[pid]["app"] == ALPHA and stranded[pid]["state"] == "on a dead mount"
-                   for pid in (kept.pid, kept_app))
+        )
+        assert all(
+            stranded[pid]["app"] == ALPHA and stranded[pid]["state"] == "on a dead mount"
+            for pid in (kept.pid, kept_app)
+        )
         assert f"{kept_app}\t{ALPHA} (Alpha)\ton a dead mount" in env.cli("status").stdout
 
         events = []
-        for _ in range(30):    # the recorder writes in batches
+        for _ in range(30):  # the recorder writes in batches
             out = env.cli("events", "--kind", "stranded", "--json").stdout
             events = [json.loads(line) for line in out.splitlines() if line.strip()]
             if {kept.pid, kept_app} <= {e.get("pid") for e in events}:

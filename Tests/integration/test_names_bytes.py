@@ -19,10 +19,9 @@ import tempfile
 import time
 
 import pytest
-
 from scopefs_harness import ALPHA, DRIVE, LOCAL, describe, mount_count, mountinfo_entries
 
-CAFE = b"caf\xe9.txt"            # Latin-1 "café.txt": not UTF-8
+CAFE = b"caf\xe9.txt"  # Latin-1 "café.txt": not UTF-8
 NEW = b"new\xff.txt"
 CAFE_TEXT = b"latin-1 named\n"
 
@@ -76,8 +75,9 @@ def test_grant_from_raw_argv_then_read_through_the_mount(env):
         f.write(CAFE_TEXT)
     env.cli("grant", ALPHA, arg(b"drive:Reports/" + CAFE))
     rows = privacy_rows(env)
-    paths = [os.fsencode(value) for row in rows for key, value in row.items()
-             if isinstance(value, str) and "caf" in value]
+    paths = [
+        os.fsencode(value) for row in rows for key, value in row.items() if isinstance(value, str) and "caf" in value
+    ]
     assert paths and all(path.endswith(b"Reports/" + CAFE) for path in paths), rows
     text = env.cli("privacy", ALPHA).stdout
     assert "Reports/caf\\xe9.txt" in text, text
@@ -96,8 +96,13 @@ def test_create_through_the_mount_keeps_the_bytes(env):
     env.grant(ALPHA, f"{DRIVE}:Reports")
     env.mount()
     folder = os.fsencode(env.prov(ALPHA, DRIVE, "Reports"))
-    got = app_ops(env, ALPHA, ("write", folder + b"/" + NEW, b"made by the app\n"), ("list", folder),
-                  ("read", folder + b"/" + NEW))
+    got = app_ops(
+        env,
+        ALPHA,
+        ("write", folder + b"/" + NEW, b"made by the app\n"),
+        ("list", folder),
+        ("read", folder + b"/" + NEW),
+    )
     assert got == [{"ok": "OK"}, {"ok": [NEW.hex()]}, {"ok": b"made by the app\n".hex()}]
     assert os.listdir(os.fsencode(reports)) == [NEW]
     assert open(os.fsencode(reports) + b"/" + NEW, "rb").read() == b"made by the app\n"
@@ -116,8 +121,14 @@ def test_canonically_equivalent_names_are_two_files(env):
     env.grant(ALPHA, arg(b"local:docs/" + nfc))
     env.mount()
     mount = os.fsencode(env.prov(ALPHA, LOCAL, "docs"))
-    got = app_ops(env, ALPHA, ("read", mount + b"/" + nfc), ("read", mount + b"/" + nfd),
-                  ("stat", mount + b"/" + nfd), ("list", mount))
+    got = app_ops(
+        env,
+        ALPHA,
+        ("read", mount + b"/" + nfc),
+        ("read", mount + b"/" + nfd),
+        ("stat", mount + b"/" + nfd),
+        ("list", mount),
+    )
     assert got == [{"ok": b"granted\n".hex()}, {"errno": "ENOENT"}, {"errno": "ENOENT"}, {"ok": [nfc.hex()]}]
 
     # The same for folders: a grant of one folder covers nothing of its twin.
@@ -127,8 +138,13 @@ def test_canonically_equivalent_names_are_two_files(env):
             f.write(name)
     env.grant(ALPHA, arg(b"local:docs/" + "Café".encode()))
     twin = mount + b"/" + "Cafe\u0301".encode()
-    got = app_ops(env, ALPHA, ("read", mount + b"/" + "Café".encode() + b"/inside.txt"),
-                  ("read", twin + b"/inside.txt"), ("list", twin))
+    got = app_ops(
+        env,
+        ALPHA,
+        ("read", mount + b"/" + "Café".encode() + b"/inside.txt"),
+        ("read", twin + b"/inside.txt"),
+        ("list", twin),
+    )
     assert got == [{"ok": "Café".encode().hex()}, {"errno": "ENOENT"}, {"errno": "ENOENT"}]
 
 
@@ -140,8 +156,13 @@ def random_names(count: int, seed: int) -> list[bytes]:
     rng = random.Random(seed)
     alphabet = [b for b in range(1, 256) if b != 0x2F]
     names: set[bytes] = {
-        b"\xf4\x8f\xbe\x80", b"\xf4\x8f\xbf\xbf\xff", b"\xf4\x8f\xbe", "é".encode() + b"\xe9",
-        "cafe\u0301".encode() + b"\xff", "café".encode() + b"\xff", b"\xcc\x81\xff",
+        b"\xf4\x8f\xbe\x80",
+        b"\xf4\x8f\xbf\xbf\xff",
+        b"\xf4\x8f\xbe",
+        "é".encode() + b"\xe9",
+        "cafe\u0301".encode() + b"\xff",
+        "café".encode() + b"\xff",
+        b"\xcc\x81\xff",
     }
     while len(names) < count:
         body = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
@@ -218,8 +239,9 @@ def odd_mountpoint():
     parent = tempfile.mkdtemp(prefix="scopefs-odd-", dir="/tmp")
     path = os.fsencode(parent) + b"/odd-\xff\xfe"
     os.mkdir(path)
-    result = subprocess.run([b"mount", b"-t", b"tmpfs", b"-o", b"size=1m", b"scopefs-odd", path],
-                            capture_output=True, timeout=30)
+    result = subprocess.run(
+        [b"mount", b"-t", b"tmpfs", b"-o", b"size=1m", b"scopefs-odd", path], capture_output=True, timeout=30
+    )
     if result.returncode != 0:
         os.rmdir(path)
         os.rmdir(parent)
@@ -247,8 +269,7 @@ def test_odd_mountpoint_elsewhere_does_not_break_mount_detection(env, odd_mountp
     env.cli("init", state=other)
     try:
         stacked = env.cli("mount", env.mnt, state=other, expect=None, timeout=20)
-        assert stacked.returncode != 0 and mount_count(env.mnt) == 1, \
-            "a second mount was stacked\n" + describe(stacked)
+        assert stacked.returncode != 0 and mount_count(env.mnt) == 1, "a second mount was stacked\n" + describe(stacked)
         assert "already a mountpoint" in stacked.stderr, describe(stacked)
     finally:
         while mount_count(env.mnt) > 1:
@@ -267,7 +288,7 @@ def test_picker_lists_and_opens_a_name_that_is_not_utf8(tmp_path):
     """SPEC S21, S33a: the picker lists `caf\\xe9.txt` (escaped on screen),
     and opening it grants that file and writes a reference with its name."""
     pexpect = pytest.importorskip("pexpect", reason="python3 -m pip install pexpect")
-    from test_picker import Picker, RIGHT, grant_path, grants, scopefs
+    from test_picker import RIGHT, Picker, grant_path, grants, scopefs
 
     state, provider = tmp_path / "S", tmp_path / "P"
     provider.mkdir()
@@ -314,7 +335,7 @@ def test_documents_keep_names_that_are_not_utf8(env):
     assert os.listdir(container + b"/Documents") == [CAFE]
 
     imported = env.cli("import", ALPHA, arg(b"local:docs/" + CAFE)).stdout.strip()
-    assert imported == f"Container/tmp/{ALPHA}-Inbox/caf\\xe9.txt", imported   # text output: escaped
+    assert imported == f"Container/tmp/{ALPHA}-Inbox/caf\\xe9.txt", imported  # text output: escaped
     assert open(container + b"/tmp/" + ALPHA.encode() + b"-Inbox/" + CAFE, "rb").read() == CAFE_TEXT
 
     with open(container + b"/Documents/note\xff.txt", "wb") as f:
@@ -342,8 +363,9 @@ def test_documents_keep_names_that_are_not_utf8(env):
 from test_clients import c_build, swift_check  # noqa: E402,F401  (fixtures: the C library, the Swift check app)
 from test_pick_requests import Agent  # noqa: E402
 
-PYTHON_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                             "clients", "python")
+PYTHON_CLIENT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "clients", "python"
+)
 LANGS = ["python", "c", "swift"]
 
 # Each snippet ends with open_exact(path bytes): starts accessing (the grant
@@ -363,29 +385,43 @@ def c_lib():
     return lib
 """
 
-PY_RESOLVE = OPEN_EXACT + """
+PY_RESOLVE = (
+    OPEN_EXACT
+    + """
 found = scopefs.resolve_bookmark(sys.argv[1])
 emit(open_exact(os.fsencode(found.path)))
 """
+)
 
-C_RESOLVE = OPEN_EXACT + """
+C_RESOLVE = (
+    OPEN_EXACT
+    + """
 lib = c_lib()
 p = lib.scopefs_bookmark_resolve(sys.argv[2].encode(), None, None)
 emit(open_exact(ctypes.string_at(p)) if p else {"error": errno.errorcode[ctypes.get_errno()]})
 """
+)
 
-PY_PICK_EXACT = OPEN_EXACT + """
+PY_PICK_EXACT = (
+    OPEN_EXACT
+    + """
 paths = scopefs.pick(mode="open")
 emit(open_exact(os.fsencode(paths[0])))
 """
+)
 
-C_PICK_EXACT = OPEN_EXACT + """
+C_PICK_EXACT = (
+    OPEN_EXACT
+    + """
 lib = c_lib()
 got = lib.scopefs_pick(b"open", None, 0, None)
 emit(open_exact(ctypes.string_at(got[0])) if got else {"error": errno.errorcode[ctypes.get_errno()]})
 """
+)
 
-PY_WATCH_EXACT = OPEN_EXACT + """
+PY_WATCH_EXACT = (
+    OPEN_EXACT
+    + """
 notices = scopefs.watch_documents(timeout=15)
 emit({"ready": True})
 for notice in notices:
@@ -395,8 +431,11 @@ for notice in notices:
 else:
     emit({"error": "no notice"})
 """
+)
 
-C_WATCH_EXACT = OPEN_EXACT + """
+C_WATCH_EXACT = (
+    OPEN_EXACT
+    + """
 class Notice(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_char_p), ("path", ctypes.c_char_p), ("old_path", ctypes.c_char_p),
                 ("grant", ctypes.c_longlong)]
@@ -414,8 +453,11 @@ handler = HANDLER(on_notice)
 rc = lib.scopefs_watch(handler, None, 15.0, None)
 emit(open_exact(heard[0]) if heard else {"error": f"rc {rc}, no notice"})
 """
+)
 
-PY_COORDINATE_EXACT = OPEN_EXACT + """
+PY_COORDINATE_EXACT = (
+    OPEN_EXACT
+    + """
 path = bytes.fromhex(sys.argv[1])
 try:
     with scopefs.coordinate(path, "read", timeout=5):
@@ -423,6 +465,7 @@ try:
 except OSError as exc:
     emit({"error": type(exc).__name__, "message": str(exc)})
 """
+)
 
 
 @pytest.fixture
@@ -430,6 +473,7 @@ def cafe(env):
     """`local:docs/caf\\xe9.txt` on the host, the Python client on the app's
     path, a strict mount (scopes are needed, SPEC S6)."""
     from doc_scope_helpers import mount
+
     env.base_env["PYTHONPATH"] = PYTHON_CLIENT
     with open(os.fsencode(env.backing(LOCAL) / "docs") + b"/" + CAFE, "wb") as f:
         f.write(CAFE_TEXT)
@@ -507,8 +551,9 @@ def test_watch_notice_opens_the_exact_name(env, cafe, lang, request):
     extra = client_argv(lang, request)
     if lang == "swift":
         argv = env.run_argv(ALPHA, [*extra, "bytes-watch"])
-        app = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.base_env,
-                               start_new_session=True, text=True)
+        app = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.base_env, start_new_session=True, text=True
+        )
         try:
             assert json.loads(app.stdout.readline()) == {"ready": "true"}
             time.sleep(0.3)
@@ -522,7 +567,7 @@ def test_watch_notice_opens_the_exact_name(env, cafe, lang, request):
     else:
         session = env.app_session(ALPHA, PY_WATCH_EXACT if lang == "python" else C_WATCH_EXACT, *extra)
         assert session.recv() == {"ready": True}
-        time.sleep(0.3)   # subscribed
+        time.sleep(0.3)  # subscribed
         env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
         got = session.recv(timeout=20)
     assert {k: got.get(k) for k in ("path", "data")} == exact(cafe), got
@@ -536,8 +581,10 @@ def test_coordinate_takes_the_exact_name(env, cafe):
     assert {k: got.get(k) for k in ("path", "data")} == exact(cafe), got
 
 
-RUN_SEES = ("import json, os; print(json.dumps({'x': os.environb.get(b'X', b'').hex(), "
-            "'lc': os.environb.get(b'LC_SCOPEFS_BYTES', b'').hex(), 'cwd': os.getcwdb().hex()}))")
+RUN_SEES = (
+    "import json, os; print(json.dumps({'x': os.environb.get(b'X', b'').hex(), "
+    "'lc': os.environb.get(b'LC_SCOPEFS_BYTES', b'').hex(), 'cwd': os.getcwdb().hex()}))"
+)
 
 
 @pytest.mark.parametrize("sandbox", [False, True], ids=["no-sandbox", "sandbox"])
@@ -552,8 +599,13 @@ def test_run_passes_environment_and_directory_as_bytes(env, tmp_path, sandbox):
     variables = dict(env.base_env)
     variables["X"] = os.fsdecode(b"caf\xe9 \xff")
     variables["LC_SCOPEFS_BYTES"] = os.fsdecode(b"\xe9t\xe9")
-    p = subprocess.run(env.run_argv(ALPHA, ["python3", "-c", RUN_SEES], sandbox=sandbox), cwd=directory,
-                       env=variables, capture_output=True, timeout=60)
+    p = subprocess.run(
+        env.run_argv(ALPHA, ["python3", "-c", RUN_SEES], sandbox=sandbox),
+        cwd=directory,
+        env=variables,
+        capture_output=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p
     seen = json.loads(p.stdout.decode().strip().splitlines()[-1])
     assert seen["lc"] == b"\xe9t\xe9".hex(), seen
@@ -567,9 +619,15 @@ def test_live_query_json_keeps_the_bytes(env, cafe):
     """Issue 16, SPEC S28a, S29, S33a: `query --follow --json` writes a
     name that is not UTF-8 losslessly (`\\udce9`), as every JSON output."""
     import select
+
     env.cli("open", ALPHA, arg(b"local:docs/" + CAFE))
-    follower = subprocess.Popen(env.cli_argv("query", "--app", ALPHA, "--follow", "--json"), stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=env.base_env, start_new_session=True)
+    follower = subprocess.Popen(
+        env.cli_argv("query", "--app", ALPHA, "--follow", "--json"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env.base_env,
+        start_new_session=True,
+    )
     try:
         assert select.select([follower.stdout], [], [], 10)[0], "no output within 10 s"
         first = json.loads(follower.stdout.readline())

@@ -20,11 +20,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, mount_count, run_bounded
 
-VERSION = re.search(r'static let package = "([^"]+)"',
-                    (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(1)
+VERSION = re.search(r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(
+    1
+)
 
 
 def test_version_names_the_package_version(env):
@@ -46,7 +46,7 @@ def _bash_complete(env, words: list[str]) -> list[str]:
     line = " ".join(shlex.quote(w) for w in words)
     program = f"""
         source {shlex.quote(str(script))}
-        COMP_WORDS=({' '.join(shlex.quote(w) for w in words)})
+        COMP_WORDS=({" ".join(shlex.quote(w) for w in words)})
         COMP_CWORD={len(words) - 1}
         COMP_LINE={shlex.quote(line)}
         COMP_POINT=${{#COMP_LINE}}
@@ -109,17 +109,26 @@ def test_deb_contents(deb):
     assert p.returncode == 0, describe(p)
     paths = {line.split()[5].lstrip(".") for line in p.stdout.splitlines()}
     expected = {
-        "/usr/bin/scopefs", "/sbin/mount.scopefs", "/usr/share/man/man1/scopefs.1.gz",
+        "/usr/bin/scopefs",
+        "/sbin/mount.scopefs",
+        "/usr/share/man/man1/scopefs.1.gz",
         "/usr/share/man/man8/mount.scopefs.8.gz",
-        "/usr/share/bash-completion/completions/scopefs", "/usr/share/zsh/vendor-completions/_scopefs",
+        "/usr/share/bash-completion/completions/scopefs",
+        "/usr/share/zsh/vendor-completions/_scopefs",
         "/usr/share/fish/vendor_completions.d/scopefs.fish",
-        "/lib/systemd/system/scopefs@.service", "/usr/lib/systemd/user/scopefs.service",
-        f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}", "/usr/lib/x86_64-linux-gnu/libscopefs.so.0",
-        "/usr/lib/x86_64-linux-gnu/libscopefs.so", "/usr/lib/x86_64-linux-gnu/pkgconfig/scopefs.pc",
-        "/usr/include/scopefs.h", "/usr/lib/python3/dist-packages/scopefs.py",
+        "/lib/systemd/system/scopefs@.service",
+        "/usr/lib/systemd/user/scopefs.service",
+        f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}",
+        "/usr/lib/x86_64-linux-gnu/libscopefs.so.0",
+        "/usr/lib/x86_64-linux-gnu/libscopefs.so",
+        "/usr/lib/x86_64-linux-gnu/pkgconfig/scopefs.pc",
+        "/usr/include/scopefs.h",
+        "/usr/lib/python3/dist-packages/scopefs.py",
         "/usr/lib/python3/dist-packages/scopefs_testing.py",
-        "/usr/lib/scopefs/libswiftCore.so", "/usr/share/doc/scopefs/copyright",
-        "/usr/share/doc/scopefs/CLI.md", "/usr/share/doc/scopefs/README.md",
+        "/usr/lib/scopefs/libswiftCore.so",
+        "/usr/share/doc/scopefs/copyright",
+        "/usr/share/doc/scopefs/CLI.md",
+        "/usr/share/doc/scopefs/README.md",
     }
     assert expected <= paths, sorted(expected - paths)
     control = run_bounded(["dpkg-deb", "--field", deb, "Version", "Depends"], 60, dict(os.environ))
@@ -136,8 +145,9 @@ def test_installed_package_works(installed, env, tmp_path):
     found); the C library links through pkg-config with soname
     libscopefs.so.0; Debian's python3 imports the client."""
     base = dict(os.environ)
-    version = run_bounded(["unshare", "--mount", "sh", "-c",
-                           "mount -t tmpfs tmpfs /opt/swift && /usr/bin/scopefs --version"], 30, base)
+    version = run_bounded(
+        ["unshare", "--mount", "sh", "-c", "mount -t tmpfs tmpfs /opt/swift && /usr/bin/scopefs --version"], 30, base
+    )
     assert version.returncode == 0 and version.stdout.startswith(VERSION), describe(version)
     ldd = run_bounded(["ldd", "/usr/bin/scopefs"], 30, base)
     assert "/opt/swift" not in ldd.stdout and "not found" not in ldd.stdout, ldd.stdout
@@ -155,8 +165,13 @@ def test_installed_package_works(installed, env, tmp_path):
     mount_env = {k: v for k, v in env.base_env.items() if k != "SCOPEFS_BIN"}
     typo = run_bounded(["mount", "-t", "scopefs", "-o", "scope=lenient", env.state, env.mnt], 30, mount_env)
     assert typo.returncode != 0 and "'scope=lenient'" in typo.stderr and mount_count(env.mnt) == 0, describe(typo)
-    p = run_bounded(["mount", "-t", "scopefs", "-o", "scopes=lenient,open_files=keep,nofail", env.state, env.mnt],
-                    60, mount_env, out_dir=tmp_path, what="mount -t scopefs")
+    p = run_bounded(
+        ["mount", "-t", "scopefs", "-o", "scopes=lenient,open_files=keep,nofail", env.state, env.mnt],
+        60,
+        mount_env,
+        out_dir=tmp_path,
+        what="mount -t scopefs",
+    )
     env.mounted = bool(mount_count(env.mnt))
     assert p.returncode == 0, describe(p)
     env._record_daemon()

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
 from test_clients import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
@@ -51,8 +50,9 @@ class Agent:
         args = ["agent", "--script", script] + (["--count", str(count)] if count else [])
         self.out = env.root / f"agent-{time.monotonic_ns()}.out"
         with open(self.out, "w") as out:
-            self.popen = subprocess.Popen(env.cli_argv(*args), stdout=out, stderr=subprocess.STDOUT,
-                                          env=env.base_env, start_new_session=True)
+            self.popen = subprocess.Popen(
+                env.cli_argv(*args), stdout=out, stderr=subprocess.STDOUT, env=env.base_env, start_new_session=True
+            )
         time.sleep(0.5)  # registered: its first poll is waiting
 
     def finish(self, timeout: float = 20) -> str:
@@ -88,19 +88,22 @@ def test_open_request_answered_by_a_scripted_agent(world):
     assert got.get("paths") == [world.prov(ALPHA, LOCAL, REPORT)], (got, log)
     assert got["beforeStart"] == "EPERM", got
     assert got["content"].encode() == REPORT_BYTES, got
-    assert (world.state / "containers" / ALPHA / "Documents" / "report.txt").exists() or \
-        "report.txt" in json.dumps(world.cli("query", "--app", ALPHA, "--json").stdout), log
+    assert (world.state / "containers" / ALPHA / "Documents" / "report.txt").exists() or "report.txt" in json.dumps(
+        world.cli("query", "--app", ALPHA, "--json").stdout
+    ), log
     assert f"{ALPHA}\topen\t" in log, log
 
 
 def test_multiple_selection_and_import(world):
     """Issue 17, SPEC S17, S18: several items when the app allows it; an
     import gives inbox copies, readable without a scope."""
-    agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}", f"{LOCAL}:docs/notes.md"]},
-                          {"choose": [f"{LOCAL}:docs/notes.md"]}])
+    agent = Agent(
+        world, [{"choose": [f"{LOCAL}:{REPORT}", f"{LOCAL}:docs/notes.md"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}]
+    )
     opened = pick_as_app(world, mode="open", allows_multiple_selection=True)
-    imported = world.app_json(ALPHA, "import scopefs\np = scopefs.pick(mode='import')\n"
-                                     "emit({'paths': p, 'content': read_text(p[0])})")
+    imported = world.app_json(
+        ALPHA, "import scopefs\np = scopefs.pick(mode='import')\nemit({'paths': p, 'content': read_text(p[0])})"
+    )
     agent.finish()
     assert opened["paths"] == [world.prov(ALPHA, LOCAL, REPORT), world.prov(ALPHA, LOCAL, "docs/notes.md")], opened
     assert imported["paths"] == [world.container(ALPHA, f"tmp/{ALPHA}-Inbox/notes.md")], imported
@@ -135,8 +138,11 @@ def test_pick_request_from_a_shell_in_the_sandbox(world):
     """Issue 17, SPEC S5: `scopefs pick --request` inside the sandbox goes
     over the app endpoint and prints the path in the app's view."""
     agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}])
-    p = world.run_app(ALPHA, ["sh", "-c", 'scopefs pick --request --type public.plain-text && echo "mount=$SCOPEFS_MOUNT"'],
-                      sandbox=True)
+    p = world.run_app(
+        ALPHA,
+        ["sh", "-c", 'scopefs pick --request --type public.plain-text && echo "mount=$SCOPEFS_MOUNT"'],
+        sandbox=True,
+    )
     agent.finish()
     assert p.returncode == 0, describe(p)
     lines = p.stdout.split()
@@ -180,7 +186,9 @@ def test_malformed_requests_are_usage_errors(world):
     """Issue 17, SPEC S34 (attack): an app's oversized or inconsistent
     request is refused (64) before any agent sees it."""
     agent = Agent(world, [{"cancel": True}], count=1)
-    got = world.app_json(ALPHA, """
+    got = world.app_json(
+        ALPHA,
+        """
 import scopefs
 out = {}
 for name, kwargs in [("types", {"content_types": ["t"] * 33}), ("open-items", {"items": ["Documents/x"]}),
@@ -191,7 +199,8 @@ for name, kwargs in [("types", {"content_types": ["t"] * 33}), ("open-items", {"
     except OSError as exc:
         out[name] = str(exc)
 emit(out)
-""")
+""",
+    )
     agent.popen.kill()
     agent.finish()
     assert all("bad pick request" in message for message in got.values()), got
@@ -201,8 +210,10 @@ def test_content_types_decide_what_can_be_chosen(world):
     """Issue 17: the agent applies only items of a type the app asked for,
     by shared-mime-info (markdown is a kind of plain text; it is not an
     image); a folder needs public.folder."""
-    agent = Agent(world, [{"choose": [f"{LOCAL}:docs/notes.md"]}, {"choose": [f"{LOCAL}:docs/notes.md"]},
-                          {"choose": [f"{LOCAL}:docs"]}])
+    agent = Agent(
+        world,
+        [{"choose": [f"{LOCAL}:docs/notes.md"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}, {"choose": [f"{LOCAL}:docs"]}],
+    )
     image = pick_as_app(world, mode="open", content_types=["public.image"])
     text = pick_as_app(world, mode="open", content_types=["public.plain-text"])
     folder = pick_as_app(world, mode="open", content_types=["public.plain-text"])
@@ -224,7 +235,9 @@ def test_swift_app_presents_a_picker(world, swift_check):
     got = json.loads(picked.stdout.strip().splitlines()[-1])
     assert got.get("paths") == world.prov(ALPHA, LOCAL, REPORT), got
     assert got.get("content", "").encode() == REPORT_BYTES, got
-    assert json.loads(cancelled.stdout.strip().splitlines()[-1]).get("error") == "cancelled ECANCELED", describe(cancelled)
+    assert json.loads(cancelled.stdout.strip().splitlines()[-1]).get("error") == "cancelled ECANCELED", describe(
+        cancelled
+    )
 
 
 C_PICK = """
@@ -255,7 +268,9 @@ def test_c_app_picks(world, c_build):
     agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}", f"{LOCAL}:docs/notes.md"]}, {"cancel": True}])
     got = world.app_json(ALPHA, C_PICK, c_build / "libscopefs.so")
     agent.finish()
-    assert got["picked"] == {"paths": [world.prov(ALPHA, LOCAL, REPORT), world.prov(ALPHA, LOCAL, "docs/notes.md")]}, got
+    assert got["picked"] == {"paths": [world.prov(ALPHA, LOCAL, REPORT), world.prov(ALPHA, LOCAL, "docs/notes.md")]}, (
+        got
+    )
     assert got["cancelled"] == {"error": "ECANCELED"}, got
 
 
@@ -277,6 +292,7 @@ def test_presenter_hears_about_its_documents(world):
     deleted on the host, with the paths in its view; another app hears
     nothing of it."""
     from scopefs_harness import BETA
+
     session = world.app_session(ALPHA, "import time\n" + PY_PRESENTER)
     other = world.app_session(BETA, "import time\n" + PY_PRESENTER)
     assert session.recv() == {"ready": True}
@@ -340,6 +356,7 @@ def test_coordination_between_two_apps(world):
     writer is granted; a claim ends when its process exits; an app cannot
     claim an item it was not given."""
     from scopefs_harness import BETA
+
     world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     world.cli("open", BETA, f"{LOCAL}:{REPORT}")
     item_a, item_b = world.prov(ALPHA, LOCAL, REPORT), world.prov(BETA, LOCAL, REPORT)
@@ -359,7 +376,7 @@ def test_coordination_between_two_apps(world):
     reader.send("go")
     late_writer = world.app_json(BETA, "import time\n" + PY_CLAIMER, item_b, "write", "10")
     relinquished = reader.recv()
-    released = reader.recv()
+    reader.recv()
     assert relinquished.get("relinquish") == item_a, relinquished
     assert "granted" in late_writer and late_writer["granted"] >= relinquished["at"], (late_writer, relinquished)
     reader.send("go")
@@ -369,7 +386,9 @@ def test_coordination_between_two_apps(world):
     after_exit = world.app_json(BETA, "import time\n" + PY_CLAIMER, item_b, "write", "5")
     assert "granted" in after_exit and after_exit["waited"] < 3, after_exit
 
-    hidden = world.app_json(ALPHA, "import time\n" + PY_CLAIMER, world.prov(ALPHA, LOCAL, "docs/secret.txt"), "write", "1")
+    hidden = world.app_json(
+        ALPHA, "import time\n" + PY_CLAIMER, world.prov(ALPHA, LOCAL, "docs/secret.txt"), "write", "1"
+    )
     assert hidden.get("error") == "FileNotFoundError", hidden
 
 
@@ -380,12 +399,19 @@ def test_swift_example_app_story(world, swift_check):
     with a second app (which holds a read claim and relinquishes when its
     presenter is asked)."""
     from scopefs_harness import BETA
+
     world.cli("open", BETA, f"{LOCAL}:docs")
     agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}])
     out = world.root / "story.out"
     with open(out, "w") as sink:
-        app = subprocess.Popen(world.run_argv(ALPHA, [swift_check, "story"]), stdout=subprocess.PIPE, stderr=sink,
-                               env=world.base_env, start_new_session=True, text=True)
+        app = subprocess.Popen(
+            world.run_argv(ALPHA, [swift_check, "story"]),
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            env=world.base_env,
+            start_new_session=True,
+            text=True,
+        )
     try:
         picked = json.loads(app.stdout.readline())
         agent.finish()
@@ -393,7 +419,7 @@ def test_swift_example_app_story(world, swift_check):
         assert picked["content"].encode() == REPORT_BYTES, picked
         # A second app reads the document under a read claim, and lets go when asked.
         reader = world.app_session(BETA, "import time\n" + PY_HOLDER, world.prov(BETA, LOCAL, "docs/final.txt"), "read")
-        assert reader.recv() == {"holding": "read"}   # claimed before the Swift app can want to write
+        assert reader.recv() == {"holding": "read"}  # claimed before the Swift app can want to write
         backing = world.backing(LOCAL) / "docs"
         (backing / "report.txt").rename(backing / "final.txt")
         reader.send("go")
@@ -404,9 +430,12 @@ def test_swift_example_app_story(world, swift_check):
         except AssertionError:
             app.kill()
             raise AssertionError(f"app said {app.stdout.read()!r}; its stderr: {out.read_text()}")
-        released = reader.recv()
+        reader.recv()
         wrote = json.loads(app.stdout.readline())
-        assert relinquished.get("relinquish") == world.prov(BETA, LOCAL, "docs/final.txt"), (relinquished, out.read_text())
+        assert relinquished.get("relinquish") == world.prov(BETA, LOCAL, "docs/final.txt"), (
+            relinquished,
+            out.read_text(),
+        )
         assert wrote["wrote"] >= relinquished["at"], (wrote, relinquished)
         reader.send("go")
         assert app.wait(timeout=30) == 0, out.read_text()
@@ -424,10 +453,15 @@ def test_live_query_follows_documents(world):
     and a removal when the reference goes, each within a second or so."""
     import os
     import select
+
     world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
-    follower = subprocess.Popen(world.cli_argv("query", "--app", ALPHA, "--follow", "--json"),
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=world.base_env,
-                                start_new_session=True)
+    follower = subprocess.Popen(
+        world.cli_argv("query", "--app", ALPHA, "--follow", "--json"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=world.base_env,
+        start_new_session=True,
+    )
     buffered = b""
 
     def next_event(timeout: float = 5) -> dict:
@@ -448,7 +482,9 @@ def test_live_query_follows_documents(world):
         started = time.monotonic()
         world.cli("open", ALPHA, f"{LOCAL}:docs/notes.md")
         added = next_event()
-        assert added["event"] == "added" and added["result"]["urlInLocalContainer"].endswith("Documents/notes.md"), added
+        assert added["event"] == "added" and added["result"]["urlInLocalContainer"].endswith("Documents/notes.md"), (
+            added
+        )
         backing = world.backing(LOCAL) / "docs"
         (backing / "notes.md").rename(backing / "notes-final.md")
         changed = next_event()
@@ -467,18 +503,29 @@ def test_interactive_agent_shows_the_terminal_picker(world):
     request and the terminal picker of `scopefs pick`; what the user picks
     there is what the waiting app receives."""
     import threading
+
     import pexpect
     from test_picker import COLS, ROWS, Picker, Screen
+
     env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
     env.update(TERM="xterm-256color", LANG="C.UTF-8")
     agent = Picker.__new__(Picker)
-    agent.child = pexpect.spawn(str(world.bin), ["--state", str(world.state), "agent", "--count", "1"],
-                                dimensions=(ROWS, COLS), env=env, encoding="utf-8", codec_errors="replace", timeout=15)
+    agent.child = pexpect.spawn(
+        str(world.bin),
+        ["--state", str(world.state), "agent", "--count", "1"],
+        dimensions=(ROWS, COLS),
+        env=env,
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=15,
+    )
     agent.screen = Screen()
     agent.status = None
     time.sleep(0.5)
     result: dict = {}
-    asker = threading.Thread(target=lambda: result.update(pick_as_app(world, mode="open", content_types=["text/plain"])))
+    asker = threading.Thread(
+        target=lambda: result.update(pick_as_app(world, mode="open", content_types=["text/plain"]))
+    )
     asker.start()
     try:
         agent.wait_text("Open: choose a file or folder for com.example.alpha")
@@ -504,19 +551,29 @@ def test_interactive_agent_honours_multiple_selection(world):
     terminal picker in --multiple mode: Space toggles several files, Enter
     confirms, and the app receives every path chosen, in order."""
     import threading
+
     import pexpect
     from test_picker import COLS, ROWS, Picker, Screen
+
     env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
     env.update(TERM="xterm-256color", LANG="C.UTF-8")
     agent = Picker.__new__(Picker)
-    agent.child = pexpect.spawn(str(world.bin), ["--state", str(world.state), "agent", "--count", "1"],
-                                dimensions=(ROWS, COLS), env=env, encoding="utf-8", codec_errors="replace", timeout=15)
+    agent.child = pexpect.spawn(
+        str(world.bin),
+        ["--state", str(world.state), "agent", "--count", "1"],
+        dimensions=(ROWS, COLS),
+        env=env,
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=15,
+    )
     agent.screen = Screen()
     agent.status = None
     time.sleep(0.5)
     result: dict = {}
-    asker = threading.Thread(target=lambda: result.update(
-        pick_as_app(world, mode="open", allows_multiple_selection=True)))
+    asker = threading.Thread(
+        target=lambda: result.update(pick_as_app(world, mode="open", allows_multiple_selection=True))
+    )
     asker.start()
     try:
         agent.wait_text("Space/s toggle  Enter/c confirm")
@@ -547,8 +604,14 @@ def test_examples_pick_read_and_follow(world, c_build, tmp_path):
     run as documented against a scripted agent."""
     examples = REPO / "docs" / "examples"
     agent = Agent(world, [{"choose": [f"{LOCAL}:{REPORT}"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}])
-    script = subprocess.Popen(world.run_argv(ALPHA, ["python3", examples / "picker.py", "8"]), stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, env=world.base_env, text=True, start_new_session=True)
+    script = subprocess.Popen(
+        world.run_argv(ALPHA, ["python3", examples / "picker.py", "8"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=world.base_env,
+        text=True,
+        start_new_session=True,
+    )
     try:
         first = script.stdout.readline()
         assert first.startswith(f"picked {world.prov(ALPHA, LOCAL, REPORT)}:"), first
@@ -565,8 +628,20 @@ def test_examples_pick_read_and_follow(world, c_build, tmp_path):
             script.kill()
             script.wait()
     program = tmp_path / "picker"
-    build = subprocess.run(["cc", examples / "picker.c", f"-I{REPO / 'clients' / 'c' / 'include'}", f"-L{c_build}",
-                            "-lscopefs", f"-Wl,-rpath,{c_build}", "-o", program], capture_output=True, text=True)
+    build = subprocess.run(
+        [
+            "cc",
+            examples / "picker.c",
+            f"-I{REPO / 'clients' / 'c' / 'include'}",
+            f"-L{c_build}",
+            "-lscopefs",
+            f"-Wl,-rpath,{c_build}",
+            "-o",
+            program,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr
     p = world.run_app(ALPHA, [program])
     agent.finish()
@@ -598,15 +673,19 @@ def test_one_app_cannot_take_every_control_slot(world):
     coordinate) hold a connection; one app gets at most 8 at once, so while
     it holds its share another app's requests are still served."""
     from scopefs_harness import BETA
+
     hog = world.app_session(ALPHA, "import time\n" + HOG, "8")
     first = hog.recv()
     assert first["extra"]["ok"] is False and first["extra"]["code"] == 75, first
     assert hog.recv() == {"holding": 8}
-    other = world.app_json(BETA, """
+    other = world.app_json(
+        BETA,
+        """
 import scopefs
 watch = scopefs.watch_documents(timeout=0.5)
 emit({"served": list(watch) == []})
-""")
+""",
+    )
     hog.send("go")
     assert other == {"served": True}, other
     time.sleep(6)  # the hog's watches end in the daemon (their wait), before teardown counts descriptors
@@ -645,15 +724,20 @@ def test_c_presenter_callback(world, c_build):
     got = session.recv(timeout=20)
     assert got["rc"] == 0, got
     assert [n["kind"] for n in got["heard"]] == ["arrived", "moved"], got
-    assert got["heard"][1] == {"kind": "moved", "path": world.prov(ALPHA, LOCAL, "docs/c-notes.md"),
-                               "oldPath": world.prov(ALPHA, LOCAL, "docs/notes.md")}, got
+    assert got["heard"][1] == {
+        "kind": "moved",
+        "path": world.prov(ALPHA, LOCAL, "docs/c-notes.md"),
+        "oldPath": world.prov(ALPHA, LOCAL, "docs/notes.md"),
+    }, got
 
 
 def test_two_apps_picking_at_once(world):
     """Issue 17: two apps ask at the same time; the agent answers each in
     turn (requests queue) and each app receives what was chosen for it."""
     import threading
+
     from scopefs_harness import BETA
+
     world.cli("open", BETA, f"{LOCAL}:docs/secret.txt")  # BETA's view of the provider
     agent = Agent(world, [{"waitMs": 300, "choose": [f"{LOCAL}:{REPORT}"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}])
     results: dict = {}

@@ -22,10 +22,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 # `make deps` installs pexpect; a missing one is a failure, not a skip.
 import pexpect
+import pytest
 
 BIN = os.environ.get("SCOPEFS_BIN", str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "scopefs"))
 APP = "com.example.editor"
@@ -49,7 +48,7 @@ class Screen:
         self.row = self.col = 0
         self.pending = ""
         self.transcript = ""
-        self.overflow = False       # text written past the last column
+        self.overflow = False  # text written past the last column
 
     def feed(self, data: str):
         self.transcript += data
@@ -96,7 +95,7 @@ class Screen:
 
     def list_rows(self) -> list[str]:
         """The list: rows 2..ROWS-3, without trailing blanks."""
-        rows = self.lines()[2:self.rows - 2]
+        rows = self.lines()[2 : self.rows - 2]
         while rows and not rows[-1].strip():
             rows.pop()
         return rows
@@ -119,9 +118,15 @@ class Picker:
         env = {k: v for k, v in os.environ.items() if k not in ("SCOPEFS_STATE", "NO_COLOR")}
         env.update(TERM="xterm-256color", LANG="C.UTF-8")
         env.update(env_extra or {})
-        self.child = pexpect.spawn(BIN, ["--state", str(state), "pick", "--app", APP, *args],
-                                   dimensions=(ROWS, COLS), env=env, encoding="utf-8",
-                                   codec_errors="replace", timeout=15)
+        self.child = pexpect.spawn(
+            BIN,
+            ["--state", str(state), "pick", "--app", APP, *args],
+            dimensions=(ROWS, COLS),
+            env=env,
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=15,
+        )
         self.screen = Screen()
         self.status: int | None = None
 
@@ -138,8 +143,10 @@ class Picker:
             except pexpect.EOF:
                 if predicate(self.screen):
                     return
-                raise AssertionError(f"picker exited while waiting for {what}; output:\n"
-                                     f"{self.screen.transcript!r}\nscreen:\n{self.screen.dump()}")
+                raise AssertionError(
+                    f"picker exited while waiting for {what}; output:\n"
+                    f"{self.screen.transcript!r}\nscreen:\n{self.screen.dump()}"
+                )
 
     def wait_text(self, text: str, timeout: float = 10):
         self.wait_for(lambda s: any(text in line for line in s.lines()), repr(text), timeout)
@@ -159,7 +166,7 @@ class Picker:
             self.send(("j" if down else "k") if step % 2 == 0 else (DOWN if down else UP))
             step += 1
             expected = current + (1 if down else -1)
-            self.wait_for(lambda s: s.cursor_index() == expected, f"cursor on row {expected}")
+            self.wait_for(lambda s, expected=expected: s.cursor_index() == expected, f"cursor on row {expected}")
 
     def finish(self, timeout: float = 20) -> str:
         """Waits for the exit; returns what was printed after the picker
@@ -194,6 +201,7 @@ def grants(state: Path) -> list[dict]:
         elif isinstance(value, list):
             for child in value:
                 walk(child)
+
     walk(data)
     return found
 
@@ -213,9 +221,9 @@ def world(tmp_path):
     (provider / "A folder").mkdir()
     (provider / "archive").mkdir()
     (provider / ".hidden").write_text("not for the picker")
-    (provider / "a.txt").write_bytes(b"a" * 4096)        # 4.0 KB
-    (provider / "b.txt").write_bytes(b"b" * 1234)        # 1.2 KB
-    (provider / "C.txt").write_bytes(b"c" * 5)           # 5 B
+    (provider / "a.txt").write_bytes(b"a" * 4096)  # 4.0 KB
+    (provider / "b.txt").write_bytes(b"b" * 1234)  # 1.2 KB
+    (provider / "C.txt").write_bytes(b"c" * 5)  # 5 B
     scopefs(state, "init")
     scopefs(state, "provider", "add", "local", str(provider))
     scopefs(state, "app", "add", APP)
@@ -236,9 +244,10 @@ def test_pick_folder_grants_it(world):
 
     screen = picker.screen
     assert screen.names() == ["A folder/", "archive/", "Projects/", "a.txt", "b.txt", "C.txt"], screen.dump()
-    rows = {name: row for name, row in zip(screen.names(), screen.list_rows())}
-    assert rows["a.txt"].endswith("4.0 KB") and rows["b.txt"].endswith("1.2 KB") and rows["C.txt"].endswith("5 B"), \
+    rows = {name: row for name, row in zip(screen.names(), screen.list_rows(), strict=False)}
+    assert rows["a.txt"].endswith("4.0 KB") and rows["b.txt"].endswith("1.2 KB") and rows["C.txt"].endswith("5 B"), (
         screen.dump()
+    )
     assert ".hidden" not in "\n".join(screen.lines())
     assert all(len(line) <= COLS for line in screen.lines()) and not screen.overflow
 
@@ -275,16 +284,16 @@ def test_open_file_writes_reference(world):
     picker.highlight("Projects/")
     picker.send("\r")
     picker.wait_for(lambda s: s.names() == ["Novel/"], "Projects")
-    picker.send("l")                                    # into Novel
+    picker.send("l")  # into Novel
     picker.wait_for(lambda s: s.lines()[1].startswith("local:Projects/Novel"), "Novel")
     assert picker.screen.names() == ["chapter1.txt"]
-    picker.send("\x7f")                                 # Backspace: up, Novel highlighted
+    picker.send("\x7f")  # Backspace: up, Novel highlighted
     picker.wait_for(lambda s: s.lines()[1].rstrip().split()[0] == "local:Projects", "back in Projects")
     picker.send(RIGHT)
     picker.wait_for(lambda s: s.names() == ["chapter1.txt"], "Novel again")
-    picker.send("\r")                                   # Enter on a file selects it
+    picker.send("\r")  # Enter on a file selects it
     picker.wait_text("Open chapter1.txt for com.example.editor? [y/N]")
-    picker.send("n")                                    # not confirmed: back to the list
+    picker.send("n")  # not confirmed: back to the list
     picker.wait_text("Not confirmed")
     picker.send("s")
     picker.wait_text("Open chapter1.txt for com.example.editor? [y/N]")
@@ -312,7 +321,7 @@ def test_json_prints_what_the_open_did(world):
     picker.send("y")
     printed = picker.finish()
     assert picker.status == 0, printed
-    opened = json.loads(printed[printed.index("{"):printed.rindex("}") + 1])
+    opened = json.loads(printed[printed.index("{") : printed.rindex("}") + 1])
     assert opened["reference"] == "Container/Documents/chapter1.txt", opened
     assert opened["grant"]["path"] == "Projects/Novel/chapter1.txt" and opened["grant"]["app"] == APP, opened
 
@@ -361,10 +370,10 @@ def test_long_list_scrolls_and_long_names_are_cut(world):
     assert len(picker.screen.list_rows()) == ROWS - 4
     first = picker.screen.list_rows()[0]
     assert first.startswith("> a very long") and "…" in first and len(first) <= COLS, picker.screen.dump()
-    picker.send("G")                                    # End: the last file, scrolled into view
+    picker.send("G")  # End: the last file, scrolled into view
     picker.wait_for(lambda s: s.lines()[1].split()[-1] == "61/61", "position 61/61")
     assert picker.screen.list_rows()[-1].startswith("> file59.txt"), picker.screen.dump()
-    picker.send("\x1b[H")                                # Home
+    picker.send("\x1b[H")  # Home
     picker.wait_for(lambda s: s.lines()[1].split()[-1] == "1/61", "position 1/61")
     assert picker.screen.list_rows()[0].startswith("> a very long"), picker.screen.dump()
     assert not picker.screen.overflow
@@ -387,7 +396,7 @@ def test_import_copies_a_file_into_the_inbox(world):
     picker.wait_text("Import: choose a file to copy into the inbox of com.example.editor")
     open_local(picker)
     picker.highlight("archive/")
-    picker.send(" ")                                    # a folder cannot be imported
+    picker.send(" ")  # a folder cannot be imported
     picker.wait_text("Import copies a file")
     picker.highlight("b.txt")
     picker.send("\r")
@@ -412,8 +421,15 @@ def test_resize_redraws_and_sigterm_restores_the_terminal(world):
     assert not termios.tcgetattr(fd)[3] & termios.ICANON, "the picker should put the terminal in raw mode"
     picker.child.setwinsize(30, 100)
     picker.screen = Screen(30, 100)
-    picker.wait_for(lambda s: s.lines()[0].startswith("Open:") and "Esc/q cancel" in s.lines()[29]
-                    and s.lines()[1].endswith("1/1") and len(s.lines()[1]) == 100, "a 100x30 redraw")
+    picker.wait_for(
+        lambda s: (
+            s.lines()[0].startswith("Open:")
+            and "Esc/q cancel" in s.lines()[29]
+            and s.lines()[1].endswith("1/1")
+            and len(s.lines()[1]) == 100
+        ),
+        "a 100x30 redraw",
+    )
     os.kill(picker.child.pid, signal.SIGTERM)
     picker.child.expect(pexpect.EOF, timeout=10)
     lflag = termios.tcgetattr(fd)[3]
@@ -463,7 +479,7 @@ def test_types_start_folder_and_granted_marks(world):
     scopefs(state, "grant", APP, "local:Projects/Novel/cover.png")
     picker = Picker(state, "--type", "public.image", "--start", "local:Projects/Novel")
     picker.wait_for(lambda s: s.lines()[1].startswith("local:Projects/Novel"), "the start folder")
-    rows = {name: row for name, row in zip(picker.screen.names(), picker.screen.list_rows())}
+    rows = {name: row for name, row in zip(picker.screen.names(), picker.screen.list_rows(), strict=False)}
     assert "(granted)" in rows["cover.png"] and "(granted)" not in rows["chapter1.txt"], picker.screen.dump()
     assert "\x1b[2m" in picker.screen.transcript, "no dimmed row drawn"
     picker.highlight("chapter1.txt")
@@ -488,11 +504,11 @@ def test_multiple_selection_across_folders(world):
     picker.highlight("b.txt")
     picker.send("s")
     picker.wait_text("2 selected")
-    picker.send(" ")                                    # b.txt toggled off again
+    picker.send(" ")  # b.txt toggled off again
     picker.wait_text("1 selected")
     assert "[selected]" not in picker.screen.list_rows()[picker.screen.names().index("b.txt")], picker.screen.dump()
     picker.highlight("Projects/")
-    picker.send("\r")                                   # Enter on a folder still opens it
+    picker.send("\r")  # Enter on a folder still opens it
     picker.wait_for(lambda s: s.names() == ["Novel/"], "Projects")
     picker.send(RIGHT)
     picker.wait_for(lambda s: s.names() == ["chapter1.txt"], "Novel")
@@ -503,7 +519,9 @@ def test_multiple_selection_across_folders(world):
     picker.send("y")
     printed = picker.finish()
     assert picker.status == 0, printed
-    assert "reference Container/Documents/a.txt" in printed and "reference Container/Documents/chapter1.txt" in printed, printed
+    assert (
+        "reference Container/Documents/a.txt" in printed and "reference Container/Documents/chapter1.txt" in printed
+    ), printed
     assert sorted(grant_path(g) for g in grants(state)) == ["Projects/Novel/chapter1.txt", "a.txt"]
     documents = state / "containers" / APP / "Documents"
     assert sorted(p.name for p in documents.iterdir()) == ["a.txt", "chapter1.txt"]

@@ -12,20 +12,19 @@ import os
 import resource
 import sqlite3
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from scopefs_harness import ALPHA, DRIVE, LOCAL, NOBODY, Env
 
 
 @dataclass
 class Ctx:
     env: Env
-    work: str          # MOUNT/alpha/Providers/local/work, as the app sees it
-    host: Path         # its backing directory
+    work: str  # MOUNT/alpha/Providers/local/work, as the app sees it
+    host: Path  # its backing directory
 
     def app(self, code: str, *args):
         """Run an ALPHA snippet with argv[1] = work folder; return its JSON."""
@@ -45,9 +44,11 @@ CASES: list[PosixCase] = []
 def posix_case(name: str, allow_other: bool = False):
     """Register a POSIX table case; allow_other mounts with --allow-other
     (needed when part of the case runs as uid 65534)."""
+
     def register(fn):
         CASES.append(PosixCase(name, fn, allow_other))
         return fn
+
     return register
 
 
@@ -97,8 +98,7 @@ def _(ctx):
               "list": listing(w)})
         os.close(fd)
     """)
-    assert got == {"nlink": 0, "size": 10, "read": "still here", "write": "OK",
-                   "lookup": "ENOENT", "list": []}
+    assert got == {"nlink": 0, "size": 10, "read": "still here", "write": "OK", "lookup": "ENOENT", "list": []}
     assert list(ctx.host.iterdir()) == []
 
 
@@ -119,8 +119,15 @@ def _(ctx):
         emit(res)
         os.close(fd)
     """)
-    assert got == {"fchmod": "OK", "futimens": "OK", "ftruncate": "OK", "mode": "0o600",
-                   "atime": 1_000_000_000, "mtime": 2_000_000_000, "size": 4}
+    assert got == {
+        "fchmod": "OK",
+        "futimens": "OK",
+        "ftruncate": "OK",
+        "mode": "0o600",
+        "atime": 1_000_000_000,
+        "mtime": 2_000_000_000,
+        "size": 4,
+    }
 
 
 @posix_case("readdir-while-mutating")
@@ -183,8 +190,13 @@ def _(ctx):
               "content_a": content_a, "size_a": size_a,
               "after_unlink": [os.stat(b).st_nlink, read_text(b)]})
     """)
-    assert got == {"nlink": [2, 2], "same_ino": True, "content_a": "shared+more", "size_a": 11,
-                   "after_unlink": [1, "shared+more"]}
+    assert got == {
+        "nlink": [2, 2],
+        "same_ino": True,
+        "content_a": "shared+more",
+        "size_a": 11,
+        "after_unlink": [1, "shared+more"],
+    }
     assert os.stat(ctx.host / "alias").st_nlink == 1
 
 
@@ -212,7 +224,8 @@ def _(ctx):
     unlinking the first name through the mount leaves the second one
     reachable, with its content, link count and attributes; a rename over
     a name whose node has one name leaves the new file there."""
-    got = ctx.app("""
+    got = ctx.app(
+        """
         w, host = sys.argv[1], sys.argv[2]; os.chdir(w)
         write_text("a", "one"); write_text("x", "old"); write_text("y", "new")
         before = os.lstat("a").st_nlink; os.lstat("x")
@@ -224,9 +237,17 @@ def _(ctx):
         os.rename("y", "x")
         emit({"before": before, "linked": linked, "after": after,
               "mode": oct(os.lstat("b").st_mode & 0o777), "x": read_text("x"), "y": os.path.exists("y")})
-    """, str(ctx.host))
-    assert got == {"before": 1, "linked": [2, True], "after": [1, "one", False],
-                   "mode": "0o600", "x": "new", "y": False}
+    """,
+        str(ctx.host),
+    )
+    assert got == {
+        "before": 1,
+        "linked": [2, True],
+        "after": [1, "one", False],
+        "mode": "0o600",
+        "x": "new",
+        "y": False,
+    }
     assert (ctx.host / "b").read_text() == "one" and not (ctx.host / "a").exists()
 
 
@@ -266,12 +287,15 @@ def _(ctx):
 
 
 def _rename_exdev(ctx, dest_dir):
-    got = ctx.app("""
+    got = ctx.app(
+        """
         src = sys.argv[1] + "/moving.txt"; dst = sys.argv[2] + "/moving.txt"
         write_text(src, "stay")
         emit({"rename": attempt(os.rename, src, dst), "src": attempt(os.stat, src),
               "dst": attempt(os.stat, dst)})
-    """, dest_dir)
+    """,
+        dest_dir,
+    )
     assert got == {"rename": "EXDEV", "src": "OK", "dst": "ENOENT"}
 
 
@@ -316,7 +340,9 @@ def _(ctx):
     once the name is gone."""
     (ctx.host / "open").write_text("x")
     os.setxattr(ctx.host / "open", "user.v", b"one")
-    app = ctx.env.app_session(ALPHA, """
+    app = ctx.env.app_session(
+        ALPHA,
+        """
         p = sys.argv[1] + "/open"
         fd = os.open(p, os.O_RDWR)
         os.write(fd, b"y")
@@ -327,7 +353,9 @@ def _(ctx):
         res["after-unlink"] = os.getxattr(fd, "user.v").decode()
         os.close(fd)
         emit(res)
-    """, ctx.work)
+    """,
+        ctx.work,
+    )
     assert app.recv() == {"by-name": "one", "by-fd": "one", "missing": "ENODATA"}
     os.setxattr(ctx.host / "open", "user.v", b"two")
     app.send()
@@ -396,14 +424,18 @@ def _(ctx):
 def _(ctx):
     """SPEC S35: utimensat with nanoseconds and chmod are stored and read back."""
     atime, mtime = 1_000_000_000_123_456_789, 1_200_000_000_987_654_321
-    got = ctx.app("""
+    got = ctx.app(
+        """
         p = sys.argv[1] + "/times"
         write_text(p, "t")
         os.utime(p, ns=(int(sys.argv[2]), int(sys.argv[3])))
         os.chmod(p, 0o640)
         st = os.stat(p)
         emit({"atime": st.st_atime_ns, "mtime": st.st_mtime_ns, "mode": stat.S_IMODE(st.st_mode)})
-    """, atime, mtime)
+    """,
+        atime,
+        mtime,
+    )
     assert got == {"atime": atime, "mtime": mtime, "mode": 0o640}
     st = os.stat(ctx.host / "times")
     assert (st.st_atime_ns, st.st_mtime_ns, stat.S_IMODE(st.st_mode)) == (atime, mtime, 0o640)
@@ -413,7 +445,9 @@ def _(ctx):
 def _(ctx):
     """SPEC S35: after write + fsync/fdatasync (file and directory), the data
     is in the backing file while the fd is still open."""
-    app = ctx.env.app_session(ALPHA, """
+    app = ctx.env.app_session(
+        ALPHA,
+        """
         p = sys.argv[1] + "/durable"
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.write(fd, b"durable bytes")
@@ -423,7 +457,9 @@ def _(ctx):
         os.close(dfd)
         step(res)
         os.close(fd)
-    """, ctx.work)
+    """,
+        ctx.work,
+    )
     assert app.recv() == {"fsync": "OK", "fdatasync": "OK", "dir-fsync": "OK"}
     assert (ctx.host / "durable").read_bytes() == b"durable bytes"
     app.send()
@@ -457,7 +493,8 @@ def _(ctx):
     backing filesystem."""
     (ctx.host / "pub").mkdir()
     os.chmod(ctx.host / "pub", 0o777)
-    got = ctx.app("""
+    got = ctx.app(
+        """
         pub = sys.argv[1] + "/pub"
         def create():
             write_text(pub + "/owned.txt", "mine")
@@ -465,7 +502,9 @@ def _(ctx):
             st = os.stat(pub + "/owned.txt")
             return [st.st_uid, st.st_gid]
         emit(as_user(%d, %d, create))
-    """ % (NOBODY, NOBODY))
+    """
+        % (NOBODY, NOBODY)
+    )
     assert got == {"value": [NOBODY, NOBODY]}
     for name in ("owned.txt", "owned-dir"):
         st = os.stat(ctx.host / "pub" / name)
@@ -485,14 +524,22 @@ def _(ctx):
     pub = ctx.host / "pub"
     pub.mkdir()
     os.chmod(pub, 0o777)
-    modes = {"write": 0o6775, "truncate": 0o6775, "otrunc": 0o6775, "setgid-no-gx": 0o2764,
-             "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o6775}
+    modes = {
+        "write": 0o6775,
+        "truncate": 0o6775,
+        "otrunc": 0o6775,
+        "setgid-no-gx": 0o2764,
+        "root-write": 0o6775,
+        "root-truncate": 0o6775,
+        "root-chown": 0o6775,
+    }
     modes["setgid-other-group"] = 0o2766  # group root, writable by others
     for name, mode in modes.items():
         (pub / name).write_bytes(b"x" * 100)
         os.chown(pub / name, NOBODY, 0 if name == "setgid-other-group" else NOBODY)
         os.chmod(pub / name, mode)
-    got = ctx.app("""
+    got = ctx.app(
+        """
         pub = sys.argv[1] + "/pub/"
         def append(path):
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -510,10 +557,20 @@ def _(ctx):
         os.truncate(pub + "root-truncate", 10)
         os.chown(pub + "root-chown", %d, %d)
         emit(seen)
-    """ % (NOBODY, NOBODY, NOBODY, NOBODY))
+    """
+        % (NOBODY, NOBODY, NOBODY, NOBODY)
+    )
     assert got == {"value": oct(0o775)}, got
-    expected = {"write": 0o775, "truncate": 0o775, "otrunc": 0o775, "setgid-no-gx": 0o2764,
-                "setgid-other-group": 0o766, "root-write": 0o6775, "root-truncate": 0o6775, "root-chown": 0o775}
+    expected = {
+        "write": 0o775,
+        "truncate": 0o775,
+        "otrunc": 0o775,
+        "setgid-no-gx": 0o2764,
+        "setgid-other-group": 0o766,
+        "root-write": 0o6775,
+        "root-truncate": 0o6775,
+        "root-chown": 0o775,
+    }
     on_host = {name: stat.S_IMODE(os.stat(pub / name).st_mode) for name in modes}
     assert on_host == expected
     assert os.path.getsize(pub / "write") == 109 and os.path.getsize(pub / "otrunc") == 0
@@ -525,11 +582,14 @@ def _(ctx):
     from the backing permissions, passed through (not EPERM)."""
     (ctx.host / "private.txt").write_text("root only")
     os.chmod(ctx.host / "private.txt", 0o600)
-    got = ctx.app("""
+    got = ctx.app(
+        """
         p = sys.argv[1] + "/private.txt"
         emit(as_user(%d, %d, lambda: {"read": attempt(open_close, p, os.O_RDONLY),
                                       "write": attempt(open_close, p, os.O_WRONLY)}))
-    """ % (NOBODY, NOBODY))
+    """
+        % (NOBODY, NOBODY)
+    )
     assert got == {"value": {"read": "EACCES", "write": "EACCES"}}
 
 
@@ -541,11 +601,14 @@ def _(ctx):
     sticky.mkdir()
     os.chmod(sticky, 0o1777)
     (sticky / "rootfile").write_text("root's")
-    got = ctx.app("""
+    got = ctx.app(
+        """
         d = sys.argv[1] + "/sticky"
         emit(as_user(%d, %d, lambda: {"unlink": attempt(os.unlink, d + "/rootfile"),
                                       "rename": attempt(os.rename, d + "/rootfile", d + "/stolen")}))
-    """ % (NOBODY, NOBODY))
+    """
+        % (NOBODY, NOBODY)
+    )
     assert got["value"]["unlink"] in ("EPERM", "EACCES"), got
     assert got["value"]["rename"] in ("EPERM", "EACCES"), got
     assert (sticky / "rootfile").read_text() == "root's"
@@ -709,7 +772,9 @@ def test_many_files_and_folders_open_at_once(env):
     status = Path(f"/proc/{env.daemon_pid()}/status").read_text()
     table_size = int(next(line.split()[1] for line in status.splitlines() if line.startswith("FDSize:")))
     assert table_size >= 4096, status
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -727,5 +792,7 @@ def test_many_files_and_folders_open_at_once(env):
         for fd in files + dirs:
             os.close(fd)
         emit({"files": len(files), "dirs": len(dirs), "errors": errors, "reads": reads})
-    """, env.prov(ALPHA, LOCAL, "many"))
+    """,
+        env.prov(ALPHA, LOCAL, "many"),
+    )
     assert got == {"files": 1500, "dirs": 300, "errors": {}, "reads": 1500}

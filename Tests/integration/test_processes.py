@@ -4,7 +4,6 @@ import os
 import subprocess
 
 import pytest
-
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, last_json_line, snippet
 
 DOUBLE_FORK = """
@@ -43,13 +42,16 @@ def test_double_forked_descendant_stays_the_app(env):
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.grant(BETA, f"{LOCAL}:docs")
     env.mount()
-    got = env.app_json(ALPHA, DOUBLE_FORK,
-                       env.prov(ALPHA, LOCAL, "docs/report.txt"),
-                       env.app_dir(BETA), env.prov(BETA, LOCAL, "docs/report.txt"))
+    got = env.app_json(
+        ALPHA,
+        DOUBLE_FORK,
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        env.app_dir(BETA),
+        env.prov(BETA, LOCAL, "docs/report.txt"),
+    )
     assert got["orphaned"] and got["new_session"], got
     assert got["read"] == {"ok": REPORT_BYTES[:16].hex()}
-    assert got["foreign"] == {env.app_dir(BETA): "ENOENT",
-                              env.prov(BETA, LOCAL, "docs/report.txt"): "ENOENT"}
+    assert got["foreign"] == {env.app_dir(BETA): "ENOENT", env.prov(BETA, LOCAL, "docs/report.txt"): "ENOENT"}
 
 
 @pytest.mark.parametrize("target", [BETA, ALPHA], ids=["other-app", "same-app"])
@@ -57,11 +59,15 @@ def test_app_process_cannot_start_an_app(env, target):
     """SPEC S5, CLI.md exit 77: an app process that runs `scopefs run --app
     ANY` is refused with exit code 77 and a message on stderr."""
     env.mount()
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         import subprocess
         p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=30)
         emit({"rc": p.returncode, "stderr": p.stderr, "stdout": p.stdout})
-    """, *env.run_argv(target, ["true"]))
+    """,
+        *env.run_argv(target, ["true"]),
+    )
     assert got["rc"] == 77, got
     assert got["stderr"].strip(), "refusal must explain itself on stderr"
 
@@ -73,13 +79,17 @@ def _not_executable(env):
     return [str(path)]
 
 
-@pytest.mark.parametrize("make_cmd,expected", [
-    (lambda env: ["sh", "-c", "exit 3"], 3),
-    (lambda env: ["sh", "-c", "exit 0"], 0),
-    (lambda env: ["sh", "-c", "kill -TERM $$"], 128 + 15),
-    (lambda env: [str(env.root / "no-such-command")], 127),
-    (_not_executable, 126),
-], ids=["exit-3", "exit-0", "killed-by-SIGTERM", "not-found", "not-executable"])
+@pytest.mark.parametrize(
+    "make_cmd,expected",
+    [
+        (lambda env: ["sh", "-c", "exit 3"], 3),
+        (lambda env: ["sh", "-c", "exit 0"], 0),
+        (lambda env: ["sh", "-c", "kill -TERM $$"], 128 + 15),
+        (lambda env: [str(env.root / "no-such-command")], 127),
+        (_not_executable, 126),
+    ],
+    ids=["exit-3", "exit-0", "killed-by-SIGTERM", "not-found", "not-executable"],
+)
 def test_run_propagates_exit_status(env, make_cmd, expected):
     """SPEC S5, CLI.md: `scopefs run` exits with CMD's status (128+N when
     killed by signal N; 126/127 when CMD cannot be executed / is missing)."""
@@ -130,11 +140,17 @@ def test_sandbox_exposes_only_what_it_is_told(env):
     (shown / "note.txt").write_text("for the app")
     (env.root / "beside.txt").write_text("not for the app")
     env.mount()
-    code = ("emit({'read': outcome(lambda: read_bytes(sys.argv[1]).decode()), "
-            "'write': attempt(write_text, sys.argv[1], 'changed'), 'beside': attempt(os.stat, sys.argv[2]), "
-            "'tmp': os.listdir('/tmp')})")
-    argv = env.run_argv(ALPHA, ["python3", "-c", snippet(code), str(shown / "note.txt"), str(env.root / "beside.txt")],
-                        sandbox=True, extra=("--expose", str(shown)))
+    code = (
+        "emit({'read': outcome(lambda: read_bytes(sys.argv[1]).decode()), "
+        "'write': attempt(write_text, sys.argv[1], 'changed'), 'beside': attempt(os.stat, sys.argv[2]), "
+        "'tmp': os.listdir('/tmp')})"
+    )
+    argv = env.run_argv(
+        ALPHA,
+        ["python3", "-c", snippet(code), str(shown / "note.txt"), str(env.root / "beside.txt")],
+        sandbox=True,
+        extra=("--expose", str(shown)),
+    )
     p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env.base_env)
     assert p.returncode == 0, describe(p)
     got = last_json_line(p)

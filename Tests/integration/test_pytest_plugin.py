@@ -20,8 +20,19 @@ def run_pytest(env, *args, timeout=180) -> subprocess.CompletedProcess:
     """pytest in its own process, with the plugin loaded by name, its
     temporary worlds under the test's root (so leftovers are found)."""
     run_env = dict(env.base_env, PYTHONPATH=str(PYTHON_CLIENT), SCOPEFS_BIN=str(env.bin), TMPDIR=str(env.root))
-    argv = [sys.executable, "-m", "pytest", "-p", "scopefs_testing", "-p", "no:cacheprovider", "-q",
-            "--rootdir", str(env.root), *map(str, args)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "scopefs_testing",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--rootdir",
+        str(env.root),
+        *map(str, args),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, env=run_env, timeout=timeout, cwd=env.root)
 
 

@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def session_block() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## A session"):]
+    section = text[text.index("## A session") :]
     return re.search(r"```\n(.*?)```", section, re.S).group(1)
 
 

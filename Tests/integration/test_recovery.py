@@ -18,7 +18,7 @@ def test_mount_recovers_after_daemon_sigkill(env):
 
     env.kill_daemon()
     dead = env.host_json("emit(listing(sys.argv[1]))", env.mnt)
-    assert dead == "ENOTCONN"   # stat of the root may still be answered from the attr cache
+    assert dead == "ENOTCONN"  # stat of the root may still be answered from the attr cache
 
     env.mount()
     assert mount_count(env.mnt) == 1, "the new mount was stacked on the dead one"
@@ -30,13 +30,17 @@ def test_mount_helper_for_fstab(env):
     type `scopefs` in fstab) maps `-o scopes=lenient,open-files=keep` onto
     `scopefs mount` and mounts; the daemon reports those options."""
     import json
-    import subprocess
+
     from scopefs_harness import REPO_ROOT, mountinfo_entries, run_bounded, scopefs_bin
 
     helper = REPO_ROOT / "mount-scripts" / "mount.scopefs"
     environment = dict(env.base_env, SCOPEFS_BIN=str(scopefs_bin()))
-    p = run_bounded([str(helper), str(env.state), str(env.mnt), "-o", "rw,scopes=lenient,open-files=keep"],
-                    30, environment, what="mount.scopefs")
+    p = run_bounded(
+        [str(helper), str(env.state), str(env.mnt), "-o", "rw,scopes=lenient,open-files=keep"],
+        30,
+        environment,
+        what="mount.scopefs",
+    )
     env.mounted = True
     assert p.returncode == 0, p.stderr
     assert any(mp == str(env.mnt) and fs == "fuse.scopefs" for mp, fs in mountinfo_entries())
@@ -54,14 +58,14 @@ def test_mount_helper_takes_every_mount_option_and_rejects_unknown_ones(env):
     unknown option (a typo such as `scope=lenient`) is an error, exit 64,
     naming it, with nothing mounted; `-f` (fake) checks and mounts nothing."""
     import json
+
     from scopefs_harness import REPO_ROOT, mount_count, run_bounded, scopefs_bin
 
     helper = REPO_ROOT / "mount-scripts" / "mount.scopefs"
     environment = dict(env.base_env, SCOPEFS_BIN=str(scopefs_bin()))
 
     def helper_run(*args):
-        return run_bounded([str(helper), str(env.state), str(env.mnt), *args], 30, environment,
-                           what="mount.scopefs")
+        return run_bounded([str(helper), str(env.state), str(env.mnt), *args], 30, environment, what="mount.scopefs")
 
     for typo in ("scope=lenient", "open_file=keep", "ro"):
         bad = helper_run("-o", f"rw,{typo},nofail")
@@ -70,8 +74,14 @@ def test_mount_helper_takes_every_mount_option_and_rejects_unknown_ones(env):
     fake = helper_run("-f", "-o", "scopes=lenient")
     assert fake.returncode == 0 and mount_count(env.mnt) == 0, fake
 
-    p = helper_run("-n", "-o", "defaults,rw,noauto,nofail,_netdev,x-systemd.automount,x-systemd.mount-timeout=30,"
-                   "open_files=keep,scopes=lenient,scope_budget=7,allow_other,timeout=25,log=file", "-t", "scopefs")
+    p = helper_run(
+        "-n",
+        "-o",
+        "defaults,rw,noauto,nofail,_netdev,x-systemd.automount,x-systemd.mount-timeout=30,"
+        "open_files=keep,scopes=lenient,scope_budget=7,allow_other,timeout=25,log=file",
+        "-t",
+        "scopefs",
+    )
     env.mounted = bool(mount_count(env.mnt))
     assert p.returncode == 0, p.stderr
     env._record_daemon()

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import stat
 import time
 
 import pytest
-
 from scopefs_harness import ALPHA, LOCAL, _proc_stat, describe, last_json_line, snippet
 
 RENAME_EXCHANGE = 2
@@ -34,7 +32,7 @@ def renameat2(old, new, flags):
 """
 
 
-def granted_work(env) -> tuple[str, "os.PathLike"]:
+def granted_work(env) -> tuple[str, os.PathLike]:
     """Grant ALPHA local:work read-write and mount; (app path, host path)."""
     env.grant(ALPHA, f"{LOCAL}:work")
     env.mount()
@@ -50,7 +48,7 @@ def run_bounded_app(env, code: str, *args, timeout: float):
     """Run an ALPHA snippet with a deadline; (JSON result or None, what went wrong or None)."""
     try:
         p = env.run_app(ALPHA, ["python3", "-c", snippet(code), *map(str, args)], timeout=timeout)
-    except AssertionError as exc:    # run_bounded killed it at the deadline
+    except AssertionError:  # run_bounded killed it at the deadline
         return None, f"the app did not finish within {timeout}s"
     if p.returncode != 0:
         return None, "app snippet failed\n" + describe(p)
@@ -62,12 +60,14 @@ def require_daemon_alive(env, pid: int, problem: str | None) -> None:
     if daemon_alive(pid) and problem is None:
         return
     if daemon_alive(pid):
-        env.kill_daemon()   # a looping daemon eats memory until it aborts
+        env.kill_daemon()  # a looping daemon eats memory until it aborts
         pytest.fail(f"the app hung and the daemon stopped answering (killed it): {problem}")
     pytest.fail(f"the daemon (pid {pid}) died: {problem}")
 
 
-EXCHANGE_THEN_MOVE = RENAMEAT2 + """
+EXCHANGE_THEN_MOVE = (
+    RENAMEAT2
+    + """
 w = sys.argv[1]
 os.chdir(w)
 os.makedirs("p1/a"); os.makedirs("p2/b")
@@ -81,6 +81,7 @@ res["tree"] = sorted(os.path.relpath(os.path.join(d, n), ".") for d, ds, fs in o
 res["paths"] = {p: os.getxattr(p, "user.scopefs.path").decode() for p in res["tree"]}
 emit(res)
 """
+)
 
 
 @pytest.mark.scopefs_timeout(60)
@@ -97,7 +98,12 @@ def test_exchange_then_move_keeps_daemon_alive(env):
     assert got is not None, problem
     tree = ["p1", "p1/a", "p1/a/from-b", "p1/a/p2moved", "p1/a/p2moved/b", "p1/a/p2moved/b/from-a"]
     assert {k: got[k] for k in ("exchange", "mv", "cat", "from-a", "tree")} == {
-        "exchange": "OK", "mv": "OK", "cat": {"errno": "ENOENT"}, "from-a": {"ok": "A"}, "tree": tree}
+        "exchange": "OK",
+        "mv": "OK",
+        "cat": {"errno": "ENOENT"},
+        "from-a": {"ok": "A"},
+        "tree": tree,
+    }
     assert got["paths"] == {p: "work/" + p for p in tree}
     host_tree = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
     assert host_tree == tree
@@ -106,7 +112,9 @@ def test_exchange_then_move_keeps_daemon_alive(env):
     assert again == ["from-b", "p2moved"]
 
 
-EXCHANGE_NON_DIRECTORIES = RENAMEAT2 + """
+EXCHANGE_NON_DIRECTORIES = (
+    RENAMEAT2
+    + """
 w, kind = sys.argv[1], sys.argv[2]
 a, b = w + "/a", w + "/b"
 write_text(a, "0123456789")
@@ -127,6 +135,7 @@ if kind == "file": res["truncate a"] = attempt(os.truncate, a, 1)
 res["after"] = {n: outcome(lambda: [oct(os.lstat(p).st_mode), os.lstat(p).st_size]) for n, p in (("a", a), ("b", b))}
 emit(res)
 """
+)
 
 
 @pytest.mark.parametrize("kind", ["file", "symlink", "fifo"])
@@ -137,8 +146,14 @@ def test_exchange_non_directories_keeps_both_names(env, kind):
     (the names stay in the kernel's cache), and the host agrees."""
     work, host = granted_work(env)
     got = env.app_json(ALPHA, EXCHANGE_NON_DIRECTORIES, work, kind)
-    want = {"lstat a": {"ok": kind}, "lstat b": {"ok": ["file", 10]}, "lchown a": "OK", "lchown b": "OK",
-            "chmod b": "OK", "truncate b": "OK"}
+    want = {
+        "lstat a": {"ok": kind},
+        "lstat b": {"ok": ["file", 10]},
+        "lchown a": "OK",
+        "lchown b": "OK",
+        "chmod b": "OK",
+        "truncate b": "OK",
+    }
     if kind != "symlink":
         want["chmod a"] = "OK"
     if kind == "file":
@@ -179,9 +194,15 @@ def test_directory_xattrs_match_backing_directory(env):
     os.setxattr(backing, "user.h", b"host")
     got = env.app_json(ALPHA, DIRECTORY_XATTRS, work + "/xd")
     assert {k: v for k, v in got.items() if k != "getfattr"} == {
-        "set": "OK", "setfattr": 0, "get host": {"ok": "host"}, "get own": {"ok": "1"},
-        "list": {"ok": ["user.h", "user.x", "user.y"]}, "remove": "OK", "setfattr -x": 0,
-        "list after": {"ok": ["user.y"]}}
+        "set": "OK",
+        "setfattr": 0,
+        "get host": {"ok": "host"},
+        "get own": {"ok": "1"},
+        "list": {"ok": ["user.h", "user.x", "user.y"]},
+        "remove": "OK",
+        "setfattr -x": 0,
+        "list after": {"ok": ["user.y"]},
+    }
     assert 'user.h="host"' in got["getfattr"] and 'user.x="1"' in got["getfattr"], got["getfattr"]
     assert os.listxattr(backing) == ["user.y"] and os.getxattr(backing, "user.y") == b"2"
 
@@ -189,7 +210,9 @@ def test_directory_xattrs_match_backing_directory(env):
 # ---------------------------------------------------------------------------
 # random operations from several app processes at once (a small fsstress)
 
-STRESS = RENAMEAT2 + """
+STRESS = (
+    RENAMEAT2
+    + """
 import random, time
 w, seed, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rng = random.Random(seed)
@@ -227,6 +250,7 @@ while time.monotonic() < deadline:
         errors[key] = errors.get(key, 0) + 1
 emit({"ops": ops, "errors": errors})
 """
+)
 
 FINAL_TREE = """
 w = sys.argv[1]
@@ -259,7 +283,7 @@ def test_random_operations_from_several_apps(env):
     work, host = granted_work(env)
     pid = env.daemon.pid
     apps = [env.app_session(ALPHA, STRESS, work, seed * 10 + i, 8) for i in range(3)]
-    results, problem, deadline = [], None, time.monotonic() + 20    # 8 s of work, 12 s of slack
+    results, problem, deadline = [], None, time.monotonic() + 20  # 8 s of work, 12 s of slack
     for app in apps:
         try:
             results.append(app.recv(timeout=max(0.1, deadline - time.monotonic())))
@@ -285,6 +309,6 @@ def test_random_operations_from_several_apps(env):
     assert {rel: v[:3] for rel, v in seen.items()} == expected, f"seed {seed}"
     for rel, (kind, _, _, path) in seen.items():
         if kind == "other":
-            continue    # a whiteout device: user.* attributes are refused on it
+            continue  # a whiteout device: user.* attributes are refused on it
         ino = os.lstat(host / rel).st_ino
         assert path.get("ok") in names_of[ino], f"seed {seed}: {rel} has table path {path}"

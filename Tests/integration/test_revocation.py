@@ -2,7 +2,6 @@
 SPEC S13, S14, S15."""
 
 import pytest
-
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
 
 # Opens the file O_RDONLY and O_RDWR, reads, maps it and touches a page, then
@@ -60,23 +59,29 @@ emit({"listed": os.path.basename(item) in listing(parent),
 """
 
 
-@pytest.mark.parametrize("granted,probe", [
-    ("docs/report.txt", "docs/report.txt"),
-    ("docs", "docs/report.txt"),
-], ids=["file-grant", "folder-grant"])
+@pytest.mark.parametrize(
+    "granted,probe",
+    [
+        ("docs/report.txt", "docs/report.txt"),
+        ("docs", "docs/report.txt"),
+    ],
+    ids=["file-grant", "folder-grant"],
+)
 def test_revoked_item_stays_listed_and_restore_reopens(env, granted, probe):
     """SPEC S14: a revoked item stays listed and new opens fail with EPERM
     (not ENOENT). SPEC S15: `scopefs restore` makes the same path work
     again without remounting."""
     gid = env.grant(ALPHA, f"{LOCAL}:{granted}")
     env.mount()
-    args = (env.prov(ALPHA, LOCAL, granted.rpartition("/")[0]), env.prov(ALPHA, LOCAL, granted),
-            env.prov(ALPHA, LOCAL, probe))
+    args = (
+        env.prov(ALPHA, LOCAL, granted.rpartition("/")[0]),
+        env.prov(ALPHA, LOCAL, granted),
+        env.prov(ALPHA, LOCAL, probe),
+    )
     head = REPORT_BYTES[:16].hex()
     assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "OK", "read": {"ok": head}}
     env.revoke(ALPHA, gid)
-    assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "EPERM",
-                                                         "read": {"errno": "EPERM"}}
+    assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "EPERM", "read": {"errno": "EPERM"}}
     env.restore(ALPHA, gid)
     assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "OK", "read": {"ok": head}}
 
@@ -86,14 +91,18 @@ def test_open_files_keep_lets_open_descriptors_work(env):
     keep reading; a new open() fails with EPERM."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.mount(open_files="keep")
-    app = env.app_session(ALPHA, """
+    app = env.app_session(
+        ALPHA,
+        """
         path = sys.argv[1]
         fd = os.open(path, os.O_RDONLY)
         step({"read": os.pread(fd, 16, 0).hex()})
         emit({"read-same-fd": outcome(lambda: os.pread(fd, 32, 4096).hex()),
               "new-open": attempt(open_close, path, os.O_RDONLY)})
         os.close(fd)
-    """, env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    """,
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+    )
     assert bytes.fromhex(app.recv()["read"]) == REPORT_BYTES[:16]
     env.revoke(ALPHA, gid)
     app.send()
@@ -124,13 +133,17 @@ def test_grant_while_app_process_runs(env):
     its very next access after the CLI grant returns, and EPERM right after
     the CLI revoke returns."""
     env.mount()
-    app = env.app_session(ALPHA, """
+    app = env.app_session(
+        ALPHA,
+        """
         path = sys.argv[1]
         probe = lambda: outcome(lambda: read_bytes(path)[:16].hex())
         step({"before": probe()})
         step({"granted": probe()})
         emit({"revoked": probe()})
-    """, env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    """,
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+    )
     assert app.recv() == {"before": {"errno": "ENOENT"}}
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     app.send()

@@ -73,8 +73,15 @@ def test_forget_after_the_first_start_of_a_grant(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.mount()
     scenario = write_scenario(env, "forget", FORGET_AFTER_FIRST_START)
-    p = scopefs_test(env, scenario, sys.executable, "-c", snippet(STARTER), env.prov(ALPHA, LOCAL, "docs/report.txt"),
-                     extra=("--json",))
+    p = scopefs_test(
+        env,
+        scenario,
+        sys.executable,
+        "-c",
+        snippet(STARTER),
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        extra=("--json",),
+    )
     assert p.returncode == 0, describe(p)
     report = json.loads(p.stdout)
     assert any(" forget grant " in action for action in report["actions"]), report
@@ -106,8 +113,15 @@ def test_after_n_starts_counts_the_starts_of_that_grant_only(env):
     env.mount()
     scenario = write_scenario(env, "three", AFTER_THREE_STARTS)
     code = "import scopefs\nfor _ in range(5):\n    with scopefs.accessing(sys.argv[2]):\n        pass\n" + STARTER
-    p = scopefs_test(env, scenario, sys.executable, "-c", snippet(code), env.prov(ALPHA, LOCAL, "docs/report.txt"),
-                     env.prov(ALPHA, LOCAL, "work/a.txt"))
+    p = scopefs_test(
+        env,
+        scenario,
+        sys.executable,
+        "-c",
+        snippet(code),
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        env.prov(ALPHA, LOCAL, "work/a.txt"),
+    )
     assert p.returncode == 0, describe(p)
     lost = [line for line in p.stderr.splitlines() if line.startswith("lost at ")]
     assert len(lost) == 1 and 3 <= int(lost[0].split()[2].rstrip(":")) <= 8, p.stderr
@@ -149,7 +163,9 @@ def test_answer_pick_chooses_then_cancels(env):
     p = scopefs_test(env, scenario, sys.executable, "-c", snippet(PICKER), extra=("--json",))
     assert p.returncode == 0, describe(p)
     actions = json.loads(p.stdout)["actions"]
-    assert [a.split(" ", 1)[1].split(":")[0] for a in actions] == ["answer pick 1 (open)", "answer pick 2 (open)"], actions
+    assert [a.split(" ", 1)[1].split(":")[0] for a in actions] == ["answer pick 1 (open)", "answer pick 2 (open)"], (
+        actions
+    )
     grants = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
     assert [(g["provider"], g["path"], g["access"]) for g in grants] == [(LOCAL, "docs/notes.md", "read")], grants
 
@@ -220,7 +236,10 @@ def test_hostile_scenarios_for_the_new_steps_are_refused_with_their_line(env):
         "steps:\n  - answer-pick: {choose: [nocolon]}\n": (2, "PROVIDER:RELPATH"),
         "steps:\n  - after: first start of local:docs\n    revoke: local:docs\n": (2, "after:"),
         "steps:\n  - after: 0 starts of grant local:docs\n    revoke: local:docs\n": (2, "after:"),
-        "\n\nsteps:\n  - after: first start of grant local:work\n    revoke: local:docs\n": (4, "no grant of local:work"),
+        "\n\nsteps:\n  - after: first start of grant local:work\n    revoke: local:docs\n": (
+            4,
+            "no grant of local:work",
+        ),
         "steps:\n  - at: 1s\n    forget: local:work\n": (2, "no grant of local:work"),
         "steps:\n  - at: 1s\n    recreate: local:../escape/outside.txt\n": (2, "no provider item"),
         "expect:\n  stale_bookmark_resolved: sometimes\n": (2, "stale_bookmark_resolved: expected true or false"),
@@ -255,8 +274,13 @@ def test_a_scenario_answers_only_its_own_apps_pick_requests(env):
     env.mount()
     scenario = write_scenario(env, "only-alpha", "timeout: 8s\nsteps:\n  - answer-pick: {choose: local:docs}\n")
     cmd = [sys.executable, "-c", snippet("import time\ntime.sleep(6)")]
-    runner = subprocess.Popen(env.cli_argv("test", scenario, "--app", ALPHA, "--no-sandbox", "--", *cmd),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env.base_env, text=True)
+    runner = subprocess.Popen(
+        env.cli_argv("test", scenario, "--app", ALPHA, "--no-sandbox", "--", *cmd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env.base_env,
+        text=True,
+    )
     try:
         time.sleep(1)
         beta = env.app_py(BETA, BETA_PICKS)

@@ -48,8 +48,14 @@ def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one
     gid = env.grant(ALPHA, f"{LOCAL}:docs")
     env.mount()
     junit = env.root / "buggy.xml"
-    buggy = scopefs_test(env, SCENARIO, sys.executable, EXAMPLES / "cached_descriptor_buggy.py",
-                         "Providers/local/docs/report.txt", extra=("--junit", junit))
+    buggy = scopefs_test(
+        env,
+        SCENARIO,
+        sys.executable,
+        EXAMPLES / "cached_descriptor_buggy.py",
+        "Providers/local/docs/report.txt",
+        extra=("--junit", junit),
+    )
     assert buggy.returncode == 1, describe(buggy)
     assert "FAIL exit status is 0: it was 1" in buggy.stdout, buggy.stdout
     assert "FAIL the app printed 'lost access'" in buggy.stdout, buggy.stdout
@@ -60,8 +66,14 @@ def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one
     assert states[int(gid)] == "active"
 
     junit = env.root / "fixed.xml"
-    fixed = scopefs_test(env, SCENARIO, sys.executable, EXAMPLES / "cached_descriptor_fixed.py",
-                         "Providers/local/docs/report.txt", extra=("--junit", junit, "--json"))
+    fixed = scopefs_test(
+        env,
+        SCENARIO,
+        sys.executable,
+        EXAMPLES / "cached_descriptor_fixed.py",
+        "Providers/local/docs/report.txt",
+        extra=("--junit", junit, "--json"),
+    )
     assert fixed.returncode == 0, describe(fixed)
     report = json.loads(fixed.stdout)
     assert report["passed"] is True and report["exitStatus"] == 0
@@ -84,8 +96,9 @@ def test_the_scope_leak_example_fails_on_the_buggy_app_and_passes_on_the_fixed_o
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.mount()
     document = "Providers/local/docs/report.txt"
-    buggy = scopefs_test(env, LEAK_SCENARIO, sys.executable, EXAMPLES / "scope_leak_buggy.py", document,
-                         extra=("--json",))
+    buggy = scopefs_test(
+        env, LEAK_SCENARIO, sys.executable, EXAMPLES / "scope_leak_buggy.py", document, extra=("--json",)
+    )
     assert buggy.returncode == 1, describe(buggy)
     report = json.loads(buggy.stdout)
     failed = [e for e in report["expectations"] if not e["passed"]]
@@ -149,8 +162,13 @@ def test_a_timeline_of_host_changes_faults_and_signals(env):
     env.mount()
     scenario = env.root / "timeline.yaml"
     scenario.write_text(TIMELINE)
-    cmd = [sys.executable, "-c", snippet(WAITER), env.prov(ALPHA, LOCAL, "work/note.txt"),
-           env.prov(ALPHA, LOCAL, "docs/report.txt")]
+    cmd = [
+        sys.executable,
+        "-c",
+        snippet(WAITER),
+        env.prov(ALPHA, LOCAL, "work/note.txt"),
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+    ]
     p = scopefs_test(env, scenario, *cmd)
     assert p.returncode == 0, describe(p)
     assert json.loads(env.cli("fault", "list", "--json").stdout) == []

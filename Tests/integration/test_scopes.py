@@ -8,7 +8,6 @@ import sqlite3
 import time
 
 import pytest
-
 from doc_scope_helpers import (
     events,
     mount,
@@ -35,11 +34,15 @@ def xattr(op: str):
 # strict / lenient basics
 
 
-@pytest.mark.parametrize("scopes,start,expected", [
-    ("strict", True, {"ok": HEAD}),
-    ("strict", False, {"errno": "EPERM"}),
-    ("lenient", False, {"ok": HEAD}),
-], ids=["strict-started", "strict-not-started", "lenient-not-started"])
+@pytest.mark.parametrize(
+    "scopes,start,expected",
+    [
+        ("strict", True, {"ok": HEAD}),
+        ("strict", False, {"errno": "EPERM"}),
+        ("lenient", False, {"ok": HEAD}),
+    ],
+    ids=["strict-started", "strict-not-started", "lenient-not-started"],
+)
 def test_read_needs_a_started_scope_only_in_strict_mode(env, scopes, start, expected):
     """SPEC S6, S9: in strict mode (the default) reading a granted file works
     after start accessing and fails with EPERM without it; in lenient mode
@@ -47,13 +50,18 @@ def test_read_needs_a_started_scope_only_in_strict_mode(env, scopes, start, expe
     need a scope (S9)."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env, scopes=scopes)
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         stat_ok = attempt(os.stat, p)
         started = {xattr("start")} if sys.argv[2] == "1" else None
         emit({{"stat": stat_ok, "started": started,
                "read": outcome(lambda: read_bytes(p)[:16].hex())}})
-    """, env.prov(ALPHA, LOCAL, REPORT), "1" if start else "0")
+    """,
+        env.prov(ALPHA, LOCAL, REPORT),
+        "1" if start else "0",
+    )
     assert got["stat"] == "OK", got
     if start:
         assert got["started"] == {"ok": "1"}, got
@@ -66,11 +74,15 @@ def test_lenient_mode_still_counts_scopes(env):
     counter, stop lowers it."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env, scopes="lenient")
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         emit([{xattr("scope")}, {xattr("start")}, {xattr("start")}, {xattr("scope")},
               {xattr("stop")}, {xattr("scope")}, {xattr("stop")}])
-    """, env.prov(ALPHA, LOCAL, REPORT))
+    """,
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
     assert got == [{"ok": v} for v in ("0", "1", "2", "2", "1", "1", "0")]
 
 
@@ -80,7 +92,9 @@ def test_setxattr_start_and_stop_work_like_getxattr(env):
     between."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         r = {{}}
         r["set-start"] = attempt(os.setxattr, p, "user.scopefs.start", b"")
@@ -90,10 +104,17 @@ def test_setxattr_start_and_stop_work_like_getxattr(env):
         r["scope-after-stop"] = {xattr("scope")}
         r["read-after-stop"] = outcome(lambda: read_bytes(p)[:16].hex())
         emit(r)
-    """, env.prov(ALPHA, LOCAL, REPORT))
-    assert got == {"set-start": "OK", "scope-after-start": {"ok": "1"}, "read-in-scope": {"ok": HEAD},
-                   "set-stop": "OK", "scope-after-stop": {"ok": "0"},
-                   "read-after-stop": {"errno": "EPERM"}}
+    """,
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
+    assert got == {
+        "set-start": "OK",
+        "scope-after-start": {"ok": "1"},
+        "read-in-scope": {"ok": HEAD},
+        "set-stop": "OK",
+        "scope-after-stop": {"ok": "0"},
+        "read-after-stop": {"errno": "EPERM"},
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -106,7 +127,9 @@ def test_starts_nest_until_the_last_stop(env):
     and stop is an event carrying the new count."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         r = {{"pid": os.getpid()}}
         r["start1"] = {xattr("start")}
@@ -118,12 +141,24 @@ def test_starts_nest_until_the_last_stop(env):
         r["stop2"] = {xattr("stop")}
         r["open-0"] = attempt(open_close, p, os.O_RDONLY)
         emit(r)
-    """, env.prov(ALPHA, LOCAL, REPORT))
+    """,
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
     pid = got.pop("pid")
-    assert got == {"start1": {"ok": "1"}, "start2": {"ok": "2"}, "open-2": "OK",
-                   "stop1": {"ok": "1"}, "open-1": "OK", "read-1": {"ok": HEAD},
-                   "stop2": {"ok": "0"}, "open-0": "EPERM"}
-    mine = lambda e: e.get("pid") == pid
+    assert got == {
+        "start1": {"ok": "1"},
+        "start2": {"ok": "2"},
+        "open-2": "OK",
+        "stop1": {"ok": "1"},
+        "open-1": "OK",
+        "read-1": {"ok": HEAD},
+        "stop2": {"ok": "0"},
+        "open-0": "EPERM",
+    }
+
+    def mine(e):
+        return e.get("pid") == pid
+
     starts = wait_events(env, mine, kind="start", app=ALPHA, count=2)
     stops = wait_events(env, mine, kind="stop", app=ALPHA, count=2)
     assert sorted(e.get("count") for e in starts) == [1, 2], starts
@@ -139,15 +174,22 @@ def test_recorded_scope_events_do_not_reload_the_policy(env):
     revoked by a direct database write refuses the next start (EPERM)."""
     gid = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
-    generation = lambda: status(env)["daemon"]["policyGeneration"]
+
+    def generation():
+        return status(env)["daemon"]["policyGeneration"]
+
     before = generation()
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         r = {{"pid": os.getpid(), "starts": [], "stops": []}}
         for _ in range(10): r["starts"].append({xattr("start")})
         for _ in range(10): r["stops"].append({xattr("stop")})
         emit(r)
-    """, env.prov(ALPHA, LOCAL, REPORT))
+    """,
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
     assert got["starts"] == [{"ok": str(n)} for n in range(1, 11)], got
     assert got["stops"] == [{"ok": str(n)} for n in range(9, -1, -1)], got
     wait_events(env, lambda e: e.get("pid") == got["pid"], kind="stop", app=ALPHA, count=10)
@@ -157,8 +199,11 @@ def test_recorded_scope_events_do_not_reload_the_policy(env):
     with sqlite3.connect(env.state / "scopefs.sqlite") as db:
         db.execute("UPDATE grants SET state = 'revoked' WHERE id = ?", (int(gid),))
     start = f"p = sys.argv[1]\nemit({xattr('start')})"
-    seen = poll(lambda: env.app_json(ALPHA, start, env.prov(ALPHA, LOCAL, REPORT)),
-                lambda value: value == {"errno": "EPERM"}, timeout=5)
+    seen = poll(
+        lambda: env.app_json(ALPHA, start, env.prov(ALPHA, LOCAL, REPORT)),
+        lambda value: value == {"errno": "EPERM"},
+        timeout=5,
+    )
     assert seen == {"errno": "EPERM"}
     assert generation() > before
 
@@ -169,7 +214,10 @@ def test_a_cli_policy_change_reloads_the_policy_once(env):
     watcher does not reload it a second time for the same change: one
     grant, one new policy generation."""
     mount(env)
-    generation = lambda: status(env)["daemon"]["policyGeneration"]
+
+    def generation():
+        return status(env)["daemon"]["policyGeneration"]
+
     before = generation()
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     assert generation() == before + 1
@@ -185,7 +233,9 @@ def test_unbalanced_stop_is_harmless_and_recorded(env):
     occurrences 2 (S29, amended)."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         emit({{"pid": os.getpid(),
                "get-stop": {xattr("stop")},
@@ -193,15 +243,25 @@ def test_unbalanced_stop_is_harmless_and_recorded(env):
                "scope": {xattr("scope")},
                "start": {xattr("start")},
                "stop": {xattr("stop")}}})
-    """, env.prov(ALPHA, LOCAL, REPORT))
+    """,
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
     pid = got.pop("pid")
-    assert got == {"get-stop": {"ok": "unbalanced"}, "set-stop": "OK", "scope": {"ok": "0"},
-                   "start": {"ok": "1"}, "stop": {"ok": "0"}}
+    assert got == {
+        "get-stop": {"ok": "unbalanced"},
+        "set-stop": "OK",
+        "scope": {"ok": "0"},
+        "start": {"ok": "1"},
+        "stop": {"ok": "0"},
+    }
     # Identical repeats coalesce into one event with occurrences (S29, amended).
-    unbalanced = poll(lambda: [e for e in events(env, "unbalanced-stop", ALPHA) if e.get("pid") == pid],
-                      lambda found: sum(e.get("occurrences", 1) for e in found) >= 2)
-    assert sum(e.get("occurrences", 1) for e in unbalanced) == 2, \
+    unbalanced = poll(
+        lambda: [e for e in events(env, "unbalanced-stop", ALPHA) if e.get("pid") == pid],
+        lambda found: sum(e.get("occurrences", 1) for e in found) >= 2,
+    )
+    assert sum(e.get("occurrences", 1) for e in unbalanced) == 2, (
         f"want both unbalanced stops recorded (getxattr + setxattr): {unbalanced}"
+    )
     for e in unbalanced:
         assert e.get("app") == ALPHA and e.get("path", "").endswith(f"/Providers/{LOCAL}/{REPORT}"), e
 
@@ -251,9 +311,11 @@ def test_forked_child_inherits_scope_while_parent_holds_it(env):
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
     got = env.app_json(ALPHA, FORK_INHERIT, env.prov(ALPHA, LOCAL, REPORT))
-    assert got == {"started": {"ok": "1"}, "stopped": {"ok": "0"},
-                   "child": {"while-held": "OK", "read-while-held": {"ok": HEAD},
-                             "after-parent-stop": "EPERM"}}
+    assert got == {
+        "started": {"ok": "1"},
+        "stopped": {"ok": "0"},
+        "child": {"while-held": "OK", "read-while-held": {"ok": HEAD}, "after-parent-stop": "EPERM"},
+    }
 
 
 def test_sibling_app_process_does_not_share_a_scope(env):
@@ -264,18 +326,26 @@ def test_sibling_app_process_does_not_share_a_scope(env):
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
     target = env.prov(ALPHA, LOCAL, REPORT)
-    holder = env.app_session(ALPHA, f"""
+    holder = env.app_session(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         started = {xattr("start")}
         step({{"pid": os.getpid(), "started": started, "open": attempt(open_close, p, os.O_RDONLY)}})
         emit({{"open-again": attempt(open_close, p, os.O_RDONLY)}})
-    """, target)
+    """,
+        target,
+    )
     held = holder.recv()
     assert held["started"] == {"ok": "1"} and held["open"] == "OK", held
-    sibling = env.app_json(ALPHA, """
+    sibling = env.app_json(
+        ALPHA,
+        """
         p = sys.argv[1]
         emit({"open": attempt(open_close, p, os.O_RDONLY), "read": outcome(lambda: read_bytes(p)[:16].hex())})
-    """, target)
+    """,
+        target,
+    )
     assert sibling == {"open": "EPERM", "read": {"errno": "EPERM"}}
     entry = status_process(env, held["pid"])
     assert entry is not None, f"status --json does not list the holder pid {held['pid']}: {status(env)}"
@@ -315,15 +385,23 @@ def test_start_on_container_path_is_not_needed(env):
     path (the container, its Documents folder, a file in it) returns
     "not-needed", not an error, and so do stop and scope (docs/API.md)."""
     mount(env)
-    got = env.app_json(ALPHA, f"""
+    got = env.app_json(
+        ALPHA,
+        f"""
         write_text(sys.argv[3], "note\\n")
         res = {{}}
         for p in sys.argv[1:]:
             res[p] = [{xattr("start")}, {xattr("scope")}, {xattr("stop")}]
         emit(res)
-    """, env.container(ALPHA), env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents/note.txt"))
-    assert got == {p: [{"ok": "not-needed"}] * 3 for p in (
-        env.container(ALPHA), env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents/note.txt"))}
+    """,
+        env.container(ALPHA),
+        env.container(ALPHA, "Documents"),
+        env.container(ALPHA, "Documents/note.txt"),
+    )
+    assert got == {
+        p: [{"ok": "not-needed"}] * 3
+        for p in (env.container(ALPHA), env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents/note.txt"))
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -342,14 +420,18 @@ def test_budget_exhaustion_lasts_until_the_process_exits(env):
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env, budget=BUDGET)
     target = env.prov(ALPHA, LOCAL, REPORT)
-    app = env.app_session(ALPHA, f"""
+    app = env.app_session(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         starts = [outcome(lambda: os.getxattr(p, "user.scopefs.start").decode()) for _ in range({BUDGET + 1})]
         step({{"pid": os.getpid(), "starts": starts}})
         stop = {xattr("stop")}
         emit({{"stop": stop, "start-after-stop": {xattr("start")},
                "read": outcome(lambda: read_bytes(p)[:16].hex())}})
-    """, target)
+    """,
+        target,
+    )
     first = app.recv()
     assert errno.EDQUOT == 122
     assert first["starts"] == [{"ok": str(i)} for i in range(1, BUDGET + 1)] + [{"errno": "EDQUOT"}], first
@@ -357,17 +439,23 @@ def test_budget_exhaustion_lasts_until_the_process_exits(env):
     assert entry is not None, f"status --json does not list pid {first['pid']}: {status(env)}"
     assert entry.get("budgetExhausted") is True and entry.get("budgetUsed") == BUDGET, entry
     exhausted = wait_events(env, lambda e: e.get("pid") == first["pid"], kind="budget-exhausted", app=ALPHA)
-    assert exhausted and exhausted[0].get("errnoName") == "EDQUOT" and exhausted[0].get("errno") == errno.EDQUOT, \
+    assert exhausted and exhausted[0].get("errnoName") == "EDQUOT" and exhausted[0].get("errno") == errno.EDQUOT, (
         exhausted
+    )
     app.send()
     after = app.recv()
     assert app.finish() == 0, app.stderr()
-    assert after == {"stop": {"ok": str(BUDGET - 1)}, "start-after-stop": {"errno": "EDQUOT"},
-                     "read": {"ok": HEAD}}, after
-    fresh = env.app_json(ALPHA, f"""
+    assert after == {"stop": {"ok": str(BUDGET - 1)}, "start-after-stop": {"errno": "EDQUOT"}, "read": {"ok": HEAD}}, (
+        after
+    )
+    fresh = env.app_json(
+        ALPHA,
+        f"""
         p = sys.argv[1]
         emit([outcome(lambda: os.getxattr(p, "user.scopefs.start").decode()) for _ in range({BUDGET})])
-    """, target)
+    """,
+        target,
+    )
     assert fresh == [{"ok": str(i)} for i in range(1, BUDGET + 1)]
 
 
@@ -377,9 +465,11 @@ def test_budget_exhaustion_lasts_until_the_process_exits(env):
 
 LEAK_CASES = {
     "one-grant-three-starts": ([REPORT], [REPORT, REPORT, REPORT], {REPORT: 3}),
-    "three-grants": ([REPORT, "docs/secret.txt", "deep/a/b/target.txt"],
-                     [REPORT, "docs/secret.txt", "deep/a/b/target.txt"],
-                     {REPORT: 1, "docs/secret.txt": 1, "deep/a/b/target.txt": 1}),
+    "three-grants": (
+        [REPORT, "docs/secret.txt", "deep/a/b/target.txt"],
+        [REPORT, "docs/secret.txt", "deep/a/b/target.txt"],
+        {REPORT: 1, "docs/secret.txt": 1, "deep/a/b/target.txt": 1},
+    ),
 }
 
 
@@ -393,10 +483,14 @@ def test_exit_with_scopes_held_records_leaks(env, case):
     for rel in granted:
         env.grant(ALPHA, f"{LOCAL}:{rel}")
     mount(env)
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         res = [outcome(lambda p=p: os.getxattr(p, "user.scopefs.start").decode()) for p in sys.argv[1:]]
         emit({"pid": os.getpid(), "starts": res})
-    """, *[env.prov(ALPHA, LOCAL, rel) for rel in started])
+    """,
+        *[env.prov(ALPHA, LOCAL, rel) for rel in started],
+    )
     assert all("ok" in s for s in got["starts"]), got
     pid = got["pid"]
 
@@ -443,16 +537,22 @@ def test_scope_exec_ends_its_scope_without_a_leak(env):
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
     target = env.prov(ALPHA, LOCAL, REPORT)
-    p = env.run_app(ALPHA, [env.bin, "scope", "exec", target, "--", "sh", "-c", 'echo $$; cat "$1" >/dev/null', "sh",
-                            target])
+    p = env.run_app(
+        ALPHA, [env.bin, "scope", "exec", target, "--", "sh", "-c", 'echo $$; cat "$1" >/dev/null', "sh", target]
+    )
     assert p.returncode == 0, describe(p)
     exec_pid = int(p.stdout.split()[0])
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         os.getxattr(sys.argv[1], "user.scopefs.start")
         emit({"pid": os.getpid()})
-    """, target)
-    assert wait_events(env, lambda e: e.get("pid") == got["pid"], kind="leak", app=ALPHA), \
+    """,
+        target,
+    )
+    assert wait_events(env, lambda e: e.get("pid") == got["pid"], kind="leak", app=ALPHA), (
         "a process that started a scope itself and exited left no leak"
+    )
     leaks = [e for e in events(env, "leak", ALPHA) if e.get("pid") == exec_pid]
     assert leaks == [], f"`scope exec` left a leak event: {leaks}"
 
@@ -464,11 +564,15 @@ def test_denied_open_is_recorded_as_a_denial_event(env):
     errnoName EPERM and the app process's pid."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
-    got = env.app_json(ALPHA, "emit({'pid': os.getpid(), 'open': attempt(open_close, sys.argv[1], os.O_RDONLY)})",
-                       env.prov(ALPHA, LOCAL, REPORT))
+    got = env.app_json(
+        ALPHA,
+        "emit({'pid': os.getpid(), 'open': attempt(open_close, sys.argv[1], os.O_RDONLY)})",
+        env.prov(ALPHA, LOCAL, REPORT),
+    )
     assert got["open"] == "EPERM", got
-    denials = wait_events(env, lambda e: e.get("pid") == got["pid"] and e.get("operation") == "open",
-                          kind="denial", app=ALPHA)
+    denials = wait_events(
+        env, lambda e: e.get("pid") == got["pid"] and e.get("operation") == "open", kind="denial", app=ALPHA
+    )
     assert denials, f"no denial event for pid {got['pid']}"
     e = denials[0]
     assert e.get("errnoName") == "EPERM" and e.get("errno") == errno.EPERM, e
@@ -486,20 +590,35 @@ def test_denial_events_name_the_request_by_its_stable_operation_name(env):
     gid = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     mount(env)
     target = env.prov(ALPHA, LOCAL, REPORT)
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         p = sys.argv[1]
         emit({"pid": os.getpid(), "open": attempt(open_close, p, os.O_RDONLY),
               "truncate": attempt(os.truncate, p, 0),
               "setxattr": attempt(os.setxattr, p, "user.note", b"x")})
-    """, target)
+    """,
+        target,
+    )
     assert got["open"] == "EPERM" and got["truncate"] == "EPERM" and got["setxattr"] == "EPERM", got
     env.revoke(ALPHA, gid)
-    started = env.app_json(ALPHA, """
+    started = env.app_json(
+        ALPHA,
+        """
         emit({"pid": os.getpid(), "start": attempt(os.getxattr, sys.argv[1], "user.scopefs.start")})
-    """, target)
+    """,
+        target,
+    )
     assert started["start"] == "EPERM", started
-    for pid, operation in ((got["pid"], "open"), (got["pid"], "setattr"), (got["pid"], "setxattr"),
-                           (started["pid"], "start")):
-        assert wait_events(env, lambda e: e.get("pid") == pid and e.get("operation") == operation,
-                           kind="denial", app=ALPHA), \
-            f"no denial with operation {operation!r}: {[e.get('operation') for e in events(env, 'denial', ALPHA)]}"
+    for pid, operation in (
+        (got["pid"], "open"),
+        (got["pid"], "setattr"),
+        (got["pid"], "setxattr"),
+        (started["pid"], "start"),
+    ):
+        assert wait_events(
+            env,
+            lambda e, pid=pid, operation=operation: e.get("pid") == pid and e.get("operation") == operation,
+            kind="denial",
+            app=ALPHA,
+        ), f"no denial with operation {operation!r}: {[e.get('operation') for e in events(env, 'denial', ALPHA)]}"

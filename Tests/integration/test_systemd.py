@@ -13,9 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from scopefs_harness import (ALPHA, DAEMON_EXIT_TIMEOUT, REPO_ROOT, describe, mount_count, mountinfo_entries,
-                             run_bounded, scopefs_bin)
+from scopefs_harness import (
+    ALPHA,
+    DAEMON_EXIT_TIMEOUT,
+    REPO_ROOT,
+    describe,
+    mount_count,
+    mountinfo_entries,
+    run_bounded,
+    scopefs_bin,
+)
 
 UNITS = REPO_ROOT / "mount-scripts" / "systemd"
 
@@ -59,8 +66,9 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     assert system.returncode == 0 and not system.stderr.strip(), describe(system)
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    user = _verify(["--user", "--man=no", "verify", str(units / "scopefs.service")],
-                   dict(env, XDG_RUNTIME_DIR=str(runtime)))
+    user = _verify(
+        ["--user", "--man=no", "verify", str(units / "scopefs.service")], dict(env, XDG_RUNTIME_DIR=str(runtime))
+    )
     assert user.returncode == 0 and not user.stderr.strip(), describe(user)
 
     template = _directives(units / "scopefs@.service")
@@ -83,7 +91,7 @@ def _datagrams(sock: socket.socket, until, timeout: float) -> list[str]:
         sock.settimeout(max(0.05, deadline - time.monotonic()))
         try:
             messages.append(sock.recv(4096).decode())
-        except socket.timeout:
+        except TimeoutError:
             break
     return messages
 
@@ -98,15 +106,20 @@ def test_notify_ready_once_the_mount_serves_and_stopping_on_sigterm(env, tmp_pat
     sock.bind(str(notify_path))
     environment = dict(env.base_env, NOTIFY_SOCKET=str(notify_path))
     log = open(tmp_path / "daemon.err", "w")
-    daemon = subprocess.Popen([str(env.bin), "--state", str(env.state), "mount", str(env.mnt), "--foreground",
-                               "--scopes", "lenient"],
-                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environment,
-                              start_new_session=True)
+    daemon = subprocess.Popen(
+        [str(env.bin), "--state", str(env.state), "mount", str(env.mnt), "--foreground", "--scopes", "lenient"],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env=environment,
+        start_new_session=True,
+    )
     try:
         ready = _datagrams(sock, lambda m: any("READY=1" in x for x in m), 20)
         mounted_at_ready = any(mp == str(env.mnt) for mp, _ in mountinfo_entries())
-        assert any("READY=1" in m for m in ready), \
+        assert any("READY=1" in m for m in ready), (
             f"no READY=1 within 20 s; got {ready}; daemon output: {(tmp_path / 'daemon.err').read_text()[-2000:]}"
+        )
         assert mounted_at_ready, "READY=1 arrived before the mount was in the mount table"
         assert any(f"STATUS=serving {env.mnt}" in m for m in ready), ready
         answer = env.host_json("emit(listing(sys.argv[1]))", env.mnt)

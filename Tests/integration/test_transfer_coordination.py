@@ -10,15 +10,13 @@ real app processes, a real mount.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 
 import pytest
-
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
-from test_pick_requests import PY_HOLDER, PY_CLAIMER, PYTHON_CLIENT, REPORT, Agent
+from test_pick_requests import PY_CLAIMER, PY_HOLDER, PYTHON_CLIENT, REPORT, Agent
 
 NEW = b"the app's new version\n"
 
@@ -30,13 +28,19 @@ def world(env):
     documents = env.state / "containers" / ALPHA / "Documents"
     documents.mkdir(parents=True, exist_ok=True)
     (documents / "report.txt").write_bytes(NEW)
-    env.cli("open", BETA, f"{LOCAL}:docs")          # BETA presents the destination folder
+    env.cli("open", BETA, f"{LOCAL}:docs")  # BETA presents the destination folder
     return env
 
 
 def start_cli(world, *args) -> tuple[subprocess.Popen, float]:
-    popen = subprocess.Popen(world.cli_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=world.base_env, text=True, start_new_session=True)
+    popen = subprocess.Popen(
+        world.cli_argv(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=world.base_env,
+        text=True,
+        start_new_session=True,
+    )
     return popen, time.time()
 
 
@@ -55,10 +59,10 @@ def test_export_waits_for_another_apps_reader_to_relinquish(world):
     time.sleep(1.0)
     assert export.poll() is None, "the export did not wait for the reader's claim"
     assert (world.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
-    reader.send("go")                                  # now the reader looks at its notices
+    reader.send("go")  # now the reader looks at its notices
     relinquished = reader.recv()
     assert relinquished.get("relinquish") == world.prov(BETA, LOCAL, REPORT), relinquished
-    reader.recv()                                      # released
+    reader.recv()  # released
     status, out, err, ended = finish_cli(export)
     assert status == 0, err
     assert ended >= relinquished["at"], (ended, relinquished)
@@ -92,9 +96,13 @@ def test_own_processes_claim_on_the_container_item_holds_a_move(world):
     other_documents = world.state / "containers" / BETA / "Documents"
     other_documents.mkdir(parents=True, exist_ok=True)
     (other_documents / "report.txt").write_bytes(b"beta's own\n")
-    bystander = world.app_session(BETA, "import time\n" + PY_HOLDER, world.container(BETA, "Documents/report.txt"), "write")
+    bystander = world.app_session(
+        BETA, "import time\n" + PY_HOLDER, world.container(BETA, "Documents/report.txt"), "write"
+    )
     assert bystander.recv() == {"holding": "write"}
-    reader = world.app_session(ALPHA, "import time\n" + PY_HOLDER, world.container(ALPHA, "Documents/report.txt"), "read")
+    reader = world.app_session(
+        ALPHA, "import time\n" + PY_HOLDER, world.container(ALPHA, "Documents/report.txt"), "read"
+    )
     assert reader.recv() == {"holding": "read"}
     move, _ = start_cli(world, "move", ALPHA, "Documents/report.txt", f"{LOCAL}:")
     time.sleep(1.0)
@@ -102,10 +110,10 @@ def test_own_processes_claim_on_the_container_item_holds_a_move(world):
     reader.send("go")
     relinquished = reader.recv()
     assert relinquished.get("relinquish") == world.container(ALPHA, "Documents/report.txt"), relinquished
-    reader.recv()                                      # released
+    reader.recv()  # released
     status, out, err, ended = finish_cli(move)
     assert status == 0 and ended >= relinquished["at"], err
-    assert "went ahead" not in err, err                # BETA's claim on its own report.txt was not in the way
+    assert "went ahead" not in err, err  # BETA's claim on its own report.txt was not in the way
     assert (world.backing(LOCAL) / "report.txt").read_bytes() == NEW
     reader.send("go")
     bystander.send("go")
@@ -117,10 +125,12 @@ def test_agent_answering_a_move_request_coordinates(world):
     receives the moved document's path."""
     reader = world.app_session(BETA, "import time\n" + PY_HOLDER, world.prov(BETA, LOCAL, REPORT), "read")
     assert reader.recv() == {"holding": "read"}
-    reader.send("go")                                  # it relinquishes as soon as it is asked
-    (world.backing(LOCAL) / REPORT).unlink()           # the destination name is free; the claim still holds it
+    reader.send("go")  # it relinquishes as soon as it is asked
+    (world.backing(LOCAL) / REPORT).unlink()  # the destination name is free; the claim still holds it
     agent = Agent(world, [{"choose": [f"{LOCAL}:docs"]}])
-    picked = world.app_json(ALPHA, "import scopefs\nemit({'paths': scopefs.pick(mode='move', items=['Documents/report.txt'])})")
+    picked = world.app_json(
+        ALPHA, "import scopefs\nemit({'paths': scopefs.pick(mode='move', items=['Documents/report.txt'])})"
+    )
     relinquished = reader.recv()
     released = reader.recv()["released"]
     agent.finish()
@@ -135,16 +145,26 @@ def test_apps_cannot_claim_for_transfers_or_others_containers(world):
     """Attack: claimForTransfer is the owner's (refused on the app endpoint,
     SPEC S5); an app cannot claim another app's container item, nor an item
     it was not given."""
-    refused = world.app_json(ALPHA, """
+    refused = world.app_json(
+        ALPHA,
+        """
 import scopefs
 r = scopefs._ask({"op": "claimForTransfer", "transferItems": [{"provider": "local", "path": "docs/report.txt"}]}, None, 10)
 emit(r)
-""")
+""",
+    )
     assert refused.get("ok") is False and refused.get("code") == 77, refused
-    foreign = world.app_json(ALPHA, "import time\n" + PY_CLAIMER, world.container(BETA, "Documents/report.txt"), "write", "1")
+    foreign = world.app_json(
+        ALPHA, "import time\n" + PY_CLAIMER, world.container(BETA, "Documents/report.txt"), "write", "1"
+    )
     assert foreign.get("error") == "FileNotFoundError", foreign
-    dotted = world.app_json(ALPHA, "import time\n" + PY_CLAIMER,
-                            world.container(ALPHA, f"../../{BETA}/Container/Documents/report.txt"), "write", "1")
+    dotted = world.app_json(
+        ALPHA,
+        "import time\n" + PY_CLAIMER,
+        world.container(ALPHA, f"../../{BETA}/Container/Documents/report.txt"),
+        "write",
+        "1",
+    )
     assert dotted.get("error") == "FileNotFoundError", dotted
     hidden = world.app_json(ALPHA, "import time\n" + PY_CLAIMER, world.prov(ALPHA, LOCAL, REPORT), "write", "1")
     assert hidden.get("error") == "FileNotFoundError", hidden

@@ -6,11 +6,8 @@ import os
 import subprocess
 
 import pytest
-
 from doc_scope_helpers import mount
-
-from scopefs_harness import (ALPHA, BETA, DAEMON_EXIT_TIMEOUT, LOCAL, REPORT_BYTES, mount_count,
-                             wait_for_exit)
+from scopefs_harness import ALPHA, BETA, DAEMON_EXIT_TIMEOUT, LOCAL, REPORT_BYTES, mount_count, wait_for_exit
 
 VIEW_FACTS = """
 mnt, alpha, beta, report = sys.argv[1:5]
@@ -61,8 +58,9 @@ def test_strict_scopes_hold_in_every_view(env, view):
     report = env.prov(ALPHA, LOCAL, "docs/report.txt")
     denied = env.run_app(ALPHA, ["head", "-c", "16", report])
     assert denied.returncode != 0 and "Operation not permitted" in denied.stderr
-    p = env.run_app(ALPHA, [str(env.bin), "--state", str(env.state), "scope", "exec", report, "--",
-                            "head", "-c", "16", report])
+    p = env.run_app(
+        ALPHA, [str(env.bin), "--state", str(env.state), "scope", "exec", report, "--", "head", "-c", "16", report]
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.encode() == REPORT_BYTES[:16]
 

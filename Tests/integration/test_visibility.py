@@ -3,7 +3,6 @@ only, nothing of other apps; and the owner's read-only inspect view.
 SPEC S2, S3, S4, S9."""
 
 import pytest
-
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, NOBODY, REPORT_BYTES
 
 LIST_CHAIN = """
@@ -25,8 +24,7 @@ def test_bare_ancestors_show_only_the_path_to_the_grant(env):
     env.grant(ALPHA, f"{LOCAL}:deep/a/b/target.txt")
     env.mount()
     providers = env.app_dir(ALPHA) + "/Providers"
-    got = env.app_json(ALPHA, LIST_CHAIN, providers,
-                       ".", "local", "local/deep", "local/deep/a", "local/deep/a/b")
+    got = env.app_json(ALPHA, LIST_CHAIN, providers, ".", "local", "local/deep", "local/deep/a", "local/deep/a/b")
     assert got == {
         ".": [LOCAL],
         "local": ["deep"],
@@ -49,8 +47,16 @@ def test_ungranted_items_are_enoent(env):
     including siblings of a granted item and of its bare ancestors."""
     env.grant(ALPHA, f"{LOCAL}:deep/a/b/target.txt")
     env.mount()
-    ungranted = ["docs", "docs/secret.txt", "photos/p.jpg", "deep/a/other.txt",
-                 "deep/a/b/sibling.txt", "deep/hidden", "deep/hidden/x.txt", "no-such-file"]
+    ungranted = [
+        "docs",
+        "docs/secret.txt",
+        "photos/p.jpg",
+        "deep/a/other.txt",
+        "deep/a/b/sibling.txt",
+        "deep/hidden",
+        "deep/hidden/x.txt",
+        "no-such-file",
+    ]
     got = env.app_json(ALPHA, STAT_ERRNOS, env.prov(ALPHA, LOCAL), *ungranted)
     assert got == {rel: {"stat": "ENOENT", "open": "ENOENT"} for rel in ungranted}
     got = env.app_json(ALPHA, STAT_ERRNOS, env.app_dir(ALPHA) + "/Providers", DRIVE, "drive/archive")
@@ -62,10 +68,14 @@ def test_granted_file_is_readable(env, read_only):
     """SPEC S2, S9: an app process reads a granted file's exact bytes."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt", read_only=read_only)
     env.mount()
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         data = read_bytes(sys.argv[1])
         emit({"len": len(data), "hex": data.hex()})
-    """, env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    """,
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+    )
     assert got["len"] == len(REPORT_BYTES)
     assert bytes.fromhex(got["hex"]) == REPORT_BYTES
 
@@ -98,8 +108,9 @@ def test_read_only_grant_refuses_writes_with_eperm(env):
     env.grant(ALPHA, f"{LOCAL}:docs", read_only=True)
     env.grant(ALPHA, f"{LOCAL}:deep/a/b/target.txt", read_only=True)
     env.mount()
-    got = env.app_json(ALPHA, READ_ONLY_WRITES, env.prov(ALPHA, LOCAL, "docs"),
-                       env.prov(ALPHA, LOCAL, "deep/a/b/target.txt"))
+    got = env.app_json(
+        ALPHA, READ_ONLY_WRITES, env.prov(ALPHA, LOCAL, "docs"), env.prov(ALPHA, LOCAL, "deep/a/b/target.txt")
+    )
     expected = {op: "EPERM" for op in got}
     expected.update({"read": "OK", "file-grant-read": "OK"})
     assert got == expected
@@ -121,15 +132,22 @@ def test_folder_grant_covers_items_created_later(env):
     (host_docs / "later.txt").write_text("created later\n")
     (host_docs / "sub").mkdir()
     (host_docs / "sub/nested.txt").write_text("nested later\n")
-    got = env.app_json(ALPHA, """
+    got = env.app_json(
+        ALPHA,
+        """
         base = sys.argv[1]
         emit({"list": listing(base), "sub": listing(base + "/sub"),
               "later": read_text(base + "/later.txt"),
               "nested": read_text(base + "/sub/nested.txt")})
-    """, docs)
-    assert got == {"list": ["later.txt", "report.txt", "secret.txt", "sub"],
-                   "sub": ["nested.txt"], "later": "created later\n",
-                   "nested": "nested later\n"}
+    """,
+        docs,
+    )
+    assert got == {
+        "list": ["later.txt", "report.txt", "secret.txt", "sub"],
+        "sub": ["nested.txt"],
+        "later": "created later\n",
+        "nested": "nested later\n",
+    }
 
 
 @pytest.mark.parametrize("owner_view,other_view", [("app", "app"), ("shared", "shared"), ("app", "shared")])
@@ -141,9 +159,14 @@ def test_other_app_gets_enoent_right_after_owner_walked(env, owner_view, other_v
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")  # same item granted to both: only the view differs
     env.mount()
-    paths = [env.app_dir(ALPHA), env.app_dir(ALPHA) + "/Providers",
-             env.prov(ALPHA, LOCAL), env.prov(ALPHA, LOCAL, "docs"),
-             env.prov(ALPHA, LOCAL, "docs/report.txt"), env.container(ALPHA, "Documents")]
+    paths = [
+        env.app_dir(ALPHA),
+        env.app_dir(ALPHA) + "/Providers",
+        env.prov(ALPHA, LOCAL),
+        env.prov(ALPHA, LOCAL, "docs"),
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        env.container(ALPHA, "Documents"),
+    ]
     walk = """
         emit({p: {"stat": attempt(os.stat, p), "list": listing(p) if os.path.isdir(p) else None}
               for p in sys.argv[2:]} | {"root": listing(sys.argv[1])})
@@ -153,15 +176,19 @@ def test_other_app_gets_enoent_right_after_owner_walked(env, owner_view, other_v
     assert all(owner[p]["stat"] == "OK" for p in paths), owner
     assert ALPHA in owner["root"]
     env.view = other_view
-    other = env.app_json(BETA, """
+    other = env.app_json(
+        BETA,
+        """
         emit({"root": listing(sys.argv[1]),
               "paths": {p: {"stat": attempt(os.stat, p), "lstat": attempt(os.lstat, p),
                             "open": attempt(open_close, p, os.O_RDONLY)}
                         for p in sys.argv[2:]}})
-    """, env.mnt, *paths)
+    """,
+        env.mnt,
+        *paths,
+    )
     assert ALPHA not in other["root"]
-    assert other["paths"] == {p: {"stat": "ENOENT", "lstat": "ENOENT", "open": "ENOENT"}
-                              for p in paths}
+    assert other["paths"] == {p: {"stat": "ENOENT", "lstat": "ENOENT", "open": "ENOENT"} for p in paths}
 
 
 @pytest.mark.parametrize("view", ["app", "shared"])
@@ -191,9 +218,9 @@ def test_inspect_view_reads_every_app(env):
     app's container and granted items read-only; ungranted items stay ENOENT."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.mount()
-    env.app_py(ALPHA, "write_text(sys.argv[1], 'note from alpha\\n')",
-               env.container(ALPHA, "Documents/note.txt"))
-    got = env.host_json("""
+    env.app_py(ALPHA, "write_text(sys.argv[1], 'note from alpha\\n')", env.container(ALPHA, "Documents/note.txt"))
+    got = env.host_json(
+        """
         mnt, alpha = sys.argv[1], sys.argv[2]
         emit({"root": listing(mnt),
               "container": listing(mnt + "/" + alpha + "/Container"),
@@ -202,7 +229,10 @@ def test_inspect_view_reads_every_app(env):
               "report": read_bytes(mnt + "/" + alpha + "/Providers/local/docs/report.txt").hex(),
               "docs": listing(mnt + "/" + alpha + "/Providers/local/docs"),
               "secret": attempt(os.stat, mnt + "/" + alpha + "/Providers/local/docs/secret.txt")})
-    """, env.mnt, ALPHA)
+    """,
+        env.mnt,
+        ALPHA,
+    )
     assert {ALPHA, BETA} <= set(got["root"])
     assert {"Documents", "Library", "tmp"} <= set(got["container"])
     assert got["documents"] == ["note.txt"]
@@ -237,13 +267,14 @@ def test_inspect_view_writes_fail_with_erofs(env):
     with EROFS, in containers and in provider items alike."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.mount()
-    env.app_py(ALPHA, "write_text(sys.argv[1], 'keep me\\n')",
-               env.container(ALPHA, "Documents/note.txt"))
-    got = env.host_json(INSPECT_WRITES, env.container(ALPHA, "Documents"),
-                        env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    env.app_py(ALPHA, "write_text(sys.argv[1], 'keep me\\n')", env.container(ALPHA, "Documents/note.txt"))
+    got = env.host_json(INSPECT_WRITES, env.container(ALPHA, "Documents"), env.prov(ALPHA, LOCAL, "docs/report.txt"))
     assert got == {op: "EROFS" for op in got}
-    after = env.app_json(ALPHA, "emit({'list': listing(sys.argv[1]), 'note': read_text(sys.argv[1] + '/note.txt')})",
-                         env.container(ALPHA, "Documents"))
+    after = env.app_json(
+        ALPHA,
+        "emit({'list': listing(sys.argv[1]), 'note': read_text(sys.argv[1] + '/note.txt')})",
+        env.container(ALPHA, "Documents"),
+    )
     assert after == {"list": ["note.txt"], "note": "keep me\n"}
     assert (env.backing(LOCAL) / "docs/report.txt").read_bytes() == REPORT_BYTES
 
@@ -253,10 +284,15 @@ def test_other_users_do_not_reach_mount_without_allow_other(env):
     the mount (the kernel refuses them)."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.mount()
-    got = env.host_json("""
+    got = env.host_json(
+        """
         emit(as_user(%d, %d, lambda: {"list": listing(sys.argv[1]),
                                       "stat": attempt(os.stat, sys.argv[2])}))
-    """ % (NOBODY, NOBODY), env.mnt, env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    """
+        % (NOBODY, NOBODY),
+        env.mnt,
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+    )
     assert got == {"value": {"list": "EACCES", "stat": "EACCES"}}
 
 
@@ -272,7 +308,9 @@ def test_provider_folder_follows_the_policy_at_once(env, view):
     env.mount()
     env.view = view
     providers = env.app_dir(ALPHA) + "/Providers"
-    app = env.app_session(ALPHA, """
+    app = env.app_session(
+        ALPHA,
+        """
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         AT_FDCWD, AT_STATX_DONT_SYNC, STATX_BASIC_STATS = -100, 0x4000, 0x7FF
@@ -286,7 +324,9 @@ def test_provider_folder_follows_the_policy_at_once(env, view):
         step(look())
         step(look())
         emit(look())
-    """, providers)
+    """,
+        providers,
+    )
     assert app.recv() == {"stat": "OK", "docs": "OK", "list": [LOCAL]}
     env.cli("provider", "remove", LOCAL)
     app.send()

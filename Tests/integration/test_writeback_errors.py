@@ -18,7 +18,6 @@ import os
 import subprocess
 
 import pytest
-
 from scopefs_harness import ALPHA
 
 FULL = "full"
@@ -81,10 +80,11 @@ def test_refused_mmap_pages_are_not_served_to_other_processes(env, full_provider
     path = env.prov(ALPHA, FULL, "box/sparse")
     offset, size = MIB, MIB
     wrote = env.app_json(ALPHA, MMAP_INTO_HOLES, path, offset, size)
-    assert "ENOSPC" in (wrote["msync"], wrote["fsync"]), \
+    assert "ENOSPC" in (wrote["msync"], wrote["fsync"]), (
         f"a shared mapping's pages on a full provider must fail msync/fsync with ENOSPC (SPEC S32): {wrote}"
+    )
 
-    backing = (full_provider / "box" / "sparse").read_bytes()[offset:offset + size]
+    backing = (full_provider / "box" / "sparse").read_bytes()[offset : offset + size]
     seen = env.app_json(ALPHA, READ_RANGE, path, offset, size)
     through_mount = bytes.fromhex(seen["hex"])
     assert len(through_mount) == size
@@ -92,4 +92,5 @@ def test_refused_mmap_pages_are_not_served_to_other_processes(env, full_provider
     assert seen["stored"] == stored_lines and through_mount == backing, (
         f"another process reads {seen['stored']} lines of data through the mount that the backing file "
         f"holds {stored_lines} of: the pages the provider refused were served from the cache "
-        f"(issue 15 finding 4)")
+        f"(issue 15 finding 4)"
+    )

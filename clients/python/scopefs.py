@@ -56,7 +56,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Union
 
 __all__ = [
     "NOT_NEEDED",
@@ -287,12 +287,11 @@ def bookmark_data(path: StrOrBytesPath, read_only: bool = False) -> str:
             raise
         token = NOT_NEEDED
     if token == NOT_NEEDED:
-        raise OSError(errno.EINVAL, "a container item needs no bookmark; keep its path",
-                      os.fsdecode(path))
+        raise OSError(errno.EINVAL, "a container item needs no bookmark; keep its path", os.fsdecode(path))
     return token
 
 
-def state_directory(explicit: Optional[str] = None) -> str:
+def state_directory(explicit: str | None = None) -> str:
     """The daemon's state directory, found like the CLI does (SPEC S1):
     ``explicit``, else ``$SCOPEFS_STATE``, else ``$XDG_STATE_HOME/scopefs``,
     else ``~/.local/state/scopefs``."""
@@ -305,7 +304,7 @@ def state_directory(explicit: Optional[str] = None) -> str:
     return os.path.join(os.path.expanduser("~"), ".local", "state", "scopefs")
 
 
-def _ask(request: dict, state_dir: Optional[str], timeout: Optional[float] = None) -> dict:
+def _ask(request: dict, state_dir: str | None, timeout: float | None = None) -> dict:
     """One request on the daemon's control socket, one JSON answer."""
     sock_path = os.path.join(state_directory(state_dir), "control.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -315,8 +314,9 @@ def _ask(request: dict, state_dir: Optional[str], timeout: Optional[float] = Non
         except OSError as exc:
             # A missing socket is a FileNotFoundError, which would read as
             # "item deleted": any failure to connect means no daemon.
-            raise NoDaemon(errno.ECONNREFUSED, f"no ScopeFS daemon serves {os.path.dirname(sock_path)} "
-                           f"({exc.strerror})", sock_path) from None
+            raise NoDaemon(
+                errno.ECONNREFUSED, f"no ScopeFS daemon serves {os.path.dirname(sock_path)} ({exc.strerror})", sock_path
+            ) from None
         sock.sendall(json.dumps(request).encode() + b"\n")
         data = b""
         while b"\n" not in data and len(data) < (1 << 20):
@@ -338,7 +338,7 @@ def _refusal(answer: dict, fallback: str, by_code: dict) -> OSError:
     return kind(code, message)
 
 
-def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = None) -> BookmarkResolution:
+def resolve_bookmark(bookmark: str | bytes, state_dir: str | None = None) -> BookmarkResolution:
     """Resolve a bookmark made by this app (SPEC S26, S27) through the
     daemon's control socket ``STATE/control.sock``. Resolving does not start
     a scope: call :func:`start_accessing` on the returned path.
@@ -352,23 +352,33 @@ def resolve_bookmark(bookmark: Union[str, bytes], state_dir: Optional[str] = Non
         bookmark = bookmark.decode("ascii", "replace")
     answer = _ask({"op": "resolve", "bookmark": bookmark}, state_dir)
     if not answer.get("ok") or "resolution" not in answer or "path" not in answer:
-        raise _refusal(answer, "cannot resolve the bookmark", {
-            65: (InvalidBookmark, errno.EBADMSG), 66: (ItemDeleted, errno.ENOENT), 77: (ScopeDenied, errno.EPERM)})
+        raise _refusal(
+            answer,
+            "cannot resolve the bookmark",
+            {65: (InvalidBookmark, errno.EBADMSG), 66: (ItemDeleted, errno.ENOENT), 77: (ScopeDenied, errno.EPERM)},
+        )
     found = answer["resolution"]
     # Inside `scopefs run`, $SCOPEFS_MOUNT is the app's view of the mount
     # (MOUNT/APP, or the sandbox's path); "path" is as seen outside a sandbox.
     app_root = os.environ.get("SCOPEFS_MOUNT", "")
     path = os.path.join(app_root, found["pathInApp"]) if app_root.startswith("/") else answer["path"]
-    return BookmarkResolution(path=path, is_stale=bool(found["isStale"]), access=found["access"],
-                              provider=found["provider"], provider_path=found["path"])
+    return BookmarkResolution(
+        path=path,
+        is_stale=bool(found["isStale"]),
+        access=found["access"],
+        provider=found["provider"],
+        provider_path=found["path"],
+    )
 
 
 # --- Reference documents (SPEC S22-S24) -------------------------------------
+
 
 @dataclass(frozen=True)
 class ReferenceInfo:
     """What a reference document (or a provider item) says about its item:
     Apple's "container display name" is ``provider_name``."""
+
     provider: str
     provider_name: str
     item: str
@@ -380,13 +390,21 @@ def reference_info(path: StrOrBytesPath) -> ReferenceInfo:
     """Reads the item metadata through a reference document in the app's
     container (``getxattr`` follows the link to the item) or on a provider
     item directly. Raises ``OSError(ENODATA)`` outside provider views."""
+
     def read(name: str) -> str:
         return _control(path, "user.scopefs." + name)
-    return ReferenceInfo(provider=read("provider"), provider_name=read("provider-name"),
-                         item=read("item"), path=read("path"), grant_state=read("grant-state"))
+
+    return ReferenceInfo(
+        provider=read("provider"),
+        provider_name=read("provider-name"),
+        item=read("item"),
+        path=read("path"),
+        grant_state=read("grant-state"),
+    )
 
 
 # --- Asking the user to pick (issue 17) -------------------------------------
+
 
 class PickCancelled(OSError):
     """ECANCELED: the user (or the owner's agent) cancelled the picker, as
@@ -398,9 +416,15 @@ class NoPickerAgent(OSError):
     ``scopefs agent``)."""
 
 
-def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selection: bool = False,
-         directory: Optional[StrOrBytesPath] = None, items: tuple = (), timeout: float = 300,
-         state_dir: Optional[str] = None) -> list:
+def pick(
+    mode: str = "open",
+    content_types: tuple = (),
+    allows_multiple_selection: bool = False,
+    directory: StrOrBytesPath | None = None,
+    items: tuple = (),
+    timeout: float = 300,
+    state_dir: str | None = None,
+) -> list:
     """Ask the user to pick documents for this app, as an app presents
     ``UIDocumentPickerViewController``: ``mode`` is open, import, export or
     move; ``content_types`` UTType identifiers or MIME types; ``directory``
@@ -414,14 +438,21 @@ def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selectio
     agent could not apply the choice) or :class:`NoDaemon`.
     """
     # Bytes or str: a byte that is not UTF-8 goes as "\\udcXX" (docs/API.md).
-    request = {"mode": mode, "contentTypes": list(content_types),
-               "allowsMultipleSelection": bool(allows_multiple_selection), "items": [os.fsdecode(i) for i in items]}
+    request = {
+        "mode": mode,
+        "contentTypes": list(content_types),
+        "allowsMultipleSelection": bool(allows_multiple_selection),
+        "items": [os.fsdecode(i) for i in items],
+    }
     if directory is not None:
         request["directory"] = os.fsdecode(directory)
     answer = _ask({"op": "pick", "pick": request, "waitSeconds": timeout}, state_dir, timeout + 5)
     if not answer.get("ok"):
-        raise _refusal(answer, "the pick failed", {
-            69: (NoPickerAgent, errno.ENXIO), 75: (TimeoutError, errno.ETIMEDOUT), 77: (ScopeDenied, errno.EPERM)})
+        raise _refusal(
+            answer,
+            "the pick failed",
+            {69: (NoPickerAgent, errno.ENXIO), 75: (TimeoutError, errno.ETIMEDOUT), 77: (ScopeDenied, errno.EPERM)},
+        )
     picked = answer.get("picked") or {}
     if picked.get("cancelled"):
         raise PickCancelled(errno.ECANCELED, "the picker was cancelled")
@@ -431,7 +462,8 @@ def pick(mode: str = "open", content_types: tuple = (), allows_multiple_selectio
 
 # --- Presenters (issue 17) ---------------------------------------------------
 
-def watch_documents(state_dir: Optional[str] = None, timeout: Optional[float] = None) -> Iterator[dict]:
+
+def watch_documents(state_dir: str | None = None, timeout: float | None = None) -> Iterator[dict]:
     """What happens to this app's documents from the moment of the call,
     like an NSFilePresenter: an iterator of dicts with ``kind`` (arrived,
     revoked, restored, forgotten, moved, deleted), ``path`` (in the app's
@@ -444,7 +476,7 @@ def watch_documents(state_dir: Optional[str] = None, timeout: Optional[float] = 
     return _notices(answer.get("cursor"), state_dir, timeout)
 
 
-def _long_poll_wait(timeout: Optional[float], quiet_since: float) -> Optional[float]:
+def _long_poll_wait(timeout: float | None, quiet_since: float) -> float | None:
     """How long the next long poll (watch, query) may wait: at most 10 s,
     at most what is left of `timeout` since the last news; None once that
     is spent."""
@@ -454,7 +486,7 @@ def _long_poll_wait(timeout: Optional[float], quiet_since: float) -> Optional[fl
     return None if left <= 0 else max(0.1, min(10, left))
 
 
-def _notices(cursor, state_dir: Optional[str], timeout: Optional[float]) -> Iterator[dict]:
+def _notices(cursor, state_dir: str | None, timeout: float | None) -> Iterator[dict]:
     root = os.environ.get("SCOPEFS_MOUNT", "")
     quiet_since = time.monotonic()
     while True:
@@ -475,8 +507,10 @@ def _notices(cursor, state_dir: Optional[str], timeout: Optional[float]) -> Iter
 
 # --- Live queries (issue 17) --------------------------------------------------
 
-def query_documents(scope: str = "all", name: Optional[str] = None, state_dir: Optional[str] = None,
-                    timeout: Optional[float] = None) -> Iterator[dict]:
+
+def query_documents(
+    scope: str = "all", name: str | None = None, state_dir: str | None = None, timeout: float | None = None
+) -> Iterator[dict]:
     """This app's documents as a live ``NSMetadataQuery``: an iterator that
     yields ``{"event": "finishedGathering", "results": [...]}`` first, then
     ``{"event": "added"|"removed"|"changed", "result": {...}}`` as they
@@ -495,19 +529,23 @@ def query_documents(scope: str = "all", name: Optional[str] = None, state_dir: O
     return _query_events(request, answer, state_dir, timeout)
 
 
-_QUERY_KEYS = {"urlInLocalContainer": "url_in_local_container", "isExternalDocument": "is_external_document",
-               "containerDisplayName": "container_display_name"}
+_QUERY_KEYS = {
+    "urlInLocalContainer": "url_in_local_container",
+    "isExternalDocument": "is_external_document",
+    "containerDisplayName": "container_display_name",
+}
 
 
-def _query_answer(request: dict, state_dir: Optional[str], timeout: float) -> dict:
+def _query_answer(request: dict, state_dir: str | None, timeout: float) -> dict:
     answer = _ask(request, state_dir, timeout)
     if not answer.get("ok"):
         raise _refusal(answer, "cannot query documents", {77: (ScopeDenied, errno.EPERM)})
     root = os.environ.get("SCOPEFS_MOUNT", "")
     # The socket speaks camelCase (docs/API.md); this module's dicts use
     # Python's names, as its docstrings promise.
-    answer["results"] = [{_QUERY_KEYS.get(key, key): value for key, value in result.items()}
-                         for result in answer.get("results") or []]
+    answer["results"] = [
+        {_QUERY_KEYS.get(key, key): value for key, value in result.items()} for result in answer.get("results") or []
+    ]
     for result in answer["results"]:
         for key in ("url", "url_in_local_container"):
             if result.get(key) and root.startswith("/"):
@@ -515,7 +553,7 @@ def _query_answer(request: dict, state_dir: Optional[str], timeout: float) -> di
     return answer
 
 
-def _query_events(request: dict, answer: dict, state_dir: Optional[str], timeout: Optional[float]) -> Iterator[dict]:
+def _query_events(request: dict, answer: dict, state_dir: str | None, timeout: float | None) -> Iterator[dict]:
     known = {r["url_in_local_container"]: r for r in answer.get("results") or []}
     yield {"event": "finishedGathering", "results": list(known.values())}
     digest = answer.get("digest")
@@ -527,8 +565,11 @@ def _query_events(request: dict, answer: dict, state_dir: Optional[str], timeout
         answer = _query_answer(dict(request, digest=digest, waitSeconds=wait), state_dir, wait + 20)
         digest = answer.get("digest", digest)
         now = {r["url_in_local_container"]: r for r in answer.get("results") or []}
-        events = [{"event": "added" if key not in known else "changed", "result": result}
-                  for key, result in sorted(now.items()) if known.get(key) != result]
+        events = [
+            {"event": "added" if key not in known else "changed", "result": result}
+            for key, result in sorted(now.items())
+            if known.get(key) != result
+        ]
         events += [{"event": "removed", "result": result} for key, result in sorted(known.items()) if key not in now]
         known = now
         if events:
@@ -538,9 +579,11 @@ def _query_events(request: dict, answer: dict, state_dir: Optional[str], timeout
 
 # --- File coordination (issue 17) --------------------------------------------
 
+
 @contextmanager
-def coordinate(path: StrOrBytesPath, intent: str = "read", timeout: float = 10,
-               state_dir: Optional[str] = None) -> Iterator[None]:
+def coordinate(
+    path: StrOrBytesPath, intent: str = "read", timeout: float = 10, state_dir: str | None = None
+) -> Iterator[None]:
     """Hold a read or write claim on a document while the block runs, like
     ``NSFileCoordinator.coordinate(readingItemAt:|writingItemAt:)``: writers
     exclude readers and other writers of other processes (any app); a
@@ -551,10 +594,15 @@ def coordinate(path: StrOrBytesPath, intent: str = "read", timeout: float = 10,
     seconds, ``FileNotFoundError`` for a path the app was not given.
     Coordination protects only coordinated access: a process that reads or
     writes without it is not held back (as on Apple's systems)."""
-    answer = _ask({"op": "coordinate", "path": os.fsdecode(path), "intent": intent, "waitSeconds": timeout},
-                  state_dir, timeout + 20)
+    answer = _ask(
+        {"op": "coordinate", "path": os.fsdecode(path), "intent": intent, "waitSeconds": timeout},
+        state_dir,
+        timeout + 20,
+    )
     if not answer.get("ok"):
-        raise _refusal(answer, "cannot coordinate", {75: (TimeoutError, errno.ETIMEDOUT), 66: (FileNotFoundError, errno.ENOENT)})
+        raise _refusal(
+            answer, "cannot coordinate", {75: (TimeoutError, errno.ETIMEDOUT), 66: (FileNotFoundError, errno.ENOENT)}
+        )
     try:
         yield
     finally:

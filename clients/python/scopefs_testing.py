@@ -38,8 +38,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence, Union
 
 import pytest
 
@@ -58,7 +58,7 @@ class ScopeFSWorld:
     """A state directory, providers, apps, grants and (once ``mount()``
     ran) a mount, all under ``root``. ``close()`` unmounts."""
 
-    def __init__(self, root: Union[str, Path], binary: str, app: str = "com.example.app"):
+    def __init__(self, root: str | Path, binary: str, app: str = "com.example.app"):
         self.root = Path(root)
         self.binary = binary
         self.app = app
@@ -87,7 +87,7 @@ class ScopeFSWorld:
 
     # -- the world --------------------------------------------------------
 
-    def add_provider(self, provider: str, files: Optional[dict] = None) -> Path:
+    def add_provider(self, provider: str, files: dict | None = None) -> Path:
         """Registers a provider backed by a new folder; ``files`` maps
         relative paths to text (or bytes) to create in it."""
         directory = self.root / "providers" / provider
@@ -101,7 +101,7 @@ class ScopeFSWorld:
     def add_app(self, app: str) -> None:
         self.cli("app", "add", app)
 
-    def grant(self, item: str, app: Optional[str] = None, read_only: bool = False) -> int:
+    def grant(self, item: str, app: str | None = None, read_only: bool = False) -> int:
         """``scopefs grant``; returns the grant id."""
         p = self.cli("grant", app or self.app, item, *(["--read-only"] if read_only else []))
         return int(p.stdout.split()[-1])
@@ -136,35 +136,44 @@ class ScopeFSWorld:
             raise ValueError(f"{item!r}: expected PROVIDER:RELPATH of a provider of this world")
         return self.providers[provider] / relative
 
-    def path(self, item: str, app: Optional[str] = None) -> str:
+    def path(self, item: str, app: str | None = None) -> str:
         """The item as the app sees it: ``MOUNT/APP/Providers/PROVIDER/RELPATH``."""
         provider, _, relative = item.partition(":")
         return str(self.mountpoint / (app or self.app) / "Providers" / provider / relative)
 
     # -- the app ----------------------------------------------------------
 
-    def run_argv(self, cmd: Sequence, app: Optional[str] = None, sandbox: bool = False) -> list:
+    def run_argv(self, cmd: Sequence, app: str | None = None, sandbox: bool = False) -> list:
         view = [] if sandbox else ["--no-sandbox"]
         return [self.binary, "--state", str(self.state), "run", "--app", app or self.app, *view, "--", *map(str, cmd)]
 
-    def run(self, cmd: Sequence, app: Optional[str] = None, sandbox: bool = False,
-            timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(
+        self, cmd: Sequence, app: str | None = None, sandbox: bool = False, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         """Runs CMD as the app to its end (``scopefs run``); the result has
         its exit status and output."""
-        return subprocess.run(self.run_argv(cmd, app, sandbox), capture_output=True, text=True, env=self.env,
-                              timeout=timeout)
+        return subprocess.run(
+            self.run_argv(cmd, app, sandbox), capture_output=True, text=True, env=self.env, timeout=timeout
+        )
 
-    def start(self, cmd: Sequence, app: Optional[str] = None, sandbox: bool = False) -> subprocess.Popen:
+    def start(self, cmd: Sequence, app: str | None = None, sandbox: bool = False) -> subprocess.Popen:
         """Starts CMD as the app with pipes on stdin and stdout; the caller
         waits for it (``communicate``)."""
-        process = subprocess.Popen(self.run_argv(cmd, app, sandbox), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=self.env, start_new_session=True)
+        process = subprocess.Popen(
+            self.run_argv(cmd, app, sandbox),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            start_new_session=True,
+        )
         self.started.append(process)
         return process
 
     # -- what happens to the app -------------------------------------------
 
-    def grant_id(self, item: str, app: Optional[str] = None) -> int:
+    def grant_id(self, item: str, app: str | None = None) -> int:
         provider, _, relative = item.partition(":")
         relative = "" if relative in (".", "") else relative.strip("/")
         for row in json.loads(self.cli("privacy", app or self.app, "--json").stdout):
@@ -172,15 +181,15 @@ class ScopeFSWorld:
                 return int(row["grant"])
         raise ScopeFSError(f"{app or self.app} has no grant of {item}")
 
-    def revoke(self, item: str, app: Optional[str] = None) -> None:
+    def revoke(self, item: str, app: str | None = None) -> None:
         """Revokes the app's grant of the item: in force for the app's very
         next operation (SPEC S13, S14)."""
         self.cli("revoke", app or self.app, self.grant_id(item, app))
 
-    def restore(self, item: str, app: Optional[str] = None) -> None:
+    def restore(self, item: str, app: str | None = None) -> None:
         self.cli("restore", app or self.app, self.grant_id(item, app))
 
-    def forget(self, item: str, app: Optional[str] = None) -> None:
+    def forget(self, item: str, app: str | None = None) -> None:
         self.cli("forget", app or self.app, self.grant_id(item, app))
 
     def rename_on_host(self, source: str, destination: str) -> None:
@@ -190,14 +199,21 @@ class ScopeFSWorld:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(self.host_path(source), target)
 
-    def write_on_host(self, item: str, content: Union[str, bytes]) -> None:
+    def write_on_host(self, item: str, content: str | bytes) -> None:
         path = self.host_path(item)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content.encode() if isinstance(content, str) else content)
 
-    def inject(self, op: str, errno: Optional[str] = None, latency_ms: Optional[int] = None,
-               path: Optional[str] = None, percent: Optional[float] = None, app: Optional[str] = None,
-               seed: Optional[int] = None) -> int:
+    def inject(
+        self,
+        op: str,
+        errno: str | None = None,
+        latency_ms: int | None = None,
+        path: str | None = None,
+        percent: float | None = None,
+        app: str | None = None,
+        seed: int | None = None,
+    ) -> int:
         """Adds a fault rule for the app (``scopefs fault add``): its OP
         requests on paths matching the glob ``path`` (in the app's view,
         e.g. ``Providers/local/docs/*``) fail with ``errno`` or wait
@@ -215,10 +231,10 @@ class ScopeFSWorld:
         rule = json.loads(self.cli(*args).stdout)
         return int((rule[0] if isinstance(rule, list) else rule)["id"])
 
-    def clear_faults(self, rule: Optional[int] = None) -> None:
+    def clear_faults(self, rule: int | None = None) -> None:
         self.cli("fault", "clear", *([rule] if rule is not None else ["--all"]))
 
-    def events(self, kind: Optional[str] = None, app: Optional[str] = None) -> list:
+    def events(self, kind: str | None = None, app: str | None = None) -> list:
         """The app's events (``scopefs events --json``): denials, starts,
         stops, leaks, stale-bookmark, ... The daemon writes them every
         100 ms: wait a moment after the app's action before asking."""
@@ -226,7 +242,7 @@ class ScopeFSWorld:
         return json.loads(self.cli(*args).stdout)
 
 
-def _binary() -> Optional[str]:
+def _binary() -> str | None:
     return os.environ.get("SCOPEFS_BIN") or shutil.which("scopefs")
 
 
@@ -251,7 +267,10 @@ def scopefs_world(request):
     finally:
         if world is not None:
             world.close()
-        if not any(line.split()[4] == str(Path(root) / "mnt") for line in open("/proc/self/mountinfo", errors="surrogateescape")):
+        if not any(
+            line.split()[4] == str(Path(root) / "mnt")
+            for line in open("/proc/self/mountinfo", errors="surrogateescape")
+        ):
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -277,4 +296,5 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "scopefs(app=..., files={...}, grants=[...], read_only_grants=[...], scopes=..., open_files=...): "
-        "the world of the scopefs_mount fixture")
+        "the world of the scopefs_mount fixture",
+    )

@@ -9,11 +9,11 @@ let package = Package(
     name: "ScopeFSClient",
     platforms: [.macOS(.v15)],
     products: [
-        .library(name: "ScopeFSClient", targets: ["ScopeFSClient"]),
+        .library(name: "ScopeFSClient", targets: ["ScopeFSClient"])
     ],
     targets: [
         // The same sources the ScopeFS package builds (its Package.swift
         // points its ScopeFSClient target here): one copy.
-        .target(name: "ScopeFSClient"),
+        .target(name: "ScopeFSClient")
     ]
 )

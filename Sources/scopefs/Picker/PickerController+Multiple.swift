@@ -32,7 +32,8 @@ extension PickerController {
         switch place {
         case .providers: return PickerSelection(provider: entry.name, path: "", isFolder: true)
         case .provider(let provider, let path):
-            return PickerSelection(provider: provider, path: RelativePath.join(path, entry.name), isFolder: entry.isFolder)
+            return PickerSelection(
+                provider: provider, path: RelativePath.join(path, entry.name), isFolder: entry.isFolder)
         case .container: return nil
         }
     }
@@ -59,7 +60,9 @@ extension PickerController {
             setMessage("Import copies files: choose files.")
             return
         }
-        if let index = selected.firstIndex(where: { $0.provider == candidate.provider && $0.path.sameHostName(as: candidate.path) }) {
+        if let index = selected.firstIndex(where: {
+            $0.provider == candidate.provider && $0.path.sameHostName(as: candidate.path)
+        }) {
             selected.remove(at: index)
         } else {
             selected.append(candidate)

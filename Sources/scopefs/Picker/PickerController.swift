@@ -117,7 +117,10 @@ struct PickerController {
         case .right, .character("l"):
             if let entry = highlighted, entry.isFolder { enter(entry) }
         case .enter:
-            guard let entry = highlighted else { chooseCurrentFolder(); break }
+            guard let entry = highlighted else {
+                chooseCurrentFolder()
+                break
+            }
             if entry.isFolder { enter(entry) } else { choose(entry) }
         case .left, .backspace, .character("h"): goUp()
         case .space, .character("s"):
@@ -193,7 +196,9 @@ struct PickerController {
             // Back to the first stage, on the item chosen there.
             stage = .source
             containerChoice = nil
-            go(to: .container(RelativePath.parent(of: chosen) ?? ""), highlighting: RelativePath.lastComponent(of: chosen))
+            go(
+                to: .container(RelativePath.parent(of: chosen) ?? ""),
+                highlighting: RelativePath.lastComponent(of: chosen))
         }
     }
 
@@ -250,7 +255,11 @@ struct PickerController {
         case .providers: message = "Choose a provider, or open one."
         case .provider(let provider, let path): choose(.provider(provider, path, isFolder: true))
         case .container(let path):
-            if path.isEmpty { message = "Choose an item of the container." } else { choose(.container(path, isFolder: true)) }
+            if path.isEmpty {
+                message = "Choose an item of the container."
+            } else {
+                choose(.container(path, isFolder: true))
+            }
         }
     }
 

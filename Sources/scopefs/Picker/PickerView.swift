@@ -33,7 +33,9 @@ enum PickerView {
         guard width >= minimumWidth, height >= minimumHeight else {
             let text = TerminalText.fit("Terminal too small", to: max(width, 0))
             return [ScreenLine(text: text, style: .message)]
-                + Array(repeating: ScreenLine(text: String(repeating: " ", count: max(width, 0))), count: max(height - 1, 0))
+                + Array(
+                    repeating: ScreenLine(text: String(repeating: " ", count: max(width, 0))), count: max(height - 1, 0)
+                )
         }
         var lines: [ScreenLine] = []
         lines.append(line(picker.title, width, .title))
@@ -77,13 +79,15 @@ enum PickerView {
         for index in first..<min(first + rows, picker.entries.count) {
             let entry = picker.entries[index]
             let isCursor = index == picker.cursor
-            let name = TerminalText.sanitize(entry.name) + (entry.isFolder ? "/" : "") + (entry.granted ? "  (granted)" : "")
+            let name =
+                TerminalText.sanitize(entry.name) + (entry.isFolder ? "/" : "") + (entry.granted ? "  (granted)" : "")
                 + (picker.isSelected(entry) ? "  [selected]" : "")
             let nameWidth = width - 2 - (detailWidth > 0 ? detailWidth + 2 : 0)
             var text = (isCursor ? "> " : "  ") + TerminalText.fit(name, to: nameWidth)
             if detailWidth > 0 {
                 let detailText = TerminalText.truncate(TerminalText.sanitize(details[index]), to: detailWidth)
-                text += "  " + String(repeating: " ", count: detailWidth - TerminalText.width(of: detailText)) + detailText
+                text +=
+                    "  " + String(repeating: " ", count: detailWidth - TerminalText.width(of: detailText)) + detailText
             }
             lines.append(ScreenLine(text: text, style: isCursor ? .highlighted : entry.dimmed ? .dim : .plain))
         }

@@ -9,7 +9,7 @@ let package = Package(
     dependencies: [
         // The client's own package, as an app depends on it (by URL and
         // version there; by path here, to test this checkout).
-        .package(path: "../../../clients/swift"),
+        .package(path: "../../../clients/swift")
     ],
     targets: [
         .executableTarget(
@@ -17,6 +17,6 @@ let package = Package(
             dependencies: [.product(name: "ScopeFSClient", package: "swift")],
             path: "Sources/ScopeFSClientCheck",
             swiftSettings: [.unsafeFlags(["-warnings-as-errors"])]
-        ),
+        )
     ]
 )

@@ -6,6 +6,7 @@ survives what the tests in test_reader_app.py do to it: a failed open
 
     scopefs run --app com.example.reader -- python3 reader_app.py MOUNT/com.example.reader/Providers/local/docs/report.txt
 """
+
 import errno
 import sys
 import time

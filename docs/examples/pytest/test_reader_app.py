@@ -7,6 +7,7 @@ Each test gets a fresh mount in a temporary directory with the marker's
 app, files and grants; the helpers act as the user would while the app
 runs.
 """
+
 import sys
 from pathlib import Path
 

@@ -5,6 +5,7 @@ next read fails with EPERM (SPEC S14) and this app crashes on it.
 
 Run it as an app: scopefs run --app APP -- python3 cached_descriptor_buggy.py Providers/local/docs/report.txt
 """
+
 import os
 import sys
 import time

@@ -4,6 +4,7 @@ EPERM means the user took the document away (SPEC S14). The app closes
 the descriptor, checks whether it may open the document again, and, as it
 may not, tells the user and ends cleanly instead of crashing.
 """
+
 import os
 import sys
 import time

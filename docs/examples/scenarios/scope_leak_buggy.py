@@ -7,6 +7,7 @@ the leaked counters when the process exits (SPEC S11).
 
 Run it as an app: scopefs run --app APP -- python3 scope_leak_buggy.py Providers/local/docs/report.txt
 """
+
 import os
 import sys
 import time

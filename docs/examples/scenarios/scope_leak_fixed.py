@@ -4,6 +4,7 @@ exactly one stop on every path out of the pass, which is what
 ``scopefs.accessing`` does (SPEC S7, S8). When access is lost, the start
 fails, no scope is counted, and nothing is left to stop.
 """
+
 import os
 import sys
 import time

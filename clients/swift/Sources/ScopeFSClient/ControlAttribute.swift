@@ -39,7 +39,8 @@ enum ControlReply: Equatable, Sendable {
         case "unbalanced": self = .unbalanced
         default:
             guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                  let value = Int(text) else { return nil }
+                let value = Int(text)
+            else { return nil }
             self = .counter(value)
         }
     }

@@ -1,8 +1,9 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// The document picker, presented by the app as on Apple's systems
@@ -39,16 +40,18 @@ public enum DocumentPicker {
     ) async throws(ScopeFSError) -> [URL] {
         let result: Result<[URL], ScopeFSError> = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(returning: Result { () throws(ScopeFSError) in
-                    try pick(mode, contentTypes, allowsMultipleSelection, directory, items, timeout, stateDirectory)
-                })
+                continuation.resume(
+                    returning: Result { () throws(ScopeFSError) in
+                        try pick(mode, contentTypes, allowsMultipleSelection, directory, items, timeout, stateDirectory)
+                    })
             }
         }
         return try result.get()
     }
 
     private static func pick(
-        _ mode: Mode, _ contentTypes: [String], _ allowsMultipleSelection: Bool, _ directory: String?, _ items: [String],
+        _ mode: Mode, _ contentTypes: [String], _ allowsMultipleSelection: Bool, _ directory: String?,
+        _ items: [String],
         _ timeout: Double, _ stateDirectory: String?
     ) throws(ScopeFSError) -> [URL] {
         let socketPath = ControlSocket.stateDirectory(explicit: stateDirectory) + "/control.sock"
@@ -83,13 +86,14 @@ public enum DocumentPicker {
             try? JSONEncoder().encode(request), as: Response.self, socketPath: socketPath, operation: .pick)
         guard response.ok, let picked = response.picked else {
             // The daemon's codes are the CLI's exit codes (docs/API.md).
-            let code: Int32 = switch response.code {
-            case 64: EINVAL
-            case 69: ENXIO
-            case 75: ETIMEDOUT
-            case 77: EPERM
-            default: EPROTO
-            }
+            let code: Int32 =
+                switch response.code {
+                case 64: EINVAL
+                case 69: ENXIO
+                case 75: ETIMEDOUT
+                case 77: EPERM
+                default: EPROTO
+                }
             throw ScopeFSError(errno: code, operation: .pick, path: socketPath, message: response.message)
         }
         guard !picked.cancelled else { throw ScopeFSError(errno: ECANCELED, operation: .pick, path: socketPath) }

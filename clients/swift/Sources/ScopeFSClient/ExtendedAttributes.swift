@@ -1,15 +1,17 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// The signature of glibc's `getxattr(2)` wrapper:
 /// `ssize_t getxattr(const char *path, const char *name, void *value, size_t size)`.
-private typealias GetxattrFunction = @convention(c) (
-    UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafeMutableRawPointer?, Int
-) -> Int
+private typealias GetxattrFunction =
+    @convention(c) (
+        UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafeMutableRawPointer?, Int
+    ) -> Int
 
 /// Where the getxattr(2) call of the C library comes from.
 ///
@@ -64,7 +66,7 @@ func readAttributeText(_ name: String, of path: String, for operation: ScopeFSEr
         do {
             let bytes = try readAttribute(name, of: path, capacity: capacity, for: operation)
             return String(decoding: bytes, as: UTF8.self)
-        } catch where error.errno == ERANGE && capacity < 1 << 20 {
+        } catch  where error.errno == ERANGE && capacity < 1 << 20 {
             capacity *= 16
         }
     }

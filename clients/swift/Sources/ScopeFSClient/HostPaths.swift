@@ -31,7 +31,8 @@ enum HostPathText {
     }
 
     /// Calls `body` with the NUL-terminated host bytes of `path`.
-    static func withCString<Result>(_ path: String, _ body: (UnsafePointer<CChar>) throws -> Result) rethrows -> Result {
+    static func withCString<Result>(_ path: String, _ body: (UnsafePointer<CChar>) throws -> Result) rethrows -> Result
+    {
         let bytes = self.bytes(path).map { CChar(bitPattern: $0) } + [0]
         return try bytes.withUnsafeBufferPointer { try body($0.baseAddress!) }
     }
@@ -40,7 +41,8 @@ enum HostPathText {
     /// surrogate pair) turned into the escape of byte XX, for `JSONDecoder`.
     static func decodable(_ data: Data) -> Data {
         let bytes = [UInt8](data)
-        let backslash = UInt8(ascii: "\\"), u = UInt8(ascii: "u")
+        let backslash = UInt8(ascii: "\\")
+        let u = UInt8(ascii: "u")
         guard bytes.contains(backslash) else { return data }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)

@@ -1,8 +1,9 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// A live query of the app's documents (issue 17), as `NSMetadataQuery`
@@ -152,9 +153,11 @@ public final class MetadataQuery: @unchecked Sendable {
             request["waitSeconds"] = wait
         }
         let answer = try ControlSocket.ask(
-            try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath, operation: .watch)
+            try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath,
+            operation: .watch)
         guard answer.ok, let results = answer.results else {
-            throw ScopeFSError(errno: answer.code == 77 ? EPERM : EPROTO, operation: .watch, path: socketPath, message: answer.message)
+            throw ScopeFSError(
+                errno: answer.code == 77 ? EPERM : EPROTO, operation: .watch, path: socketPath, message: answer.message)
         }
         digest = answer.digest
         return results

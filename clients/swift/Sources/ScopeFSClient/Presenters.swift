@@ -1,8 +1,9 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// What happens to the app's documents (issue 17), as `NSFilePresenter`
@@ -83,7 +84,8 @@ public final class DocumentPresenter: @unchecked Sendable {
         var request: [String: Any] = ["op": "watch", "waitSeconds": wait]
         if let after { request["after"] = after }
         let answer = try ControlSocket.ask(
-            try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath, operation: .watch)
+            try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath,
+            operation: .watch)
         guard answer.ok, let cursor = answer.cursor else {
             throw ScopeFSError(errno: EPERM, operation: .watch, path: socketPath, message: answer.message)
         }
@@ -126,16 +128,19 @@ public enum FileCoordinator {
     private static func claimItem(_ intent: Intent, _ path: String, _ timeout: Double, _ socketPath: String)
         throws(ScopeFSError) -> UInt64
     {
-        let request: [String: Any] = ["op": "coordinate", "path": path, "intent": intent.rawValue, "waitSeconds": timeout]
+        let request: [String: Any] = [
+            "op": "coordinate", "path": path, "intent": intent.rawValue, "waitSeconds": timeout,
+        ]
         let answer = try ControlSocket.ask(
             try? JSONSerialization.data(withJSONObject: request), as: Answer.self, socketPath: socketPath,
             operation: .coordinate, path: path)
         guard answer.ok, let claim = answer.claim else {
-            let code: Int32 = switch answer.code {
-            case 66: ENOENT
-            case 75: ETIMEDOUT
-            default: EPROTO
-            }
+            let code: Int32 =
+                switch answer.code {
+                case 66: ENOENT
+                case 75: ETIMEDOUT
+                default: EPROTO
+                }
             throw ScopeFSError(errno: code, operation: .coordinate, path: path, message: answer.message)
         }
         return claim

@@ -1,8 +1,9 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 extension ScopeFS {
@@ -34,12 +35,13 @@ extension ScopeFS {
         let token: String
         do {
             token = try readAttributeText(name, of: path, for: .createBookmark)
-        } catch where error.errno == ENODATA {
+        } catch  where error.errno == ENODATA {
             token = "not-needed"  // the daemon answers ENODATA outside provider views
         }
         if token == "not-needed" {
-            throw ScopeFSError(errno: EINVAL, operation: .createBookmark, path: path,
-                               message: "a container item needs no bookmark; keep its path")
+            throw ScopeFSError(
+                errno: EINVAL, operation: .createBookmark, path: path,
+                message: "a container item needs no bookmark; keep its path")
         }
         return token
     }
@@ -61,7 +63,10 @@ extension ScopeFS {
         throws(ScopeFSError) -> BookmarkResolution
     {
         let socketPath = ControlSocket.stateDirectory(explicit: stateDirectory) + "/control.sock"
-        struct Request: Encodable { let op = "resolve"; let bookmark: String }
+        struct Request: Encodable {
+            let op = "resolve"
+            let bookmark: String
+        }
         struct Response: Decodable {
             struct Resolution: Decodable {
                 let path: String
@@ -85,14 +90,16 @@ extension ScopeFS {
         }
         guard response.ok, let resolution = response.resolution, let path = response.path else {
             // The daemon's codes are the CLI's exit codes (docs/API.md, docs/CLI.md).
-            let code: Int32 = switch response.code {
-            case 65: EBADMSG
-            case 66: ENOENT
-            case 77: EPERM
-            default: EPROTO
-            }
-            throw ScopeFSError(errno: code, operation: .resolveBookmark, path: socketPath,
-                               message: response.message)
+            let code: Int32 =
+                switch response.code {
+                case 65: EBADMSG
+                case 66: ENOENT
+                case 77: EPERM
+                default: EPROTO
+                }
+            throw ScopeFSError(
+                errno: code, operation: .resolveBookmark, path: socketPath,
+                message: response.message)
         }
         // Inside `scopefs run` the app's view of the mount is $SCOPEFS_MOUNT
         // (MOUNT/APP, or the sandbox's fixed path, SPEC S5); `path` is the

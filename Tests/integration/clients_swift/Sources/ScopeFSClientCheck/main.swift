@@ -134,14 +134,20 @@ case "basic" where args.count == 5:
     report["withThrowAfter"] = count(file)
 
     // Container paths need no scope (SPEC S9).
-    report["containerStart"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(container)) }
+    report["containerStart"] = outcome { () throws(ScopeFSError) -> String in
+        describe(try ScopeFS.startAccessing(container))
+    }
     report["containerApple"] = String(container.startAccessingSecurityScopedResource())
     report["containerProperty"] = container.scopeCount.map(String.init) ?? "nil"
-    report["containerStop"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.stopAccessing(container)) }
+    report["containerStop"] = outcome { () throws(ScopeFSError) -> String in
+        describe(try ScopeFS.stopAccessing(container))
+    }
     report["containerWith"] = (try? container.withSecurityScopedAccess { "ran" }) ?? "threw"
 
     // Invisible paths (SPEC S2): ENOENT.
-    report["invisibleStart"] = outcome { () throws(ScopeFSError) -> String in describe(try ScopeFS.startAccessing(invisible)) }
+    report["invisibleStart"] = outcome { () throws(ScopeFSError) -> String in
+        describe(try ScopeFS.startAccessing(invisible))
+    }
     report["invisibleApple"] = String(invisible.startAccessingSecurityScopedResource())
     report["invisibleProperty"] = invisible.scopeCount.map(String.init) ?? "nil"
     do {
@@ -218,8 +224,9 @@ case "bookmark-resolve" where args.count >= 3:
     for token in args[2...] {
         var isStale = false
         do {
-            let url = try URL(resolvingBookmarkData: Data(token.utf8), options: [.withSecurityScope],
-                              relativeTo: nil, bookmarkDataIsStale: &isStale)
+            let url = try URL(
+                resolvingBookmarkData: Data(token.utf8), options: [.withSecurityScope],
+                relativeTo: nil, bookmarkDataIsStale: &isStale)
             let typed = try ScopeFS.resolveBookmark(token)
             guard typed.url == url, typed.isStale == isStale else {
                 results.append("mismatch \(url.path) \(typed.url.path)")
@@ -310,8 +317,10 @@ case "query" where args.count == 3:
         fflush(nil)
     }
     func describe(_ item: MetadataQuery.Item) -> [String: Any] {
-        ["url": item.url.path, "local": item.urlInLocalContainer.path, "external": item.isExternalDocument,
-         "display": item.containerDisplayName]
+        [
+            "url": item.url.path, "local": item.urlInLocalContainer.path, "external": item.isExternalDocument,
+            "display": item.containerDisplayName,
+        ]
     }
     let query = MetadataQuery(searchScope: .all)
     var updates = 0
