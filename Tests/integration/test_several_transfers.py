@@ -16,7 +16,7 @@ import time
 import pytest
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, LOCAL, describe
-from test_clients import c_build  # noqa: F401  (fixture: the C library)
+from test_clients import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 from test_pick_requests import PYTHON_CLIENT, Agent
 
 NAMES = ["a.txt", "b.md", "c.txt"]
@@ -203,3 +203,29 @@ def test_c_client_moves_several_items(world, c_build):
         "openRefused": "EINVAL",
     }, got
     assert moved_out(world, "c.txt")
+
+
+def test_swift_app_exports_and_moves_urls(world, swift_check):
+    """The Swift client's `DocumentPicker.present(exporting: urls, asCopy:)`
+    (Apple's forExporting:asCopy:): container URLs in, the new URLs out in
+    order; a URL outside the container is a usage error sent nowhere."""
+    agent = Agent(world, [{"choose": [f"{LOCAL}:out"]}, {"choose": [f"{LOCAL}:out"]}])
+    copied = world.run_app(
+        ALPHA,
+        [
+            swift_check,
+            "export-urls",
+            "copy",
+            world.container(ALPHA, "Documents/b.md"),
+            world.container(ALPHA, "Documents/a.txt"),
+        ],
+    )
+    moved = world.run_app(ALPHA, [swift_check, "export-urls", "move", world.container(ALPHA, "Documents/c.txt")])
+    outside = world.run_app(ALPHA, [swift_check, "export-urls", "copy", world.prov(ALPHA, LOCAL, "docs/notes.md")])
+    agent.finish()
+    assert json.loads(copied.stdout.strip().splitlines()[-1]).get("paths") == "\n".join(
+        [world.prov(ALPHA, LOCAL, "out/b.md"), world.prov(ALPHA, LOCAL, "out/a.txt")]
+    ), describe(copied)
+    assert json.loads(moved.stdout.strip().splitlines()[-1]).get("paths") == world.prov(ALPHA, LOCAL, "out/c.txt")
+    assert moved_out(world, "c.txt") and (documents(world) / "a.txt").exists()
+    assert json.loads(outside.stdout.strip().splitlines()[-1]).get("error", "").endswith("EINVAL"), describe(outside)
