@@ -10,6 +10,7 @@ processes.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 
@@ -124,6 +125,32 @@ def test_a_missing_item_fails_clearly_and_exports_nothing(world):
     agent.finish()
     assert got.get("error") == "ScopeDenied" and "Documents/gone.txt does not exist" in got["message"], got
     assert list((world.backing(LOCAL) / "out").iterdir()) == []
+
+
+def test_a_failure_midway_keeps_what_was_placed_and_names_the_rest(world):
+    """The second of three items cannot be copied (a socket: its bytes
+    cannot be read, found only while copying): the first stays moved (its
+    path is in the error's `paths`, and the app can read it), the second is
+    not half-moved and stays in the container, the third is not tried; the
+    message names all three (SPEC S34)."""
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(documents(world) / "b.sock"))
+        agent = Agent(world, [{"choose": [f"{LOCAL}:out"]}])
+        got = world.app_json(
+            ALPHA, PY_TRANSFER, "move", json.dumps(["Documents/a.txt", "Documents/b.sock", "Documents/c.txt"])
+        )
+        log = agent.finish()
+    message = got.get("message", "")
+    assert got.get("error") == "ScopeDenied", (got, log)
+    assert "item 2 of 3 (Documents/b.sock) was not moved" in message, message
+    assert "moved before it: Documents/a.txt -> local:out/a.txt" in message, message
+    assert "not tried, still in the container: Documents/c.txt" in message, message
+    assert got["paths"] == [world.prov(ALPHA, LOCAL, "out/a.txt")], got
+    assert moved_out(world, "a.txt")
+    assert (world.backing(LOCAL) / "out" / "a.txt").read_text() == "content of a.txt\n"
+    assert (documents(world) / "b.sock").is_socket() and not (world.backing(LOCAL) / "out" / "b.sock").exists()
+    assert (documents(world) / "c.txt").read_text() == "content of c.txt\n"
+    assert sorted(p.name for p in (world.backing(LOCAL) / "out").iterdir()) == ["a.txt"]
 
 
 def test_the_agent_shows_every_item(world):
