@@ -10,6 +10,7 @@ processes.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -151,6 +152,26 @@ def test_a_failure_midway_keeps_what_was_placed_and_names_the_rest(world):
     assert (documents(world) / "b.sock").is_socket() and not (world.backing(LOCAL) / "out" / "b.sock").exists()
     assert (documents(world) / "c.txt").read_text() == "content of c.txt\n"
     assert sorted(p.name for p in (world.backing(LOCAL) / "out").iterdir()) == ["a.txt"]
+
+
+def test_an_app_cannot_hang_the_agent_with_a_fifo(world):
+    """Attack: the app puts a FIFO in its container and asks to export it
+    with a file. Copying a FIFO would block the owner's agent (which serves
+    every app) forever; it is refused at once, by name (SPEC S34), and the
+    agent answers the next request."""
+    os.mkfifo(documents(world) / "trap")
+    agent = Agent(world, [{"choose": [f"{LOCAL}:out"]}, {"choose": [f"{LOCAL}:out"]}])
+    started = time.monotonic()
+    got = world.app_json(ALPHA, PY_TRANSFER, "export", json.dumps(["Documents/a.txt", "Documents/trap"]))
+    took = time.monotonic() - started
+    after = transfer(world, "export", ["c.txt"])
+    agent.finish()
+    assert took < 10, took
+    assert got.get("error") == "ScopeDenied" and "item 2 of 2 (Documents/trap) was not exported" in got["message"], got
+    assert "not a file, folder or link" in got["message"], got
+    assert got["paths"] == [world.prov(ALPHA, LOCAL, "out/a.txt")], got
+    assert after.get("paths") == [world.prov(ALPHA, LOCAL, "out/c.txt")], after
+    assert sorted(p.name for p in (world.backing(LOCAL) / "out").iterdir()) == ["a.txt", "c.txt"]
 
 
 def test_the_agent_shows_every_item(world):
