@@ -277,3 +277,19 @@ def test_swift_app_exports_and_moves_urls(world, swift_check):
     assert json.loads(moved.stdout.strip().splitlines()[-1]).get("paths") == world.prov(ALPHA, LOCAL, "out/c.txt")
     assert moved_out(world, "c.txt") and (documents(world) / "a.txt").exists()
     assert json.loads(outside.stdout.strip().splitlines()[-1]).get("error", "").endswith("EINVAL"), describe(outside)
+
+
+def test_pick_request_from_a_shell_prints_what_was_placed_before_a_failure(world):
+    """`scopefs pick --request --mode move A B` in the app: B fails while
+    copying; A's new path is printed, the error names B, the exit is 77."""
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(documents(world) / "b.sock"))
+        agent = Agent(world, [{"choose": [f"{LOCAL}:out"]}])
+        scopefs = world.cli_argv()[0]  # this build's binary, as the app's shell would run it
+        p = world.run_app(
+            ALPHA, [scopefs, "pick", "--request", "--mode", "move", "Documents/a.txt", "Documents/b.sock"]
+        )
+        agent.finish()
+    assert p.returncode == 77, describe(p)
+    assert p.stdout.split() == [world.prov(ALPHA, LOCAL, "out/a.txt")], describe(p)
+    assert "item 2 of 2 (Documents/b.sock) was not moved" in p.stderr, describe(p)
