@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Foundation
@@ -32,7 +34,7 @@ struct AgentCommand: ParsableCommand {
     @Flag(help: "One JSON object per request answered.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             // Only the owner may place what apps receive: an app process
             // running an agent would answer its own requests (SPEC S5).
             try OwnerCheck.require(options.directory, to: "answer pick requests")
@@ -48,7 +50,7 @@ struct AgentCommand: ParsableCommand {
                     }(), state: options.directory,
                     timeoutSeconds: 20)
                 guard response.ok else {
-                    throw ScopeFSError(.internalError, response.message ?? "the daemon refused the agent")
+                    throw CommandError(.internalError, response.message ?? "the daemon refused the agent")
                 }
                 guard let pending = response.pending else { continue }
                 let step = steps.flatMap { answered < $0.count ? $0[answered] : nil }
@@ -176,16 +178,16 @@ struct AgentScript: Decodable {
 
     var steps: [Step]
 
-    static func load(_ path: String) throws(ScopeFSError) -> [Step] {
+    static func load(_ path: String) throws(CommandError) -> [Step] {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScopeFSError(.noInput, "cannot read the agent script \(path)")
+            throw CommandError(.noInput, "cannot read the agent script \(path)")
         }
         do {
             // Items named with `\udcXX` for a byte that is not UTF-8, as
             // the control socket does (SPEC S33a).
             return try JSONDecoder().decode(AgentScript.self, from: Data(HostJSON.decodable(data))).steps
         } catch {
-            throw ScopeFSError(.badData, "agent script \(path) is not valid: \(error)")
+            throw CommandError(.badData, "agent script \(path) is not valid: \(error)")
         }
     }
 }
@@ -216,18 +218,18 @@ struct PickApplier {
         }
     }
 
-    func apply(_ request: PickRequest, choices: [String]) throws(ScopeFSError) -> [String] {
+    func apply(_ request: PickRequest, choices: [String]) throws(CommandError) -> [String] {
         let picker = DocumentPicker(
             state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
-        let items = try choices.map { text throws(ScopeFSError) in
+        let items = try choices.map { text throws(CommandError) in
             guard let item = ItemReference(argument: text) else {
-                throw ScopeFSError(.usage, "\(text): name an item as PROVIDER:RELPATH")
+                throw CommandError(.usage, "\(text): name an item as PROVIDER:RELPATH")
             }
             return item
         }
         guard request.allowsMultipleSelection || items.count <= 1 || request.mode == .export || request.mode == .move
         else {
-            throw ScopeFSError(.usage, "the app asked for one item, not \(items.count)")
+            throw CommandError(.usage, "the app asked for one item, not \(items.count)")
         }
         if request.mode == .open || request.mode == .import {
             try requireTypes(request.contentTypes, of: items, providers: try picker.repository.providers())
@@ -251,7 +253,7 @@ struct PickApplier {
             }
         case .export, .move:
             guard let folder = items.first, items.count == 1 else {
-                throw ScopeFSError(.usage, "\(request.mode.rawValue): choose one destination folder")
+                throw CommandError(.usage, "\(request.mode.rawValue): choose one destination folder")
             }
             let coordination = TransferCoordination(state: state.directory, wait: coordinationWait)
             for containerPath in request.items {
@@ -281,12 +283,12 @@ struct PickApplier {
     }
 
     /// Each chosen item is of a type the app asked for (shared-mime-info).
-    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(ScopeFSError)
+    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(CommandError)
     {
         let database = ContentTypes()
         for item in items {
             guard let provider = providers.first(where: { $0.id == item.provider }) else {
-                throw ScopeFSError.unknownProvider(item.provider)
+                throw CommandError.unknownProvider(item.provider)
             }
             var info = stat()
             let found = (provider.directory + "/" + item.path).withHostCString { stat($0, &info) } == 0
@@ -294,7 +296,7 @@ struct PickApplier {
             let name = RelativePath.lastComponent(of: item.path)
             guard database.matches(name: name, isDirectory: isDirectory, types: types) else {
                 let kind = isDirectory ? ContentTypes.folder : database.mimeType(ofName: name)
-                throw ScopeFSError(
+                throw CommandError(
                     .refused,
                     "\(item.provider):\(item.path) is \(kind), not one of the types the app asked for (\(types.joined(separator: ", ")))"
                 )

@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Foundation
@@ -18,17 +20,17 @@ struct DocumentActions {
     var coordinationWait = TransferCoordination.defaultWait
     var json = false
 
-    private func picker() throws(ScopeFSError) -> DocumentPicker {
+    private func picker() throws(CommandError) -> DocumentPicker {
         DocumentPicker(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
     }
 
-    private func changed(_ containerPaths: [String?]) throws(ScopeFSError) {
+    private func changed(_ containerPaths: [String?]) throws(CommandError) {
         try ControlClient.notifyChange(
             state: state.directory, app: app, containerPaths: containerPaths.compactMap { $0 })
     }
 
     func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool)
-        throws(ScopeFSError)
+        throws(CommandError)
     {
         let picker = try picker()
         let opened = try picker.open(
@@ -50,7 +52,7 @@ struct DocumentActions {
 
     /// The line every picker operation that grants prints, and on stderr
     /// what it reused or changed (one grant and reference per item, SPEC S17).
-    private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(ScopeFSError) {
+    private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(CommandError) {
         if opened.reusedReference, let reference = opened.reference {
             note(
                 "grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))"
@@ -73,7 +75,7 @@ struct DocumentActions {
                 + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
     }
 
-    func importItem(provider: String, path: String) throws(ScopeFSError) {
+    func importItem(provider: String, path: String) throws(CommandError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
         if json {
@@ -89,18 +91,18 @@ struct DocumentActions {
     }
 
     private func coordinated<T>(
-        _ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(ScopeFSError) -> T
+        _ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(CommandError) -> T
     )
-        throws(ScopeFSError) -> T
+        throws(CommandError) -> T
     {
         let items = TransferCoordination.items(
             app: app, containerPath: containerPath, provider: provider, folder: folder)
         return try TransferCoordination(state: state.directory, wait: coordinationWait).withClaims(items, body)
     }
 
-    func export(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
+    func export(containerPath: String, provider: String, folder: String, force: Bool) throws(CommandError) {
         let documents = try picker()
-        let path = try coordinated(containerPath, provider, folder) { () throws(ScopeFSError) in
+        let path = try coordinated(containerPath, provider, folder) { () throws(CommandError) in
             try documents.export(
                 app: app, containerPath: containerPath, provider: provider, folder: folder,
                 copy: Progress.copy(replace: force))
@@ -118,9 +120,9 @@ struct DocumentActions {
         print("\(provider):\(path)".escapedForTerminal)
     }
 
-    func move(containerPath: String, provider: String, folder: String, force: Bool) throws(ScopeFSError) {
+    func move(containerPath: String, provider: String, folder: String, force: Bool) throws(CommandError) {
         let documents = try picker()
-        let opened = try coordinated(containerPath, provider, folder) { () throws(ScopeFSError) in
+        let opened = try coordinated(containerPath, provider, folder) { () throws(CommandError) in
             try documents.move(
                 app: app, containerPath: containerPath, provider: provider, folder: folder,
                 copy: Progress.copy(replace: force))
@@ -144,7 +146,7 @@ struct OpenCommand: ParsableCommand {
     @Flag(help: "Print the grant and the reference as JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try DocumentActions(state: options, app: app, json: json).open(
                 provider: item.provider, path: item.path, readOnly: readOnly, session: lifetime.session,
                 wholeProvider: lifetime.wholeProvider)
@@ -164,7 +166,7 @@ struct ImportCommand: ParsableCommand {
     @Flag(help: "Print the copy as JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try DocumentActions(state: options, app: app, json: json).importItem(
                 provider: item.provider, path: item.path)
         }
@@ -198,7 +200,7 @@ struct ExportCommand: ParsableCommand {
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try transfer.actions.export(
                 containerPath: transfer.containerPath, provider: transfer.destination.provider,
                 folder: transfer.destination.path, force: transfer.force)
@@ -215,7 +217,7 @@ struct MoveCommand: ParsableCommand {
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try transfer.actions.move(
                 containerPath: transfer.containerPath, provider: transfer.destination.provider,
                 folder: transfer.destination.path, force: transfer.force)
@@ -256,7 +258,7 @@ struct QueryCommand: ParsableCommand {
     var follow = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let query = DocumentQuery(state: options.directory, repository: try options.repository())
             let mount = DaemonInfo.read(from: options.directory)?.mountpoint
             if follow {
@@ -289,7 +291,7 @@ struct BookmarkCommand: ParsableCommand {
         @Flag(help: "Print the bookmark as JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let bookmark = try ControlAttributes.read(path, readOnly ? .readOnlyBookmark : .bookmark)
                 if json {
                     struct Created: Encodable {
@@ -315,13 +317,13 @@ struct BookmarkCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let token = bookmark == "-" ? (readLine() ?? "") : bookmark
                 let response = try ControlClient.send(
                     ControlRequest(op: .resolve, bookmark: token), state: options.directory)
                 guard response.ok, let resolution = response.resolution, let path = response.path else {
-                    throw ScopeFSError(
-                        ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                    throw CommandError(
+                        CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                         response.message ?? "cannot resolve")
                 }
                 if json {
