@@ -4,7 +4,9 @@ import PackageDescription
 
 // Layers (arrows point one way):
 //   scopefs (CLI) -> Daemon -> ScopeFS -> FuseBridge -> CFuse3
-//                           \-> PolicyStore -> Policy
+//                 \-> Control -> Documents -> PolicyStore -> Policy
+//   CommandErrors (the people-facing error and its exit codes) sits under
+//   everything that can fail in a way a person must read.
 // Policy has no libfuse, no SQLite and no syscalls: it is unit-tested in memory.
 let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
 
@@ -68,9 +70,14 @@ let package = Package(
             name: "Policy",
             swiftSettings: strict
         ),
+        // The error a person reads, with its documented exit code (SPEC S34).
+        .target(
+            name: "CommandErrors",
+            swiftSettings: strict
+        ),
         .target(
             name: "PolicyStore",
-            dependencies: ["Policy", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["Policy", "CommandErrors", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
         // Documents (SPEC S17-S28): item locations, picker operations,
@@ -78,7 +85,7 @@ let package = Package(
         .target(
             name: "Documents",
             dependencies: [
-                "Policy", "PolicyStore", "CSystemShims",
+                "Policy", "PolicyStore", "CommandErrors", "CSystemShims",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
@@ -90,10 +97,18 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The control protocol (requests, responses, the daemon's handshake
+        // files) and its client side, shared by the daemon and the CLI.
+        .target(
+            name: "Control",
+            dependencies: ["Policy", "PolicyStore", "Documents", "CommandErrors", "CSystemShims"],
+            swiftSettings: strict
+        ),
         .target(
             name: "Daemon",
             dependencies: [
-                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CSystemShims", "CSeccomp", "CSystemd", "Documents",
+                "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CommandErrors", "Control", "CSystemShims",
+                "CSeccomp", "CSystemd", "Documents",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -102,7 +117,8 @@ let package = Package(
         .executableTarget(
             name: "scopefs",
             dependencies: [
-                "Daemon", "Policy", "PolicyStore", "ScopeFS", "CSystemShims", "CBuildInfo", "Documents",
+                "Daemon", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS", "CSystemShims", "CBuildInfo",
+                "Documents",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -142,7 +158,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PolicyTests",
-            dependencies: ["Policy", "PolicyStore", "Documents"]
+            dependencies: ["Policy", "PolicyStore", "Documents", "CommandErrors"]
         ),
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(

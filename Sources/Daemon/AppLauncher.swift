@@ -1,4 +1,6 @@
 import CSystemShims
+import CommandErrors
+import Control
 import Foundation
 import Glibc
 import Policy
@@ -23,15 +25,15 @@ public enum AppLauncher {
     /// (`MountLossWatch`); by default the run ends it and exits 69.
     public static func run(
         app: String, command: [String], confinement: Confinement, state: StateDirectory, keepOnMountLoss: Bool = false
-    ) throws(ScopeFSError) -> Int32 {
+    ) throws(CommandError) -> Int32 {
         // Checked before registering: a missing bubblewrap must not leave a
         // registered launcher behind.
         let bubblewrap: String?
         if case .sandbox = confinement { bubblewrap = try Sandbox.bubblewrap() } else { bubblewrap = nil }
         let response = try ControlClient.send(ControlRequest(op: .register, app: app), state: state)
         guard response.ok, let mountpoint = response.mountpoint else {
-            throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                 response.message ?? "registration failed")
         }
         let watch = response.daemon.flatMap { MountLossWatch(daemon: $0) }
@@ -75,11 +77,11 @@ public enum AppLauncher {
 
         /// After the command was reaped: the error that ends the run when the
         /// mount died under it.
-        func finish() throws(ScopeFSError) {
+        func finish() throws(CommandError) {
             guard let watch else { return }
             watch.childDidEnd()
             if watch.mountLost && !keep {
-                throw ScopeFSError(
+                throw CommandError(
                     .noDaemon,
                     "\(app) was ended because its mount at \(mountpoint) died; remount and run it again "
                         + "(--keep-on-mount-loss keeps an app running on a dead mount)")
@@ -88,12 +90,12 @@ public enum AppLauncher {
     }
 
     private static func runSandboxed(_ command: [String], in sandbox: Sandbox, bubblewrap: String, loss: MountLoss)
-        throws(ScopeFSError) -> Int32
+        throws(CommandError) -> Int32
     {
         // The filter travels through a pipe that bubblewrap reads to its end;
         // a compiled filter is a few hundred bytes, far below a pipe's size.
         var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { throw ScopeFSError(.internalError, "pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&ends) == 0 else { throw CommandError(.internalError, "pipe: \(String(cString: strerror(errno)))") }
         defer { close(ends[0]) }
         do {
             try SeccompFilter.export(to: ends[1])
@@ -110,7 +112,7 @@ public enum AppLauncher {
 
     private static func spawnAndWait(
         _ command: [String], environment: [String: String], directory: String?, loss: MountLoss
-    ) throws(ScopeFSError) -> Int32 {
+    ) throws(CommandError) -> Int32 {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -139,7 +141,7 @@ public enum AppLauncher {
         let result = posix_spawnp(&child, argv[0]!, &actions, &attributes, argv, envp)
         guard result == 0 else {
             let message = "cannot run \(command[0]): \(String(cString: strerror(result)))"
-            throw ScopeFSError(result == ENOENT ? .runNotFound : .runNotExecutable, message)
+            throw CommandError(result == ENOENT ? .runNotFound : .runNotExecutable, message)
         }
         let sources = forwarded.map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
@@ -157,8 +159,8 @@ public enum AppLauncher {
     }
 }
 
-extension ScopeFSError.Kind {
+extension CommandError.Kind {
     /// Shell conventions for a command that cannot be run.
-    static var runNotFound: ScopeFSError.Kind { .commandNotFound }
-    static var runNotExecutable: ScopeFSError.Kind { .commandNotExecutable }
+    static var runNotFound: CommandError.Kind { .commandNotFound }
+    static var runNotExecutable: CommandError.Kind { .commandNotExecutable }
 }

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Foundation
 import Glibc
 import Logging
@@ -87,7 +89,7 @@ final class ControlServer: Sendable {
         guard appConnections.add(1, ordering: .relaxed).newValue <= Self.appConnectionLimit else {
             respond(
                 client,
-                .failure(ScopeFSError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
+                .failure(CommandError.Kind.timedOut.rawValue, "the daemon is busy with other app requests; try again"))
             return
         }
         body()
@@ -105,7 +107,7 @@ final class ControlServer: Sendable {
             respond(
                 client,
                 .failure(
-                    ScopeFSError.Kind.timedOut.rawValue,
+                    CommandError.Kind.timedOut.rawValue,
                     "this app has \(Self.perAppConnectionLimit) requests in progress; try again"))
             return
         }
@@ -123,11 +125,11 @@ final class ControlServer: Sendable {
             {
                 response = handler(request, peer, peerApp)
             } else {
-                response = .failure(ScopeFSError.Kind.usage.rawValue, ControlResponse.malformedRequest)
+                response = .failure(CommandError.Kind.usage.rawValue, ControlResponse.malformedRequest)
             }
         } else {
             logger.warning("control connection refused: peer is not the mount's owner")
-            response = .failure(ScopeFSError.Kind.refused.rawValue, "only the mount's owner may use the control socket")
+            response = .failure(CommandError.Kind.refused.rawValue, "only the mount's owner may use the control socket")
         }
         return response
     }

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Foundation
 import Glibc
 import Policy
@@ -170,21 +172,21 @@ enum CoordinationHandling {
     ) -> ControlResponse {
         if request.op == .release {
             guard let claim = request.claim else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "release needs a claim")
+                return .failure(CommandError.Kind.usage.rawValue, "release needs a claim")
             }
             guard coordinator.release(claim, pid: pid) else {
-                return .failure(ScopeFSError.Kind.unknown.rawValue, "this process holds no claim \(claim)")
+                return .failure(CommandError.Kind.unknown.rawValue, "this process holds no claim \(claim)")
             }
             return ControlResponse(ok: true)
         }
         guard let raw = request.path, let intentName = request.intent,
             let intent = Coordinator.Intent(rawValue: intentName)
         else {
-            return .failure(ScopeFSError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
+            return .failure(CommandError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
         }
         let inApp = raw.hasPrefix(appRoot + "/") ? String(raw.dropFirst(appRoot.count + 1)) : raw
         guard let item = coordinatedItem(inApp, app: app, snapshot: snapshot), let key = Coordinator.key(item) else {
-            return .failure(ScopeFSError.Kind.noInput.rawValue, "\(raw) is not a document this app was given")
+            return .failure(CommandError.Kind.noInput.rawValue, "\(raw) is not a document this app was given")
         }
         let wait = min(max(request.waitSeconds ?? 10, 0), longestWait)
         switch coordinator.claim(key, intent, pid: pid, app: app, path: inApp, timeout: wait) {
@@ -194,9 +196,9 @@ enum CoordinationHandling {
             return response
         case .timedOut:
             return .failure(
-                ScopeFSError.Kind.timedOut.rawValue, "\(raw) is claimed by another app; gave up after \(Int(wait)) s")
+                CommandError.Kind.timedOut.rawValue, "\(raw) is claimed by another app; gave up after \(Int(wait)) s")
         case .tooMany:
-            return .failure(ScopeFSError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
+            return .failure(CommandError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
         case .overridden:
             preconditionFailure("an app's claim is never forced")
         }
@@ -221,12 +223,12 @@ enum CoordinationHandling {
 
     static func claimForTransfer(_ request: ControlRequest, pid: Int32, coordinator: Coordinator) -> ControlResponse {
         guard let items = request.transferItems, !items.isEmpty, items.count <= 16 else {
-            return .failure(ScopeFSError.Kind.usage.rawValue, "claimForTransfer needs 1 to 16 items")
+            return .failure(CommandError.Kind.usage.rawValue, "claimForTransfer needs 1 to 16 items")
         }
         var keyed: [(key: String, item: TransferItem)] = []
         for item in items {
             guard let key = Coordinator.key(item) else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "bad item \(item.path)")
+                return .failure(CommandError.Kind.usage.rawValue, "bad item \(item.path)")
             }
             keyed.append((key, item))
         }
@@ -248,7 +250,7 @@ enum CoordinationHandling {
                 overridden.formUnion(holders)
             case .timedOut, .tooMany:
                 for claim in claims { _ = coordinator.release(claim, pid: pid) }
-                return .failure(ScopeFSError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
+                return .failure(CommandError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
             }
         }
         var response = ControlResponse(ok: true)

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Documents
 import Foundation
 import FuseBridge
@@ -54,7 +56,7 @@ public enum Daemon {
     /// Without one: host changes show within this time.
     public static let unwatchedCacheTimeout = 1.0
 
-    public static func run(_ options: DaemonOptions, logger: Logger) throws(ScopeFSError) -> Int32 {
+    public static func run(_ options: DaemonOptions, logger: Logger) throws(CommandError) -> Int32 {
         let state = options.state
         let database = try PolicyDatabase.open(state)
         let repository = PolicyRepository(database: database)
@@ -95,7 +97,7 @@ public enum Daemon {
                 configuration: configuration, callers: tracker, scopes: scopes, events: recorder, documents: documents,
                 snapshot: snapshot)
         } catch {
-            throw ScopeFSError(.ioError, "cannot open \(state.containersPath): \(error)")
+            throw CommandError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
         var mountOptions = ["fsname=scopefs", "subtype=scopefs"]
         // Without allow_other the kernel lets only the daemon's own user in,
@@ -109,7 +111,7 @@ public enum Daemon {
             session = try FuseSession(fileSystem: fileSystem, options: mountOptions)
             try session.mount(at: mountpoint)
         } catch {
-            throw ScopeFSError(
+            throw CommandError(
                 .cannotMount, "cannot mount at \(mountpoint): \(error) (is /dev/fuse available and fuse3 installed?)")
         }
 
@@ -166,7 +168,7 @@ public enum Daemon {
                 servers.forEach { $0.stop() }
                 hostChanges?.stop()
                 session.unmount()
-                throw ScopeFSError(.ioError, "cannot listen on \(path): \(error)")
+                throw CommandError(.ioError, "cannot listen on \(path): \(error)")
             }
         }
         servers.forEach { $0.start() }
@@ -217,7 +219,7 @@ public enum Daemon {
         of app: AppID, state: StateDirectory, repository: PolicyRepository, reloader: PolicyReloader,
         fileSystem: ScopeFileSystem, logger: Logger
     ) {
-        do throws(ScopeFSError) {
+        do throws(CommandError) {
             let ended = try repository.forget(app: app, grant: nil, sessionOnly: true, reason: "session-ended")
             guard !ended.isEmpty else { return }
             let references = try DocumentPicker(state: state, repository: repository)
@@ -247,13 +249,13 @@ public enum Daemon {
         if !request.op.isForApps {
             if endpoint == .app {
                 return .failure(
-                    ScopeFSError.Kind.refused.rawValue,
+                    CommandError.Kind.refused.rawValue,
                     "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)"
                 )
             }
             if let app = peerApp {
                 return .failure(
-                    ScopeFSError.Kind.refused.rawValue,
+                    CommandError.Kind.refused.rawValue,
                     "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)"
                 )
             }
@@ -279,7 +281,7 @@ public enum Daemon {
             }
         case .revoke:
             guard let app = request.app else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "revoke needs an app")
+                return .failure(CommandError.Kind.usage.rawValue, "revoke needs an app")
             }
             do {
                 let (revoked, held) = try reloader.revoke(app: app, grant: request.grant)
@@ -292,7 +294,7 @@ public enum Daemon {
             }
         case .restore:
             guard let app = request.app else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "restore needs an app")
+                return .failure(CommandError.Kind.usage.rawValue, "restore needs an app")
             }
             do {
                 var response = ControlResponse(ok: true)
@@ -303,10 +305,10 @@ public enum Daemon {
             }
         case .register:
             guard let app = request.app else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "register needs an app")
+                return .failure(CommandError.Kind.usage.rawValue, "register needs an app")
             }
             guard fileSystem.snapshot.apps[app] != nil else {
-                return .failure(ScopeFSError.Kind.unknown.rawValue, ScopeFSError.unknownApp(app).message)
+                return .failure(CommandError.Kind.unknown.rawValue, CommandError.unknownApp(app).message)
             }
             switch tracker.register(pid: peer.pid, app: app) {
             case .success:
@@ -315,24 +317,24 @@ public enum Daemon {
                 return response
             case .failure(.alreadyApp(let existing)):
                 return .failure(
-                    ScopeFSError.Kind.refused.rawValue,
+                    CommandError.Kind.refused.rawValue,
                     "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)"
                 )
             case .failure(.gone):
-                return .failure(ScopeFSError.Kind.refused.rawValue, "the registering process is gone")
+                return .failure(CommandError.Kind.refused.rawValue, "the registering process is gone")
             case .failure(.noCgroup):
                 return .failure(
-                    ScopeFSError.Kind.ioError.rawValue,
+                    CommandError.Kind.ioError.rawValue,
                     "cannot make or join a cgroup for this run (\(tracker.attribution)): \(String(cString: strerror(errno)))"
                 )
             }
         case .resolve:
             guard let token = request.bookmark else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "resolve needs a bookmark")
+                return .failure(CommandError.Kind.usage.rawValue, "resolve needs a bookmark")
             }
             guard let app = peerApp else {
                 return .failure(
-                    ScopeFSError.Kind.refused.rawValue,
+                    CommandError.Kind.refused.rawValue,
                     "only an app process can resolve its bookmarks; run the resolver with `scopefs run --app APP`")
             }
             do {
@@ -350,7 +352,7 @@ public enum Daemon {
             return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
         case .query:
             guard let app = peerApp else {
-                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process can query its documents")
+                return .failure(CommandError.Kind.refused.rawValue, "only an app process can query its documents")
             }
             return QueryHandling.handle(request, app: app, state: options.state) { fileSystem.snapshot }
         case .claimForTransfer:
@@ -358,20 +360,20 @@ public enum Daemon {
         case .release where peerApp == nil:
             // The owner's transfer ends its claims.
             guard let claim = request.claim, coordinator.release(claim, pid: peer.pid) else {
-                return .failure(ScopeFSError.Kind.unknown.rawValue, "this process holds no such claim")
+                return .failure(CommandError.Kind.unknown.rawValue, "this process holds no such claim")
             }
             return ControlResponse(ok: true)
         case .coordinate, .release:
             guard let app = peerApp else {
                 return .failure(
-                    ScopeFSError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
+                    CommandError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
             }
             return CoordinationHandling.handle(
                 request, app: app, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
                 appRoot: mountpoint + "/" + app)
         case .watch:
             guard let app = peerApp else {
-                return .failure(ScopeFSError.Kind.refused.rawValue, "only an app process can watch its documents")
+                return .failure(CommandError.Kind.refused.rawValue, "only an app process can watch its documents")
             }
             // A presenter holds an app connection while it waits: short polls.
             let (notices, cursor) = reloader.notices.notices(

@@ -1,3 +1,4 @@
+import CommandErrors
 import Documents
 import Foundation
 import Logging
@@ -23,7 +24,7 @@ final class DocumentBridge: DocumentServices {
     private let events: any EventSink
 
     init(state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger)
-        throws(ScopeFSError)
+        throws(CommandError)
     {
         self.inbox = inbox
         self.events = events
@@ -55,7 +56,7 @@ final class DocumentBridge: DocumentServices {
 
     /// Resolves a bookmark for a process of `app`; a stale resolution is
     /// recorded, so a test can tell that the app met one.
-    func resolve(_ token: String, by app: AppID, pid: Int32) throws(ScopeFSError) -> BookmarkResolution {
+    func resolve(_ token: String, by app: AppID, pid: Int32) throws(CommandError) -> BookmarkResolution {
         let resolution = try bookmarks.resolve(token, by: app)
         if resolution.isStale {
             events.record(
@@ -66,7 +67,7 @@ final class DocumentBridge: DocumentServices {
         return resolution
     }
 
-    private func errno(_ error: ScopeFSError) -> Errno {
+    private func errno(_ error: CommandError) -> Errno {
         logger.warning("document service: \(error.message)")
         return error.kind == .noInput ? .noSuchFileOrDirectory : .ioError
     }

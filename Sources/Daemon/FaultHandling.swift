@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Policy
 import PolicyStore
 
@@ -14,17 +16,17 @@ enum FaultHandling {
         switch request.op {
         case .faultAdd:
             guard let rule = request.fault else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "faultAdd needs a rule")
+                return .failure(CommandError.Kind.usage.rawValue, "faultAdd needs a rule")
             }
             if let problem = rule.problem {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "bad fault rule: \(problem)")
+                return .failure(CommandError.Kind.usage.rawValue, "bad fault rule: \(problem)")
             }
             guard faults.rules.count < maximumRules else {
                 return .failure(
-                    ScopeFSError.Kind.usage.rawValue, "at most \(maximumRules) fault rules; clear some first")
+                    CommandError.Kind.usage.rawValue, "at most \(maximumRules) fault rules; clear some first")
             }
             guard let added = faults.add(rule, seed: request.seed) else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "bad fault rule")
+                return .failure(CommandError.Kind.usage.rawValue, "bad fault rule")
             }
             var response = ControlResponse(ok: true)
             response.faults = [added]
@@ -32,7 +34,7 @@ enum FaultHandling {
         case .faultClear:
             let removed = faults.clear(request.faultID)
             if let id = request.faultID, removed == 0 {
-                return .failure(ScopeFSError.Kind.unknown.rawValue, "no fault rule #\(id)")
+                return .failure(CommandError.Kind.unknown.rawValue, "no fault rule #\(id)")
             }
             var response = ControlResponse(ok: true)
             response.faults = faults.rules

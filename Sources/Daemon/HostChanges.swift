@@ -1,4 +1,5 @@
 import CSystemShims
+import CommandErrors
 import Dispatch
 import FuseBridge
 import Glibc
@@ -77,7 +78,7 @@ final class HostChanges: HostChangeWatch {
     /// fanotify when the file system of `probe` (the containers folder) can
     /// be marked, else inotify. An explicit channel that cannot be had is
     /// an error.
-    static func open(_ mode: HostChangeMode, probe: String, logger: Logger) throws(ScopeFSError) -> HostChanges? {
+    static func open(_ mode: HostChangeMode, probe: String, logger: Logger) throws(CommandError) -> HostChanges? {
         switch mode {
         case .none:
             return nil
@@ -100,7 +101,7 @@ final class HostChanges: HostChangeWatch {
             }
             let reason = String(cString: strerror(failure))
             if mode == .fanotify {
-                throw ScopeFSError(
+                throw CommandError(
                     .cannotMount,
                     "cannot watch host changes with fanotify (\(reason)): it needs CAP_SYS_ADMIN and a file system with file handles; use --host-changes inotify or auto"
                 )
@@ -110,10 +111,10 @@ final class HostChanges: HostChangeWatch {
         }
     }
 
-    private static func openInotify(logger: Logger) throws(ScopeFSError) -> HostChanges {
+    private static func openInotify(logger: Logger) throws(CommandError) -> HostChanges {
         let descriptor = scopefs_inotify_init()
         guard descriptor >= 0 else {
-            throw ScopeFSError(
+            throw CommandError(
                 .cannotMount, "cannot watch host changes with inotify: \(String(cString: strerror(errno)))")
         }
         return HostChanges(kind: .inotify, descriptor: descriptor, logger: logger)

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -7,7 +8,7 @@ import PolicyStore
 /// by a daemon that died ("Transport endpoint is not connected").
 public enum MountPoint {
     /// Resolves and checks `path`; unmounts a dead FUSE mount found there.
-    public static func prepare(_ path: String) throws(ScopeFSError) -> String {
+    public static func prepare(_ path: String) throws(CommandError) -> String {
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let normalized = (absolute as NSString).standardizingPath
         var info = stat()
@@ -17,11 +18,11 @@ public enum MountPoint {
                 try recoverDead(normalized)
                 return normalized
             }
-            throw ScopeFSError(
+            throw CommandError(
                 .cannotMount, "mountpoint \(normalized) is not usable: \(String(cString: strerror(error)))")
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw ScopeFSError(.cannotMount, "mountpoint \(normalized) is not a directory")
+            throw CommandError(.cannotMount, "mountpoint \(normalized) is not a directory")
         }
         if isMounted(normalized) && isDead(normalized) {
             // The kernel may still answer stat of the root from its cache.
@@ -29,7 +30,7 @@ public enum MountPoint {
             return normalized
         }
         if isMounted(normalized) {
-            throw ScopeFSError(
+            throw CommandError(
                 .cannotMount,
                 "\(normalized) is already a mountpoint; unmount it first (`scopefs unmount \(normalized)`)")
         }
@@ -43,9 +44,9 @@ public enum MountPoint {
     }
 
     /// A daemon that was killed leaves its mount behind; detach it.
-    private static func recoverDead(_ path: String) throws(ScopeFSError) {
+    private static func recoverDead(_ path: String) throws(CommandError) {
         if umount2(path, Int32(MNT_DETACH)) != 0 && !runFusermount(["-u", "-z", path]) {
-            throw ScopeFSError(
+            throw CommandError(
                 .cannotMount, "\(path) is a dead mount and could not be detached; run `fusermount3 -uz \(path)`")
         }
     }

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Foundation
 import PolicyStore
 
@@ -12,7 +14,7 @@ import PolicyStore
 /// sandbox the database and key are not even visible, and the daemon's
 /// control socket refuses changes from app processes itself.
 public enum OwnerCheck {
-    public static func require(_ state: StateDirectory, to action: String) throws(ScopeFSError) {
+    public static func require(_ state: StateDirectory, to action: String) throws(CommandError) {
         try requireOutsideRuns(to: action)
         if let app = appNamedByDaemon(state) { throw refused(app, action) }
     }
@@ -20,12 +22,12 @@ public enum OwnerCheck {
     /// The first sign alone, read from /proc without asking the daemon: for
     /// a change that the daemon itself makes, which refuses app processes
     /// on its own (the second sign, with the same answer as `whoami`).
-    public static func requireOutsideRuns(to action: String) throws(ScopeFSError) {
+    public static func requireOutsideRuns(to action: String) throws(CommandError) {
         if inRunCgroup() { throw refused(nil, action) }
     }
 
-    private static func refused(_ app: String?, _ action: String) -> ScopeFSError {
-        ScopeFSError(
+    private static func refused(_ app: String?, _ action: String) -> CommandError {
+        CommandError(
             .refused,
             "refused: this is an app process\(app.map { " of \($0)" } ?? ""); only the owner, outside `scopefs run`, can \(action) (SPEC S5)"
         )

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Policy
 import PolicyStore
 
@@ -18,35 +20,35 @@ enum PickHandling {
         case .pick:
             guard let app = peerApp else {
                 return .failure(
-                    ScopeFSError.Kind.refused.rawValue,
+                    CommandError.Kind.refused.rawValue,
                     "only an app process can ask to pick documents; run it with `scopefs run --app APP`")
             }
             guard let pick = request.pick else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "pick needs a request")
+                return .failure(CommandError.Kind.usage.rawValue, "pick needs a request")
             }
             if let problem = pick.validated() {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "bad pick request: \(problem)")
+                return .failure(CommandError.Kind.usage.rawValue, "bad pick request: \(problem)")
             }
             let wait = min(max(request.waitSeconds ?? defaultPickWait, 0), longestPickWait)
             switch picks.submit(pick, app: app, pid: peer.pid, timeout: wait) {
             case .answered(let answer):
                 var response = ControlResponse(ok: answer.error == nil)
                 if let error = answer.error {
-                    response.code = ScopeFSError.Kind.refused.rawValue
+                    response.code = CommandError.Kind.refused.rawValue
                     response.message = "the picker could not do what was chosen: \(error)"
                 }
                 response.picked = answer
                 return response
             case .noAgent:
                 return .failure(
-                    ScopeFSError.Kind.noDaemon.rawValue,
+                    CommandError.Kind.noDaemon.rawValue,
                     "no picker agent is running for this mount; its owner starts one with `scopefs agent`")
             case .timedOut:
                 return .failure(
-                    ScopeFSError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
+                    CommandError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
             case .tooMany:
                 return .failure(
-                    ScopeFSError.Kind.timedOut.rawValue,
+                    CommandError.Kind.timedOut.rawValue,
                     "this app already has \(PickBroker.maximumPendingPerApp) pick requests waiting; try again later")
             }
         case .agentNext:
@@ -56,15 +58,15 @@ enum PickHandling {
             return response
         case .agentAnswer:
             guard let id = request.pickID, let answer = request.answer else {
-                return .failure(ScopeFSError.Kind.usage.rawValue, "agentAnswer needs pickID and answer")
+                return .failure(CommandError.Kind.usage.rawValue, "agentAnswer needs pickID and answer")
             }
             guard picks.answer(id, by: UInt64(peer.pid), answer) else {
                 return .failure(
-                    ScopeFSError.Kind.unknown.rawValue, "no pick request \(id) waits for this agent (the app gave up?)")
+                    CommandError.Kind.unknown.rawValue, "no pick request \(id) waits for this agent (the app gave up?)")
             }
             return ControlResponse(ok: true)
         default:
-            return .failure(ScopeFSError.Kind.internalError.rawValue, "not a pick request")
+            return .failure(CommandError.Kind.internalError.rawValue, "not a pick request")
         }
     }
 }

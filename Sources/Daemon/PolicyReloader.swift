@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import FuseBridge
 import Logging
@@ -69,8 +70,8 @@ final class PolicyReloader: Sendable {
     /// the file first: a stat(2) per call, and a `quick_check` through a
     /// connection of its own when the file changed (a CLI's checkpoint, or
     /// a write behind SQLite's back that the daemon's page cache would hide).
-    func reload() throws(ScopeFSError) {
-        try installed.withLock { installed throws(ScopeFSError) in
+    func reload() throws(CommandError) {
+        try installed.withLock { installed throws(CommandError) in
             let path = repository.database.location
             let file = FileState(path: path)
             // Failed closed and nothing new at the path: nothing to try again.
@@ -84,7 +85,7 @@ final class PolicyReloader: Sendable {
                         : "database \(path) was deleted"
                     return failClosed(&installed, reason, file: nil)
                 }
-                do throws(ScopeFSError) {
+                do throws(CommandError) {
                     try PolicyDatabase.verify(path: path)
                     if let opened = repository.database.identity, opened.isSameFile(as: file), installed.failure == nil
                     {
@@ -107,7 +108,7 @@ final class PolicyReloader: Sendable {
                 }
             }
             if !installed.held.isEmpty { writeHeld(&installed) }
-            do throws(ScopeFSError) {
+            do throws(CommandError) {
                 guard try repository.policyVersion() != installed.version else { return }
                 let generation = installed.generation + 1
                 var (snapshot, version) = try repository.versionedSnapshot(generation: generation)
@@ -170,8 +171,8 @@ final class PolicyReloader: Sendable {
     /// its own connection first — it may still write (its WAL) where a CLI
     /// cannot open the file for writing (`chattr +i`) — else held in memory
     /// and served at once (see `Installed.held`). Returns the grants revoked.
-    func revoke(app: AppID, grant: GrantID?) throws(ScopeFSError) -> (grants: [Grant], held: Bool) {
-        do throws(ScopeFSError) {
+    func revoke(app: AppID, grant: GrantID?) throws(CommandError) -> (grants: [Grant], held: Bool) {
+        do throws(CommandError) {
             let changed = try repository.setState(.revoked, app: app, grant: grant)
             try reload()
             if failure == nil { return (changed, false) }
@@ -180,12 +181,12 @@ final class PolicyReloader: Sendable {
         } catch {
             logger.warning("revoke for \(app) cannot be written to the database, held by the daemon: \(error.message)")
         }
-        return try installed.withLock { installed throws(ScopeFSError) in
+        return try installed.withLock { installed throws(CommandError) in
             let current = fileSystem.snapshot
-            guard current.apps[app] != nil else { throw ScopeFSError.unknownApp(app) }
+            guard current.apps[app] != nil else { throw CommandError.unknownApp(app) }
             let grants = current.grants(of: app).filter { grant == nil || $0.id == grant }
             if let grant, grants.isEmpty {
-                throw ScopeFSError(.unknown, "app \(app) has no grant \(grant); see `scopefs privacy \(app)`")
+                throw CommandError(.unknown, "app \(app) has no grant \(grant); see `scopefs privacy \(app)`")
             }
             // Failed closed, every grant shows as revoked: hold them all, so
             // that the database, once back, does not bring them back.
@@ -203,11 +204,11 @@ final class PolicyReloader: Sendable {
     /// change is written with the daemon's connection, durable when this
     /// returns, and installed by the reload that follows. `requester`: the
     /// process the restore event names (the owner's CLI).
-    func restore(app: AppID, grant: GrantID?, requester: Int32) throws(ScopeFSError) -> [Grant] {
+    func restore(app: AppID, grant: GrantID?, requester: Int32) throws(CommandError) -> [Grant] {
         // Failed closed, the connection may be a placeholder: say why.
         try reload()
         if let failure {
-            throw ScopeFSError(
+            throw CommandError(
                 .badState, "cannot restore: no grant is served until a valid database returns (\(failure))")
         }
         let changed = try repository.setState(.active, app: app, grant: grant, requester: requester)
@@ -222,7 +223,7 @@ final class PolicyReloader: Sendable {
     /// Writes held revocations to the database when it takes writes again.
     private func writeHeld(_ installed: inout Installed) {
         for (id, held) in installed.held.sorted(by: { $0.key < $1.key }) {
-            do throws(ScopeFSError) {
+            do throws(CommandError) {
                 // Only the same grant: same app and item (see `Installed.held`).
                 let stored = try repository.grants(app: held.app).first { $0.id == id }
                 if let stored, stored.item == held.item {

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Documents
 import Foundation
 import Policy
@@ -20,7 +22,7 @@ enum QueryHandling {
         _ request: ControlRequest, app: AppID, state: StateDirectory, snapshot: () -> PolicySnapshot
     ) -> ControlResponse {
         guard let scope = DocumentQuery.Scope(rawValue: request.scope ?? "all") else {
-            return .failure(ScopeFSError.Kind.usage.rawValue, "query scope must be documents, external or all")
+            return .failure(CommandError.Kind.usage.rawValue, "query scope must be documents, external or all")
         }
         let deadline = Date().addingTimeInterval(min(max(request.waitSeconds ?? 0, 0), longestWait))
         while true {

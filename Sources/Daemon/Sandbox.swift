@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -57,11 +58,11 @@ public struct Sandbox: Sendable {
     var appDirectory: String { mountpoint + "/" + app }
 
     /// bubblewrap, from PATH or Debian's place.
-    static func bubblewrap() throws(ScopeFSError) -> String {
+    static func bubblewrap() throws(CommandError) -> String {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         let candidates = path.split(separator: ":").map { "\($0)/bwrap" } + ["/usr/bin/bwrap"]
         guard let found = candidates.first(where: { access($0, X_OK) == 0 }) else {
-            throw ScopeFSError(
+            throw CommandError(
                 .badState,
                 "the sandbox needs bubblewrap (bwrap), which is not installed: `apt-get install bubblewrap`; "
                     + "or run with --no-sandbox, which is no security boundary")

@@ -1,5 +1,6 @@
 import CSeccomp
 import CSystemShims
+import CommandErrors
 import Glibc
 import PolicyStore
 
@@ -41,7 +42,7 @@ enum SeccompFilter {
     }
 
     /// Writes the compiled filter (BPF) to `descriptor`.
-    static func export(to descriptor: Int32) throws(ScopeFSError) {
+    static func export(to descriptor: Int32) throws(CommandError) {
         guard let context = seccomp_init(SCMP_ACT_ALLOW) else { throw failure("seccomp_init") }
         defer { seccomp_release(context) }
         let eperm = scopefs_scmp_act_errno(UInt16(EPERM))
@@ -66,7 +67,7 @@ enum SeccompFilter {
     }
 
     private static func add(_ context: scmp_filter_ctx, _ action: UInt32, _ name: String, _ conditions: [scmp_arg_cmp])
-        throws(ScopeFSError)
+        throws(CommandError)
     {
         let number = seccomp_syscall_resolve_name(name)
         // A call this architecture does not have needs no rule.
@@ -77,8 +78,8 @@ enum SeccompFilter {
         guard result == 0 else { throw failure("a seccomp rule for \(name)", code: -result) }
     }
 
-    private static func failure(_ what: String, code: Int32 = ENOMEM) -> ScopeFSError {
-        ScopeFSError(
+    private static func failure(_ what: String, code: Int32 = ENOMEM) -> CommandError {
+        CommandError(
             .internalError,
             "cannot build the sandbox's system-call filter: \(what) failed: \(String(cString: strerror(code)))")
     }

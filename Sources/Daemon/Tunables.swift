@@ -25,8 +25,6 @@ enum Tunables {
     static let memoryTrimPeriodSeconds: UInt32 = 1
     /// How often items are re-located when no change wakes the locator.
     static let itemLocatorPeriodSeconds: Double = 1
-    /// How long each poll of the readiness pipe waits.
-    static let readinessPollMilliseconds: Int32 = 200
     /// Descriptor-table slots reserved at start, and the size below which
     /// reserving is not worth it (the kernel's first table holds 64).
     static let reservedDescriptors: rlim_t = 4096

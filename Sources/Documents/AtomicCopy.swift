@@ -1,4 +1,5 @@
 import CSystemShims
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -26,9 +27,9 @@ public struct AtomicCopy {
         self.progress = progress
     }
 
-    public func copy(_ source: String, to destination: String) throws(ScopeFSError) {
+    public func copy(_ source: String, to destination: String) throws(CommandError) {
         if !replace && HostFiles.exists(destination) {
-            throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it")
+            throw CommandError(.badData, "\(destination) already exists; pass --force to replace it")
         }
         do {
             var info = stat()
@@ -40,10 +41,10 @@ public struct AtomicCopy {
                 return
             }
             try copyStaged(source, destination, beside: false)
-        } catch let error as ScopeFSError {
+        } catch let error as CommandError {
             throw error
         } catch {
-            throw ScopeFSError(.ioError, "cannot copy \(source) to \(destination): \(error.localizedDescription)")
+            throw CommandError(.ioError, "cannot copy \(source) to \(destination): \(error.localizedDescription)")
         }
     }
 
@@ -67,7 +68,7 @@ public struct AtomicCopy {
         guard replace else {
             guard name.withHostCString({ linkat(AT_FDCWD, anonymous, directory, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
                 if errno == EEXIST {
-                    throw ScopeFSError(.badData, "\(destination) already exists; pass --force to replace it")
+                    throw CommandError(.badData, "\(destination) already exists; pass --force to replace it")
                 }
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
@@ -165,7 +166,7 @@ public struct AtomicCopy {
         default:
             // A FIFO would block the copy (and the agent serving every app)
             // forever; a socket or a device has no bytes to copy (SPEC S34).
-            throw ScopeFSError(
+            throw CommandError(
                 .badData,
                 "\(RelativePath.lastComponent(of: source)) is not a file, folder or link (a FIFO, socket or device): it cannot be copied"
             )

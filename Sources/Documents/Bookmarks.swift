@@ -1,3 +1,4 @@
+import CommandErrors
 import Crypto
 import Foundation
 import Policy
@@ -32,7 +33,7 @@ public struct BookmarkCodec: Sendable {
     private var key: SymmetricKey { SymmetricKey(data: keyBytes) }
 
     /// Loads the state directory's key, creating it (0600) on first use.
-    public init(state: StateDirectory) throws(ScopeFSError) {
+    public init(state: StateDirectory) throws(CommandError) {
         let path = state.path + "/bookmark.key"
         if let data = FileManager.default.contents(atPath: path), data.count == 32 {
             keyBytes = data
@@ -44,7 +45,7 @@ public struct BookmarkCodec: Sendable {
         if descriptor < 0 {
             // Another process created it first: use theirs.
             guard let existing = FileManager.default.contents(atPath: path), existing.count == 32 else {
-                throw ScopeFSError(
+                throw CommandError(
                     .ioError, "cannot create the bookmark key \(path): \(String(cString: strerror(errno)))")
             }
             keyBytes = existing
@@ -53,7 +54,7 @@ public struct BookmarkCodec: Sendable {
         defer { close(descriptor) }
         let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         guard written == data.count, fsync(descriptor) == 0 else {
-            throw ScopeFSError(.ioError, "cannot write the bookmark key \(path)")
+            throw CommandError(.ioError, "cannot write the bookmark key \(path)")
         }
         keyBytes = data
     }
@@ -71,8 +72,8 @@ public struct BookmarkCodec: Sendable {
     }
 
     /// Verifies and decodes a token; tampering of any byte is rejected.
-    public func decode(_ token: String) throws(ScopeFSError) -> Bookmark {
-        let invalid = ScopeFSError(.badData, "bookmark is invalid: tampered with, truncated, or not a ScopeFS bookmark")
+    public func decode(_ token: String) throws(CommandError) -> Bookmark {
+        let invalid = CommandError(.badData, "bookmark is invalid: tampered with, truncated, or not a ScopeFS bookmark")
         let parts = token.trimmingCharacters(in: .whitespacesAndNewlines).split(
             separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let payload = Data(base64URL: String(parts[0])),
@@ -119,16 +120,16 @@ public struct BookmarkService: Sendable {
     }
 
     /// A bookmark for an item the app can access (the caller checked that).
-    public func create(app: AppID, provider: ProviderID, path: String, access: Access) throws(ScopeFSError) -> String {
+    public func create(app: AppID, provider: ProviderID, path: String, access: Access) throws(CommandError) -> String {
         let item = try repository.itemIdentifier(provider: provider, path: path)
         return codec.encode(Bookmark(app: app, provider: provider, item: item, access: access, path: path))
     }
 
     /// Resolves a bookmark presented by a process of `app`.
-    public func resolve(_ token: String, by app: AppID) throws(ScopeFSError) -> BookmarkResolution {
+    public func resolve(_ token: String, by app: AppID) throws(CommandError) -> BookmarkResolution {
         let bookmark = try codec.decode(token)
         guard bookmark.app == app else {
-            throw ScopeFSError(
+            throw CommandError(
                 .refused, "bookmark belongs to another app (\(bookmark.app)); it cannot be resolved by \(app)")
         }
         try ItemLocator(repository: repository).refresh()
@@ -141,7 +142,7 @@ public struct BookmarkService: Sendable {
         {
             path = bookmark.path  // deleted, and a new item made under the same name
         } else {
-            throw ScopeFSError(
+            throw CommandError(
                 .noInput, "file doesn't exist: the bookmarked item \(bookmark.provider):\(bookmark.path) was deleted")
         }
         let stale = path != bookmark.path || snapshot.items[bookmark.item]?.exists != true
@@ -150,9 +151,9 @@ public struct BookmarkService: Sendable {
         where grant.state == .active || snapshot.enclosingGrants(of: grant.id).contains(where: { $0.state == .active }):
             break  // any active grant covering the item (SPEC S9)
         case .granted:
-            throw ScopeFSError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
+            throw CommandError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
         default:
-            throw ScopeFSError(.refused, "\(app) no longer has a grant covering \(bookmark.provider):\(path)")
+            throw CommandError(.refused, "\(app) no longer has a grant covering \(bookmark.provider):\(path)")
         }
         return BookmarkResolution(
             provider: bookmark.provider, path: path,

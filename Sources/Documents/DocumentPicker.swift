@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -33,7 +34,7 @@ public struct DocumentPicker: Sendable {
     public func open(
         app: AppID, provider: ProviderID, path: String, access: Access, session: Bool = false,
         wholeProvider: Bool = false
-    ) throws(ScopeFSError) -> Opened {
+    ) throws(CommandError) -> Opened {
         let change = try repository.grant(
             app: app, provider: provider, path: path, access: access, session: session, update: .widen,
             wholeProvider: wholeProvider)
@@ -55,7 +56,7 @@ public struct DocumentPicker: Sendable {
     /// Forget: removes grants for good, with the reference documents that
     /// point at their items. Returns the grants and the removed references'
     /// container paths.
-    public func forget(app: AppID, grant: GrantID?) throws(ScopeFSError) -> (grants: [Grant], references: [String]) {
+    public func forget(app: AppID, grant: GrantID?) throws(CommandError) -> (grants: [Grant], references: [String]) {
         let forgotten = try repository.forget(app: app, grant: grant)
         let references = try removeReferences(app: app, to: Set(forgotten.map(\.item)))
         return (forgotten, references)
@@ -63,12 +64,12 @@ public struct DocumentPicker: Sendable {
 
     /// Removes the app's reference documents to `items`; returns their
     /// container paths.
-    public func removeReferences(app: AppID, to items: Set<ItemIdentifier>) throws(ScopeFSError) -> [String] {
+    public func removeReferences(app: AppID, to items: Set<ItemIdentifier>) throws(CommandError) -> [String] {
         guard !items.isEmpty else { return [] }
         let paths = try references(app: app, to: items)
         let container = state.containerPath(of: app)
         for path in paths where !ContainerFiles.removeFile(root: container, relative: path) {
-            throw ScopeFSError(
+            throw CommandError(
                 .ioError, "cannot remove reference \(container)/\(path): \(String(cString: strerror(errno)))")
         }
         return paths
@@ -76,7 +77,7 @@ public struct DocumentPicker: Sendable {
 
     /// The container paths of the app's reference documents (anywhere in
     /// `Documents/`) that point at one of `items`, sorted.
-    func references(app: AppID, to items: Set<ItemIdentifier>) throws(ScopeFSError) -> [String] {
+    func references(app: AppID, to items: Set<ItemIdentifier>) throws(CommandError) -> [String] {
         let documents = try container(of: app) + "/Documents"
         return DocumentQuery.files(under: documents).sorted().filter { relative in
             DocumentQuery.stub(at: documents + "/" + relative).map { items.contains($0.item) } ?? false
@@ -86,7 +87,7 @@ public struct DocumentPicker: Sendable {
     /// Import (SPEC S18): a copy in `Container/tmp/<app>-Inbox/`; no grant.
     /// The daemon removes the copy once the app has had it (`InboxKeeper`).
     public func importItem(app: AppID, provider providerID: ProviderID, path: String, copy: AtomicCopy)
-        throws(ScopeFSError) -> String
+        throws(CommandError) -> String
     {
         let (sourceFolder, sourceName) = try providerItem(providerID, path)
         let inbox = try PinnedFolder(
@@ -103,7 +104,7 @@ public struct DocumentPicker: Sendable {
     /// Export to service (SPEC S19): a copy in a provider folder; the app
     /// gets no access to it.
     public func export(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
-        throws(ScopeFSError) -> String
+        throws(CommandError) -> String
     {
         let (sourceFolder, name) = try containerItem(app, containerPath)
         let destination = try providerFolder(provider, folder)
@@ -116,7 +117,7 @@ public struct DocumentPicker: Sendable {
     /// Move to service (SPEC S20): the item leaves the container for a
     /// provider folder; the app gets a grant and a reference, as after Open.
     public func move(app: AppID, containerPath: String, provider: ProviderID, folder: String, copy: AtomicCopy)
-        throws(ScopeFSError) -> Opened
+        throws(CommandError) -> Opened
     {
         let destination = try export(
             app: app, containerPath: containerPath, provider: provider, folder: folder, copy: copy)
@@ -125,7 +126,7 @@ public struct DocumentPicker: Sendable {
             ContainerFiles.remove(
                 root: try container(of: app), relative: RelativePath.normalize(containerPath) ?? containerPath)
         else {
-            throw ScopeFSError(
+            throw CommandError(
                 .ioError,
                 "copied to \(provider):\(destination) but cannot remove \(containerPath): \(String(cString: strerror(errno)))"
             )
@@ -140,7 +141,7 @@ public struct DocumentPicker: Sendable {
     /// name collision) leave everything where it was.
     public func checkTransfer(
         app: AppID, containerPaths: [String], provider: ProviderID, folder: String, replace: Bool
-    ) throws(ScopeFSError) {
+    ) throws(CommandError) {
         let destination = try providerFolder(provider, folder)
         defer { withExtendedLifetime(destination) {} }
         var names: [String: String] = [:]
@@ -148,13 +149,13 @@ public struct DocumentPicker: Sendable {
             let (sourceFolder, name) = try containerItem(app, containerPath)
             withExtendedLifetime(sourceFolder) {}
             if let earlier = names[name] {
-                throw ScopeFSError(
+                throw CommandError(
                     .usage, "\(earlier) and \(containerPath) have the same name; one folder cannot take both")
             }
             names[name] = containerPath
             let target = RelativePath.join(RelativePath.normalize(folder) ?? "", name)
             if !replace && HostFiles.exists(destination.path(of: name)) {
-                throw ScopeFSError(
+                throw CommandError(
                     .badData, "\(provider):\(target) already exists (for \(containerPath)); pass --force to replace it")
             }
         }
@@ -171,7 +172,7 @@ public struct DocumentPicker: Sendable {
     }
 
     /// Writes a stub under a name not yet taken ("a.txt", "a 2.txt", ...).
-    private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(ScopeFSError) -> String {
+    private func writeReference(_ stub: ReferenceStub, app: AppID, name: String) throws(CommandError) -> String {
         // The app may have made Documents a link to a folder of the owner:
         // written only into the container's own folder, never through a link.
         let folder = try PinnedFolder(
@@ -186,15 +187,15 @@ public struct DocumentPicker: Sendable {
             }
             if descriptor < 0 && errno == EEXIST { continue }
             guard descriptor >= 0 else {
-                throw ScopeFSError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
+                throw CommandError(.ioError, "cannot create reference \(path): \(String(cString: strerror(errno)))")
             }
             let bytes = stub.bytes
             let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
             close(descriptor)
-            guard written == bytes.count else { throw ScopeFSError(.ioError, "cannot write reference \(path)") }
+            guard written == bytes.count else { throw CommandError(.ioError, "cannot write reference \(path)") }
             return "Documents/" + unique
         }
-        throw ScopeFSError(.ioError, "no free name for a reference to \(name) in \(documents)")
+        throw CommandError(.ioError, "no free name for a reference to \(name) in \(documents)")
     }
 
     static func uniqueName(_ name: String, in folder: String) -> String {
@@ -208,16 +209,16 @@ public struct DocumentPicker: Sendable {
         return name
     }
 
-    private func container(of app: AppID) throws(ScopeFSError) -> String {
-        guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+    private func container(of app: AppID) throws(CommandError) -> String {
+        guard try repository.apps().contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
         return state.containerPath(of: app)
     }
 
     /// The folder holding a container item, reached without following
     /// links (the app controls its container), and the item's name.
-    private func containerItem(_ app: AppID, _ path: String) throws(ScopeFSError) -> (PinnedFolder, String) {
+    private func containerItem(_ app: AppID, _ path: String) throws(CommandError) -> (PinnedFolder, String) {
         guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
-            throw ScopeFSError(.badData, "container path \(path) leaves the container")
+            throw CommandError(.badData, "container path \(path) leaves the container")
         }
         let (folder, name) = try PinnedFolder.parent(
             root: try container(of: app), relative: relative, what: "\(app)'s \(relative)")
@@ -227,32 +228,32 @@ public struct DocumentPicker: Sendable {
 
     /// A provider item's folder and name, reached without following links:
     /// an app with a read-write grant can plant them there (SPEC S33).
-    private func providerItem(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> (PinnedFolder, String) {
+    private func providerItem(_ providerID: ProviderID, _ path: String) throws(CommandError) -> (PinnedFolder, String) {
         let root = try providerPath(providerID, "")
         guard let relative = RelativePath.normalize(path), !relative.isEmpty else {
-            throw ScopeFSError(.badData, "\(providerID):\(path) names no item of the provider")
+            throw CommandError(.badData, "\(providerID):\(path) names no item of the provider")
         }
         return try PinnedFolder.parent(root: root, relative: relative, what: "\(providerID):\(relative)")
     }
 
-    private func providerFolder(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> PinnedFolder {
+    private func providerFolder(_ providerID: ProviderID, _ path: String) throws(CommandError) -> PinnedFolder {
         let root = try providerPath(providerID, "")
         guard let relative = RelativePath.normalize(path) else {
-            throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
+            throw CommandError(.badData, "path \(path) leaves provider \(providerID)")
         }
         return try PinnedFolder(root: root, relative: relative, create: false, what: "\(providerID):\(relative)")
     }
 
-    private func providerPath(_ providerID: ProviderID, _ path: String) throws(ScopeFSError) -> String {
+    private func providerPath(_ providerID: ProviderID, _ path: String) throws(CommandError) -> String {
         guard let provider = try repository.providers().first(where: { $0.id == providerID }) else {
-            throw ScopeFSError.unknownProvider(providerID)
+            throw CommandError.unknownProvider(providerID)
         }
         guard let relative = RelativePath.normalize(path) else {
-            throw ScopeFSError(.badData, "path \(path) leaves provider \(providerID)")
+            throw CommandError(.badData, "path \(path) leaves provider \(providerID)")
         }
         let full = relative.isEmpty ? provider.directory : provider.directory + "/" + relative
         guard HostFiles.exists(full) else {
-            throw ScopeFSError(.noInput, "\(providerID):\(relative) does not exist (\(full))")
+            throw CommandError(.noInput, "\(providerID):\(relative) does not exist (\(full))")
         }
         return full
     }

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -37,8 +38,8 @@ public struct DocumentQuery: Sendable {
 
     /// `mount` is the mount's path, or nil when no daemon serves the state
     /// directory (paths are then given relative to the mount, as `/<app>/...`).
-    public func run(app: AppID, scope: Scope, nameGlob: String?, mount: String?) throws(ScopeFSError) -> [Result] {
-        guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+    public func run(app: AppID, scope: Scope, nameGlob: String?, mount: String?) throws(CommandError) -> [Result] {
+        guard try repository.apps().contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
         return Self.results(

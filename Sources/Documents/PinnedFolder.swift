@@ -1,3 +1,4 @@
+import CommandErrors
 import Glibc
 import Policy
 import PolicyStore
@@ -13,10 +14,10 @@ final class PinnedFolder {
     let descriptor: Int32
 
     /// `relative` below `root`; missing folders are made when `create`.
-    init(root: String, relative: String, create: Bool, what: String) throws(ScopeFSError) {
+    init(root: String, relative: String, create: Bool, what: String) throws(CommandError) {
         var descriptor = root.withHostCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard descriptor >= 0 else {
-            throw ScopeFSError(.noInput, "cannot open \(root): \(String(cString: strerror(errno)))")
+            throw CommandError(.noInput, "cannot open \(root): \(String(cString: strerror(errno)))")
         }
         for component in RelativePath.components(of: relative) {
             let name = String(component)
@@ -26,9 +27,9 @@ final class PinnedFolder {
             close(descriptor)
             guard next >= 0 else {
                 throw failure == ELOOP || failure == ENOTDIR
-                    ? ScopeFSError(
+                    ? CommandError(
                         .refused, "\(what) \(relative) is not a folder of its own (a symbolic link?); refused")
-                    : ScopeFSError(.noInput, "\(what) \(relative): \(String(cString: strerror(failure)))")
+                    : CommandError(.noInput, "\(what) \(relative): \(String(cString: strerror(failure)))")
             }
             descriptor = next
         }
@@ -41,21 +42,21 @@ final class PinnedFolder {
     func path(of name: String) -> String { "/proc/self/fd/\(descriptor)/" + name }
 
     /// `name` in this folder, which must exist and not be a symbolic link.
-    func existingItem(_ name: String, what: String) throws(ScopeFSError) -> String {
+    func existingItem(_ name: String, what: String) throws(CommandError) -> String {
         var info = stat()
         guard name.withHostCString({ fstatat(descriptor, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else {
-            throw ScopeFSError(.noInput, "\(what) does not exist")
+            throw CommandError(.noInput, "\(what) does not exist")
         }
         guard info.st_mode & S_IFMT != S_IFLNK else {
-            throw ScopeFSError(.refused, "\(what) is a symbolic link; choose what it points to instead")
+            throw CommandError(.refused, "\(what) is a symbolic link; choose what it points to instead")
         }
         return path(of: name)
     }
 
     /// The parent folder of `relative` below `root`, and its last name.
-    static func parent(root: String, relative: String, what: String) throws(ScopeFSError) -> (PinnedFolder, String) {
+    static func parent(root: String, relative: String, what: String) throws(CommandError) -> (PinnedFolder, String) {
         let components = RelativePath.components(of: relative).map(String.init)
-        guard let name = components.last else { throw ScopeFSError(.badData, "\(what) names no item") }
+        guard let name = components.last else { throw CommandError(.badData, "\(what) names no item") }
         let folder = try PinnedFolder(
             root: root, relative: components.dropLast().joined(separator: "/"), create: false, what: what)
         return (folder, name)

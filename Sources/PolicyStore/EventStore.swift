@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import GRDB
 import Policy
@@ -29,7 +30,7 @@ public struct EventStore: Sendable {
         self.coalescingWindow = coalescingWindow
     }
 
-    public func append(_ events: [Event]) throws(ScopeFSError) {
+    public func append(_ events: [Event]) throws(CommandError) {
         guard !events.isEmpty else { return }
         try database.write { db in
             var recent = try RecentEvents(db, lookback: Self.coalescingLookback, window: coalescingWindow)
@@ -103,7 +104,7 @@ public struct EventStore: Sendable {
     }
 
     /// Events matching `filter`, oldest first (the newest `limit` of them).
-    public func events(_ filter: Filter) throws(ScopeFSError) -> [Event] {
+    public func events(_ filter: Filter) throws(CommandError) -> [Event] {
         var clauses: [String] = []
         var arguments: [(any DatabaseValueConvertible)?] = []
         if let app = filter.app {

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import GRDB
 import Policy
@@ -29,7 +30,7 @@ public struct ItemLocator: Sendable {
 
     /// Re-locates every item; returns true when any location changed.
     @discardableResult
-    public func refresh() throws(ScopeFSError) -> Bool {
+    public func refresh() throws(CommandError) -> Bool {
         var changed = false
         for provider in try repository.providers() {
             changed = try refresh(provider) || changed
@@ -37,7 +38,7 @@ public struct ItemLocator: Sendable {
         return changed
     }
 
-    private func refresh(_ provider: Provider) throws(ScopeFSError) -> Bool {
+    private func refresh(_ provider: Provider) throws(CommandError) -> Bool {
         let items = try repository.database.read { db in
             try Row.fetchAll(
                 db,

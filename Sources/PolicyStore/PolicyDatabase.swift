@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import GRDB
 import Policy
@@ -16,9 +17,9 @@ public final class PolicyDatabase: Sendable {
     private let connection: Mutex<(writer: any DatabaseWriter, identity: FileState?)>
 
     /// Opens the database of an initialised state directory.
-    public static func open(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
+    public static func open(_ state: StateDirectory) throws(CommandError) -> PolicyDatabase {
         guard FileManager.default.fileExists(atPath: state.databasePath) else {
-            throw ScopeFSError(
+            throw CommandError(
                 .badState,
                 "state directory \(state.path) is not initialised (no scopefs.sqlite); run `scopefs --state \(state.path) init`"
             )
@@ -27,7 +28,7 @@ public final class PolicyDatabase: Sendable {
     }
 
     /// Creates (or opens) the database of a state directory.
-    public static func create(_ state: StateDirectory) throws(ScopeFSError) -> PolicyDatabase {
+    public static func create(_ state: StateDirectory) throws(CommandError) -> PolicyDatabase {
         try state.create()
         if !FileManager.default.fileExists(atPath: state.databasePath) {
             // A -wal or -shm without its database is a deleted database's:
@@ -39,22 +40,22 @@ public final class PolicyDatabase: Sendable {
     }
 
     /// An in-memory database, for tests of the policy engine.
-    public static func inMemory() throws(ScopeFSError) -> PolicyDatabase {
+    public static func inMemory() throws(CommandError) -> PolicyDatabase {
         do {
             let queue = try DatabaseQueue(configuration: Self.configuration())
             return try PolicyDatabase(writer: queue, location: ":memory:")
-        } catch let error as ScopeFSError {
+        } catch let error as CommandError {
             throw error
         } catch {
-            throw ScopeFSError(.internalError, "in-memory database: \(error)")
+            throw CommandError(.internalError, "in-memory database: \(error)")
         }
     }
 
-    private convenience init(path: String) throws(ScopeFSError) {
+    private convenience init(path: String) throws(CommandError) {
         do {
             let pool = try DatabasePool(path: path, configuration: Self.configuration())
             try self.init(writer: pool, location: path)
-        } catch let error as ScopeFSError {
+        } catch let error as CommandError {
             throw error
         } catch {
             throw Self.describe(error, path: path)
@@ -71,7 +72,7 @@ public final class PolicyDatabase: Sendable {
         let migrator = Migrations.migrator
         let superseded = try writer.read { db in try migrator.hasBeenSuperseded(db) }
         if superseded {
-            throw ScopeFSError(
+            throw CommandError(
                 .badState,
                 "database \(location) was written by a newer ScopeFS (unknown schema version); upgrade scopefs — the file was left untouched"
             )
@@ -95,13 +96,13 @@ public final class PolicyDatabase: Sendable {
 
     /// Opens the file the path names now and uses it from here on; the old
     /// connections close once no read holds them, after the new ones opened.
-    public func reopen() throws(ScopeFSError) {
+    public func reopen() throws(CommandError) {
         do {
             let pool = try DatabasePool(path: location, configuration: Self.configuration())
             let identity = FileState(path: location)
             try Self.migrate(pool, location: location)
             connection.withLock { $0 = (pool, identity) }
-        } catch let error as ScopeFSError {
+        } catch let error as CommandError {
             throw error
         } catch {
             throw Self.describe(error, path: location)
@@ -112,7 +113,7 @@ public final class PolicyDatabase: Sendable {
     /// page cached by the daemon's connections hides a change made behind
     /// SQLite's back: it must be a ScopeFS database that passes
     /// `quick_check`. Reads every page once: run it when the file changed.
-    public static func verify(path: String) throws(ScopeFSError) {
+    public static func verify(path: String) throws(CommandError) {
         do {
             var config = Configuration()
             config.readonly = true
@@ -121,16 +122,16 @@ public final class PolicyDatabase: Sendable {
             try queue.read { db in
                 let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
                 guard result == ["ok"] else {
-                    throw ScopeFSError(
+                    throw CommandError(
                         .badState,
                         "database \(path) fails its integrity check: \(result.prefix(3).joined(separator: "; "))")
                 }
                 guard try db.tableExists("policy_version") else {
-                    throw ScopeFSError(.badState, "\(path) is not a ScopeFS database (no policy_version table)")
+                    throw CommandError(.badState, "\(path) is not a ScopeFS database (no policy_version table)")
                 }
             }
             try queue.close()
-        } catch let error as ScopeFSError {
+        } catch let error as CommandError {
             throw error
         } catch {
             throw describe(error, path: path)
@@ -146,35 +147,35 @@ public final class PolicyDatabase: Sendable {
 
     /// Turns SQLite's errors about the file itself into a people-facing
     /// error that keeps the file untouched (SPEC S34).
-    static func describe(_ error: any Error, path: String) -> ScopeFSError {
+    static func describe(_ error: any Error, path: String) -> CommandError {
         if let dbError = error as? DatabaseError {
             switch dbError.resultCode {
             case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-                return ScopeFSError(
+                return CommandError(
                     .badState,
                     "database \(path) is corrupt or not a ScopeFS database (\(dbError.message ?? "unreadable")); it was left untouched — move it away and run `scopefs init` to start over"
                 )
             case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
-                return ScopeFSError(.ioError, "cannot open database \(path): \(dbError.message ?? "\(dbError)")")
+                return CommandError(.ioError, "cannot open database \(path): \(dbError.message ?? "\(dbError)")")
             default:
-                return ScopeFSError(.ioError, "database \(path): \(dbError.message ?? "\(dbError)")")
+                return CommandError(.ioError, "database \(path): \(dbError.message ?? "\(dbError)")")
             }
         }
-        return ScopeFSError(.internalError, "database \(path): \(error)")
+        return CommandError(.internalError, "database \(path): \(error)")
     }
 
     /// Runs a read, mapping database errors to people-facing ones.
-    public func read<T>(_ body: (Database) throws -> T) throws(ScopeFSError) -> T {
+    public func read<T>(_ body: (Database) throws -> T) throws(CommandError) -> T {
         do { return try writer.read(body) } catch { throw map(error) }
     }
 
     /// Runs a write transaction; it is durable when this returns (SPEC S13).
-    public func write<T>(_ body: (Database) throws -> T) throws(ScopeFSError) -> T {
+    public func write<T>(_ body: (Database) throws -> T) throws(CommandError) -> T {
         do { return try writer.write(body) } catch { throw map(error) }
     }
 
-    private func map(_ error: any Error) -> ScopeFSError {
-        if let error = error as? ScopeFSError { return error }
+    private func map(_ error: any Error) -> CommandError {
+        if let error = error as? CommandError { return error }
         return Self.describe(error, path: location)
     }
 }

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import GRDB
 import Policy
@@ -13,13 +14,13 @@ public struct PolicyRepository: Sendable {
     // MARK: Snapshot
 
     /// Builds the in-memory index the daemon decides from (SPEC S36).
-    public func snapshot(generation: UInt64) throws(ScopeFSError) -> PolicySnapshot {
+    public func snapshot(generation: UInt64) throws(CommandError) -> PolicySnapshot {
         try versionedSnapshot(generation: generation).snapshot
     }
 
     /// The snapshot and the policy version it reflects, read in one
     /// transaction: a change committed later has a later version.
-    public func versionedSnapshot(generation: UInt64) throws(ScopeFSError) -> (snapshot: PolicySnapshot, version: Int64)
+    public func versionedSnapshot(generation: UInt64) throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64)
     {
         try database.read { db in
             let snapshot = PolicySnapshot(
@@ -35,7 +36,7 @@ public struct PolicyRepository: Sendable {
     /// Counts commits that changed the policy tables (kept by triggers,
     /// migration v5-policy-version); the event log, which shares the
     /// database, does not move it.
-    public func policyVersion() throws(ScopeFSError) -> Int64 {
+    public func policyVersion() throws(CommandError) -> Int64 {
         try database.read(Self.policyVersion)
     }
 
@@ -56,13 +57,13 @@ public struct PolicyRepository: Sendable {
 
     // MARK: Providers
 
-    public func addProvider(id: ProviderID, directory: String, name: String?) throws(ScopeFSError) -> Provider {
+    public func addProvider(id: ProviderID, directory: String, name: String?) throws(CommandError) -> Provider {
         try Identifier.validate(id, what: "provider")
         let resolved = try Self.existingDirectory(directory)
         let provider = Provider(id: id, name: name ?? id, directory: resolved)
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM providers WHERE id = ?", arguments: [id]) == true {
-                throw ScopeFSError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
+                throw CommandError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
             }
             try db.execute(
                 sql: "INSERT INTO providers (id, name, directory, created_at) VALUES (?, ?, ?, ?)",
@@ -71,25 +72,25 @@ public struct PolicyRepository: Sendable {
         return provider
     }
 
-    public func providers() throws(ScopeFSError) -> [Provider] {
+    public func providers() throws(CommandError) -> [Provider] {
         try database.read { db in try Self.fetchProviders(db) }
     }
 
-    public func removeProvider(id: ProviderID) throws(ScopeFSError) {
+    public func removeProvider(id: ProviderID) throws(CommandError) {
         try database.write { db in
             try db.execute(sql: "DELETE FROM providers WHERE id = ?", arguments: [id])
-            if db.changesCount == 0 { throw ScopeFSError.unknownProvider(id) }
+            if db.changesCount == 0 { throw CommandError.unknownProvider(id) }
         }
     }
 
     // MARK: Apps
 
-    public func addApp(id: AppID, name: String?) throws(ScopeFSError) -> App {
+    public func addApp(id: AppID, name: String?) throws(CommandError) -> App {
         try Identifier.validate(id, what: "app")
         let app = App(id: id, name: name ?? id)
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM apps WHERE id = ?", arguments: [id]) == true {
-                throw ScopeFSError(.alreadyExists, "app \(id) already exists; remove it first or pick another ID")
+                throw CommandError(.alreadyExists, "app \(id) already exists; remove it first or pick another ID")
             }
             try db.execute(
                 sql: "INSERT INTO apps (id, name, created_at) VALUES (?, ?, ?)",
@@ -98,14 +99,14 @@ public struct PolicyRepository: Sendable {
         return app
     }
 
-    public func apps() throws(ScopeFSError) -> [App] {
+    public func apps() throws(CommandError) -> [App] {
         try database.read { db in try Self.fetchApps(db) }
     }
 
-    public func removeApp(id: AppID) throws(ScopeFSError) {
+    public func removeApp(id: AppID) throws(CommandError) {
         try database.write { db in
             try db.execute(sql: "DELETE FROM apps WHERE id = ?", arguments: [id])
-            if db.changesCount == 0 { throw ScopeFSError.unknownApp(id) }
+            if db.changesCount == 0 { throw CommandError.unknownApp(id) }
         }
     }
 
@@ -114,7 +115,7 @@ public struct PolicyRepository: Sendable {
     /// Grants an item (file or folder) to an app, or re-activates and updates
     /// an existing grant of the same item (SPEC S17).
     public func grant(app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access)
-        throws(ScopeFSError) -> Grant
+        throws(CommandError) -> Grant
     {
         try grant(app: app, provider: providerID, path: rawPath, access: access, wholeProvider: true).grant
     }
@@ -125,20 +126,20 @@ public struct PolicyRepository: Sendable {
     public func grant(
         app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access, session: Bool = false,
         update: GrantUpdate = .replace, wholeProvider: Bool
-    ) throws(ScopeFSError) -> GrantChange {
+    ) throws(CommandError) -> GrantChange {
         guard let path = RelativePath.normalize(rawPath) else {
-            throw ScopeFSError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
+            throw CommandError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
         }
         if path.isEmpty && !wholeProvider {
-            throw ScopeFSError(
+            throw CommandError(
                 .usage,
                 "\(providerID):\(rawPath) is the provider's root: it would grant every file of \(providerID); pass --whole-provider if that is meant, or name a folder inside it"
             )
         }
         return try database.write { db in
-            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
             guard let provider = try Self.fetchProviders(db).first(where: { $0.id == providerID }) else {
-                throw ScopeFSError.unknownProvider(providerID)
+                throw CommandError.unknownProvider(providerID)
             }
             let file = try ProviderFile.inspect(provider: provider, path: path)
             let itemID = try Self.upsertItem(db, provider: providerID, path: path, file: file)
@@ -166,15 +167,15 @@ public struct PolicyRepository: Sendable {
     /// exited): then no grant is not an error.
     @discardableResult
     public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool = false, reason: String = "forget")
-        throws(ScopeFSError) -> [Grant]
+        throws(CommandError) -> [Grant]
     {
         try database.write { db in
-            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
             var targets = try Self.fetchGrants(db, app: app)
             if let grantID {
                 targets = targets.filter { $0.id == grantID }
                 if targets.isEmpty {
-                    throw ScopeFSError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
+                    throw CommandError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
                 }
             }
             if sessionOnly { targets = targets.filter(\.isSession) }
@@ -193,14 +194,14 @@ public struct PolicyRepository: Sendable {
     /// names (this process unless the daemon changes it for a CLI).
     public func setState(
         _ state: GrantState, app: AppID, grant grantID: GrantID?, requester: Int32 = getpid()
-    ) throws(ScopeFSError) -> [Grant] {
+    ) throws(CommandError) -> [Grant] {
         try database.write { db in
-            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
             let grants = try Self.fetchGrants(db, app: app)
             let targets: [Grant]
             if let grantID {
                 guard let grant = grants.first(where: { $0.id == grantID }) else {
-                    throw ScopeFSError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
+                    throw CommandError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
                 }
                 targets = [grant]
             } else {
@@ -218,9 +219,9 @@ public struct PolicyRepository: Sendable {
         }
     }
 
-    public func grants(app: AppID?) throws(ScopeFSError) -> [Grant] {
+    public func grants(app: AppID?) throws(CommandError) -> [Grant] {
         try database.read { db in
-            if let app, try !Self.fetchApps(db).contains(where: { $0.id == app }) { throw ScopeFSError.unknownApp(app) }
+            if let app, try !Self.fetchApps(db).contains(where: { $0.id == app }) { throw CommandError.unknownApp(app) }
             return try Self.fetchGrants(db, app: app)
         }
     }
@@ -299,46 +300,46 @@ public struct PolicyRepository: Sendable {
     }
 
     /// The identifier of the item at `path` (recorded now if it is new).
-    public func itemIdentifier(provider providerID: ProviderID, path: String) throws(ScopeFSError) -> ItemIdentifier {
+    public func itemIdentifier(provider providerID: ProviderID, path: String) throws(CommandError) -> ItemIdentifier {
         try database.write { db in
             guard let provider = try Self.fetchProviders(db).first(where: { $0.id == providerID }) else {
-                throw ScopeFSError.unknownProvider(providerID)
+                throw CommandError.unknownProvider(providerID)
             }
             return try Self.upsertItem(
                 db, provider: providerID, path: path, file: try ProviderFile.inspect(provider: provider, path: path))
         }
     }
 
-    private static func existingDirectory(_ directory: String) throws(ScopeFSError) -> String {
+    private static func existingDirectory(_ directory: String) throws(CommandError) -> String {
         let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: absolute, isDirectory: &isDirectory) else {
-            throw ScopeFSError(.noInput, "provider directory \(absolute) does not exist")
+            throw CommandError(.noInput, "provider directory \(absolute) does not exist")
         }
         guard isDirectory.boolValue else {
-            throw ScopeFSError(.noInput, "provider directory \(absolute) is not a directory")
+            throw CommandError(.noInput, "provider directory \(absolute) is not a directory")
         }
         return URL(fileURLWithPath: absolute).resolvingSymlinksInPath().path
     }
 }
 
-extension ScopeFSError {
-    public static func unknownApp(_ id: String) -> ScopeFSError {
-        ScopeFSError(.unknown, "unknown app \(id); see `scopefs app list`")
+extension CommandError {
+    public static func unknownApp(_ id: String) -> CommandError {
+        CommandError(.unknown, "unknown app \(id); see `scopefs app list`")
     }
 
-    public static func unknownProvider(_ id: String) -> ScopeFSError {
-        ScopeFSError(.unknown, "unknown provider \(id); see `scopefs provider list`")
+    public static func unknownProvider(_ id: String) -> CommandError {
+        CommandError(.unknown, "unknown provider \(id); see `scopefs provider list`")
     }
 }
 
 /// App and provider IDs: reverse-DNS style names that are also safe as one
 /// path component of the mount.
 public enum Identifier {
-    public static func validate(_ id: String, what: String) throws(ScopeFSError) {
+    public static func validate(_ id: String, what: String) throws(CommandError) {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
         guard !id.isEmpty, id.count <= 200, id != ".", id != "..", id.allSatisfy({ allowed.contains($0) }) else {
-            throw ScopeFSError(
+            throw CommandError(
                 .badData, "invalid \(what) ID '\(id)': use letters, digits, '.', '-' and '_' (e.g. com.example.editor)")
         }
     }

@@ -1,4 +1,5 @@
 import CSystemShims
+import CommandErrors
 import Foundation
 import Policy
 
@@ -31,10 +32,10 @@ struct ProviderFile {
 
     /// Looks at `path` inside the provider without following a symbolic link
     /// out of it (SPEC S33): every component must stay inside the provider.
-    static func inspect(provider: Provider, path: String) throws(ScopeFSError) -> ProviderFile {
+    static func inspect(provider: Provider, path: String) throws(CommandError) -> ProviderFile {
         let full = path.isEmpty ? provider.directory : provider.directory + "/" + path
         guard let (key, isDirectory) = FileIdentity.at(provider.directory, path) else {
-            throw ScopeFSError(
+            throw CommandError(
                 .noInput, "\(provider.id):\(path) does not exist (\(full)): \(String(cString: strerror(errno)))")
         }
         let resolved = HostFiles.realPath(full) ?? full
@@ -42,7 +43,7 @@ struct ProviderFile {
         guard
             RelativePath.isWithin(resolved.dropFirstSlash, directory.dropFirstSlash) || resolved.sameHostName(as: full)
         else {
-            throw ScopeFSError(.badData, "\(provider.id):\(path) leads outside the provider through a symbolic link")
+            throw CommandError(.badData, "\(provider.id):\(path) leads outside the provider through a symbolic link")
         }
         return ProviderFile(key: key, isDirectory: isDirectory)
     }

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Policy
 
@@ -50,25 +51,25 @@ public struct StateDirectory: Sendable {
     public static let containerFolders = ["Documents", "Library", "tmp"]
 
     /// Creates the directory tree (idempotent), private to its owner.
-    public func create() throws(ScopeFSError) {
+    public func create() throws(CommandError) {
         do {
             try FileManager.default.createDirectory(
                 atPath: containersPath, withIntermediateDirectories: true,
                 attributes: [.posixPermissions: 0o700])
             try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: path)
         } catch {
-            throw ScopeFSError(.ioError, "cannot create state directory \(path): \(error.localizedDescription)")
+            throw CommandError(.ioError, "cannot create state directory \(path): \(error.localizedDescription)")
         }
     }
 
-    public func createContainer(for app: String) throws(ScopeFSError) {
+    public func createContainer(for app: String) throws(CommandError) {
         do {
             for folder in Self.containerFolders {
                 try FileManager.default.createDirectory(
                     atPath: containerPath(of: app) + "/" + folder, withIntermediateDirectories: true)
             }
         } catch {
-            throw ScopeFSError(.ioError, "cannot create the container of \(app): \(error.localizedDescription)")
+            throw CommandError(.ioError, "cannot create the container of \(app): \(error.localizedDescription)")
         }
     }
 }

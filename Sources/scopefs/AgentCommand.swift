@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Foundation
@@ -32,7 +34,7 @@ struct AgentCommand: ParsableCommand {
     @Flag(help: "One JSON object per request answered.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             // Only the owner may place what apps receive: an app process
             // running an agent would answer its own requests (SPEC S5).
             try OwnerCheck.require(options.directory, to: "answer pick requests")
@@ -169,16 +171,16 @@ struct AgentScript: Decodable {
 
     var steps: [Step]
 
-    static func load(_ path: String) throws(ScopeFSError) -> [Step] {
+    static func load(_ path: String) throws(CommandError) -> [Step] {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScopeFSError(.noInput, "cannot read the agent script \(path)")
+            throw CommandError(.noInput, "cannot read the agent script \(path)")
         }
         do {
             // Items named with `\udcXX` for a byte that is not UTF-8, as
             // the control socket does (SPEC S33a).
             return try JSONDecoder().decode(AgentScript.self, from: Data(HostJSON.decodable(data))).steps
         } catch {
-            throw ScopeFSError(.badData, "agent script \(path) is not valid: \(error)")
+            throw CommandError(.badData, "agent script \(path) is not valid: \(error)")
         }
     }
 }
@@ -209,18 +211,18 @@ struct PickApplier {
         }
     }
 
-    func apply(_ request: PickRequest, choices: [String]) throws(ScopeFSError) -> PickAnswer {
+    func apply(_ request: PickRequest, choices: [String]) throws(CommandError) -> PickAnswer {
         let picker = DocumentPicker(
             state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
-        let items = try choices.map { text throws(ScopeFSError) in
+        let items = try choices.map { text throws(CommandError) in
             guard let item = ItemReference(argument: text) else {
-                throw ScopeFSError(.usage, "\(text): name an item as PROVIDER:RELPATH")
+                throw CommandError(.usage, "\(text): name an item as PROVIDER:RELPATH")
             }
             return item
         }
         guard request.allowsMultipleSelection || items.count <= 1 || request.mode == .export || request.mode == .move
         else {
-            throw ScopeFSError(.usage, "the app asked for one item, not \(items.count)")
+            throw CommandError(.usage, "the app asked for one item, not \(items.count)")
         }
         if request.mode == .open || request.mode == .import {
             try requireTypes(request.contentTypes, of: items, providers: try picker.repository.providers())
@@ -244,7 +246,7 @@ struct PickApplier {
             }
         case .export, .move:
             guard let folder = items.first, items.count == 1 else {
-                throw ScopeFSError(.usage, "\(request.mode.rawValue): choose one destination folder")
+                throw CommandError(.usage, "\(request.mode.rawValue): choose one destination folder")
             }
             return transfer(request, to: folder, picker: picker)
         }
@@ -263,7 +265,7 @@ struct PickApplier {
         var changed: [String] = []
         var failure: String?
         do {
-            try transfers.run(request.mode == .export ? .export : .move, request.items) { placed throws(ScopeFSError) in
+            try transfers.run(request.mode == .export ? .export : .move, request.items) { placed throws(CommandError) in
                 paths.append(Self.providerPath(folder.provider, placed.path))
                 if let opened = placed.opened {
                     changed += [placed.containerPath] + (opened.reference.map { [$0] } ?? [])
@@ -282,12 +284,12 @@ struct PickApplier {
     }
 
     /// Each chosen item is of a type the app asked for (shared-mime-info).
-    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(ScopeFSError)
+    private func requireTypes(_ types: [String], of items: [ItemReference], providers: [Provider]) throws(CommandError)
     {
         let database = ContentTypes()
         for item in items {
             guard let provider = providers.first(where: { $0.id == item.provider }) else {
-                throw ScopeFSError.unknownProvider(item.provider)
+                throw CommandError.unknownProvider(item.provider)
             }
             var info = stat()
             let found = (provider.directory + "/" + item.path).withHostCString { stat($0, &info) } == 0
@@ -295,7 +297,7 @@ struct PickApplier {
             let name = RelativePath.lastComponent(of: item.path)
             guard database.matches(name: name, isDirectory: isDirectory, types: types) else {
                 let kind = isDirectory ? ContentTypes.folder : database.mimeType(ofName: name)
-                throw ScopeFSError(
+                throw CommandError(
                     .refused,
                     "\(item.provider):\(item.path) is \(kind), not one of the types the app asked for (\(types.joined(separator: ", ")))"
                 )

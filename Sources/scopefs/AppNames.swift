@@ -1,3 +1,4 @@
+import CommandErrors
 import Policy
 import PolicyStore
 
@@ -11,7 +12,7 @@ struct AppNames {
         names = Dictionary(apps.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     }
 
-    init(_ repository: PolicyRepository) throws(ScopeFSError) {
+    init(_ repository: PolicyRepository) throws(CommandError) {
         self.init(try repository.apps())
     }
 

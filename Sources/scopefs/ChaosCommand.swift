@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Glibc
@@ -44,9 +46,9 @@ struct ChaosCommand: ParsableCommand {
         var command = self.command
         if command.first == "--" { command.removeFirst() }
         var status: Int32 = 0
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let rate = try Self.rate(revokeRate)
-            let limit = try duration.map { text throws(ScopeFSError) in try Self.seconds(text) }
+            let limit = try duration.map { text throws(CommandError) in try Self.seconds(text) }
             var rules: [FaultRule] = []
             for text in faults { rules.append(try FaultCommand.parse(text, latency: false)) }
             for text in latencies { rules.append(try FaultCommand.parse(text, latency: true)) }
@@ -132,7 +134,7 @@ struct ChaosCommand: ParsableCommand {
     /// `scopefs run` in a child: this process stays the owner's, so it may
     /// revoke and restore (an app process may not, SPEC S5).
     private static func launch(app: String, command: [String], noSandbox: Bool, sharedView: Bool, state: StateDirectory)
-        throws(ScopeFSError) -> Process
+        throws(CommandError) -> Process
     {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -140,7 +142,7 @@ struct ChaosCommand: ParsableCommand {
         if noSandbox { arguments.append("--no-sandbox") }
         if sharedView { arguments.append("--shared-view") }
         process.arguments = arguments + ["--"] + command
-        do { try process.run() } catch { throw ScopeFSError(.internalError, "cannot start scopefs run: \(error)") }
+        do { try process.run() } catch { throw CommandError(.internalError, "cannot start scopefs run: \(error)") }
         return process
     }
 
@@ -149,7 +151,7 @@ struct ChaosCommand: ParsableCommand {
     }
 
     /// `2/s`, `30/m`, `0.5`: actions per second.
-    static func rate(_ text: String) throws(ScopeFSError) -> Double {
+    static func rate(_ text: String) throws(CommandError) -> Double {
         var number = text
         var per = 1.0
         if text.hasSuffix("/s") {
@@ -159,18 +161,18 @@ struct ChaosCommand: ParsableCommand {
             per = 60
         }
         guard let value = Double(number), value >= 0, value <= 1000 else {
-            throw ScopeFSError(.usage, "--revoke-rate '\(text)': expected a rate like 2/s or 30/m (at most 1000/s)")
+            throw CommandError(.usage, "--revoke-rate '\(text)': expected a rate like 2/s or 30/m (at most 1000/s)")
         }
         return value / per
     }
 
     /// `30s`, `500ms`, `2m`, `10`: seconds.
-    static func seconds(_ text: String) throws(ScopeFSError) -> Double {
+    static func seconds(_ text: String) throws(CommandError) -> Double {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             if let value = Double(text.dropLast(suffix.count)), value > 0 { return value * scale }
         }
         if let value = Double(text), value > 0 { return value }
-        throw ScopeFSError(.usage, "'\(text)' is no duration like 30s, 500ms or 2m")
+        throw CommandError(.usage, "'\(text)' is no duration like 30s, 500ms or 2m")
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandErrors
 import Foundation
 import Policy
 import PolicyStore
@@ -38,7 +39,7 @@ enum Completions {
 
     /// The repository of the state directory the command line names, or nil
     /// when it has no database yet (opening would not create one).
-    private static func repository(for words: [String]) throws(ScopeFSError) -> PolicyRepository? {
+    private static func repository(for words: [String]) throws(CommandError) -> PolicyRepository? {
         let state = StateDirectory.resolve(explicit: stateOption(in: words))
         guard FileManager.default.fileExists(atPath: state.databasePath) else { return nil }
         return PolicyRepository(database: try PolicyDatabase.open(state))

@@ -1,3 +1,5 @@
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Policy
@@ -41,8 +43,8 @@ struct ContainerTransfers {
     /// Places `containerPaths` in order; `placed` hears each as soon as it
     /// is in its folder (to announce it, print it) before the next starts.
     func run(
-        _ kind: Kind, _ containerPaths: [String], placed: (Placed) throws(ScopeFSError) -> Void
-    ) throws(ScopeFSError) {
+        _ kind: Kind, _ containerPaths: [String], placed: (Placed) throws(CommandError) -> Void
+    ) throws(CommandError) {
         try picker.checkTransfer(
             app: app, containerPaths: containerPaths, provider: provider, folder: folder, replace: replace)
         var done: [Placed] = []
@@ -52,7 +54,7 @@ struct ContainerTransfers {
                 result = try place(kind, containerPath)
             } catch {
                 guard containerPaths.count > 1 else { throw error }
-                throw ScopeFSError(
+                throw CommandError(
                     error.kind,
                     Self.partialFailure(
                         kind, failed: index, of: containerPaths, done: done, provider: provider, reason: error.message))
@@ -62,10 +64,10 @@ struct ContainerTransfers {
         }
     }
 
-    private func place(_ kind: Kind, _ containerPath: String) throws(ScopeFSError) -> Placed {
+    private func place(_ kind: Kind, _ containerPath: String) throws(CommandError) -> Placed {
         let claimed = TransferCoordination.items(
             app: app, containerPath: containerPath, provider: provider, folder: folder)
-        return try coordination.withClaims(claimed) { () throws(ScopeFSError) in
+        return try coordination.withClaims(claimed) { () throws(CommandError) in
             switch kind {
             case .export:
                 let path = try picker.export(

@@ -1,4 +1,5 @@
 import CSystemShims
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -6,7 +7,7 @@ import PolicyStore
 
 /// Reads a `user.scopefs.*` control attribute in this process (docs/API.md).
 enum ControlAttributes {
-    static func read(_ path: String, _ control: ControlAttributeName) throws(ScopeFSError) -> String {
+    static func read(_ path: String, _ control: ControlAttributeName) throws(CommandError) -> String {
         let name = control.rawValue
         // The path and the answer (`user.scopefs.path`) as host bytes (SPEC S33a).
         func attribute(_ buffer: UnsafeMutableRawPointer?, _ size: Int) -> Int {
@@ -24,18 +25,18 @@ enum ControlAttributes {
         switch code {
         case ENODATA, ENOTSUP:
             // A file system that is not ScopeFS has no such attribute.
-            throw ScopeFSError(.notMounted, "\(path) is not inside a ScopeFS mount")
+            throw CommandError(.notMounted, "\(path) is not inside a ScopeFS mount")
         case ENOENT:
-            throw ScopeFSError(.noInput, "\(path) does not exist (or is not granted to this app)")
+            throw CommandError(.noInput, "\(path) does not exist (or is not granted to this app)")
         case EPERM where control == .start || control == .startUntilExit:
-            throw ScopeFSError(
+            throw CommandError(
                 .refused,
                 "cannot start accessing \(path): no active grant covers it, or this shell is not an app process "
                     + "(run it as one: scopefs run --app APP -- scopefs scope exec PATH -- CMD)")
         case EPERM, EDQUOT:
-            throw ScopeFSError(.refused, "\(name) of \(path): \(String(cString: strerror(code)))")
+            throw CommandError(.refused, "\(name) of \(path): \(String(cString: strerror(code)))")
         default:
-            throw ScopeFSError(.ioError, "\(name) of \(path): \(String(cString: strerror(code)))")
+            throw CommandError(.ioError, "\(name) of \(path): \(String(cString: strerror(code)))")
         }
     }
 }

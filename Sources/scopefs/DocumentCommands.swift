@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Foundation
@@ -18,17 +20,17 @@ struct DocumentActions {
     var coordinationWait = TransferCoordination.defaultWait
     var json = false
 
-    private func picker() throws(ScopeFSError) -> DocumentPicker {
+    private func picker() throws(CommandError) -> DocumentPicker {
         DocumentPicker(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
     }
 
-    private func changed(_ containerPaths: [String?]) throws(ScopeFSError) {
+    private func changed(_ containerPaths: [String?]) throws(CommandError) {
         try ControlClient.notifyChange(
             state: state.directory, app: app, containerPaths: containerPaths.compactMap { $0 })
     }
 
     func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool)
-        throws(ScopeFSError)
+        throws(CommandError)
     {
         let picker = try picker()
         let opened = try picker.open(
@@ -50,7 +52,7 @@ struct DocumentActions {
 
     /// The line every picker operation that grants prints, and on stderr
     /// what it reused or changed (one grant and reference per item, SPEC S17).
-    private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(ScopeFSError) {
+    private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(CommandError) {
         if opened.reusedReference, let reference = opened.reference {
             note(
                 "grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))"
@@ -73,7 +75,7 @@ struct DocumentActions {
                 + (opened.reference.map { "\treference " + MountLayout.containerPath($0.escapedForTerminal) } ?? ""))
     }
 
-    func importItem(provider: String, path: String) throws(ScopeFSError) {
+    func importItem(provider: String, path: String) throws(CommandError) {
         let copy = try picker().importItem(app: app, provider: provider, path: path, copy: Progress.copy())
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: [copy], imported: [copy])
         if json {
@@ -100,10 +102,10 @@ struct DocumentActions {
 
     /// Export (SPEC S19) of one or several container items into one
     /// folder; a line (or a JSON object) per item as it is placed.
-    func export(containerPaths: [String], provider: String, folder: String, force: Bool) throws(ScopeFSError) {
+    func export(containerPaths: [String], provider: String, folder: String, force: Bool) throws(CommandError) {
         let documents = try picker()
         try transfers(documents, provider: provider, folder: folder, force: force).run(.export, containerPaths) {
-            placed throws(ScopeFSError) in
+            placed throws(CommandError) in
             if json {
                 struct Exported: Encodable {
                     var app: String
@@ -122,10 +124,10 @@ struct DocumentActions {
 
     /// Move (SPEC S20) of one or several container items into one folder:
     /// each leaves the container, and the app gets a grant and a reference.
-    func move(containerPaths: [String], provider: String, folder: String, force: Bool) throws(ScopeFSError) {
+    func move(containerPaths: [String], provider: String, folder: String, force: Bool) throws(CommandError) {
         let documents = try picker()
         try transfers(documents, provider: provider, folder: folder, force: force).run(.move, containerPaths) {
-            placed throws(ScopeFSError) in
+            placed throws(CommandError) in
             guard let opened = placed.opened else { return }
             try changed([placed.containerPath, opened.reference])
             try report(opened, repository: documents.repository)
@@ -147,7 +149,7 @@ struct OpenCommand: ParsableCommand {
     @Flag(help: "Print the grant and the reference as JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try DocumentActions(state: options, app: app, json: json).open(
                 provider: item.provider, path: item.path, readOnly: readOnly, session: lifetime.session,
                 wholeProvider: lifetime.wholeProvider)
@@ -167,7 +169,7 @@ struct ImportCommand: ParsableCommand {
     @Flag(help: "Print the copy as JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try DocumentActions(state: options, app: app, json: json).importItem(
                 provider: item.provider, path: item.path)
         }
@@ -215,7 +217,7 @@ struct ExportCommand: ParsableCommand {
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try transfer.actions.export(
                 containerPaths: transfer.containerPaths, provider: transfer.destination.provider,
                 folder: transfer.destination.path, force: transfer.force)
@@ -232,7 +234,7 @@ struct MoveCommand: ParsableCommand {
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try transfer.actions.move(
                 containerPaths: transfer.containerPaths, provider: transfer.destination.provider,
                 folder: transfer.destination.path, force: transfer.force)
@@ -273,7 +275,7 @@ struct QueryCommand: ParsableCommand {
     var follow = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let query = DocumentQuery(state: options.directory, repository: try options.repository())
             let mount = DaemonInfo.read(from: options.directory)?.mountpoint
             if follow {
@@ -306,7 +308,7 @@ struct BookmarkCommand: ParsableCommand {
         @Flag(help: "Print the bookmark as JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let bookmark = try ControlAttributes.read(path, readOnly ? .readOnlyBookmark : .bookmark)
                 if json {
                     struct Created: Encodable {
@@ -332,13 +334,13 @@ struct BookmarkCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let token = bookmark == "-" ? (readLine() ?? "") : bookmark
                 let response = try ControlClient.send(
                     ControlRequest(op: .resolve, bookmark: token), state: options.directory)
                 guard response.ok, let resolution = response.resolution, let path = response.path else {
-                    throw ScopeFSError(
-                        ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                    throw CommandError(
+                        CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                         response.message ?? "cannot resolve")
                 }
                 if json {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandErrors
 import Foundation
 import Policy
 import PolicyStore
@@ -24,12 +25,12 @@ struct EventsCommand: ParsableCommand {
     @Flag(help: "One JSON object per line.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
-            guard limit >= 0 else { throw ScopeFSError(.usage, "--limit \(limit): use 0 or more") }
+        try report { () throws(CommandError) in
+            guard limit >= 0 else { throw CommandError(.usage, "--limit \(limit): use 0 or more") }
             let database = try PolicyDatabase.open(options.directory)
             // An unknown app is an error, as in `privacy` and `query`, not an empty log.
             if let app, try !PolicyRepository(database: database).apps().contains(where: { $0.id == app }) {
-                throw ScopeFSError.unknownApp(app)
+                throw CommandError.unknownApp(app)
             }
             let store = EventStore(database: database)
             let names = try AppNames(PolicyRepository(database: database))
@@ -61,12 +62,12 @@ struct EventsCommand: ParsableCommand {
         }
     }
 
-    private func kinds() throws(ScopeFSError) -> Set<Event.Kind>? {
+    private func kinds() throws(CommandError) -> Set<Event.Kind>? {
         guard let kind else { return nil }
         var kinds: Set<Event.Kind> = []
         for name in kind.split(separator: ",") {
             guard let parsed = Event.Kind(rawValue: String(name)) else {
-                throw ScopeFSError(
+                throw CommandError(
                     .usage,
                     "unknown event kind \(name); kinds: \(Event.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
             }
@@ -75,10 +76,10 @@ struct EventsCommand: ParsableCommand {
         return kinds
     }
 
-    private func sinceTime() throws(ScopeFSError) -> Double? {
+    private func sinceTime() throws(CommandError) -> Double? {
         guard let since else { return nil }
         guard let time = Self.time(since, now: Date().timeIntervalSince1970) else {
-            throw ScopeFSError(
+            throw CommandError(
                 .usage,
                 "--since \(since): use ISO 8601 (2026-11-22T10:00:00Z), seconds since 1970, or an age (-60, 60s, 5m, 2h, 1d)"
             )

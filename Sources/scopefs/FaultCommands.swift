@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Policy
@@ -12,14 +14,14 @@ struct FaultCommand: ParsableCommand {
         subcommands: [FaultAddCommand.self, FaultListCommand.self, FaultClearCommand.self])
 
     /// Sends a fault request; a refusal or a bad rule becomes its exit code.
-    static func send(_ request: ControlRequest, state: StateDirectory, action: String) throws(ScopeFSError)
+    static func send(_ request: ControlRequest, state: StateDirectory, action: String) throws(CommandError)
         -> [FaultRule]
     {
         try OwnerCheck.require(state, to: action)
         let response = try ControlClient.send(request, state: state)
         guard response.ok else {
-            throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                 response.message ?? "\(action) failed")
         }
         return response.faults ?? []
@@ -27,21 +29,21 @@ struct FaultCommand: ParsableCommand {
 
     /// `read:EIO:5%`, `open:20ms`, `write:ENOSPC` (100%): the short form of
     /// `scopefs chaos --fault/--latency` and of scenarios.
-    static func parse(_ text: String, latency: Bool) throws(ScopeFSError) -> FaultRule {
+    static func parse(_ text: String, latency: Bool) throws(CommandError) -> FaultRule {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 2 || parts.count == 3 else {
-            throw ScopeFSError(.usage, "'\(text)': expected OP:\(latency ? "MSms" : "ERRNO")[:PERCENT%]")
+            throw CommandError(.usage, "'\(text)': expected OP:\(latency ? "MSms" : "ERRNO")[:PERCENT%]")
         }
         var rule = FaultRule(operation: parts[0])
         if latency {
             let value = parts[1].hasSuffix("ms") ? String(parts[1].dropLast(2)) : parts[1]
             guard let milliseconds = Int(value) else {
-                throw ScopeFSError(.usage, "'\(text)': '\(parts[1])' is no latency like 20ms")
+                throw CommandError(.usage, "'\(text)': '\(parts[1])' is no latency like 20ms")
             }
             rule.latencyMilliseconds = milliseconds
         } else {
             guard let errno = FaultRule.errno(named: parts[1]) else {
-                throw ScopeFSError(
+                throw CommandError(
                     .usage,
                     "'\(text)': unknown errno \(parts[1]); known: \(FaultRule.errnoNames.map(\.name).joined(separator: ", "))"
                 )
@@ -51,11 +53,11 @@ struct FaultCommand: ParsableCommand {
         if parts.count == 3 {
             let value = parts[2].hasSuffix("%") ? String(parts[2].dropLast()) : parts[2]
             guard let percent = Double(value) else {
-                throw ScopeFSError(.usage, "'\(text)': '\(parts[2])' is no percentage")
+                throw CommandError(.usage, "'\(text)': '\(parts[2])' is no percentage")
             }
             rule.percent = percent
         }
-        if let problem = rule.problem { throw ScopeFSError(.usage, "'\(text)': \(problem)") }
+        if let problem = rule.problem { throw CommandError(.usage, "'\(text)': \(problem)") }
         return rule
     }
 }
@@ -82,17 +84,17 @@ struct FaultAddCommand: ParsableCommand {
     }
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             var rule = FaultRule(app: app, path: path, operation: op, latencyMilliseconds: latency, percent: percent)
             if let errno {
                 guard let value = FaultRule.errno(named: errno) else {
-                    throw ScopeFSError(
+                    throw CommandError(
                         .usage,
                         "unknown errno \(errno); known: \(FaultRule.errnoNames.map(\.name).joined(separator: ", "))")
                 }
                 rule.errno = value
             }
-            if let problem = rule.problem { throw ScopeFSError(.usage, problem) }
+            if let problem = rule.problem { throw CommandError(.usage, problem) }
             var request = ControlRequest(op: .faultAdd)
             request.fault = rule
             request.seed = seed
@@ -112,7 +114,7 @@ struct FaultListCommand: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let rules = try FaultCommand.send(
                 ControlRequest(op: .faultList), state: options.directory, action: "list faults")
             if json {
@@ -138,7 +140,7 @@ struct FaultClearCommand: ParsableCommand {
     }
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             var request = ControlRequest(op: .faultClear)
             request.faultID = id
             let left = try FaultCommand.send(request, state: options.directory, action: "clear faults")

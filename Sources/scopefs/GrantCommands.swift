@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Foundation
@@ -38,7 +40,7 @@ struct GrantCommand: ParsableCommand {
     @Flag(help: "Print the grant as JSON (as in `privacy --json`).") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let repository = try options.repositoryForChange("grant access")
             let change = try repository.grant(
                 app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite,
@@ -75,10 +77,10 @@ struct GrantSelection: ParsableArguments {
 }
 
 func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: StateOptions) throws {
-    try report { () throws(ScopeFSError) in
+    try report { () throws(CommandError) in
         let grant = selection.all ? nil : selection.grant
         var changed: [Grant] = []
-        do throws(ScopeFSError) {
+        do throws(CommandError) {
             if state == .active, let restored = try restoreThroughDaemon(selection.app, grant, options) {
                 changed = restored
             } else {
@@ -121,7 +123,7 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
 /// busy starting apps (issue 15). It refuses app processes itself; the
 /// run's cgroup is checked here too, so the message is the same as without
 /// a daemon (SPEC S5).
-private func restoreThroughDaemon(_ app: String, _ grant: Int64?, _ options: StateOptions) throws(ScopeFSError)
+private func restoreThroughDaemon(_ app: String, _ grant: Int64?, _ options: StateOptions) throws(CommandError)
     -> [Grant]?
 {
     try OwnerCheck.requireOutsideRuns(to: "revoke or restore grants")
@@ -154,7 +156,7 @@ struct ForgetCommand: ParsableCommand {
     @OptionGroup var selection: GrantSelection
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let picker = DocumentPicker(
                 state: options.directory, repository: try options.repositoryForChange("forget grants"))
             let (grants, references) = try picker.forget(
@@ -190,7 +192,7 @@ struct PrivacyCommand: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let repository = try options.repository()
             let names = try AppNames(repository)
             let rows = try repository.grants(app: app).map { GrantJSON($0, appName: names.name($0.app)) }

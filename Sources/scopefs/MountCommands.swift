@@ -1,5 +1,7 @@
 import ArgumentParser
 import CSystemShims
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Glibc
@@ -67,14 +69,14 @@ struct MountCommand: ParsableCommand {
     }
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try OwnerCheck.require(options.directory, to: "mount")
             if foreground { return try serve() }
             try startInBackground()
         }
     }
 
-    private func serve() throws(ScopeFSError) {
+    private func serve() throws(CommandError) {
         // A background daemon was started with its destination resolved.
         let background = readyFd != nil
         DaemonLog.bootstrap(
@@ -84,7 +86,7 @@ struct MountCommand: ParsableCommand {
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
             scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
             hostChanges: hostChanges, cacheTimeout: cacheTimeout)
-        do throws(ScopeFSError) {
+        do throws(CommandError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
             Readiness.report(readyFd, .failed(error))
@@ -94,10 +96,10 @@ struct MountCommand: ParsableCommand {
 
     /// Re-runs this binary with `--foreground` in a new session, logging to
     /// the journal or `<state>/daemon.log`, and waits for its readiness report.
-    private func startInBackground() throws(ScopeFSError) {
+    private func startInBackground() throws(CommandError) {
         _ = try PolicyDatabase.open(options.directory)  // fail here, with the right code, if it is unusable
         var pipe: [Int32] = [0, 0]
-        guard Glibc.pipe(&pipe) == 0 else { throw ScopeFSError(.ioError, "pipe: \(String(cString: strerror(errno)))") }
+        guard Glibc.pipe(&pipe) == 0 else { throw CommandError(.ioError, "pipe: \(String(cString: strerror(errno)))") }
         var arguments = [
             "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
             "--ready-fd", "3", "--scopes", scopes.rawValue, "--scope-budget", String(scopeBudget),
@@ -130,7 +132,7 @@ struct MountCommand: ParsableCommand {
             var status: Int32 = 0
             waitpid(pid, &status, WNOHANG)
             let logName = destination == .file ? options.directory.daemonLogPath : "the journal (journalctl -t scopefs)"
-            throw ScopeFSError(.cannotMount, "the daemon exited before the mount was ready; see \(logName)")
+            throw CommandError(.cannotMount, "the daemon exited before the mount was ready; see \(logName)")
         }
     }
 }
@@ -144,17 +146,17 @@ struct UnmountCommand: ParsableCommand {
     @Flag(help: "Print the mountpoint and the daemon that exited as JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             try OwnerCheck.require(options.directory, to: "unmount")
             let path =
                 (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
             let normalized = (path as NSString).standardizingPath
             guard MountPoint.isMounted(normalized) else {
-                throw ScopeFSError(.notMounted, "\(normalized) is not mounted")
+                throw CommandError(.notMounted, "\(normalized) is not mounted")
             }
             let daemon = DaemonInfo.read(from: options.directory).flatMap { $0.mountpoint == normalized ? $0.pid : nil }
             guard MountPoint.unmount(normalized) || MountPoint.unmount(normalized, lazy: true) else {
-                throw ScopeFSError(.ioError, "cannot unmount \(normalized) (busy?)")
+                throw CommandError(.ioError, "cannot unmount \(normalized) (busy?)")
             }
             if let daemon { try waitForExit(daemon) }
             if json {
@@ -169,10 +171,10 @@ struct UnmountCommand: ParsableCommand {
 
     /// Waits until the daemon has exited. A daemon started in the background
     /// is a child of init, which may reap it late: a zombie counts as gone.
-    private func waitForExit(_ pid: Int32) throws(ScopeFSError) {
+    private func waitForExit(_ pid: Int32) throws(CommandError) {
         let deadline = Date().addingTimeInterval(timeout)
         while kill(pid, 0) == 0 && !Self.isZombie(pid) {
-            if Date() > deadline { throw ScopeFSError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
+            if Date() > deadline { throw CommandError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
             usleep(Tunables.exitPollPeriod)
         }
     }
@@ -188,7 +190,7 @@ struct UnmountCommand: ParsableCommand {
 
 /// Starts the daemon as a detached process.
 enum Spawner {
-    static func daemon(arguments: [String], readyPipe: Int32, log: String) throws(ScopeFSError) -> pid_t {
+    static func daemon(arguments: [String], readyPipe: Int32, log: String) throws(CommandError) -> pid_t {
         let executable =
             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var actions = posix_spawn_file_actions_t()
@@ -207,7 +209,7 @@ enum Spawner {
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         guard result == 0 else {
-            throw ScopeFSError(.internalError, "cannot start the daemon: \(String(cString: strerror(result)))")
+            throw CommandError(.internalError, "cannot start the daemon: \(String(cString: strerror(result)))")
         }
         return pid
     }

@@ -1,4 +1,5 @@
-import Daemon
+import CommandErrors
+import Control
 import Policy
 import PolicyStore
 
@@ -9,21 +10,21 @@ enum PickAgentClient {
     /// The oldest request no agent has taken, waiting up to `wait` seconds
     /// (nil when none came); only `app`'s when one is named.
     static func next(state: StateDirectory, wait: Double, app: AppID? = nil, timeoutSeconds: Int)
-        throws(ScopeFSError) -> PendingPick?
+        throws(CommandError) -> PendingPick?
     {
         var request = ControlRequest(op: .agentNext)
         request.waitSeconds = wait
         request.app = app
         let response = try ControlClient.send(request, state: state, timeoutSeconds: timeoutSeconds)
         guard response.ok else {
-            throw ScopeFSError(.internalError, response.message ?? "the daemon refused the agent")
+            throw CommandError(.internalError, response.message ?? "the daemon refused the agent")
         }
         return response.pending
     }
 
     /// Sends `answer` to the app that asked; false when the app had
     /// stopped waiting (it gave up, or another agent took the request).
-    static func answer(_ pending: PendingPick, with answer: PickAnswer, state: StateDirectory) throws(ScopeFSError)
+    static func answer(_ pending: PendingPick, with answer: PickAnswer, state: StateDirectory) throws(CommandError)
         -> Bool
     {
         var reply = ControlRequest(op: .agentAnswer)

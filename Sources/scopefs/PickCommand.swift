@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandErrors
 import Daemon
 import Documents
 import Foundation
@@ -64,53 +65,53 @@ struct PickCommand: ParsableCommand {
     func run() throws {
         if asking.request { return try asking.send(mode: mode, state: options.directory) }
         var chosen: [PickerSelection]?
-        try report { () throws(ScopeFSError) in chosen = try choose() }
+        try report { () throws(CommandError) in chosen = try choose() }
         guard let chosen else {
             FileHandle.standardError.write(Data("scopefs: cancelled\n".utf8))
             throw ExitCode(Self.cancelled)
         }
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             for selection in chosen { try perform(selection) }
         }
     }
 
     /// Runs the picker; nil when the user cancels. Several selections only
     /// with `--multiple`.
-    func choose() throws(ScopeFSError) -> [PickerSelection]? {
+    func choose() throws(CommandError) -> [PickerSelection]? {
         guard Terminal.isTerminal(0) else {
-            throw ScopeFSError(
+            throw CommandError(
                 .usage,
                 "pick is interactive: standard input must be a terminal "
                     + "(in scripts, use scopefs open, import, export or move)")
         }
         guard Terminal.Capabilities.current.canMoveCursor else {
-            throw ScopeFSError(
+            throw CommandError(
                 .usage,
                 "pick draws a full screen, which TERM=dumb cannot show "
                     + "(set TERM to your terminal's type, or use scopefs open, import, export or move)")
         }
         let repository = try options.repositoryForChange("use the document picker")
-        guard try repository.apps().contains(where: { $0.id == app }) else { throw ScopeFSError.unknownApp(app) }
+        guard try repository.apps().contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
         let providers = try repository.providers()
         guard !providers.isEmpty else {
-            throw ScopeFSError(
+            throw CommandError(
                 .noInput, "there are no providers to pick from; add one with `scopefs provider add ID DIR`")
         }
         let container = options.directory.containerPath(of: app)
         if mode.startsInContainer && !FileManager.default.fileExists(atPath: container) {
-            throw ScopeFSError(.noInput, "\(app) has no container at \(container)")
+            throw CommandError(.noInput, "\(app) has no container at \(container)")
         }
 
         // Marks for what the app already has, and the types asked for (--type).
         let granted = try repository.grants(app: app)
         let types = ContentTypes()
-        let list: PickerController.Lister = { place throws(ScopeFSError) in
+        let list: PickerController.Lister = { place throws(CommandError) in
             switch place {
             case .providers:
                 return PickerListing.entries(ofProviders: providers)
             case .provider(let id, let path):
                 guard let provider = providers.first(where: { $0.id == id }) else {
-                    throw ScopeFSError.unknownProvider(id)
+                    throw CommandError.unknownProvider(id)
                 }
                 let entries = try PickerListing.entries(
                     ofFolder: path.isEmpty ? provider.directory : provider.directory + "/" + path)
@@ -158,7 +159,7 @@ struct PickCommand: ParsableCommand {
     }
 
     /// Does what was chosen, and prints what the matching command prints.
-    private func perform(_ chosen: PickerSelection) throws(ScopeFSError) {
+    private func perform(_ chosen: PickerSelection) throws(CommandError) {
         let actions = DocumentActions(state: options, app: app, coordinationWait: coordination.wait, json: json)
         switch mode {
         case .open:

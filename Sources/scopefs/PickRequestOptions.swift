@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Glibc
@@ -28,7 +30,7 @@ struct PickRequestOptions: ParsableArguments {
 
     func send(mode: PickerMode, state: StateDirectory) throws {
         var answer: PickAnswer?
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             var request = ControlRequest(op: .pick)
             request.pick = PickRequest(
                 mode: PickRequest.Mode(rawValue: mode.rawValue) ?? .open, contentTypes: types,
@@ -38,8 +40,8 @@ struct PickRequestOptions: ParsableArguments {
             guard response.ok, let picked = response.picked else {
                 // Export, move: the items placed before one failed.
                 Self.printPaths(response.picked?.paths ?? [])
-                throw ScopeFSError(
-                    ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                throw CommandError(
+                    CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                     response.message ?? "the pick failed")
             }
             answer = picked

@@ -1,3 +1,4 @@
+import CommandErrors
 import Documents
 import Foundation
 import Glibc
@@ -19,7 +20,7 @@ struct QueryFollower {
     /// change should take to be seen.
     static let period: useconds_t = 300_000
 
-    func run() throws(ScopeFSError) -> Never {
+    func run() throws(CommandError) -> Never {
         var known = try current()
         if json {
             emit(
@@ -47,7 +48,7 @@ struct QueryFollower {
         }
     }
 
-    private func current() throws(ScopeFSError) -> [String: DocumentQuery.Result] {
+    private func current() throws(CommandError) -> [String: DocumentQuery.Result] {
         let results = try query.run(app: app, scope: scope, nameGlob: name, mount: mount)
         return Dictionary(results.map { ($0.urlInLocalContainer, $0) }, uniquingKeysWith: { a, _ in a })
     }

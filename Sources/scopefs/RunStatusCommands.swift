@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Policy
@@ -52,7 +54,7 @@ struct RunCommand: ParsableCommand {
         var command = self.command
         if command.first == "--" { command.removeFirst() }
         var status: Int32 = 0
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let confinement: AppLauncher.Confinement
             if noSandbox {
                 FileHandle.standardError.write(
@@ -86,14 +88,14 @@ struct StatusCommand: ParsableCommand {
     }
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             // The daemon's view comes first: with the database gone or
             // corrupt, it is what tells the user that no grant is served.
             let status = try ControlClient.status(state: options.directory)
             var leaks: [Event] = []
             var names = AppNames.none
-            var databaseError: ScopeFSError?
-            do throws(ScopeFSError) {
+            var databaseError: CommandError?
+            do throws(CommandError) {
                 let database = try PolicyDatabase.open(options.directory)
                 leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
                 names = try AppNames(PolicyRepository(database: database))
@@ -111,7 +113,7 @@ struct StatusCommand: ParsableCommand {
                 printText(status, databaseError: databaseError, leaks: leaks, names: names)
             }
             // Scripts ask `status` whether a mount serves: the answer is the code.
-            if status == nil { throw ScopeFSError(.noDaemon, "no daemon serves \(options.directory.path)") }
+            if status == nil { throw CommandError(.noDaemon, "no daemon serves \(options.directory.path)") }
         }
     }
 
@@ -134,7 +136,7 @@ struct StatusCommand: ParsableCommand {
         value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 
-    private func printText(_ status: DaemonStatus?, databaseError: ScopeFSError?, leaks: [Event], names: AppNames) {
+    private func printText(_ status: DaemonStatus?, databaseError: CommandError?, leaks: [Event], names: AppNames) {
         if let status {
             print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
             if let failure = status.policyFailure {

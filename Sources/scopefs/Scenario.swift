@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Policy
 import PolicyStore
@@ -84,22 +85,22 @@ struct ScenarioError: Error {
 }
 
 extension Scenario {
-    static func load(path: String) throws(ScopeFSError) -> Scenario {
+    static func load(path: String) throws(CommandError) -> Scenario {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScopeFSError(.noInput, "cannot read scenario \(path)")
+            throw CommandError(.noInput, "cannot read scenario \(path)")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw ScopeFSError(.badData, "\(path): not UTF-8 text")
+            throw CommandError(.badData, "\(path): not UTF-8 text")
         }
         do {
             let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
             return try parse(text, name: name)
         } catch let error as ScenarioError {
-            throw ScopeFSError(.badData, "\(path)\(error.line.map { ":\($0)" } ?? ""): \(error.message)")
+            throw CommandError(.badData, "\(path)\(error.line.map { ":\($0)" } ?? ""): \(error.message)")
         } catch let error as YamlError {
-            throw ScopeFSError(.badData, "\(path): not YAML or JSON: \(error)")
+            throw CommandError(.badData, "\(path): not YAML or JSON: \(error)")
         } catch {
-            throw ScopeFSError(.badData, "\(path): \(error)")
+            throw CommandError(.badData, "\(path): \(error)")
         }
     }
 
@@ -186,7 +187,7 @@ extension Scenario {
         case "fault", "latency":
             do {
                 action = .fault(try FaultCommand.parse(try string(value, key), latency: key == "latency"))
-            } catch let error as ScopeFSError {
+            } catch let error as CommandError {
                 throw ScenarioError(line: line(value), message: "\(key): \(error.message)")
             }
         default:
@@ -368,7 +369,7 @@ extension Scenario {
         }
         do {
             return try ChaosCommand.seconds(try string(node, what))
-        } catch let error as ScopeFSError {
+        } catch let error as CommandError {
             throw ScenarioError(line: line(node), message: "\(what): \(error.message)")
         }
     }

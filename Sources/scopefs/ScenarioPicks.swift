@@ -1,3 +1,4 @@
+import Control
 import Daemon
 import Foundation
 import Policy

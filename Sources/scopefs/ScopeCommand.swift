@@ -1,5 +1,6 @@
 import ArgumentParser
 import CSystemShims
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -23,7 +24,7 @@ struct ScopeCommand: ParsableCommand {
 
         func run() throws {
             let command = Array(self.command.drop(while: { $0 == "--" }))
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 // The getxattr form tells the outcome in one call (docs/API.md).
                 // Held until exit: this process becomes CMD, whose exit ends
                 // the scope without a leak (SPEC S11).
@@ -31,7 +32,7 @@ struct ScopeCommand: ParsableCommand {
                 let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
                 execvp(argv[0]!, argv)
                 let code = errno
-                throw ScopeFSError(
+                throw CommandError(
                     code == ENOENT ? .commandNotFound : .commandNotExecutable,
                     "cannot run \(command[0]): \(String(cString: strerror(code)))")
             }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandErrors
 import Daemon
 import Documents
 import Foundation
@@ -47,7 +48,7 @@ struct StateOptions: ParsableArguments {
 
     var directory: StateDirectory { StateDirectory.resolve(explicit: state) }
 
-    func repository() throws(ScopeFSError) -> PolicyRepository {
+    func repository() throws(CommandError) -> PolicyRepository {
         let repository = PolicyRepository(database: try PolicyDatabase.open(directory))
         // What a killed import/export/move left staged (SPEC S34).
         PartialCopies(state: directory).sweep()
@@ -56,7 +57,7 @@ struct StateOptions: ParsableArguments {
 
     /// The repository for a command that changes the isolation layer:
     /// refused with exit 77 inside an app process (SPEC S5).
-    func repositoryForChange(_ action: String) throws(ScopeFSError) -> PolicyRepository {
+    func repositoryForChange(_ action: String) throws(CommandError) -> PolicyRepository {
         try OwnerCheck.require(directory, to: action)
         return try repository()
     }
@@ -70,7 +71,7 @@ func note(_ text: String) {
 
 /// Runs a command body, turning people-facing errors into a message on
 /// stderr and their documented exit code.
-func report(_ body: () throws(ScopeFSError) -> Void) throws {
+func report(_ body: () throws(CommandError) -> Void) throws {
     do {
         try body()
     } catch {

@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Policy
@@ -11,7 +13,7 @@ struct InitCommand: ParsableCommand {
     @Flag(help: "Print the state directory as JSON.") var json = false
 
     func run() throws {
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let state = options.directory
             try OwnerCheck.require(state, to: "initialise a state directory")
             if DaemonLock.isHeld(state) {
@@ -23,7 +25,7 @@ struct InitCommand: ParsableCommand {
                 let daemon = DaemonInfo.read(from: state)
                 let mountpoint = daemon?.mountpoint ?? "MOUNTPOINT"
                 if FileManager.default.fileExists(atPath: state.databasePath) {
-                    throw ScopeFSError(
+                    throw CommandError(
                         .refused,
                         """
                         refused: a ScopeFS daemon\(daemon.map { " (pid \($0.pid))" } ?? "") serves \(state.path) at \(mountpoint) \
@@ -63,7 +65,7 @@ struct ProviderCommand: ParsableCommand {
         @Flag(help: "Print the provider as JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let provider = try options.repositoryForChange("add providers").addProvider(
                     id: id, directory: directory, name: name)
                 try ControlClient.notifyChange(state: options.directory)
@@ -79,7 +81,7 @@ struct ProviderCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let providers = try options.repository().providers()
                 if json { return printJSON(providers) }
                 for provider in providers {
@@ -99,7 +101,7 @@ struct ProviderCommand: ParsableCommand {
         @Flag(help: "Print the removed provider as JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let repository = try options.repositoryForChange("remove providers")
                 let removed = try repository.providers().first { $0.id == id }
                 try repository.removeProvider(id: id)
@@ -123,7 +125,7 @@ struct AppCommand: ParsableCommand {
         @Flag(help: "Print the app and its container as JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let app = try options.repositoryForChange("add apps").addApp(id: id, name: name)
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
@@ -147,7 +149,7 @@ struct AppCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let apps = try options.repository().apps()
                 if json { return printJSON(apps) }
                 for app in apps { print([app.id, app.name].map(\.escapedForTerminal).joined(separator: "\t")) }
@@ -163,7 +165,7 @@ struct AppCommand: ParsableCommand {
         @Flag(help: "Print the removed app as JSON.") var json = false
 
         func run() throws {
-            try report { () throws(ScopeFSError) in
+            try report { () throws(CommandError) in
                 let repository = try options.repositoryForChange("remove apps")
                 let removed = try repository.apps().first { $0.id == id }
                 try repository.removeApp(id: id)

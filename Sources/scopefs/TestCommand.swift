@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Documents
 import Foundation
@@ -47,10 +49,10 @@ struct TestCommand: ParsableCommand {
 
     func run() throws {
         var passed = false
-        try report { () throws(ScopeFSError) in
+        try report { () throws(CommandError) in
             let scenario = try Scenario.load(path: self.scenario)
             guard let app = app ?? scenario.app else {
-                throw ScopeFSError(.usage, "name the app with --app or in the scenario (app: ...)")
+                throw CommandError(.usage, "name the app with --app or in the scenario (app: ...)")
             }
             let repository = try options.repositoryForChange("run test scenarios")
             let runner = try ScenarioRunner(
@@ -66,7 +68,7 @@ struct TestCommand: ParsableCommand {
                 do {
                     try JUnitReport.xml(result).write(toFile: junit, atomically: true, encoding: .utf8)
                 } catch {
-                    throw ScopeFSError(.ioError, "cannot write \(junit): \(error.localizedDescription)")
+                    throw CommandError(.ioError, "cannot write \(junit): \(error.localizedDescription)")
                 }
             }
         }
@@ -102,7 +104,7 @@ struct ScenarioRunner {
     let providers: [String: Provider]
 
     init(scenario: Scenario, app: String, repository: PolicyRepository, options: StateOptions, noSandbox: Bool)
-        throws(ScopeFSError)
+        throws(CommandError)
     {
         self.scenario = scenario
         self.app = app
@@ -121,31 +123,31 @@ struct ScenarioRunner {
             switch step.action {
             case .revoke(let item), .restore(let item), .forget(let item):
                 guard grants[item] != nil else {
-                    throw ScopeFSError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
+                    throw CommandError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
                 }
             case .rename(let from, _): _ = try hostPath(from, line: step.line)
             case .delete(let item), .recreate(let item), .write(let item, _): _ = try hostPath(item, line: step.line)
             default: break
             }
             if case .starts(_, let item) = step.trigger, grants[item] == nil {
-                throw ScopeFSError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
+                throw CommandError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
             }
         }
         for file in scenario.expect.files { _ = try hostPath(file.path, line: nil) }
     }
 
-    func hostPath(_ item: String, line: Int?) throws(ScopeFSError) -> String {
+    func hostPath(_ item: String, line: Int?) throws(CommandError) -> String {
         let colon = item.firstIndex(of: ":")!
         let provider = String(item[..<colon])
         let relative = String(item[item.index(after: colon)...])
         guard let directory = providers[provider]?.directory, RelativePath.normalize(relative) != nil || relative == "."
         else {
-            throw ScopeFSError(.badData, "\(scenario.name)\(line.map { ":\($0)" } ?? ""): no provider item \(item)")
+            throw CommandError(.badData, "\(scenario.name)\(line.map { ":\($0)" } ?? ""): no provider item \(item)")
         }
         return relative.isEmpty || relative == "." ? directory : directory + "/" + relative
     }
 
-    func run(_ command: [String]) throws(ScopeFSError) -> TestCommand.Report {
+    func run(_ command: [String]) throws(CommandError) -> TestCommand.Report {
         // `after:` triggers count through 0 ms latency rules: set before the app starts.
         var counters: [Int: Int] = [:]  // step index -> rule id
         var faults: [Int] = []
@@ -155,8 +157,8 @@ struct ScenarioRunner {
             request.fault = FaultRule(app: app, path: glob, operation: operation, latencyMilliseconds: 0)
             let response = try ControlClient.send(request, state: state)
             guard response.ok, let id = response.faults?.first?.id else {
-                throw ScopeFSError(
-                    ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                throw CommandError(
+                    CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                     response.message ?? "cannot count requests")
             }
             counters[index] = id
@@ -179,7 +181,7 @@ struct ScenarioRunner {
             ["--state", state.path, "run", "--app", app] + (noSandbox ? ["--no-sandbox"] : []) + ["--"] + command
         let pipe = Pipe()
         process.standardOutput = pipe
-        do { try process.run() } catch { throw ScopeFSError(.internalError, "cannot start scopefs run: \(error)") }
+        do { try process.run() } catch { throw CommandError(.internalError, "cannot start scopefs run: \(error)") }
         output.follow(pipe.fileHandleForReading)
 
         var actions: [String] = []

@@ -1,4 +1,6 @@
 import ArgumentParser
+import CommandErrors
+import Control
 import Daemon
 import Foundation
 import Policy
@@ -26,13 +28,13 @@ struct TransferCoordination {
         ]
     }
 
-    func withClaims<T>(_ items: [TransferItem], _ body: () throws(ScopeFSError) -> T) throws(ScopeFSError) -> T {
+    func withClaims<T>(_ items: [TransferItem], _ body: () throws(CommandError) -> T) throws(CommandError) -> T {
         let claims = try claim(items)
         defer { release(claims) }
         return try body()
     }
 
-    func claim(_ items: [TransferItem]) throws(ScopeFSError) -> [UInt64] {
+    func claim(_ items: [TransferItem]) throws(CommandError) -> [UInt64] {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return [] }
         var request = ControlRequest(op: .claimForTransfer)
         request.transferItems = items
@@ -44,8 +46,8 @@ struct TransferCoordination {
             return []  // a socket left by a crashed daemon
         }
         guard response.ok else {
-            throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                 "cannot coordinate with apps: \(response.message ?? "the daemon refused")")
         }
         if let message = response.message { note("file coordination: \(message)") }

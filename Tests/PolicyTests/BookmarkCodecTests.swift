@@ -1,3 +1,4 @@
+import CommandErrors
 import Documents
 import Foundation
 import Policy
@@ -20,17 +21,17 @@ import Testing
         for index in token.indices where token[index] != "." {
             var changed = token
             changed[index] = token[index] == "A" ? "B" : "A"
-            #expect(throws: ScopeFSError.self) { try codec.decode(String(changed)) }
+            #expect(throws: CommandError.self) { try codec.decode(String(changed)) }
         }
     }
 
     @Test("SPEC S25: a token made with another key, truncated, or not a token, is invalid")
     func foreignAndTruncatedTokensAreRejected() {
         let other = BookmarkCodec(key: Data(repeating: 8, count: 32)).encode(bookmark)
-        #expect(throws: ScopeFSError.self) { try codec.decode(other) }
+        #expect(throws: CommandError.self) { try codec.decode(other) }
         let token = codec.encode(bookmark)
-        #expect(throws: ScopeFSError.self) { try codec.decode(String(token.dropLast())) }
-        #expect(throws: ScopeFSError.self) { try codec.decode("") }
-        #expect(throws: ScopeFSError.self) { try codec.decode("not.a-bookmark") }
+        #expect(throws: CommandError.self) { try codec.decode(String(token.dropLast())) }
+        #expect(throws: CommandError.self) { try codec.decode("") }
+        #expect(throws: CommandError.self) { try codec.decode("not.a-bookmark") }
     }
 }

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Policy
 import PolicyStore
@@ -35,7 +36,7 @@ import Testing
     func badInput() throws {
         let (_, repository, root) = try fixture()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        #expect(throws: ScopeFSError.self) {
+        #expect(throws: CommandError.self) {
             try repository.grant(app: "nope", provider: "local", path: "docs", access: .read)
         }
         do {
@@ -176,7 +177,7 @@ import Testing
         #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).map(\.id) == [session.id])
         #expect(try repository.grants(app: app).map(\.id) == [kept.id])
         #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).isEmpty)
-        #expect(throws: ScopeFSError.self) { try repository.forget(app: app, grant: 999) }
+        #expect(throws: CommandError.self) { try repository.forget(app: app, grant: 999) }
         #expect(try repository.forget(app: app, grant: kept.id).map(\.id) == [kept.id])
         #expect(try repository.snapshot(generation: 9).grantsByID.isEmpty)
     }

@@ -1,3 +1,4 @@
+import CommandErrors
 import Policy
 import PolicyStore
 
@@ -34,7 +35,7 @@ struct PickerController {
         var selections: [PickerSelection]
     }
 
-    typealias Lister = (PickerPlace) throws(ScopeFSError) -> [PickerEntry]
+    typealias Lister = (PickerPlace) throws(CommandError) -> [PickerEntry]
 
     let mode: PickerMode
     let app: AppID
@@ -211,7 +212,7 @@ struct PickerController {
 
     @discardableResult
     private mutating func reload(highlighting name: String?) -> Bool {
-        do throws(ScopeFSError) {
+        do throws(CommandError) {
             entries = try list(place)
         } catch {
             message = error.message

@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -95,11 +96,11 @@ enum PickerListing {
 
     /// The entries of a host folder: hidden files skipped, symbolic links
     /// shown as what they point to, sorted.
-    static func entries(ofFolder path: String) throws(ScopeFSError) -> [PickerEntry] {
+    static func entries(ofFolder path: String) throws(CommandError) -> [PickerEntry] {
         // readdir, not FileManager: a name that is not UTF-8 is listed as
         // its bytes, not left out (SPEC S33a).
         guard let names = HostFiles.names(in: path) else {
-            throw ScopeFSError(.noInput, "cannot list \(path): \(String(cString: strerror(errno)))")
+            throw CommandError(.noInput, "cannot list \(path): \(String(cString: strerror(errno)))")
         }
         var entries: [PickerEntry] = []
         for name in names where !isHidden(name) {

@@ -1,3 +1,4 @@
+import CommandErrors
 import Glibc
 import PolicyStore
 
@@ -39,7 +40,7 @@ final class Terminal {
     /// Enters raw mode and the alternate screen. `input` must be a terminal;
     /// the picker is drawn on standard output if it is a terminal, else on
     /// standard error, else on /dev/tty (so that the result can be piped).
-    init(input: Int32 = 0) throws(ScopeFSError) {
+    init(input: Int32 = 0) throws(CommandError) {
         let output: Int32
         let closeOutput: Bool
         if Self.isTerminal(1) {
@@ -48,14 +49,14 @@ final class Terminal {
             (output, closeOutput) = (2, false)
         } else {
             let tty = open("/dev/tty", O_WRONLY | O_CLOEXEC)
-            guard tty >= 0 else { throw ScopeFSError(.usage, "pick needs a terminal to draw on") }
+            guard tty >= 0 else { throw CommandError(.usage, "pick needs a terminal to draw on") }
             (output, closeOutput) = (tty, true)
         }
         var pipeEnds: [Int32] = [-1, -1]
         guard pipe(&pipeEnds) == 0 else {
             let reason = String(cString: strerror(errno))
             if closeOutput { close(output) }
-            throw ScopeFSError(.ioError, "cannot create a pipe: \(reason)")
+            throw CommandError(.ioError, "cannot create a pipe: \(reason)")
         }
         for end in pipeEnds {
             _ = fcntl(end, F_SETFD, FD_CLOEXEC)
@@ -69,7 +70,7 @@ final class Terminal {
         guard tcgetattr(input, SignalSafe.saved) == 0 else {
             let reason = String(cString: strerror(errno))
             restore()
-            throw ScopeFSError(.usage, "cannot read the terminal's settings: \(reason)")
+            throw CommandError(.usage, "cannot read the terminal's settings: \(reason)")
         }
         SignalSafe.descriptors[0] = input
         SignalSafe.descriptors[1] = output
@@ -82,7 +83,7 @@ final class Terminal {
         guard tcsetattr(input, TCSANOW, &raw) == 0 else {
             let reason = String(cString: strerror(errno))
             restore()
-            throw ScopeFSError(.usage, "cannot put the terminal in raw mode: \(reason)")
+            throw CommandError(.usage, "cannot put the terminal in raw mode: \(reason)")
         }
         // Alternate screen, hidden cursor, cleared screen.
         write("\u{1B}[?1049h\u{1B}[?25l\u{1B}[H\u{1B}[2J")

@@ -1,7 +1,7 @@
 /// Errors meant for people: a message that names the thing and the remedy,
 /// and a documented exit code (docs/CLI.md, SPEC S34). Errors that can only
 /// mean a bug in ScopeFS are preconditions, not this type.
-public struct ScopeFSError: Error, CustomStringConvertible, Sendable {
+public struct CommandError: Error, CustomStringConvertible, Sendable {
     public enum Kind: Int32, Sendable {
         case usage = 64
         case badData = 65

@@ -3,15 +3,15 @@ import Foundation
 import Glibc
 
 /// A stream Unix-domain socket carrying one JSON line each way.
-struct UnixSocket {
-    let descriptor: Int32
+package struct UnixSocket {
+    package let descriptor: Int32
 
-    struct PeerCredentials {
-        var pid: Int32
-        var uid: uid_t
+    package struct PeerCredentials {
+        package var pid: Int32
+        package var uid: uid_t
     }
 
-    static func listening(at path: String) throws -> UnixSocket {
+    package static func listening(at path: String) throws -> UnixSocket {
         let socket = try make()
         unlink(path)
         var address = try address(path)
@@ -29,7 +29,7 @@ struct UnixSocket {
         return socket
     }
 
-    static func connected(to path: String, timeoutSeconds: Int = 30) throws -> UnixSocket {
+    package static func connected(to path: String, timeoutSeconds: Int = 30) throws -> UnixSocket {
         let socket = try make()
         var address = try address(path)
         let result = withUnsafePointer(to: &address) {
@@ -64,7 +64,7 @@ struct UnixSocket {
         return address
     }
 
-    func accept() -> UnixSocket? {
+    package func accept() -> UnixSocket? {
         while true {
             let client = CSystemShims.accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
             if client >= 0 { return UnixSocket(descriptor: client) }
@@ -72,14 +72,14 @@ struct UnixSocket {
         }
     }
 
-    func setTimeout(seconds: Int) {
+    package func setTimeout(seconds: Int) {
         var time = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// The peer as the kernel knows it.
-    var peer: PeerCredentials? {
+    package var peer: PeerCredentials? {
         var credentials = scopefs_ucred()
         var length = socklen_t(MemoryLayout<scopefs_ucred>.size)
         guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
@@ -91,7 +91,7 @@ struct UnixSocket {
     /// other (or closes), so nothing after the newline is lost. A byte per
     /// `read` cost a status of a few hundred app processes tens of thousands
     /// of system calls, each a chance to be scheduled out under load.
-    func readLine(limit: Int = Self.requestLimit) -> Data? {
+    package func readLine(limit: Int = Self.requestLimit) -> Data? {
         var data = Data()
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while data.count <= limit {
@@ -109,11 +109,11 @@ struct UnixSocket {
 
     /// The largest request the daemon reads (requests are small; app
     /// processes may send anything).
-    static let requestLimit = 64 * 1024
+    package static let requestLimit = 64 * 1024
     /// The largest response the CLI reads: `status` lists every app process.
-    static let responseLimit = 64 * 1024 * 1024
+    package static let responseLimit = 64 * 1024 * 1024
 
-    func writeLine(_ data: Data) -> Bool {
+    package func writeLine(_ data: Data) -> Bool {
         var payload = data
         payload.append(UInt8(ascii: "\n"))
         return payload.withUnsafeBytes { raw in
@@ -128,5 +128,5 @@ struct UnixSocket {
         }
     }
 
-    func close() { Glibc.close(descriptor) }
+    package func close() { Glibc.close(descriptor) }
 }

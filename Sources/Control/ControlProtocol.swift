@@ -56,7 +56,7 @@ public struct ControlRequest: Codable, Sendable {
         /// What an app process may ask, on either endpoint: the rest would
         /// let it change or survey the isolation layer, or answer its own
         /// pick requests (SPEC S5).
-        var isForApps: Bool {
+        package var isForApps: Bool {
             switch self {
             case .resolve, .whoami, .pick, .watch, .coordinate, .release, .query: true
             default: false
@@ -175,6 +175,50 @@ public struct ControlResponse: Codable, Sendable {
     public static func failure(_ code: Int32, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, code: code, message: message)
     }
+
+    package init(
+        ok: Bool,
+        code: Int32? = nil,
+        message: String? = nil,
+        mountpoint: String? = nil,
+        app: AppID? = nil,
+        status: DaemonStatus? = nil,
+        resolution: BookmarkResolution? = nil,
+        path: String? = nil,
+        revoked: [Grant]? = nil,
+        restored: [Grant]? = nil,
+        pending: PendingPick? = nil,
+        picked: PickAnswer? = nil,
+        claim: UInt64? = nil,
+        results: [DocumentQuery.Result]? = nil,
+        digest: String? = nil,
+        claims: [UInt64]? = nil,
+        notices: [DocumentNotice]? = nil,
+        cursor: UInt64? = nil,
+        daemon: Int32? = nil,
+        faults: [FaultRule]? = nil
+    ) {
+        self.ok = ok
+        self.code = code
+        self.message = message
+        self.mountpoint = mountpoint
+        self.app = app
+        self.status = status
+        self.resolution = resolution
+        self.path = path
+        self.revoked = revoked
+        self.restored = restored
+        self.pending = pending
+        self.picked = picked
+        self.claim = claim
+        self.results = results
+        self.digest = digest
+        self.claims = claims
+        self.notices = notices
+        self.cursor = cursor
+        self.daemon = daemon
+        self.faults = faults
+    }
 }
 
 public struct DaemonStatus: Codable, Sendable {
@@ -189,12 +233,40 @@ public struct DaemonStatus: Codable, Sendable {
         /// The app's display name: filled in by the CLI from the database,
         /// never sent by the daemon (issue 19).
         public var appName: String?
+
+        package init(
+            pid: Int32,
+            app: AppID,
+            parent: Int32? = nil,
+            scopes: [ScopeStatus],
+            budgetUsed: Int,
+            budgetExhausted: Bool,
+            appName: String? = nil
+        ) {
+            self.pid = pid
+            self.app = app
+            self.parent = parent
+            self.scopes = scopes
+            self.budgetUsed = budgetUsed
+            self.budgetExhausted = budgetExhausted
+            self.appName = appName
+        }
     }
 
     public struct ScopeStatus: Codable, Sendable {
         public var grant: GrantID
         public var path: String
         public var count: Int
+
+        package init(
+            grant: GrantID,
+            path: String,
+            count: Int
+        ) {
+            self.grant = grant
+            self.path = path
+            self.count = count
+        }
     }
 
     public var pid: Int32
@@ -226,6 +298,22 @@ public struct DaemonStatus: Codable, Sendable {
         public var state: String
         /// The app's display name, filled in by the CLI (issue 19).
         public var appName: String?
+
+        package init(
+            pid: Int32,
+            app: AppID,
+            daemon: Int32,
+            mountpoint: String,
+            state: String,
+            appName: String? = nil
+        ) {
+            self.pid = pid
+            self.app = app
+            self.daemon = daemon
+            self.mountpoint = mountpoint
+            self.state = state
+            self.appName = appName
+        }
     }
     /// The fault and latency rules in force (issue 18).
     public var faults: [FaultRule]?
@@ -233,4 +321,40 @@ public struct DaemonStatus: Codable, Sendable {
     /// cache timeout for entries and attributes, in seconds (issue 21).
     public var hostChanges: String?
     public var cacheTimeout: Double?
+
+    package init(
+        pid: Int32,
+        mountpoint: String,
+        stateDirectory: String,
+        openFiles: String,
+        scopes: String,
+        scopeBudget: Int,
+        followsProcessEvents: Bool,
+        attribution: String? = nil,
+        policyGeneration: UInt64,
+        policyFailure: String? = nil,
+        inodes: Int,
+        processes: [AppProcessStatus],
+        stranded: [StrandedProcessStatus]? = nil,
+        faults: [FaultRule]? = nil,
+        hostChanges: String? = nil,
+        cacheTimeout: Double? = nil
+    ) {
+        self.pid = pid
+        self.mountpoint = mountpoint
+        self.stateDirectory = stateDirectory
+        self.openFiles = openFiles
+        self.scopes = scopes
+        self.scopeBudget = scopeBudget
+        self.followsProcessEvents = followsProcessEvents
+        self.attribution = attribution
+        self.policyGeneration = policyGeneration
+        self.policyFailure = policyFailure
+        self.inodes = inodes
+        self.processes = processes
+        self.stranded = stranded
+        self.faults = faults
+        self.hostChanges = hostChanges
+        self.cacheTimeout = cacheTimeout
+    }
 }

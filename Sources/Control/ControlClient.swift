@@ -1,3 +1,4 @@
+import CommandErrors
 import Foundation
 import Glibc
 import Policy
@@ -7,13 +8,13 @@ import PolicyStore
 public enum ControlClient {
     /// Sends one request. Throws `.noDaemon` (exit 69) when no daemon listens.
     public static func send(_ request: ControlRequest, state: StateDirectory, timeoutSeconds: Int = 30)
-        throws(ScopeFSError) -> ControlResponse
+        throws(CommandError) -> ControlResponse
     {
         let socket: UnixSocket
         do {
             socket = try UnixSocket.connected(to: state.controlSocketPath, timeoutSeconds: timeoutSeconds)
         } catch {
-            throw ScopeFSError(
+            throw CommandError(
                 .noDaemon,
                 "no ScopeFS daemon serves \(state.path); start one with `scopefs --state \(state.path) mount MOUNTPOINT`"
             )
@@ -24,7 +25,7 @@ public enum ControlClient {
             let line = socket.readLine(limit: UnixSocket.responseLimit),
             let response = try? JSONDecoder().decode(ControlResponse.self, from: Data(HostJSON.decodable(line)))
         else {
-            throw ScopeFSError(.timedOut, "the daemon serving \(state.path) did not answer")
+            throw CommandError(.timedOut, "the daemon serving \(state.path) did not answer")
         }
         return response
     }
@@ -34,7 +35,7 @@ public enum ControlClient {
     /// `containerPaths` name what changed in `app`'s container behind the mount.
     public static func notifyChange(
         state: StateDirectory, app: String? = nil, containerPaths: [String]? = nil, imported: [String]? = nil
-    ) throws(ScopeFSError) {
+    ) throws(CommandError) {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return }
         let response: ControlResponse
         do {
@@ -44,20 +45,20 @@ public enum ControlClient {
             return  // a socket left by a crashed daemon; the next mount reads the database anyway
         }
         if !response.ok {
-            throw ScopeFSError(.internalError, "the daemon could not reload: \(response.message ?? "unknown error")")
+            throw CommandError(.internalError, "the daemon could not reload: \(response.message ?? "unknown error")")
         }
     }
 
     /// Revokes through the daemon serving the state directory (see
     /// `ControlRequest.Operation.revoke`); returns the grants revoked and
     /// the daemon's note when it could not write them to the database.
-    public static func revoke(app: String, grant: Int64?, state: StateDirectory) throws(ScopeFSError)
+    public static func revoke(app: String, grant: Int64?, state: StateDirectory) throws(CommandError)
         -> (grants: [Grant], note: String?)
     {
         let response = try send(ControlRequest(op: .revoke, app: app, grant: grant), state: state)
         guard response.ok else {
-            throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "revoke failed")
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "revoke failed")
         }
         return (response.revoked ?? [], response.message)
     }
@@ -66,7 +67,7 @@ public enum ControlClient {
     /// `ControlRequest.Operation.restore`); returns the grants restored, or
     /// nil when no daemon serves it (or one that predates the operation):
     /// then the CLI writes the database itself.
-    public static func restore(app: String, grant: Int64?, state: StateDirectory) throws(ScopeFSError) -> [Grant]? {
+    public static func restore(app: String, grant: Int64?, state: StateDirectory) throws(CommandError) -> [Grant]? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         let response: ControlResponse
         do {
@@ -75,17 +76,17 @@ public enum ControlClient {
             return nil
         }
         guard response.ok else {
-            if response.code == ScopeFSError.Kind.usage.rawValue, response.message == ControlResponse.malformedRequest {
+            if response.code == CommandError.Kind.usage.rawValue, response.message == ControlResponse.malformedRequest {
                 return nil
             }
-            throw ScopeFSError(
-                ScopeFSError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "restore failed"
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "restore failed"
             )
         }
         return response.restored ?? []
     }
 
-    public static func status(state: StateDirectory) throws(ScopeFSError) -> DaemonStatus? {
+    public static func status(state: StateDirectory) throws(CommandError) -> DaemonStatus? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         do {
             return try send(ControlRequest(op: .status), state: state).status
