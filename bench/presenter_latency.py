@@ -67,8 +67,8 @@ def wait_for(session, kind: str) -> dict:
 
 
 def measure(env: Env, count: int) -> dict[str, list[float]]:
-    env.cli("open", ALPHA, f"{LOCAL}:docs")
-    env.cli("open", BETA, f"{LOCAL}:{REPORT}")
+    env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")  # the granted file itself: a rename moves the grant
+    env.cli("open", BETA, f"{LOCAL}:docs")
     presenter = env.app_session(ALPHA, "import time\n" + PY_PRESENTER, env.prov(ALPHA, LOCAL, REPORT))
     assert presenter.recv() == {"ready": True}
     series: dict[str, list[float]] = {"host write": [], "host rename": [], "app write": [], "pick": []}

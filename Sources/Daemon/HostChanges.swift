@@ -220,7 +220,9 @@ final class HostChanges: HostChangeWatch {
             guard !changes.isEmpty else { continue }
             session.invalidate(Self.merged(changes.map(fileSystem.invalidation(for:))))
             for change in changes where change.content && !change.onlyIfShared {
-                for item in fileSystem.changedProviderItems(change) { contentChanged(item.provider, item.path) }
+                for item in fileSystem.changedProviderItems(change, writerKnown: kind == .fanotify) {
+                    contentChanged(item.provider, item.path)
+                }
             }
         }
     }

@@ -123,13 +123,22 @@ extension ScopeFileSystem {
     /// The provider items whose content a host change changed, for
     /// presenters' `changed` notices (issue 17): a file of a folder some
     /// view holds, as its provider and path. None for the daemon's own
-    /// writes (made for an app, and told when it closes the file).
-    public func changedProviderItems(_ change: HostChange) -> [(provider: ProviderID, path: String)] {
+    /// writes (made for an app, and told when it closes the file): when the
+    /// channel cannot tell the writer (`writerKnown` false: inotify), a
+    /// file written through the mount in the last second counts as such.
+    public func changedProviderItems(_ change: HostChange, writerKnown: Bool) -> [(provider: ProviderID, path: String)]
+    {
         guard change.content, !change.onlyIfShared, let name = change.name, !name.isEmpty, name != "." else {
             return []
         }
+        let folders = table.directoryNodes(of: change.folder.identity)
+        if !writerKnown, let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name),
+            table.fileNodes(of: FileIdentity(info)).contains(where: { $0.writtenThroughMount(within: 1000) })
+        {
+            return []
+        }
         var items: [(provider: ProviderID, path: String)] = []
-        for folder in table.directoryNodes(of: change.folder.identity) {
+        for folder in folders {
             guard case .provider(_, let provider) = folder.place, let path = try? table.path(of: folder.inode) else {
                 continue
             }

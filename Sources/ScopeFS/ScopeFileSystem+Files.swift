@@ -81,12 +81,16 @@ extension ScopeFileSystem {
         try checkStillGranted(open, .write)
         try clearSetIDBits(open.descriptor, for: request)
         if !open.wrote.load(ordering: .relaxed) { open.wrote.store(true, ordering: .relaxed) }
+        open.node.noteMountWrite()
         return open.descriptor
     }
 
     public func release(inode: UInt64, handle: UInt64) {
         let open = OpenHandle.from(handle)
-        if open.wrote.load(ordering: .relaxed) { contentWritten(open.node, inode: inode, by: open.user) }
+        if open.wrote.load(ordering: .relaxed) {
+            open.node.noteMountWrite()
+            contentWritten(open.node, inode: inode, by: open.user)
+        }
         // Our own writes went through the page cache: it is still good.
         let written = open.writable ? (try? Sys.stat(open.descriptor)).map(FileVersion.init) : nil
         table.closed(inode, open, version: written)
