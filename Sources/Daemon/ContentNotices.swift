@@ -48,7 +48,8 @@ final class ContentNotices: Sendable {
     }
 
     /// The content of `path` of `provider` changed; `writer`: the app
-    /// that wrote it through the mount.
+    /// that wrote it through the mount. Only queues: the apps are worked
+    /// out on a queue of its own, in order.
     func changed(provider: ProviderID, path: String, writer: AppID?, in snapshot: PolicySnapshot) {
         let key = Key(provider: provider, path: path, writer: writer)
         let now = Self.now()
@@ -69,7 +70,8 @@ final class ContentNotices: Sendable {
         }
         switch action {
         case .post:
-            board.post(Self.notices(key, snapshot))
+            // Off the caller's thread: a FUSE worker (a release) only queues.
+            timer.async { [self] in board.post(Self.notices(key, snapshot)) }
         case .postLater(let delay):
             timer.asyncAfter(deadline: .now() + delay) { [self] in
                 let snapshot = state.withLock { state in
