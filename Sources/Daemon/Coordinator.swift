@@ -9,7 +9,8 @@ import Synchronization
 /// File coordination across apps (issue 17, like NSFileCoordinator): a
 /// process claims an item for reading or writing; writers exclude readers
 /// and other writers of other processes; a writer that has to wait first
-/// asks the holders' presenters to relinquish (a `relinquish` notice), and
+/// asks the holders' presenters to save and relinquish (a `save` notice
+/// followed by a `relinquish` one), and
 /// waits for them up to its timeout. Claims end with their process.
 /// Uncoordinated access still works, as on Apple's systems.
 ///
@@ -113,10 +114,13 @@ final class Coordinator: Sendable {
                     ? .granted(granted) : .overridden(granted, holders: Array(Set(blockers.map(\.app))).sorted())
             }
             if timedOut { return .timedOut }
-            // Ask each holder once: "save your changes and let go".
+            // Ask each holder once: "save your changes", then "let go"
+            // (savePresentedItemChanges, relinquishPresentedItem), together.
             for blocker in blockers where asked.insert(blocker.id).inserted && !blocker.app.isEmpty {
                 notices.post(
-                    DocumentNotice(kind: .relinquish, app: blocker.app, grant: 0, provider: "", path: blocker.path))
+                    [DocumentNotice.Kind.save, .relinquish].map {
+                        DocumentNotice(kind: $0, app: blocker.app, grant: 0, provider: "", path: blocker.path)
+                    })
             }
             _ = changed.wait(until: min(deadline, Date().addingTimeInterval(Self.recheck)))
         }

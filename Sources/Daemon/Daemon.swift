@@ -82,8 +82,9 @@ public enum Daemon {
             DispatchQueue.global().asyncAfter(deadline: .now() + 1) { tracker.removeFinishedRuns() }
         }
         let inbox = InboxKeeper(state: state, days: options.inboxDays)
+        let notices = NoticeBoard()
         let documents = try DocumentBridge(
-            state: state, repository: repository, inbox: inbox, events: recorder, logger: logger)
+            state: state, repository: repository, inbox: inbox, events: recorder, logger: logger, notices: notices)
         let hostChanges = try HostChanges.open(options.hostChanges, probe: state.containersPath, logger: logger)
         let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
         let configuration = MountConfiguration(
@@ -117,12 +118,19 @@ public enum Daemon {
 
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
-            logger: logger)
+            logger: logger, notices: notices)
         if let hostChanges {
             // A host rename wakes the item locator at once (issue 17's
-            // presenters), instead of at its next second.
+            // presenters), instead of at its next second; a host write is
+            // a `changed` notice.
             Thread.detachNewThread {
-                hostChanges.run(fileSystem: fileSystem, session: session) { documents.itemsMayHaveMoved() }
+                hostChanges.run(
+                    fileSystem: fileSystem, session: session,
+                    namesChanged: { documents.itemsMayHaveMoved() },
+                    contentChanged: { provider, path in
+                        documents.contentNotices.changed(
+                            provider: provider, path: path, writer: nil, in: fileSystem.snapshot)
+                    })
             }
         }
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)

@@ -22,10 +22,13 @@ final class DocumentBridge: DocumentServices {
     private let wakePending = Atomic<Bool>(false)
     private let inbox: InboxKeeper
     private let events: any EventSink
+    let contentNotices: ContentNotices
 
-    init(state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger)
-        throws(CommandError)
-    {
+    init(
+        state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger,
+        notices: NoticeBoard
+    ) throws(CommandError) {
+        self.contentNotices = ContentNotices(board: notices)
         self.inbox = inbox
         self.events = events
         self.repository = repository
@@ -52,6 +55,10 @@ final class DocumentBridge: DocumentServices {
 
     func containerItemRead(app: AppID, process: ProcessKey, path: String) {
         inbox.read(app: app, process: process, path: path)
+    }
+
+    func contentWritten(by app: AppID, provider: ProviderID, path: String, in snapshot: PolicySnapshot) {
+        contentNotices.changed(provider: provider, path: path, writer: app, in: snapshot)
     }
 
     /// Resolves a bookmark for a process of `app`; a stale resolution is

@@ -195,7 +195,11 @@ final class HostChanges: HostChangeWatch {
     /// Reads events until `stop`, sending the kernel what each one makes
     /// stale. `namesChanged` runs (once per batch) when a name came or went
     /// on the host in a folder the kernel holds: an item may have moved.
-    func run(fileSystem: ScopeFileSystem, session: FuseSession, namesChanged: () -> Void) {
+    /// `contentChanged` runs for each provider item a host write changed.
+    func run(
+        fileSystem: ScopeFileSystem, session: FuseSession, namesChanged: () -> Void,
+        contentChanged: (ProviderID, String) -> Void
+    ) {
         defer { finished.signal() }
         // Bounded: one read's worth of events at a time, however many come.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -216,6 +220,11 @@ final class HostChanges: HostChangeWatch {
             }
             guard !changes.isEmpty else { continue }
             session.invalidate(Self.merged(changes.map(fileSystem.invalidation(for:))))
+            for change in changes where change.content && !change.onlyIfShared {
+                for item in fileSystem.changedProviderItems(change, writerKnown: kind == .fanotify) {
+                    contentChanged(item.provider, item.path)
+                }
+            }
         }
     }
 

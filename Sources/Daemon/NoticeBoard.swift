@@ -23,7 +23,8 @@ final class NoticeBoard: Sendable {
 
     func post(_ notice: DocumentNotice) { post([notice]) }
 
-    private func post(_ changes: [DocumentNotice]) {
+    /// Posts `changes` in this order, with no other notice between them.
+    func post(_ changes: [DocumentNotice]) {
         guard !changes.isEmpty else { return }
         state.withLock { state in
             for var notice in changes {

@@ -41,15 +41,16 @@ final class PolicyReloader: Sendable {
     private let events: any EventSink
     private let logger: Logger
     /// What presenters hear of each change (issue 17).
-    let notices = NoticeBoard()
+    let notices: NoticeBoard
     /// Held for a whole check and reload, so snapshots are installed in order.
     private let installed: Mutex<Installed>
 
     /// `version`: the policy version of the snapshot the file system started with.
     init(
         repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64,
-        events: any EventSink, logger: Logger
+        events: any EventSink, logger: Logger, notices: NoticeBoard = NoticeBoard()
     ) {
+        self.notices = notices
         self.repository = repository
         self.fileSystem = fileSystem
         self.session = session

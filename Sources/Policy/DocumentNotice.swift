@@ -1,14 +1,22 @@
 /// What an app's presenter hears about its documents (issue 17, like
 /// NSFilePresenter): a grant arrived, was revoked, restored or forgotten;
-/// its item moved (a new path) or was deleted. Found by comparing the
+/// its item moved (a new path) or was deleted — found by comparing the
 /// snapshot the daemon served with the one it installs, so every way a
 /// change reaches the daemon (a command, the picker, a host rename seen by
-/// the item locator) is told the same way.
+/// the item locator) is told the same way. Content changes (`changed`) and
+/// coordination requests (`save`, `relinquish`) are posted as they happen.
 public struct DocumentNotice: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case arrived, revoked, restored, forgotten, moved, deleted
-        /// Another app waits to write this item: save your changes and end
-        /// your claim (`relinquishPresentedItem(toWriter:)`).
+        /// The item's content changed, on the host or through another
+        /// app's write (`presentedItemDidChange`); `path` names the file,
+        /// also when the grant is its folder's.
+        case changed
+        /// Another app waits for this item: save your changes now
+        /// (`savePresentedItemChanges`). Always just before `relinquish`.
+        case save
+        /// Another app waits to write this item: end your claim
+        /// (`relinquishPresentedItem(toWriter:)`).
         case relinquish
     }
 

@@ -15,6 +15,9 @@ final class OpenHandle: Sendable {
     let user: FileUser
     /// The policy generation in which the grant was last seen active.
     let grantVerified = Atomic<UInt64>(0)
+    /// Set by the first write (or truncation) through the handle: its
+    /// release tells other apps' presenters (`contentWritten`).
+    let wrote = Atomic<Bool>(false)
 
     init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool, user: FileUser) {
         self.descriptor = descriptor

@@ -120,6 +120,36 @@ extension ScopeFileSystem {
         return invalidation
     }
 
+    /// The provider items whose content a host change changed, for
+    /// presenters' `changed` notices (issue 17): a file of a folder some
+    /// view holds, as its provider and path. None for the daemon's own
+    /// writes (made for an app, and told when it closes the file): when the
+    /// channel cannot tell the writer (`writerKnown` false: inotify), a
+    /// file written through the mount in the last second counts as such.
+    public func changedProviderItems(_ change: HostChange, writerKnown: Bool) -> [(provider: ProviderID, path: String)]
+    {
+        guard change.content, !change.onlyIfShared, let name = change.name, !name.isEmpty, name != "." else {
+            return []
+        }
+        let folders = table.directoryNodes(of: change.folder.identity)
+        if !writerKnown, let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name),
+            table.fileNodes(of: FileIdentity(info)).contains(where: { $0.writtenThroughMount(within: 1000) })
+        {
+            return []
+        }
+        var items: [(provider: ProviderID, path: String)] = []
+        for folder in folders {
+            guard case .provider(_, let provider) = folder.place, let path = try? table.path(of: folder.inode) else {
+                continue
+            }
+            let item = path.isEmpty ? name : path + "/" + name
+            if !items.contains(where: { $0.provider == provider && $0.path == item }) {
+                items.append((provider, item))
+            }
+        }
+        return items
+    }
+
     /// Everything the kernel may have cached: after the channel lost events
     /// (its queue overflowed), no cached answer can be trusted. Dropping a
     /// folder's entry also drops the negative entries below it.

@@ -114,6 +114,22 @@ final class Node: Sendable {
     /// changes: only then may the kernel cache its entries (and their
     /// attributes) for long (`ScopeFileSystem.timeout(under:)`).
     let changesWatched = Atomic<Bool>(false)
+    /// When a file's content was last written through the mount (coarse
+    /// monotonic milliseconds): a host-change channel that cannot say who
+    /// wrote (inotify) leaves those changes to the writer's release.
+    let lastMountWrite = Atomic<Int64>(0)
+
+    func noteMountWrite() { lastMountWrite.store(Self.coarseMilliseconds(), ordering: .relaxed) }
+
+    func writtenThroughMount(within milliseconds: Int64) -> Bool {
+        Self.coarseMilliseconds() - lastMountWrite.load(ordering: .relaxed) <= milliseconds
+    }
+
+    private static func coarseMilliseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
+    }
 
     init(
         inode: UInt64, place: Place, view: UInt32, identity: FileIdentity?, isDirectory: Bool, directory: Int32?,

@@ -471,6 +471,15 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The same as `nodes(of:)`, the nodes themselves.
+    func fileNodes(of identity: FileIdentity) -> [Node] {
+        state.withLock { state in
+            state.views.values.compactMap {
+                Self.inode(of: identity, view: $0, in: state).flatMap { state.records[$0]?.node }
+            }
+        }
+    }
+
     /// The nodes of one host file in every view, whatever their kind.
     func nodes(of identity: FileIdentity) -> [UInt64] {
         state.withLock { state in

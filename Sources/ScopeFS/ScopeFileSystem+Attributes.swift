@@ -37,8 +37,10 @@ extension ScopeFileSystem {
                 try clearSetIDBits(descriptor, for: request)
                 if let open, open.writable {
                     try Sys.ftruncate(open.descriptor, size)
+                    open.wrote.store(true, ordering: .relaxed)
                 } else {
                     try Sys.truncate(Sys.procPath(descriptor), size)
+                    contentWritten(target.node, inode: inode, by: FileUser(caller))
                 }
             }
             if changes.accessTime != nil || changes.modificationTime != nil {

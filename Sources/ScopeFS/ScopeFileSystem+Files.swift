@@ -38,6 +38,7 @@ extension ScopeFileSystem {
         let handle = OpenHandle(
             descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller)
         )
+        if writes && flags & O_TRUNC != 0 { handle.wrote.store(true, ordering: .relaxed) }
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
         return OpenFile(
@@ -79,11 +80,17 @@ extension ScopeFileSystem {
         try checkUser(open, request, .write)
         try checkStillGranted(open, .write)
         try clearSetIDBits(open.descriptor, for: request)
+        if !open.wrote.load(ordering: .relaxed) { open.wrote.store(true, ordering: .relaxed) }
+        open.node.noteMountWrite()
         return open.descriptor
     }
 
     public func release(inode: UInt64, handle: UInt64) {
         let open = OpenHandle.from(handle)
+        if open.wrote.load(ordering: .relaxed) {
+            open.node.noteMountWrite()
+            contentWritten(open.node, inode: inode, by: open.user)
+        }
         // Our own writes went through the page cache: it is still good.
         let written = open.writable ? (try? Sys.stat(open.descriptor)).map(FileVersion.init) : nil
         table.closed(inode, open, version: written)
@@ -105,6 +112,7 @@ extension ScopeFileSystem {
         try checkStillGranted(open, .fallocate)
         guard open.writable else { throw .badFileDescriptor }
         try Sys.fallocate(open.descriptor, mode, offset, length)
+        open.wrote.store(true, ordering: .relaxed)
     }
 
     public func copyFileRange(
@@ -117,10 +125,21 @@ extension ScopeFileSystem {
         try checkUser(destination, request, .copyFileRange)
         try checkStillGranted(source, .copyFileRange)
         try checkStillGranted(destination, .copyFileRange)
-        return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
+        let copied = try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
+        destination.wrote.store(true, ordering: .relaxed)
+        return copied
     }
 
     // MARK: Helpers
+
+    /// An app changed a provider item's content through the mount: other
+    /// apps' presenters hear it (`DocumentServices.contentWritten`).
+    func contentWritten(_ node: Node, inode: UInt64, by user: FileUser) {
+        guard case .provider(_, let provider) = node.place, case .app(let app) = user,
+            let path = try? table.path(of: inode)
+        else { return }
+        documents.contentWritten(by: app, provider: provider, path: path, in: snapshot)
+    }
 
     /// What the kernel does to a file that a caller without CAP_FSETID
     /// writes or truncates, and leaves to us (`Request.clearsSetIDBits`):

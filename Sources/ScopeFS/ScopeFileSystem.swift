@@ -24,6 +24,11 @@ public protocol DocumentServices: Sendable {
     /// Whether `containerItemRead` can matter now (some inbox holds copies):
     /// when not, the gate does not work out the path.
     var watchesContainerReads: Bool { get }
+    /// A process of `app` changed the content of the provider item at
+    /// `path` through the mount (told when it closes the file): other apps'
+    /// presenters hear `changed` (issue 17). Called on a FUSE worker: it
+    /// must only queue.
+    func contentWritten(by app: AppID, provider: ProviderID, path: String, in snapshot: PolicySnapshot)
 }
 
 /// What a mount was asked for.

@@ -11,8 +11,10 @@ and must not touch the filesystem at import time.
 import errno
 import fcntl
 import json
+import mmap
 import os
 import signal
+import stat
 import sys
 
 

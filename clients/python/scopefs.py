@@ -475,7 +475,8 @@ def pick(
 def watch_documents(state_dir: str | None = None, timeout: float | None = None) -> Iterator[dict]:
     """What happens to this app's documents from the moment of the call,
     like an NSFilePresenter: an iterator of dicts with ``kind`` (arrived,
-    revoked, restored, forgotten, moved, deleted), ``path`` (in the app's
+    revoked, restored, forgotten, moved, deleted, changed; save then
+    relinquish when another app's claim waits for ours), ``path`` (in the app's
     view, under ``$SCOPEFS_MOUNT``), ``oldPath`` for a move, ``grant`` and
     ``provider``. It ends after ``timeout`` seconds without a notice (None:
     never). Notices are kept for a while, not forever: iterate promptly."""

@@ -185,8 +185,10 @@ int scopefs_release(unsigned long long claim, const char *state_dir);
 
 /*
  * What the app's presenter hears (issue 17, like NSFilePresenter): `kind` is
- * "arrived", "revoked", "restored", "forgotten", "moved", "deleted" or
- * "relinquish" (another app waits to write: save and end your claim);
+ * "arrived", "revoked", "restored", "forgotten", "moved", "deleted",
+ * "changed" (the content changed on the host or by another app's write),
+ * "save" (another app waits for a claim: save your changes; always just
+ * before "relinquish") or "relinquish" (end your claim);
  * `path` is in the app's view, `old_path` (moves only, else NULL) where it
  * was. Valid during the callback only.
  */

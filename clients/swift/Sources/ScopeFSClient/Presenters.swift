@@ -8,12 +8,13 @@ import Foundation
 
 /// What happens to the app's documents (issue 17), as `NSFilePresenter`
 /// hears it: a document arrived, was revoked, restored, forgotten, moved
-/// (with its new URL) or deleted, or another app asks to write it
-/// (`relinquish`: save and end your claim). docs/API.md "Hearing about
-/// documents".
+/// (with its new URL), deleted or changed (its content, on the host or by
+/// another app), or another app waits for it (`save` your changes, then
+/// `relinquish`: end your claim). `FilePresenter` turns these into
+/// Apple's callbacks. docs/API.md "Hearing about documents".
 public struct DocumentNotice: Decodable, Sendable, Equatable {
     public enum Kind: String, Decodable, Sendable {
-        case arrived, revoked, restored, forgotten, moved, deleted, relinquish
+        case arrived, revoked, restored, forgotten, moved, deleted, changed, save, relinquish
     }
 
     public let kind: Kind

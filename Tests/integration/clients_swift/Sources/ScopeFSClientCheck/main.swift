@@ -8,6 +8,7 @@
 //   scopefs-client-check bookmark-resolve TOKEN...
 //   scopefs-client-check pick TYPE...          (DocumentPicker.present, issue 17)
 //   scopefs-client-check story                 (issue 17's example app: pick, read, rename, coordinate)
+//   scopefs-client-check presenter FILE        (FilePresenter: changed, then save before relinquish)
 //   scopefs-client-check bytes-resolve TOKEN   (issue 16: paths that are not UTF-8, opened by their bytes)
 //   scopefs-client-check bytes-pick
 //   scopefs-client-check bytes-watch
@@ -265,6 +266,35 @@ case "story":
     }
     say(["wrote": Date().timeIntervalSince1970])
     if started { url.stopAccessingSecurityScopedResource() }
+    exit(0)
+
+case "presenter" where args.count == 3:
+    // A FilePresenter of FILE under a read claim: one JSON line per
+    // callback; ends when asked to relinquish (issue 17).
+    final class Recorder: FilePresenter {
+        let presentedItemURL: URL?
+        var relinquished = false
+        init(_ url: URL) { presentedItemURL = url }
+        func say(_ call: String) {
+            print("{\"call\": \"\(call)\", \"at\": \(Date().timeIntervalSince1970)}")
+            fflush(nil)
+        }
+        func presentedItemDidChange() { say("presentedItemDidChange") }
+        func savePresentedItemChanges() { say("savePresentedItemChanges") }
+        func relinquishPresentedItem() {
+            say("relinquishPresentedItem")
+            relinquished = true
+        }
+    }
+    let url = URL(fileURLWithPath: args[2])
+    let recorder = Recorder(url)
+    let presenter = try DocumentPresenter()
+    _ = FileManager.default.fileExists(atPath: url.path)  // the app has looked its document up
+    try FileCoordinator.coordinate(.reading, itemAt: url, timeout: 10) { _ in
+        recorder.say("holding")
+        try presenter.present(recorder, timeout: 20) { recorder.relinquished }
+    }
+    recorder.say("released")
     exit(0)
 
 case "pick":

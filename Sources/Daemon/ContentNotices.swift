@@ -1,0 +1,109 @@
+import Dispatch
+import Glibc
+import Policy
+import Synchronization
+
+/// "Content changed" notices (issue 17, `presentedItemDidChange`): a
+/// provider item's content changed on the host (the host-change channel)
+/// or through an app's write on the mount (after the writer closes it).
+/// Every app whose active grant covers the item hears it, with the item's
+/// own path (a file inside a granted folder too), except the app that wrote
+/// it through the mount.
+///
+/// A burst costs one notice per item and writer every `interval`: the first
+/// change is posted at once, later ones within the interval are folded into
+/// one posted when it ends, so the last change is always told.
+final class ContentNotices: Sendable {
+    static let interval: Double = 0.1
+    /// Items remembered for folding; older ones are dropped first.
+    private static let remembered = 1024
+
+    private struct Key: Hashable {
+        var provider: ProviderID
+        var path: String
+        /// The app that wrote through the mount (it is not told); nil: the host.
+        var writer: AppID?
+    }
+
+    private struct State {
+        /// When each item's last notice was posted (monotonic seconds).
+        var posted: [Key: Double] = [:]
+        /// Items with a notice due at the end of their interval, with the
+        /// newest snapshot to read the apps from.
+        var due: [Key: PolicySnapshot] = [:]
+    }
+
+    private enum Action {
+        case post
+        case postLater(Double)
+        case nothing
+    }
+
+    private let board: NoticeBoard
+    private let state = Mutex(State())
+    private let timer = DispatchQueue(label: "scopefs.content-notices")
+
+    init(board: NoticeBoard) {
+        self.board = board
+    }
+
+    /// The content of `path` of `provider` changed; `writer`: the app
+    /// that wrote it through the mount. Only queues: the apps are worked
+    /// out on a queue of its own, in order.
+    func changed(provider: ProviderID, path: String, writer: AppID?, in snapshot: PolicySnapshot) {
+        let key = Key(provider: provider, path: path, writer: writer)
+        let now = Self.now()
+        let action = state.withLock { state -> Action in
+            if state.due[key] != nil {
+                state.due[key] = snapshot
+                return .nothing
+            }
+            if let last = state.posted[key], now - last < Self.interval {
+                state.due[key] = snapshot
+                return .postLater(last + Self.interval - now)
+            }
+            if state.posted.count >= Self.remembered {
+                state.posted = state.posted.filter { now - $0.value < Self.interval }
+            }
+            state.posted[key] = now
+            return .post
+        }
+        switch action {
+        case .post:
+            // Off the caller's thread: a FUSE worker (a release) only queues.
+            timer.async { [self] in board.post(Self.notices(key, snapshot)) }
+        case .postLater(let delay):
+            timer.asyncAfter(deadline: .now() + delay) { [self] in
+                let snapshot = state.withLock { state in
+                    state.posted[key] = Self.now()
+                    return state.due.removeValue(forKey: key)
+                }
+                if let snapshot { board.post(Self.notices(key, snapshot)) }
+            }
+        case .nothing:
+            break
+        }
+    }
+
+    /// One `changed` notice per app whose active grant covers the item.
+    private static func notices(_ key: Key, _ snapshot: PolicySnapshot) -> [DocumentNotice] {
+        let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == key.provider }.map(\.app))
+        var notices: [DocumentNotice] = []
+        for app in apps.sorted() where app != key.writer {
+            guard case .granted(let grant) = snapshot.coverage(app: app, provider: key.provider, path: key.path),
+                grant.state == .active
+            else { continue }
+            notices.append(
+                DocumentNotice(
+                    kind: .changed, app: app, grant: grant.id, provider: key.provider,
+                    path: MountLayout.providerPath(provider: key.provider, path: key.path)))
+        }
+        return notices
+    }
+
+    private static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

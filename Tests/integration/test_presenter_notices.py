@@ -1,0 +1,205 @@
+"""Presenters hear content changes and coordination requests (issue 17, SPEC S27a,
+like NSFilePresenter's presentedItemDidChange, savePresentedItemChanges and
+relinquishPresentedItem): a write on the host, or another app's write
+through the mount, is a `changed` notice to every app whose grant covers the
+item (not to the writer), within a second; a burst is folded; a claim that
+waits asks the holder to save, then to relinquish. Real mounts, real app
+processes, real host writes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from scopefs_harness import ALPHA, BETA, LOCAL
+from test_clients import swift_check  # noqa: F401  (fixture: the Swift check app)
+from test_host_changes import mount_long
+from test_pick_requests import PY_CLAIMER, PYTHON_CLIENT, REPORT, world  # noqa: F401  (fixture: a mount with the Python client)
+
+
+@pytest.fixture(params=["fanotify", "inotify"])
+def channel_world(env, request):
+    """A mount whose host changes come through the given channel: inotify
+    cannot tell who wrote, fanotify can (docs/API.md)."""
+    env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
+    mount_long(env, request.param)
+    return env
+
+
+PY_WATCH = """
+import scopefs
+notices = scopefs.watch_documents(timeout=float(sys.argv[2]))
+try:
+    os.stat(sys.argv[1])  # the app has looked its document up
+except OSError:
+    pass
+emit({"ready": True})
+for notice in notices:
+    notice["at"] = time.time()
+    emit(notice)
+emit({"done": True})
+"""
+
+
+def watcher(world, app: str, path: str, quiet: float = 3.0):
+    session = world.app_session(app, "import time\n" + PY_WATCH, path, quiet)
+    assert session.recv() == {"ready": True}
+    return session
+
+
+def until_done(session) -> list[dict]:
+    notices = []
+    while True:
+        notice = session.recv(timeout=30)
+        if notice == {"done": True}:
+            return notices
+        notices.append(notice)
+
+
+def test_host_write_is_changed_within_a_second(channel_world):
+    """A host write to a granted file is `changed` to its app, and to an app
+    whose granted folder holds it (with the file's path), within 1 s; a
+    burst of writes is folded to about one notice per 100 ms, the last
+    after the last write; a host write to an item an app was not given
+    tells that app nothing."""
+    world = channel_world
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:docs")
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
+    beta = watcher(world, BETA, world.prov(BETA, LOCAL, REPORT))
+    report = world.backing(LOCAL) / REPORT
+
+    written = time.time()
+    with open(report, "ab") as f:
+        f.write(b"a host edit\n")
+    for session, app in ((alpha, ALPHA), (beta, BETA)):
+        notice = session.recv(timeout=5)
+        assert notice.get("kind") == "changed", notice
+        assert notice["path"] == world.prov(app, LOCAL, REPORT), notice
+        assert notice["at"] - written < 1.0, notice["at"] - written
+
+    burst_started = time.time()
+    for i in range(50):
+        with open(report, "ab") as f:
+            f.write(b"%d\n" % i)
+        time.sleep(0.01)
+    burst_ended = time.time()
+    (world.backing(LOCAL) / "docs" / "secret.txt").write_text("changed on the host\n")
+
+    heard = until_done(alpha)
+    assert heard and all(n["kind"] == "changed" and n["path"] == world.prov(ALPHA, LOCAL, REPORT) for n in heard), heard
+    assert len(heard) <= (burst_ended - burst_started) / 0.1 + 3, (len(heard), burst_ended - burst_started)
+    assert heard[-1]["at"] >= burst_ended - 0.05, (heard[-1]["at"], burst_ended)
+    beta_heard = until_done(beta)
+    assert {n["path"] for n in beta_heard} == {
+        world.prov(BETA, LOCAL, REPORT),
+        world.prov(BETA, LOCAL, "docs/secret.txt"),
+    }, beta_heard
+
+
+PY_WRITER = """
+import scopefs
+path = sys.argv[1]
+notices = scopefs.watch_documents(timeout=2.5)
+scopefs.start_accessing(path)  # a granted document is security-scoped (SPEC S6)
+step({"ready": True})
+with open(path, "ab") as f:
+    f.write(b"written through the mount\\n")
+emit({"wrote": time.time()})
+for notice in notices:
+    emit(notice)
+emit({"done": True})
+"""
+
+
+def test_another_apps_write_is_changed_to_others_not_to_the_writer(channel_world):
+    """An app writes a document through the mount and closes it: another
+    app presenting it hears `changed` within 1 s; the writer does not hear
+    of its own write."""
+    world = channel_world
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:docs")
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
+    writer = world.app_session(BETA, "import time\n" + PY_WRITER, world.prov(BETA, LOCAL, REPORT))
+    assert writer.recv() == {"ready": True}
+    writer.send("go")
+    wrote = writer.recv()
+    notice = alpha.recv(timeout=5)
+    assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
+    assert notice["at"] - wrote["wrote"] < 1.0, notice["at"] - wrote["wrote"]
+    assert until_done(writer) == [], "the writer heard of its own write"
+    assert (world.backing(LOCAL) / REPORT).read_bytes().endswith(b"written through the mount\n")
+
+
+PY_ORDERED_HOLDER = """
+import scopefs
+path = sys.argv[1]
+notices = scopefs.watch_documents(timeout=20)
+with scopefs.coordinate(path, "read"):
+    emit({"holding": True})
+    kinds = []
+    for notice in notices:
+        kinds.append(notice["kind"])
+        if notice["kind"] == "relinquish":
+            break
+    emit({"kinds": kinds, "at": time.time()})
+"""
+
+
+def test_a_waiting_writer_asks_to_save_then_to_relinquish(world):
+    """A holder's presenter hears `save` (savePresentedItemChanges) and then
+    `relinquish`, in that order and nothing between; the writer is granted
+    only after the holder let go."""
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:{REPORT}")
+    holder = world.app_session(ALPHA, "import time\n" + PY_ORDERED_HOLDER, world.prov(ALPHA, LOCAL, REPORT))
+    assert holder.recv() == {"holding": True}
+    writer = world.app_json(BETA, "import time\n" + PY_CLAIMER, world.prov(BETA, LOCAL, REPORT), "write", "10")
+    asked = holder.recv()
+    assert asked["kinds"] == ["save", "relinquish"], asked
+    assert "granted" in writer and writer["granted"] >= asked["at"], (writer, asked)
+
+
+def test_swift_file_presenter_callbacks(world, swift_check):  # noqa: F811
+    """The Swift client's FilePresenter: presentedItemDidChange for a host
+    write within 1 s; when another app's writer waits for its read claim,
+    savePresentedItemChanges, then relinquishPresentedItem, then the claim
+    ends and the writer goes on."""
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:{REPORT}")
+    err = world.root / "presenter.err"
+    with open(err, "w") as sink:
+        app = subprocess.Popen(
+            world.run_argv(ALPHA, [swift_check, "presenter", world.prov(ALPHA, LOCAL, REPORT)]),
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            env=world.base_env,
+            start_new_session=True,
+            text=True,
+        )
+    try:
+
+        def call() -> dict:
+            line = app.stdout.readline()
+            assert line, f"the app ended; its stderr: {err.read_text()}"
+            return json.loads(line)
+
+        assert call()["call"] == "holding"
+        written = time.time()
+        with open(world.backing(LOCAL) / REPORT, "ab") as f:
+            f.write(b"a host edit\n")
+        changed = call()
+        assert changed["call"] == "presentedItemDidChange", changed
+        assert changed["at"] - written < 1.0, changed["at"] - written
+        writer = world.app_json(BETA, "import time\n" + PY_CLAIMER, world.prov(BETA, LOCAL, REPORT), "write", "10")
+        calls = [call() for _ in range(3)]
+        assert [c["call"] for c in calls] == ["savePresentedItemChanges", "relinquishPresentedItem", "released"], calls
+        assert "granted" in writer and writer["granted"] >= calls[1]["at"], (writer, calls)
+        assert app.wait(timeout=30) == 0, err.read_text()
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
