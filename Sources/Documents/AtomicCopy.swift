@@ -161,8 +161,15 @@ public struct AtomicCopy {
             guard let target = HostFiles.symbolicLinkTarget(source),
                 target.withHostCString({ target in destination.withHostCString { symlink(target, $0) } }) == 0
             else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        default:
+        case S_IFREG:
             try copyFile(source, destination, mode: info.st_mode & 0o7777, done: &done, total: total)
+        default:
+            // A FIFO would block the copy (and the agent serving every app)
+            // forever; a socket or a device has no bytes to copy (SPEC S34).
+            throw CommandError(
+                .badData,
+                "\(RelativePath.lastComponent(of: source)) is not a file, folder or link (a FIFO, socket or device): it cannot be copied"
+            )
         }
     }
 
@@ -176,8 +183,10 @@ public struct AtomicCopy {
 
     /// Copies a file's bytes into `output` and makes them durable (fsync).
     private func copyContents(_ source: String, into output: Int32, done: inout Int64, total: Int64) throws {
-        // O_NOFOLLOW: a file swapped for a link after it was checked is not read.
-        let input = source.withHostCString { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        // O_NOFOLLOW: a file swapped for a link after it was checked is not
+        // read; O_NONBLOCK: nor does one swapped for a FIFO block the open
+        // (it changes nothing for a regular file).
+        let input = source.withHostCString { open($0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
         guard input >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         defer { close(input) }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)

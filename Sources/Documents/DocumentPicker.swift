@@ -134,6 +134,33 @@ public struct DocumentPicker: Sendable {
         return try open(app: app, provider: provider, path: destination, access: .readWrite, wholeProvider: true)
     }
 
+    /// Before an export or move of several container items into one folder
+    /// (SPEC S19, S20, S34): every item exists, no two share a name, the
+    /// folder exists and, unless `replace`, no name is taken there. Checked
+    /// for all before any is placed, so that the usual failures (a typo, a
+    /// name collision) leave everything where it was.
+    public func checkTransfer(
+        app: AppID, containerPaths: [String], provider: ProviderID, folder: String, replace: Bool
+    ) throws(CommandError) {
+        let destination = try providerFolder(provider, folder)
+        defer { withExtendedLifetime(destination) {} }
+        var names: [String: String] = [:]
+        for containerPath in containerPaths {
+            let (sourceFolder, name) = try containerItem(app, containerPath)
+            withExtendedLifetime(sourceFolder) {}
+            if let earlier = names[name] {
+                throw CommandError(
+                    .usage, "\(earlier) and \(containerPath) have the same name; one folder cannot take both")
+            }
+            names[name] = containerPath
+            let target = RelativePath.join(RelativePath.normalize(folder) ?? "", name)
+            if !replace && HostFiles.exists(destination.path(of: name)) {
+                throw CommandError(
+                    .badData, "\(provider):\(target) already exists (for \(containerPath)); pass --force to replace it")
+            }
+        }
+    }
+
     // MARK: Helpers
 
     /// Staged copies go to this state's `partial-copies/`, out of every

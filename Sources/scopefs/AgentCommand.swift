@@ -42,27 +42,17 @@ struct AgentCommand: ParsableCommand {
             let limit = count ?? steps?.count
             var answered = 0
             while limit.map({ answered < $0 }) ?? true {
-                let response = try ControlClient.send(
-                    {
-                        var r = ControlRequest(op: .agentNext)
-                        r.waitSeconds = 10
-                        return r
-                    }(), state: options.directory,
-                    timeoutSeconds: 20)
-                guard response.ok else {
-                    throw CommandError(.internalError, response.message ?? "the daemon refused the agent")
-                }
-                guard let pending = response.pending else { continue }
+                guard
+                    let pending = try PickAgentClient.next(
+                        state: options.directory, wait: 10, timeoutSeconds: 20)
+                else { continue }
                 let step = steps.flatMap { answered < $0.count ? $0[answered] : nil }
                 let answer = decide(pending, step: step)
-                var reply = ControlRequest(op: .agentAnswer)
-                reply.pickID = pending.id
-                reply.answer = answer
-                let sent = try ControlClient.send(reply, state: options.directory)
+                let delivered = try PickAgentClient.answer(pending, with: answer, state: options.directory)
                 print(
                     json
-                        ? Self.json(pending, answer, delivered: sent.ok)
-                        : Self.summary(pending, answer, delivered: sent.ok))
+                        ? Self.json(pending, answer, delivered: delivered)
+                        : Self.summary(pending, answer, delivered: delivered))
                 fflush(nil)  // all streams: stdout is not concurrency-safe to name
                 answered += 1
             }
@@ -106,9 +96,14 @@ struct AgentCommand: ParsableCommand {
         let request = pending.request
         let types = request.contentTypes.isEmpty ? "any type" : request.contentTypes.joined(separator: ", ")
         var text = "\(pending.app) (pid \(pending.pid)) wants to \(request.mode.rawValue)"
-        text +=
-            request.mode == .export || request.mode == .move
-            ? " \(request.items.joined(separator: ", ")) into a provider folder" : " a document: \(types)"
+        if request.mode == .export || request.mode == .move {
+            // Every item, so that the user sees all that will leave or be copied.
+            let items = request.items.joined(separator: ", ")
+            text += request.items.count == 1 ? " \(items)" : " \(request.items.count) items (\(items))"
+            text += " into a provider folder"
+        } else {
+            text += " a document: \(types)"
+        }
         if request.allowsMultipleSelection { text += "; several allowed" }
         if let directory = request.directory { text += "; starting at \(directory)" }
         return text
@@ -149,10 +144,8 @@ struct AgentCommand: ParsableCommand {
 
     private static func summary(_ pending: PendingPick, _ answer: PickAnswer, delivered: Bool) -> String {
         // Fields escaped one by one: names must not forge a tab or a line.
-        let what =
-            answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
         let line =
-            "pick \(pending.id)\t\(pending.app.escapedForTerminal)\t\(pending.request.mode.rawValue)\t\(what.escapedForTerminal)"
+            "pick \(pending.id)\t\(pending.app.escapedForTerminal)\t\(pending.request.mode.rawValue)\t\(answer.summary.escapedForTerminal)"
         return delivered ? line : line + "\t(the app had stopped waiting)"
     }
 }
@@ -212,13 +205,13 @@ struct PickApplier {
         do {
             let applier = PickApplier(
                 state: state, app: pending.app, readOnly: choice.readOnly ?? false, coordinationWait: coordinationWait)
-            return PickAnswer(paths: try applier.apply(pending.request, choices: choice.choose ?? []))
+            return try applier.apply(pending.request, choices: choice.choose ?? [])
         } catch {
             return PickAnswer(error: error.message)
         }
     }
 
-    func apply(_ request: PickRequest, choices: [String]) throws(CommandError) -> [String] {
+    func apply(_ request: PickRequest, choices: [String]) throws(CommandError) -> PickAnswer {
         let picker = DocumentPicker(
             state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
         let items = try choices.map { text throws(CommandError) in
@@ -255,31 +248,39 @@ struct PickApplier {
             guard let folder = items.first, items.count == 1 else {
                 throw CommandError(.usage, "\(request.mode.rawValue): choose one destination folder")
             }
-            let coordination = TransferCoordination(state: state.directory, wait: coordinationWait)
-            for containerPath in request.items {
-                let claimed = TransferCoordination.items(
-                    app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path)
-                let claims = try coordination.claim(claimed)
-                defer { coordination.release(claims) }
-                if request.mode == .export {
-                    let placed = try picker.export(
-                        app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path,
-                        copy: AtomicCopy(replace: false))
-                    paths.append(Self.providerPath(folder.provider, placed))
-                } else {
-                    let opened = try picker.move(
-                        app: app, containerPath: containerPath, provider: folder.provider, folder: folder.path,
-                        copy: AtomicCopy(replace: false))
-                    changed += [containerPath] + (opened.reference.map { [$0] } ?? [])
-                    let name = RelativePath.lastComponent(of: containerPath)
-                    paths.append(
-                        Self.providerPath(
-                            folder.provider, RelativePath.join(RelativePath.normalize(folder.path) ?? "", name)))
-                }
-            }
+            return transfer(request, to: folder, picker: picker)
         }
         try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: changed)
-        return paths
+        return PickAnswer(paths: paths)
+    }
+
+    /// Export, move: every container item the app named into `folder`, in
+    /// order. If one fails, the app hears which, and gets the paths of
+    /// those placed before it (ContainerTransfers says what happens).
+    private func transfer(_ request: PickRequest, to folder: ItemReference, picker: DocumentPicker) -> PickAnswer {
+        let transfers = ContainerTransfers(
+            picker: picker, app: app, provider: folder.provider, folder: folder.path, replace: false,
+            coordination: TransferCoordination(state: state.directory, wait: coordinationWait))
+        var paths: [String] = []
+        var changed: [String] = []
+        var failure: String?
+        do {
+            try transfers.run(request.mode == .export ? .export : .move, request.items) { placed throws(CommandError) in
+                paths.append(Self.providerPath(folder.provider, placed.path))
+                if let opened = placed.opened {
+                    changed += [placed.containerPath] + (opened.reference.map { [$0] } ?? [])
+                }
+            }
+        } catch {
+            failure = error.message
+        }
+        // What was placed is announced even when a later item failed.
+        do {
+            try ControlClient.notifyChange(state: state.directory, app: app, containerPaths: changed)
+        } catch {
+            failure = failure ?? error.message
+        }
+        return PickAnswer(paths: paths, error: failure)
     }
 
     /// Each chosen item is of a type the app asked for (shared-mime-info).

@@ -90,45 +90,48 @@ struct DocumentActions {
         print(MountLayout.containerPath(copy.escapedForTerminal))
     }
 
-    private func coordinated<T>(
-        _ containerPath: String, _ provider: String, _ folder: String, _ body: () throws(CommandError) -> T
-    )
-        throws(CommandError) -> T
+    private func transfers(_ documents: DocumentPicker, provider: String, folder: String, force: Bool)
+        -> ContainerTransfers
     {
-        let items = TransferCoordination.items(
-            app: app, containerPath: containerPath, provider: provider, folder: folder)
-        return try TransferCoordination(state: state.directory, wait: coordinationWait).withClaims(items, body)
+        var transfers = ContainerTransfers(
+            picker: documents, app: app, provider: provider, folder: folder, replace: force,
+            coordination: TransferCoordination(state: state.directory, wait: coordinationWait))
+        transfers.copier = { Progress.copy(replace: $0) }
+        return transfers
     }
 
-    func export(containerPath: String, provider: String, folder: String, force: Bool) throws(CommandError) {
+    /// Export (SPEC S19) of one or several container items into one
+    /// folder; a line (or a JSON object) per item as it is placed.
+    func export(containerPaths: [String], provider: String, folder: String, force: Bool) throws(CommandError) {
         let documents = try picker()
-        let path = try coordinated(containerPath, provider, folder) { () throws(CommandError) in
-            try documents.export(
-                app: app, containerPath: containerPath, provider: provider, folder: folder,
-                copy: Progress.copy(replace: force))
-        }
-        if json {
-            struct Exported: Encodable {
-                var app: String
-                var source: String
-                var provider: String
-                var path: String
+        try transfers(documents, provider: provider, folder: folder, force: force).run(.export, containerPaths) {
+            placed throws(CommandError) in
+            if json {
+                struct Exported: Encodable {
+                    var app: String
+                    var source: String
+                    var provider: String
+                    var path: String
+                }
+                return printJSON(
+                    Exported(
+                        app: app, source: MountLayout.containerPath(placed.containerPath), provider: provider,
+                        path: placed.path))
             }
-            return printJSON(
-                Exported(app: app, source: MountLayout.containerPath(containerPath), provider: provider, path: path))
+            print("\(provider):\(placed.path)".escapedForTerminal)
         }
-        print("\(provider):\(path)".escapedForTerminal)
     }
 
-    func move(containerPath: String, provider: String, folder: String, force: Bool) throws(CommandError) {
+    /// Move (SPEC S20) of one or several container items into one folder:
+    /// each leaves the container, and the app gets a grant and a reference.
+    func move(containerPaths: [String], provider: String, folder: String, force: Bool) throws(CommandError) {
         let documents = try picker()
-        let opened = try coordinated(containerPath, provider, folder) { () throws(CommandError) in
-            try documents.move(
-                app: app, containerPath: containerPath, provider: provider, folder: folder,
-                copy: Progress.copy(replace: force))
+        try transfers(documents, provider: provider, folder: folder, force: force).run(.move, containerPaths) {
+            placed throws(CommandError) in
+            guard let opened = placed.opened else { return }
+            try changed([placed.containerPath, opened.reference])
+            try report(opened, repository: documents.repository)
         }
-        try changed([containerPath, opened.reference])
-        try report(opened, repository: documents.repository)
     }
 }
 
@@ -173,18 +176,32 @@ struct ImportCommand: ParsableCommand {
     }
 }
 
-/// What export and move take: an item of the app's container and a
-/// provider folder to put it in.
+/// What export and move take: one or several items of the app's
+/// container, then the provider folder to put them in (the last argument).
 struct ContainerTransfer: ParsableArguments {
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
-    @Argument(help: "Path inside the app's container, e.g. Documents/report.pdf.") var containerPath: String
     @Argument(
-        help: ArgumentHelp("Destination folder, as PROVIDER:DIR.", valueName: "provider:dir"),
-        completion: Completions.items) var destination: ItemReference
+        help: ArgumentHelp(
+            "Paths inside the app's container (e.g. Documents/report.pdf), then the destination folder as PROVIDER:DIR.",
+            valueName: "container-path... provider:dir"),
+        completion: Completions.items) var paths: [String] = []
     @Flag(help: "Replace an existing destination.") var force = false
     @OptionGroup var coordination: CoordinationOptions
     @Flag(help: "Print the result as JSON.") var json = false
+
+    var containerPaths: [String] { Array(paths.dropLast()) }
+    /// Checked by `validate`.
+    var destination: ItemReference { ItemReference(argument: paths.last ?? "")! }
+
+    func validate() throws {
+        guard paths.count >= 2 else {
+            throw ValidationError("name at least one container path, then the destination folder as PROVIDER:DIR")
+        }
+        guard ItemReference(argument: paths[paths.count - 1]) != nil else {
+            throw ValidationError("the last argument, \(paths[paths.count - 1]), is not a folder as PROVIDER:DIR")
+        }
+    }
 
     var actions: DocumentActions {
         DocumentActions(state: options, app: app, coordinationWait: coordination.wait, json: json)
@@ -195,14 +212,14 @@ struct ExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract:
-            "Copy an item of the app's container into a provider folder; the app gets no access to the copy (SPEC S19)."
+            "Copy items of the app's container into a provider folder; the app gets no access to the copies (SPEC S19)."
     )
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
         try report { () throws(CommandError) in
             try transfer.actions.export(
-                containerPath: transfer.containerPath, provider: transfer.destination.provider,
+                containerPaths: transfer.containerPaths, provider: transfer.destination.provider,
                 folder: transfer.destination.path, force: transfer.force)
         }
     }
@@ -212,14 +229,14 @@ struct MoveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move",
         abstract:
-            "Move an item out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20)."
+            "Move items out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20)."
     )
     @OptionGroup var transfer: ContainerTransfer
 
     func run() throws {
         try report { () throws(CommandError) in
             try transfer.actions.move(
-                containerPath: transfer.containerPath, provider: transfer.destination.provider,
+                containerPaths: transfer.containerPaths, provider: transfer.destination.provider,
                 folder: transfer.destination.path, force: transfer.force)
         }
     }

@@ -169,10 +169,12 @@ struct PickCommand: ParsableCommand {
             try actions.importItem(provider: chosen.provider, path: chosen.path)
         case .export:
             try actions.export(
-                containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path, force: force)
+                containerPaths: [chosen.containerPath ?? ""], provider: chosen.provider, folder: chosen.path,
+                force: force)
         case .move:
             try actions.move(
-                containerPath: chosen.containerPath ?? "", provider: chosen.provider, folder: chosen.path, force: force)
+                containerPaths: [chosen.containerPath ?? ""], provider: chosen.provider, folder: chosen.path,
+                force: force)
         }
     }
 }

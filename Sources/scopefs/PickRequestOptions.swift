@@ -38,6 +38,8 @@ struct PickRequestOptions: ParsableArguments {
             request.waitSeconds = timeout
             let response = try ControlClient.send(request, state: state, timeoutSeconds: Int(timeout.rounded(.up)) + 5)
             guard response.ok, let picked = response.picked else {
+                // Export, move: the items placed before one failed.
+                Self.printPaths(response.picked?.paths ?? [])
                 throw CommandError(
                     CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                     response.message ?? "the pick failed")
@@ -48,8 +50,12 @@ struct PickRequestOptions: ParsableArguments {
             FileHandle.standardError.write(Data("scopefs: cancelled\n".utf8))
             throw ExitCode(PickCommand.cancelled)
         }
-        // Paths in this app's view: under $SCOPEFS_MOUNT inside `scopefs run`.
+        Self.printPaths(answer.paths)
+    }
+
+    /// Paths in this app's view: under $SCOPEFS_MOUNT inside `scopefs run`.
+    private static func printPaths(_ paths: [String]) {
         let root = ProcessInfo.processInfo.environment["SCOPEFS_MOUNT"].map { $0 + "/" } ?? ""
-        for path in answer.paths { print((root + path).escapedForTerminal) }
+        for path in paths { print((root + path).escapedForTerminal) }
     }
 }

@@ -32,14 +32,15 @@ final class ScenarioPicks: Sendable {
             // Polls of 0.3 s keep the agent present (PickBroker.agentGrace)
             // and let `stop` end the thread soon.
             while !stopping.load(ordering: .relaxed) && stepsLeft.load(ordering: .relaxed) > 0 {
-                var request = ControlRequest(op: .agentNext)
-                request.waitSeconds = 0.3
-                request.app = app
-                guard let response = try? ControlClient.send(request, state: state.directory, timeoutSeconds: 5) else {
+                do {
+                    if let pending = try PickAgentClient.next(
+                        state: state.directory, wait: 0.3, app: app, timeoutSeconds: 5)
+                    {
+                        waiting.withLock { $0.append(pending) }
+                    }
+                } catch {
                     usleep(100_000)
-                    continue
                 }
-                if let pending = response.pending { waiting.withLock { $0.append(pending) } }
             }
             stopped.signal()
         }
@@ -54,13 +55,8 @@ final class ScenarioPicks: Sendable {
     func answer(_ pending: PendingPick, with choice: AgentScript.Step) -> String {
         stepsLeft.subtract(1, ordering: .relaxed)
         let answer = PickApplier.answer(pending, with: choice, state: state)
-        var reply = ControlRequest(op: .agentAnswer)
-        reply.pickID = pending.id
-        reply.answer = answer
-        let delivered = (try? ControlClient.send(reply, state: state.directory))?.ok ?? false
-        let what =
-            answer.cancelled ? "cancelled" : answer.error.map { "failed: \($0)" } ?? answer.paths.joined(separator: " ")
-        return "answer pick \(pending.id) (\(pending.request.mode.rawValue)): \(what)"
+        let delivered = (try? PickAgentClient.answer(pending, with: answer, state: state.directory)) ?? false
+        return "answer pick \(pending.id) (\(pending.request.mode.rawValue)): \(answer.summary)"
             + (delivered ? "" : " (the app had stopped waiting)")
     }
 
@@ -70,10 +66,7 @@ final class ScenarioPicks: Sendable {
         stopping.store(true, ordering: .relaxed)
         _ = stopped.wait(timeout: .now() + 6)
         while let pending = take() {
-            var reply = ControlRequest(op: .agentAnswer)
-            reply.pickID = pending.id
-            reply.answer = PickAnswer(cancelled: true)
-            _ = try? ControlClient.send(reply, state: state.directory)
+            _ = try? PickAgentClient.answer(pending, with: PickAnswer(cancelled: true), state: state.directory)
         }
     }
 }

@@ -827,10 +827,13 @@ def test_c_library_install_and_header(tmp_path, c_build):
     assert exported == [
         "scopefs_bookmark_create",
         "scopefs_bookmark_resolve",
+        "scopefs_coordinate",
         "scopefs_free_paths",
         "scopefs_pick",
+        "scopefs_pick_items",
         "scopefs_query",
         "scopefs_reference_attribute",
+        "scopefs_release",
         "scopefs_scope_count",
         "scopefs_start_accessing",
         "scopefs_stop_accessing",

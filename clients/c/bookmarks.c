@@ -81,6 +81,7 @@ struct answer {
     char **paths;      /* "picked"."paths": [...], NULL-terminated */
     size_t npaths;
     unsigned long long cursor; /* "cursor": N (watch) */
+    unsigned long long claim;  /* "claim": N (coordinate) */
     int in_notices;            /* reading "notices": [...] */
     struct notice *notices;    /* "notices": [{"kind", "path", "oldPath", "grant"}] */
     size_t nnotices;
@@ -426,6 +427,8 @@ static int read_value(struct reader *r, struct answer *a, int depth, const char 
             end++;
         if (top && is(key, "cursor"))
             a->cursor = strtoull(r->s + r->i, NULL, 10);
+        else if (top && is(key, "claim"))
+            a->claim = strtoull(r->s + r->i, NULL, 10);
         else if (depth == 3 && a->in_notices && a->nnotices > 0 && is(key, "grant"))
             a->notices[a->nnotices - 1].grant = number;
         r->i = (size_t)(end - r->s);
@@ -685,8 +688,20 @@ SCOPEFS_EXPORT void scopefs_free_paths(char **paths)
     free(paths);
 }
 
-SCOPEFS_EXPORT char **scopefs_pick(const char *mode, const char *const *content_types, int allows_multiple,
-                                   const char *state_dir)
+/* Appends ,"KEY":[...] with each string of a NULL-terminated list. */
+static int put_string_list(char **out, size_t *n, size_t *cap, const char *key, const char *const *list)
+{
+    if (put_raw(out, n, cap, ",\"") < 0 || put_raw(out, n, cap, key) < 0 || put_raw(out, n, cap, "\":[") < 0)
+        return -1;
+    for (size_t k = 0; list && list[k]; k++) {
+        if ((k > 0 && put_raw(out, n, cap, ",") < 0) || put_json_string(out, n, cap, list[k]) < 0)
+            return -1;
+    }
+    return put_raw(out, n, cap, "]");
+}
+
+static char **pick(const char *mode, const char *const *content_types, int allows_multiple,
+                   const char *const *items, const char *state_dir)
 {
     struct answer a = { 0 };
     char *socket_path, *request = NULL, *text;
@@ -695,20 +710,12 @@ SCOPEFS_EXPORT char **scopefs_pick(const char *mode, const char *const *content_
     size_t n = 0, cap = 0, text_len;
     int err = ENOMEM;
 
-    if (mode == NULL || (strcmp(mode, "open") != 0 && strcmp(mode, "import") != 0)) {
-        errno = EINVAL;
-        return NULL;
-    }
     if (put_raw(&request, &n, &cap, "{\"op\":\"pick\",\"waitSeconds\":600,\"pick\":{\"mode\":") < 0 ||
         put_json_string(&request, &n, &cap, mode) < 0 ||
         put_raw(&request, &n, &cap, allows_multiple ? ",\"allowsMultipleSelection\":true" : ",\"allowsMultipleSelection\":false") < 0 ||
-        put_raw(&request, &n, &cap, ",\"items\":[],\"contentTypes\":[") < 0)
-        goto fail;
-    for (size_t k = 0; content_types && content_types[k]; k++) {
-        if ((k > 0 && put_raw(&request, &n, &cap, ",") < 0) || put_json_string(&request, &n, &cap, content_types[k]) < 0)
-            goto fail;
-    }
-    if (put_raw(&request, &n, &cap, "]}}\n") < 0)
+        put_string_list(&request, &n, &cap, "items", items) < 0 ||
+        put_string_list(&request, &n, &cap, "contentTypes", content_types) < 0 ||
+        put_raw(&request, &n, &cap, "}}\n") < 0)
         goto fail;
     socket_path = state_socket_path(state_dir);
     if (!socket_path)
@@ -760,6 +767,107 @@ fail:
     scopefs_free_paths(a.paths);
     errno = err;
     return NULL;
+}
+
+SCOPEFS_EXPORT char **scopefs_pick(const char *mode, const char *const *content_types, int allows_multiple,
+                                   const char *state_dir)
+{
+    if (mode == NULL || (strcmp(mode, "open") != 0 && strcmp(mode, "import") != 0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return pick(mode, content_types, allows_multiple, NULL, state_dir);
+}
+
+SCOPEFS_EXPORT char **scopefs_pick_items(const char *mode, const char *const *items, const char *state_dir)
+{
+    if (mode == NULL || (strcmp(mode, "export") != 0 && strcmp(mode, "move") != 0) || items == NULL ||
+        items[0] == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return pick(mode, NULL, 0, items, state_dir);
+}
+
+/* ---------------------------------------------------------------------- */
+/* file coordination (issue 17) */
+
+/* One request that answers {"ok": ...}; fills *a. Returns 0, or -1 with
+ * errno set from the daemon's code (the CLI's exit codes, docs/API.md). */
+static int simple_request(const char *request, size_t len, const char *state_dir, struct answer *a)
+{
+    char *socket_path = state_socket_path(state_dir), *text;
+    size_t text_len;
+    int err;
+
+    if (!socket_path)
+        return -1;
+    text = exchange(socket_path, request, len, &text_len);
+    err = errno;
+    free(socket_path);
+    if (!text) {
+        errno = err;
+        return -1;
+    }
+    err = read_answer(text, text_len, a) < 0 ? EPROTO
+        : a->ok ? 0
+        : a->code == 64 ? EINVAL : a->code == 66 ? ENOENT : a->code == 67 ? ESRCH : a->code == 75 ? ETIMEDOUT
+        : a->code == 77 ? EPERM : EPROTO;
+    free(text);
+    free(a->path);
+    free(a->path_in_app);
+    free(a->digest);
+    a->path = a->path_in_app = a->digest = NULL;
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+SCOPEFS_EXPORT unsigned long long scopefs_coordinate(const char *path, enum scopefs_intent intent,
+                                                     double timeout_seconds, const char *state_dir)
+{
+    struct answer a = { 0 };
+    char *request = NULL, number[64];
+    size_t n = 0, cap = 0;
+    int rc;
+
+    if (path == NULL || (intent != SCOPEFS_READING && intent != SCOPEFS_WRITING) || !(timeout_seconds >= 0)) {
+        errno = EINVAL;
+        return 0;
+    }
+    snprintf(number, sizeof number, ",\"waitSeconds\":%.3f}\n", timeout_seconds > 60 ? 60.0 : timeout_seconds);
+    if (put_raw(&request, &n, &cap, "{\"op\":\"coordinate\",\"path\":") < 0 ||
+        put_json_string(&request, &n, &cap, path) < 0 ||
+        put_raw(&request, &n, &cap, intent == SCOPEFS_WRITING ? ",\"intent\":\"write\"" : ",\"intent\":\"read\"") < 0 ||
+        put_raw(&request, &n, &cap, number) < 0) {
+        free(request);
+        errno = ENOMEM;
+        return 0;
+    }
+    rc = simple_request(request, n, state_dir, &a);
+    free(request);
+    if (rc < 0)
+        return 0;
+    if (a.claim == 0) {
+        errno = EPROTO;
+        return 0;
+    }
+    return a.claim;
+}
+
+SCOPEFS_EXPORT int scopefs_release(unsigned long long claim, const char *state_dir)
+{
+    struct answer a = { 0 };
+    char request[96];
+    int len = snprintf(request, sizeof request, "{\"op\":\"release\",\"claim\":%llu}\n", claim);
+
+    if (claim == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    return simple_request(request, (size_t)len, state_dir, &a);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -433,9 +433,13 @@ def pick(
     view (under ``$SCOPEFS_MOUNT``): open gives security-scoped paths
     (start accessing before use), import copies in the inbox.
 
+    Export and move take several items: the reply lists each new path in
+    the order of ``items``.
+
     Raises :class:`PickCancelled`, :class:`NoPickerAgent`, ``TimeoutError``
     (nobody answered), :class:`ScopeDenied` (not an app process, or the
-    agent could not apply the choice) or :class:`NoDaemon`.
+    agent could not apply the choice; for export and move its ``paths``
+    lists the items placed before the one that failed) or :class:`NoDaemon`.
     """
     # Bytes or str: a byte that is not UTF-8 goes as "\\udcXX" (docs/API.md).
     request = {
@@ -447,17 +451,22 @@ def pick(
     if directory is not None:
         request["directory"] = os.fsdecode(directory)
     answer = _ask({"op": "pick", "pick": request, "waitSeconds": timeout}, state_dir, timeout + 5)
+    picked = answer.get("picked") or {}
+    root = os.environ.get("SCOPEFS_MOUNT", "")
+    paths = [os.path.join(root, p) if root.startswith("/") else p for p in picked.get("paths", [])]
     if not answer.get("ok"):
-        raise _refusal(
+        error = _refusal(
             answer,
             "the pick failed",
             {69: (NoPickerAgent, errno.ENXIO), 75: (TimeoutError, errno.ETIMEDOUT), 77: (ScopeDenied, errno.EPERM)},
         )
-    picked = answer.get("picked") or {}
+        # Export, move of several items: those placed before the one that
+        # failed (the message names it and those not tried).
+        error.paths = paths
+        raise error
     if picked.get("cancelled"):
         raise PickCancelled(errno.ECANCELED, "the picker was cancelled")
-    root = os.environ.get("SCOPEFS_MOUNT", "")
-    return [os.path.join(root, p) if root.startswith("/") else p for p in picked.get("paths", [])]
+    return paths
 
 
 # --- Presenters (issue 17) ---------------------------------------------------

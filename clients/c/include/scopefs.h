@@ -142,8 +142,46 @@ char *scopefs_reference_attribute(const char *path, const char *name);
  */
 char **scopefs_pick(const char *mode, const char *const *content_types, int allows_multiple, const char *state_dir);
 
-/* Frees what scopefs_pick() returned (NULL is fine). */
+/*
+ * Asks the user for a folder to export (copy) or move the calling app's
+ * container items into (issue 17, like UIDocumentPickerViewController
+ * (forExporting:asCopy:)): `mode` is "export" or "move"; `items` a
+ * NULL-terminated list of at least one path inside the app's container
+ * ("Documents/a.txt"). The owner's `scopefs agent` answers. Returns the new
+ * paths in the app's view, in the order of `items` (free with
+ * scopefs_free_paths()), or NULL with errno set as for scopefs_pick(). If
+ * one item fails, none after it is tried and the call fails with EPERM;
+ * the items placed before it stay placed (docs/API.md).
+ */
+char **scopefs_pick_items(const char *mode, const char *const *items, const char *state_dir);
+
+/* Frees what scopefs_pick() and scopefs_pick_items() returned (NULL is fine). */
 void scopefs_free_paths(char **paths);
+
+/*
+ * File coordination (issue 17, like NSFileCoordinator): a claim on one of
+ * the calling app's documents (a path in its view: a granted provider item
+ * or a container item). Writers exclude readers and other writers of other
+ * processes, in any app; a writer kept waiting first asks the holders'
+ * presenters to relinquish. Only coordinated access is protected: a process
+ * that reads or writes without a claim is not held back.
+ */
+enum scopefs_intent { SCOPEFS_READING = 0, SCOPEFS_WRITING = 1 };
+
+/*
+ * Takes a read or write claim on `path`, waiting up to `timeout_seconds`
+ * (at most 60) for other processes' claims to end. Returns the claim (not
+ * 0): pass it to scopefs_release(). The claim also ends when the process
+ * exits. Returns 0 with errno set: ETIMEDOUT (still claimed by another
+ * process), ENOENT (not a document this app was given), EPERM (not an app
+ * process), EINVAL, ECONNREFUSED (no daemon), EPROTO.
+ */
+unsigned long long scopefs_coordinate(const char *path, enum scopefs_intent intent, double timeout_seconds,
+                                      const char *state_dir);
+
+/* Ends a claim of this process. Returns 0, or -1 with errno set (ESRCH: this
+ * process holds no such claim; ECONNREFUSED; EPROTO). */
+int scopefs_release(unsigned long long claim, const char *state_dir);
 
 /*
  * What the app's presenter hears (issue 17, like NSFilePresenter): `kind` is

@@ -49,6 +49,33 @@ public enum DocumentPicker {
         return try result.get()
     }
 
+    /// Apple's `UIDocumentPickerViewController(forExporting: urls, asCopy:)`:
+    /// the container items at `urls` (in this app's view, under
+    /// `$SCOPEFS_MOUNT/Container/`) are copied (`asCopy`) or moved into one
+    /// folder the user chooses. Returns their new URLs, in the order of
+    /// `urls`. If one item fails, the error names it, those placed before
+    /// it, and those not tried (which stay in the container).
+    public static func present(
+        exporting urls: [URL], asCopy: Bool = true, timeout: Double = 300, stateDirectory: String? = nil
+    ) async throws(ScopeFSError) -> [URL] {
+        let items = try urls.map { url throws(ScopeFSError) in try containerPath(of: url) }
+        return try await present(
+            mode: asCopy ? .export : .move, items: items, timeout: timeout, stateDirectory: stateDirectory)
+    }
+
+    /// `Container/REL` under `$SCOPEFS_MOUNT`, or `REL` given relative to
+    /// the container's own folder, as the daemon names container items.
+    static func containerPath(of url: URL) throws(ScopeFSError) -> String {
+        let root = (ProcessInfo.processInfo.environment["SCOPEFS_MOUNT"] ?? "") + "/Container/"
+        let path = url.standardizedFileURL.path
+        guard path.hasPrefix(root), path.count > root.count else {
+            throw ScopeFSError(
+                errno: EINVAL, operation: .pick, path: path,
+                message: "export and move take items of this app's container (under \(root))")
+        }
+        return String(path.dropFirst(root.count))
+    }
+
     private static func pick(
         _ mode: Mode, _ contentTypes: [String], _ allowsMultipleSelection: Bool, _ directory: String?,
         _ items: [String],

@@ -309,6 +309,16 @@ case "pick":
         report["error"] = "\(error.kind) \(error.errnoName)"
     }
 
+case "export-urls" where args.count >= 4:
+    // forExporting: [URL], asCopy: container URLs, then "copy" or "move".
+    do {
+        let urls = args[3...].map { URL(fileURLWithPath: $0) }
+        let placed = try await DocumentPicker.present(exporting: urls, asCopy: args[2] == "copy")
+        report["paths"] = placed.map(\.path).joined(separator: "\n")
+    } catch {
+        report["error"] = "\(error.kind) \(error.errnoName)"
+    }
+
 case "bytes-resolve" where args.count == 3:
     do {
         report = exactReport(try ScopeFS.resolveBookmark(args[2]).url)
