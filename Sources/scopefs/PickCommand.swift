@@ -19,8 +19,8 @@ struct PickCommand: ParsableCommand {
             Keys: Up/Down or k/j move, PgUp/PgDn/Home/End jump; Enter or Right opens a folder; \
             Left or Backspace goes up; Space or s selects the highlighted file or folder, Enter \
             selects a file, . selects the folder shown; y confirms; Esc, q or Ctrl-C cancels.
-            With --multiple (open, import): Space, s or . toggle items (kept while you browse), and Enter \
-            on a file, or c, confirms them all.
+            With --multiple: Space, s or . toggle items (kept while you browse), and Enter \
+            on a file, or c, confirms them all; export and move then ask for one destination folder for them all.
             export and move first choose an item of the app's container, then a destination folder.
             Exit status: 0 done, 1 cancelled by the user, 64 standard input is not a terminal, \
             others as for scopefs open/import/export/move (docs/CLI.md).
@@ -56,10 +56,6 @@ struct PickCommand: ParsableCommand {
         if appOption == nil { throw ValidationError("missing --app: the app the item is chosen for") }
         if readOnly && mode != .open { throw ValidationError("--read-only applies to --mode open only") }
         if force && !mode.startsInContainer { throw ValidationError("--force applies to --mode export and move only") }
-        if asking.multiple && mode.startsInContainer {
-            throw ValidationError(
-                "--multiple applies to --mode open and import (export and move place one container item)")
-        }
     }
 
     func run() throws {
@@ -71,7 +67,13 @@ struct PickCommand: ParsableCommand {
             throw ExitCode(Self.cancelled)
         }
         try report { () throws(CommandError) in
-            for selection in chosen { try perform(selection) }
+            if mode.startsInContainer {
+                // One destination for all: checked together, then placed in
+                // order (ARCHITECTURE decision 39).
+                try transfer(chosen)
+            } else {
+                for selection in chosen { try perform(selection) }
+            }
         }
     }
 
@@ -167,14 +169,22 @@ struct PickCommand: ParsableCommand {
             try actions.open(provider: chosen.provider, path: chosen.path, readOnly: readOnly, wholeProvider: true)
         case .import:
             try actions.importItem(provider: chosen.provider, path: chosen.path)
-        case .export:
+        case .export, .move:
+            try transfer([chosen])
+        }
+    }
+
+    /// export, move: the container items chosen, into their one destination.
+    private func transfer(_ chosen: [PickerSelection]) throws(CommandError) {
+        guard let destination = chosen.first else { return }
+        let actions = DocumentActions(state: options, app: app, coordinationWait: coordination.wait, json: json)
+        let items = chosen.map { $0.containerPath ?? "" }
+        if mode == .export {
             try actions.export(
-                containerPaths: [chosen.containerPath ?? ""], provider: chosen.provider, folder: chosen.path,
-                force: force)
-        case .move:
+                containerPaths: items, provider: destination.provider, folder: destination.path, force: force)
+        } else {
             try actions.move(
-                containerPaths: [chosen.containerPath ?? ""], provider: chosen.provider, folder: chosen.path,
-                force: force)
+                containerPaths: items, provider: destination.provider, folder: destination.path, force: force)
         }
     }
 }

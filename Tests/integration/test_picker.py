@@ -554,7 +554,39 @@ def test_multiple_import_refuses_folders_and_dimmed_files(world):
     assert grants(state) == []
 
 
-def test_multiple_is_refused_for_export_and_move(world):
-    state, _ = world
-    p = scopefs(state, "pick", "--app", APP, "--mode", "move", "--multiple", check=False)
-    assert p.returncode == 64 and "--multiple applies to --mode open and import" in p.stderr, p
+def test_multiple_move_places_several_container_items_in_one_folder(world):
+    """Issue 17 (`forExporting: [URL]`): with --multiple, move toggles
+    several items of the container, then asks once for the destination
+    folder; every item lands there, whole, and leaves the container."""
+    state, provider = world
+    documents = state / "containers" / APP / "Documents"
+    documents.mkdir(parents=True, exist_ok=True)
+    (documents / "one.txt").write_text("first\n")
+    (documents / "two.txt").write_text("second\n")
+    (documents / "stay.txt").write_text("kept\n")
+    picker = Picker(state, "--mode", "move", "--multiple")
+    picker.wait_text("Move: choose items of the container of com.example.editor")
+    picker.highlight("Documents/")
+    picker.send("\r")
+    picker.wait_for(lambda s: "one.txt" in s.names(), "Documents")
+    for name in ("one.txt", "two.txt"):
+        picker.highlight(name)
+        picker.send(" ")
+    picker.wait_text("2 selected")
+    picker.send("c")
+    picker.wait_text("Move 2 items (one.txt, two.txt): choose a destination folder")
+    open_local(picker)
+    picker.highlight("Projects/")
+    picker.send("s")
+    picker.wait_text("Move 2 items (one.txt, two.txt) to local:Projects? [y/N]")
+    picker.send("y")
+    printed = picker.finish()
+    assert picker.status == 0, printed
+    assert (provider / "Projects" / "one.txt").read_text() == "first\n", printed
+    assert (provider / "Projects" / "two.txt").read_text() == "second\n", printed
+    assert sorted(p.name for p in documents.iterdir() if p.name.endswith(".txt")) == [
+        "one.txt",
+        "stay.txt",
+        "two.txt",
+    ], "moved items leave a reference stub in the container"
+    assert sorted(grant_path(g) for g in grants(state)) == ["Projects/one.txt", "Projects/two.txt"]

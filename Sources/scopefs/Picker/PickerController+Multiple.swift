@@ -4,6 +4,9 @@ import Policy
 /// Space, s or . toggle an item into the selection, which survives
 /// browsing other folders; Enter on a file or on an empty list, or c,
 /// confirms everything selected (Enter on a folder still opens it).
+/// With export and move the toggled items are the container's, and
+/// confirming leads to the choice of one destination folder for them all
+/// (`UIDocumentPickerViewController(forExporting:)` takes several URLs).
 extension PickerController {
     /// Handles the keys that differ with several items; false for the rest.
     mutating func handleMultiple(_ key: Key) -> Bool {
@@ -24,6 +27,10 @@ extension PickerController {
 
     /// Whether the row `entry` of the folder shown is selected.
     func isSelected(_ entry: PickerEntry) -> Bool {
+        if case .container(let path) = place {
+            let item = RelativePath.join(path, entry.name)
+            return selectedContainerItems.contains { $0.sameHostName(as: item) }
+        }
         guard let candidate = selection(for: entry) else { return false }
         return selected.contains { $0.provider == candidate.provider && $0.path.sameHostName(as: candidate.path) }
     }
@@ -39,6 +46,9 @@ extension PickerController {
     }
 
     private mutating func toggle(_ entry: PickerEntry) {
+        if case .container(let path) = place {
+            return toggleContainerItem(RelativePath.join(path, entry.name))
+        }
         guard !entry.dimmed else {
             setMessage("\(entry.name) is not of a type asked for (\(typesAskedFor.joined(separator: ", "))).")
             return
@@ -48,6 +58,10 @@ extension PickerController {
     }
 
     private mutating func toggleCurrentFolder() {
+        if case .container(let path) = place {
+            guard !path.isEmpty else { return setMessage("Choose an item of the container.") }
+            return toggleContainerItem(path)
+        }
         guard case .provider(let provider, let path) = place else {
             setMessage("Choose a provider, or open one.")
             return
@@ -70,7 +84,26 @@ extension PickerController {
         setMessage(selected.isEmpty ? "Nothing selected." : "\(selected.count) selected: Enter or c confirms.")
     }
 
+    private mutating func toggleContainerItem(_ item: String) {
+        if let index = selectedContainerItems.firstIndex(where: { $0.sameHostName(as: item) }) {
+            selectedContainerItems.remove(at: index)
+        } else {
+            selectedContainerItems.append(item)
+        }
+        setMessage(
+            selectedContainerItems.isEmpty
+                ? "Nothing selected." : "\(selectedContainerItems.count) selected: Enter or c confirms.")
+    }
+
     private mutating func confirmSelected() {
+        if mode.startsInContainer {
+            guard !selectedContainerItems.isEmpty else {
+                return setMessage("Nothing selected: Space toggles an item.")
+            }
+            let items = selectedContainerItems
+            selectedContainerItems = []
+            return chooseDestination(for: items)
+        }
         guard !selected.isEmpty else {
             setMessage("Nothing selected: Space toggles an item.")
             return

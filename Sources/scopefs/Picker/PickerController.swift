@@ -40,8 +40,8 @@ struct PickerController {
     let mode: PickerMode
     let app: AppID
     let readOnly: Bool
-    /// `--multiple` (open, import): Space toggles items into `selected`,
-    /// Enter confirms them all.
+    /// `--multiple`: Space toggles items into `selected` (open, import) or
+    /// `selectedContainerItems` (export, move), Enter confirms them all.
     let allowsMultiple: Bool
     private let list: Lister
 
@@ -58,12 +58,15 @@ struct PickerController {
     private(set) var message: String?
     /// Set while the picker waits for y/N.
     private(set) var confirmation: Confirmation?
-    /// export, move: the container item chosen in the first stage.
-    private(set) var containerChoice: String?
+    /// export, move: the container items chosen in the first stage (one,
+    /// or several with `--multiple`), placed in one destination folder.
+    private(set) var containerChoices: [String] = []
     /// `--multiple`: the items toggled on so far, in the order chosen; kept
     /// while the user browses other folders.
     /// (Set by the key handling of PickerController+Multiple.swift.)
     var selected: [PickerSelection] = []
+    /// `--multiple` with export or move: the container items toggled on.
+    var selectedContainerItems: [String] = []
 
     /// What the picker was asked for (`--type`), for the message when a
     /// dimmed file is chosen.
@@ -76,7 +79,7 @@ struct PickerController {
         self.mode = mode
         self.app = app
         self.readOnly = readOnly
-        self.allowsMultiple = allowsMultiple && !mode.startsInContainer
+        self.allowsMultiple = allowsMultiple
         self.typesAskedFor = typesAskedFor
         self.list = list
         self.place = mode.startsInContainer ? .container("") : .providers
@@ -106,7 +109,7 @@ struct PickerController {
             message = "Not confirmed: choose again, or press Esc to cancel."
             return .proceed
         }
-        if allowsMultiple, handleMultiple(key) { return .proceed }
+        if allowsMultiple, stage == .source, handleMultiple(key) { return .proceed }
         switch key {
         case .escape, .character("q"): return .cancel
         case .up, .character("k"): move(to: cursor - 1)
@@ -139,12 +142,12 @@ struct PickerController {
         switch (mode, stage) {
         case (.open, _): return "Open\(access): choose a file or folder for \(app)"
         case (.import, _): return "Import: choose a file to copy into the inbox of \(app)"
-        case (.export, .source): return "Export: choose an item of the container of \(app)"
-        case (.move, .source): return "Move: choose an item of the container of \(app)"
+        case (.export, .source), (.move, .source):
+            let verb = mode == .export ? "Export" : "Move"
+            return "\(verb): choose \(allowsMultiple ? "items" : "an item") of the container of \(app)"
         case (.export, .destination), (.move, .destination):
             let verb = mode == .export ? "Export" : "Move"
-            let name = containerChoice.map { RelativePath.lastComponent(of: $0) } ?? ""
-            return "\(verb) \(name): choose a destination folder"
+            return "\(verb) \(Self.containerItemsName(containerChoices)): choose a destination folder"
         }
     }
 
@@ -159,7 +162,7 @@ struct PickerController {
     var help: String {
         let choose: String
         switch (mode, stage) {
-        case (.open, _) where allowsMultiple, (.import, _) where allowsMultiple:
+        case (_, .source) where allowsMultiple:
             choose = "Space/s toggle  Enter/c confirm"
         case (.import, _): choose = "Space/s/Enter select file"
         case (_, .destination): choose = "Space/s or . select folder"
@@ -193,10 +196,12 @@ struct PickerController {
     private mutating func goUp() {
         if let parent = place.parent {
             go(to: parent, highlighting: place.name)
-        } else if stage == .destination, let chosen = containerChoice {
-            // Back to the first stage, on the item chosen there.
+        } else if stage == .destination, let chosen = containerChoices.first {
+            // Back to the first stage, on the item chosen there; with
+            // several, they stay selected.
             stage = .source
-            containerChoice = nil
+            if allowsMultiple { selectedContainerItems = containerChoices }
+            containerChoices = []
             go(
                 to: .container(RelativePath.parent(of: chosen) ?? ""),
                 highlighting: RelativePath.lastComponent(of: chosen))
@@ -277,23 +282,36 @@ struct PickerController {
                 question: "\(verb) \(Self.displayName(provider, path))\(access) for \(app)? [y/N]",
                 selections: [PickerSelection(provider: provider, path: path, isFolder: isFolder)])
         case (.source, .container(let path, _)):
-            containerChoice = path
-            stage = .destination
-            go(to: .providers, highlighting: nil)
-            message = "Now choose the destination folder for \(RelativePath.lastComponent(of: path))."
+            chooseDestination(for: [path])
         case (.destination, .provider(let provider, let path, let isFolder)):
-            guard isFolder, let chosen = containerChoice else {
+            guard isFolder, !containerChoices.isEmpty else {
                 message = "Choose a destination folder, not a file."
                 return
             }
             let verb = mode == .export ? "Export" : "Move"
             confirmation = Confirmation(
-                question: "\(verb) \(RelativePath.lastComponent(of: chosen)) to \(provider):\(path)? [y/N]",
-                selections: [PickerSelection(provider: provider, path: path, isFolder: true, containerPath: chosen)])
+                question: "\(verb) \(Self.containerItemsName(containerChoices)) to \(provider):\(path)? [y/N]",
+                selections: containerChoices.map {
+                    PickerSelection(provider: provider, path: path, isFolder: true, containerPath: $0)
+                })
         case (.destination, .container):
             break  // not reachable: the destination stage browses providers
         }
         if confirmation != nil { message = nil }
+    }
+
+    /// export, move: the second stage, a destination folder for `items`.
+    mutating func chooseDestination(for items: [String]) {
+        containerChoices = items
+        stage = .destination
+        go(to: .providers, highlighting: nil)
+        message = "Now choose the destination folder for \(Self.containerItemsName(items))."
+    }
+
+    /// "notes.txt", or "3 items (a, b, c)".
+    static func containerItemsName(_ items: [String]) -> String {
+        let names = items.map { RelativePath.lastComponent(of: $0) }.joined(separator: ", ")
+        return items.count == 1 ? names : "\(items.count) items (\(names))"
     }
 
     /// For the key handling in other files: a line for the user, and a
