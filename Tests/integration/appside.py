@@ -11,8 +11,10 @@ and must not touch the filesystem at import time.
 import errno
 import fcntl
 import json
+import mmap  # noqa: F401 (for snippets, which run with this module as prelude)
 import os
 import signal
+import stat  # noqa: F401 (for snippets)
 import sys
 
 
