@@ -38,7 +38,7 @@ public protocol FileSystem: AnyObject, Sendable {
         to: (inode: UInt64, handle: UInt64, offset: Int64), length: Int, flags: Int32
     ) throws(Errno) -> Int
 
-    func opendir(_ request: Request, inode: UInt64) throws(Errno) -> UInt64
+    func opendir(_ request: Request, inode: UInt64) throws(Errno) -> OpenDirectory
     /// Fills `listing` from `offset`; `listing.isPlus` asks for full entries (readdirplus).
     func readdir(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, listing: inout DirectoryListing)
         throws(Errno)
@@ -137,6 +137,19 @@ public struct OpenFile: Sendable {
         self.handle = handle
         self.keepCache = keepCache
         self.directIO = directIO
+    }
+}
+
+public struct OpenDirectory: Sendable {
+    public var handle: UInt64
+    /// The kernel may keep the folder's listing in its page cache and serve
+    /// later readdirs from it (FOPEN_CACHE_DIR and FOPEN_KEEP_CACHE): only
+    /// where every change to the listing is pushed to it as an invalidation.
+    public var cachesListing: Bool
+
+    public init(handle: UInt64, cachesListing: Bool = false) {
+        self.handle = handle
+        self.cachesListing = cachesListing
     }
 }
 

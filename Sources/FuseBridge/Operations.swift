@@ -248,9 +248,11 @@ enum Operations {
                 { () throws(Errno) in
                     try fs.opendir(Bridge.caller(req!), inode: UInt64(ino))
                 },
-                reply: { handle in
-                    fi!.pointee.fh = handle
-                    if fuse_reply_open(req!, fi) == -ENOENT { fs.releasedir(inode: UInt64(ino), handle: handle) }
+                reply: { opened in
+                    fi!.pointee.fh = opened.handle
+                    fi!.pointee.cache_readdir = opened.cachesListing ? 1 : 0
+                    fi!.pointee.keep_cache = opened.cachesListing ? 1 : 0
+                    if fuse_reply_open(req!, fi) == -ENOENT { fs.releasedir(inode: UInt64(ino), handle: opened.handle) }
                 })
         }
         ops.readdir = { req, ino, size, offset, fi in

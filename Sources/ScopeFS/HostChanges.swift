@@ -101,14 +101,15 @@ extension ScopeFileSystem {
 
     /// What the kernel must drop after a host change in a folder: the
     /// changed entry in every view of the folder (a negative one too), the
-    /// folder's attributes (its times and link count) and the attributes of
-    /// the file now under the name (and its pages if its content changed).
+    /// folder's attributes (its times and link count) and its cached listing,
+    /// and the attributes of the file now under the name (and its pages if its content changed).
     /// Called by the channel's thread, never by a FUSE worker.
     public func invalidation(for change: HostChange) -> CacheInvalidation {
         var invalidation = CacheInvalidation()
         let folders = table.directoryNodes(of: change.folder.identity)
         guard !folders.isEmpty, !change.onlyIfShared || folders.count > 1 else { return invalidation }
-        for folder in folders { invalidation.attributes.append(folder.inode) }
+        // The folder's pages too: they hold its cached listing (FOPEN_CACHE_DIR).
+        for folder in folders { invalidation.inodes.append(folder.inode) }
         guard let name = change.name, !name.isEmpty, name != "." else { return invalidation }
         for folder in folders { invalidation.entries.append((folder.inode, name)) }
         // The file under the name now: its nodes in every view (hard links

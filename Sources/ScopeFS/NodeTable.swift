@@ -515,6 +515,22 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The folder nodes of an app's provider view whose listing depends on
+    /// a grant at `path`: those on the way to it and those within it.
+    func foldersListing(app: AppID, provider: ProviderID, toward path: String) -> [UInt64] {
+        state.withLock { state in
+            state.records.compactMap { inode, record in
+                guard record.node.isDirectory, case .provider(let a, let p) = record.node.place, a == app,
+                    p == provider,
+                    case .found(let nodePath) = Self.path(of: inode.number, in: state),
+                    RelativePath.isWithin(nodePath, path)
+                        || RelativePath.nextComponent(of: path, after: nodePath) != nil
+                else { return nil }
+                return inode.number
+            }
+        }
+    }
+
     var count: Int { state.withLock { $0.records.count } }
 
     /// Swift dictionaries never shrink when entries are removed: after the

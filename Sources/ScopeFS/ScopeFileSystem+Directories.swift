@@ -7,11 +7,23 @@ import SystemPackage
 /// enter, bare ancestor folders only the children that lead to grants,
 /// granted folders everything in them.
 extension ScopeFileSystem {
-    public func opendir(_ request: Request, inode: UInt64) throws(Errno) -> UInt64 {
+    public func opendir(_ request: Request, inode: UInt64) throws(Errno) -> OpenDirectory {
         let caller = callers.caller(of: request)
         let target = try gate(inode, .read, caller, .opendir)
         guard target.node.isDirectory else { throw .notDirectory }
-        return DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller)).retainedHandle()
+        let handle = DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller))
+        return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node))
+    }
+
+    /// Whether the kernel may keep `folder`'s listing (docs/ARCHITECTURE.md):
+    /// a backed folder whose host changes the channel reports (each drops
+    /// the listing with the folder's pages, `invalidation(for:)`), listed
+    /// the same to every caller the gate lets in; a policy change drops the
+    /// listings it changes (`install`). The root lists per caller and the
+    /// other synthetic folders are cheap: never kept.
+    func cachesListing(of folder: Node) -> Bool {
+        folder.place.isBacked && folder.changesWatched.load(ordering: .relaxed)
+            && configuration.cacheTimeout > configuration.unwatchedTimeout
     }
 
     public func readdir(

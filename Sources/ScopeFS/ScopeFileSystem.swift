@@ -134,7 +134,8 @@ public final class ScopeFileSystem: FileSystem {
 
     /// Installs a new snapshot and returns what the kernel must forget:
     /// inodes covered by grants that were revoked or removed (their cached
-    /// pages and mappings must go, SPEC S14) and entries of removed grants.
+    /// pages and mappings must go, SPEC S14), entries of removed grants and
+    /// the listings of folders whose shown children changed.
     public func install(_ snapshot: PolicySnapshot) -> CacheInvalidation {
         let previous = policy.withLock { current in
             let previous = current
@@ -150,6 +151,21 @@ public final class ScopeFileSystem: FileSystem {
             for entry in table.layoutEntries() where !snapshot.shows(entry.place) {
                 invalidation.entries.append((entry.parent, entry.name))
             }
+        }
+        // Listings the change may alter (SPEC S2): the folders on the way to
+        // each grant made, restored, revoked or removed show only the
+        // children leading to grants, and the grant's own folders switch
+        // between that and everything.
+        var changed: [Grant] = []
+        for (id, old) in previous.grantsByID {
+            let new = snapshot.grantsByID[id]
+            if old.state != new?.state || old.relativePath != new?.relativePath { changed.append(old) }
+            if let new, old.relativePath != new.relativePath || old.provider != new.provider { changed.append(new) }
+        }
+        for (id, new) in snapshot.grantsByID where previous.grantsByID[id] == nil { changed.append(new) }
+        for grant in changed {
+            invalidation.inodes += table.foldersListing(
+                app: grant.app, provider: grant.provider, toward: grant.relativePath)
         }
         for (id, old) in previous.grantsByID where old.state == .active {
             let new = snapshot.grantsByID[id]
