@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, BETA, LOCAL
-from test_clients import c_build  # noqa: F401  (fixture: the C library)
+from test_clients import c_build, compile_c_example  # noqa: F401  (fixture: the C library)
 from test_pick_requests import PY_CLAIMER, PYTHON_CLIENT, REPORT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,26 +31,7 @@ def world(env):
 
 @pytest.fixture
 def coordinate_example(c_build, tmp_path) -> Path:  # noqa: F811
-    program = tmp_path / "coordinate"
-    build = subprocess.run(
-        [
-            "cc",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            REPO / "docs" / "examples" / "coordinate.c",
-            f"-I{REPO / 'clients' / 'c' / 'include'}",
-            f"-L{c_build}",
-            "-lscopefs",
-            f"-Wl,-rpath,{c_build}",
-            "-o",
-            program,
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stderr
-    return program
+    return compile_c_example(REPO / "docs" / "examples" / "coordinate.c", tmp_path / "coordinate", c_build)
 
 
 def test_c_writer_holds_a_python_reader_until_it_releases(world, coordinate_example):

@@ -101,20 +101,18 @@ def c_build(tmp_path_factory) -> Path:
     return build
 
 
-@pytest.fixture(scope="session")
-def c_example(c_build) -> list[str]:
-    """docs/examples/example.c compiled and linked against libscopefs.so."""
-    out = c_build / "example"
-    cc = os.environ.get("CC", "cc")
+def compile_c_example(source: Path, out: Path, c_build: Path) -> Path:
+    """A C program of docs/examples compiled with every warning an error and
+    linked against the libscopefs.so of `c_build`."""
     p = run_bounded(
         [
-            cc,
+            os.environ.get("CC", "cc"),
             "-Wall",
             "-Wextra",
             "-Werror",
             "-o",
             out,
-            EXAMPLES / "example.c",
+            source,
             f"-I{C_CLIENT_DIR / 'include'}",
             f"-L{c_build}",
             "-lscopefs",
@@ -122,10 +120,16 @@ def c_example(c_build) -> list[str]:
         ],
         BUILD_TIMEOUT,
         _build_env(),
-        what="cc example.c",
+        what=f"cc {source.name}",
     )
-    assert p.returncode == 0, "compiling docs/examples/example.c failed\n" + describe(p)
-    return [str(out)]
+    assert p.returncode == 0, f"compiling {source} failed\n" + describe(p)
+    return out
+
+
+@pytest.fixture(scope="session")
+def c_example(c_build) -> list[str]:
+    """docs/examples/example.c compiled and linked against libscopefs.so."""
+    return [str(compile_c_example(EXAMPLES / "example.c", c_build / "example", c_build))]
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
-from test_clients import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
+from test_clients import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON_CLIENT = REPO / "clients" / "python"
@@ -627,22 +627,7 @@ def test_examples_pick_read_and_follow(world, c_build, tmp_path):
         if script.poll() is None:
             script.kill()
             script.wait()
-    program = tmp_path / "picker"
-    build = subprocess.run(
-        [
-            "cc",
-            examples / "picker.c",
-            f"-I{REPO / 'clients' / 'c' / 'include'}",
-            f"-L{c_build}",
-            "-lscopefs",
-            f"-Wl,-rpath,{c_build}",
-            "-o",
-            program,
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stderr
+    program = compile_c_example(examples / "picker.c", tmp_path / "picker", c_build)
     p = world.run_app(ALPHA, [program])
     agent.finish()
     assert p.returncode == 0 and p.stdout == f"{world.prov(ALPHA, LOCAL, 'docs/notes.md')}: # notes\n", describe(p)
