@@ -1,8 +1,8 @@
 """ScopeFSTesting, the Swift testing helper library (issue 18,
 clients/swift/Sources/ScopeFSTesting): its runnable example in
 docs/examples/swift-testing passes under `swift test` (Swift Testing and
-XCTest, each test in a mount of its own, the app revoked, restored, its
-document renamed on the host, a fault injected); the same tests FAIL
+XCTest, each test in a mount of its own, the app revoked (sandboxed too),
+restored, its document renamed on the host, a fault injected); the same tests FAIL
 against the buggy variant of the example app, which caches a descriptor
 and crashes on the EPERM of a revocation (a library that cannot fail
 proves nothing); and every mount is gone afterwards, failed tests
@@ -71,15 +71,16 @@ def leftovers(env) -> list[str]:
 
 @pytest.mark.scopefs_timeout(RUN_TIMEOUT + 30)
 def test_the_swift_testing_example_passes(env, example_built):
-    """docs/examples/swift-testing: three Swift Testing tests (revoke and
-    restore, a rename on the host, an injected EIO on open) and one XCTest
-    case (revoke), each against the reader app in a mount of its own; all
-    pass, none is skipped, and every mount is gone afterwards."""
+    """docs/examples/swift-testing: four Swift Testing tests (revoke and
+    restore, revoke in the sandbox, a rename on the host, an injected EIO
+    on open) and one XCTest case (revoke), each against the reader app in
+    a mount of its own; all pass, none is skipped, and every mount is gone
+    afterwards."""
     p = swift_test(env)
     output = p.stdout + p.stderr
     assert p.returncode == 0, describe(p)
     assert "Executed 1 test, with 0 failures" in output, output
-    assert "Test run with 3 tests" in output and "passed" in output, output
+    assert "Test run with 4 tests" in output and "passed" in output, output
     assert "skipped" not in output.lower(), output
     assert leftovers(env) == []
 

@@ -97,18 +97,25 @@ public struct AppResult: Sendable {
 extension ScopeFSMount {
     /// `scopefs run` for the command: attribution only (`--no-sandbox`,
     /// no security boundary, the host visible) unless `sandbox` (SPEC S5).
-    public func runArguments(_ command: [String], app: String? = nil, sandbox: Bool = false) -> [String] {
-        [binary, "--state", stateDirectory, "run", "--app", app ?? self.app] + (sandbox ? [] : ["--no-sandbox"])
-            + ["--"] + command
+    /// A sandboxed app sees its view of the mount where `path(_:)` says
+    /// and, of the host, a short allow-list plus the `expose`d paths,
+    /// read-only: expose the package's build folder to run its product.
+    public func runArguments(
+        _ command: [String], app: String? = nil, sandbox: Bool = false, expose: [String] = []
+    ) -> [String] {
+        let confinement = sandbox ? expose.flatMap { ["--expose", $0] } : ["--no-sandbox"]
+        return [binary, "--state", stateDirectory, "run", "--app", app ?? self.app] + confinement + ["--"] + command
     }
 
     /// Starts the command as the app; `close()` kills it if it still runs.
     /// `environment` is added to the mount's (this process's) environment.
     public func start(
-        _ command: [String], app: String? = nil, sandbox: Bool = false, environment: [String: String] = [:]
+        _ command: [String], app: String? = nil, sandbox: Bool = false, expose: [String] = [],
+        environment: [String: String] = [:]
     ) throws(ScopeFSTestingError) -> AppProcess {
         let process = try spawn(
-            runArguments(command, app: app, sandbox: sandbox), name: "app", extraEnvironment: environment)
+            runArguments(command, app: app, sandbox: sandbox, expose: expose), name: "app",
+            extraEnvironment: environment)
         let started = AppProcess(process, command: command)
         track(started)
         return started
@@ -118,10 +125,10 @@ extension ScopeFSMount {
     ///
     /// - Throws: `.timedOut` when it did not end in time (it is killed).
     public func run(
-        _ command: [String], app: String? = nil, sandbox: Bool = false, environment: [String: String] = [:],
-        timeout: Duration = .seconds(60)
+        _ command: [String], app: String? = nil, sandbox: Bool = false, expose: [String] = [],
+        environment: [String: String] = [:], timeout: Duration = .seconds(60)
     ) throws(ScopeFSTestingError) -> AppResult {
-        let started = try start(command, app: app, sandbox: sandbox, environment: environment)
+        let started = try start(command, app: app, sandbox: sandbox, expose: expose, environment: environment)
         defer { started.kill() }
         let status = try started.wait(timeout: timeout)
         return AppResult(status: status, output: started.output, errorOutput: started.errorOutput)

@@ -164,15 +164,16 @@ public final class ScopeFSMount: Sendable {
 
     // MARK: paths
 
-    /// The item as the app sees it through the mount, outside a sandbox:
-    /// `MOUNT/APP/Providers/PROVIDER/RELPATH` (SPEC S2).
+    /// The item as the app sees it through the mount:
+    /// `MOUNT/APP/Providers/PROVIDER/RELPATH` (SPEC S2); a sandboxed app
+    /// has its view of the mount at the same path (`$SCOPEFS_MOUNT`).
     public func path(_ item: String, app: String? = nil) -> String {
         mountpoint + "/" + (app ?? self.app) + "/" + pathInApp(item)
     }
 
     /// The item relative to the app's view, `Providers/PROVIDER/RELPATH`:
-    /// what a sandboxed app (`start(_:sandbox: true)`) joins to
-    /// `$SCOPEFS_MOUNT`, and what fault rules match (`inject(path:)`).
+    /// what fault rules match (`inject(path:)`), and what an app that
+    /// takes paths relative to `$SCOPEFS_MOUNT` is given.
     public func pathInApp(_ item: String) -> String {
         let (provider, relative) = Self.split(item)
         return relative.isEmpty ? "Providers/\(provider)" : "Providers/\(provider)/\(relative)"
@@ -270,12 +271,18 @@ public final class ScopeFSMount: Sendable {
         }
     }
 
+    /// A new directory under `$TMPDIR`, by its canonical path: the one
+    /// /proc/self/mountinfo shows, which `isMounted(under:)` compares with
+    /// before anything is removed.
     private static func makeTemporaryDirectory() throws(ScopeFSTestingError) -> String {
         var template = Array((NSTemporaryDirectory() + "/scopefs-test-XXXXXX").utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }),
+            let canonical = realpath(made, nil)
+        else {
             throw .hostFileFailed("cannot create a temporary directory: \(String(cString: strerror(errno)))")
         }
-        return String(cString: made)
+        defer { free(canonical) }
+        return String(cString: canonical)
     }
 
     /// Whether anything is mounted at or under `directory` (mountinfo's fifth field).
@@ -284,9 +291,29 @@ public final class ScopeFSMount: Sendable {
         return table.split(separator: "\n").contains { line in
             let fields = line.split(separator: " ")
             guard fields.count > 4 else { return false }
-            let point = String(fields[4])
+            let point = unescapeMountField(fields[4])
             return point == directory || point.hasPrefix(directory + "/")
         }
+    }
+
+    /// A mountinfo field as a path: the kernel writes space, tab, newline
+    /// and backslash as `\ooo` (octal).
+    private static func unescapeMountField(_ field: Substring) -> String {
+        var bytes: [UInt8] = []
+        var rest = Array(field.utf8)[...]
+        while let byte = rest.first {
+            let octal = rest.dropFirst().prefix(3)
+            if byte == UInt8(ascii: "\\"), octal.count == 3,
+                let value = UInt8(String(decoding: octal, as: UTF8.self), radix: 8)
+            {
+                bytes.append(value)
+                rest = rest.dropFirst(4)
+            } else {
+                bytes.append(byte)
+                rest = rest.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `$SCOPEFS_BIN`, else `scopefs` found on `PATH`.

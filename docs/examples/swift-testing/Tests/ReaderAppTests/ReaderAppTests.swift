@@ -32,6 +32,20 @@ struct ReaderAppTests {
         }  // the mount stops what it started and unmounts here
     }
 
+    @Test("in the sandbox too, a revoke ends the app cleanly")
+    func endsCleanlyOnARevokeInTheSandbox() throws {
+        try withScopeFSMount(app: reader.app, files: reader.files, grants: reader.grants) { mount in
+            // The sandbox shows little of the host: the app's build folder is exposed, read-only.
+            let buildFolder = (readerApp as NSString).deletingLastPathComponent
+            let app = try mount.start(
+                [readerApp, mount.path("local:docs/report.txt")], sandbox: true, expose: [buildFolder])
+            try app.waitForLine("reading docs/report.txt")
+            try mount.revoke("local:docs")
+            try app.waitForLine("lost access: EPERM")
+            #expect(try app.wait() == 0)
+        }
+    }
+
     @Test("the app follows its document when another program moves it")
     func followsARenameOnTheHost() throws {
         try withScopeFSMount(app: reader.app, files: reader.files, grants: reader.grants) { mount in
