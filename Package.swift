@@ -183,6 +183,11 @@ let package = Package(
             name: "ScopeFSClientTests",
             dependencies: ["ScopeFSClient"]
         ),
+        // ScopeFSTesting's process plumbing with real processes (no mount).
+        .testTarget(
+            name: "ScopeFSTestingTests",
+            dependencies: ["ScopeFSTesting"]
+        ),
         // The bridge's wire hooks (set-id clearing) on requests built in memory.
         .testTarget(
             name: "FuseBridgeTests",

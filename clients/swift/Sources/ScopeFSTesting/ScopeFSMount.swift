@@ -298,7 +298,7 @@ public final class ScopeFSMount: Sendable {
 
     /// A mountinfo field as a path: the kernel writes space, tab, newline
     /// and backslash as `\ooo` (octal).
-    private static func unescapeMountField(_ field: Substring) -> String {
+    static func unescapeMountField(_ field: Substring) -> String {
         var bytes: [UInt8] = []
         var rest = Array(field.utf8)[...]
         while let byte = rest.first {

@@ -53,7 +53,7 @@ public enum ScopeFSTestingError: Error, Equatable, Sendable, CustomStringConvert
 
     /// A process's output, shortened to its first and last lines: a crash
     /// says why at the top of a long backtrace, a run ends with its outcome.
-    private static func shortened(_ text: String) -> String {
+    static func shortened(_ text: String) -> String {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         guard lines.count > 24 else { return text }
         return (lines.prefix(12) + ["[\(lines.count - 20) lines]"] + lines.suffix(8)).joined(separator: "\n")
