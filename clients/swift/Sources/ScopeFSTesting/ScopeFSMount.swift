@@ -144,14 +144,19 @@ public final class ScopeFSMount: Sendable {
 
     /// Stops the app processes `start` left running (their process groups,
     /// with SIGKILL), unmounts (the daemon exits), and removes `root`
-    /// unless something is still mounted there. Safe to call twice.
+    /// unless something is still mounted there (the apps' output files
+    /// with it: read them before). Safe to call twice.
     public func close() {
         let (started, mounted) = state.withLock { state in
             defer { (state.started, state.mounted) = ([], false) }
             return (state.started, state.mounted)
         }
         started.forEach { $0.kill() }
-        if mounted, (try? cli(["unmount", mountpoint], check: false))?.status != 0 {
+        // Also a mount whose `scopefs mount` failed late (it timed out
+        // after the kernel had mounted): nothing may stay behind.
+        if mounted || Self.isMounted(under: mountpoint),
+            (try? cli(["unmount", mountpoint], check: false))?.status != 0
+        {
             let fallback = try? Subprocess(
                 ["fusermount3", "-u", mountpoint], environment: environment, outputPath: "/dev/null",
                 errorPath: "/dev/null", searchPath: true)
