@@ -23,6 +23,7 @@ let package = Package(
     products: [
         .executable(name: "scopefs", targets: ["scopefs"]),
         .library(name: "ScopeFSClient", targets: ["ScopeFSClient"]),
+        .library(name: "ScopeFSTesting", targets: ["ScopeFSTesting"]),
         .executable(name: "scopefs-bench-policy", targets: ["PolicyBenchmark"]),
     ],
     dependencies: [
@@ -150,6 +151,13 @@ let package = Package(
             path: "clients/swift/Sources/ScopeFSClient",
             swiftSettings: strict
         ),
+        // An app's own tests against revocation (issue 18): a mount per
+        // test, driven through the `scopefs` binary. Sources in clients/swift too.
+        .target(
+            name: "ScopeFSTesting",
+            path: "clients/swift/Sources/ScopeFSTesting",
+            swiftSettings: strict
+        ),
         // `make bench`: the policy decision alone, in ns (SPEC S36).
         .executableTarget(
             name: "PolicyBenchmark",
@@ -174,6 +182,11 @@ let package = Package(
         .testTarget(
             name: "ScopeFSClientTests",
             dependencies: ["ScopeFSClient"]
+        ),
+        // ScopeFSTesting's process plumbing with real processes (no mount).
+        .testTarget(
+            name: "ScopeFSTestingTests",
+            dependencies: ["ScopeFSTesting"]
         ),
         // The bridge's wire hooks (set-id clearing) on requests built in memory.
         .testTarget(

@@ -88,3 +88,33 @@ def test_the_plugin_fails_a_test_of_a_buggy_app(env):
     assert "FAILED test_buggy_app.py::test_survives_a_revoke" in p.stdout, p.stdout
     assert "PermissionError" in p.stdout, p.stdout
     assert mounts_under(env.root) == []
+
+
+EVENTS_TEST = """
+import time
+import pytest
+
+
+@pytest.mark.scopefs(app="com.example.events", files={"docs/report.txt": "x\\\\n"}, grants=["local:docs"])
+def test_events_of_a_revoke_and_a_restore(scopefs_mount):
+    scopefs_mount.revoke("local:docs")
+    scopefs_mount.restore("local:docs")
+    deadline = time.monotonic() + 5
+    while len(scopefs_mount.events("revoke,restore")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    events = scopefs_mount.events("revoke,restore")
+    assert [e["kind"] for e in events] == ["revoke", "restore"], events
+    assert all(e["app"] == "com.example.events" for e in events), events
+"""
+
+
+def test_the_plugin_reads_the_event_stream(env):
+    """`events()` returns every event of the app, one dict each:
+    `scopefs events --json` prints one object per line (docs/CLI.md), so
+    with two events there are two JSON documents to read, not one."""
+    test = env.root / "test_events.py"
+    test.write_text(EVENTS_TEST)
+    p = run_pytest(env, test)
+    assert p.returncode == 0, describe(p)
+    assert "1 passed" in p.stdout, p.stdout
+    assert mounts_under(env.root) == []

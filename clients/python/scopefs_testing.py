@@ -235,11 +235,13 @@ class ScopeFSWorld:
         self.cli("fault", "clear", *([rule] if rule is not None else ["--all"]))
 
     def events(self, kind: str | None = None, app: str | None = None) -> list:
-        """The app's events (``scopefs events --json``): denials, starts,
+        """The app's events (``scopefs events --json``), oldest first, each a
+        dict as docs/CLI.md shows it: denials, starts,
         stops, leaks, stale-bookmark, ... The daemon writes them every
         100 ms: wait a moment after the app's action before asking."""
         args = ["events", "--app", app or self.app, "--json"] + (["--kind", kind] if kind else [])
-        return json.loads(self.cli(*args).stdout)
+        # One JSON object per line, as every event stream prints (docs/CLI.md).
+        return [json.loads(line) for line in self.cli(*args).stdout.splitlines() if line.strip()]
 
 
 def _binary() -> str | None:
