@@ -126,7 +126,9 @@ extension ScopeFileSystem {
     /// view holds, as its provider and path. None for the daemon's own
     /// writes (made for an app, and told when it closes the file): when the
     /// channel cannot tell the writer (`writerKnown` false: inotify), a
-    /// file written through the mount in the last second counts as such.
+    /// file written through the mount in the last second counts as such,
+    /// and so does one still as its last writer through the mount closed
+    /// it: an event read late, on a loaded machine, is still recognised.
     public func changedProviderItems(_ change: HostChange, writerKnown: Bool) -> [(provider: ProviderID, path: String)]
     {
         guard change.content, !change.onlyIfShared, let name = change.name, !name.isEmpty, name != "." else {
@@ -135,6 +137,7 @@ extension ScopeFileSystem {
         let folders = table.directoryNodes(of: change.folder.identity)
         if !writerKnown, let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name),
             table.fileNodes(of: FileIdentity(info)).contains(where: { $0.writtenThroughMount(within: 1000) })
+                || table.isAsWrittenThroughMount(FileIdentity(info), version: FileVersion(info))
         {
             return []
         }

@@ -34,6 +34,9 @@ final class NodeTable: Sendable {
         /// mtime and size seen at the last open, to keep the page cache
         /// across opens of an unchanged file.
         var cachedVersion: FileVersion?
+        /// mtime and size when a handle that wrote through the mount closed:
+        /// a later host-change event that finds the file so is its echo.
+        var mountWrittenVersion: FileVersion?
         /// Open files of this node: after an unlink, or a replacement under
         /// its name, their descriptors still reach the file (fstat after unlink).
         var openFiles = OpenHandles()
@@ -408,6 +411,7 @@ final class NodeTable: Sendable {
             guard let record = state.records[inode] else { return }
             record.openFiles.remove(handle)
             if let version { record.cachedVersion = version }
+            if let version, handle.wrote.load(ordering: .relaxed) { record.mountWrittenVersion = version }
         }
     }
 
@@ -476,6 +480,17 @@ final class NodeTable: Sendable {
         state.withLock { state in
             state.views.values.compactMap {
                 Self.inode(of: identity, view: $0, in: state).flatMap { state.records[$0]?.node }
+            }
+        }
+    }
+
+    /// Whether the host file is as a write through the mount left it (its
+    /// last writing handle's close saw `version`).
+    func isAsWrittenThroughMount(_ identity: FileIdentity, version: FileVersion) -> Bool {
+        state.withLock { state in
+            state.views.values.contains {
+                Self.inode(of: identity, view: $0, in: state).flatMap { state.records[$0]?.mountWrittenVersion }
+                    == version
             }
         }
     }
