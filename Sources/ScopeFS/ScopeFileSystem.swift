@@ -152,21 +152,7 @@ public final class ScopeFileSystem: FileSystem {
                 invalidation.entries.append((entry.parent, entry.name))
             }
         }
-        // Listings the change may alter (SPEC S2): the folders on the way to
-        // each grant made, restored, revoked or removed show only the
-        // children leading to grants, and the grant's own folders switch
-        // between that and everything.
-        var changed: [Grant] = []
-        for (id, old) in previous.grantsByID {
-            let new = snapshot.grantsByID[id]
-            if old.state != new?.state || old.relativePath != new?.relativePath { changed.append(old) }
-            if let new, old.relativePath != new.relativePath || old.provider != new.provider { changed.append(new) }
-        }
-        for (id, new) in snapshot.grantsByID where previous.grantsByID[id] == nil { changed.append(new) }
-        for grant in changed {
-            invalidation.inodes += table.foldersListing(
-                app: grant.app, provider: grant.provider, toward: grant.relativePath)
-        }
+        invalidation.inodes += keptListingsAltered(from: previous, to: snapshot)
         for (id, old) in previous.grantsByID where old.state == .active {
             let new = snapshot.grantsByID[id]
             guard new?.state != .active else { continue }
@@ -183,6 +169,28 @@ public final class ScopeFileSystem: FileSystem {
                 app: grant.app, provider: grant.provider, path: grant.relativePath)
         }
         return invalidation
+    }
+
+    /// Listings a policy change may alter (SPEC S2), when the kernel keeps
+    /// listings at all: the folders on the way to each grant made,
+    /// restored, revoked or removed show only the children leading to
+    /// grants, and the grant's own folders switch between that and
+    /// everything. While the kernel keeps none, there is nothing to drop.
+    private func keptListingsAltered(from previous: PolicySnapshot, to snapshot: PolicySnapshot) -> [UInt64] {
+        guard Self.kernelKeepsListings else { return [] }
+        var changed: [Grant] = []
+        for (id, old) in previous.grantsByID {
+            let new = snapshot.grantsByID[id]
+            if old.state != new?.state || old.relativePath != new?.relativePath { changed.append(old) }
+            if let new, old.relativePath != new.relativePath || old.provider != new.provider { changed.append(new) }
+        }
+        for (id, new) in snapshot.grantsByID where previous.grantsByID[id] == nil { changed.append(new) }
+        var folders: [UInt64] = []
+        for grant in changed {
+            folders += table.foldersListing(
+                app: grant.app, provider: grant.provider, toward: grant.relativePath)
+        }
+        return folders
     }
 
     /// Cached entries to drop after the CLI changed an app's container
