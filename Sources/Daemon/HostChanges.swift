@@ -281,7 +281,9 @@ final class HostChanges: HostChangeWatch {
         let name = event.name.map { HostName.string(cString: $0) }
         // FAN_MODIFY and IN_MODIFY are the same bit.
         let content = event.mask & UInt64(IN_MODIFY) != 0
-        return HostChange(folder: folder, name: name, content: content, onlyIfShared: own)
+        // FAN_ONDIR and IN_ISDIR are the same bit too.
+        let isFolder = event.mask & UInt64(IN_ISDIR) != 0
+        return HostChange(folder: folder, name: name, content: content, isFolder: isFolder, onlyIfShared: own)
     }
 
     /// Names that came or went (the same bits in fanotify and inotify).

@@ -42,15 +42,19 @@ public struct HostChange: Sendable {
     public var name: String?
     /// Whether a file's content changed (its cached pages must go too).
     public var content: Bool
+    /// Whether the entry is a folder (IN_ISDIR, FAN_ONDIR): a folder renamed
+    /// or removed takes the kept listings of everything below it along.
+    public var isFolder: Bool
     /// Only the nodes of folders that more than one view holds: a change
     /// the daemon made through the mount, which the kernel already knows
     /// for the view it came through (not for the other apps' views).
     public var onlyIfShared: Bool
 
-    public init(folder: HostDirectoryID, name: String?, content: Bool, onlyIfShared: Bool) {
+    public init(folder: HostDirectoryID, name: String?, content: Bool, isFolder: Bool = false, onlyIfShared: Bool) {
         self.folder = folder
         self.name = name
         self.content = content
+        self.isFolder = isFolder
         self.onlyIfShared = onlyIfShared
     }
 }
@@ -112,6 +116,12 @@ extension ScopeFileSystem {
         for folder in folders { invalidation.inodes.append(folder.inode) }
         guard let name = change.name, !name.isEmpty, name != "." else { return invalidation }
         for folder in folders { invalidation.entries.append((folder.inode, name)) }
+        if change.isFolder {
+            // Dropping the entry drops the subtree's entries, not what a
+            // descriptor held in it reads: the gate must see its next use,
+            // and refuse it if the folder left the grant (SPEC S33).
+            invalidation.inodes += table.folderMovedOnHost(named: name, in: Set(folders.map(\.inode)))
+        }
         // The file under the name now: its nodes in every view (hard links
         // share one). A removed name has none; its entry going is enough.
         if let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name) {

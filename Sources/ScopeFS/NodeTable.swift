@@ -546,6 +546,43 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// A folder seen as `name` in one of `parents` was renamed or removed
+    /// on the host: returns its nodes and every folder node below them, and
+    /// moves the tree epoch, so that each folder's next use checks its host
+    /// location again (`LocationCheck`) instead of trusting a check made
+    /// before the move. Without that, a lookup or listing between the move
+    /// and the check's expiry would be let through and cached by the kernel
+    /// for the long timeout. The returned folders' attributes and kept
+    /// listings must go: the kernel drops the subtree's entries with its
+    /// top (d_invalidate), but a descriptor held inside reads the listing
+    /// from its folder's pages (docs/ARCHITECTURE.md, 40). One pass over the
+    /// table, made only for events that name a folder.
+    func folderMovedOnHost(named name: String, in parents: Set<UInt64>) -> [UInt64] {
+        state.withLock { state in
+            var below: [UInt64: Bool] = [:]
+            for (inode, record) in state.records
+            where record.node.isDirectory && parents.contains(record.parent) && record.name.sameHostName(as: name) {
+                below[inode.number] = true
+            }
+            guard !below.isEmpty else { return [] }
+            state.epoch &+= 1
+            // Whether `inode` is one of the tops or below one; memoized, so
+            // the pass costs about one step per node.
+            func isBelow(_ inode: UInt64, depth: Int = 0) -> Bool {
+                if let known = below[inode] { return known }
+                guard depth < PathWalk.maximumDepth, inode != Self.rootInode, let record = state.records[inode] else {
+                    return false
+                }
+                let answer = isBelow(record.parent, depth: depth + 1)
+                below[inode] = answer
+                return answer
+            }
+            return state.records.compactMap { inode, record in
+                record.node.isDirectory && isBelow(inode.number) ? inode.number : nil
+            }
+        }
+    }
+
     var count: Int { state.withLock { $0.records.count } }
 
     /// Swift dictionaries never shrink when entries are removed: after the

@@ -15,13 +15,10 @@ extension ScopeFileSystem {
         return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node))
     }
 
-    /// Off until two findings of CI are fixed (docs/ARCHITECTURE.md,
-    /// decision 40): a folder the host moves out of a grant stays listable
-    /// through a descriptor held in it (the change drops its parent's
-    /// listing, not its own and its subfolders'), and telldir/seekdir over a
-    /// kept listing do not return what the host returns. The invalidation
-    /// around it stays in place and tested.
-    static let kernelKeepsListings = false
+    /// Whether listings may be kept by the kernel at all (docs/ARCHITECTURE.md,
+    /// decision 40: switched off once, until a host move of a folder dropped
+    /// the kept listings of its whole subtree).
+    static let kernelKeepsListings = true
 
     /// Whether the kernel may keep `folder`'s listing (docs/ARCHITECTURE.md):
     /// a backed folder whose host changes the channel reports (each drops

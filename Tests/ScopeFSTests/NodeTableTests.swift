@@ -50,6 +50,29 @@ import Testing
         #expect(try model.table.path(of: model.held[file]!.inode) == "d/c")
     }
 
+    @Test("SPEC S33, issue 21: a folder moved on the host takes its subtree's folders along and forces location checks")
+    func folderMovedOnHost() throws {
+        var model = NodeTableModel()
+        let root = model.rootObject
+        let deep = model.made(Entry(parent: root, name: "deep"), folder: true)
+        let a = model.made(Entry(parent: deep, name: "a"), folder: true)
+        let b = model.made(Entry(parent: a, name: "b"), folder: true)
+        _ = model.made(Entry(parent: b, name: "f.txt"), folder: false)
+        let other = model.made(Entry(parent: root, name: "other"), folder: true)
+        let inode = { (object: NodeTableModel.Object) in model.held[object]!.inode }
+        let rootInode = inode(root)
+        let epoch = { model.table.resolve(rootInode, generation: 0)!.epoch }
+        let before = epoch()
+        // A file's name, or one the table never saw, takes nothing along.
+        #expect(model.table.folderMovedOnHost(named: "f.txt", in: [inode(b)]).isEmpty)
+        #expect(model.table.folderMovedOnHost(named: "gone", in: [rootInode]).isEmpty)
+        #expect(epoch() == before)
+        let moved = Set(model.table.folderMovedOnHost(named: "deep", in: [rootInode]))
+        #expect(moved == [inode(deep), inode(a), inode(b)])
+        #expect(!moved.contains(inode(other)))
+        #expect(epoch() != before)
+    }
+
     @Test("SPEC S34: a parent cycle (a host change the table missed) is EIO, not a loop")
     func cycleIsAnError() throws {
         var model = NodeTableModel()

@@ -516,3 +516,52 @@ def test_cached_listing_follows_grants_and_forgets(env):
     env.cli("forget", ALPHA, gid)
     result = watcher.wait("listing", root, {"ok": ["docs"]}, time.monotonic(), limit=0)
     assert result["seen"] == {"ok": ["docs"]}, result
+
+
+# Holds a descriptor on a folder and lists and stats through it (the kernel
+# keeps the listing, the entry and the attributes); on "go", does both every
+# 10 ms until both are refused, each use in time to be cached again.
+HOLDS_AND_RELISTS = r"""
+import time
+dfd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+def uses():
+    return {"list": outcome(lambda: sorted(os.listdir(dfd))),
+            "stat": outcome(lambda: os.stat("f.txt", dir_fd=dfd).st_size)}
+step({"before": [uses() for _ in range(2)][-1]})
+t0 = time.monotonic()
+while True:
+    seen = uses()
+    if all("errno" in v for v in seen.values()) or time.monotonic() - t0 > 3.0:
+        break
+    time.sleep(0.01)
+emit({"seen": seen, "after": time.monotonic() - t0})
+"""
+
+
+@pytest.mark.parametrize("channel", ["fanotify", "inotify"])
+def test_kept_listing_of_a_held_folder_goes_when_an_ancestor_moves_out(env, channel):
+    """SPEC S33 (amended), issue 21 (the CI finding that switched kept
+    listings off): the app holds a descriptor on `deep/a/b`, inside the
+    granted `deep/a`, and has listed it (the kernel keeps the listing). The
+    owner moves `deep` out of the provider on the host: relisting through
+    the descriptor (Python's listdir(fd) rewinds, with no opendir the daemon
+    could refuse) and a stat of a file through it are refused within the
+    1 s of S33, although the app keeps using both every 10 ms (each use
+    between the move and a stale location check would be cached for 300 s)."""
+    backing = env.backing(LOCAL)
+    (backing / "deep" / "a" / "b").mkdir(parents=True, exist_ok=True)
+    (backing / "deep" / "a" / "b" / "f.txt").write_bytes(b"f\n")
+    env.grant(ALPHA, f"{LOCAL}:deep/a")
+    mount_long(env, channel)
+    app = env.app_session(ALPHA, HOLDS_AND_RELISTS, env.prov(ALPHA, LOCAL, "deep/a/b"))
+    before = app.recv()["before"]
+    assert "f.txt" in before["list"].get("ok", []) and before["stat"] == {"ok": 2}, before
+    os.rename(backing / "deep", env.root / "backing" / "escape" / "deep")
+    app.send()
+    got = app.recv()
+    assert app.finish() == 0, app.stderr()
+    refused = ({"errno": "ENOENT"}, {"errno": "EPERM"})
+    assert got["seen"]["list"] in refused and got["seen"]["stat"] in refused, (
+        f"{channel}: still usable {got['after']:.2f} s after the move: {got}"
+    )
+    assert got["after"] <= 1.2, got

@@ -92,9 +92,17 @@ rest = read_all(d)
 libc.seekdir(d, mark)
 again = read_all(d)
 step({"first": len(first), "rest": len(rest), "total": sorted(first + rest)})
-# The test has created a file on the host meanwhile: a rewind shows it.
-libc.rewinddir(d)
-after_rewind = read_all(d)
+# The test has created a file on the host meanwhile: a rewind shows it once
+# the host change has reached the mount (issue 21: within 100 ms, the
+# kernel keeping the listing until then), so rewinds are tried for 100 ms.
+import time
+t0 = time.monotonic()
+while True:
+    libc.rewinddir(d)
+    after_rewind = read_all(d)
+    if "made-later" in after_rewind or time.monotonic() - t0 > 0.1:
+        break
+    time.sleep(0.005)
 libc.closedir(d)
 emit({"again_equals_rest": again == rest, "after_rewind": sorted(after_rewind)})
 """
@@ -103,7 +111,9 @@ emit({"again_equals_rest": again == rest, "after_rewind": sorted(after_rewind)})
 def test_seekdir_telldir_and_rewinddir_behave_as_on_the_host(env):
     """SPEC S35: telldir marks a position in a listing of many replies,
     seekdir returns to it and reads the same entries again; rewinddir reads
-    the folder afresh and shows an entry created on the host since."""
+    the folder afresh and shows an entry created on the host since — within
+    the 100 ms a host change takes to reach a listing the kernel keeps
+    (issue 21; SPEC S37 caches wherever S3 and S14 allow)."""
     folder = env.backing(LOCAL) / "seek"
     make_files(folder, 2500)
     env.grant(ALPHA, f"{LOCAL}:seek")
