@@ -9,6 +9,16 @@ import SystemPackage
 extension ScopeFileSystem {
     static let controlPrefix = ControlAttributeName.prefix
 
+    /// SELinux labels belong to the kernel, not to this file system: where
+    /// SELinux runs, the kernel answers `security.selinux` of a FUSE file
+    /// itself and never asks the daemon; where it does not, a label read
+    /// from the host file would label nothing here. So the mount does not
+    /// support the attribute (EOPNOTSUPP, and it is not listed). That
+    /// answer also tells `ls -l`, which asks every file for it, to stop
+    /// asking on this device after the first (coreutils caches "not
+    /// supported" per device): one round trip per file fewer (issue 21).
+    static let selinuxLabel = "security.selinux"
+
     public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
     {
@@ -16,6 +26,7 @@ extension ScopeFileSystem {
             _ = try control(request, inode: inode, name: name)
             return
         }
+        if name.sameHostName(as: Self.selinuxLabel) { throw .notSupported }
         let target = try gate(inode, .write, callers.caller(of: request), .setxattr)
         try xattrPath(target) { path throws(Errno) in try Sys.setxattr(path, name, value, flags) }
     }
@@ -25,6 +36,7 @@ extension ScopeFileSystem {
             // Host bytes: `user.scopefs.path` is a path (SPEC S33a).
             return try control(request, inode: inode, name: name, probe: size == 0).hostBytes
         }
+        if name.sameHostName(as: Self.selinuxLabel) { throw .notSupported }
         let target = try gate(inode, .metadata, callers.caller(of: request), .getxattr)
         // The kernel asks for security.capability before each write to an
         // open file: its descriptor answers without a walk of /proc.
@@ -36,11 +48,27 @@ extension ScopeFileSystem {
 
     public func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
         let target = try gate(inode, .metadata, callers.caller(of: request), .listxattr)
-        return try xattrPath(target) { path throws(Errno) in try Sys.listxattr(path) }
+        let names = try xattrPath(target) { path throws(Errno) in try Sys.listxattr(path) }
+        return Self.withoutSELinuxLabel(names)
+    }
+
+    /// A host list of attribute names (each ends in NUL) without the label.
+    static func withoutSELinuxLabel(_ names: [UInt8]) -> [UInt8] {
+        let label = Array(selinuxLabel.utf8)
+        guard names.count > label.count else { return names }
+        var kept: [UInt8] = []
+        kept.reserveCapacity(names.count)
+        for name in names.split(separator: 0, omittingEmptySubsequences: true) where !name.elementsEqual(label) {
+            kept += name
+            kept.append(0)
+        }
+        return kept
     }
 
     public func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) {
-        if name.hasHostPrefix(Self.controlPrefix) { throw .notSupported }
+        if name.hasHostPrefix(Self.controlPrefix) || name.sameHostName(as: Self.selinuxLabel) {
+            throw .notSupported
+        }
         let target = try gate(inode, .write, callers.caller(of: request), .removexattr)
         try xattrPath(target) { path throws(Errno) in try Sys.removexattr(path, name) }
     }

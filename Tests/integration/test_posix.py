@@ -333,6 +333,37 @@ def _(ctx):
     assert "user.test" not in os.listxattr(ctx.host / "x")
 
 
+@posix_case("xattr-selinux-label-not-supported")
+def _(ctx):
+    """SPEC S35, issue 21: the one exception to xattrs passing through.
+    `security.selinux` is the kernel's (where SELinux runs it answers
+    without asking the daemon): the mount says it does not support it, even
+    for a host file that carries one, and does not list it. Other names
+    still pass through. `ls -l`, which asks each file for the label, then
+    asks this device once (coreutils caches "not supported"), where it
+    asked every file before."""
+    for i in range(20):
+        (ctx.host / f"f{i}").write_text("x")
+    os.setxattr(ctx.host / "f0", "security.selinux", b"system_u:object_r:tmp_t:s0\0")
+    os.setxattr(ctx.host / "f0", "user.keep", b"kept")
+    got = ctx.app("""
+        import subprocess
+        p = sys.argv[1] + "/f0"
+        ls = subprocess.run(["strace", "-f", "-qq", "-e", "trace=getxattr,lgetxattr", "-o", "/dev/stdout",
+                             "ls", "-l", sys.argv[1]], capture_output=True, text=True)
+        emit({"get": attempt(os.getxattr, p, "security.selinux"),
+              "set": attempt(os.setxattr, p, "security.selinux", b"x"),
+              "remove": attempt(os.removexattr, p, "security.selinux"),
+              "list": sorted(os.listxattr(p)), "user": os.getxattr(p, "user.keep").decode(),
+              "ls": ls.returncode, "label-asks": ls.stdout.count('"security.selinux"')})
+    """)
+    # errno 95: Python names it ENOTSUP (the same number as EOPNOTSUPP).
+    assert got["get"] == got["set"] == got["remove"] == "ENOTSUP", got
+    assert got["list"] == ["user.keep"] and got["user"] == "kept", got
+    assert got["ls"] == 0 and got["label-asks"] == 1, got
+    assert os.getxattr(ctx.host / "f0", "security.selinux") == b"system_u:object_r:tmp_t:s0\0"
+
+
 @posix_case("xattr-of-open-file")
 def _(ctx):
     """SPEC S35: an open file's xattrs read the same by name and through the
