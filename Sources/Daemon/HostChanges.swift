@@ -203,7 +203,19 @@ final class HostChanges: HostChangeWatch {
         defer { finished.signal() }
         // Bounded: one read's worth of events at a time, however many come.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var sweptAt = ContinuousClock.now
         while !stopping.load(ordering: .relaxed) {
+            // The providers' own directories, whose moves no watch reports:
+            // at least every 200 ms, so a move shows well within S33's 1 s.
+            if ContinuousClock.now - sweptAt >= .milliseconds(200) {
+                sweptAt = ContinuousClock.now
+                let moved = fileSystem.invalidationForMovedProviderDirectories()
+                if !moved.isEmpty {
+                    logger.info("a provider's directory moved on the host: dropping its cached entries")
+                    session.invalidate(moved)
+                    namesChanged()
+                }
+            }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 200) > 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }

@@ -1,3 +1,4 @@
+import FuseBridge
 import Glibc
 import Policy
 import Synchronization
@@ -113,5 +114,44 @@ extension ScopeFileSystem {
             $0.position(app: app, provider: provider, path: moved).coverage
                 != $0.position(app: app, provider: provider, path: path).coverage
         }
+    }
+}
+
+/// What each provider's directory was at the last sweep: its identity,
+/// or nil where it could not be reached.
+final class ProviderDirectories: Sendable {
+    let known = Mutex<[ProviderID: FileIdentity?]>([:])
+}
+
+extension ScopeFileSystem {
+    /// Sweeps the providers' own directories (one stat each): those moved,
+    /// removed or replaced on the host since the last sweep are reported by
+    /// no folder watch, since no view holds their parents, yet every item
+    /// under them has left its grants (SPEC S33 amended). What the kernel
+    /// may keep of those providers — entries, attributes, kept listings —
+    /// must go, and every folder's next use must check its location again
+    /// (the tree epoch), or a descriptor held inside would go on reaching
+    /// cached answers for the whole cache timeout. Called by the host-change
+    /// channel's thread a few times a second; the first sweep only records.
+    public func invalidationForMovedProviderDirectories() -> CacheInvalidation {
+        let directories = withPolicy { policy in policy.providers.mapValues(\.directory) }
+        var moved: Set<ProviderID> = []
+        for (provider, directory) in directories {
+            // Followed if a symbolic link, as the provider's directory is.
+            var info = stat()
+            let now = fstatat(AT_FDCWD, directory, &info, 0) == 0 ? FileIdentity(info) : nil
+            let before = providerDirectories.known.withLock { known in
+                defer { known[provider] = .some(now) }
+                return known[provider]
+            }
+            if case .some(let before) = before, before != now { moved.insert(provider) }
+        }
+        guard !moved.isEmpty else { return CacheInvalidation() }
+        var invalidation = CacheInvalidation()
+        for node in table.providerNodesMoved(moved) {
+            invalidation.inodes.append(node.inode)
+            invalidation.entries.append((node.parent, node.name))
+        }
+        return invalidation
     }
 }

@@ -583,6 +583,22 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// Every node of `providers`, in every view, with the entry it was
+    /// looked up by; moves the tree epoch, so that each folder's next use
+    /// checks its host location again (`folderMovedOnHost`, for a
+    /// provider's own directory).
+    func providerNodesMoved(_ providers: Set<ProviderID>) -> [(inode: UInt64, parent: UInt64, name: String)] {
+        state.withLock { state in
+            state.epoch &+= 1
+            return state.records.compactMap { inode, record in
+                guard case .provider(_, let provider) = record.node.place, providers.contains(provider) else {
+                    return nil
+                }
+                return (inode.number, record.parent, record.name)
+            }
+        }
+    }
+
     var count: Int { state.withLock { $0.records.count } }
 
     /// Swift dictionaries never shrink when entries are removed: after the

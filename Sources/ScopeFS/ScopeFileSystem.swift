@@ -93,6 +93,8 @@ public final class ScopeFileSystem: FileSystem {
     let containers: Int32
     /// Providers' directories with links resolved (`checkHostLocation`).
     let canonicalDirectories = CanonicalDirectories()
+    /// Each provider directory's identity at the last sweep (`providerDirectoriesMoved`).
+    let providerDirectories = ProviderDirectories()
 
     public init(
         configuration: MountConfiguration, callers: any CallerResolver, scopes: ScopeRegistry, events: any EventSink,

@@ -565,3 +565,32 @@ def test_kept_listing_of_a_held_folder_goes_when_an_ancestor_moves_out(env, chan
         f"{channel}: still usable {got['after']:.2f} s after the move: {got}"
     )
     assert got["after"] <= 1.2, got
+
+
+@pytest.mark.parametrize("channel", ["fanotify", "inotify"])
+def test_held_folder_cut_when_the_provider_directory_itself_moves(env, channel):
+    """SPEC S33 (amended), issue 21: as above, but the owner moves the
+    provider's own directory on the host (no folder of any view is its
+    parent): relisting and stat through the held descriptor are refused
+    within the 1 s of S33, although the app keeps using both every 10 ms."""
+    backing = env.backing(LOCAL)
+    (backing / "deep" / "a" / "b").mkdir(parents=True, exist_ok=True)
+    (backing / "deep" / "a" / "b" / "f.txt").write_bytes(b"f\n")
+    env.grant(ALPHA, f"{LOCAL}:deep/a")
+    mount_long(env, channel)
+    app = env.app_session(ALPHA, HOLDS_AND_RELISTS, env.prov(ALPHA, LOCAL, "deep/a/b"))
+    before = app.recv()["before"]
+    assert "f.txt" in before["list"].get("ok", []) and before["stat"] == {"ok": 2}, before
+    moved = backing.parent / "local-moved"
+    os.rename(backing, moved)
+    try:
+        app.send()
+        got = app.recv()
+        assert app.finish() == 0, app.stderr()
+    finally:
+        os.rename(moved, backing)
+    refused = ({"errno": "ENOENT"}, {"errno": "EPERM"})
+    assert got["seen"]["list"] in refused and got["seen"]["stat"] in refused, (
+        f"{channel}: still usable {got['after']:.2f} s after the move: {got}"
+    )
+    assert got["after"] <= 1.2, got
