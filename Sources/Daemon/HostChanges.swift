@@ -231,12 +231,15 @@ final class HostChanges: HostChangeWatch {
                 continue
             }
             guard !changes.isEmpty else { continue }
-            session.invalidate(Self.merged(changes.map(fileSystem.invalidation(for:))))
-            for change in changes where change.content && !change.onlyIfShared {
-                for item in fileSystem.changedProviderItems(change, writerKnown: kind == .fanotify) {
-                    contentChanged(item.provider, item.path)
-                }
+            // Whose change it was is worked out first, as close to the
+            // event as can be (inotify's echo check looks at how recently
+            // the mount wrote); presenters hear of it once the kernel has
+            // dropped what it cached, so a read on hearing sees the change.
+            let changedItems = changes.filter { $0.content && !$0.onlyIfShared }.flatMap {
+                fileSystem.changedProviderItems($0, writerKnown: kind == .fanotify)
             }
+            session.invalidate(Self.merged(changes.map(fileSystem.invalidation(for:))))
+            for item in changedItems { contentChanged(item.provider, item.path) }
         }
     }
 

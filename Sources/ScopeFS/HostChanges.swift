@@ -137,8 +137,12 @@ extension ScopeFileSystem {
     /// writes (made for an app, and told when it closes the file): when the
     /// channel cannot tell the writer (`writerKnown` false: inotify), a
     /// file written through the mount in the last second counts as such,
-    /// and so does one still as its last writer through the mount closed
-    /// it: an event read late, on a loaded machine, is still recognised.
+    /// and so does one a handle that wrote through the mount still holds,
+    /// or one still as its last writer through the mount closed it: an
+    /// event read late, on a loaded machine, is still recognised. What
+    /// inotify cannot tell apart is a host write made while an app holds
+    /// the file open for writing: the other apps hear of it when that app
+    /// closes the file, the app itself not at all.
     public func changedProviderItems(_ change: HostChange, writerKnown: Bool) -> [(provider: ProviderID, path: String)]
     {
         guard change.content, !change.onlyIfShared, let name = change.name, !name.isEmpty, name != "." else {
@@ -147,7 +151,7 @@ extension ScopeFileSystem {
         let folders = table.directoryNodes(of: change.folder.identity)
         if !writerKnown, let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name),
             table.fileNodes(of: FileIdentity(info)).contains(where: { $0.writtenThroughMount(within: 1000) })
-                || table.isAsWrittenThroughMount(FileIdentity(info), version: FileVersion(info))
+                || table.isWrittenThroughMount(FileIdentity(info), version: FileVersion(info))
         {
             return []
         }

@@ -34,9 +34,6 @@ final class NodeTable: Sendable {
         /// mtime and size seen at the last open, to keep the page cache
         /// across opens of an unchanged file.
         var cachedVersion: FileVersion?
-        /// mtime and size when a handle that wrote through the mount closed:
-        /// a later host-change event that finds the file so is its echo.
-        var mountWrittenVersion: FileVersion?
         /// Open files of this node: after an unlink, or a replacement under
         /// its name, their descriptors still reach the file (fstat after unlink).
         var openFiles = OpenHandles()
@@ -58,6 +55,10 @@ final class NodeTable: Sendable {
 
         mutating func insert(_ handle: OpenHandle) {
             if first == nil { first = handle } else { others.append(handle) }
+        }
+
+        func contains(where matches: (OpenHandle) -> Bool) -> Bool {
+            first.map(matches) == true || others.contains(where: matches)
         }
 
         mutating func remove(_ handle: OpenHandle) {
@@ -92,6 +93,8 @@ final class NodeTable: Sendable {
         /// The places of the views, interned for `NodeKey` (a few per app;
         /// never shrinks). The root's is 0.
         var views: [Place: UInt32] = [.root: 0]
+        /// How the mount's last writes left their files (`RecentMountWrites`).
+        var mountWrites = RecentMountWrites()
         /// Which node each name of a hard-linked node names (the nodes with
         /// `namesIndexed`). Kept for those alone: hashing every name into
         /// it, and out again at forget, would weigh on every unlink.
@@ -411,7 +414,9 @@ final class NodeTable: Sendable {
             guard let record = state.records[inode] else { return }
             record.openFiles.remove(handle)
             if let version { record.cachedVersion = version }
-            if let version, handle.wrote.load(ordering: .relaxed) { record.mountWrittenVersion = version }
+            if let version, handle.wrote.load(ordering: .relaxed), let identity = record.node.identity {
+                state.mountWrites.record(identity, as: version)
+            }
         }
     }
 
@@ -484,15 +489,26 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// Whether the host file is as a write through the mount left it (its
-    /// last writing handle's close saw `version`).
-    func isAsWrittenThroughMount(_ identity: FileIdentity, version: FileVersion) -> Bool {
+    /// Whether a content change of the host file is the mount's own: a
+    /// file is as the mount's last write left it (`version`), or a handle
+    /// that wrote through the mount is still open (its release tells the
+    /// other apps).
+    func isWrittenThroughMount(_ identity: FileIdentity, version: FileVersion) -> Bool {
         state.withLock { state in
-            state.views.values.contains {
-                Self.inode(of: identity, view: $0, in: state).flatMap { state.records[$0]?.mountWrittenVersion }
-                    == version
-            }
+            state.mountWrites.isAsWritten(identity, version: version)
+                || state.views.values.contains { view in
+                    guard let inode = Self.inode(of: identity, view: view, in: state),
+                        let record = state.records[inode]
+                    else { return false }
+                    return record.openFiles.contains { $0.wrote.load(ordering: .relaxed) }
+                }
         }
+    }
+
+    /// A write through the mount that no handle's close records (a
+    /// truncate by path) left the file at `version`.
+    func wroteThroughMount(_ identity: FileIdentity, as version: FileVersion) {
+        state.withLock { $0.mountWrites.record(identity, as: version) }
     }
 
     /// The nodes of one host file in every view, whatever their kind.

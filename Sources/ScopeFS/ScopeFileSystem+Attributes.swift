@@ -35,10 +35,14 @@ extension ScopeFileSystem {
             }
             if let size = changes.size {
                 try clearSetIDBits(descriptor, for: request)
+                // Noted before it is made: the host channel's echo of a
+                // write through the mount may come before the call returns.
                 if let open, open.writable {
-                    try Sys.ftruncate(open.descriptor, size)
                     open.wrote.store(true, ordering: .relaxed)
+                    try Sys.ftruncate(open.descriptor, size)
                 } else {
+                    // No handle's release tells of it: told here.
+                    target.node.noteMountWrite()
                     try Sys.truncate(Sys.procPath(descriptor), size)
                     contentWritten(target.node, inode: inode, by: FileUser(caller))
                 }
@@ -46,7 +50,11 @@ extension ScopeFileSystem {
             if changes.accessTime != nil || changes.modificationTime != nil {
                 try setTimes(changes, target: target, descriptor: descriptor, isSymlink: isSymlink)
             }
-            return try Sys.stat(descriptor)
+            let info = try Sys.stat(descriptor)
+            if changes.size != nil, open?.writable != true {
+                table.wroteThroughMount(FileIdentity(info), as: FileVersion(info))
+            }
+            return info
         }
         return Attributes(stat: info, timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }

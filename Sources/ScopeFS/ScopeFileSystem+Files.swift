@@ -15,6 +15,9 @@ extension ScopeFileSystem {
         // look the name up again and retry the open, so open(O_CREAT) right
         // after a host-side delete creates the file instead of failing.
         let descriptor: Int32
+        // A write through the mount is noted before it is made: the host
+        // channel's echo of it may be read before the open returns.
+        if writes && flags & O_TRUNC != 0 { target.node.noteMountWrite() }
         do {
             descriptor = try BackingStore.openEntry(parent, target.resolved.name, flags: flags)
         } catch .noSuchFileOrDirectory {
@@ -111,8 +114,8 @@ extension ScopeFileSystem {
         try checkUser(open, request, .fallocate)
         try checkStillGranted(open, .fallocate)
         guard open.writable else { throw .badFileDescriptor }
-        try Sys.fallocate(open.descriptor, mode, offset, length)
         open.wrote.store(true, ordering: .relaxed)
+        try Sys.fallocate(open.descriptor, mode, offset, length)
     }
 
     public func copyFileRange(
@@ -125,9 +128,8 @@ extension ScopeFileSystem {
         try checkUser(destination, request, .copyFileRange)
         try checkStillGranted(source, .copyFileRange)
         try checkStillGranted(destination, .copyFileRange)
-        let copied = try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
         destination.wrote.store(true, ordering: .relaxed)
-        return copied
+        return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
     }
 
     // MARK: Helpers

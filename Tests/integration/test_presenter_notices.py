@@ -134,6 +134,46 @@ def test_another_apps_write_is_changed_to_others_not_to_the_writer(channel_world
     assert (world.backing(LOCAL) / REPORT).read_bytes().endswith(b"written through the mount\n")
 
 
+PY_TRUNCATER = """
+import scopefs
+path = sys.argv[1]
+notices = scopefs.watch_documents(timeout=3.5)
+scopefs.start_accessing(path)
+step({"ready": True})
+with open(path, "r+b") as f:
+    os.ftruncate(f.fileno(), 4)  # through the open handle, no write
+    time.sleep(0.3)
+with open(path, "wb") as f:  # truncated by the open itself
+    time.sleep(0.3)
+    f.write(b"again\\n")
+time.sleep(0.3)
+os.truncate(path, 2)  # by path: no handle at all
+emit({"wrote": time.time()})
+for notice in notices:
+    emit(notice)
+emit({"done": True})
+"""
+
+
+def test_an_apps_truncate_is_changed_to_others_not_to_the_writer(channel_world):
+    """Truncating is writing (S27a): an app that truncates a document
+    through an open handle, by opening it with O_TRUNC, or by path is not
+    told of its own change, however long it holds the file before closing
+    it; another app presenting the document is."""
+    world = channel_world
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:docs")
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT), quiet=4.0)
+    writer = world.app_session(BETA, "import time\n" + PY_TRUNCATER, world.prov(BETA, LOCAL, REPORT))
+    assert writer.recv() == {"ready": True}
+    writer.send("go")
+    assert "wrote" in writer.recv(timeout=10)
+    assert until_done(writer) == [], "the writer heard of its own truncate"
+    heard = until_done(alpha)
+    assert heard and all(n["kind"] == "changed" and n["path"] == world.prov(ALPHA, LOCAL, REPORT) for n in heard), heard
+    assert (world.backing(LOCAL) / REPORT).read_bytes() == b"ag"
+
+
 PY_ORDERED_HOLDER = """
 import scopefs
 path = sys.argv[1]
