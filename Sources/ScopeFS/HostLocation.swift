@@ -132,7 +132,8 @@ extension ScopeFileSystem {
     /// must go, and every folder's next use must check its location again
     /// (the tree epoch), or a descriptor held inside would go on reaching
     /// cached answers for the whole cache timeout. Called by the host-change
-    /// channel's thread a few times a second; the first sweep only records.
+    /// channel's thread a few times a second; the first sweep, made before
+    /// the mount serves its first request, only records.
     public func invalidationForMovedProviderDirectories() -> CacheInvalidation {
         let directories = withPolicy { policy in policy.providers.mapValues(\.directory) }
         var moved: Set<ProviderID> = []
