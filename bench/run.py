@@ -95,20 +95,20 @@ def fit_descriptor_limit(sizes):
     inherit it; ScopeFS's daemon raises its own soft limit itself), and
     shrinks the find walk to what passthrough_ll and the document portal
     can serve when it cannot: both hold a descriptor for every inode the
-    kernel knows, the walk's files and what earlier workloads left the
-    kernel holding, so a walk near their limit fails with EMFILE (it did
-    at 15,000 files under a limit of 20,000)."""
+    kernel knows, so a walk over more files than their limit fails with
+    EMFILE. (The walk starts with the kernel's caches dropped: the inodes
+    of earlier workloads took them past a limit of 20,000 at 15,000 files.)"""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 2 * sizes.find_files + 20_000
+    want = sizes.find_files * 4 // 3 + 1_000
     if hard != resource.RLIM_INFINITY and hard < want:
-        try:  # root may raise the hard limit (up to fs.nr_open)
+        try:  # with CAP_SYS_RESOURCE, up to fs.nr_open
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
             soft = hard = want
         except (ValueError, OSError):
             pass
     if hard != resource.RLIM_INFINITY and soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    cap = sizes.find_files if hard == resource.RLIM_INFINITY else max(1_000, (hard - 20_000) // 2 // 1000 * 1000)
+    cap = sizes.find_files if hard == resource.RLIM_INFINITY else hard * 3 // 4 // 1000 * 1000
     if sizes.find_files > cap:
         log(
             f"bench: find walk over {cap:,} files, not {sizes.find_files:,}: the descriptor limit here is "
