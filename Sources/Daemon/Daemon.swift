@@ -120,11 +120,7 @@ public enum Daemon {
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
             logger: logger, notices: notices)
         if let hostChanges {
-            // The providers' directories as they are before the first
-            // request is served: a move after this, however soon, is seen
-            // by the channel's sweeps (a baseline taken by the first sweep
-            // missed a move made before it).
-            _ = fileSystem.invalidationForMovedProviderDirectories()
+            fileSystem.recordProviderDirectories()
             // A host rename wakes the item locator at once (issue 17's
             // presenters), instead of at its next second; a host write is
             // a `changed` notice.

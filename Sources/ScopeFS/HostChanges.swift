@@ -135,14 +135,12 @@ extension ScopeFileSystem {
     /// presenters' `changed` notices (issue 17): a file of a folder some
     /// view holds, as its provider and path. None for the daemon's own
     /// writes (made for an app, and told when it closes the file): when the
-    /// channel cannot tell the writer (`writerKnown` false: inotify), a
-    /// file written through the mount in the last second counts as such,
-    /// and so does one a handle that wrote through the mount still holds,
-    /// or one still as its last writer through the mount closed it: an
-    /// event read late, on a loaded machine, is still recognised. What
-    /// inotify cannot tell apart is a host write made while an app holds
-    /// the file open for writing: the other apps hear of it when that app
-    /// closes the file, the app itself not at all.
+    /// channel cannot tell the writer (`writerKnown` false: inotify), the
+    /// node table tells an echo (`NodeTable.isMountsOwnWrite`), even one
+    /// read late on a loaded machine. What inotify cannot tell apart is a
+    /// host write made while an app holds the file open for writing: the
+    /// other apps hear of it when that app closes the file, the app itself
+    /// not at all.
     public func changedProviderItems(_ change: HostChange, writerKnown: Bool) -> [(provider: ProviderID, path: String)]
     {
         guard change.content, !change.onlyIfShared, let name = change.name, !name.isEmpty, name != "." else {
@@ -150,8 +148,7 @@ extension ScopeFileSystem {
         }
         let folders = table.directoryNodes(of: change.folder.identity)
         if !writerKnown, let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name),
-            table.fileNodes(of: FileIdentity(info)).contains(where: { $0.writtenThroughMount(within: 1000) })
-                || table.isWrittenThroughMount(FileIdentity(info), version: FileVersion(info))
+            table.isMountsOwnWrite(FileIdentity(info), version: FileVersion(info))
         {
             return []
         }

@@ -124,6 +124,14 @@ final class ProviderDirectories: Sendable {
 }
 
 extension ScopeFileSystem {
+    /// Records where the providers' directories are, before the mount
+    /// serves its first request: a move after this, however soon, is seen
+    /// by the sweeps (a baseline taken by the first sweep missed a move
+    /// made before it).
+    public func recordProviderDirectories() {
+        _ = invalidationForMovedProviderDirectories()
+    }
+
     /// Sweeps the providers' own directories (one stat each): those moved,
     /// removed or replaced on the host since the last sweep are reported by
     /// no folder watch, since no view holds their parents, yet every item
@@ -132,8 +140,8 @@ extension ScopeFileSystem {
     /// must go, and every folder's next use must check its location again
     /// (the tree epoch), or a descriptor held inside would go on reaching
     /// cached answers for the whole cache timeout. Called by the host-change
-    /// channel's thread a few times a second; the first sweep, made before
-    /// the mount serves its first request, only records.
+    /// channel's thread a few times a second; the first
+    /// (`recordProviderDirectories`) only records.
     public func invalidationForMovedProviderDirectories() -> CacheInvalidation {
         let directories = withPolicy { policy in policy.providers.mapValues(\.directory) }
         var moved: Set<ProviderID> = []

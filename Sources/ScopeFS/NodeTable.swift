@@ -480,27 +480,20 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// The same as `nodes(of:)`, the nodes themselves.
-    func fileNodes(of identity: FileIdentity) -> [Node] {
-        state.withLock { state in
-            state.views.values.compactMap {
-                Self.inode(of: identity, view: $0, in: state).flatMap { state.records[$0]?.node }
-            }
-        }
-    }
-
-    /// Whether a content change of the host file is the mount's own: a
-    /// file is as the mount's last write left it (`version`), or a handle
-    /// that wrote through the mount is still open (its release tells the
-    /// other apps).
-    func isWrittenThroughMount(_ identity: FileIdentity, version: FileVersion) -> Bool {
+    /// Whether a content change of the host file is the echo of the
+    /// mount's own write, for a channel that cannot say who wrote: the
+    /// file is as the mount's last write left it (`version`), or a node of
+    /// it was written through the mount in the last second, or still has a
+    /// handle open that wrote (its release tells the other apps).
+    func isMountsOwnWrite(_ identity: FileIdentity, version: FileVersion) -> Bool {
         state.withLock { state in
             state.mountWrites.isAsWritten(identity, version: version)
                 || state.views.values.contains { view in
                     guard let inode = Self.inode(of: identity, view: view, in: state),
                         let record = state.records[inode]
                     else { return false }
-                    return record.openFiles.contains { $0.wrote.load(ordering: .relaxed) }
+                    return record.node.writtenThroughMount(within: 1000)
+                        || record.openFiles.contains { $0.wrote.load(ordering: .relaxed) }
                 }
         }
     }

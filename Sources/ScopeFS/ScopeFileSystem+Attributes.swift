@@ -33,6 +33,7 @@ extension ScopeFileSystem {
             if changes.uid != nil || changes.gid != nil {
                 try Sys.chownAt(descriptor, "", changes.uid ?? uid_t.max, changes.gid ?? gid_t.max)
             }
+            var truncatedByPath = false
             if let size = changes.size {
                 try clearSetIDBits(descriptor, for: request)
                 // Noted before it is made: the host channel's echo of a
@@ -44,6 +45,7 @@ extension ScopeFileSystem {
                     // No handle's release tells of it: told here.
                     target.node.noteMountWrite()
                     try Sys.truncate(Sys.procPath(descriptor), size)
+                    truncatedByPath = true
                     contentWritten(target.node, inode: inode, by: FileUser(caller))
                 }
             }
@@ -51,7 +53,8 @@ extension ScopeFileSystem {
                 try setTimes(changes, target: target, descriptor: descriptor, isSymlink: isSymlink)
             }
             let info = try Sys.stat(descriptor)
-            if changes.size != nil, open?.writable != true {
+            // As the whole change left it: the echo check's version.
+            if truncatedByPath {
                 table.wroteThroughMount(FileIdentity(info), as: FileVersion(info))
             }
             return info
