@@ -165,6 +165,9 @@ public struct ControlResponse: Codable, Sendable {
     /// With `register`: the daemon's pid, which `scopefs run` watches to
     /// end its app when the mount dies (issue 15).
     public var daemon: Int32?
+    /// With `register`: the account the app is to run as (`AppAccount`);
+    /// nil when the daemon runs as root and `scopefs-app` is missing.
+    public var runAs: AppAccount?
     /// With `faultAdd`, `faultList` and `faultClear`: the rules in force.
     public var faults: [FaultRule]?
 
@@ -196,6 +199,7 @@ public struct ControlResponse: Codable, Sendable {
         notices: [DocumentNotice]? = nil,
         cursor: UInt64? = nil,
         daemon: Int32? = nil,
+        runAs: AppAccount? = nil,
         faults: [FaultRule]? = nil
     ) {
         self.ok = ok
@@ -217,6 +221,7 @@ public struct ControlResponse: Codable, Sendable {
         self.notices = notices
         self.cursor = cursor
         self.daemon = daemon
+        self.runAs = runAs
         self.faults = faults
     }
 }

@@ -41,7 +41,8 @@ public enum AppLauncher {
         switch confinement {
         case .sandbox(let shareNetwork, let exposed):
             let sandbox = Sandbox(
-                app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed)
+                app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed,
+                runAs: try runAs(response))
             return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
         case .none(let view):
             var environment = HostEnvironment.current
@@ -89,25 +90,45 @@ public enum AppLauncher {
         }
     }
 
+    /// Who a sandboxed app runs as: a root launcher (the owner, or the
+    /// owner's `sudo`) hands the app to the account the daemon names and
+    /// refuses to run it as root; any other launcher's app keeps its uid.
+    private static func runAs(_ registration: ControlResponse) throws(CommandError) -> AppAccount? {
+        guard geteuid() == 0 else { return nil }
+        guard let account = registration.runAs, account.uid != 0 else {
+            throw CommandError(
+                .badState,
+                "apps never run as root, and this system has no \(AppAccount.systemName) account for them: "
+                    + "create it (`\(AppAccount.creation)`, or `make deps`), then unmount and mount again")
+        }
+        return account
+    }
+
     private static func runSandboxed(_ command: [String], in sandbox: Sandbox, bubblewrap: String, loss: MountLoss)
         throws(CommandError) -> Int32
     {
         // The filter travels through a pipe that bubblewrap reads to its end;
         // a compiled filter is a few hundred bytes, far below a pipe's size.
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { throw CommandError(.internalError, "pipe: \(String(cString: strerror(errno)))") }
-        defer { close(ends[0]) }
-        do {
-            try SeccompFilter.export(to: ends[1])
-        } catch {
-            close(ends[1])
-            throw error
+        let filter = try InheritedPipe { descriptor throws(CommandError) in try SeccompFilter.export(to: descriptor) }
+        defer { filter.close() }
+        var binary: Int32? = nil
+        if Sandbox.binaryNeedsCopy, let executable = Sandbox.executable {
+            let descriptor = open(executable, O_RDONLY)
+            if descriptor >= 0 { binary = descriptor }
         }
-        close(ends[1])
-        _ = fcntl(ends[0], F_SETFD, 0)  // inherited by bubblewrap
+        defer { if let binary { close(binary) } }
         let environment = sandbox.environment(from: HostEnvironment.current)
-        let arguments = sandbox.arguments(seccompDescriptor: ends[0], environment: environment)
-        return try spawnAndWait([bubblewrap] + arguments + command, environment: [:], directory: nil, loss: loss)
+        let options = sandbox.options(
+            seccompDescriptor: filter.descriptor, binaryDescriptor: binary, environment: environment)
+        // Options (a few kilobytes) go through a pipe too: bubblewrap's own
+        // command line is the sandbox's /proc/1/cmdline.
+        let optionBytes: [UInt8] = options.reduce(into: []) { $0 += Array($1.utf8) + [0] }
+        let arguments = try InheritedPipe { descriptor throws(CommandError) in
+            try InheritedPipe.writeAll(optionBytes, to: descriptor)
+        }
+        defer { arguments.close() }
+        let argv = [bubblewrap, "--args", "\(arguments.descriptor)", "--"] + sandbox.commandPrefix + command
+        return try spawnAndWait(argv, environment: [:], directory: nil, loss: loss)
     }
 
     private static func spawnAndWait(

@@ -36,16 +36,26 @@ final class ControlServer: Sendable {
     private let connectionsByApp = Mutex<[AppID: Int]>([:])
     static let perAppConnectionLimit = 8
     private let ownerUID: uid_t
+    /// On the app endpoint: the account apps run as when it is not the
+    /// owner's (root's apps, `AppAccount`); its processes may connect.
+    private let appAccount: AppAccount?
     private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
     private let logger: Logger
 
     init(
-        path: String, endpoint: Endpoint, ownerUID: uid_t, logger: Logger,
+        path: String, endpoint: Endpoint, ownerUID: uid_t, appAccount: AppAccount? = nil, logger: Logger,
         appOf: @escaping @Sendable (Int32) -> AppID?,
         handler: @escaping @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
     ) throws {
         socket = try UnixSocket.listening(at: path)
+        if let appAccount, appAccount.uid != ownerUID {
+            // Reachable only where the sandbox binds it: the state
+            // directory stays the owner's alone.
+            chown(path, ownerUID, appAccount.gid)
+            chmod(path, 0o660)
+        }
         self.endpoint = endpoint
+        self.appAccount = appAccount
         self.appOf = appOf
         self.ownerUID = ownerUID
         self.handler = handler
@@ -118,7 +128,7 @@ final class ControlServer: Sendable {
     private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ peerApp: AppID?) -> ControlResponse
     {
         let response: ControlResponse
-        if let peer, peer.uid == 0 || peer.uid == ownerUID {
+        if let peer, peer.uid == 0 || peer.uid == ownerUID || peer.uid == appAccount?.uid {
             // Paths arrive with host bytes as `\udcXX` (SPEC S33a, `HostJSON`).
             if let line = client.readLine(),
                 let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(HostJSON.decodable(line)))

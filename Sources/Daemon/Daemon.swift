@@ -56,6 +56,9 @@ public enum Daemon {
     /// Without one: host changes show within this time.
     public static let unwatchedCacheTimeout = 1.0
 
+    /// Who app processes run as: never host root (SPEC S5), looked up once.
+    static let appAccount = AppAccount.forOwner(getuid())
+
     public static func run(_ options: DaemonOptions, logger: Logger) throws(CommandError) -> Int32 {
         let state = options.state
         let database = try PolicyDatabase.open(state)
@@ -69,6 +72,12 @@ public enum Daemon {
         logger.debug("descriptor limit \(descriptorLimit)")
 
         let ownerUID = getuid()
+        let appAccount = Self.appAccount
+        if appAccount == nil {
+            logger.warning(
+                "no \(AppAccount.systemName) account: `scopefs run` refuses sandboxed apps until it exists (\(AppAccount.creation)) and the mount is made again"
+            )
+        }
         let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
         let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
         let scopes = ScopeRegistry(
@@ -101,15 +110,30 @@ public enum Daemon {
             throw CommandError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
         var mountOptions = ["fsname=scopefs", "subtype=scopefs"]
-        // Without allow_other the kernel lets only the daemon's own user in,
-        // so the host file system's checks (made with the daemon's
-        // credentials) are the caller's; the kernel's would repeat them and
-        // cost a GETATTR of the folder after every create or unlink. Other
-        // users' processes are checked by the kernel (ARCHITECTURE.md, 8).
-        if options.allowOther { mountOptions += ["allow_other", "default_permissions"] }
+        var alias: OwnerAlias? = nil
+        if ownerUID == 0 {
+            // Apps run as the app account, which the kernel lets in only
+            // with allow_other; to the file system they act as the owner
+            // (`OwnerAlias`). Any other user's process is a stranger to the
+            // gate and sees nothing, so the kernel's mode checks would add
+            // nothing but wrong answers for the aliased account
+            // (ARCHITECTURE.md, 8 and 43).
+            mountOptions.append("allow_other")
+            alias = appAccount.map {
+                OwnerAlias(appUID: $0.uid, appGID: $0.gid, ownerUID: ownerUID, ownerGID: getgid())
+            }
+        } else if options.allowOther {
+            // Without allow_other the kernel lets only the daemon's own user
+            // in, so the host file system's checks (made with the daemon's
+            // credentials) are the caller's; the kernel's would repeat them
+            // and cost a GETATTR of the folder after every create or
+            // unlink. Other users' processes are checked by the kernel
+            // (ARCHITECTURE.md, 8).
+            mountOptions += ["allow_other", "default_permissions"]
+        }
         let session: FuseSession
         do {
-            session = try FuseSession(fileSystem: fileSystem, options: mountOptions)
+            session = try FuseSession(fileSystem: fileSystem, options: mountOptions, alias: alias)
             try session.mount(at: mountpoint)
         } catch {
             throw CommandError(
@@ -163,7 +187,8 @@ public enum Daemon {
             do {
                 servers.append(
                     try ControlServer(
-                        path: path, endpoint: endpoint, ownerUID: ownerUID, logger: logger,
+                        path: path, endpoint: endpoint, ownerUID: ownerUID,
+                        appAccount: endpoint == .app ? appAccount : nil, logger: logger,
                         appOf: { tracker.app(of: $0) }
                     ) { request, peer, peerApp in
                         Self.handle(
@@ -323,6 +348,7 @@ public enum Daemon {
             case .success:
                 var response = ControlResponse(ok: true, mountpoint: mountpoint)
                 response.daemon = getpid()
+                response.runAs = Self.appAccount
                 return response
             case .failure(.alreadyApp(let existing)):
                 return .failure(

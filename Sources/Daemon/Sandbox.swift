@@ -1,4 +1,5 @@
 import CommandErrors
+import Control
 import Foundation
 import Glibc
 import Policy
@@ -14,8 +15,10 @@ import PolicyStore
 /// the host exists in it: not the state directory, not the providers'
 /// backing folders, not other containers, not the owner's home.
 ///
-/// It holds no capabilities, runs with no_new_privs, in new user, pid, IPC,
-/// UTS and network namespaces (so it can neither see nor signal nor ptrace a
+/// It is never host root: with a root owner it runs as the app account
+/// (`AppAccount`), otherwise as the owner in a user namespace. It holds no
+/// capabilities, runs with no_new_privs, in new pid, IPC, UTS and network
+/// namespaces (and a user namespace for a non-root owner) (so it can neither see nor signal nor ptrace a
 /// process outside), cannot make further user namespaces, and runs under
 /// `SeccompFilter`. It keeps the run's cgroup (no cgroup namespace: the
 /// path is harmless to show, and lets the CLI inside refuse changes).
@@ -54,6 +57,9 @@ public struct Sandbox: Sendable {
     var shareNetwork: Bool
     /// More host paths, read-only, at the same place (`--expose`).
     var exposed: [String]
+    /// With a root launcher: the account the app becomes (`AppAccount`).
+    /// Otherwise the app keeps the launcher's uid in a user namespace.
+    var runAs: AppAccount?
 
     var appDirectory: String { mountpoint + "/" + app }
 
@@ -70,13 +76,24 @@ public struct Sandbox: Sendable {
         return found
     }
 
-    /// bubblewrap's arguments, up to and including "--"; the app's command
-    /// follows. `seccompDescriptor` is the read end holding the filter.
-    func arguments(seccompDescriptor: Int32, environment: [String: String]) -> [String] {
-        var arguments = [
-            "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--die-with-parent", "--cap-drop", "ALL", "--hostname", "scopefs",
-        ]
+    /// The sandbox's options for bubblewrap, which reads them from a
+    /// descriptor (`--args`) so that its command line, the sandbox's
+    /// /proc/1/cmdline, shows no host path. `seccompDescriptor` holds the
+    /// filter, `binaryDescriptor` this very `scopefs` when it is copied in.
+    func options(seccompDescriptor: Int32, binaryDescriptor: Int32?, environment: [String: String]) -> [String] {
+        var arguments = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+        if runAs != nil {
+            // bubblewrap runs as root to build the sandbox (it reaches the
+            // mount and the state directory wherever they are) but makes no
+            // user namespace: one made by root maps the app to host root
+            // (issue 28). The app keeps only the capabilities to become the
+            // app account (`setpriv`, `commandPrefix`), which it loses by
+            // doing so. Further namespaces are refused by the seccomp filter.
+            arguments += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        } else {
+            arguments += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        }
+        arguments += ["--hostname", "scopefs"]
         if !shareNetwork { arguments.append("--unshare-net") }
         for directory in Self.systemDirectories {
             if let target = symbolicLink(directory) {
@@ -89,21 +106,69 @@ public struct Sandbox: Sendable {
         // Before anything that may live below /tmp (an exposed path, the
         // mount itself): bubblewrap mounts in order, and a later tmpfs would
         // hide what was bound there.
-        arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        for path in exposed { arguments += ["--ro-bind", path, path] }
-        // scopefs itself, and the folders of the shared libraries it loaded
-        // from outside the system directories (Swift's runtime): read-only.
-        if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            arguments += ["--ro-bind", executable, Self.binaryInside + "/scopefs"]
+        arguments += ["--proc", "/proc"]
+        // The kernel's knobs, as Flatpak's sandbox leaves them: read-only
+        // (bubblewrap covers some of them only when it finds them writable).
+        for knob in Self.kernelKnobs { arguments += ["--ro-bind-try", knob, knob] }
+        arguments += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        // The folders bubblewrap makes for a bind's destination are root's
+        // alone (0700); the app account must pass through them.
+        var made = Set<String>()
+        func folders(above path: String) -> [String] {
+            var folders: [String] = []
+            var folder = (path as NSString).deletingLastPathComponent
+            while folder != "/" && !folder.isEmpty && !made.contains(folder) {
+                folders.insert(folder, at: 0)
+                folder = (folder as NSString).deletingLastPathComponent
+            }
+            made.formUnion(folders)
+            return folders.flatMap { ["--perms", "0755", "--dir", $0] }
         }
-        for folder in Self.libraryFoldersOutsideSystem() { arguments += ["--ro-bind", folder, folder] }
+        for path in exposed { arguments += folders(above: path) + ["--ro-bind", path, path] }
+        arguments += folders(above: Self.stateInside + "/control.sock") + folders(above: Self.binaryInside + "/scopefs")
+        // scopefs itself: a system binary at its own path; any other (a
+        // build in a checkout) copied in, so its host path does not show.
+        if let binaryDescriptor {
+            arguments += ["--perms", "0755", "--ro-bind-data", "\(binaryDescriptor)", Self.binaryInside + "/scopefs"]
+        } else if let executable = Self.executable {
+            arguments += ["--symlink", executable, Self.binaryInside + "/scopefs"]
+        }
+        // The folders of the shared libraries it loaded from outside the
+        // system directories (Swift's runtime): read-only.
+        for folder in Self.libraryFoldersOutsideSystem() {
+            arguments += folders(above: folder) + ["--ro-bind", folder, folder]
+        }
         // The app's own view of the mount, at the same path as outside.
-        arguments += ["--bind", appDirectory, appDirectory]
+        arguments += folders(above: appDirectory) + ["--bind", appDirectory, appDirectory]
         arguments += ["--bind", state.appSocketPath, Self.stateInside + "/control.sock"]
         arguments += ["--chdir", appDirectory + "/" + MountLayout.container, "--clearenv"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) { arguments += ["--setenv", name, value] }
-        arguments += ["--seccomp", "\(seccompDescriptor)", "--"]
+        arguments += ["--seccomp", "\(seccompDescriptor)"]
         return arguments
+    }
+
+    /// What runs before the app's command inside: with a root launcher,
+    /// `setpriv` becomes the app account for good (no groups, no
+    /// capabilities left) and execs the command.
+    var commandPrefix: [String] {
+        guard let runAs else { return [] }
+        return [
+            "/usr/bin/setpriv", "--reuid=\(runAs.uid)", "--regid=\(runAs.gid)", "--clear-groups", "--inh-caps=-all",
+            "--",
+        ]
+    }
+
+    /// /proc entries that change the kernel rather than describe a process.
+    static let kernelKnobs = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"]
+
+    /// This process's executable.
+    static var executable: String? { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") }
+
+    /// Whether `scopefs` must be copied into the sandbox: it lives outside
+    /// the system directories the sandbox shows.
+    static var binaryNeedsCopy: Bool {
+        guard let executable else { return false }
+        return !systemDirectories.contains(where: { executable.hasPrefix($0 + "/") })
     }
 
     /// The environment inside: a short allow-list of the owner's, and the

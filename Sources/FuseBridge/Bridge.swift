@@ -12,8 +12,11 @@ enum Bridge {
 
     static func caller(_ request: fuse_req_t) -> Request {
         let context = fuse_req_ctx(request)!.pointee
+        var credentials = (uid: context.uid, gid: context.gid)
+        if let alias = alias(request) { credentials = alias.incoming(uid: context.uid, gid: context.gid) }
         return Request(
-            threadID: context.pid, uid: context.uid, gid: context.gid, umask: context.umask, libfuseRequest: request)
+            threadID: context.pid, uid: credentials.uid, gid: credentials.gid, umask: context.umask,
+            libfuseRequest: request)
     }
 
     /// The caller of a write, a truncate or an O_TRUNC open, with whether
@@ -45,23 +48,24 @@ enum Bridge {
         answer(request, body) { _ = fuse_reply_err(request, 0) }
     }
 
-    static func entryParam(_ entry: Entry) -> fuse_entry_param {
+    /// `entry` as the kernel receives it in answer to `request`.
+    static func entryParam(_ entry: Entry, for request: fuse_req_t) -> fuse_entry_param {
         var param = fuse_entry_param()
         param.ino = fuse_ino_t(entry.inode)
         param.generation = 0
-        param.attr = entry.attributes
+        param.attr = shown(entry.attributes, to: request)
         param.attr_timeout = entry.attributeTimeout
         param.entry_timeout = entry.entryTimeout
         return param
     }
 
     static func replyEntry(_ request: fuse_req_t, _ entry: Entry) {
-        var param = entryParam(entry)
+        var param = entryParam(entry, for: request)
         _ = fuse_reply_entry(request, &param)
     }
 
     static func replyAttributes(_ request: fuse_req_t, _ attributes: Attributes) {
-        var stat = attributes.stat
+        var stat = shown(attributes.stat, to: request)
         _ = fuse_reply_attr(request, &stat, attributes.timeout)
     }
 
@@ -77,12 +81,15 @@ enum Bridge {
         pointer.map { HostName.string(cString: $0) } ?? ""
     }
 
-    static func changes(_ attr: UnsafeMutablePointer<stat>?, _ toSet: Int32) -> AttributeChanges {
+    static func changes(_ request: fuse_req_t, _ attr: UnsafeMutablePointer<stat>?, _ toSet: Int32)
+        -> AttributeChanges
+    {
         var changes = AttributeChanges()
         guard let attr = attr?.pointee else { return changes }
         if toSet & FUSE_SET_ATTR_MODE != 0 { changes.mode = attr.st_mode }
         if toSet & FUSE_SET_ATTR_UID != 0 { changes.uid = attr.st_uid }
         if toSet & FUSE_SET_ATTR_GID != 0 { changes.gid = attr.st_gid }
+        if let alias = alias(request) { (changes.uid, changes.gid) = alias.incomingChange(uid: changes.uid, gid: changes.gid) }
         if toSet & FUSE_SET_ATTR_SIZE != 0 { changes.size = Int64(attr.st_size) }
         if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
             changes.accessTime = .now

@@ -46,9 +46,9 @@ public struct DirectoryListing {
     public mutating func addPlus(name: UnsafePointer<CChar>, entry: Entry?, fallback: stat, nextOffset: Int64) -> Bool {
         var param = fuse_entry_param()
         if let entry {
-            param = Bridge.entryParam(entry)
+            param = Bridge.entryParam(entry, for: request)
         } else {
-            param.attr = fallback
+            param.attr = Bridge.shown(fallback, to: request)
         }
         let remaining = buffer.count - used
         let needed = buffer.withUnsafeMutableBufferPointer { storage in

@@ -56,7 +56,7 @@ enum Operations {
                 req!,
                 { () throws(Errno) in
                     try fs.setattr(
-                        Bridge.changingCaller(req!), inode: UInt64(ino), changes: Bridge.changes(attr, toSet),
+                        Bridge.changingCaller(req!), inode: UInt64(ino), changes: Bridge.changes(req!, attr, toSet),
                         handle: fi?.pointee.fh)
                 }, reply: { Bridge.replyAttributes(req!, $0) })
         }
@@ -167,7 +167,7 @@ enum Operations {
                 },
                 reply: { entry, open in
                     Bridge.apply(open, to: fi!)
-                    var param = Bridge.entryParam(entry)
+                    var param = Bridge.entryParam(entry, for: req!)
                     if fuse_reply_create(req!, &param, fi) == -ENOENT {
                         fs.release(inode: entry.inode, handle: open.handle)
                         fs.forget(entry.inode, count: 1)

@@ -17,8 +17,9 @@ public final class FuseSession: Sendable {
     private let stopped = Atomic<Bool>(false)
 
     /// `options` are mount options as for `-o` (e.g. "default_permissions").
-    public init(fileSystem: any FileSystem, options: [String]) throws(Errno) {
-        let context = BridgeContext(fileSystem: fileSystem)
+    /// `alias`: the app account that acts as the owner (`OwnerAlias`).
+    public init(fileSystem: any FileSystem, options: [String], alias: OwnerAlias? = nil) throws(Errno) {
+        let context = BridgeContext(fileSystem: fileSystem, alias: alias)
         self.context = context
         var arguments = ["scopefs"]
         if !options.isEmpty { arguments += ["-o", options.joined(separator: ",")] }
@@ -141,6 +142,7 @@ public final class FuseSession: Sendable {
 /// What the C callbacks get back from `fuse_req_userdata`.
 final class BridgeContext: Sendable {
     let fileSystem: any FileSystem
+    let alias: OwnerAlias?
     let wire = WireState()
     /// The session, once made (0 before and after): for invalidations the
     /// bridge sends itself (`RefusedWrites`).
@@ -148,8 +150,9 @@ final class BridgeContext: Sendable {
     /// Runs the bridge's own invalidations off the request threads, in order.
     let invalidations = DispatchQueue(label: "scopefs.invalidations")
 
-    init(fileSystem: any FileSystem) {
+    init(fileSystem: any FileSystem, alias: OwnerAlias?) {
         self.fileSystem = fileSystem
+        self.alias = alias
     }
 
     static func from(_ userdata: UnsafeMutableRawPointer) -> BridgeContext {
