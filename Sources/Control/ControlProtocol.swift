@@ -168,6 +168,9 @@ public struct ControlResponse: Codable, Sendable {
     /// With `register`: the account the app is to run as (`AppAccount`);
     /// nil when the daemon runs as root and `scopefs-app` is missing.
     public var runAs: AppAccount?
+    /// With `register`: the app endpoint to bind into the sandbox, outside
+    /// the state directory (nil: `STATE/app.sock`).
+    public var appEndpoint: String?
     /// With `faultAdd`, `faultList` and `faultClear`: the rules in force.
     public var faults: [FaultRule]?
 

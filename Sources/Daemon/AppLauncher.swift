@@ -42,7 +42,7 @@ public enum AppLauncher {
         case .sandbox(let shareNetwork, let exposed):
             let sandbox = Sandbox(
                 app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed,
-                runAs: try runAs(response))
+                runAs: try runAs(response), appEndpoint: response.appEndpoint)
             return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
         case .none(let view):
             var environment = HostEnvironment.current

@@ -58,6 +58,8 @@ public enum Daemon {
 
     /// Who app processes run as: never host root (SPEC S5), looked up once.
     static let appAccount = AppAccount.forOwner(getuid())
+    /// The app endpoint's path for sandboxes (`SandboxEndpoint`), made once.
+    static let sandboxEndpoint = SandboxEndpoint.prepare()
 
     public static func run(_ options: DaemonOptions, logger: Logger) throws(CommandError) -> Int32 {
         let state = options.state
@@ -183,7 +185,10 @@ public enum Daemon {
         let coordinator = Coordinator(notices: reloader.notices)
         tracker.onExit { process in coordinator.processExited(pid: process.key.pid) }
         var servers: [ControlServer] = []
-        for (path, endpoint) in [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)] {
+        let sandboxEndpoint = Self.sandboxEndpoint
+        var endpoints = [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)]
+        if let sandboxEndpoint { endpoints.append((sandboxEndpoint, .app)) }
+        for (path, endpoint) in endpoints {
             do {
                 servers.append(
                     try ControlServer(
@@ -240,6 +245,7 @@ public enum Daemon {
         servers.forEach { $0.stop() }
         unlink(state.controlSocketPath)
         unlink(state.appSocketPath)
+        if let sandboxEndpoint { unlink(sandboxEndpoint) }
         tracker.removeFinishedRuns()
         session.unmount()
         DaemonInfo.remove(from: state)
@@ -349,6 +355,7 @@ public enum Daemon {
                 var response = ControlResponse(ok: true, mountpoint: mountpoint)
                 response.daemon = getpid()
                 response.runAs = Self.appAccount
+                response.appEndpoint = Self.sandboxEndpoint
                 return response
             case .failure(.alreadyApp(let existing)):
                 return .failure(

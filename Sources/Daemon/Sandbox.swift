@@ -60,6 +60,8 @@ public struct Sandbox: Sendable {
     /// With a root launcher: the account the app becomes (`AppAccount`).
     /// Otherwise the app keeps the launcher's uid in a user namespace.
     var runAs: AppAccount?
+    /// The app endpoint's socket on the host (`SandboxEndpoint`).
+    var appEndpoint: String?
 
     var appDirectory: String { mountpoint + "/" + app }
 
@@ -102,15 +104,6 @@ public struct Sandbox: Sendable {
                 arguments += ["--ro-bind-try", directory, directory]
             }
         }
-        for path in Self.etcAllowList { arguments += ["--ro-bind-try", path, path] }
-        // Before anything that may live below /tmp (an exposed path, the
-        // mount itself): bubblewrap mounts in order, and a later tmpfs would
-        // hide what was bound there.
-        arguments += ["--proc", "/proc"]
-        // The kernel's knobs, as Flatpak's sandbox leaves them: read-only
-        // (bubblewrap covers some of them only when it finds them writable).
-        for knob in Self.kernelKnobs { arguments += ["--ro-bind-try", knob, knob] }
-        arguments += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         // The folders bubblewrap makes for a bind's destination are root's
         // alone (0700); the app account must pass through them.
         var made = Set<String>()
@@ -124,6 +117,17 @@ public struct Sandbox: Sendable {
             made.formUnion(folders)
             return folders.flatMap { ["--perms", "0755", "--dir", $0] }
         }
+        for path in Self.etcAllowList where access(path, F_OK) == 0 {
+            arguments += folders(above: path) + ["--ro-bind", path, path]
+        }
+        // Before anything that may live below /tmp (an exposed path, the
+        // mount itself): bubblewrap mounts in order, and a later tmpfs would
+        // hide what was bound there.
+        arguments += ["--proc", "/proc"]
+        // The kernel's knobs, as Flatpak's sandbox leaves them: read-only
+        // (bubblewrap covers some of them only when it finds them writable).
+        for knob in Self.kernelKnobs { arguments += ["--ro-bind-try", knob, knob] }
+        arguments += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         for path in exposed { arguments += folders(above: path) + ["--ro-bind", path, path] }
         arguments += folders(above: Self.stateInside + "/control.sock") + folders(above: Self.binaryInside + "/scopefs")
         // scopefs itself: a system binary at its own path; any other (a
@@ -140,7 +144,7 @@ public struct Sandbox: Sendable {
         }
         // The app's own view of the mount, at the same path as outside.
         arguments += folders(above: appDirectory) + ["--bind", appDirectory, appDirectory]
-        arguments += ["--bind", state.appSocketPath, Self.stateInside + "/control.sock"]
+        arguments += ["--bind", appEndpoint ?? state.appSocketPath, Self.stateInside + "/control.sock"]
         arguments += ["--chdir", appDirectory + "/" + MountLayout.container, "--clearenv"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) { arguments += ["--setenv", name, value] }
         arguments += ["--seccomp", "\(seccompDescriptor)"]
