@@ -36,6 +36,8 @@ deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
 	fi
 	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest pexpect
+	@# Root's apps run as this system account, never as root (SECURITY.md).
+	@./packaging/app-account.sh
 
 build: deps
 	$(SWIFT) build

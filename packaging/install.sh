@@ -75,3 +75,6 @@ install -m 0644 "$generated/completions/scopefs.zsh" "$DESTDIR$ZSHCOMPDIR/_scope
 install -m 0644 "$generated/completions/scopefs.fish" "$DESTDIR$FISHCOMPDIR/scopefs.fish"
 
 install -m 0644 "$repo/README.md" "$repo/CHANGELOG.md" "$repo"/docs/*.md "$DESTDIR$DOCDIR/"
+
+# The account root's apps run as; a package makes it in its postinst.
+[ -n "$DESTDIR" ] || "$repo/packaging/app-account.sh"

@@ -41,6 +41,10 @@ sed -e "s/@VERSION@/$version/" -e "s/@INSTALLED_SIZE@/$(du -sk --exclude=DEBIAN 
   "$here/control.in" > "$root/DEBIAN/control"
 echo "libscopefs 0 scopefs (>= $version)" > "$root/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" > "$root/DEBIAN/triggers"
+# postinst: the account root's apps run as (packaging/app-account.sh).
+{ printf '#!/bin/sh\nset -e\nif [ "$1" = configure ]; then\n'; sed -n '/^name=/,$p' "$repo/packaging/app-account.sh"; printf 'fi\n'; } \
+  > "$root/DEBIAN/postinst"
+chmod 0755 "$root/DEBIAN/postinst"
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -print0 | sort -z | xargs -0 md5sum | sed 's| \./| |') \
   > "$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/shlibs" "$root/DEBIAN/triggers" "$root/DEBIAN/md5sums"
