@@ -33,7 +33,8 @@ struct InheritedPipe {
             let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
             if written < 0 && errno == EINTR { continue }
             guard written > 0 else {
-                throw CommandError(.internalError, "cannot pass the sandbox's options: \(String(cString: strerror(errno)))")
+                throw CommandError(
+                    .internalError, "cannot pass the sandbox's options: \(String(cString: strerror(errno)))")
             }
             offset += written
         }

@@ -89,7 +89,9 @@ enum Bridge {
         if toSet & FUSE_SET_ATTR_MODE != 0 { changes.mode = attr.st_mode }
         if toSet & FUSE_SET_ATTR_UID != 0 { changes.uid = attr.st_uid }
         if toSet & FUSE_SET_ATTR_GID != 0 { changes.gid = attr.st_gid }
-        if let alias = alias(request) { (changes.uid, changes.gid) = alias.incomingChange(uid: changes.uid, gid: changes.gid) }
+        if let alias = alias(request) {
+            (changes.uid, changes.gid) = alias.incomingChange(uid: changes.uid, gid: changes.gid)
+        }
         if toSet & FUSE_SET_ATTR_SIZE != 0 { changes.size = Int64(attr.st_size) }
         if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
             changes.accessTime = .now
