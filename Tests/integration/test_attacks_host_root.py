@@ -129,14 +129,22 @@ def test_a_root_owners_app_cannot_run_a_core_pattern_command_as_root(env):
     crash. The write is refused and nothing runs on the host."""
     marker = Path(tempfile.gettempdir()) / f"scopefs-core-{os.getpid()}"
     marker.unlink(missing_ok=True)
+    knob = Path("/proc/sys/kernel/core_pattern")
+    before = knob.read_text()
     mount_with_scopes(env)
     attack = (
         f'echo "|/bin/sh -c id>{marker}" > /proc/sys/kernel/core_pattern; '
         'sh -c "kill -SEGV \\$\\$"; cat /proc/sys/kernel/core_pattern'
     )
-    p = env.run_app(ALPHA, ["sh", "-c", attack], sandbox=True)
-    assert "|/bin/sh -c id" not in Path("/proc/sys/kernel/core_pattern").read_text(), describe(p)
-    assert not marker.exists(), describe(p)
+    try:
+        p = env.run_app(ALPHA, ["sh", "-c", attack], sandbox=True)
+        assert knob.read_text() == before, describe(p)
+        assert not marker.exists(), describe(p)
+    finally:
+        # On a build with the finding, the attack changed the host: undo it.
+        if knob.read_text() != before:
+            knob.write_text(before)
+        marker.unlink(missing_ok=True)
 
 
 # --- a non-root owner ---------------------------------------------------------
