@@ -80,7 +80,9 @@ public enum Daemon {
                 "no \(AppAccount.systemName) account: `scopefs run` refuses sandboxed apps until it exists (\(AppAccount.creation)) and the mount is made again"
             )
         }
-        let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
+        let tracker = ProcessTracker(
+            ownerUID: ownerUID, servesOtherUsers: options.allowOther, journal: RunJournal(state: state),
+            mountpoint: mountpoint)
         let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
         let scopes = ScopeRegistry(
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder
@@ -116,11 +118,11 @@ public enum Daemon {
         if ownerUID == 0 {
             // Apps run as the app account, which the kernel lets in only
             // with allow_other; to the file system they act as the owner
-            // (`OwnerAlias`). Any other user's process is a stranger to the
-            // gate and sees nothing, so the kernel's mode checks would add
-            // nothing but wrong answers for the aliased account
-            // (ARCHITECTURE.md, 8 and 43).
+            // (`OwnerAlias`). Without --allow-other any other uid is a
+            // stranger (`ProcessTracker`) and sees nothing; with it, the
+            // kernel checks other users as before (ARCHITECTURE.md, 8, 43).
             mountOptions.append("allow_other")
+            if options.allowOther { mountOptions.append("default_permissions") }
             alias = appAccount.map {
                 OwnerAlias(appUID: $0.uid, appGID: $0.gid, ownerUID: ownerUID, ownerGID: getgid())
             }
