@@ -194,3 +194,37 @@ def test_a_non_root_owners_app_keeps_the_owners_uid_and_cannot_touch_the_kernel(
     finally:
         if not mount_count(root / "mnt"):
             shutil.rmtree(root, ignore_errors=True)
+
+
+def test_other_users_and_the_app_account_outside_a_run_see_nothing(env):
+    """A root daemon's mount now has allow_other (for the app account), so
+    every local user reaches it: each is a stranger unless it is an app
+    process or the owner. The app account itself, outside `scopefs run`,
+    and uid 65534 get ENOENT for the app's container and granted folder,
+    and cannot create a file there (SECURITY.md "Who an app runs as")."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    mount_with_scopes(env)
+    attempt = (
+        "import os, sys, errno\n"
+        "out = []\n"
+        "for p in sys.argv[1:]:\n"
+        "    try:\n"
+        "        os.listdir(p); out.append('LISTED')\n"
+        "    except OSError as e:\n"
+        "        out.append(errno.errorcode[e.errno])\n"
+        "try:\n"
+        "    open(os.path.join(sys.argv[1], 'x'), 'w'); out.append('CREATED')\n"
+        "except OSError as e:\n"
+        "    out.append(errno.errorcode[e.errno])\n"
+        "print(' '.join(out))\n"
+    )
+    targets = [env.container(ALPHA), env.prov(ALPHA, LOCAL, "docs"), env.app_dir(ALPHA)]
+    for who in ("scopefs-app", "65534"):
+        uid = account_uid("scopefs-app") if who == "scopefs-app" else NOBODY
+        p = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "python3", "-c", attempt] + targets,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert p.stdout.split() == ["ENOENT"] * 4, (who, describe(p))
