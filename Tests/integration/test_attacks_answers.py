@@ -1,0 +1,142 @@
+"""Attacks on what the daemon answers an app, issue 28 findings 3, 4 and 5
+(all but 5's /proc/1/cmdline and mountinfo item). An app process is hostile:
+it writes whatever it likes into its container and sends whatever it likes
+to its control endpoint.
+
+3. A hand-made reference stub naming an item the app holds no grant on is
+   an item-path oracle (its symbolic link and the `query` answer gave the
+   item's current path). SPEC S22, S23, S28, S33.
+4. Coordination claims were keyed by path, so a host rename let a second
+   writer in at once. SPEC S27b, docs/API.md "File coordination".
+5. `STATE/daemon.json` was 0666 (SPEC S1); pick requests queued behind one
+   the agent deliberates on were answered 69 (SPEC S21a); the 77 for
+   another app's bookmark named that app, and bookmarks forged with the key
+   (`--no-sandbox` only) accepted `..` and answered as an existence oracle
+   (SPEC S25, S26, S33, S34).
+
+Default mount (strict scopes) and the default sandbox, except where the
+attack needs the host (the forged bookmark needs the key).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from doc_scope_helpers import mount
+from scopefs_harness import ALPHA, BETA, LOCAL, drop_dentry_caches
+
+REPORT = "docs/report.txt"
+
+# Every sandboxed snippet talks to its app endpoint with one line each way.
+ASK = """
+import socket
+def ask(request, timeout=40):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(os.path.join(os.environ["SCOPEFS_STATE"], "control.sock"))
+    s.sendall(json.dumps(request).encode() + b"\\n")
+    line = s.makefile().readline()
+    s.close()
+    return json.loads(line)
+"""
+
+
+def owner_readlink(env, path: str) -> str:
+    """readlink as the owner (the inspect view, SPEC S4), from a child."""
+    return env.host_json("emit(outcome(os.readlink, sys.argv[1]))", path).get("ok", "")
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+# --- Finding 3: an item-path oracle through hand-made stubs -------------------
+
+WRITE_STUB = """
+item, name = sys.argv[1], sys.argv[2]
+stub = os.path.join(os.environ["SCOPEFS_MOUNT"], "Container/Documents", name)
+with open(stub, "w") as f:
+    f.write(f"scopefs-reference 1\\nprovider: local\\nitem: {item}\\nname: {name}\\n")
+emit({})
+"""
+
+READ_STUB = (
+    ASK
+    + """
+import time
+stub = os.path.join(os.environ["SCOPEFS_MOUNT"], "Container/Documents", sys.argv[1])
+link = None
+for _ in range(50):
+    if os.path.islink(stub):
+        link = os.readlink(stub)
+        break
+    time.sleep(0.2)
+query = ask({"op": "query", "scope": "all"})
+urls = [r["url"] for r in query.get("results", []) if r["urlInLocalContainer"].endswith(sys.argv[1])]
+emit({"link": link, "urls": urls, "open": attempt(read_bytes, stub)})
+"""
+)
+
+
+def forge_stub(env, item: str, name: str) -> dict:
+    """ALPHA writes a stub naming `item`, then reads back its link and its
+    query answer. The kernel keeps the new file's entry as a regular file
+    while it is cached: dropping unused entries makes the next lookup read
+    it as a stub, as any later lookup would."""
+    env.app_json(ALPHA, WRITE_STUB, item, name, sandbox=True)
+    drop_dentry_caches()
+    return env.app_json(ALPHA, READ_STUB, name, sandbox=True)
+
+
+def stub_item(env, app: str, name: str) -> str:
+    """The item line of a reference stub in an app's container (host side)."""
+    text = (env.state / "containers" / app / "Documents" / name).read_text()
+    return next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("item: "))
+
+
+def test_a_hand_made_stub_does_not_tell_another_apps_item_path(env):
+    """Finding 3, SPEC S22, S23, S28, S33: ALPHA writes a stub naming the
+    item of BETA's `Providers/local/betaonly`; the link and `query` show no
+    path of it (an unknown item), and opening it stays denied. Seen failing
+    on the old main: the link was `../../Providers/local/betaonly` and the
+    query's url `Providers/local/betaonly`."""
+    (env.backing(LOCAL) / "betaonly").write_text("beta's only\n")
+    mount(env)
+    env.cli("open", BETA, f"{LOCAL}:betaonly")
+    env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    item = stub_item(env, BETA, "betaonly")
+    got = forge_stub(env, item, "forged.txt")
+    assert got["link"] is not None and "unknown-item" in got["link"], got  # the stub was read as one
+    assert "betaonly" not in json.dumps(got), got
+    assert got["open"] == "ENOENT", got
+
+
+READ_ITEM = (
+    "emit({'item': os.getxattr(os.path.join(os.environ['SCOPEFS_MOUNT'], sys.argv[1]), 'user.scopefs.item').decode()})"
+)
+
+
+def test_a_hand_made_stub_does_not_follow_a_forgotten_item(env):
+    """Finding 3, SPEC S23, S28, S33: ALPHA learns its report's item, the
+    owner forgets ALPHA's grant and moves the file on the host into a folder
+    ALPHA was never given; a stub ALPHA writes with that item shows no path
+    of it. Seen failing on the old main: the link and the query gave the new
+    hidden path `deep/hidden/moved-report.txt`."""
+    mount(env)
+    env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    env.cli("open", BETA, f"{LOCAL}:{REPORT}")  # BETA's reference shows when the locator saw the move
+    item = env.app_json(ALPHA, READ_ITEM, "Container/Documents/report.txt", sandbox=True)["item"]
+    env.cli("forget", ALPHA, "--all")
+    (env.backing(LOCAL) / REPORT).rename(env.backing(LOCAL) / "deep/hidden/moved-report.txt")
+    witness = env.container(BETA, "Documents/report.txt")
+    assert wait_until(lambda: "moved-report" in owner_readlink(env, witness)), owner_readlink(env, witness)
+    got = forge_stub(env, item, "again.txt")
+    assert got["link"] is not None and "unknown-item" in got["link"], got
+    assert "hidden" not in json.dumps(got) and "moved-report" not in json.dumps(got), got
+    assert got["open"] == "ENOENT", got
