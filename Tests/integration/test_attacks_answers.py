@@ -140,3 +140,64 @@ def test_a_hand_made_stub_does_not_follow_a_forgotten_item(env):
     assert got["link"] is not None and "unknown-item" in got["link"], got
     assert "hidden" not in json.dumps(got) and "moved-report" not in json.dumps(got), got
     assert got["open"] == "ENOENT", got
+
+
+# --- Finding 4: claims follow their item across a host rename ----------------
+
+HOLD_AND_LISTEN = (
+    ASK
+    + """
+import time
+path, listen = sys.argv[1], float(sys.argv[2])
+cursor = ask({"op": "watch"})["cursor"]
+claim = ask({"op": "coordinate", "path": path, "intent": "write", "waitSeconds": 5})
+step({"claim": claim})
+heard = []
+deadline = time.time() + listen
+while time.time() < deadline and not any(n["kind"] == "relinquish" for n in heard):
+    got = ask({"op": "watch", "after": cursor, "waitSeconds": 1})
+    cursor = got["cursor"]
+    heard += [{"kind": n["kind"], "path": n["path"]} for n in got["notices"]]
+released = time.time()
+ask({"op": "release", "claim": claim["claim"]})
+emit({"heard": heard, "released": released})
+"""
+)
+
+CLAIM = (
+    ASK
+    + """
+import time
+started = time.time()
+answer = ask({"op": "coordinate", "path": sys.argv[1], "intent": "write", "waitSeconds": float(sys.argv[2])})
+emit({"answer": answer, "started": started, "granted": time.time()})
+"""
+)
+
+
+def test_a_claim_follows_its_item_across_a_host_rename(env):
+    """Finding 4, SPEC S27b: BETA holds a write claim on Novel/chapter1.txt;
+    the owner renames it on the host; ALPHA's write claim on the new path
+    waits, BETA hears `moved`, then `save` and `relinquish` naming the new
+    path, and ALPHA gets the claim once BETA releases. Seen failing on the
+    old main: ALPHA was granted at once and BETA heard no save/relinquish."""
+    novel = env.backing(LOCAL) / "Novel"
+    novel.mkdir()
+    (novel / "chapter1.txt").write_text("It was a dark night.\n")
+    mount(env)
+    for app in (ALPHA, BETA):
+        env.cli("open", app, f"{LOCAL}:Novel/chapter1.txt")
+    old, new = "Providers/local/Novel/chapter1.txt", "Providers/local/Novel/chapter-one.txt"
+    holder = env.app_session(BETA, HOLD_AND_LISTEN, old, "8", sandbox=True)
+    assert holder.recv()["claim"].get("ok") is True
+    (novel / "chapter1.txt").rename(novel / "chapter-one.txt")
+    witness = env.container(ALPHA, "Documents/chapter1.txt")
+    assert wait_until(lambda: "chapter-one" in owner_readlink(env, witness)), owner_readlink(env, witness)
+    holder.send("go")
+    waiter = env.app_json(ALPHA, CLAIM, new, "15", sandbox=True)
+    heard = holder.recv(timeout=30)
+    assert waiter["answer"].get("ok") is True, waiter
+    assert waiter["granted"] >= heard["released"], (waiter, heard)
+    kinds = [(n["kind"], n["path"]) for n in heard["heard"]]
+    assert ("moved", new) in kinds, kinds
+    assert kinds[-2:] == [("save", new), ("relinquish", new)], kinds
