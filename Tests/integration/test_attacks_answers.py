@@ -20,11 +20,17 @@ attack needs the host (the forged bookmark needs the key).
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import os
+import threading
 import time
 
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, BETA, LOCAL, drop_dentry_caches
+from test_pick_requests import Agent
 
 REPORT = "docs/report.txt"
 
@@ -201,3 +207,111 @@ def test_a_claim_follows_its_item_across_a_host_rename(env):
     kinds = [(n["kind"], n["path"]) for n in heard["heard"]]
     assert ("moved", new) in kinds, kinds
     assert kinds[-2:] == [("save", new), ("relinquish", new)], kinds
+
+
+# --- Finding 5: daemon.json, queued picks, refusals, forged bookmarks ---------
+
+
+def test_daemon_json_is_the_owners_alone(env):
+    """Finding 5, SPEC S1, S5: the daemon's handshake file is 0600, like
+    the key. Seen failing on the old main: 0666 (the daemon's umask is 0)."""
+    mount(env)
+    mode = os.stat(env.state / "daemon.json").st_mode & 0o777
+    assert mode == 0o600, oct(mode)
+
+
+PICK = (
+    ASK
+    + """
+import time
+started = time.time()
+answer = ask({"op": "pick", "pick": {"mode": "open", "contentTypes": [], "allowsMultipleSelection": False,
+              "items": []}, "waitSeconds": 30})
+emit({"answer": answer, "seconds": time.time() - started})
+"""
+)
+
+
+def test_a_pick_queued_behind_a_slow_choice_waits_for_the_agent(env):
+    """Finding 5, SPEC S21a, docs/API.md: the agent deliberates 2.5 s on
+    one request; a second request sent meanwhile waits and is answered,
+    instead of "no picker agent" (69). Seen failing on the old main: the
+    second request got 69 about 1.5 s after the agent's last poll."""
+    (env.backing(LOCAL) / "docs" / "notes.md").write_text("# notes\n")
+    mount(env)
+    agent = Agent(env, [{"waitMs": 2500, "choose": [f"{LOCAL}:{REPORT}"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}])
+    results: dict = {}
+
+    def pick(name):
+        results[name] = env.app_json(ALPHA, PICK, sandbox=True)
+
+    first = threading.Thread(target=pick, args=("first",))
+    first.start()
+    time.sleep(1.0)  # the agent has taken the first request and deliberates
+    second = threading.Thread(target=pick, args=("second",))
+    second.start()
+    for thread in (first, second):
+        thread.join(timeout=60)
+    if results.get("second", {}).get("answer", {}).get("ok"):
+        log = agent.finish()
+    else:  # the agent still waits for the request it never got
+        agent.popen.kill()
+        log = agent.finish()
+    assert results["first"]["answer"].get("ok") is True, (results, log)
+    assert results["second"]["answer"].get("ok") is True, (results, log)
+    paths = results["first"]["answer"]["picked"]["paths"] + results["second"]["answer"]["picked"]["paths"]
+    assert sorted(os.path.basename(p) for p in paths) == ["notes.md", "report.txt"], results
+
+
+MAKE_BOOKMARK = """
+path = os.path.join(os.environ["SCOPEFS_MOUNT"], sys.argv[1])
+os.getxattr(path, "user.scopefs.start")
+emit({"token": os.getxattr(path, "user.scopefs.bookmark").decode()})
+"""
+
+RESOLVE = ASK + "\nemit([ask({'op': 'resolve', 'bookmark': token}) for token in json.loads(sys.argv[1])])\n"
+
+
+def test_refusing_another_apps_bookmark_does_not_name_it(env):
+    """Finding 5, SPEC S26: ALPHA presents BETA's bookmark: refused (77)
+    without BETA's name. Seen failing on the old main: "bookmark belongs to
+    another app (com.example.beta)"."""
+    mount(env)
+    env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    env.cli("open", BETA, f"{LOCAL}:docs/secret.txt")
+    token = env.app_json(BETA, MAKE_BOOKMARK, "Providers/local/docs/secret.txt", sandbox=True)["token"]
+    [answer] = env.app_json(ALPHA, RESOLVE, json.dumps([token]), sandbox=True)
+    assert answer["ok"] is False and answer["code"] == 77, answer
+    assert BETA not in answer["message"] and "beta" not in answer["message"].lower(), answer
+
+
+def forge(key: bytes, path: str) -> str:
+    payload = json.dumps(
+        {"access": "read", "app": ALPHA, "item": "no-such-item", "path": path, "provider": LOCAL, "version": 1},
+        sort_keys=True,
+    ).encode()
+    mac = hmac.new(key, payload, hashlib.sha256).digest()
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+    return b64(payload) + "." + b64(mac)
+
+
+def test_forged_bookmarks_are_no_existence_oracle(env):
+    """Finding 5, SPEC S25, S26, S33, S34: with the key (readable only with
+    --no-sandbox, which is no boundary) ALPHA forges bookmarks for paths it
+    was not given. One with `..` is invalid (65); for a path inside the
+    provider the answer is the same whether something is there or not.
+    Seen failing on the old main: `../escape/outside.txt` answered 77 and
+    `../escape/absent.txt` 66, and likewise inside the provider."""
+    mount(env)
+    env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    key = (env.state / "bookmark.key").read_bytes()
+    paths = ["../escape/outside.txt", "../escape/absent.txt", "docs/secret.txt", "docs/absent.txt"]
+    answers = env.app_json(ALPHA, RESOLVE, json.dumps([forge(key, p) for p in paths]))
+    by_path = dict(zip(paths, answers, strict=True))
+    assert by_path["../escape/outside.txt"]["code"] == by_path["../escape/absent.txt"]["code"] == 65, by_path
+    inside = (by_path["docs/secret.txt"], by_path["docs/absent.txt"])
+    assert inside[0]["code"] == inside[1]["code"] == 77, by_path
+    assert inside[0]["message"].replace("secret", "absent") == inside[1]["message"], by_path
