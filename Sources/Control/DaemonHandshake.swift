@@ -8,9 +8,21 @@ public struct DaemonInfo: Codable, Sendable {
     public var pid: Int32
     public var mountpoint: String
 
+    /// Written 0600 whatever the umask (the daemon runs with umask 0, and
+    /// the file is the owner's, like the key: issue 28 finding 5, SPEC S1),
+    /// to a temporary name first, so a reader never meets half a file.
     package func write(to state: StateDirectory) {
-        if let data = try? JSONEncoder().encode(self) {
-            _ = FileManager.default.createFile(atPath: state.daemonInfoPath, contents: data)
+        guard let data = try? JSONEncoder().encode(self) else { return }
+        let temporary = state.daemonInfoPath + ".tmp"
+        unlink(temporary)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        let written = data.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        if written == data.count {
+            rename(temporary, state.daemonInfoPath)
+        } else {
+            unlink(temporary)
         }
     }
 

@@ -39,12 +39,38 @@ final class Coordinator: Sendable {
     /// How often a waiter looks again for holders that died.
     private static let recheck: Double = 0.5
 
-    /// The key of an item, the same for every app that names it: provider
-    /// items by provider and path, container items by app and path.
-    static func key(_ item: TransferItem) -> String? {
+    /// What a claim is on, the same for every app that names the item:
+    /// the file itself and where it is. Two claims meet when they are on
+    /// the same file — so a claim stays on its item when the item is
+    /// renamed or moved on the host, as docs/API.md promises (issue 28
+    /// finding 4) — or at the same place: a claim on a name where nothing
+    /// is yet (a writer about to create it) and the file that appears
+    /// there, or a claim whose file was deleted and a new one at its name.
+    struct ItemKey: Equatable, Sendable {
+        /// Device, inode and birth time; nil while nothing is at `location`.
+        var identity: String?
+        /// Provider items by provider and path, container items by app and path.
+        var location: String
+
+        func meets(_ other: ItemKey) -> Bool {
+            (identity != nil && identity == other.identity) || location == other.location
+        }
+    }
+
+    static func key(_ item: TransferItem, providers: [ProviderID: Provider], containers: String) -> ItemKey? {
         guard let path = RelativePath.normalize(item.path) else { return nil }
-        if let provider = item.provider { return "p/\(provider)/\(path)" }
-        return item.app.map { "c/\($0)/\(path)" }
+        let root: String?
+        let location: String
+        if let provider = item.provider {
+            root = providers[provider]?.directory
+            location = "p/\(provider)/\(path)"
+        } else if let app = item.app {
+            root = containers + "/" + app
+            location = "c/\(app)/\(path)"
+        } else {
+            return nil
+        }
+        return ItemKey(identity: root.flatMap { HostFiles.identityKey(below: $0, path) }, location: location)
     }
 
     /// Claims one process may hold or wait for at once (a hostile app must
@@ -53,10 +79,12 @@ final class Coordinator: Sendable {
 
     private struct Claim {
         var id: UInt64
-        var item: String
+        var item: ItemKey
         var intent: Intent
         var pid: Int32
         var app: AppID
+        /// The item's path in the app's view, as last known: the notices
+        /// to its holder name it.
         var path: String
         /// Owner's claims only: when it ends by itself.
         var expires: Date?
@@ -79,7 +107,7 @@ final class Coordinator: Sendable {
     /// Waits until `pid` may read or write `item` (a provider-relative key
     /// the same for every app), telling holders in the way to relinquish.
     func claim(
-        _ item: String, _ intent: Intent, pid: Int32, app: AppID, path: String, timeout: Double, force: Bool = false,
+        _ item: ItemKey, _ intent: Intent, pid: Int32, app: AppID, path: String, timeout: Double, force: Bool = false,
         lease: Double? = nil
     ) -> Outcome {
         let admitted = state.withLock { state in
@@ -99,7 +127,7 @@ final class Coordinator: Sendable {
             let (granted, blockers) = state.withLock { state -> (UInt64?, [Claim]) in
                 Self.dropEnded(&state)
                 let blockers = state.held.values.filter {
-                    $0.item == item && $0.pid != pid && (intent == .write || $0.intent == .write)
+                    $0.item.meets(item) && $0.pid != pid && (intent == .write || $0.intent == .write)
                 }
                 guard blockers.isEmpty || (force && timedOut) else { return (nil, blockers) }
                 let id = state.nextID
@@ -123,6 +151,37 @@ final class Coordinator: Sendable {
                     })
             }
             _ = changed.wait(until: min(deadline, Date().addingTimeInterval(Self.recheck)))
+        }
+    }
+
+    /// A claim on `item` is asked for at `path`: claims of the same item
+    /// held at another path of the same provider (or container) whose old
+    /// path no longer leads to the item — renamed or moved on the host —
+    /// follow it to `path`. Their holders hear `moved`, unless `hearsMoves`
+    /// says the app's grant on the item tells it already (SPEC S27a).
+    /// `stillThere` tells a hard link (the old path still leads to the item)
+    /// from a move.
+    func follow(
+        _ item: ItemKey, to path: String, place: (String) -> String?, stillThere: (String) -> Bool,
+        hearsMoves: (AppID, _ oldPath: String) -> Bool
+    ) {
+        guard let identity = item.identity else { return }
+        let moved = state.withLock { state -> [Claim] in
+            let followed = state.held.values.filter {
+                $0.item.identity == identity && $0.path != path && place($0.path) != nil
+                    && place($0.path) == place(path) && !stillThere($0.path)
+            }
+            for claim in followed {
+                state.held[claim.id]?.path = path
+                state.held[claim.id]?.item.location = item.location
+            }
+            return followed
+        }
+        var told: Set<String> = []
+        for claim in moved where !claim.app.isEmpty && !hearsMoves(claim.app, claim.path) {
+            guard told.insert(claim.app + "\u{0}" + claim.path).inserted else { continue }
+            notices.post(
+                DocumentNotice(kind: .moved, app: claim.app, grant: 0, provider: "", path: path, oldPath: claim.path))
         }
     }
 
@@ -172,7 +231,7 @@ enum CoordinationHandling {
 
     static func handle(
         _ request: ControlRequest, app: AppID, pid: Int32, coordinator: Coordinator, snapshot: PolicySnapshot,
-        appRoot: String
+        appRoot: String, containers: String
     ) -> ControlResponse {
         if request.op == .release {
             guard let claim = request.claim else {
@@ -189,8 +248,13 @@ enum CoordinationHandling {
             return .failure(CommandError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
         }
         let inApp = raw.hasPrefix(appRoot + "/") ? String(raw.dropFirst(appRoot.count + 1)) : raw
-        guard let item = coordinatedItem(inApp, app: app, snapshot: snapshot), let key = Coordinator.key(item) else {
+        guard let item = coordinatedItem(inApp, app: app, snapshot: snapshot),
+            let key = Coordinator.key(item, providers: snapshot.providers, containers: containers)
+        else {
             return .failure(CommandError.Kind.noInput.rawValue, "\(raw) is not a document this app was given")
+        }
+        if let normalized = RelativePath.normalize(inApp) {
+            follow(key, to: normalized, app: app, snapshot: snapshot, containers: containers, coordinator: coordinator)
         }
         let wait = min(max(request.waitSeconds ?? 10, 0), longestWait)
         switch coordinator.claim(key, intent, pid: pid, app: app, path: inApp, timeout: wait) {
@@ -206,6 +270,37 @@ enum CoordinationHandling {
         case .overridden:
             preconditionFailure("an app's claim is never forced")
         }
+    }
+
+    /// Claims held on the same item at an older path follow it to
+    /// `inApp` (a host rename, issue 28 finding 4). Provider paths are the
+    /// same in every app's view; a container path only in its own app's.
+    private static func follow(
+        _ key: Coordinator.ItemKey, to inApp: String, app: AppID, snapshot: PolicySnapshot, containers: String,
+        coordinator: Coordinator
+    ) {
+        func place(_ path: String) -> String? {
+            if MountLayout.containerItem(inAppView: path) != nil { return "c/" + app }
+            return MountLayout.providerItem(inAppView: path).map { "p/" + $0.provider }
+        }
+        coordinator.follow(
+            key, to: inApp, place: place,
+            stillThere: { old in
+                let item =
+                    MountLayout.containerItem(inAppView: old).map { TransferItem.container(app, $0) }
+                    ?? MountLayout.providerItem(inAppView: old).map { TransferItem.provider($0.provider, $0.path) }
+                let now = item.flatMap { Coordinator.key($0, providers: snapshot.providers, containers: containers) }
+                return now?.identity == key.identity
+            },
+            hearsMoves: { holder, old in
+                // A grant on the item itself tells its app of the move.
+                [old, inApp].contains { path in
+                    guard let (provider, item) = MountLayout.providerItem(inAppView: path),
+                        case .granted(let grant) = snapshot.coverage(app: holder, provider: provider, path: item)
+                    else { return false }
+                    return grant.relativePath == item
+                }
+            })
     }
 
     /// A path in the app's view it may coordinate: an item its grants
@@ -225,13 +320,15 @@ enum CoordinationHandling {
     /// one wait; what apps still hold after it is overridden and named.
     static let longestTransferWait: Double = 60
 
-    static func claimForTransfer(_ request: ControlRequest, pid: Int32, coordinator: Coordinator) -> ControlResponse {
+    static func claimForTransfer(
+        _ request: ControlRequest, pid: Int32, coordinator: Coordinator, snapshot: PolicySnapshot, containers: String
+    ) -> ControlResponse {
         guard let items = request.transferItems, !items.isEmpty, items.count <= 16 else {
             return .failure(CommandError.Kind.usage.rawValue, "claimForTransfer needs 1 to 16 items")
         }
-        var keyed: [(key: String, item: TransferItem)] = []
+        var keyed: [(key: Coordinator.ItemKey, item: TransferItem)] = []
         for item in items {
-            guard let key = Coordinator.key(item) else {
+            guard let key = Coordinator.key(item, providers: snapshot.providers, containers: containers) else {
                 return .failure(CommandError.Kind.usage.rawValue, "bad item \(item.path)")
             }
             keyed.append((key, item))
@@ -239,7 +336,7 @@ enum CoordinationHandling {
         let deadline = Date().addingTimeInterval(min(max(request.waitSeconds ?? 10, 0), longestTransferWait))
         var claims: [UInt64] = []
         var overridden: Set<AppID> = []
-        for (key, item) in keyed.sorted(by: { $0.key < $1.key }) {
+        for (key, item) in keyed.sorted(by: { $0.key.location < $1.key.location }) {
             let inApp =
                 item.provider.map { MountLayout.providerPath(provider: $0, path: item.path) }
                 ?? MountLayout.containerPath(item.path)

@@ -400,7 +400,9 @@ public enum Daemon {
             }
             return QueryHandling.handle(request, app: app, state: options.state) { fileSystem.snapshot }
         case .claimForTransfer:
-            return CoordinationHandling.claimForTransfer(request, pid: peer.pid, coordinator: coordinator)
+            return CoordinationHandling.claimForTransfer(
+                request, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
+                containers: options.state.containersPath)
         case .release where peerApp == nil:
             // The owner's transfer ends its claims.
             guard let claim = request.claim, coordinator.release(claim, pid: peer.pid) else {
@@ -414,7 +416,7 @@ public enum Daemon {
             }
             return CoordinationHandling.handle(
                 request, app: app, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
-                appRoot: mountpoint + "/" + app)
+                appRoot: mountpoint + "/" + app, containers: options.state.containersPath)
         case .watch:
             guard let app = peerApp else {
                 return .failure(CommandError.Kind.refused.rawValue, "only an app process can watch its documents")

@@ -1,5 +1,6 @@
 import Control
 import Foundation
+import Glibc
 import Policy
 import Synchronization
 
@@ -40,8 +41,21 @@ public final class PickBroker: Sendable {
 
     public init() {}
 
+    /// An agent is present while it polls, and while it deliberates on a
+    /// request it took (its process alive): the user may take minutes to
+    /// choose, and requests queued behind that one wait for the agent, up
+    /// to their own `waitSeconds` (issue 28 finding 5).
     var agentPresent: Bool {
-        state.withLock { $0.agentsWaiting > 0 || Self.now() - $0.lastAgentPoll < Self.agentGrace }
+        state.withLock { state in
+            state.agentsWaiting > 0 || Self.now() - state.lastAgentPoll < Self.agentGrace
+                || state.queue.values.contains { $0.answer == nil && $0.takenBy.map(Self.isAlive) == true }
+        }
+    }
+
+    /// Agents are named by their pid (the control peer's).
+    private static func isAlive(_ agent: UInt64) -> Bool {
+        guard let pid = pid_t(exactly: agent), pid > 0 else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// An app's request; blocks until it is answered or `timeout` passes.
@@ -66,8 +80,10 @@ public final class PickBroker: Sendable {
                 state.withLock { _ = $0.queue.removeValue(forKey: id) }
                 return .answered(answer)
             }
-            // Not yet taken and no agent left: nobody will answer.
-            let abandoned = state.withLock { $0.queue[id]?.takenBy == nil } && !agentPresent
+            // Not taken, or taken by an agent that died, and no agent left:
+            // nobody will answer.
+            let taker = state.withLock { $0.queue[id]?.takenBy }
+            let abandoned = !(taker.map(Self.isAlive) ?? false) && !agentPresent
             if abandoned || !changed.wait(until: min(deadline, Date().addingTimeInterval(0.25))) && Date() >= deadline {
                 state.withLock { _ = $0.queue.removeValue(forKey: id) }
                 return abandoned ? .noAgent : .timedOut
@@ -114,6 +130,9 @@ public final class PickBroker: Sendable {
         let accepted = state.withLock { state in
             guard state.queue[id]?.takenBy == agent, state.queue[id]?.answer == nil else { return false }
             state.queue[id]?.answer = answer
+            // An answer is as good as a poll: the agent polls again next,
+            // and requests queued meanwhile must not think it gone.
+            state.lastAgentPoll = Self.now()
             return true
         }
         if accepted { broadcast() }

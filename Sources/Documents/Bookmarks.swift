@@ -80,7 +80,10 @@ public struct BookmarkCodec: Sendable {
             let mac = Data(base64URL: String(parts[1])),
             payload.base64URL == parts[0], mac.base64URL == parts[1],
             HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: key),
-            let bookmark = try? JSONDecoder().decode(Bookmark.self, from: payload), bookmark.version == 1
+            let bookmark = try? JSONDecoder().decode(Bookmark.self, from: payload), bookmark.version == 1,
+            // ScopeFS writes only plain provider-relative paths; one with
+            // `..` or a leading "/" was forged with the key (SPEC S33).
+            RelativePath.normalize(bookmark.path) == bookmark.path
         else { throw invalid }
         return bookmark
     }
@@ -125,27 +128,43 @@ public struct BookmarkService: Sendable {
         return codec.encode(Bookmark(app: app, provider: provider, item: item, access: access, path: path))
     }
 
-    /// Resolves a bookmark presented by a process of `app`.
+    /// Resolves a bookmark presented by a process of `app`. It answers only
+    /// where the app's grants reach: a refusal names no other app and no
+    /// path the bookmark did not hold, and what lies outside the app's
+    /// grants is never looked at, so even a bookmark forged with the key is
+    /// no oracle of another app or of the host (issue 28 findings 3, 5).
     public func resolve(_ token: String, by app: AppID) throws(CommandError) -> BookmarkResolution {
         let bookmark = try codec.decode(token)
         guard bookmark.app == app else {
-            throw CommandError(
-                .refused, "bookmark belongs to another app (\(bookmark.app)); it cannot be resolved by \(app)")
+            throw CommandError(.refused, "this bookmark was made for another app; \(app) cannot resolve it")
         }
+        let notCovered = CommandError(
+            .refused, "\(app) no longer has a grant covering the bookmarked item \(bookmark.provider):\(bookmark.path)")
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
-        var path: String
-        if let location = snapshot.items[bookmark.item], location.exists {
-            path = location.path
-        } else if ItemLocator.exists(
-            at: snapshot.providers[bookmark.provider]?.directory ?? "/nonexistent", bookmark.path)
-        {
-            path = bookmark.path  // deleted, and a new item made under the same name
-        } else {
-            throw CommandError(
-                .noInput, "file doesn't exist: the bookmarked item \(bookmark.provider):\(bookmark.path) was deleted")
+        let located = snapshot.items[bookmark.item].flatMap {
+            $0.exists && $0.provider == bookmark.provider ? $0.path : nil
         }
-        let stale = path != bookmark.path || snapshot.items[bookmark.item]?.exists != true
+        let path: String
+        if let located {
+            path = located
+        } else {
+            // The item is gone: whatever is at its old path now is looked
+            // for only inside the app's own grants.
+            guard case .granted = snapshot.coverage(app: app, provider: bookmark.provider, path: bookmark.path) else {
+                throw notCovered
+            }
+            guard
+                ItemLocator.exists(
+                    at: snapshot.providers[bookmark.provider]?.directory ?? "/nonexistent", bookmark.path)
+            else {
+                throw CommandError(
+                    .noInput,
+                    "file doesn't exist: the bookmarked item \(bookmark.provider):\(bookmark.path) was deleted")
+            }
+            path = bookmark.path  // deleted, and a new item made under the same name
+        }
+        let stale = path != bookmark.path || located == nil
         switch snapshot.coverage(app: app, provider: bookmark.provider, path: path) {
         case .granted(let grant)
         where grant.state == .active || snapshot.enclosingGrants(of: grant.id).contains(where: { $0.state == .active }):
@@ -153,7 +172,7 @@ public struct BookmarkService: Sendable {
         case .granted:
             throw CommandError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
         default:
-            throw CommandError(.refused, "\(app) no longer has a grant covering \(bookmark.provider):\(path)")
+            throw notCovered  // names the bookmark's path, never where the item is now
         }
         return BookmarkResolution(
             provider: bookmark.provider, path: path,

@@ -62,12 +62,15 @@ public struct DocumentQuery: Sendable {
             let local = prefix + MountLayout.containerPath(MountLayout.documents + "/" + relative)
             if let stub = Self.stub(at: documents + "/" + relative) {
                 guard scope != .documents else { continue }
-                let location = snapshot.items[stub.item]
+                // Only references to items the app holds a grant on answer
+                // (issue 28 finding 3): a stub the app wrote itself tells nothing.
+                let location = snapshot.referencedLocation(app: app, provider: stub.provider, item: stub.item)
                 let path = location.map { prefix + MountLayout.providerPath(provider: stub.provider, path: $0.path) }
+                let providerName = location == nil ? nil : snapshot.providers[stub.provider]?.name
                 results.append(
                     Result(
                         url: path ?? "", urlInLocalContainer: local, isExternalDocument: true,
-                        containerDisplayName: snapshot.providers[stub.provider]?.name ?? stub.provider))
+                        containerDisplayName: providerName ?? stub.provider))
             } else if scope != .external {
                 results.append(
                     Result(

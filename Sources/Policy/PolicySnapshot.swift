@@ -15,6 +15,14 @@ public struct PolicySnapshot: Sendable {
     /// provider at or above its item, nearest first (Apple's rule: a started
     /// folder scope covers everything below it, whatever deeper grants exist).
     private let enclosing: [GrantID: [Grant]]
+    /// The items each app holds a grant on, active or revoked: the only
+    /// items its reference documents answer for.
+    private let grantedItems: [AppID: Set<ProviderItem>]
+
+    private struct ProviderItem: Hashable, Sendable {
+        var provider: ProviderID
+        var item: ItemIdentifier
+    }
 
     public init(
         generation: UInt64, apps: [App], providers: [Provider], grants: [Grant],
@@ -36,6 +44,25 @@ public struct PolicySnapshot: Sendable {
             if !above.isEmpty { enclosing[grant.id] = above }
         }
         self.enclosing = enclosing
+        var grantedItems: [AppID: Set<ProviderItem>] = [:]
+        for grant in grants {
+            grantedItems[grant.app, default: []].insert(ProviderItem(provider: grant.provider, item: grant.item))
+        }
+        self.grantedItems = grantedItems
+    }
+
+    /// Where the item a reference document of `app` names is now — only
+    /// when the app holds a grant on that very item (SPEC S22, S23, S28).
+    /// A stub is a file the app can write itself: answering for any item it
+    /// names would tell the app where another app's item, or its own after
+    /// `forget` and a move on the host, is (issue 28 finding 3). The daemon
+    /// makes references only for items it grants, so it answers for exactly
+    /// the references it made, while their grants last.
+    public func referencedLocation(app: AppID, provider: ProviderID, item: ItemIdentifier) -> ItemLocation? {
+        guard grantedItems[app]?.contains(ProviderItem(provider: provider, item: item)) == true,
+            let location = items[item], location.provider == provider
+        else { return nil }
+        return location
     }
 
     /// The app's grants whose folder holds `grant`'s item, nearest first:

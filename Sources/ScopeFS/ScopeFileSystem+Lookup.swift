@@ -45,7 +45,9 @@ extension ScopeFileSystem {
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
         let target = try gate(inode, .metadata, callers.caller(of: request), .readlink)
-        if let stub = target.node.reference { return referenceTarget(stub, containerPath: try target.path) }
+        if let stub = target.node.reference {
+            return referenceTarget(stub, of: target.node, containerPath: try target.path)
+        }
         guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
         return try Sys.readlinkAt(parent, target.resolved.name)
     }
@@ -170,13 +172,19 @@ extension ScopeFileSystem {
         guard let stub = node.reference else { return info }
         var link = info
         link.st_mode = S_IFLNK | 0o777
-        link.st_size = off_t(referenceTarget(stub, containerPath: try path()).utf8.count)
+        link.st_size = off_t(referenceTarget(stub, of: node, containerPath: try path()).utf8.count)
         return link
     }
 
-    /// The link target: the item's current place in the app's own view.
-    func referenceTarget(_ stub: ReferenceStub, containerPath: String) -> String {
-        let location = withPolicy { $0.items[stub.item] }
+    /// The link target: the item's current place in the app's own view,
+    /// for an item the app holds a grant on; any other stub (one the app
+    /// wrote itself) shows an unknown item, whatever exists (issue 28
+    /// finding 3).
+    func referenceTarget(_ stub: ReferenceStub, of node: Node, containerPath: String) -> String {
+        let location = withPolicy { policy -> ItemLocation? in
+            guard case .container(let app) = node.place else { return nil }
+            return policy.referencedLocation(app: app, provider: stub.provider, item: stub.item)
+        }
         let itemPath = location.map { $0.exists ? $0.path : $0.path + " (missing)" } ?? "unknown-item-" + stub.item
         return ReferenceStub.linkTarget(containerPath: containerPath, provider: stub.provider, itemPath: itemPath)
     }
