@@ -125,6 +125,15 @@ public struct PolicySnapshot: Sendable {
         views[app]?[provider]?.childrenLeadingToGrants(of: path)
     }
 
+    /// The host file `grant`'s item was last found as, while it is found:
+    /// the one file its path stands for (issue 28). Nil for an item
+    /// marked missing, whose path then stands for whatever is there (an
+    /// editor's save replaces a file by a new one).
+    public func itemFile(of grant: Grant) -> ItemFile? {
+        guard let location = items[grant.item], location.exists else { return nil }
+        return location.file
+    }
+
     public func grants(of app: AppID) -> [Grant] {
         grantsByID.values.filter { $0.app == app }.sorted { $0.id < $1.id }
     }
@@ -148,9 +157,27 @@ public enum Coverage: Sendable, Equatable {
 public struct CoveragePosition: Sendable {
     public let coverage: Coverage
     fileprivate let trieNode: Int?
+    /// Whether the coverage's grant was made at this very path (the item is
+    /// the grant's root), not on a folder above it.
+    public let grantIsHere: Bool
+
+    fileprivate init(coverage: Coverage, trieNode: Int?, grantIsHere: Bool = false) {
+        self.coverage = coverage
+        self.trieNode = trieNode
+        self.grantIsHere = grantIsHere
+    }
 
     /// Outside every grant of the app in the provider.
     static let outside = CoveragePosition(coverage: .hidden, trieNode: nil)
+
+    /// The position of an item that is not the file its path's grant was
+    /// made for (issue 28): covered by `enclosing`, a grant on a folder
+    /// above, as every other item of that folder is; or, with none, hidden
+    /// together with everything below it.
+    public func notGrantRoot(coveredBy enclosing: Grant?) -> CoveragePosition {
+        guard let enclosing else { return .outside }
+        return CoveragePosition(coverage: .granted(enclosing), trieNode: trieNode)
+    }
 
     fileprivate var grant: Grant? {
         if case .granted(let grant) = coverage { return grant }
@@ -215,7 +242,9 @@ struct ProviderView: Sendable {
 
     func position(of path: String) -> CoveragePosition {
         let (nearest, reached) = walk(path)
-        return CoveragePosition(coverage: coverage(nearest: nearest, reached: reached), trieNode: reached)
+        return CoveragePosition(
+            coverage: coverage(nearest: nearest, reached: reached), trieNode: reached,
+            grantIsHere: nearest != nil && nearest == reached)
     }
 
     /// The trie nodes of the nearest grant at or above `path` and of `path`
@@ -250,8 +279,10 @@ struct ProviderView: Sendable {
             // No grant lies below: the nearest grant above covers it, or none does.
             return CoveragePosition(coverage: parent.grant.map(Coverage.granted) ?? .hidden, trieNode: nil)
         }
-        let nearest = nodes[next].grant ?? parent.grant
-        return CoveragePosition(coverage: nearest.map(Coverage.granted) ?? .ancestor, trieNode: next)
+        let here = nodes[next].grant
+        let nearest = here ?? parent.grant
+        return CoveragePosition(
+            coverage: nearest.map(Coverage.granted) ?? .ancestor, trieNode: next, grantIsHere: here != nil)
     }
 
     /// Calls `body` with each "/"-separated component until it returns

@@ -93,11 +93,27 @@ public struct ItemLocation: Sendable, Hashable, Codable {
     public var isDirectory: Bool
     /// False when the item could not be found any more.
     public var exists: Bool
+    /// The host file the item was recorded as; nil where not known.
+    public var file: ItemFile?
 
-    public init(provider: ProviderID, path: String, isDirectory: Bool, exists: Bool) {
+    public init(provider: ProviderID, path: String, isDirectory: Bool, exists: Bool, file: ItemFile? = nil) {
         self.provider = provider
         self.path = path
         self.isDirectory = isDirectory
         self.exists = exists
+        self.file = file
+    }
+}
+
+/// The host file an item is (SPEC §1 "Item identifier"): device and inode
+/// number, as `stat` gives them. A path names whatever file is there now;
+/// this names the one the user chose.
+public struct ItemFile: Sendable, Hashable, Codable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
     }
 }

@@ -49,7 +49,20 @@ public struct ItemLocator: Sendable {
         }
         let lost = items.filter { Self.identity(at: provider.directory, $0.path) != $0.identity }
         guard !lost.isEmpty else { return false }
-        let found = Self.walk(provider.directory, looking: Set(lost.map(\.identity)))
+        var found = Self.walk(provider.directory, looking: Set(lost.map(\.identity)))
+        // A walk is no proof that an item is gone: one the owner moves
+        // while the walk reads folders slips past it (listed under a name
+        // it has left by the time it is looked at, and not yet at the name
+        // it goes to). While an item is missing its path alone decides its
+        // grant's coverage (`PolicySnapshot.itemFile`), so a folder swapped
+        // in a loop and wrongly marked missing let the folder swapped in
+        // for it be read (issue 28). Before an item is marked missing,
+        // further walks must miss it too; items already missing cost none.
+        for _ in 0..<Self.confirmingWalks {
+            let unconfirmed = Set(lost.filter { !$0.missing && found[$0.identity] == nil }.map(\.identity))
+            guard !unconfirmed.isEmpty else { break }
+            found.merge(Self.walk(provider.directory, looking: unconfirmed)) { first, _ in first }
+        }
         var updates: [(Recorded, String?)] = []
         for item in lost {
             let path = found[item.identity]
@@ -73,6 +86,11 @@ public struct ItemLocator: Sendable {
         }
         return true
     }
+
+    /// Walks after the first that must also miss an item before it is
+    /// marked missing: each misses a moving item only if it moves at the
+    /// wrong moment again.
+    static let confirmingWalks = 3
 
     /// Whether something exists at `path` of a provider directory (no symlink followed).
     public static func exists(at directory: String, _ path: String) -> Bool {

@@ -46,11 +46,15 @@ public struct PolicyRepository: Sendable {
 
     static func fetchItemLocations(_ db: Database) throws -> [ItemIdentifier: ItemLocation] {
         var items: [ItemIdentifier: ItemLocation] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT id, provider_id, relative_path, is_directory, missing FROM items")
+        for row in try Row.fetchAll(
+            db, sql: "SELECT id, provider_id, relative_path, is_directory, missing, device, inode FROM items")
         {
+            // Stored as the bit patterns of the unsigned numbers (`FileIdentity`).
+            let file = ItemFile(
+                device: UInt64(bitPattern: row["device"] as Int64), inode: UInt64(bitPattern: row["inode"] as Int64))
             items[row["id"]] = ItemLocation(
                 provider: row["provider_id"], path: row["relative_path"], isDirectory: row["is_directory"],
-                exists: !(row["missing"] as Bool))
+                exists: !(row["missing"] as Bool), file: file)
         }
         return items
     }

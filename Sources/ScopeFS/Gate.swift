@@ -95,24 +95,34 @@ extension ScopeFileSystem {
             table.storeCoverage(resolved, generation: resolved.generation, position: position)
             return position.coverage
         }
-        let stepped = withPolicy { policy -> (UInt64, CoveragePosition)? in
+        let stepped = withPolicy { policy -> (UInt64, CoveragePosition, [GrantRootCheck])? in
             // The parent's position names a node of its own snapshot's trie.
             guard let parent = resolved.parentCoverage, policy.generation == resolved.generation else { return nil }
-            return (policy.generation, policy.position(app: app, provider: provider, child: resolved.name, of: parent))
+            let position = policy.position(app: app, provider: provider, child: resolved.name, of: parent)
+            // A grant above was checked with the parent; one made here is
+            // checked now (`GrantRootCheck`).
+            let checks = position.grantIsHere ? policy.grantRootChecks(for: position, depth: nil) : []
+            return (policy.generation, position, checks)
         }
-        let (generation, position) =
+        let (generation, found, checks) =
             if let stepped { stepped } else { try walked(resolved, app: app, provider: provider) }
+        let position = checkedGrantRoots(found, checks, of: resolved)
         table.storeCoverage(resolved, generation: generation, position: position)
         return position.coverage
     }
 
-    /// A node's position from its whole path; the path is built (under the
-    /// node table's lock) before the policy lock is taken.
+    /// A node's position from its whole path, with the grant roots on that
+    /// path to check; the path is built (under the node table's lock)
+    /// before the policy lock is taken.
     private func walked(_ resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) throws(Errno)
-        -> (UInt64, CoveragePosition)
+        -> (UInt64, CoveragePosition, [GrantRootCheck])
     {
         let path = try resolved.path
-        return withPolicy { ($0.generation, $0.position(app: app, provider: provider, path: path)) }
+        let depth = RelativePath.components(of: path).count
+        return withPolicy { policy in
+            let position = policy.position(app: app, provider: provider, path: path)
+            return (policy.generation, position, policy.grantRootChecks(for: position, depth: depth))
+        }
     }
 
     /// The security-scope check of SPEC S9 (strict mode), or always true

@@ -191,6 +191,20 @@ final class NodeTable: Sendable {
         return .found(components.reversed().joined(separator: "/"))
     }
 
+    /// The host file of the node `levels` folders above `inode` (0: the
+    /// node itself), by parent links; nil where the links end first.
+    func identity(of inode: UInt64, levelsUp levels: Int) -> FileIdentity? {
+        state.withLock { state in
+            var current = inode
+            for _ in 0..<levels {
+                guard let record = state.records[current], record.node.place.isBacked, !record.node.isDomainRoot
+                else { return nil }
+                current = record.parent
+            }
+            return state.records[current]?.node.identity
+        }
+    }
+
     /// Finds the node for `key` or creates it with `make`, records where it
     /// was seen (`parent`, `name`) and takes one lookup. `make` runs under
     /// the lock and must not make system calls.

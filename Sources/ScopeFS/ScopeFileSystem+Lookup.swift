@@ -90,9 +90,13 @@ extension ScopeFileSystem {
             return try domainRoot(.provider(app, name), path: provider.directory, parent: parent.node.inode, name: name)
         case .container:
             return try backedChild(of: parent.node, named: name)
-        case .provider:
+        case .provider(let app, let provider):
             try requireVisible(name, in: parent)
-            return try backedChild(of: parent.node, named: name)
+            let found = try backedChild(of: parent.node, named: name)
+            // Under a bare folder a name is shown for the grant made at it:
+            // only if what is there now is that grant's item (issue 28).
+            if parent.grant == nil { try requireGrantedItem(found.0, app: app, provider: provider) }
+            return found
         }
     }
 
