@@ -29,4 +29,7 @@ enum Tunables {
     /// reserving is not worth it (the kernel's first table holds 64).
     static let reservedDescriptors: rlim_t = 4096
     static let initialDescriptorTable: Int32 = 64
+    /// Descriptors the owner's control socket holds back, to take and
+    /// serve a request when the daemon is out of descriptors (`DescriptorReserve`).
+    static let ownerReserveDescriptors = 8
 }
