@@ -123,7 +123,20 @@ public final class ScopeFileSystem: FileSystem {
 
     public func initialize(_ connection: inout ConnectionSettings) {
         connection.clearsSetIDBits = true
+        connection.maxBackground = Self.maxBackgroundRequests
     }
+
+    /// The kernel sends RELEASE, the close that gives a backing descriptor
+    /// back, as a background request, and keeps at most `max_background` of
+    /// those in flight (12 by default) while OPENs are not throttled. 40
+    /// processes looping open/read/close queued 19,998 RELEASEs, each
+    /// holding a descriptor, until opens failed with EMFILE (issue 29,
+    /// finding 1; the kernel's `waiting` count in fusectl showed them). With
+    /// room for this many, a RELEASE waits behind no more than the requests
+    /// already queued, so the daemon holds about one descriptor per file
+    /// open and per close in flight (docs/PERFORMANCE.md, the storm).
+    /// Without CAP_SYS_ADMIN the kernel lowers it to `max_user_bgreq`.
+    static let maxBackgroundRequests: UInt32 = 1024
 
     // MARK: Policy
 
