@@ -32,4 +32,10 @@ enum Tunables {
     /// Descriptors the owner's control socket holds back, to take and
     /// serve a request when the daemon is out of descriptors (`DescriptorReserve`).
     static let ownerReserveDescriptors = 8
+    /// Descriptors the daemon keeps for itself out of its limit; apps'
+    /// open files and folders share the rest (`DescriptorLimits`).
+    static let daemonReservedDescriptors = 1024
+    /// One app's budget of backing descriptors unless the mount says
+    /// otherwise: four times the usual soft limit of a process.
+    static let defaultDescriptorsPerApp = 4096
 }

@@ -10,6 +10,8 @@ the default sandbox, as users run them.
 - Many app processes opening, reading and closing granted files at once get
   no EMFILE, and the daemon's descriptors stay within one per open file
   plus the kernel's RELEASEs in flight (finding 1).
+- An app past its budget of backing descriptors gets EMFILE itself (and an
+  event); another app and the owner are served (finding 3).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import threading
 import time
 
 import pytest
-from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, LOCAL, describe, fd_count
+from doc_scope_helpers import mount, wait_events
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, fd_count
 
 # -- helpers -------------------------------------------------------------------
 
@@ -226,3 +228,82 @@ def test_open_read_close_storm_gets_no_emfile_and_bounded_descriptors(env):
         f"daemon descriptors {baseline} after mount, peak {peak[0]} during the storm "
         f"(bound {baseline + STORM_SLACK}); {result}"
     )
+
+
+# -- finding 3: one app's descriptor flood starves nobody else -----------------
+
+FLOOD_ATTEMPTS = 25_000
+
+# Starts accessing the folder and opens one file again and again, keeping
+# every descriptor, until an open fails; reports how many succeeded and the
+# error. On "go" it closes them all and opens the file once more.
+FLOOD = r"""
+import resource
+folder, name, attempts = sys.argv[1], sys.argv[2], int(sys.argv[3])
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+os.setxattr(folder, "user.scopefs.start", b"")
+path = os.path.join(folder, name)
+held, error = [], None
+while len(held) < attempts:
+    try:
+        held.append(os.open(path, os.O_RDONLY))
+    except OSError as exc:
+        error = ename(exc)
+        break
+step({"opened": len(held), "error": error})
+for fd in held:
+    os.close(fd)
+emit(attempt(read_bytes, path))
+"""
+
+
+def default_budget_per_app(limit: int) -> int:
+    """docs/ARCHITECTURE.md decision 43: apps share the limit less 1,024;
+    one app gets 4,096 or a quarter of that share, whichever is smaller."""
+    for_apps = max(limit - 1024, limit // 2)
+    return min(4096, for_apps // 4)
+
+
+@pytest.mark.scopefs_timeout(180)
+def test_one_apps_descriptor_flood_leaves_other_apps_and_owner_served(env):
+    """Finding 3, SPEC S40: app A keeps opening one granted file. It gets
+    EMFILE once it holds its budget of backing descriptors (and an event
+    says so); meanwhile app B reads its granted file, the owner's inspect
+    view reads A's file (SPEC S4) and `status` answers (SPEC S30). After A
+    closes them, A opens the file again."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.grant(BETA, f"{LOCAL}:docs")
+    mount(env, "strict")
+    pid = env.daemon_pid()
+    budget = default_budget_per_app(descriptor_limits(pid)[0])
+    flooder = env.app_session(ALPHA, FLOOD, env.prov(ALPHA, LOCAL, "docs"), "report.txt", FLOOD_ATTEMPTS, sandbox=True)
+    flood = flooder.recv(timeout=120)
+    peak = fd_count(pid)
+    other_app = env.app_json(
+        BETA,
+        'os.setxattr(sys.argv[1], "user.scopefs.start", b""); emit(attempt(read_bytes, sys.argv[2]))',
+        env.prov(BETA, LOCAL, "docs"),
+        env.prov(BETA, LOCAL, "docs/report.txt"),
+        sandbox=True,
+    )
+    owner_read = env.host_json(
+        "emit(outcome(lambda: read_bytes(sys.argv[1]).decode()))", env.prov(ALPHA, LOCAL, "docs/report.txt")
+    )
+    owner_status = owner_cli(env, "status", "--json")
+    flooder.send()
+    reopened = flooder.recv()
+    flooder.finish()
+    print(f"flood: {flood}, budget {budget}, daemon descriptors {peak} while A held them")
+
+    assert other_app == "OK", f"app B was refused while app A held {flood['opened']} descriptors: {other_app}"
+    assert owner_read == {"ok": REPORT_BYTES.decode()}, f"the owner's inspect read failed: {owner_read}"
+    assert answered(owner_status), "`status` failed during app A's flood: " + (
+        "timed out" if owner_status is None else describe(owner_status)
+    )
+    assert flood == {"opened": budget, "error": "EMFILE"}, (
+        f"app A should get EMFILE after its budget of {budget} descriptors: {flood} (daemon held {peak})"
+    )
+    assert reopened == "OK", f"app A could not open again after closing its descriptors: {reopened}"
+    exhausted = wait_events(env, lambda e: e.get("errno") == 24, kind="descriptor-budget-exhausted", app=ALPHA)
+    assert exhausted and exhausted[0].get("count") == budget, exhausted
