@@ -53,6 +53,15 @@ def lowest_free_descriptor(pid: int) -> int:
     return free
 
 
+def wait_for_descriptors(pid: int, at_most: int, timeout: float) -> None:
+    """Waits until the daemon has handled the RELEASEs of an app's closed
+    descriptors (a debug build takes ~1 ms each), so the harness's leak
+    check after the test sees what the daemon keeps, not what is queued."""
+    deadline = time.monotonic() + timeout
+    while (count := fd_count(pid)) is not None and count > at_most and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def owner_cli(env, *args, timeout: float = 20) -> subprocess.CompletedProcess | None:
     """A CLI command of the owner; None when it did not return in time."""
     try:
@@ -295,6 +304,7 @@ def test_one_apps_descriptor_flood_leaves_other_apps_and_owner_served(env):
     reopened = flooder.recv()
     flooder.finish()
     print(f"flood: {flood}, budget {budget}, daemon descriptors {peak} while A held them")
+    wait_for_descriptors(pid, at_most=env.daemon.fd_baseline + 8, timeout=60)
 
     assert other_app == "OK", f"app B was refused while app A held {flood['opened']} descriptors: {other_app}"
     assert owner_read == {"ok": REPORT_BYTES.decode()}, f"the owner's inspect read failed: {owner_read}"
@@ -307,3 +317,59 @@ def test_one_apps_descriptor_flood_leaves_other_apps_and_owner_served(env):
     assert reopened == "OK", f"app A could not open again after closing its descriptors: {reopened}"
     exhausted = wait_events(env, lambda e: e.get("errno") == 24, kind="descriptor-budget-exhausted", app=ALPHA)
     assert exhausted and exhausted[0].get("count") == budget, exhausted
+
+
+# -- (d): the daemon's own part of its limit ------------------------------------
+
+
+SHARE_TEST_HARD_LIMIT = 4096
+
+
+@pytest.mark.scopefs_timeout(180)
+def test_apps_filling_their_share_leave_the_daemon_its_reserve(env):
+    """SPEC S40, docs/ARCHITECTURE.md decision 43: the daemon raises its
+    soft descriptor limit to the hard limit at start (the mount is started
+    with a soft limit of 1,024 and a hard one of 4,096), and apps together stop 1,024 short of it.
+    One app allowed everything (`--descriptors-per-app` above the share,
+    which clamps it to the share) gets EMFILE at the share; the owner's `status`, `revoke` and inspect
+    read are still served."""
+    grant = env.grant(ALPHA, f"{LOCAL}:docs")
+    # A hard limit of 4,096 keeps the flood short; the mount's own
+    # bookkeeping stays the harness's (env.mount with a prlimit wrapper).
+    plain_cli_argv = env.cli_argv
+    env.cli_argv = lambda *args, **kw: (
+        ["prlimit", f"--nofile=1024:{SHARE_TEST_HARD_LIMIT}"] + plain_cli_argv(*args, **kw)
+    )
+    env.mount_args = lambda *a, **k: ["mount", env.mnt, "--scopes", "strict", "--descriptors-per-app", "1000000"]
+    try:
+        env.mount()
+    finally:
+        env.cli_argv = plain_cli_argv
+    pid = env.daemon_pid()
+    daemon_soft, daemon_hard = descriptor_limits(pid)
+    assert (daemon_soft, daemon_hard) == (SHARE_TEST_HARD_LIMIT,) * 2, (
+        f"the daemon kept a soft limit of {daemon_soft} (hard {daemon_hard})"
+    )
+    share = max(daemon_hard - 1024, daemon_hard // 2)
+
+    flooder = env.app_session(ALPHA, FLOOD, env.prov(ALPHA, LOCAL, "docs"), "report.txt", share + 100, sandbox=True)
+    flood = flooder.recv(timeout=150)
+    held = fd_count(pid)
+    owner_read = env.host_json(
+        "emit(outcome(lambda: read_bytes(sys.argv[1]).decode()))", env.prov(ALPHA, LOCAL, "docs/report.txt")
+    )
+    owner_status = owner_cli(env, "status", "--json")
+    owner_revoke = owner_cli(env, "revoke", ALPHA, grant)
+    flooder.send()
+    after_revoke = flooder.recv()
+    flooder.finish()
+    print(f"share: {flood}, share {share}, daemon descriptors {held} of {daemon_hard}")
+    wait_for_descriptors(pid, at_most=env.daemon.fd_baseline + 8, timeout=120)
+
+    assert flood == {"opened": share, "error": "EMFILE"}, f"expected EMFILE at the apps' share {share}: {flood}"
+    assert owner_read == {"ok": REPORT_BYTES.decode()}, f"the owner's inspect read failed: {owner_read}"
+    for name, p in (("status", owner_status), ("revoke", owner_revoke)):
+        assert answered(p), f"`{name}` failed while apps held their share: " + (
+            "timed out" if p is None else describe(p)
+        )
+    assert after_revoke == "EPERM", after_revoke
