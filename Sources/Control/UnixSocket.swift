@@ -64,11 +64,18 @@ package struct UnixSocket {
         return address
     }
 
-    package func accept() -> UnixSocket? {
+    /// The next connection, or the errno of a failed accept (EMFILE,
+    /// ENFILE, ENOBUFS, ENOMEM…): the caller decides whether to wait and
+    /// try again. Interruptions and connections aborted before they were
+    /// taken are skipped here.
+    package func accept() -> Result<UnixSocket, POSIXError> {
         while true {
             let client = CSystemShims.accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
-            if client >= 0 { return UnixSocket(descriptor: client) }
-            if errno != EINTR && errno != ECONNABORTED { return nil }
+            if client >= 0 { return .success(UnixSocket(descriptor: client)) }
+            let error = errno
+            if error != EINTR && error != ECONNABORTED {
+                return .failure(POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO))
+            }
         }
     }
 

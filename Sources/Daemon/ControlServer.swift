@@ -41,6 +41,8 @@ final class ControlServer: Sendable {
     private let appAccount: AppAccount?
     private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
     private let logger: Logger
+    /// Descriptors held back for the owner's requests (owner socket only).
+    private let reserve: DescriptorReserve?
 
     init(
         path: String, endpoint: Endpoint, ownerUID: uid_t, appAccount: AppAccount? = nil, logger: Logger,
@@ -60,12 +62,20 @@ final class ControlServer: Sendable {
         self.ownerUID = ownerUID
         self.handler = handler
         self.logger = logger
+        reserve = endpoint == .owner ? DescriptorReserve(size: Tunables.ownerReserveDescriptors) : nil
     }
 
+    /// Accepts for as long as the daemon runs: a failed accept is retried,
+    /// never the end of the socket (`AcceptLoop`).
     func start() {
+        let loop = AcceptLoop(
+            socket: socket, logger: logger, endpoint: endpoint == .owner ? "control" : "app", reserve: reserve)
         Thread.detachNewThread { [self] in
-            while let client = socket.accept() {
-                Thread.detachNewThread { self.serve(client) }
+            loop.run { client, whenDone in
+                Thread.detachNewThread {
+                    self.serve(client)
+                    whenDone()
+                }
             }
         }
     }

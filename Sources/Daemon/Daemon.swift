@@ -27,12 +27,16 @@ public struct DaemonOptions: Sendable {
     /// How long the kernel may cache entries and attributes; nil: 300 s
     /// with a host-change channel, 1 s without.
     public var cacheTimeout: Double?
+    /// Backing descriptors one app may hold (SPEC S40); nil: the default
+    /// (`DescriptorLimits`).
+    public var descriptorsPerApp: Int?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
         scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
-        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil
+        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil
     ) {
+        self.descriptorsPerApp = descriptorsPerApp
         self.hostChanges = hostChanges
         self.cacheTimeout = cacheTimeout
         self.inboxDays = inboxDays
@@ -71,7 +75,9 @@ public enum Daemon {
         umask(0)  // the kernel already applied the caller's umask
         let descriptorLimit = raiseDescriptorLimit()
         reserveDescriptorTable(limit: descriptorLimit)
-        logger.debug("descriptor limit \(descriptorLimit)")
+        let descriptors = DescriptorLimits(limit: descriptorLimit, perApp: options.descriptorsPerApp)
+        logger.info(
+            "descriptor limit \(descriptorLimit): \(descriptors.forApps) for apps, \(descriptors.perApp) per app")
 
         let ownerUID = getuid()
         let appAccount = Self.appAccount
@@ -103,7 +109,8 @@ public enum Daemon {
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
             hostChanges: hostChanges,
-            unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout))
+            unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout),
+            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps)
         let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {

@@ -29,4 +29,13 @@ enum Tunables {
     /// reserving is not worth it (the kernel's first table holds 64).
     static let reservedDescriptors: rlim_t = 4096
     static let initialDescriptorTable: Int32 = 64
+    /// Descriptors the owner's control socket holds back, to take and
+    /// serve a request when the daemon is out of descriptors (`DescriptorReserve`).
+    static let ownerReserveDescriptors = 8
+    /// Descriptors the daemon keeps for itself out of its limit; apps'
+    /// open files and folders share the rest (`DescriptorLimits`).
+    static let daemonReservedDescriptors = 1024
+    /// One app's budget of backing descriptors unless the mount says
+    /// otherwise: four times the usual soft limit of a process.
+    static let defaultDescriptorsPerApp = 4096
 }

@@ -187,6 +187,9 @@ public struct ConnectionSettings {
     /// and the kernel may skip its `security.capability` check before
     /// most writes (FUSE_HANDLE_KILLPRIV_V2, where the kernel offers it).
     public var clearsSetIDBits: Bool
+    /// How many background requests (RELEASE above all) the kernel keeps
+    /// in flight at once; 0 keeps the kernel's default of 12.
+    public var maxBackground: UInt32 = 0
 
     public init(
         maxWrite: UInt32, maxReadahead: UInt32, wantSplice: Bool, wantReaddirplus: Bool, clearsSetIDBits: Bool = false

@@ -358,5 +358,11 @@ enum Negotiation {
         connection.pointee.want = want
         connection.pointee.max_write = settings.maxWrite
         connection.pointee.max_readahead = settings.maxReadahead
+        if settings.maxBackground > 0 {
+            // The kernel's own ratio (12 and 9): past this many background
+            // requests it counts the mount as congested and skips readahead.
+            connection.pointee.max_background = settings.maxBackground
+            connection.pointee.congestion_threshold = settings.maxBackground * 3 / 4
+        }
     }
 }

@@ -20,11 +20,15 @@ public struct Event: Sendable, Codable, Equatable {
         /// (the resolution said `isStale`, SPEC S26): what a tester checks
         /// to know the app met, and renewed, a stale bookmark.
         case staleBookmark = "stale-bookmark"
+        /// An app reached its budget of backing descriptors and got EMFILE
+        /// (SPEC S40); `count` is the budget.
+        case descriptorBudgetExhausted = "descriptor-budget-exhausted"
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
-            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark: .routine
+            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark, .descriptorBudgetExhausted:
+                .routine
             case .denial, .leak, .policyFailedClosed, .stranded: .incident
             case .grant, .revoke, .restore, .forget: .policyChange
             }

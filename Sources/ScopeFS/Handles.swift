@@ -18,8 +18,12 @@ final class OpenHandle: Sendable {
     /// Set by the first write (or truncation) through the handle: its
     /// release tells other apps' presenters (`contentWritten`).
     let wrote = Atomic<Bool>(false)
+    /// The descriptor's place in its app's budget (`DescriptorBudget`),
+    /// given back after `deinit` closed the descriptor.
+    private let charge: DescriptorCharge
 
-    init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool, user: FileUser) {
+    init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool, user: FileUser, charge: DescriptorCharge) {
+        self.charge = charge
         self.descriptor = descriptor
         self.node = node
         self.grant = grant
@@ -67,8 +71,12 @@ final class DirectoryHandle: @unchecked Sendable {
     // serialises readdir calls on one open directory.
     var entries: Entries
     var hasBeenRead = false
+    /// A backed folder's stream holds a descriptor: its place in the app's
+    /// budget (`DescriptorBudget`).
+    private let charge: DescriptorCharge?
 
-    init(node: Node, entries: Entries) {
+    init(node: Node, entries: Entries, charge: DescriptorCharge?) {
+        self.charge = charge
         self.node = node
         self.entries = entries
     }

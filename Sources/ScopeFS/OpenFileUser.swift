@@ -7,7 +7,7 @@ import SystemPackage
 /// passed over a unix socket, taken with `pidfd_getfd`, inherited by a
 /// process that is not in the app's tree — and the kernel then sends that
 /// process's reads and writes with the opener's file handle.
-enum FileUser: Sendable, Equatable {
+enum FileUser: Sendable, Hashable {
     /// Any process of this app.
     case app(AppID)
     /// The owner's processes that are not app processes: the read-only

@@ -11,7 +11,10 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let target = try gate(inode, .read, caller, .opendir)
         guard target.node.isDirectory else { throw .notDirectory }
-        let handle = DirectoryHandle(node: target.node, entries: try entries(of: target, caller: caller))
+        // A backed folder is read through a descriptor of its own.
+        let charge = target.node.place.isBacked ? try chargeDescriptor(caller, target.resolved, .opendir) : nil
+        let handle = DirectoryHandle(
+            node: target.node, entries: try entries(of: target, caller: caller), charge: charge)
         return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node))
     }
 

@@ -17,6 +17,7 @@ extension ScopeFileSystem {
         let descriptor: Int32
         // A write through the mount is noted before it is made: the host
         // channel's echo of it may be read before the open returns.
+        let charge = try chargeDescriptor(caller, target.resolved, .open)
         if writes && flags & O_TRUNC != 0 { target.node.noteMountWrite() }
         do {
             descriptor = try BackingStore.openEntry(parent, target.resolved.name, flags: flags)
@@ -39,8 +40,9 @@ extension ScopeFileSystem {
             throw error
         }
         let handle = OpenHandle(
-            descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes, user: FileUser(caller)
-        )
+            descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes,
+            user: FileUser(caller),
+            charge: charge)
         if writes && flags & O_TRUNC != 0 { handle.wrote.store(true, ordering: .relaxed) }
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
@@ -54,13 +56,15 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller, .create)
         let directory = try backedDirectory(folder)
+        let charge = try chargeDescriptor(caller, folder.resolved, .create)
         let descriptor = try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
         do {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: name, known: Sys.stat(descriptor))
             let handle = OpenHandle(
-                descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller))
+                descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller),
+                charge: charge)
             _ = table.opened(node.inode, handle, version: FileVersion(info))
             return (entry(node, info, in: folder.node), OpenFile(handle: handle.retainedHandle()))
         } catch {

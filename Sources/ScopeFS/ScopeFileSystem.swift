@@ -57,11 +57,18 @@ public struct MountConfiguration: Sendable {
     /// The host-change channel; nil: none, every backed item's caches
     /// expire after `cacheTimeout`.
     public var hostChanges: (any HostChangeWatch)?
+    /// Backing descriptors one app, and all apps together, may make the
+    /// daemon hold (`DescriptorBudget`, SPEC S40).
+    public var descriptorsPerApp: Int
+    public var descriptorsForApps: Int
 
     public init(
         openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60,
-        hostChanges: (any HostChangeWatch)? = nil, unwatchedTimeout: Double? = nil
+        hostChanges: (any HostChangeWatch)? = nil, unwatchedTimeout: Double? = nil, descriptorsPerApp: Int = .max,
+        descriptorsForApps: Int = .max
     ) {
+        self.descriptorsPerApp = descriptorsPerApp
+        self.descriptorsForApps = descriptorsForApps
         self.openFiles = openFiles
         self.containersPath = containersPath
         self.cacheTimeout = cacheTimeout
@@ -80,6 +87,8 @@ public final class ScopeFileSystem: FileSystem {
     let events: any EventSink
     let documents: any DocumentServices
     let table: NodeTable
+    /// Backing descriptors charged to each app (SPEC S40).
+    public let descriptorBudget: DescriptorBudget
     /// The owner's fault and latency rules (issue 18); none by default.
     public let faults = FaultInjector()
     private let policy: Mutex<PolicySnapshot>
@@ -105,6 +114,8 @@ public final class ScopeFileSystem: FileSystem {
         self.events = events
         containers = try Sys.openAt(AT_FDCWD, configuration.containersPath, Sys.pathOnly | O_DIRECTORY)
         self.configuration = configuration
+        descriptorBudget = DescriptorBudget(
+            perApp: configuration.descriptorsPerApp, total: configuration.descriptorsForApps)
         self.callers = callers
         self.policy = Mutex(snapshot)
         self.currentGeneration = Atomic(snapshot.generation)
@@ -123,7 +134,20 @@ public final class ScopeFileSystem: FileSystem {
 
     public func initialize(_ connection: inout ConnectionSettings) {
         connection.clearsSetIDBits = true
+        connection.maxBackground = Self.maxBackgroundRequests
     }
+
+    /// The kernel sends RELEASE, the close that gives a backing descriptor
+    /// back, as a background request, and keeps at most `max_background` of
+    /// those in flight (12 by default) while OPENs are not throttled. 40
+    /// processes looping open/read/close queued 19,998 RELEASEs, each
+    /// holding a descriptor, until opens failed with EMFILE (issue 29,
+    /// finding 1; the kernel's `waiting` count in fusectl showed them). With
+    /// room for this many, a RELEASE waits behind no more than the requests
+    /// already queued, so the daemon holds about one descriptor per file
+    /// open and per close in flight (docs/PERFORMANCE.md, the storm).
+    /// Without CAP_SYS_ADMIN the kernel lowers it to `max_user_bgreq`.
+    static let maxBackgroundRequests: UInt32 = 1024
 
     // MARK: Policy
 

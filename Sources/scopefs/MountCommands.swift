@@ -35,6 +35,12 @@ struct MountCommand: ParsableCommand {
     var inboxDays: Int = 7
     @Option(
         help: """
+            Backing descriptors (open files and folders) one app may make the daemon hold; past it the app \
+            gets EMFILE (SPEC S40). Default 4096, or a quarter of what the daemon's limit leaves for apps.
+            """)
+    var descriptorsPerApp: Int?
+    @Option(
+        help: """
             How host changes made outside the mount reach the kernel's caches: auto (default: fanotify when the \
             daemon may mark file systems, as root; else inotify), fanotify, inotify, or none (caches expire \
             after --cache-timeout).
@@ -62,6 +68,9 @@ struct MountCommand: ParsableCommand {
             throw ValidationError("--json reports a background mount; --foreground prints nothing")
         }
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
+        if let descriptorsPerApp, descriptorsPerApp < 1 {
+            throw ValidationError("--descriptors-per-app must be at least 1")
+        }
         if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
         if let cacheTimeout, !(cacheTimeout >= 0 && cacheTimeout <= 86400) {
             throw ValidationError("--cache-timeout must be between 0 and 86400 seconds")
@@ -85,7 +94,7 @@ struct MountCommand: ParsableCommand {
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
             scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
-            hostChanges: hostChanges, cacheTimeout: cacheTimeout)
+            hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp)
         do throws(CommandError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -106,6 +115,7 @@ struct MountCommand: ParsableCommand {
             "--inbox-days", String(inboxDays), "--host-changes", hostChanges.rawValue,
         ]
         if let cacheTimeout { arguments += ["--cache-timeout", String(cacheTimeout)] }
+        if let descriptorsPerApp { arguments += ["--descriptors-per-app", String(descriptorsPerApp)] }
         if allowOther { arguments.append("--allow-other") }
         let destination = DaemonLog.resolve(log, foreground: false)
         arguments += ["--log", destination.rawValue]
