@@ -86,9 +86,7 @@ public enum Daemon {
                 "no \(AppAccount.systemName) account: `scopefs run` refuses sandboxed apps until it exists (\(AppAccount.creation)) and the mount is made again"
             )
         }
-        let tracker = ProcessTracker(
-            ownerUID: ownerUID, servesOtherUsers: options.allowOther, journal: RunJournal(state: state),
-            mountpoint: mountpoint)
+        let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
         let recorder = EventRecorder(store: EventStore(database: database), logger: logger)
         let scopes = ScopeRegistry(
             mode: options.scopeMode, budget: options.scopeBudget, lineage: { tracker.lineage(of: $0) }, events: recorder
@@ -122,14 +120,19 @@ public enum Daemon {
         }
         var mountOptions = ["fsname=scopefs", "subtype=scopefs"]
         var alias: OwnerAlias? = nil
+        var admittedUsers: AdmittedUsers? = nil
         if ownerUID == 0 {
             // Apps run as the app account, which the kernel lets in only
             // with allow_other; to the file system they act as the owner
-            // (`OwnerAlias`). Without --allow-other any other uid is a
-            // stranger (`ProcessTracker`) and sees nothing; with it, the
+            // (`OwnerAlias`). Without --allow-other any other uid gets
+            // EACCES as the kernel gave it (`AdmittedUsers`); with it, the
             // kernel checks other users as before (ARCHITECTURE.md, 8, 43).
             mountOptions.append("allow_other")
-            if options.allowOther { mountOptions.append("default_permissions") }
+            if options.allowOther {
+                mountOptions.append("default_permissions")
+            } else {
+                admittedUsers = AdmittedUsers([ownerUID] + (appAccount.map { [$0.uid] } ?? []))
+            }
             alias = appAccount.map {
                 OwnerAlias(appUID: $0.uid, appGID: $0.gid, ownerUID: ownerUID, ownerGID: getgid())
             }
@@ -144,7 +147,8 @@ public enum Daemon {
         }
         let session: FuseSession
         do {
-            session = try FuseSession(fileSystem: fileSystem, options: mountOptions, alias: alias)
+            session = try FuseSession(
+                fileSystem: fileSystem, options: mountOptions, alias: alias, admittedUsers: admittedUsers)
             try session.mount(at: mountpoint)
         } catch {
             throw CommandError(

@@ -56,12 +56,6 @@ public final class ProcessTracker: CallerResolver {
     /// Serialises reading the connector: events must be applied in order.
     private let connectorLock = Mutex(())
     private let ownerUID: uid_t
-    /// Whether callers of other uids than the owner's are served at all
-    /// (`--allow-other`). A root daemon's mount lets every user in for the
-    /// app account (which reaches the tracker as the owner, `OwnerAlias`);
-    /// without `--allow-other` any other uid is a stranger, as the kernel
-    /// made it before: even an app process that dropped to another uid.
-    private let servesOtherUsers: Bool
     private let exitHandlers = Mutex<[@Sendable (AppProcess) -> Void]>([])
     /// Where runs are recorded for the next daemon (nil: not recorded).
     private let journal: RunJournal?
@@ -69,9 +63,8 @@ public final class ProcessTracker: CallerResolver {
     /// The runs of a previous daemon still running on its dead mount.
     let stranded: StrandedRuns?
 
-    init(ownerUID: uid_t, servesOtherUsers: Bool = true, journal: RunJournal? = nil, mountpoint: String = "") {
+    init(ownerUID: uid_t, journal: RunJournal? = nil, mountpoint: String = "") {
         self.ownerUID = ownerUID
-        self.servesOtherUsers = servesOtherUsers
         self.connector = ProcConnector()
         let cgroups = AppCgroups()
         self.cgroups = cgroups
@@ -122,7 +115,7 @@ public final class ProcessTracker: CallerResolver {
 
     public func caller(of request: Request) -> Caller {
         let thread = request.threadID
-        guard thread > 0, servesOtherUsers || request.uid == ownerUID else { return .stranger }
+        guard thread > 0 else { return .stranger }
         if connector != nil, let cached = state.withLock({ $0.callers[thread] }), cached.uid == request.uid {
             return cached.caller
         }

@@ -32,6 +32,10 @@ enum Bridge {
     static func answer<T>(
         _ request: fuse_req_t, _ body: () throws(Errno) -> T, reply: (T) -> Void
     ) {
+        guard admitted(request) else {
+            _ = fuse_reply_err(request, EACCES)
+            return
+        }
         let result: T
         do {
             result = try body()

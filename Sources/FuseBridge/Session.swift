@@ -17,9 +17,12 @@ public final class FuseSession: Sendable {
     private let stopped = Atomic<Bool>(false)
 
     /// `options` are mount options as for `-o` (e.g. "default_permissions").
-    /// `alias`: the app account that acts as the owner (`OwnerAlias`).
-    public init(fileSystem: any FileSystem, options: [String], alias: OwnerAlias? = nil) throws(Errno) {
-        let context = BridgeContext(fileSystem: fileSystem, alias: alias)
+    /// `alias`: the app account that acts as the owner (`OwnerAlias`);
+    /// `admittedUsers`: the only uids served (nil: whoever the kernel lets in).
+    public init(
+        fileSystem: any FileSystem, options: [String], alias: OwnerAlias? = nil, admittedUsers: AdmittedUsers? = nil
+    ) throws(Errno) {
+        let context = BridgeContext(fileSystem: fileSystem, alias: alias, admittedUsers: admittedUsers)
         self.context = context
         var arguments = ["scopefs"]
         if !options.isEmpty { arguments += ["-o", options.joined(separator: ",")] }
@@ -143,6 +146,7 @@ public final class FuseSession: Sendable {
 final class BridgeContext: Sendable {
     let fileSystem: any FileSystem
     let alias: OwnerAlias?
+    let admittedUsers: AdmittedUsers?
     let wire = WireState()
     /// The session, once made (0 before and after): for invalidations the
     /// bridge sends itself (`RefusedWrites`).
@@ -150,9 +154,10 @@ final class BridgeContext: Sendable {
     /// Runs the bridge's own invalidations off the request threads, in order.
     let invalidations = DispatchQueue(label: "scopefs.invalidations")
 
-    init(fileSystem: any FileSystem, alias: OwnerAlias?) {
+    init(fileSystem: any FileSystem, alias: OwnerAlias?, admittedUsers: AdmittedUsers?) {
         self.fileSystem = fileSystem
         self.alias = alias
+        self.admittedUsers = admittedUsers
     }
 
     static func from(_ userdata: UnsafeMutableRawPointer) -> BridgeContext {
