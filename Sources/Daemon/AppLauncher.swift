@@ -15,7 +15,7 @@ public enum AppLauncher {
     /// How the app is run: confined (the default), or attribution only.
     public enum Confinement: Sendable {
         /// In a bubblewrap sandbox (SPEC S5).
-        case sandbox(shareNetwork: Bool, exposed: [String])
+        case sandbox(SandboxShape)
         /// No sandbox: the app has the owner's access to the host and sees
         /// the mount through `view`; ScopeFS only attributes its requests.
         case none(view: MountView)
@@ -29,7 +29,12 @@ public enum AppLauncher {
         // Checked before registering: a missing bubblewrap must not leave a
         // registered launcher behind.
         let bubblewrap: String?
-        if case .sandbox = confinement { bubblewrap = try Sandbox.bubblewrap() } else { bubblewrap = nil }
+        if case .sandbox(let shape) = confinement {
+            bubblewrap = try Sandbox.bubblewrap()
+            try shape.checkExposedPathsExist()
+        } else {
+            bubblewrap = nil
+        }
         let response = try ControlClient.send(ControlRequest(op: .register, app: app), state: state)
         guard response.ok, let mountpoint = response.mountpoint else {
             throw CommandError(
@@ -39,10 +44,10 @@ public enum AppLauncher {
         let watch = response.daemon.flatMap { MountLossWatch(daemon: $0) }
         let loss = MountLoss(watch: watch, app: app, mountpoint: mountpoint, keep: keepOnMountLoss)
         switch confinement {
-        case .sandbox(let shareNetwork, let exposed):
+        case .sandbox(let shape):
             let sandbox = Sandbox(
-                app: app, mountpoint: mountpoint, state: state, shareNetwork: shareNetwork, exposed: exposed,
-                runAs: try runAs(response), appEndpoint: response.appEndpoint)
+                app: app, mountpoint: mountpoint, state: state, shape: shape, runAs: try runAs(response),
+                appEndpoint: response.appEndpoint)
             return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
         case .none(let view):
             var environment = HostEnvironment.current
@@ -118,11 +123,16 @@ public enum AppLauncher {
         }
         defer { if let binary { close(binary) } }
         let environment = sandbox.environment(from: HostEnvironment.current)
+        if let folder = sandbox.shape.workingDirectory, !sandbox.shows(folder) {
+            throw CommandError(
+                .noInput, "--cwd \(folder): the sandbox does not show it; --expose it (or a folder above it)")
+        }
+        try sandbox.checkCommand(command[0], environment: environment)
         let options = sandbox.options(
             seccompDescriptor: filter.descriptor, binaryDescriptor: binary, environment: environment)
         // Options (a few kilobytes) go through a pipe too: bubblewrap's own
         // command line is the sandbox's /proc/1/cmdline.
-        let optionBytes: [UInt8] = options.reduce(into: []) { $0 += Array($1.utf8) + [0] }
+        let optionBytes: [UInt8] = options.reduce(into: []) { $0 += $1.hostBytes + [0] }
         let arguments = try InheritedPipe { descriptor throws(CommandError) in
             try InheritedPipe.writeAll(optionBytes, to: descriptor)
         }

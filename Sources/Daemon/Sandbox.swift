@@ -52,11 +52,9 @@ public struct Sandbox: Sendable {
     var app: String
     var mountpoint: String
     var state: StateDirectory
-    /// Keep the host's network namespace (loopback and abstract sockets of
-    /// the host included).
-    var shareNetwork: Bool
-    /// More host paths, read-only, at the same place (`--expose`).
-    var exposed: [String]
+    /// What the developer added: the host's network (`--share-net`), more
+    /// host paths (`--expose`), variables (`--env`), the working folder.
+    var shape: SandboxShape
     /// With a root launcher: the account the app becomes (`AppAccount`).
     /// Otherwise the app keeps the launcher's uid in a user namespace.
     var runAs: AppAccount?
@@ -64,6 +62,8 @@ public struct Sandbox: Sendable {
     var appEndpoint: String?
 
     var appDirectory: String { mountpoint + "/" + app }
+    /// Where the command starts: `--cwd`, else the app's container.
+    var workingDirectory: String { shape.workingDirectory ?? appDirectory + "/" + MountLayout.container }
 
     /// bubblewrap, from PATH or Debian's place.
     static func bubblewrap() throws(CommandError) -> String {
@@ -96,7 +96,7 @@ public struct Sandbox: Sendable {
             arguments += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
         }
         arguments += ["--hostname", "scopefs"]
-        if !shareNetwork { arguments.append("--unshare-net") }
+        if !shape.shareNetwork { arguments.append("--unshare-net") }
         for directory in Self.systemDirectories {
             if let target = symbolicLink(directory) {
                 arguments += ["--symlink", target, directory]
@@ -128,7 +128,10 @@ public struct Sandbox: Sendable {
         // (bubblewrap covers some of them only when it finds them writable).
         for knob in Self.kernelKnobs { arguments += ["--ro-bind-try", knob, knob] }
         arguments += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
-        for path in exposed { arguments += folders(above: path) + ["--ro-bind", path, path] }
+        for exposure in shape.exposed {
+            arguments += folders(above: exposure.path)
+            arguments += [exposure.writable ? "--bind" : "--ro-bind", exposure.path, exposure.path]
+        }
         arguments += folders(above: Self.stateInside + "/control.sock") + folders(above: Self.binaryInside + "/scopefs")
         // scopefs itself: a system binary at its own path; any other (a
         // build in a checkout) copied in, so its host path does not show.
@@ -145,7 +148,7 @@ public struct Sandbox: Sendable {
         // The app's own view of the mount, at the same path as outside.
         arguments += folders(above: appDirectory) + ["--bind", appDirectory, appDirectory]
         arguments += ["--bind", appEndpoint ?? state.appSocketPath, Self.stateInside + "/control.sock"]
-        arguments += ["--chdir", appDirectory + "/" + MountLayout.container, "--clearenv"]
+        arguments += ["--chdir", workingDirectory, "--clearenv"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) { arguments += ["--setenv", name, value] }
         arguments += ["--seccomp", "\(seccompDescriptor)"]
         return arguments
@@ -186,6 +189,8 @@ public struct Sandbox: Sendable {
         environment["SCOPEFS_MOUNT"] = appDirectory
         environment["SCOPEFS_STATE"] = Self.stateInside
         environment["SCOPEFS_VIEW"] = "sandbox"
+        // The developer's own (`--env`) last: a venv's PATH, PYTHONPATH.
+        environment.merge(shape.environment) { _, added in added }
         return environment
     }
 

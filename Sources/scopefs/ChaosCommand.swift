@@ -35,11 +35,15 @@ struct ChaosCommand: ParsableCommand {
     @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false
     @Flag(help: "With --no-sandbox: the shared view of the mount (as `scopefs run --shared-view`).") var sharedView =
         false
+    @OptionGroup(title: "Sandbox") var sandboxOptions: SandboxOptions
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
 
     func validate() throws {
         if command.drop(while: { $0 == "--" }).isEmpty { throw ValidationError("name a command to run after --") }
         if sharedView && !noSandbox { throw ValidationError("--shared-view needs --no-sandbox") }
+        if noSandbox && sandboxOptions.shapesSandbox {
+            throw ValidationError("--share-net, --expose, --env and --cwd shape the sandbox: not with --no-sandbox")
+        }
     }
 
     func run() throws {
@@ -72,7 +76,8 @@ struct ChaosCommand: ParsableCommand {
                 "chaos seed \(seed), rate \(rate)/s, grants \(grants.map { String($0.id) }.joined(separator: ","))")
             var schedule = ChaosSchedule(seed: seed, rate: rate, grants: grants.map(\.id))
             let child = try Self.launch(
-                app: app, command: command, noSandbox: noSandbox, sharedView: sharedView, state: state)
+                app: app, command: command, noSandbox: noSandbox, sharedView: sharedView,
+                sandbox: sandboxOptions.runArguments, state: state)
             let start = Date()
             var next = schedule.next()
             // What was done, not what the schedule drew next.
@@ -133,14 +138,15 @@ struct ChaosCommand: ParsableCommand {
 
     /// `scopefs run` in a child: this process stays the owner's, so it may
     /// revoke and restore (an app process may not, SPEC S5).
-    private static func launch(app: String, command: [String], noSandbox: Bool, sharedView: Bool, state: StateDirectory)
-        throws(CommandError) -> Process
-    {
+    private static func launch(
+        app: String, command: [String], noSandbox: Bool, sharedView: Bool, sandbox: [String], state: StateDirectory
+    ) throws(CommandError) -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         var arguments = ["--state", state.path, "run", "--app", app]
         if noSandbox { arguments.append("--no-sandbox") }
         if sharedView { arguments.append("--shared-view") }
+        if !noSandbox { arguments += sandbox }
         process.arguments = arguments + ["--"] + command
         do { try process.run() } catch { throw CommandError(.internalError, "cannot start scopefs run: \(error)") }
         return process

@@ -24,10 +24,7 @@ struct RunCommand: ParsableCommand {
             namespace where MOUNT holds only MOUNT/<app>, which saves a lookup per path walk.
             """)
     var sharedView = false
-    @Flag(help: "Keep the host's network in the sandbox (by default it has none, not even loopback).")
-    var shareNet = false
-    @Option(name: .customLong("expose"), help: "A host path the sandbox may read, at the same place (repeatable).")
-    var exposed: [String] = []
+    @OptionGroup(title: "Sandbox") var sandboxOptions: SandboxOptions
     @Flag(
         help: """
             Keep the app running when its mount dies (the daemon ended): by default the run ends it and exits 69. \
@@ -42,11 +39,9 @@ struct RunCommand: ParsableCommand {
         if sharedView && !noSandbox {
             throw ValidationError("--shared-view chooses a view without the sandbox: add --no-sandbox")
         }
-        if noSandbox && (shareNet || !exposed.isEmpty) {
-            throw ValidationError("--share-net and --expose shape the sandbox; without it the app has the host already")
-        }
-        for path in exposed where !path.hasPrefix("/") {
-            throw ValidationError("--expose takes an absolute path: \(path)")
+        if noSandbox && sandboxOptions.shapesSandbox {
+            throw ValidationError(
+                "--share-net, --expose, --env and --cwd shape the sandbox; without it the app has the host already")
         }
     }
 
@@ -63,7 +58,7 @@ struct RunCommand: ParsableCommand {
                             .utf8))
                 confinement = .none(view: sharedView ? .shared : .app)
             } else {
-                confinement = .sandbox(shareNetwork: shareNet, exposed: exposed)
+                confinement = .sandbox(sandboxOptions.shape)
             }
             status = try AppLauncher.run(
                 app: app, command: command, confinement: confinement, state: options.directory,

@@ -25,10 +25,14 @@ struct TestCommand: ParsableCommand {
     @Option(help: "Write a JUnit XML report to this file.") var junit: String?
     @Flag(help: "Print the report as JSON.") var json = false
     @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false
+    @OptionGroup(title: "Sandbox") var sandboxOptions: SandboxOptions
     @Argument(parsing: .postTerminator, help: "The command and its arguments (after --).") var command: [String] = []
 
     func validate() throws {
         if command.isEmpty { throw ValidationError("name a command to run after --") }
+        if noSandbox && sandboxOptions.shapesSandbox {
+            throw ValidationError("--share-net, --expose, --env and --cwd shape the sandbox: not with --no-sandbox")
+        }
     }
 
     struct Outcome: Encodable {
@@ -56,7 +60,8 @@ struct TestCommand: ParsableCommand {
             }
             let repository = try options.repositoryForChange("run test scenarios")
             let runner = try ScenarioRunner(
-                scenario: scenario, app: app, repository: repository, options: options, noSandbox: noSandbox)
+                scenario: scenario, app: app, repository: repository, options: options,
+                runOptions: noSandbox ? ["--no-sandbox"] : sandboxOptions.runArguments)
             let result = try runner.run(command)
             passed = result.passed
             if json {
@@ -99,18 +104,21 @@ struct ScenarioRunner {
     let repository: PolicyRepository
     let options: StateOptions
     var state: StateDirectory { options.directory }
-    let noSandbox: Bool
+    /// Options of the `scopefs run` that starts the command.
+    let runOptions: [String]
     let grants: [String: Grant]
     let providers: [String: Provider]
 
-    init(scenario: Scenario, app: String, repository: PolicyRepository, options: StateOptions, noSandbox: Bool)
+    init(
+        scenario: Scenario, app: String, repository: PolicyRepository, options: StateOptions, runOptions: [String]
+    )
         throws(CommandError)
     {
         self.scenario = scenario
         self.app = app
         self.repository = repository
         self.options = options
-        self.noSandbox = noSandbox
+        self.runOptions = runOptions
         var grants: [String: Grant] = [:]
         for grant in try repository.grants(app: app) {
             grants["\(grant.provider):\(grant.relativePath)"] = grant
@@ -178,7 +186,7 @@ struct ScenarioRunner {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         process.arguments =
-            ["--state", state.path, "run", "--app", app] + (noSandbox ? ["--no-sandbox"] : []) + ["--"] + command
+            ["--state", state.path, "run", "--app", app] + runOptions + ["--"] + command
         let pipe = Pipe()
         process.standardOutput = pipe
         do { try process.run() } catch { throw CommandError(.internalError, "cannot start scopefs run: \(error)") }
