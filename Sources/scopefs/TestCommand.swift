@@ -91,7 +91,14 @@ struct TestCommand: ParsableCommand {
         }
         if !result.passed {
             print("events of the run:")
-            for line in result.events.suffix(30) { print("  " + line.escapedForTerminal) }
+            // Fields apart by two spaces: a tab inside one would print as `\t`.
+            for line in result.events.suffix(30) {
+                print(
+                    "  "
+                        + line.split(separator: "\t", omittingEmptySubsequences: false).map {
+                            String($0).escapedForTerminal
+                        }.joined(separator: "  "))
+            }
         }
     }
 }

@@ -43,3 +43,41 @@ def test_readme_session_runs_verbatim(tmp_path):
     assert "exit 77: only you change grants" in out, describe(p)
     assert "chapter1.txt ->" in out and "chapter1 2.txt" not in out, describe(p)
     assert not mount_count(home / "scopefs"), "the session left its mount behind"
+
+
+def revocation_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("Does your app survive losing a document") :]
+    return re.search(r"```\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_revocation_testing_block_runs_verbatim_after_the_session(tmp_path):
+    """Issue 31, point 1: the README's revocation-testing block, pasted
+    after its session from the repository's folder, gives the printed
+    result in the default mount (strict scopes) and the default sandbox:
+    the buggy app fails the scenario (exit status 1), the fixed one passes.
+    Seen failing on the old main: `local:docs` did not exist (66)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scopefs").symlink_to(scopefs_bin())
+    script = tmp_path / "session.sh"
+    script.write_text("set -e\n" + session_block() + "echo '=== revocation block'\n" + revocation_block())
+    env = {k: v for k, v in os.environ.items() if k not in ("SCOPEFS_STATE", "XDG_STATE_HOME")}
+    env.update(HOME=str(home), PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}")
+    try:
+        p = subprocess.run(
+            ["bash", str(script)], capture_output=True, text=True, env=env, timeout=240, cwd=README.parent
+        )
+    finally:
+        if mount_count(home / "scopefs"):
+            subprocess.run(["fusermount3", "-u", str(home / "scopefs")], capture_output=True)
+    assert p.returncode == 0, describe(p)
+    out = p.stdout[p.stdout.index("=== revocation block") :]
+    assert "FAIL exit status is 0: it was 1" in out and "exit 1" in out, describe(p)
+    # The run's events are readable: fields apart, no literal `\t` (point 5).
+    assert "\\t" not in out and "  revoke  com.example.editor" in out, describe(p)
+    fixed = out[out.index("exit 1") :]
+    assert "PASS" in fixed and "FAIL" not in fixed, describe(p)
+    assert not mount_count(home / "scopefs"), "the block left its mount behind"

@@ -3,18 +3,29 @@
 the same descriptor. When the user revokes access (scopefs revoke), the
 next read fails with EPERM (SPEC S14) and this app crashes on it.
 
-Run it as an app: scopefs run --app APP -- python3 cached_descriptor_buggy.py Providers/local/docs/report.txt
+It starts accessing the document first, as every app must under the
+default strict scopes (SPEC S6, S9). Run it as an app, from the
+repository's folder (the sandbox shows the checkout read-only):
+scopefs run --app APP --expose "$PWD" -- python3 "$PWD/docs/examples/scenarios/cached_descriptor_buggy.py" \
+    Providers/local/docs/report.txt
 """
 
 import os
 import sys
 import time
 
+try:
+    import scopefs
+except ImportError:  # run from a checkout: the client is in clients/python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "clients", "python"))
+    import scopefs
+
 path = os.path.join(os.environ.get("SCOPEFS_MOUNT", "."), sys.argv[1])
-fd = os.open(path, os.O_RDONLY)
-print("READY", flush=True)
-for _ in range(100):
-    os.pread(fd, 64, 0)  # BUG: EPERM after a revoke is not handled
-    time.sleep(0.05)
-os.close(fd)
+with scopefs.accessing(path):
+    fd = os.open(path, os.O_RDONLY)
+    print("READY", flush=True)
+    for _ in range(100):
+        os.pread(fd, 64, 0)  # BUG: EPERM after a revoke is not handled
+        time.sleep(0.05)
+    os.close(fd)
 print("done", flush=True)
