@@ -127,7 +127,12 @@ public enum AppLauncher {
             throw CommandError(
                 .noInput, "--cwd \(folder): the sandbox does not show it; --expose it (or a folder above it)")
         }
-        try sandbox.checkCommand(command[0], environment: environment)
+        var sandbox = sandbox
+        if let program = try sandbox.checkCommand(command[0], environment: environment) {
+            sandbox.commandLibraryFolders = ElfRunPath.folders(of: program).filter {
+                access($0, F_OK) == 0 && !Sandbox.systemDirectories.contains(where: $0.hasPrefix)
+            }
+        }
         let options = sandbox.options(
             seccompDescriptor: filter.descriptor, binaryDescriptor: binary, environment: environment)
         // Options (a few kilobytes) go through a pipe too: bubblewrap's own

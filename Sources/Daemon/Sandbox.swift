@@ -60,6 +60,9 @@ public struct Sandbox: Sendable {
     var runAs: AppAccount?
     /// The app endpoint's socket on the host (`SandboxEndpoint`).
     var appEndpoint: String?
+    /// The run path of the app's program, when it is an ELF file outside
+    /// the system directories (`ElfRunPath`), found with the command.
+    var commandLibraryFolders: [String] = []
 
     var appDirectory: String { mountpoint + "/" + app }
     /// Where the command starts: `--cwd`, else the app's container.
@@ -143,6 +146,11 @@ public struct Sandbox: Sendable {
         // The folders of the shared libraries it loaded from outside the
         // system directories (Swift's runtime): read-only.
         for folder in Self.libraryFoldersOutsideSystem() {
+            arguments += folders(above: folder) + ["--ro-bind", folder, folder]
+        }
+        // And those the app's program asks the loader for (its run path):
+        // a Swift app's runtime under /opt, whatever build of scopefs runs.
+        for folder in commandLibraryFolders where !made.contains(folder) && !shows(folder) {
             arguments += folders(above: folder) + ["--ro-bind", folder, folder]
         }
         // The app's own view of the mount, at the same path as outside.

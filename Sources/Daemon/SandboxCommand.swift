@@ -9,20 +9,22 @@ import Policy
 /// `execvp` text and exit 1. The sandbox shows host paths at the same
 /// place, so the check runs on the host through `Sandbox.shows`.
 extension Sandbox {
-    func checkCommand(_ name: String, environment: [String: String]) throws(CommandError) {
+    /// Returns the program's path on the host (nil for `scopefs` itself).
+    @discardableResult
+    func checkCommand(_ name: String, environment: [String: String]) throws(CommandError) -> String? {
         if name.contains("/") {
             let path = name.hasPrefix("/") ? name : workingDirectory + "/" + name
             try checkExecutable(path, as: name)
-            return
+            return path
         }
         let searchPath = (environment["PATH"] ?? "").split(separator: ":").map(String.init)
         for folder in searchPath {
             let candidate = folder + "/" + name
             if folder == Self.binaryInside {
-                if name == "scopefs" { return }
+                if name == "scopefs" { return nil }
                 continue
             }
-            if shows(candidate), isExecutableFile(candidate) { return }
+            if shows(candidate), isExecutableFile(candidate) { return candidate }
         }
         throw CommandError(
             .commandNotFound,

@@ -140,3 +140,29 @@ def test_a_command_the_sandbox_cannot_run_exits_127_or_126_with_a_message(env):
     # And what it can run still runs: an exposed tool by its path.
     p = run(env, "--expose", str(project), "--", str(project / "tool"))
     assert p.returncode == 0 and p.stdout.strip() == "tool", describe(p)
+
+
+def test_a_program_finds_its_libraries_through_its_run_path(env):
+    """Issue 31, point 3: a program built against libraries outside the
+    system directories (a Swift app and its toolchain's runtime under /opt;
+    here a C program and its own library) runs in the sandbox when only the
+    program is exposed: the folders of its run path (DT_RUNPATH) are shown
+    read-only, read from the file without running it. Seen failing on the
+    old main: `error while loading shared libraries` (127)."""
+    build = env.root / "build"
+    (build / "lib").mkdir(parents=True)
+    (build / "bin").mkdir()
+    (build / "greet.c").write_text('const char *greeting(void) { return "hello from a library"; }\n')
+    (build / "main.c").write_text(
+        "#include <stdio.h>\nconst char *greeting(void);\nint main(void) { puts(greeting()); return 0; }\n"
+    )
+    library, program = build / "lib" / "libgreet.so", build / "bin" / "greet"
+    for argv in (
+        ["cc", "-shared", "-fPIC", "-o", library, build / "greet.c"],
+        ["cc", "-o", program, build / "main.c", f"-L{library.parent}", "-lgreet", f"-Wl,-rpath,{library.parent}"],
+    ):
+        compiled = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=60)
+        assert compiled.returncode == 0, describe(compiled)
+    mount_with_scopes(env)
+    p = run(env, "--expose", str(program.parent), "--", str(program))
+    assert p.returncode == 0 and p.stdout.strip() == "hello from a library", describe(p)
