@@ -82,6 +82,7 @@ struct ChaosCommand: ParsableCommand {
             var next = schedule.next()
             // What was done, not what the schedule drew next.
             var revoked = Set<GrantID>()
+            var stoppedAtDeadline = false
             while child.isRunning {
                 let now = Date().timeIntervalSince(start)
                 if let action = next, action.offset <= now, limit.map({ action.offset < $0 }) ?? true {
@@ -98,6 +99,7 @@ struct ChaosCommand: ParsableCommand {
                 // Actions due before the limit come first, even when late:
                 // a run prints what its seed and duration say, however slow.
                 if let limit, now >= limit {
+                    stoppedAtDeadline = true
                     child.terminate()
                     break
                 }
@@ -108,9 +110,17 @@ struct ChaosCommand: ParsableCommand {
                 Self.say("chaos end: restore grant \(grant) (\(items[grant] ?? "?"))")
                 Self.perform(.active, grant: grant, app: app, repository: repository, state: state)
             }
-            status =
+            let exited =
                 child.terminationReason == .uncaughtSignal ? 128 + child.terminationStatus : child.terminationStatus
-            Self.say("chaos seed \(seed): the command exited with \(status)")
+            // Stopped at the deadline (SIGTERM, `scopefs run` exits 143) or
+            // ending cleanly then: the app lasted the whole run, which is
+            // the pass that --duration asks for (CLI.md).
+            let lasted = stoppedAtDeadline && (exited == 0 || exited == 128 + SIGTERM)
+            status = lasted ? 0 : exited
+            Self.say(
+                lasted
+                    ? "chaos seed \(seed): PASS: the command ran until the \(duration ?? "") deadline and was stopped"
+                    : "chaos seed \(seed): \(exited == 0 ? "PASS" : "FAIL"): the command exited with \(exited)")
         }
         throw ExitCode(status)
     }

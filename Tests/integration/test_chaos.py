@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from doc_scope_helpers import mount as mount_with_scopes
 from scopefs_harness import ALPHA, LOCAL, confines_by_default, describe, snippet
 
 # Reads its granted files in a loop until stopped; counts what happened.
@@ -88,3 +89,19 @@ sys.exit(7 if fd == {"errno": "EACCES"} else 1)
     ):
         p = chaos(env, 1, *bad, cmd=["true"])
         assert p.returncode == 64, describe(p)
+
+
+def test_a_healthy_app_stopped_at_the_duration_passes(env):
+    """Issue 31, point 5: with `--duration`, an app that runs until chaos
+    stops it (SIGTERM at the deadline) passes: chaos exits 0 and says PASS,
+    in the default mount and sandbox. One that fails before the deadline
+    fails with its status and says FAIL. Seen failing on the old main: the
+    healthy app made chaos exit 143, so no run ever passed."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    mount_with_scopes(env)
+    forever = ["sh", "-c", "while true; do sleep 0.1; done"]
+    p = env.cli("chaos", "--app", ALPHA, "--seed", 5, "--duration", "1s", "--", *forever, expect=None, timeout=60)
+    assert p.returncode == 0 and "chaos seed 5: PASS" in p.stderr, describe(p)
+    failing = ["sh", "-c", "sleep 0.2; exit 3"]
+    p = env.cli("chaos", "--app", ALPHA, "--seed", 5, "--duration", "5s", "--", *failing, expect=None, timeout=60)
+    assert p.returncode == 3 and "chaos seed 5: FAIL: the command exited with 3" in p.stderr, describe(p)
