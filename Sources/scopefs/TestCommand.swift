@@ -41,14 +41,39 @@ struct TestCommand: ParsableCommand {
         var detail: String
     }
 
+    /// One thing the runner did, when, and how long it took to hold.
+    struct Action: Encodable {
+        /// Seconds since the app started.
+        var at: Double
+        var action: String
+        /// From the step's time to its effect (a revoke: acknowledged).
+        var inForceMilliseconds: Double?
+
+        var text: String {
+            String(format: "+%.3fs ", at) + action
+                + (inForceMilliseconds.map { String(format: ", in force %.1f ms after its time", $0) } ?? "")
+        }
+    }
+
+    /// In `--json`: events and actions as objects (issue 31); the text and
+    /// JUnit forms use `eventLines` and `Action.text`.
     struct Report: Encodable {
         var scenario: String
         var passed: Bool
         var seconds: Double
         var exitStatus: Int32?
         var expectations: [Outcome]
-        var actions: [String]
-        var events: [String]
+        var actions: [Action]
+        var events: [EventJSON]
+        /// What the app wrote on its standard output and error (the last
+        /// 256 KiB of each).
+        var output: String
+        var errorOutput: String
+        var eventLines: [String]
+
+        private enum CodingKeys: String, CodingKey {
+            case scenario, passed, seconds, exitStatus, expectations, actions, events, output, errorOutput
+        }
     }
 
     func run() throws {
@@ -58,6 +83,8 @@ struct TestCommand: ParsableCommand {
             guard let app = app ?? scenario.app else {
                 throw CommandError(.usage, "name the app with --app or in the scenario (app: ...)")
             }
+            // A report that cannot be written fails now, not after the run.
+            if let junit { try Self.checkWritable(junit) }
             let repository = try options.repositoryForChange("run test scenarios")
             let runner = try ScenarioRunner(
                 scenario: scenario, app: app, repository: repository, options: options,
@@ -80,6 +107,14 @@ struct TestCommand: ParsableCommand {
         if !passed { throw ExitCode(1) }
     }
 
+    private static func checkWritable(_ path: String) throws(CommandError) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw CommandError(.ioError, "cannot write --junit \(path): \(String(cString: strerror(errno)))")
+        }
+        close(descriptor)
+    }
+
     static func printText(_ result: Report) {
         print(
             "scenario \(result.scenario.escapedForTerminal): \(result.passed ? "PASSED" : "FAILED") in \(String(format: "%.2f", result.seconds)) s"
@@ -92,7 +127,7 @@ struct TestCommand: ParsableCommand {
         if !result.passed {
             print("events of the run:")
             // Fields apart by two spaces: a tab inside one would print as `\t`.
-            for line in result.events.suffix(30) {
+            for line in result.eventLines.suffix(30) {
                 print(
                     "  "
                         + line.split(separator: "\t", omittingEmptySubsequences: false).map {
@@ -196,16 +231,20 @@ struct ScenarioRunner {
             ["--state", state.path, "run", "--app", app] + runOptions + ["--"] + command
         let pipe = Pipe()
         process.standardOutput = pipe
+        let errors = OutputWatcher()
+        let errorPipe = Pipe()
+        process.standardError = errorPipe
         do { try process.run() } catch { throw CommandError(.internalError, "cannot start scopefs run: \(error)") }
         output.follow(pipe.fileHandleForReading)
+        errors.follow(errorPipe.fileHandleForReading)
 
-        var actions: [String] = []
+        var actions: [TestCommand.Action] = []
         var done = Array(repeating: false, count: scenario.steps.count)
         var revoked = Set<GrantID>()
         var timedOut = false
-        func say(_ line: String) {
-            actions.append(line)
-            FileHandle.standardError.write(Data(("test " + line).escapedForTerminal.utf8 + [10]))
+        func say(_ action: TestCommand.Action) {
+            actions.append(action)
+            FileHandle.standardError.write(Data(("test " + action.text).escapedForTerminal.utf8 + [10]))
         }
         while process.isRunning {
             let now = Date().timeIntervalSince(started)
@@ -240,11 +279,11 @@ struct ScenarioRunner {
                 // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
                 let scheduled: Double = if case .at(let offset) = step.trigger { offset } else { now }
                 let effect = (Date().timeIntervalSince(started) - scheduled) * 1000
-                say(String(format: "+%.3fs ", now) + done + String(format: ", in force %.1f ms after its time", effect))
+                say(.init(at: now, action: done, inForceMilliseconds: effect))
             }
             if now >= scenario.timeout {
                 timedOut = true
-                say(String(format: "+%.3fs ", now) + "timeout: SIGTERM, then SIGKILL after 2 s")
+                say(.init(at: now, action: "timeout: SIGTERM, then SIGKILL after 2 s"))
                 process.terminate()
                 let deadline = Date().addingTimeInterval(2)
                 while process.isRunning && Date() < deadline { usleep(Tunables.exitPollPeriod) }
@@ -256,6 +295,7 @@ struct ScenarioRunner {
         process.waitUntilExit()
         picks.stop()
         output.finish()
+        errors.finish()
         let seconds = Date().timeIntervalSince(started)
         let status =
             process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
@@ -280,8 +320,15 @@ struct ScenarioRunner {
         return TestCommand.Report(
             scenario: scenario.name, passed: outcomes.allSatisfy(\.passed), seconds: seconds,
             exitStatus: timedOut ? nil : status,
-            expectations: outcomes, actions: actions, events: events.map { EventsCommand.line($0, names: names) })
+            expectations: outcomes, actions: actions,
+            events: events.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
+            output: String(output.text.suffix(Self.keptOutput)), errorOutput: String(errors.text.suffix(Self.keptOutput)),
+            eventLines: events.map { EventsCommand.line($0, names: names) })
     }
+
+    /// How much of the app's output a report keeps (the end of it: what
+    /// explains a failure, a traceback, is last).
+    static let keptOutput = 256 << 10
 
     /// The app's starts of a scope per grant since `since`, from the event
     /// log (written by the daemon every 100 ms; repeats coalesced).
@@ -486,9 +533,12 @@ enum JUnitReport {
             "<testsuites name=\"scopefs test\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
         xml +=
             "  <testsuite name=\"\(escape(report.scenario))\" tests=\"\(report.expectations.count)\" failures=\"\(failures)\" errors=\"0\" skipped=\"0\" time=\"\(String(format: "%.3f", report.seconds))\">\n"
+        // The expectations are checks of one run: they share its time, so
+        // that their sum is the run's.
+        let share = String(format: "%.3f", report.seconds / Double(max(1, report.expectations.count)))
         for outcome in report.expectations {
             xml +=
-                "    <testcase classname=\"scopefs.\(escape(report.scenario))\" name=\"\(escape(outcome.name))\" time=\"0\""
+                "    <testcase classname=\"scopefs.\(escape(report.scenario))\" name=\"\(escape(outcome.name))\" time=\"\(share)\""
             if outcome.passed {
                 xml += "/>\n"
             } else {
@@ -496,8 +546,10 @@ enum JUnitReport {
                     ">\n      <failure message=\"\(escape(outcome.detail))\" type=\"expectation\">\(escape(outcome.name + ": " + outcome.detail))</failure>\n    </testcase>\n"
             }
         }
-        let log = (report.actions.map { "action " + $0 } + report.events.map { "event " + $0 }).joined(separator: "\n")
-        xml += "    <system-out>\(escape(log))</system-out>\n"
+        let log = (report.actions.map { "action " + $0.text } + report.eventLines.map { "event " + $0 })
+            .joined(separator: "\n")
+        xml += "    <system-out>\(escape(log + "\n--- the app's output\n" + report.output))</system-out>\n"
+        xml += "    <system-err>\(escape(report.errorOutput))</system-err>\n"
         xml += "  </testsuite>\n</testsuites>\n"
         return xml
     }

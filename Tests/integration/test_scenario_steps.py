@@ -84,7 +84,7 @@ def test_forget_after_the_first_start_of_a_grant(env):
     )
     assert p.returncode == 0, describe(p)
     report = json.loads(p.stdout)
-    assert any(" forget grant " in action for action in report["actions"]), report
+    assert any(action["action"].startswith("forget grant ") for action in report["actions"]), report
     lost = [line for line in p.stderr.splitlines() if line.startswith("lost at ")]
     assert len(lost) == 1 and 1 <= int(lost[0].split()[2].rstrip(":")) <= 8, p.stderr
     assert states(env) == {}
@@ -163,9 +163,7 @@ def test_answer_pick_chooses_then_cancels(env):
     p = scopefs_test(env, scenario, sys.executable, "-c", snippet(PICKER), extra=("--json",))
     assert p.returncode == 0, describe(p)
     actions = json.loads(p.stdout)["actions"]
-    assert [a.split(" ", 1)[1].split(":")[0] for a in actions] == ["answer pick 1 (open)", "answer pick 2 (open)"], (
-        actions
-    )
+    assert [a["action"].split(":")[0] for a in actions] == ["answer pick 1 (open)", "answer pick 2 (open)"], actions
     grants = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
     assert [(g["provider"], g["path"], g["access"]) for g in grants] == [(LOCAL, "docs/notes.md", "read")], grants
 

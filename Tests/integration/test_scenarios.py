@@ -62,6 +62,11 @@ def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one
     assert "PermissionError" in buggy.stderr
     cases = check_junit(junit, failures=3)  # exit, prints, the open denial never came
     assert any(c.get("name") == "exit status is 0" and c.find("failure") is not None for c in cases)
+    # Issue 31, point 5: the cases carry the run's time, and the app's
+    # traceback is in the report (it explains the failure).
+    assert sum(float(c.get("time")) for c in cases) > 0
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert "PermissionError" in suite.find("system-err").text
     states = {row["grant"]: row["state"] for row in json.loads(env.cli("privacy", ALPHA, "--json").stdout)}
     assert states[int(gid)] == "active"
 
@@ -77,7 +82,11 @@ def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one
     assert fixed.returncode == 0, describe(fixed)
     report = json.loads(fixed.stdout)
     assert report["passed"] is True and report["exitStatus"] == 0
-    assert [a.split(" ", 1)[1].split(",")[0] for a in report["actions"]] == [f"revoke grant {gid} ({LOCAL}:docs)"]
+    # Issue 31, point 5: actions and events are objects in --json.
+    assert [a["action"] for a in report["actions"]] == [f"revoke grant {gid} ({LOCAL}:docs)"]
+    assert report["actions"][0]["at"] > 0 and report["actions"][0]["inForceMilliseconds"] >= 0
+    assert {"revoke", "denial"} <= {e["kind"] for e in report["events"]}, report["events"]
+    assert "lost access" in report["output"]
     check_junit(junit, failures=0)
 
 
@@ -256,3 +265,15 @@ def test_an_app_process_cannot_drive_a_scenario(env):
     env.mount()
     code, message = env.app_json(ALPHA, RUN_TEST_INSIDE, env.bin, env.state, SCENARIO, ALPHA)
     assert code == 77 and "app process" in message, (code, message)
+
+
+def test_an_unwritable_junit_path_fails_before_the_run(env):
+    """Issue 31, point 5: `--junit` into a missing folder exits 74 at once,
+    naming the path, and the app never runs (it would leave a marker)."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    marker = env.root / "ran"
+    bad = env.root / "no-such-folder" / "report.xml"
+    p = scopefs_test(env, SCENARIO, "sh", "-c", f"touch {marker}", extra=("--junit", bad))
+    assert p.returncode == 74 and str(bad) in p.stderr, describe(p)
+    assert not marker.exists()
