@@ -322,7 +322,8 @@ struct ScenarioRunner {
             exitStatus: timedOut ? nil : status,
             expectations: outcomes, actions: actions,
             events: events.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
-            output: String(output.text.suffix(Self.keptOutput)), errorOutput: String(errors.text.suffix(Self.keptOutput)),
+            output: String(output.text.suffix(Self.keptOutput)),
+            errorOutput: String(errors.text.suffix(Self.keptOutput)),
             eventLines: events.map { EventsCommand.line($0, names: names) })
     }
 
