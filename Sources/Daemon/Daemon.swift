@@ -193,6 +193,7 @@ public enum Daemon {
             }
         }
         _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
+        sweepPartialCopies(state: state)
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
         let coordinator = Coordinator(notices: reloader.notices)
@@ -264,6 +265,19 @@ public enum Daemon {
         DaemonInfo.remove(from: state)
         logger.info("unmounted \(mountpoint) (loop result \(result))")
         return 0
+    }
+
+    /// What killed copies staged (SPEC S34) is swept now and every
+    /// `Tunables.partialCopySweepSeconds`, whether or not a command runs.
+    private static func sweepPartialCopies(state: StateDirectory) {
+        let partials = PartialCopies(state: state)
+        partials.sweep()
+        Thread.detachNewThread {
+            while true {
+                Thread.sleep(forTimeInterval: Tunables.partialCopySweepSeconds)
+                partials.sweep()
+            }
+        }
     }
 
     /// A session grant ends when its app's last process exits, with the

@@ -38,4 +38,8 @@ enum Tunables {
     /// One app's budget of backing descriptors unless the mount says
     /// otherwise: four times the usual soft limit of a process.
     static let defaultDescriptorsPerApp = 4096
+    /// How often the daemon sweeps what killed copies staged (one readdir
+    /// of a folder that is normally empty): a kill -9 leaves nothing
+    /// longer than this, even when no command runs (SPEC S34).
+    static let partialCopySweepSeconds: Double = 10
 }

@@ -10,9 +10,10 @@ import PolicyStore
 /// issue 15 finding 6). A file is written into an anonymous O_TMPFILE file
 /// in the destination folder and linked into place once complete: a
 /// `kill -9` frees it with the process. A folder (or a file on a file system
-/// without O_TMPFILE) is built under a staged name — outside every folder an
-/// app can see where possible — and renamed into place; its journal lets the
-/// next command sweep it if the process dies (`PartialCopies`). An existing
+/// without O_TMPFILE) is built in a staging folder on the destination's file
+/// system, outside the provider folder and hidden by the mount, and renamed
+/// into place; its journal lets the next command, or the daemon, sweep it if
+/// the process dies (`PartialCopies`). An existing
 /// destination is refused unless `replace` is set. Interrupting (SIGINT,
 /// SIGTERM) removes a staged copy at once.
 public struct AtomicCopy {
@@ -40,7 +41,7 @@ public struct AtomicCopy {
             {
                 return
             }
-            try copyStaged(source, destination, beside: false)
+            try copyStaged(source, destination, attempt: 0)
         } catch let error as CommandError {
             throw error
         } catch {
@@ -76,19 +77,16 @@ public struct AtomicCopy {
         }
         // Replacing: link under a staged name, then rename over the target.
         // The staged name exists only between these two calls.
+        var attempt = 0
         var staged = stagingArea.stage(for: destination)
-        if staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) != 0 {
-            guard errno == EXDEV else {
-                stagingArea.finish(staged)
-                throw POSIXError(.init(rawValue: errno) ?? .EIO)
-            }
+        while staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) != 0 {
+            let failure = errno
             stagingArea.finish(staged)
-            staged = stagingArea.stage(for: destination, beside: true)
-            guard staged.path.withHostCString({ linkat(AT_FDCWD, anonymous, AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0
-            else {
-                stagingArea.finish(staged)
-                throw POSIXError(.init(rawValue: errno) ?? .EIO)
-            }
+            // EXDEV: the staging place shares the device but not the mount
+            // (a bind mount): try the next place, nearer the destination.
+            guard failure == EXDEV, staged.hasFallback else { throw POSIXError(.init(rawValue: failure) ?? .EIO) }
+            attempt += 1
+            staged = stagingArea.stage(for: destination, attempt: attempt)
         }
         defer { stagingArea.finish(staged) }
         guard Self.rename(staged.path, destination) == 0 else {
@@ -100,12 +98,16 @@ public struct AtomicCopy {
     }
 
     /// Builds the copy under a staged name and renames it into place.
-    private func copyStaged(_ source: String, _ destination: String, beside: Bool) throws {
-        let staged = stagingArea.stage(for: destination, beside: beside)
-        let cleanup = PartialCopyGuard(path: staged.path, journal: staged.journal)
+    private func copyStaged(_ source: String, _ destination: String, attempt: Int) throws {
+        let area = stagingArea
+        let staged = area.stage(for: destination, attempt: attempt)
+        let cleanup = PartialCopyGuard {
+            HostFiles.removeTree(staged.path)
+            area.finish(staged)
+        }
         defer {
             cleanup.disarm()
-            stagingArea.finish(staged)
+            area.finish(staged)
         }
         do {
             var done: Int64 = 0
@@ -121,11 +123,11 @@ public struct AtomicCopy {
                     throw POSIXError(.init(rawValue: errno) ?? .EIO)
                 }
             }
-        } catch let error as POSIXError where error.code == .EXDEV && !beside {
-            // The staging folder shares the device but not the mount (a bind
-            // mount): stage beside the destination instead.
+        } catch let error as POSIXError where error.code == .EXDEV && staged.hasFallback {
+            // The staging place shares the device but not the mount (a bind
+            // mount): stage at the next place, nearer the destination.
             HostFiles.removeTree(staged.path)
-            try copyStaged(source, destination, beside: true)
+            try copyStaged(source, destination, attempt: attempt + 1)
         } catch {
             HostFiles.removeTree(staged.path)
             throw error
@@ -225,13 +227,12 @@ public struct AtomicCopy {
 final class PartialCopyGuard: @unchecked Sendable {
     private let sources: [DispatchSourceSignal]
 
-    init(path: String, journal: String?) {
+    init(cleanup: @escaping @Sendable () -> Void) {
         sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                HostFiles.removeTree(path)
-                if let journal { unlink(journal) }
+                cleanup()
                 FileHandle.standardError.write(Data("scopefs: interrupted; the partial copy was removed\n".utf8))
                 exit(128 + number)
             }

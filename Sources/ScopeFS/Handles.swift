@@ -63,7 +63,7 @@ final class DirectoryHandle: @unchecked Sendable {
         case fixed([Item])
         /// The host folder; `shown` limits it to these names (a bare folder
         /// above grants shows only the children that lead to them).
-        case host(HostDirectoryStream, shown: Set<HostNameKey>?)
+        case host(HostDirectoryStream, shown: Set<HostNameKey>?, hidesStaging: Bool = false)
     }
 
     let node: Node

@@ -59,11 +59,12 @@ extension ScopeFileSystem {
                 guard added else { break }
                 index += 1
             }
-        case .host(let stream, let shown):
+        case .host(let stream, let shown, let hidesStaging):
             stream.seek(to: offset)
             while let entry = stream.peek() {
                 let isDot = entry.isDotOrDotDot
-                if isDot || shown?.contains(HostNameKey(HostName.string(cString: entry.name))) ?? true {
+                let hidden = hidesStaging && StagingNames.isStaging(cString: entry.name)
+                if isDot || !hidden && shown?.contains(HostNameKey(HostName.string(cString: entry.name))) ?? true {
                     // The host's "." and ".." carry host inode numbers: list
                     // ours, as synthetic folders do.
                     let inode = !isDot ? entry.inode : entry.name[1] == 0 ? target.node.inode : NodeTable.rootInode
@@ -135,9 +136,9 @@ extension ScopeFileSystem {
             ]
             return .fixed(dots + names.map { DirectoryHandle.Item(name: $0, inode: 0, type: S_IFDIR) })
         }
-        func host(shown: Set<HostNameKey>? = nil) throws(Errno) -> DirectoryHandle.Entries {
+        func host(shown: Set<HostNameKey>? = nil, hidesStaging: Bool = false) throws(Errno) -> DirectoryHandle.Entries {
             guard let directory = target.node.directory else { throw .notDirectory }
-            return .host(try HostDirectoryStream(directory: directory), shown: shown)
+            return .host(try HostDirectoryStream(directory: directory), shown: shown, hidesStaging: hidesStaging)
         }
         switch target.node.place {
         case .root:
@@ -149,9 +150,11 @@ extension ScopeFileSystem {
         case .container:
             return try host()
         case .provider(let app, let provider):
-            if case .granted = try coverage(of: target.resolved, app: app, provider: provider) { return try host() }
+            if case .granted = try coverage(of: target.resolved, app: app, provider: provider) {
+                return try host(hidesStaging: true)
+            }
             let leading = snapshot.childrenLeadingToGrants(app: app, provider: provider, path: try target.path) ?? []
-            return try host(shown: leading)
+            return try host(shown: leading, hidesStaging: true)
         }
     }
 }

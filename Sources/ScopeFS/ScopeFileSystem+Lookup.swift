@@ -104,8 +104,11 @@ extension ScopeFileSystem {
     /// alike (SPEC S2). Inside a granted folder every name is visible: the
     /// grant (or a nearer one) covers the subtree, so only bare ancestor
     /// folders need the grant trie.
+    /// A copy being staged (`StagingNames`) is never visible in a provider.
     func requireVisible(_ name: String, in folder: Target) throws(Errno) {
-        guard folder.grant == nil, case .provider(let app, let provider) = folder.node.place else { return }
+        guard case .provider(let app, let provider) = folder.node.place else { return }
+        if StagingNames.isStaging(name) { throw .noSuchFileOrDirectory }
+        guard folder.grant == nil else { return }
         let path = RelativePath.join(try folder.path, name)
         if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
             throw .noSuchFileOrDirectory

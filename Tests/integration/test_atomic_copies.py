@@ -7,8 +7,10 @@ may see through its grant — and a later successful copy did not remove it.
 SPEC S34: never lost data (the original, or a `--force` target, is intact)
 and nothing left behind: no new entry in the destination folder on the host
 or in the app's view, and a later copy works and leaves nothing either.
-A folder copy cannot be anonymous: what it staged is swept by the next
-command (checked by walking the state and the providers)."""
+A folder copy cannot be anonymous: it is staged out of the provider
+folder on the destination's file system, and what a killed copy staged is
+swept by the next command and by the daemon itself (issue 29 finding 5;
+checked by walking the state and the providers)."""
 
 import filecmp
 import os
@@ -210,3 +212,86 @@ def test_killed_folder_export_to_another_file_system_is_swept(env):
         assert host_listing(other) == ["album"] and host_listing(other / "album") == ["big.bin"]
     finally:
         shutil.rmtree(other)
+
+
+@pytest.fixture
+def removable_disk():
+    """A small tmpfs standing for a disk other than the state's (a USB stick,
+    a network share), mounted outside the test's world; unmounted after the
+    world (ask for it before `env`)."""
+    top = Path(tempfile.mkdtemp(prefix="scopefs-disk-", dir="/tmp"))
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512m,mode=755", "scopefs-disk", str(top)],
+        capture_output=True,
+        timeout=30,
+    )
+    if result.returncode != 0:
+        top.rmdir()
+        pytest.fail(f"cannot mount a tmpfs for the test (needs root): {result.stderr!r}")
+    try:
+        yield top
+    finally:
+        if subprocess.run(["umount", str(top)], capture_output=True, timeout=30).returncode != 0:
+            subprocess.run(["umount", "-l", str(top)], capture_output=True, timeout=30)
+        top.rmdir()
+
+
+def tree(top) -> list[str]:
+    """Every path under TOP, relative to it."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        for entry in dirnames + filenames:
+            found.append(os.path.relpath(os.path.join(dirpath, entry), top))
+    return sorted(found)
+
+
+APP_WALK = """
+found = []
+for dirpath, dirnames, filenames in os.walk(sys.argv[1]):
+    found += [os.path.relpath(os.path.join(dirpath, e), sys.argv[1]) for e in dirnames + filenames]
+emit(sorted(found))
+"""
+
+SWEEP_WAIT = 40  # seconds: the daemon sweeps at start and periodically (Tunables)
+
+
+def test_killed_folder_export_to_another_disk_leaves_nothing_visible(removable_disk, env):
+    """S19 + S34 (issue 29 finding 5): a folder exported to a provider on
+    another file system than the state directory, killed mid-copy, shows
+    nothing — not in the provider folder on the host, not through the mount
+    to an app granted the destination — and what it staged on that disk is
+    removed by the daemon itself (no command runs in between)."""
+    disk = removable_disk
+    provider = disk / "Documents"
+    (provider / "out").mkdir(parents=True)
+    assert os.stat(disk).st_dev != os.stat(env.state).st_dev, "the tmpfs is on the state's file system"
+    env.cli("provider", "add", "usb", provider, "--name", "USB stick")
+    env.grant(ALPHA, "usb:out")
+    write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
+    env.mount()
+    before = tree(disk)
+    assert env.app_json(ALPHA, APP_WALK, env.prov(ALPHA, "usb", "out")) == []
+    seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", "usb:out")
+    assert tree(provider) == ["out"], f"killed export (copy was {seen}) shows in the provider folder: {tree(provider)}"
+    view = env.app_json(ALPHA, APP_WALK, env.prov(ALPHA, "usb", "out"))
+    assert view == [], f"an app granted the destination sees the partial copy {seen}: {view}"
+    deadline = time.monotonic() + SWEEP_WAIT
+    while tree(disk) != before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert tree(disk) == before, f"the daemon did not sweep what the killed export staged ({seen}): {tree(disk)}"
+    assert leftovers(env, "big.bin") == [
+        os.path.relpath(container_host(env, ALPHA, "Documents/album/big.bin"), env.root)
+    ], "the staged copy's journal or files are left in the state"
+    env.cli("export", ALPHA, "Documents/album", "usb:out")
+    assert tree(provider) == ["out", "out/album", "out/album/big.bin"]
+    assert tree(disk) == sorted(before + ["Documents/out/album", "Documents/out/album/big.bin"])
+    assert env.app_json(ALPHA, APP_WALK, env.prov(ALPHA, "usb", "out")) == ["album", "album/big.bin"]
+    # A staging folder inside a granted folder (a provider at a disk's root,
+    # or the last resort after EXDEV) is never shown through the mount.
+    staging = provider / "out" / f".scopefs-partial-copies-{os.geteuid()}"
+    (staging / "1-2").mkdir(parents=True)
+    (staging / "1-2" / "half.bin").write_bytes(b"half")
+    (provider / "out" / ".album.scopefs-partial-1").mkdir()
+    assert env.app_json(ALPHA, APP_WALK, env.prov(ALPHA, "usb", "out")) == ["album", "album/big.bin"]
+    half = env.prov(ALPHA, "usb", f"out/{staging.name}/1-2/half.bin")
+    assert env.app_json(ALPHA, "emit(outcome(lambda: os.stat(sys.argv[1]).st_size))", half) == {"errno": "ENOENT"}
