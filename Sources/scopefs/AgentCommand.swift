@@ -175,12 +175,33 @@ struct AgentScript: Decodable {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw CommandError(.noInput, "cannot read the agent script \(path)")
         }
+        let steps: [Step]
         do {
             // Items named with `\udcXX` for a byte that is not UTF-8, as
             // the control socket does (SPEC S33a).
-            return try JSONDecoder().decode(AgentScript.self, from: Data(HostJSON.decodable(data))).steps
+            steps = try JSONDecoder().decode(AgentScript.self, from: Data(HostJSON.decodable(data))).steps
         } catch {
             throw CommandError(.badData, "agent script \(path) is not valid: \(error)")
+        }
+        try checkKeys(data, path: path)
+        return steps
+    }
+
+    /// A mistyped key (`chose`) would make its step a silent cancel:
+    /// refused (65), as a scenario refuses an unknown key.
+    private static func checkKeys(_ data: Data, path: String) throws(CommandError) {
+        let allowed = ["choose", "cancel", "waitMs", "readOnly"]
+        guard let top = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
+        if let unknown = top.keys.sorted().first(where: { $0 != "steps" }) {
+            throw CommandError(.badData, "agent script \(path): unknown key '\(unknown)' (allowed: steps)")
+        }
+        for (index, step) in ((top["steps"] as? [[String: Any]]) ?? []).enumerated() {
+            if let unknown = step.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw CommandError(
+                    .badData,
+                    "agent script \(path): step \(index + 1): unknown key '\(unknown)' (allowed: "
+                        + allowed.joined(separator: ", ") + ")")
+            }
         }
     }
 }

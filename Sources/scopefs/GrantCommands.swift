@@ -67,18 +67,38 @@ struct GrantLifetime: ParsableArguments {
 /// `GRANT | --all`, shared by revoke, restore and forget.
 struct GrantSelection: ParsableArguments {
     @Argument(completion: Completions.apps) var app: String
-    @Argument(help: "Grant id (see `scopefs privacy`).", completion: Completions.grants) var grant: Int64?
+    @Argument(
+        help: "Grant id, or the granted item as PROVIDER:RELPATH (see `scopefs privacy`).",
+        completion: Completions.grants)
+    var grant: String?
     @Flag(help: "All of the app's grants.") var all = false
     @Flag(help: "Print the grants changed as JSON (as in `privacy --json`; [] when nothing changed).") var json = false
 
     func validate() throws {
-        if (grant == nil) == !all { throw ValidationError("name one grant id, or --all") }
+        if (grant == nil) == !all { throw ValidationError("name one grant (an id or PROVIDER:RELPATH), or --all") }
+        if let grant, Int64(grant) == nil, !grant.contains(":") {
+            throw ValidationError("a grant is an id (see `scopefs privacy`) or PROVIDER:RELPATH: \(grant)")
+        }
+    }
+
+    /// The grant named (nil: --all). An item is looked up among the app's
+    /// grants, as everything else names items (issue 31): an id needs no
+    /// database read, so a revoke still works when the database does not.
+    func grantID(_ options: StateOptions) throws(CommandError) -> Int64? {
+        guard !all, let grant else { return nil }
+        if let id = Int64(grant) { return id }
+        let item = grant.hasSuffix(":.") ? String(grant.dropLast(2)) + ":" : grant
+        let grants = try options.repository().grants(app: app)
+        guard let found = grants.first(where: { "\($0.provider):\($0.relativePath)" == item }) else {
+            throw CommandError(.unknown, "\(app) holds no grant on \(grant) (see `scopefs privacy \(app)`)")
+        }
+        return found.id
     }
 }
 
 func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: StateOptions) throws {
     try report { () throws(CommandError) in
-        let grant = selection.all ? nil : selection.grant
+        let grant = try selection.grantID(options)
         var changed: [Grant] = []
         do throws(CommandError) {
             if state == .active, let restored = try restoreThroughDaemon(selection.app, grant, options) {
@@ -160,7 +180,7 @@ struct ForgetCommand: ParsableCommand {
             let picker = DocumentPicker(
                 state: options.directory, repository: try options.repositoryForChange("forget grants"))
             let (grants, references) = try picker.forget(
-                app: selection.app, grant: selection.all ? nil : selection.grant)
+                app: selection.app, grant: try selection.grantID(options))
             try ControlClient.notifyChange(state: options.directory, app: selection.app, containerPaths: references)
             if selection.json {
                 struct Forgotten: Encodable {

@@ -42,6 +42,11 @@ def _mount_on_file(env):
     (env.root / "plainfile").write_text("not a directory")
 
 
+def _mistyped_agent_script(env):
+    # Issue 31, point 6: `chose` for `choose` was a silent cancel.
+    (env.root / "agent.json").write_text('{"steps": [{"chose": ["local:docs/report.txt"]}]}')
+
+
 def _empty_state_dir(env):
     path = env.root / "empty-state"
     path.mkdir()
@@ -74,6 +79,14 @@ BAD_INPUTS = [
     BadInput("mount-missing-mountpoint", lambda e: ["mount", e.root / "nowhere"], {73}, ("nowhere",)),
     BadInput("mount-on-file", lambda e: ["mount", e.root / "plainfile"], {73}, ("plainfile",), prepare=_mount_on_file),
     BadInput("run-without-daemon", lambda e: ["run", "--app", ALPHA, "--", "true"], {69}),
+    BadInput(
+        "agent-script-unknown-key",
+        lambda e: ["agent", "--script", e.root / "agent.json", "--count", "1"],
+        {65},
+        ("chose", "choose"),
+        mounted=True,
+        prepare=_mistyped_agent_script,
+    ),
     BadInput(
         "before-init-missing-state-dir", lambda e: ["app", "list"], {78}, state=lambda e: e.root / "never-initialised"
     ),

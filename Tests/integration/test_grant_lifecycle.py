@@ -291,3 +291,24 @@ def test_an_app_cannot_turn_inbox_cleanup_against_the_owners_files(env):
         "the daemon removed a file through the app's link"
     )
     assert os.path.islink(container_host(env, ALPHA, f"tmp/{ALPHA}-Inbox"))
+
+
+def test_revoke_restore_and_forget_take_the_item_as_well_as_the_id(env):
+    """Issue 31, point 6: revoke, restore and forget name a grant by its
+    item (PROVIDER:RELPATH), as grant and open do; an item the app holds
+    no grant on is 67, naming it. Seen failing on the old main: only
+    numeric ids were taken (64)."""
+    gid = env.grant(ALPHA, f"{LOCAL}:docs")
+
+    def state():
+        rows = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
+        return {row["grant"]: row["state"] for row in rows}
+
+    env.cli("revoke", ALPHA, f"{LOCAL}:docs")
+    assert state() == {int(gid): "revoked"}
+    env.cli("restore", ALPHA, f"{LOCAL}:docs")
+    assert state() == {int(gid): "active"}
+    p = env.cli("revoke", ALPHA, f"{LOCAL}:photos", expect=67)
+    assert f"{LOCAL}:photos" in p.stderr
+    env.cli("forget", ALPHA, f"{LOCAL}:docs")
+    assert state() == {}
