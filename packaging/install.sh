@@ -56,6 +56,8 @@ fi
 sed "s|\${SCOPEFS_BIN:-scopefs}|\${SCOPEFS_BIN:-$BINDIR/scopefs}|" "$repo/mount-scripts/mount.scopefs" \
   > "$DESTDIR$SBINDIR/mount.scopefs"
 chmod 0755 "$DESTDIR$SBINDIR/mount.scopefs"
+# `mount -t fuse.scopefs` (the type findmnt shows) runs mount.fuse.scopefs.
+ln -sf mount.scopefs "$DESTDIR$SBINDIR/mount.fuse.scopefs"
 
 for unit in scopefs@.service:"$SYSTEMDSYSTEMDIR" scopefs.service:"$SYSTEMDUSERDIR"; do
   sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" "$repo/mount-scripts/systemd/${unit%%:*}" > "$DESTDIR${unit#*:}/${unit%%:*}"
@@ -68,6 +70,7 @@ for page in "$generated"/man/*.1; do
 done
 gzip -9n < "$repo/mount-scripts/mount.scopefs.8" > "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
 chmod 0644 "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
+ln -sf mount.scopefs.8.gz "$DESTDIR$MANDIR/man8/mount.fuse.scopefs.8.gz"
 # bash sources completion scripts: no #! line.
 sed '1{/^#!/d}' "$generated/completions/scopefs.bash" > "$DESTDIR$BASHCOMPDIR/scopefs"
 chmod 0644 "$DESTDIR$BASHCOMPDIR/scopefs"

@@ -111,6 +111,7 @@ def test_deb_contents(deb):
     expected = {
         "/usr/bin/scopefs",
         "/sbin/mount.scopefs",
+        "/sbin/mount.fuse.scopefs",
         "/usr/share/man/man1/scopefs.1.gz",
         "/usr/share/man/man8/mount.scopefs.8.gz",
         "/usr/share/bash-completion/completions/scopefs",
@@ -165,6 +166,9 @@ def test_installed_package_works(installed, env, tmp_path):
     mount_env = {k: v for k, v in env.base_env.items() if k != "SCOPEFS_BIN"}
     typo = run_bounded(["mount", "-t", "scopefs", "-o", "scope=lenient", env.state, env.mnt], 30, mount_env)
     assert typo.returncode != 0 and "'scope=lenient'" in typo.stderr and mount_count(env.mnt) == 0, describe(typo)
+    # The type findmnt shows works too, through the same helper (issue 31).
+    typed = run_bounded(["mount", "-t", "fuse.scopefs", "-o", "scope=lenient", env.state, env.mnt], 30, mount_env)
+    assert typed.returncode != 0 and "'scope=lenient'" in typed.stderr, describe(typed)
     p = run_bounded(
         ["mount", "-t", "scopefs", "-o", "scopes=lenient,open_files=keep,nofail", env.state, env.mnt],
         60,
