@@ -138,7 +138,7 @@ struct DocumentActions {
 struct OpenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open",
-        abstract: "Open a file or folder for an app: a grant, plus a reference document for a file (SPEC S17).")
+        abstract: "Open a file or folder for an app: a grant, plus a reference document for a file.")
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
     @Argument(
@@ -160,7 +160,7 @@ struct OpenCommand: ParsableCommand {
 struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/ (SPEC S18).")
+        abstract: "Copy a provider file into the app's Container/tmp/<APP>-Inbox/.")
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String
     @Argument(
@@ -212,7 +212,7 @@ struct ExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract:
-            "Copy items of the app's container into a provider folder; the app gets no access to the copies (SPEC S19)."
+            "Copy items of the app's container into a provider folder; the app gets no access to the copies."
     )
     @OptionGroup var transfer: ContainerTransfer
 
@@ -229,7 +229,7 @@ struct MoveCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move",
         abstract:
-            "Move items out of the app's container into a provider folder; the app keeps access through a grant and a reference (SPEC S20)."
+            "Move items out of the app's container into a provider folder; the app keeps access through a grant and a reference."
     )
     @OptionGroup var transfer: ContainerTransfer
 
@@ -265,7 +265,7 @@ extension DocumentQuery.Scope: ExpressibleByArgument {}
 
 struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "query", abstract: "An app's documents, as NSMetadataQuery lists them (SPEC S28).")
+        commandName: "query", abstract: "An app's documents, as NSMetadataQuery lists them.")
     @OptionGroup var options: StateOptions
     @Option(help: "The app.", completion: Completions.apps) var app: String
     @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.Scope = .all
@@ -297,7 +297,7 @@ struct QueryCommand: ParsableCommand {
 
 struct BookmarkCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bookmark", abstract: "Bookmarks from the shell, inside `scopefs run` (SPEC S25–S27).",
+        commandName: "bookmark", abstract: "Bookmarks from the shell, inside `scopefs run`.",
         subcommands: [Create.self, Resolve.self])
 
     struct Create: ParsableCommand {

@@ -7,7 +7,7 @@ import PolicyStore
 struct EventsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "events",
-        abstract: "What apps did: grants, revokes, restores, denials, starts, stops, leaks (SPEC S29).",
+        abstract: "What apps did: grants, revokes, restores, denials, starts, stops, leaks.",
         discussion: """
             Repeats of an event within seconds of each other are one event, shown with ×N (JSON: occurrences, \
             lastTime). Text output escapes control characters in names as `ls -b` does; --json keeps them exact.

@@ -206,7 +206,7 @@ struct ForgetCommand: ParsableCommand {
 
 struct PrivacyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "privacy", abstract: "Per app: granted items, provider, access, state and grant date (SPEC S16).")
+        commandName: "privacy", abstract: "Per app: granted items, provider, access, state and grant date.")
     @OptionGroup var options: StateOptions
     @Argument(completion: Completions.apps) var app: String?
     @Flag(help: "Print JSON.") var json = false

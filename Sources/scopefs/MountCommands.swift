@@ -27,16 +27,16 @@ struct MountCommand: ParsableCommand {
     @Flag(help: "Let other users' processes reach the mount (FUSE allow_other).") var allowOther = false
     @Option(help: "strict (default): content operations need a started scope; lenient: an active grant is enough.")
     var scopes: ScopeTable.Mode = .strict
-    @Option(help: "Outstanding starts a process may hold (SPEC S10).") var scopeBudget: Int = 4096
+    @Option(help: "Outstanding starts a process may hold.") var scopeBudget: Int = 4096
     @Option(
         help:
-            "Days an imported copy stays in an app's inbox when no process of the app was running to have it (SPEC S18)."
+            "Days an imported copy stays in an app's inbox when no process of the app was running to have it."
     )
     var inboxDays: Int = 7
     @Option(
         help: """
             Backing descriptors (open files and folders) one app may make the daemon hold; past it the app \
-            gets EMFILE (SPEC S40). Default 4096, or a quarter of what the daemon's limit leaves for apps.
+            gets EMFILE. Default 4096, or a quarter of what the daemon's limit leaves for apps.
             """)
     var descriptorsPerApp: Int?
     @Option(

@@ -14,7 +14,7 @@ extension PickerMode: ExpressibleByArgument {}
 struct PickCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pick",
-        abstract: "Choose a file or folder in a terminal picker, then open, import, export or move it (SPEC S21).",
+        abstract: "Choose a file or folder in a terminal picker, then open, import, export or move it.",
         discussion: """
             Keys: Up/Down or k/j move, PgUp/PgDn/Home/End jump; Enter or Right opens a folder; \
             Left or Backspace goes up; Space or s selects the highlighted file or folder, Enter \

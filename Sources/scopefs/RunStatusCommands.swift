@@ -8,7 +8,7 @@ import PolicyStore
 
 struct RunCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "run", abstract: "Run a command as an app process; exits with the command's status (SPEC S5).")
+        commandName: "run", abstract: "Run a command as an app process; exits with the command's status.")
     @OptionGroup var options: StateOptions
     @Option(help: "The app to run as.", completion: Completions.apps) var app: String
     @Flag(help: .hidden) var sandbox = false
@@ -70,7 +70,7 @@ struct RunCommand: ParsableCommand {
 
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "The mount and the live app processes (SPEC S30).")
+        commandName: "status", abstract: "The mount and the live app processes.")
     @OptionGroup var options: StateOptions
     @Flag(help: "Print JSON.") var json = false
 

@@ -8,7 +8,7 @@ import PolicyStore
 
 struct ScopeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "scope", abstract: "Security scopes from the shell (SPEC S12).", subcommands: [Exec.self])
+        commandName: "scope", abstract: "Security scopes from the shell.", subcommands: [Exec.self])
 
     struct Exec: ParsableCommand {
         static let configuration = CommandConfiguration(

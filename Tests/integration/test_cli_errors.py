@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import time
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, crash_markers, describe, mount_count
+from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, crash_markers, describe, mount_count, scopefs_bin
 
 
 def assert_clean_error(p: subprocess.CompletedProcess, codes: set[int], mentions: tuple[str, ...] = ()):
@@ -213,3 +214,16 @@ def test_events_follow_with_limit_zero_prints_only_new_events(env):
     assert lines, "nothing printed after a new grant"
     assert all("report.txt" not in (e.get("path") or "") for e in lines), f"history was printed: {lines}"
     assert any((e.get("path") or "").endswith("secret.txt") for e in lines), lines
+
+
+def test_help_speaks_to_users_not_to_the_spec():
+    """Issue 31, point 6: `--help` of every command says what it does, not
+    which SPEC statement it implements (it said "SPEC S5" and the like)."""
+    top = subprocess.run([str(scopefs_bin()), "--help"], capture_output=True, text=True, timeout=30)
+    commands = re.findall(r"^  ([a-z]+)\s", top.stdout, re.M)
+    assert len(commands) > 10, top.stdout
+    for command in ["", *commands]:
+        p = subprocess.run(
+            [str(scopefs_bin()), *([command] if command else []), "--help"], capture_output=True, text=True
+        )
+        assert "SPEC S" not in p.stdout, (command, p.stdout)
