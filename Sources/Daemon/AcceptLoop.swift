@@ -23,10 +23,14 @@ struct AcceptLoop {
     /// socket only: apps have their own descriptor budget).
     let reserve: DescriptorReserve?
 
-    func run(serve: @escaping @Sendable (UnixSocket, _ whenDone: @escaping @Sendable () -> Void) -> Void) -> Never {
+    /// Set when the daemon stops: accept's failures then are the socket
+    /// closing under it, not a reason to retry (nor to log).
+    let stopping: @Sendable () -> Bool
+
+    func run(serve: @escaping @Sendable (UnixSocket, _ whenDone: @escaping @Sendable () -> Void) -> Void) {
         var backoff = Backoff()
         var failures = 0
-        while true {
+        while !stopping() {
             switch socket.accept() {
             case .success(let client):
                 if failures > 0 {
@@ -36,6 +40,7 @@ struct AcceptLoop {
                 backoff.reset()
                 serve(client) {}
             case .failure(let error):
+                if stopping() { return }
                 failures += 1
                 if failures == 1 || failures % 100 == 0 {
                     logger.error("\(endpoint) socket: accept failed (\(error.code)), \(failures) in a row; retrying")

@@ -69,7 +69,8 @@ final class ControlServer: Sendable {
     /// never the end of the socket (`AcceptLoop`).
     func start() {
         let loop = AcceptLoop(
-            socket: socket, logger: logger, endpoint: endpoint == .owner ? "control" : "app", reserve: reserve)
+            socket: socket, logger: logger, endpoint: endpoint == .owner ? "control" : "app", reserve: reserve,
+            stopping: { [self] in stopped.load(ordering: .acquiring) })
         Thread.detachNewThread { [self] in
             loop.run { client, whenDone in
                 Thread.detachNewThread {
@@ -158,7 +159,11 @@ final class ControlServer: Sendable {
         if let body = try? JSONEncoder().encode(response) { _ = client.writeLine(Data(HostJSON.escaped(body))) }
     }
 
+    /// Set before the socket closes, so the accept loop ends quietly.
+    private let stopped = Atomic<Bool>(false)
+
     func stop() {
+        stopped.store(true, ordering: .releasing)
         shutdown(socket.descriptor, Int32(SHUT_RDWR))
         socket.close()
     }

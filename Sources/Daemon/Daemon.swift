@@ -455,7 +455,9 @@ public enum Daemon {
             return response
         case .status:
             let counters = scopes.processes
-            let processes = tracker.appProcesses.map { process in
+            // bubblewrap's own processes (the sandbox's keeper and its pid 1)
+            // are in the run's cgroup but are not the app's (issue 31).
+            let processes = tracker.appProcesses.filter { !Sandbox.isBubblewrap(pid: $0.key.pid) }.map { process in
                 let held = counters[process.key.pid]
                 return DaemonStatus.AppProcessStatus(
                     pid: process.key.pid, app: process.app, parent: process.parent,

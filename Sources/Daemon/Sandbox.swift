@@ -173,6 +173,14 @@ public struct Sandbox: Sendable {
         ]
     }
 
+    /// Whether a process is bubblewrap itself (by its executable).
+    static func isBubblewrap(pid: Int32) -> Bool {
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else {
+            return false
+        }
+        return (target as NSString).lastPathComponent == "bwrap"
+    }
+
     /// /proc entries that change the kernel rather than describe a process.
     static let kernelKnobs = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"]
 

@@ -1,7 +1,10 @@
 """`scopefs run`: app identity of processes, exit status, --sandbox. SPEC S5."""
 
+import json
 import os
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, last_json_line, snippet
@@ -157,3 +160,32 @@ def test_sandbox_exposes_only_what_it_is_told(env):
     assert got["read"] == {"ok": "for the app"} and got["write"] == "EROFS", got
     assert got["beside"] == "ENOENT", got
     assert (shown / "note.txt").read_text() == "for the app"
+
+
+def test_status_lists_the_apps_processes_not_bubblewraps(env):
+    """Issue 31, point 6: a sandboxed run's cgroup also holds bubblewrap
+    (the sandbox's keeper and its pid 1); `status` lists the run and the
+    app's own processes only. Seen failing on the old main: bwrap was
+    counted as an app process."""
+    from doc_scope_helpers import mount as mount_with_scopes
+
+    mount_with_scopes(env)
+    app = subprocess.Popen(
+        [str(a) for a in env.run_argv(ALPHA, ["sleep", "30"], sandbox=True)],
+        env=env.base_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        names: list[str] = []
+        while time.monotonic() < deadline:
+            listed = json.loads(env.cli("status", "--json").stdout)["daemon"]["processes"]
+            names = sorted(Path(f"/proc/{p['pid']}/comm").read_text().strip() for p in listed)
+            if "sleep" in names:
+                break
+            time.sleep(0.2)
+        assert names == ["scopefs", "sleep"], names
+    finally:
+        app.terminate()
+        app.wait(timeout=20)
