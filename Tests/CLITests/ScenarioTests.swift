@@ -148,13 +148,18 @@ import Testing
                 .init(name: "exit status is 0", passed: false, detail: "it was \"1\" & \u{1b}"),
                 .init(name: "no leaked scope", passed: true, detail: ""),
             ],
-            actions: ["+0.1s revoke grant 1 (local:x)"], events: ["event <x>"])
+            actions: [.init(at: 0.1, action: "revoke grant 1 (local:x)")], events: [],
+            output: "READY <1>", errorOutput: "Traceback & more", eventLines: ["event <x>"])
         let xml = JUnitReport.xml(report)
         #expect(xml.contains("failures=\"1\""))
         #expect(xml.contains("name=\"a&lt;b\""))
         #expect(xml.contains("message=\"it was &quot;1&quot; &amp; \u{FFFD}\""))
-        #expect(xml.contains("<testcase classname=\"scopefs.a&lt;b\" name=\"no leaked scope\" time=\"0\"/>"))
+        // Two cases share the run's 1.5 s (issue 31).
+        #expect(xml.contains("<testcase classname=\"scopefs.a&lt;b\" name=\"no leaked scope\" time=\"0.750\"/>"))
         #expect(xml.contains("event &lt;x&gt;"))
+        #expect(xml.contains("action +0.100s revoke grant 1 (local:x)"))
+        #expect(xml.contains("READY &lt;1&gt;"))
+        #expect(xml.contains("<system-err>Traceback &amp; more</system-err>"))
         #expect(xml.components(separatedBy: "<testcase ").count == 3)
         #expect(xml.components(separatedBy: "<failure ").count == 2)
     }
