@@ -72,7 +72,8 @@ public enum Daemon {
         reserveDescriptorTable(limit: descriptorLimit)
         let descriptors = DescriptorLimits(limit: descriptorLimit, perApp: options.descriptorsPerApp)
         logger.info(
-            "descriptor limit \(descriptorLimit): \(descriptors.forApps) for apps, \(descriptors.perApp) per app")
+            "descriptor limit \(descriptorLimit): \(descriptors.forApps) for apps, \(descriptors.perApp) per app, \(descriptors.folders) folders"
+        )
 
         let ownerUID = getuid()
         let tracker = ProcessTracker(ownerUID: ownerUID, journal: RunJournal(state: state), mountpoint: mountpoint)
@@ -97,7 +98,8 @@ public enum Daemon {
             openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
             hostChanges: hostChanges,
             unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout),
-            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps)
+            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
+            folderDescriptors: descriptors.folders)
         let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {

@@ -38,4 +38,7 @@ enum Tunables {
     /// One app's budget of backing descriptors unless the mount says
     /// otherwise: four times the usual soft limit of a process.
     static let defaultDescriptorsPerApp = 4096
+    /// Folders that keep an O_PATH descriptor at a time, at most
+    /// (`FolderDescriptorCache`); an eighth of the limit if that is less.
+    static let folderDescriptors = 4096
 }
