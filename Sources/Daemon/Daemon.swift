@@ -30,12 +30,17 @@ public struct DaemonOptions: Sendable {
     /// Backing descriptors one app may hold (SPEC S40); nil: the default
     /// (`DescriptorLimits`).
     public var descriptorsPerApp: Int?
+    /// Folders that keep a descriptor at a time (SPEC S40); nil: the
+    /// default (`DescriptorLimits`).
+    public var folderDescriptors: Int?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
         scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
-        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil
+        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil,
+        folderDescriptors: Int? = nil
     ) {
+        self.folderDescriptors = folderDescriptors
         self.descriptorsPerApp = descriptorsPerApp
         self.hostChanges = hostChanges
         self.cacheTimeout = cacheTimeout
@@ -70,7 +75,8 @@ public enum Daemon {
         umask(0)  // the kernel already applied the caller's umask
         let descriptorLimit = raiseDescriptorLimit()
         reserveDescriptorTable(limit: descriptorLimit)
-        let descriptors = DescriptorLimits(limit: descriptorLimit, perApp: options.descriptorsPerApp)
+        let descriptors = DescriptorLimits(
+            limit: descriptorLimit, perApp: options.descriptorsPerApp, folders: options.folderDescriptors)
         logger.info(
             "descriptor limit \(descriptorLimit): \(descriptors.forApps) for apps, \(descriptors.perApp) per app, \(descriptors.folders) folders"
         )

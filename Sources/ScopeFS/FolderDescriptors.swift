@@ -27,15 +27,20 @@ final class FolderSlot: Sendable {
     /// hand, which evicts a folder that was not used for a whole turn.
     let referenced = Atomic<Bool>(true)
     let isPinned: Bool
+    /// How the folder is found again when its name no longer leads to it
+    /// (`HostFileHandle`); nil where the file system has no handles.
+    let handle: HostFileHandle?
 
     init(pinned descriptor: FolderDescriptor) {
         held = Mutex(descriptor)
         isPinned = true
+        handle = nil
     }
 
-    init() {
+    init(handle: HostFileHandle? = nil) {
         held = Mutex(nil)
         isPinned = false
+        self.handle = handle
     }
 
     /// The descriptor if the folder has one now; nil: open it again.

@@ -8,9 +8,12 @@ import SystemPackage
 /// way if it was evicted too, up to a domain root, whose descriptor is
 /// pinned — without following a symlink, and must be the node's folder:
 /// same device and inode. A folder moved, removed or replaced on the host
-/// since is not there under that name, and the operation fails with ENOENT
-/// as on a folder that is gone; the host-change channel reports the move
-/// and the kernel looks the new name up. A folder reached this way is
+/// since is not there under that name: it is then opened by its file
+/// handle (`HostFileHandle`), which finds it wherever it is, as the held
+/// descriptor did, and where it is is checked as before; with no handle
+/// (or a folder that is gone) the operation fails with ENOENT, as on a
+/// folder that is gone, until the kernel looks the new name up. A folder
+/// reached by name is
 /// where its path says at the moment of the open, relative to a parent
 /// whose own location the gate checks (`checkHostLocation`): a folder
 /// moved out of its grant is not reachable through a re-open (S33).
@@ -75,26 +78,39 @@ extension ScopeFileSystem {
     {
         guard let slot = folder.folder else { throw .notDirectory }
         if let held = slot.take() { return held }  // opened by another request meanwhile
-        let number: Int32
-        do {
-            number = try Sys.openAt(parent.number, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
-        } catch .notDirectory, .tooManySymbolicLinkLevels {
-            throw .noSuchFileOrDirectory  // replaced by a file or a symlink: the folder is gone
-        }
-        let descriptor = FolderDescriptor(number)
-        guard let info = try? Sys.stat(number), FileIdentity(info) == folder.identity else {
-            throw .noSuchFileOrDirectory
-        }
+        guard
+            let descriptor = opened(
+                folder,
+                { () throws(Errno) in
+                    try Sys.openAt(parent.number, name, Sys.pathOnly | O_DIRECTORY | O_NOFOLLOW)
+                })
+                ?? slot.handle.flatMap({ handle in
+                    opened(folder, { () throws(Errno) in try handle.open(on: parent.number, flags: Sys.pathOnly) })
+                })
+        else { throw .noSuchFileOrDirectory }
         let (kept, installed) = slot.install(descriptor)
         if installed { folderDescriptors.admit(slot) }
         return kept
     }
 
+    /// The descriptor `open` makes if it is `folder`'s: a directory with
+    /// the node's device and inode. Nil if the open fails or finds another
+    /// file (a folder replaced on the host under the same name).
+    private func opened(_ folder: Node, _ open: () throws(Errno) -> Int32) -> FolderDescriptor? {
+        guard let number = try? open() else { return nil }
+        let descriptor = FolderDescriptor(number)
+        guard let info = try? Sys.stat(number), info.isDirectory, FileIdentity(info) == folder.identity else {
+            return nil
+        }
+        return descriptor
+    }
+
     /// A new folder node's slot, holding the descriptor it was looked up
-    /// with: pinned for a domain root, cached for any other.
+    /// with: pinned for a domain root, cached for any other, with the
+    /// folder's handle (one system call) for when its name changes.
     func newFolderSlot(_ number: Int32, isDomainRoot: Bool) -> FolderSlot {
         if isDomainRoot { return FolderSlot(pinned: FolderDescriptor(number)) }
-        let slot = FolderSlot()
+        let slot = FolderSlot(handle: HostFileHandle(of: number))
         _ = slot.install(FolderDescriptor(number))
         return slot
     }
