@@ -47,6 +47,7 @@ extension ScopeFileSystem {
         let target = try gate(inode, .metadata, callers.caller(of: request), .readlink)
         if let stub = target.node.reference { return referenceTarget(stub, containerPath: try target.path) }
         guard let parent = try parentDescriptor(of: target.resolved) else { throw .invalidArgument }
+        defer { withExtendedLifetime(parent) {} }
         return try Sys.readlinkAt(parent.number, target.resolved.name)
     }
 
@@ -55,6 +56,7 @@ extension ScopeFileSystem {
         let folder = target.node.folder != nil ? target.node : target.resolved.parent
         if let folder, folder.folder != nil {
             let lease = try folderDescriptor(of: folder)
+            defer { withExtendedLifetime(lease) {} }
             return try Sys.statvfs(lease.number)
         }
         return try Sys.statvfs(containers)
@@ -237,9 +239,11 @@ extension ScopeFileSystem {
         guard node.place.isBacked else { return syntheticAttributes(node) }
         if node.folder != nil {
             let lease = try folderDescriptor(of: node)
+            defer { withExtendedLifetime(lease) {} }
             return try Sys.stat(lease.number)
         }
         guard let parent = try parentDescriptor(of: resolved) else { throw .staleNFSFileHandle }
+        defer { withExtendedLifetime(parent) {} }
         if let info = try? Sys.statAt(parent.number, resolved.name), FileIdentity(info) == node.identity { return info }
         // Unlinked or replaced while open: the open descriptor still has it.
         guard let open = resolved.openFile else { throw .noSuchFileOrDirectory }
