@@ -228,6 +228,21 @@ def scopefs_section(results):
         if mem.get("error"):
             lines.append(f"\nMemory test error: {mem['error']}")
         lines.append("")
+    walk = sc.get("folder_walk")
+    if walk:
+        peak = walk.get("during_peak", {})
+        bound = walk.get("bound", {})
+        lines.append(
+            f"Walk of {walk.get('folders', 0):,} folders (`find -type d`, opt-in): "
+            + (
+                f"error: {walk['error']}"
+                if walk.get("error")
+                else f"{walk.get('listed', 0):,} listed in {walk.get('walk_seconds', 0):.1f} s; "
+                f"daemon fds {walk.get('before', {}).get('fds', '?')} → peak {peak.get('fds', '?'):,} "
+                f"(folder cache {bound.get('folder_cache', '?')}), RSS peak {peak.get('rss_kib', 0) / 1024:.0f} MiB"
+            )
+        )
+        lines.append("")
     pol = sc.get("policy_bench")
     if pol:
         lines.append(f"Policy decision microbenchmark (`{os.path.basename(pol['binary'])}`):")

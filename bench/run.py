@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import deps  # noqa: E402
+import folder_walk  # noqa: E402
 import report  # noqa: E402
 import scopefs_costs  # noqa: E402
 import systems as sysmod  # noqa: E402
@@ -65,6 +66,13 @@ def parse_args():
         default=os.environ.get("SCOPEFS_BENCH_MOUNT_ARGS", ""),
         help="extra arguments for `scopefs mount`, one shell-quoted string (default: "
         '$SCOPEFS_BENCH_MOUNT_ARGS), e.g. "--open-files keep"',
+    )
+    p.add_argument(
+        "--folder-walk",
+        type=int,
+        metavar="N",
+        help="also walk a granted tree of N folders through ScopeFS (opt-in row, e.g. 1000000; "
+        "bench/folder_walk.py runs it alone)",
     )
     docs = p.add_mutually_exclusive_group()
     docs.add_argument(
@@ -257,9 +265,11 @@ def run_all(ctx, started, results, group_names):
                         pass
 
 
-def scopefs_extras(ctx, sfs, results):
+def scopefs_extras(ctx, sfs, results, folders=None):
     costs = results["scopefs_costs"]
-    for key, what, fn, n in (
+    walks = [("folder_walk", f"walk of {folders:,} folders", folder_walk.folder_walk, folders)] if folders else []
+    # The memory row unmounts ScopeFS at its end: it comes last.
+    for key, what, fn, n in walks + [
         (
             "revocation",
             f"revocation latency ({ctx.sizes.revokes} revokes)",
@@ -267,7 +277,7 @@ def scopefs_extras(ctx, sfs, results):
             ctx.sizes.revokes,
         ),
         ("memory", f"daemon memory while walking {ctx.sizes.walk:,} files", scopefs_costs.memory, ctx.sizes.walk),
-    ):
+    ]:
         log("bench: ScopeFS " + what)
         try:
             costs[key] = fn(ctx, sfs, n)
@@ -339,7 +349,7 @@ def main():
         log(f"bench: waited {ctx.settled:.0f} s in all for the daemons to go idle between phases")
         sfs = next((s for s in started if s.name == "scopefs"), None)
         if sfs and not args.partial:
-            scopefs_extras(ctx, sfs, results)
+            scopefs_extras(ctx, sfs, results, args.folder_walk)
     finally:
         cleanup(tmp, started)
     if scopefs and not args.partial:

@@ -154,3 +154,35 @@ long scopefs_inotify_event(const void *buffer, size_t length, size_t offset, str
     event->name = raw->len > 0 ? raw->name : NULL;
     return (long)(offset + size);
 }
+
+int scopefs_handle_of(int fd, unsigned char *bytes, int capacity, int *type) {
+    union {
+        struct file_handle handle;
+        unsigned char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    } buffer;
+    buffer.handle.handle_bytes = MAX_HANDLE_SZ;
+    int mount_id;
+    if (name_to_handle_at(fd, "", &buffer.handle, &mount_id, AT_EMPTY_PATH) != 0) return -1;
+    if ((int)buffer.handle.handle_bytes > capacity) {
+        errno = EOVERFLOW;
+        return -1;
+    }
+    memcpy(bytes, buffer.handle.f_handle, buffer.handle.handle_bytes);
+    *type = buffer.handle.handle_type;
+    return (int)buffer.handle.handle_bytes;
+}
+
+int scopefs_open_by_handle(int mount_fd, const unsigned char *bytes, int length, int type, int flags) {
+    union {
+        struct file_handle handle;
+        unsigned char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    } buffer;
+    if (length < 0 || length > MAX_HANDLE_SZ) {
+        errno = EINVAL;
+        return -1;
+    }
+    buffer.handle.handle_bytes = (unsigned int)length;
+    buffer.handle.handle_type = type;
+    memcpy(buffer.handle.f_handle, bytes, (size_t)length);
+    return open_by_handle_at(mount_fd, &buffer.handle, flags);
+}

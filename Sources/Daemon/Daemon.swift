@@ -30,12 +30,17 @@ public struct DaemonOptions: Sendable {
     /// Backing descriptors one app may hold (SPEC S40); nil: the default
     /// (`DescriptorLimits`).
     public var descriptorsPerApp: Int?
+    /// Folders that keep a descriptor at a time (SPEC S40); nil: the
+    /// default (`DescriptorLimits`).
+    public var folderDescriptors: Int?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
         scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
-        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil
+        hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil,
+        folderDescriptors: Int? = nil
     ) {
+        self.folderDescriptors = folderDescriptors
         self.descriptorsPerApp = descriptorsPerApp
         self.hostChanges = hostChanges
         self.cacheTimeout = cacheTimeout
@@ -75,9 +80,11 @@ public enum Daemon {
         umask(0)  // the kernel already applied the caller's umask
         let descriptorLimit = raiseDescriptorLimit()
         reserveDescriptorTable(limit: descriptorLimit)
-        let descriptors = DescriptorLimits(limit: descriptorLimit, perApp: options.descriptorsPerApp)
+        let descriptors = DescriptorLimits(
+            limit: descriptorLimit, perApp: options.descriptorsPerApp, folders: options.folderDescriptors)
         logger.info(
-            "descriptor limit \(descriptorLimit): \(descriptors.forApps) for apps, \(descriptors.perApp) per app")
+            "descriptor limit \(descriptorLimit): \(descriptors.forApps) for apps, \(descriptors.perApp) per app, \(descriptors.folders) folders"
+        )
 
         let ownerUID = getuid()
         let appAccount = Self.appAccount
@@ -108,7 +115,8 @@ public enum Daemon {
             openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
             hostChanges: hostChanges,
             unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout),
-            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps)
+            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
+            folderDescriptors: descriptors.folders)
         let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {

@@ -72,17 +72,20 @@ private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 /// How the daemon's descriptor limit is shared (SPEC S40,
 /// docs/ARCHITECTURE.md decision 45): `Tunables.daemonReservedDescriptors`
 /// stay with the daemon itself — control sockets and their reserve, the
-/// database, the host-change channel, /dev/fuse clones, splice pipes, the
-/// folder nodes the kernel holds — and apps share the rest, each at most
-/// `perApp` (asked for, else 4,096 or a quarter of the apps' share,
-/// whichever is smaller).
+/// database, the host-change channel, /dev/fuse clones, splice pipes,
+/// folders evicted while a request uses them — `folders` go to the cache
+/// of folder descriptors (asked for, else 4,096; at most an eighth of the
+/// limit), and apps share the rest, each at most `perApp` (asked for,
+/// else 4,096 or a quarter of the apps' share, whichever is smaller).
 struct DescriptorLimits {
     let forApps: Int
     let perApp: Int
+    let folders: Int
 
-    init(limit: rlim_t, perApp asked: Int?) {
+    init(limit: rlim_t, perApp asked: Int?, folders askedFolders: Int? = nil) {
         let limit = Int(clamping: limit == 0 ? 1024 : limit)
-        forApps = max(limit - Tunables.daemonReservedDescriptors, limit / 2)
+        folders = max(min(askedFolders ?? Tunables.folderDescriptors, limit / 8), 1)
+        forApps = max(limit - Tunables.daemonReservedDescriptors - folders, limit / 2)
         perApp = min(asked ?? min(Tunables.defaultDescriptorsPerApp, forApps / 4), forApps)
     }
 }

@@ -42,4 +42,7 @@ enum Tunables {
     /// of a folder that is normally empty): a kill -9 leaves nothing
     /// longer than this, even when no command runs (SPEC S34).
     static let partialCopySweepSeconds: Double = 10
+    /// Folders that keep an O_PATH descriptor at a time, at most
+    /// (`FolderDescriptorCache`); an eighth of the limit if that is less.
+    static let folderDescriptors = 4096
 }

@@ -85,11 +85,9 @@ extension ScopeFileSystem {
             && (folder.grant != nil || Self.isContainer(folder.node.place))
     }
 
-    /// Registers a folder node just made with the channel.
-    func watchChanges(_ node: Node) {
-        guard let watch = configuration.hostChanges, let directory = node.directory, let identity = node.identity else {
-            return
-        }
+    /// Registers a folder node just made, open as `directory`, with the channel.
+    func watchChanges(_ node: Node, descriptor directory: Int32) {
+        guard let watch = configuration.hostChanges, let identity = node.identity else { return }
         if watch.watch(directory: directory, HostDirectoryID(identity)) {
             node.changesWatched.store(true, ordering: .relaxed)
         }
@@ -97,7 +95,7 @@ extension ScopeFileSystem {
 
     /// The kernel forgot a node: a folder's watch loses one count.
     func unwatchChanges(_ node: Node) {
-        guard node.isDirectory, node.directory != nil, let identity = node.identity,
+        guard node.isDirectory, node.folder != nil, let identity = node.identity,
             let watch = configuration.hostChanges
         else { return }
         watch.unwatch(HostDirectoryID(identity))
@@ -124,7 +122,7 @@ extension ScopeFileSystem {
         }
         // The file under the name now: its nodes in every view (hard links
         // share one). A removed name has none; its entry going is enough.
-        if let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name) {
+        if let info = statInFolder(folders, name) {
             let inodes = table.nodes(of: FileIdentity(info))
             if change.content { invalidation.inodes += inodes } else { invalidation.attributes += inodes }
         }
@@ -147,7 +145,7 @@ extension ScopeFileSystem {
             return []
         }
         let folders = table.directoryNodes(of: change.folder.identity)
-        if !writerKnown, let directory = folders.first?.directory, let info = try? Sys.statAt(directory, name),
+        if !writerKnown, let info = statInFolder(folders, name),
             table.isMountsOwnWrite(FileIdentity(info), version: FileVersion(info))
         {
             return []
@@ -163,6 +161,13 @@ extension ScopeFileSystem {
             }
         }
         return items
+    }
+
+    /// The status of `name` in the first of one host folder's nodes,
+    /// through its descriptor (opened again if the cache evicted it).
+    private func statInFolder(_ folders: [Node], _ name: String) -> stat? {
+        guard let folder = folders.first, let descriptor = try? folderDescriptor(of: folder) else { return nil }
+        return withExtendedLifetime(descriptor) { try? Sys.statAt(descriptor.number, name) }
     }
 
     /// Everything the kernel may have cached: after the channel lost events

@@ -93,10 +93,12 @@ extension ScopeFileSystem {
     /// renamed on the host within the same coverage (inside one granted
     /// folder) stays usable under its old name, as it did before.
     private func isDisplaced(_ folder: Node, resolved: NodeTable.Resolved, app: AppID, provider: ProviderID) -> Bool {
-        guard let descriptor = folder.directory,
+        // A folder that cannot be opened again by its name from its parent
+        // (`folderDescriptor(of:)`) is gone from where its path says.
+        guard let descriptor = try? folderDescriptor(of: folder),
             let directory = withPolicy({ $0.providers[provider]?.directory }),
             let root = canonicalDirectories.canonical(directory),
-            let real = try? Sys.location(of: descriptor)
+            let real = withExtendedLifetime(descriptor, { try? Sys.location(of: descriptor.number) })
         else { return true }
         // A path the table cannot build (a cycle: an internal error, logged
         // where it is found) places the folder nowhere.

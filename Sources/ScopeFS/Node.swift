@@ -102,9 +102,12 @@ final class Node: Sendable {
     let view: UInt32
     let identity: FileIdentity?
     let isDirectory: Bool
-    /// An O_PATH descriptor of a backed directory, held for the node's
-    /// lifetime: children are reached relative to it, never by path.
-    let directory: Int32?
+    /// Where a backed folder keeps its O_PATH descriptor: children are
+    /// reached relative to it, never by path. Nil for files and synthetic
+    /// folders. Only domain roots hold theirs for the node's lifetime;
+    /// others are cached (`FolderDescriptorCache`) and opened again from
+    /// the parent when evicted (`ScopeFileSystem.folderDescriptor(of:)`).
+    let folder: FolderSlot?
     /// True for the root of a container or of a provider view.
     let isDomainRoot: Bool
     /// Set for a reference document's stub in a container: the node is
@@ -132,7 +135,7 @@ final class Node: Sendable {
     }
 
     init(
-        inode: UInt64, place: Place, view: UInt32, identity: FileIdentity?, isDirectory: Bool, directory: Int32?,
+        inode: UInt64, place: Place, view: UInt32, identity: FileIdentity?, isDirectory: Bool, folder: FolderSlot?,
         isDomainRoot: Bool, reference: ReferenceStub? = nil
     ) {
         self.reference = reference
@@ -141,13 +144,13 @@ final class Node: Sendable {
         self.view = view
         self.identity = identity
         self.isDirectory = isDirectory
-        self.directory = directory
+        self.folder = folder
         self.isDomainRoot = isDomainRoot
     }
 
-    deinit {
-        if let directory { Sys.close(directory) }
-    }
+    /// A forgotten folder gives its descriptor back at once, not when the
+    /// cache's hand next passes its slot.
+    deinit { _ = folder?.evict() }
 
     var kind: NodeKind { isDirectory ? .directory : reference != nil ? .reference : .file }
 

@@ -205,6 +205,20 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// A backed folder's parent node and the name it was last seen under
+    /// there: how its descriptor is opened again after the cache evicted
+    /// it (`ScopeFileSystem.folderDescriptor(of:)`). Nil for a domain root
+    /// (whose descriptor is pinned), a synthetic folder, or a node the
+    /// kernel forgot.
+    func parentEntry(of inode: UInt64) -> (parent: Node, name: String)? {
+        state.withLock { state in
+            guard let record = state.records[inode], record.node.place.isBacked, !record.node.isDomainRoot,
+                let parent = state.records[record.parent]
+            else { return nil }
+            return (parent.node, record.name)
+        }
+    }
+
     /// Finds the node for `key` or creates it with `make`, records where it
     /// was seen (`parent`, `name`) and takes one lookup. `make` runs under
     /// the lock and must not make system calls.

@@ -72,8 +72,9 @@ extension ScopeFileSystem {
             }
         }
         let times = [spec(changes.accessTime), spec(changes.modificationTime)]
-        if isSymlink, let parent = target.resolved.parent?.directory {
-            try Sys.utimens(parent, target.resolved.name, times, flags: Sys.noFollow)
+        if isSymlink, let parent = try parentDescriptor(of: target.resolved) {
+            defer { withExtendedLifetime(parent) {} }
+            try Sys.utimens(parent.number, target.resolved.name, times, flags: Sys.noFollow)
         } else {
             try Sys.utimens(descriptor, times)
         }
@@ -90,10 +91,18 @@ extension ScopeFileSystem {
     func withPathDescriptor<T>(_ target: Target, open: OpenHandle? = nil, _ body: (Int32, Bool) throws(Errno) -> T)
         throws(Errno) -> T
     {
-        if let directory = target.node.directory { return try body(directory, false) }
+        if target.node.folder != nil {
+            let directory = try folderDescriptor(of: target.node)
+            defer { withExtendedLifetime(directory) {} }
+            return try body(directory.number, false)
+        }
         if let open { return try body(open.descriptor, false) }
-        guard let parent = target.resolved.parent?.directory else { throw .staleNFSFileHandle }
-        let descriptor = try Sys.openAt(parent, target.resolved.name, Sys.pathOnly | O_NOFOLLOW)
+        guard let parent = try parentDescriptor(of: target.resolved) else { throw .staleNFSFileHandle }
+        let descriptor: Int32
+        do {
+            defer { withExtendedLifetime(parent) {} }
+            descriptor = try Sys.openAt(parent.number, target.resolved.name, Sys.pathOnly | O_NOFOLLOW)
+        }
         defer { Sys.close(descriptor) }
         let info = try Sys.stat(descriptor)
         guard FileIdentity(info) == target.node.identity else { throw .noSuchFileOrDirectory }

@@ -119,8 +119,10 @@ extension ScopeFileSystem {
 
     public func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
         let target = try gate(inode, .read, callers.caller(of: request), .fsyncdir)
-        guard let directory = target.node.directory else { return }
-        let descriptor = try Sys.openAt(directory, ".", O_RDONLY | O_DIRECTORY)
+        guard target.node.folder != nil else { return }
+        let directory = try folderDescriptor(of: target.node)
+        defer { withExtendedLifetime(directory) {} }
+        let descriptor = try Sys.openAt(directory.number, ".", O_RDONLY | O_DIRECTORY)
         defer { Sys.close(descriptor) }
         try Sys.fsync(descriptor, dataOnly: dataOnly)
     }
@@ -137,8 +139,10 @@ extension ScopeFileSystem {
             return .fixed(dots + names.map { DirectoryHandle.Item(name: $0, inode: 0, type: S_IFDIR) })
         }
         func host(shown: Set<HostNameKey>? = nil, hidesStaging: Bool = false) throws(Errno) -> DirectoryHandle.Entries {
-            guard let directory = target.node.directory else { throw .notDirectory }
-            return .host(try HostDirectoryStream(directory: directory), shown: shown, hidesStaging: hidesStaging)
+            let directory = try folderDescriptor(of: target.node)
+            defer { withExtendedLifetime(directory) {} }
+            return .host(
+                try HostDirectoryStream(directory: directory.number), shown: shown, hidesStaging: hidesStaging)
         }
         switch target.node.place {
         case .root:

@@ -9,7 +9,9 @@ extension ScopeFileSystem {
         let writes = BackingStore.opensForWriting(flags)
         let caller = callers.caller(of: request)
         let target = try gate(inode, writes ? .write : .read, caller, .open)
-        guard let parent = target.resolved.parent?.directory else { throw .isDirectory }
+        guard let parentLease = try parentDescriptor(of: target.resolved) else { throw .isDirectory }
+        defer { withExtendedLifetime(parentLease) {} }
+        let parent = parentLease.number
         // A name that now names no file, or another one, was changed on the
         // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
         // look the name up again and retry the open, so open(O_CREAT) right
@@ -55,7 +57,9 @@ extension ScopeFileSystem {
     {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller, .create)
-        let directory = try backedDirectory(folder)
+        let lease = try backedDirectory(folder)
+        defer { withExtendedLifetime(lease) {} }
+        let directory = lease.number
         let charge = try chargeDescriptor(caller, folder.resolved, .create)
         let descriptor = try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
         do {
@@ -159,11 +163,11 @@ extension ScopeFileSystem {
         try BackingStore.clearSetIDBits(descriptor, known: known) { request.isMember(of: $0) }
     }
 
-    /// The descriptor of a backed folder that passed the gate.
-    func backedDirectory(_ folder: Target) throws(Errno) -> Int32 {
+    /// The descriptor of a backed folder that passed the gate; keep it
+    /// alive while its number is used.
+    func backedDirectory(_ folder: Target) throws(Errno) -> FolderDescriptor {
         guard folder.node.place.isBacked else { throw .notPermitted }
-        guard let directory = folder.node.directory else { throw .notDirectory }
-        return directory
+        return try folderDescriptor(of: folder.node)
     }
 
     /// New files belong to the caller, not to the daemon; in a setgid folder

@@ -48,14 +48,18 @@ extension ScopeFileSystem {
         if let stub = target.node.reference {
             return referenceTarget(stub, of: target.node, containerPath: try target.path)
         }
-        guard let parent = target.resolved.parent?.directory else { throw .invalidArgument }
-        return try Sys.readlinkAt(parent, target.resolved.name)
+        guard let parent = try parentDescriptor(of: target.resolved) else { throw .invalidArgument }
+        defer { withExtendedLifetime(parent) {} }
+        return try Sys.readlinkAt(parent.number, target.resolved.name)
     }
 
     public func statfs(_ request: Request, inode: UInt64) throws(Errno) -> statvfs {
         let target = try gate(inode, .lookup, callers.caller(of: request), .statfs)
-        if let directory = target.node.directory ?? target.resolved.parent?.directory {
-            return try Sys.statvfs(directory)
+        let folder = target.node.folder != nil ? target.node : target.resolved.parent
+        if let folder, folder.folder != nil {
+            let lease = try folderDescriptor(of: folder)
+            defer { withExtendedLifetime(lease) {} }
+            return try Sys.statvfs(lease.number)
         }
         return try Sys.statvfs(containers)
     }
@@ -118,7 +122,7 @@ extension ScopeFileSystem {
     private func synthetic(_ place: Place, parent: UInt64, name: String) -> (Node, stat) {
         let node = table.lookupSynthetic(place, parent: parent, name: name) { inode, view in
             Node(
-                inode: inode, place: place, view: view, identity: nil, isDirectory: true, directory: nil,
+                inode: inode, place: place, view: view, identity: nil, isDirectory: true, folder: nil,
                 isDomainRoot: false)
         }
         return (node, syntheticAttributes(node))
@@ -135,7 +139,10 @@ extension ScopeFileSystem {
     /// parent's descriptor without following symlinks (SPEC S33). `known`
     /// is the file's status when the caller holds it open (a create).
     func backedChild(of parent: Node, named name: String, known: stat? = nil) throws(Errno) -> (Node, stat) {
-        guard let directory = parent.directory else { throw .staleNFSFileHandle }
+        guard parent.folder != nil else { throw .staleNFSFileHandle }
+        let lease = try folderDescriptor(of: parent)
+        defer { withExtendedLifetime(lease) {} }
+        let directory = lease.number
         guard name != "." && name != ".." && !RelativePath.hasSeparator(name) else { throw .invalidArgument }
         let info: stat
         if let known { info = known } else { info = try Sys.statAt(directory, name) }
@@ -155,7 +162,7 @@ extension ScopeFileSystem {
             inode in
             Node(
                 inode: inode, place: parent.place, view: parent.view, identity: key.identity, isDirectory: false,
-                directory: nil, isDomainRoot: false, reference: stub)
+                folder: nil, isDomainRoot: false, reference: stub)
         }
         return (node, info)
     }
@@ -209,13 +216,19 @@ extension ScopeFileSystem {
         let identity = FileIdentity(info)
         var adopted = false
         let key = NodeKey(view: view, identity: identity, kind: .directory)
+        // Made before the table's lock is taken; if the node exists
+        // already, the slot and its descriptor go when this returns.
+        let slot = newFolderSlot(descriptor, isDomainRoot: isDomainRoot)
         let node = table.lookup(key: key, parent: parent, name: name) { inode in
             adopted = true
             return Node(
-                inode: inode, place: place, view: view, identity: identity, isDirectory: true, directory: descriptor,
+                inode: inode, place: place, view: view, identity: identity, isDirectory: true, folder: slot,
                 isDomainRoot: isDomainRoot)
         }
-        if adopted { watchChanges(node) } else { Sys.close(descriptor) }
+        if adopted {
+            if !slot.isPinned { folderDescriptors.admit(slot) }
+            watchChanges(node, descriptor: descriptor)
+        }
         return (node, info)
     }
 
@@ -239,9 +252,14 @@ extension ScopeFileSystem {
     func attributes(of resolved: NodeTable.Resolved) throws(Errno) -> stat {
         let node = resolved.node
         guard node.place.isBacked else { return syntheticAttributes(node) }
-        if let directory = node.directory { return try Sys.stat(directory) }
-        guard let parent = resolved.parent?.directory else { throw .staleNFSFileHandle }
-        if let info = try? Sys.statAt(parent, resolved.name), FileIdentity(info) == node.identity { return info }
+        if node.folder != nil {
+            let lease = try folderDescriptor(of: node)
+            defer { withExtendedLifetime(lease) {} }
+            return try Sys.stat(lease.number)
+        }
+        guard let parent = try parentDescriptor(of: resolved) else { throw .staleNFSFileHandle }
+        defer { withExtendedLifetime(parent) {} }
+        if let info = try? Sys.statAt(parent.number, resolved.name), FileIdentity(info) == node.identity { return info }
         // Unlinked or replaced while open: the open descriptor still has it.
         guard let open = resolved.openFile else { throw .noSuchFileOrDirectory }
         return try Sys.stat(open.descriptor)

@@ -31,9 +31,10 @@ extension ScopeFileSystem {
         _ body: (Int32) throws(Errno) -> Void
     ) throws(Errno) -> Entry {
         let folder = try gate(parent, .write, callers.caller(of: request), operation)
-        let directory = try backedDirectory(folder)
-        try body(directory)
-        try giveToCaller(directory, name, request, folder: folder.node)
+        let lease = try backedDirectory(folder)
+        defer { withExtendedLifetime(lease) {} }
+        try body(lease.number)
+        try giveToCaller(lease.number, name, request, folder: folder.node)
         let (node, info) = try backedChild(of: folder.node, named: name)
         return entry(node, info, in: folder.node)
     }
@@ -43,9 +44,10 @@ extension ScopeFileSystem {
         let source = try gate(inode, .write, caller, .link)
         let folder = try gate(newParent, .write, caller, .link)
         try requireSameGrant(source, folder)
-        guard let sourceDirectory = source.resolved.parent?.directory else { throw .notPermitted }
+        guard let sourceDirectory = try parentDescriptor(of: source.resolved) else { throw .notPermitted }
         let directory = try backedDirectory(folder)
-        try Sys.linkAt(sourceDirectory, source.resolved.name, directory, newName)
+        defer { withExtendedLifetime((sourceDirectory, directory)) {} }
+        try Sys.linkAt(sourceDirectory.number, source.resolved.name, directory.number, newName)
         let (node, info) = try backedChild(of: folder.node, named: newName)
         return entry(node, info, in: folder.node)
     }
@@ -64,7 +66,9 @@ extension ScopeFileSystem {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller, operation)
         try requireVisible(name, in: folder)
-        try Sys.unlinkAt(try backedDirectory(folder), name, flags)
+        let directory = try backedDirectory(folder)
+        defer { withExtendedLifetime(directory) {} }
+        try Sys.unlinkAt(directory.number, name, flags)
         table.removed(parent: parent, name: name)
     }
 
@@ -76,8 +80,10 @@ extension ScopeFileSystem {
         let to = parent == newParent ? from : try gate(newParent, .write, caller, .rename)
         try requireSameGrant(from, to)
         try requireVisible(name, in: from)
-        let fromDirectory = try backedDirectory(from)
-        let toDirectory = try backedDirectory(to)
+        let fromLease = try backedDirectory(from)
+        let toLease = try backedDirectory(to)
+        defer { withExtendedLifetime((fromLease, toLease)) {} }
+        let (fromDirectory, toDirectory) = (fromLease.number, toLease.number)
         try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
         // The table learns what moved from the host's answer: which file
         // is now at each name (one fstatat; two for an exchange, or for a

@@ -40,7 +40,7 @@ extension ScopeFileSystem {
         let target = try gate(inode, .metadata, callers.caller(of: request), .getxattr)
         // The kernel asks for security.capability before each write to an
         // open file: its descriptor answers without a walk of /proc.
-        if target.node.directory == nil, let open = target.resolved.openFile {
+        if target.node.folder == nil, let open = target.resolved.openFile {
             return try Sys.getxattr(open.descriptor, name)
         }
         return try xattrPath(target) { path throws(Errno) in try Sys.getxattr(path, name) }
@@ -78,9 +78,12 @@ extension ScopeFileSystem {
     /// the name (a final symlink not followed); see `Sys.XattrPath`.
     private func xattrPath<T>(_ target: Target, _ body: (Sys.XattrPath) throws(Errno) -> T) throws(Errno) -> T {
         guard target.node.place.isBacked else { throw .notSupported }
+        // The /proc path names the descriptor: it must stay open until
+        // `body` returns.
+        let directory = target.node.folder != nil ? try folderDescriptor(of: target.node) : nil
+        let parent = directory == nil ? try parentDescriptor(of: target.resolved) : nil
+        defer { withExtendedLifetime((directory, parent)) {} }
         return try body(
-            BackingStore.xattrPath(
-                directory: target.node.directory, parent: target.resolved.parent?.directory, name: target.resolved.name)
-        )
+            BackingStore.xattrPath(directory: directory?.number, parent: parent?.number, name: target.resolved.name))
     }
 }

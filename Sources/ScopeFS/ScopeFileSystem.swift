@@ -61,12 +61,15 @@ public struct MountConfiguration: Sendable {
     /// daemon hold (`DescriptorBudget`, SPEC S40).
     public var descriptorsPerApp: Int
     public var descriptorsForApps: Int
+    /// Folders that keep a descriptor at a time (`FolderDescriptorCache`).
+    public var folderDescriptors: Int
 
     public init(
         openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60,
         hostChanges: (any HostChangeWatch)? = nil, unwatchedTimeout: Double? = nil, descriptorsPerApp: Int = .max,
-        descriptorsForApps: Int = .max
+        descriptorsForApps: Int = .max, folderDescriptors: Int = 4096
     ) {
+        self.folderDescriptors = folderDescriptors
         self.descriptorsPerApp = descriptorsPerApp
         self.descriptorsForApps = descriptorsForApps
         self.openFiles = openFiles
@@ -87,6 +90,8 @@ public final class ScopeFileSystem: FileSystem {
     let events: any EventSink
     let documents: any DocumentServices
     let table: NodeTable
+    /// The descriptors of folder nodes other than domain roots, bounded.
+    let folderDescriptors: FolderDescriptorCache
     /// Backing descriptors charged to each app (SPEC S40).
     public let descriptorBudget: DescriptorBudget
     /// The owner's fault and latency rules (issue 18); none by default.
@@ -114,6 +119,7 @@ public final class ScopeFileSystem: FileSystem {
         self.events = events
         containers = try Sys.openAt(AT_FDCWD, configuration.containersPath, Sys.pathOnly | O_DIRECTORY)
         self.configuration = configuration
+        folderDescriptors = FolderDescriptorCache(capacity: configuration.folderDescriptors)
         descriptorBudget = DescriptorBudget(
             perApp: configuration.descriptorsPerApp, total: configuration.descriptorsForApps)
         self.callers = callers
@@ -126,7 +132,7 @@ public final class ScopeFileSystem: FileSystem {
         daemonGID = getgid()
         table = NodeTable(
             root: Node(
-                inode: NodeTable.rootInode, place: .root, view: 0, identity: nil, isDirectory: true, directory: nil,
+                inode: NodeTable.rootInode, place: .root, view: 0, identity: nil, isDirectory: true, folder: nil,
                 isDomainRoot: false))
     }
 

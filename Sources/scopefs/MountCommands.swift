@@ -41,6 +41,12 @@ struct MountCommand: ParsableCommand {
     var descriptorsPerApp: Int?
     @Option(
         help: """
+            Folders that keep an open descriptor at a time; others are opened again from their parent \
+            when used (SPEC S40). Default 4096; at most an eighth of the daemon's descriptor limit.
+            """)
+    var folderDescriptors: Int?
+    @Option(
+        help: """
             How host changes made outside the mount reach the kernel's caches: auto (default: fanotify when the \
             daemon may mark file systems, as root; else inotify), fanotify, inotify, or none (caches expire \
             after --cache-timeout).
@@ -71,6 +77,9 @@ struct MountCommand: ParsableCommand {
         if let descriptorsPerApp, descriptorsPerApp < 1 {
             throw ValidationError("--descriptors-per-app must be at least 1")
         }
+        if let folderDescriptors, folderDescriptors < 1 {
+            throw ValidationError("--folder-descriptors must be at least 1")
+        }
         if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
         if let cacheTimeout, !(cacheTimeout >= 0 && cacheTimeout <= 86400) {
             throw ValidationError("--cache-timeout must be between 0 and 86400 seconds")
@@ -94,7 +103,8 @@ struct MountCommand: ParsableCommand {
         let daemonOptions = DaemonOptions(
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
             scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
-            hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp)
+            hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp,
+            folderDescriptors: folderDescriptors)
         do throws(CommandError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -116,6 +126,7 @@ struct MountCommand: ParsableCommand {
         ]
         if let cacheTimeout { arguments += ["--cache-timeout", String(cacheTimeout)] }
         if let descriptorsPerApp { arguments += ["--descriptors-per-app", String(descriptorsPerApp)] }
+        if let folderDescriptors { arguments += ["--folder-descriptors", String(folderDescriptors)] }
         if allowOther { arguments.append("--allow-other") }
         let destination = DaemonLog.resolve(log, foreground: false)
         arguments += ["--log", destination.rawValue]

@@ -48,7 +48,7 @@ struct NodeTableModel {
     init() {
         table = NodeTable(
             root: Node(
-                inode: NodeTable.rootInode, place: .root, view: 0, identity: nil, isDirectory: true, directory: nil,
+                inode: NodeTable.rootInode, place: .root, view: 0, identity: nil, isDirectory: true, folder: nil,
                 isDomainRoot: false))
         view = table.view(of: place)
         let rootIdentity = Self.identity(rootObject)
@@ -59,7 +59,7 @@ struct NodeTableModel {
             name: "local"
         ) { inode in
             Node(
-                inode: inode, place: place, view: view, identity: rootIdentity, isDirectory: true, directory: nil,
+                inode: inode, place: place, view: view, identity: rootIdentity, isDirectory: true, folder: nil,
                 isDomainRoot: true)
         }
         held[rootObject] = (root.inode, 1)
@@ -121,7 +121,7 @@ struct NodeTableModel {
         let view = view
         let node = table.lookup(key: key, parent: parent.inode, name: entry.name) { inode in
             Node(
-                inode: inode, place: place, view: view, identity: identity, isDirectory: isFolder, directory: nil,
+                inode: inode, place: place, view: view, identity: identity, isDirectory: isFolder, folder: nil,
                 isDomainRoot: false)
         }
         held[object] = (node.inode, (held[object]?.lookups ?? 0) + 1)

@@ -103,7 +103,7 @@ import Testing
             parent =
                 model.table.lookup(key: key, parent: parent, name: "d") { inode in
                     Node(
-                        inode: inode, place: place, view: view, identity: identity, isDirectory: true, directory: nil,
+                        inode: inode, place: place, view: view, identity: identity, isDirectory: true, folder: nil,
                         isDomainRoot: false)
                 }.inode
             chain.append(parent)

@@ -267,11 +267,17 @@ emit(attempt(read_bytes, path))
 """
 
 
+def apps_share(limit: int) -> int:
+    """docs/ARCHITECTURE.md decision 45: apps share the limit less 1,024
+    and less the folder descriptor cache (4,096 or an eighth of the limit,
+    whichever is smaller), but at least half of it."""
+    return max(limit - 1024 - min(4096, limit // 8), limit // 2)
+
+
 def default_budget_per_app(limit: int) -> int:
-    """docs/ARCHITECTURE.md decision 43: apps share the limit less 1,024;
-    one app gets 4,096 or a quarter of that share, whichever is smaller."""
-    for_apps = max(limit - 1024, limit // 2)
-    return min(4096, for_apps // 4)
+    """Decision 43: one app gets 4,096 or a quarter of the apps' share,
+    whichever is smaller."""
+    return min(4096, apps_share(limit) // 4)
 
 
 @pytest.mark.scopefs_timeout(180)
@@ -327,9 +333,10 @@ SHARE_TEST_HARD_LIMIT = 4096
 
 @pytest.mark.scopefs_timeout(180)
 def test_apps_filling_their_share_leave_the_daemon_its_reserve(env):
-    """SPEC S40, docs/ARCHITECTURE.md decision 43: the daemon raises its
+    """SPEC S40, docs/ARCHITECTURE.md decision 45: the daemon raises its
     soft descriptor limit to the hard limit at start (the mount is started
-    with a soft limit of 1,024 and a hard one of 4,096), and apps together stop 1,024 short of it.
+    with a soft limit of 1,024 and a hard one of 4,096), and apps together stop 1,024 plus the
+    folder cache short of it.
     One app allowed everything (`--descriptors-per-app` above the share,
     which clamps it to the share) gets EMFILE at the share; the owner's `status`, `revoke` and inspect
     read are still served."""
@@ -350,7 +357,7 @@ def test_apps_filling_their_share_leave_the_daemon_its_reserve(env):
     assert (daemon_soft, daemon_hard) == (SHARE_TEST_HARD_LIMIT,) * 2, (
         f"the daemon kept a soft limit of {daemon_soft} (hard {daemon_hard})"
     )
-    share = max(daemon_hard - 1024, daemon_hard // 2)
+    share = apps_share(daemon_hard)
 
     flooder = env.app_session(ALPHA, FLOOD, env.prov(ALPHA, LOCAL, "docs"), "report.txt", share + 100, sandbox=True)
     flood = flooder.recv(timeout=150)

@@ -50,6 +50,17 @@ int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *id
 /// O_PATH descriptor's file. -1 with ENOSYS on older kernels.
 int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags);
 
+/// A file's handle (name_to_handle_at of the descriptor itself, AT_EMPTY_PATH):
+/// its bytes into `bytes` (at most `capacity`), its type into `type`.
+/// Returns the number of bytes, or -1 with errno (EOPNOTSUPP where the file
+/// system has no handles, EOVERFLOW if `capacity` is too small).
+int scopefs_handle_of(int fd, unsigned char *bytes, int capacity, int *type);
+
+/// open_by_handle_at(mount_fd, handle, flags) for a handle from
+/// scopefs_handle_of; -1 with errno (EPERM without CAP_DAC_READ_SEARCH,
+/// ESTALE once the file is gone).
+int scopefs_open_by_handle(int mount_fd, const unsigned char *bytes, int length, int type, int flags);
+
 /// Constants hidden behind _GNU_SOURCE (or missing from Swift's Glibc
 /// module). Their values differ between architectures (O_DIRECT is O_DIRECTORY
 /// on arm64), so they are libc's own, defined in shims.c, never literals.
