@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -95,11 +96,27 @@ def percentile(values: list[float], p: float) -> float:
 
 def summary(name: str, values: list[float]) -> str:
     if not values:
-        return f"{name:10} no samples"
+        return f"{name:11} no samples"
     return (
-        f"{name:10} n={len(values):4}  p50={percentile(values, 50) * 1000:7.1f} ms  "
+        f"{name:11} n={len(values):4}  p50={percentile(values, 50) * 1000:7.1f} ms  "
         f"p99={percentile(values, 99) * 1000:7.1f} ms  max={max(values) * 1000:7.1f} ms"
     )
+
+
+def raw_status(path: str) -> float:
+    start = time.monotonic()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(60)
+        s.connect(path)
+        s.sendall(b'{"op":"status"}\n')
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    json.loads(data)
+    return time.monotonic() - start
 
 
 def timed(argv: list, env: dict) -> float:
@@ -135,15 +152,18 @@ def main() -> None:
                 "run", "--app", ALPHA, "--expose", shared, "--", "python3", "-c", READERS, folder, shared, count
             )
             runs.append(subprocess.Popen([str(a) for a in argv], env=env.base_env, stdout=subprocess.PIPE, text=True))
-        time.sleep(3)  # the readers start
+        time.sleep(10)  # the readers start (500 forks in 10 sandboxes take seconds)
         fds_before = len(os.listdir(f"/proc/{env.daemon_pid()}/fd"))
-        series: dict[str, list[float]] = {"revoke": [], "restore": [], "status": []}
+        # "status raw": the daemon's own share, one request on the control
+        # socket; the CLI rows add the command's start among the readers.
+        series: dict[str, list[float]] = {"revoke": [], "restore": [], "status": [], "status raw": []}
         windows: list[tuple[float, float]] = []
         done = threading.Event()
 
         def status_loop():
             while not done.is_set():
                 series["status"].append(timed(env.cli_argv("status"), env.base_env))
+                series["status raw"].append(raw_status(str(env.state / "control.sock")))
                 time.sleep(0.1)
 
         status_thread = threading.Thread(target=status_loop)
@@ -162,7 +182,9 @@ def main() -> None:
         done.set()
         status_thread.join()
         (shared / "stop").touch()
-        (shared / "windows.json").write_text(json.dumps(windows))
+        # Whole or not at all: a reader may look while it is written.
+        (shared / "windows.tmp").write_text(json.dumps(windows))
+        (shared / "windows.tmp").rename(shared / "windows.json")
         totals = {"ok": 0, "emfile": 0, "other": 0, "inside": 0}
         for run in runs:
             out, _ = run.communicate(timeout=120)
