@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Tests" / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from control_load import raw_status, summary, timed  # noqa: E402
 from scopefs_harness import ALPHA, LOCAL, Env, set_child_subreaper  # noqa: E402
 
 READERS_PER_RUN = 50
@@ -87,44 +88,6 @@ except OSError:
     pass
 print(json.dumps(total), flush=True)
 """
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
-def summary(name: str, values: list[float]) -> str:
-    if not values:
-        return f"{name:11} no samples"
-    return (
-        f"{name:11} n={len(values):4}  p50={percentile(values, 50) * 1000:7.1f} ms  "
-        f"p99={percentile(values, 99) * 1000:7.1f} ms  max={max(values) * 1000:7.1f} ms"
-    )
-
-
-def raw_status(path: str) -> float:
-    start = time.monotonic()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(60)
-        s.connect(path)
-        s.sendall(b'{"op":"status"}\n')
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    json.loads(data)
-    return time.monotonic() - start
-
-
-def timed(argv: list, env: dict) -> float:
-    start = time.monotonic()
-    p = subprocess.run([str(a) for a in argv], env=env, capture_output=True, timeout=120)
-    if p.returncode != 0:
-        raise RuntimeError(f"{argv} exited {p.returncode}: {p.stderr.decode()[-300:]}")
-    return time.monotonic() - start
 
 
 def main() -> None:

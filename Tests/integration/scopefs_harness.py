@@ -26,6 +26,7 @@ import signal
 import subprocess
 import tempfile
 import textwrap
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +234,16 @@ def fd_count(pid: int) -> int | None:
             continue
         count += 1
     return count
+
+
+def sample_peak(pid: int, stop: threading.Event, peak: list[int]) -> None:
+    """Keeps in peak[0] the most descriptors `pid` held, sampled every
+    50 ms until `stop` is set (run it on a thread)."""
+    while not stop.is_set():
+        count = fd_count(pid)
+        if count is not None and count > peak[0]:
+            peak[0] = count
+        time.sleep(0.05)
 
 
 def drop_dentry_caches() -> None:

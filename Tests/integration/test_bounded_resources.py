@@ -23,7 +23,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount, wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, fd_count
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, fd_count, sample_peak
 
 # -- helpers -------------------------------------------------------------------
 
@@ -186,14 +186,6 @@ for pid, r in children:
         totals[i] += n
 emit({"opens": totals[0], "emfile": totals[1], "other": totals[2]})
 """
-
-
-def sample_peak(pid: int, stop: threading.Event, peak: list[int]) -> None:
-    while not stop.is_set():
-        count = fd_count(pid)
-        if count is not None and count > peak[0]:
-            peak[0] = count
-        time.sleep(0.05)
 
 
 @pytest.mark.scopefs_timeout(180)

@@ -20,7 +20,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, LOCAL, fd_count
+from scopefs_harness import ALPHA, LOCAL, fd_count, sample_peak
 
 WALK_TOP = 250
 WALK_BELOW = 200  # 250 + 250 * 200 = 50,250 folders under the grant
@@ -64,14 +64,6 @@ def make_tree(top) -> int:
             os.makedirs(top / f"d{i}" / f"s{j}")
         count += WALK_BELOW + 1
     return count
-
-
-def sample_peak(pid: int, stop: threading.Event, peak: list[int]) -> None:
-    while not stop.is_set():
-        count = fd_count(pid)
-        if count is not None and count > peak[0]:
-            peak[0] = count
-        time.sleep(0.05)
 
 
 @pytest.mark.scopefs_timeout(300)
