@@ -39,20 +39,27 @@ def summary(name: str, values: list[float]) -> str:
     )
 
 
-def raw_status(path: str) -> float:
+def raw_request(path: str, request: dict) -> float:
+    """One request on the control socket, timed: the daemon's own share."""
     start = time.monotonic()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(30)
         s.connect(path)
-        s.sendall(b'{"op":"status"}\n')
+        s.sendall(json.dumps(request).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             chunk = s.recv(65536)
             if not chunk:
                 break
             data += chunk
-    json.loads(data)
+    answer = json.loads(data)
+    if not answer.get("ok"):
+        raise RuntimeError(f"{request['op']}: {answer}")
     return time.monotonic() - start
+
+
+def raw_status(path: str) -> float:
+    return raw_request(path, {"op": "status"})
 
 
 def timed(argv: list[str], env: dict) -> float:

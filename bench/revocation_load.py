@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Tests" / "integration"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from control_load import raw_status, summary, timed  # noqa: E402
+from control_load import raw_request, raw_status, summary, timed  # noqa: E402
 from scopefs_harness import ALPHA, LOCAL, Env, set_child_subreaper  # noqa: E402
 
 READERS_PER_RUN = 50
@@ -119,14 +119,22 @@ def main() -> None:
         fds_before = len(os.listdir(f"/proc/{env.daemon_pid()}/fd"))
         # "status raw": the daemon's own share, one request on the control
         # socket; the CLI rows add the command's start among the readers.
-        series: dict[str, list[float]] = {"revoke": [], "restore": [], "status": [], "status raw": []}
+        series: dict[str, list[float]] = {
+            "revoke": [],
+            "restore": [],
+            "status": [],
+            "revoke raw": [],
+            "restore raw": [],
+            "status raw": [],
+        }
+        socket_path = str(env.state / "control.sock")
         windows: list[tuple[float, float]] = []
         done = threading.Event()
 
         def status_loop():
             while not done.is_set():
                 series["status"].append(timed(env.cli_argv("status"), env.base_env))
-                series["status raw"].append(raw_status(str(env.state / "control.sock")))
+                series["status raw"].append(raw_status(socket_path))
                 time.sleep(0.1)
 
         status_thread = threading.Thread(target=status_loop)
@@ -134,13 +142,23 @@ def main() -> None:
         peak = fds_before
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            series["revoke"].append(timed(env.cli_argv("revoke", ALPHA, grant), env.base_env))
+            # Every other cycle as one request on the control socket: the
+            # daemon's own share, without the command's start.
+            raw = len(windows) % 2 == 1
+            request = {"app": ALPHA, "grant": int(grant)}
+            if raw:
+                series["revoke raw"].append(raw_request(socket_path, {"op": "revoke", **request}))
+            else:
+                series["revoke"].append(timed(env.cli_argv("revoke", ALPHA, grant), env.base_env))
             revoked_at = time.monotonic()
             time.sleep(0.2)
             peak = max(peak, len(os.listdir(f"/proc/{env.daemon_pid()}/fd")))
             restore_began = time.monotonic()
             windows.append((revoked_at, restore_began))
-            series["restore"].append(timed(env.cli_argv("restore", ALPHA, grant), env.base_env))
+            if raw:
+                series["restore raw"].append(raw_request(socket_path, {"op": "restore", **request}))
+            else:
+                series["restore"].append(timed(env.cli_argv("restore", ALPHA, grant), env.base_env))
             time.sleep(0.2)
         done.set()
         status_thread.join()

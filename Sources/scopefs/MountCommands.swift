@@ -42,7 +42,7 @@ struct MountCommand: ParsableCommand {
     @Option(
         help: """
             Folders that keep an open descriptor at a time; others are opened again from their parent \
-            when used (SPEC S40). Default 4096; at most an eighth of the daemon's descriptor limit.
+            when used. Default 4096; at most an eighth of the daemon's descriptor limit.
             """)
     var folderDescriptors: Int?
     @Option(
