@@ -157,7 +157,7 @@ private func revokeThroughDaemon(_ app: String, _ grant: Int64?, _ options: Stat
     guard FileManager.default.fileExists(atPath: options.directory.controlSocketPath) else { return nil }
     do {
         return try ControlClient.revoke(app: app, grant: grant, state: options.directory)
-    } catch where error.kind == .noDaemon {
+    } catch  where error.kind == .noDaemon {
         return nil
     }
 }
