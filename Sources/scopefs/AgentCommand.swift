@@ -27,7 +27,7 @@ struct AgentCommand: ParsableCommand {
             """)
 
     @OptionGroup var options: StateOptions
-    @Option(help: "Answer from this JSON script instead of the terminal.") var script: String?
+    @Option(help: "Answer from this JSON script instead of the terminal.", completion: .file()) var script: String?
     @Option(help: "Stop after answering N requests (default: run until interrupted, or a script's last step).")
     var count: Int?
     @OptionGroup var coordination: CoordinationOptions

@@ -20,7 +20,7 @@ struct MountCommand: ParsableCommand {
         commandName: "mount",
         abstract: "Serve the ScopeFS mount; in the background, return once it is ready.")
     @OptionGroup var options: StateOptions
-    @Argument var mountpoint: String
+    @Argument(completion: .directory) var mountpoint: String
     @Flag(help: "Stay in the foreground.") var foreground = false
     @Option(help: "What revocation does to descriptors opened before it: revoke (default) or keep.")
     var openFiles: MountConfiguration.OpenFiles = .revoke
@@ -162,7 +162,7 @@ struct UnmountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unmount", abstract: "Unmount and wait for the daemon to exit.")
     @OptionGroup var options: StateOptions
-    @Argument var mountpoint: String
+    @Argument(completion: .directory) var mountpoint: String
     @Option(help: "Seconds to wait for the daemon to exit.") var timeout: Double = 10
     @Flag(help: "Print the mountpoint and the daemon that exited as JSON.") var json = false
 

@@ -43,7 +43,9 @@ struct ScopeFSCommand: ParsableCommand {
 
 /// `--state DIR`, shared by every command (SPEC S1).
 struct StateOptions: ParsableArguments {
-    @Option(name: .long, help: "State directory (default: $SCOPEFS_STATE, else $XDG_STATE_HOME/scopefs).")
+    @Option(
+        name: .long, help: "State directory (default: $SCOPEFS_STATE, else $XDG_STATE_HOME/scopefs).",
+        completion: .directory)
     var state: String?
 
     var directory: StateDirectory { StateDirectory.resolve(explicit: state) }

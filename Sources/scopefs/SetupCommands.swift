@@ -60,7 +60,7 @@ struct ProviderCommand: ParsableCommand {
             commandName: "add", abstract: "Register a provider backed by a directory.")
         @OptionGroup var options: StateOptions
         @Argument(help: "Provider ID, e.g. com.example.drive or local.") var id: String
-        @Argument(help: "Backing directory.") var directory: String
+        @Argument(help: "Backing directory.", completion: .directory) var directory: String
         @Option(help: "Display name.") var name: String?
         @Flag(help: "Print the provider as JSON.") var json = false
 

@@ -20,9 +20,10 @@ struct TestCommand: ParsableCommand {
             "The scenario format is in docs/SCENARIOS.md. Exit 0: every expectation held; 1: one failed; 65: a bad scenario."
     )
     @OptionGroup var options: StateOptions
-    @Argument(help: "The scenario file (YAML or JSON).") var scenario: String
-    @Option(help: "The app to run as (default: the scenario's `app`).") var app: String?
-    @Option(help: "Write a JUnit XML report to this file.") var junit: String?
+    @Argument(help: "The scenario file (YAML or JSON).", completion: .file(extensions: ["yaml", "yml", "json"]))
+    var scenario: String
+    @Option(help: "The app to run as (default: the scenario's `app`).", completion: Completions.apps) var app: String?
+    @Option(help: "Write a JUnit XML report to this file.", completion: .file()) var junit: String?
     @Flag(help: "Print the report as JSON.") var json = false
     @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false
     @OptionGroup(title: "Sandbox") var sandboxOptions: SandboxOptions
@@ -313,8 +314,10 @@ struct ScenarioRunner {
         for (index, step) in scenario.steps.enumerated() where !done[index] {
             outcomes.append(
                 .init(
-                    name: "step at line \(step.line) ran", passed: false, detail: "the app finished before its trigger")
-            )
+                    name: "step at line \(step.line) ran", passed: false,
+                    detail: timedOut
+                        ? "its trigger did not come before the scenario's timeout"
+                        : "the app exited before its trigger, " + String(format: "%.1f s in", seconds)))
         }
         let names = (try? AppNames(repository)) ?? .none
         return TestCommand.Report(

@@ -76,6 +76,18 @@ def test_completions_offer_the_state_directory_ids(env):
     missing = env.root / "no-such-state"
     assert _bash_complete(env, ["scopefs", "--state", str(missing), "privacy", ""]) == []
     assert not missing.exists()
+    # Issue 31, point 6: file arguments complete as files and folders, and
+    # `test --app` as app ids. Seen failing on the old main: nothing offered.
+    scenario = env.root / "revoke-scenario.yaml"
+    scenario.write_text("steps: []\n")
+    prefix = str(env.root / "revoke-sc")
+    assert _bash_complete(env, ["scopefs", "--state", state, "test", prefix]) == [str(scenario)]
+    assert _bash_complete(env, ["scopefs", "--state", state, "test", str(scenario), "--junit", prefix]) == [
+        str(scenario)
+    ]
+    assert _bash_complete(env, ["scopefs", "--state", state, "test", str(scenario), "--app", "com.example.b"]) == [BETA]
+    assert str(env.mnt) in _bash_complete(env, ["scopefs", "--state", state, "mount", str(env.root / "mn")])
+    assert str(env.state) in _bash_complete(env, ["scopefs", "--state", str(env.root / "sta")])
     for shell in ("zsh", "fish"):
         p = run_bounded([env.bin, "--generate-completion-script", shell], 30, env.base_env)
         assert p.returncode == 0 and "scopefs" in p.stdout, describe(p)

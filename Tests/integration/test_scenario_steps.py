@@ -9,6 +9,7 @@ files are refused with their line, and a scenario acts only on its app."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -291,3 +292,19 @@ def test_a_scenario_answers_only_its_own_apps_pick_requests(env):
     assert runner.returncode == 1, (out, err)
     assert "FAIL step at line 3 ran" in out, out
     assert json.loads(env.cli("privacy", BETA, "--json").stdout) == []
+
+
+def test_a_step_whose_trigger_never_came_says_when_the_app_exited(env, tmp_path):
+    """Issue 31, point 4: an app that exits before a step's trigger fails
+    that step with when it exited ("the app exited before its trigger,
+    0.x s in"), in the default mount and sandbox, so a developer sees at
+    once that the app ended early. Seen failing on the old main: "the app
+    finished before its trigger", no time."""
+    from doc_scope_helpers import mount as mount_with_scopes
+
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    mount_with_scopes(env)
+    scenario = tmp_path / "early.yaml"
+    scenario.write_text(f"app: {ALPHA}\nsteps:\n  - when: app prints READY\n    revoke: local:docs\n")
+    p = env.cli("test", scenario, "--", "true", expect=1)
+    assert re.search(r"FAIL step at line 3 ran: the app exited before its trigger, \d+\.\d s in", p.stdout), p.stdout
