@@ -145,7 +145,7 @@ public struct Sandbox: Sendable {
         }
         // The folders of the shared libraries it loaded from outside the
         // system directories (Swift's runtime): read-only.
-        for folder in Self.libraryFoldersOutsideSystem() {
+        for folder in Self.libraryFoldersOutsideSystem {
             arguments += folders(above: folder) + ["--ro-bind", folder, folder]
         }
         // And those the app's program asks the loader for (its run path):
@@ -212,7 +212,10 @@ public struct Sandbox: Sendable {
 
     /// Folders of the shared objects this process mapped (from
     /// /proc/self/maps) that the system directories do not already show.
-    static func libraryFoldersOutsideSystem() -> [String] {
+    /// Read once: the sandbox's options and every `shows` ask for them.
+    static let libraryFoldersOutsideSystem: [String] = readLibraryFoldersOutsideSystem()
+
+    private static func readLibraryFoldersOutsideSystem() -> [String] {
         guard let maps = ProcFS.readText("/proc/self/maps") else { return [] }
         var folders = Set<String>()
         for line in maps.split(separator: "\n") {

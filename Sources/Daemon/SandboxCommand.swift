@@ -65,7 +65,7 @@ extension Sandbox {
         if Self.systemDirectories.contains(where: within) { return true }
         if Self.etcAllowList.contains(where: within) { return true }
         if shape.exposed.contains(where: { within($0.path) }) { return true }
-        if Self.libraryFoldersOutsideSystem().contains(where: within) { return true }
+        if Self.libraryFoldersOutsideSystem.contains(where: within) { return true }
         return within(appDirectory)
     }
 }

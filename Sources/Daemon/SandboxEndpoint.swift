@@ -24,7 +24,19 @@ enum SandboxEndpoint {
         // else can list it or open what is in it (the socket is 0600).
         if mkdir(folder, 0o711) != 0 && errno != EEXIST { return nil }
         guard ownedFolder(folder) else { return nil }
+        sweepStale(in: folder)
         return folder + "/app-\(getpid()).sock"
+    }
+
+    /// Sockets of daemons that died without unlinking theirs (kill -9):
+    /// one per crash would pile up in a folder that outlives them.
+    private static func sweepStale(in folder: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
+            guard name.hasPrefix("app-"), name.hasSuffix(".sock"),
+                let pid = Int32(name.dropFirst(4).dropLast(5)), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            unlink(folder + "/" + name)
+        }
     }
 
     /// A real folder (not a link) of this user's: a folder someone else

@@ -232,3 +232,17 @@ def test_other_users_and_the_app_account_outside_a_run_see_nothing(env):
         # other uid is refused as the kernel refused it before.
         expected = "ENOENT" if who == "scopefs-app" else "EACCES"
         assert p.stdout.split() == [expected] * 4, (who, describe(p))
+
+
+def test_a_killed_daemons_sandbox_endpoint_is_swept_at_the_next_mount(env):
+    """The sandbox endpoint lives outside the state directory
+    (/run/scopefs/app-PID.sock for root): one left by a daemon killed with
+    SIGKILL is removed when the next daemon starts, so they do not pile up."""
+    folder = Path("/run/scopefs")
+    folder.mkdir(mode=0o711, exist_ok=True)
+    dead = next(pid for pid in range(4_000_000, 4_100_000) if not Path(f"/proc/{pid}").exists())
+    stale = folder / f"app-{dead}.sock"
+    stale.touch()
+    mount_with_scopes(env)
+    assert not stale.exists()
+    assert (folder / f"app-{env.daemon_pid()}.sock").exists()
