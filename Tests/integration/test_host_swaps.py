@@ -122,7 +122,8 @@ after = None
 deadline = time.monotonic() + 5
 while time.monotonic() < deadline:
     after = {"list": listing(base), "doc": outcome(lambda: read_text(base + "/doc.txt"))}
-    if after["doc"] == {"ok": granted_mark}:
+    # Both back: the listing was read first and may predate the last swap.
+    if isinstance(after["list"], list) and after["doc"] == {"ok": granted_mark}:
         break
     time.sleep(0.05)
 emit({"counts": counts, "samples": sorted(samples), "after": after})
