@@ -12,9 +12,9 @@ BIN := .build/debug/scopefs
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap
 
-# The version lives in Sources/scopefs/Version.swift; `scopefs --version`
+# The version lives in Sources/ScopeFSCLI/Version.swift; `scopefs --version`
 # adds `git describe`, which Package.swift passes to the build.
-VERSION := $(shell sed -n 's/.*static let package = "\(.*\)".*/\1/p' Sources/scopefs/Version.swift)
+VERSION := $(shell sed -n 's/.*static let package = "\(.*\)".*/\1/p' Sources/ScopeFSCLI/Version.swift)
 export SCOPEFS_GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null)
 # `make install` and `make deb` build in release mode; CONFIG=debug packages
 # the debug build instead (the package test does, to keep CI short).

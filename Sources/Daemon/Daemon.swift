@@ -7,6 +7,7 @@ import Glibc
 import Logging
 import Policy
 import PolicyStore
+import Processes
 import ScopeFS
 import Synchronization
 
@@ -206,9 +207,15 @@ public enum Daemon {
         let picks = PickBroker()
         let coordinator = Coordinator(notices: reloader.notices)
         tracker.onExit { process in coordinator.processExited(pid: process.key.pid) }
+        let router = ControlRouter(
+            handler: DaemonControl(
+                services: DaemonServices(
+                    options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
+                    inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
+                    channel: channel)))
         var servers: [ControlServer] = []
         let sandboxEndpoint = Self.sandboxEndpoint
-        var endpoints = [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)]
+        var endpoints = [(state.controlSocketPath, ControlSender.Endpoint.owner), (state.appSocketPath, .app)]
         if let sandboxEndpoint { endpoints.append((sandboxEndpoint, .app)) }
         for (path, endpoint) in endpoints {
             do {
@@ -216,15 +223,7 @@ public enum Daemon {
                     try ControlServer(
                         path: path, endpoint: endpoint, ownerUID: ownerUID,
                         appAccount: endpoint == .app ? appAccount : nil, logger: logger,
-                        appOf: { tracker.app(of: $0) }
-                    ) { request, peer, peerApp in
-                        Self.handle(
-                            request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes,
-                            reloader: reloader,
-                            inbox: inbox,
-                            documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
-                            picks: picks, coordinator: coordinator, channel: channel)
-                    })
+                        appOf: { tracker.app(of: $0) }, router: router))
             } catch {
                 servers.forEach { $0.stop() }
                 hostChanges?.stop()
@@ -241,7 +240,7 @@ public enum Daemon {
                 do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
             }
         }
-        if let device = MountPoint.device(at: mountpoint) {
+        if let device = MountTable.device(at: mountpoint) {
             Thread.detachNewThread {
                 MountWatcher.run(device: device, until: { stopping.load(ordering: .relaxed) }) {
                     logger.info(
@@ -307,183 +306,8 @@ public enum Daemon {
             // database took no write; the daemon holds them revoked.
             logger.error("\(app): cannot end session grants, revoking them in the daemon: \(error.message)")
             for grant in fileSystem.snapshot.grants(of: app) where grant.isSession && grant.state == .active {
-                _ = try? reloader.revoke(app: app, grant: grant.id)
+                _ = try? reloader.revoke(app: app, grant: grant.id, state: state)
             }
-        }
-    }
-
-    private static func handle(
-        _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
-        peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, inbox: InboxKeeper,
-        documents: DocumentBridge,
-        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker,
-        coordinator: Coordinator, channel: ChannelStatus
-    ) -> ControlResponse {
-        // SPEC S5: app processes may resolve bookmarks and ask who they are;
-        // changing or surveying the isolation layer is the owner's.
-        if !request.op.isForApps {
-            if endpoint == .app {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)"
-                )
-            }
-            if let app = peerApp {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)"
-                )
-            }
-        }
-        switch request.op {
-        case .whoami:
-            var response = ControlResponse(ok: true)
-            response.app = peerApp
-            return response
-        case .reload:
-            do {
-                try reloader.reload()
-                if let app = request.app, let paths = request.containerPaths {
-                    reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths))
-                }
-                if let app = request.app, let imported = request.imported {
-                    let running = tracker.appProcesses.filter { $0.app == app }.map(\.key)
-                    inbox.imported(app: app, paths: imported, running: running)
-                }
-                return ControlResponse(ok: true)
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .revoke:
-            guard let app = request.app else {
-                return .failure(CommandError.Kind.usage.rawValue, "revoke needs an app")
-            }
-            do {
-                let (revoked, held) = try reloader.revoke(app: app, grant: request.grant)
-                var response = ControlResponse(ok: true)
-                response.revoked = revoked
-                if held { response.message = "held by the daemon until the database takes writes again" }
-                return response
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .restore:
-            guard let app = request.app else {
-                return .failure(CommandError.Kind.usage.rawValue, "restore needs an app")
-            }
-            do {
-                var response = ControlResponse(ok: true)
-                response.restored = try reloader.restore(app: app, grant: request.grant, requester: peer.pid)
-                return response
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .register:
-            guard let app = request.app else {
-                return .failure(CommandError.Kind.usage.rawValue, "register needs an app")
-            }
-            guard fileSystem.snapshot.apps[app] != nil else {
-                return .failure(CommandError.Kind.unknown.rawValue, CommandError.unknownApp(app).message)
-            }
-            switch tracker.register(pid: peer.pid, app: app) {
-            case .success:
-                var response = ControlResponse(ok: true, mountpoint: mountpoint)
-                response.daemon = getpid()
-                response.runAs = Self.appAccount
-                response.appEndpoint = Self.sandboxEndpoint
-                return response
-            case .failure(.alreadyApp(let existing)):
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)"
-                )
-            case .failure(.gone):
-                return .failure(CommandError.Kind.refused.rawValue, "the registering process is gone")
-            case .failure(.noCgroup):
-                return .failure(
-                    CommandError.Kind.ioError.rawValue,
-                    "cannot make or join a cgroup for this run (\(tracker.attribution)): \(String(cString: strerror(errno)))"
-                )
-            }
-        case .resolve:
-            guard let token = request.bookmark else {
-                return .failure(CommandError.Kind.usage.rawValue, "resolve needs a bookmark")
-            }
-            guard let app = peerApp else {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "only an app process can resolve its bookmarks; run the resolver with `scopefs run --app APP`")
-            }
-            do {
-                let resolution = try documents.resolve(token, by: app, pid: peer.pid)
-                var response = ControlResponse(ok: true, mountpoint: mountpoint)
-                response.resolution = resolution
-                response.path = mountpoint + "/" + app + "/" + resolution.pathInApp
-                return response
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .faultAdd, .faultList, .faultClear:
-            return FaultHandling.handle(request, faults: fileSystem.faults)
-        case .pick, .agentNext, .agentAnswer:
-            return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
-        case .query:
-            guard let app = peerApp else {
-                return .failure(CommandError.Kind.refused.rawValue, "only an app process can query its documents")
-            }
-            return QueryHandling.handle(request, app: app, state: options.state) { fileSystem.snapshot }
-        case .claimForTransfer:
-            return CoordinationHandling.claimForTransfer(
-                request, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
-                containers: options.state.containersPath)
-        case .release where peerApp == nil:
-            // The owner's transfer ends its claims.
-            guard let claim = request.claim, coordinator.release(claim, pid: peer.pid) else {
-                return .failure(CommandError.Kind.unknown.rawValue, "this process holds no such claim")
-            }
-            return ControlResponse(ok: true)
-        case .coordinate, .release:
-            guard let app = peerApp else {
-                return .failure(
-                    CommandError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
-            }
-            return CoordinationHandling.handle(
-                request, app: app, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
-                appRoot: mountpoint + "/" + app, containers: options.state.containersPath)
-        case .watch:
-            guard let app = peerApp else {
-                return .failure(CommandError.Kind.refused.rawValue, "only an app process can watch its documents")
-            }
-            // A presenter holds an app connection while it waits: short polls.
-            let (notices, cursor) = reloader.notices.notices(
-                for: app, after: request.after, wait: min(max(request.waitSeconds ?? 10, 0), 10))
-            var response = ControlResponse(ok: true)
-            response.notices = notices
-            response.cursor = cursor
-            return response
-        case .status:
-            let counters = scopes.processes
-            // bubblewrap's own processes (the sandbox's keeper and its pid 1)
-            // are in the run's cgroup but are not the app's (issue 31).
-            let processes = tracker.appProcesses.filter { !Sandbox.isBubblewrap(pid: $0.key.pid) }.map { process in
-                let held = counters[process.key.pid]
-                return DaemonStatus.AppProcessStatus(
-                    pid: process.key.pid, app: process.app, parent: process.parent,
-                    scopes: (held?.counts ?? [:]).sorted { $0.key < $1.key }.map {
-                        DaemonStatus.ScopeStatus(grant: $0.key, path: held?.paths[$0.key] ?? "", count: $0.value)
-                    },
-                    budgetUsed: held?.outstanding ?? 0, budgetExhausted: held?.exhausted ?? false)
-            }
-            let status = DaemonStatus(
-                pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
-                openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue,
-                scopeBudget: options.scopeBudget,
-                followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
-                policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure,
-                inodes: fileSystem.inodeCount,
-                processes: processes, stranded: strandedStatus(tracker),
-                faults: fileSystem.faults.rules, hostChanges: channel.name, cacheTimeout: channel.cacheTimeout)
-            return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }
     }
 
@@ -500,16 +324,6 @@ public enum Daemon {
                     Event(
                         time: now, kind: .stranded, app: record.app, pid: pid, path: record.mountpoint,
                         operation: "on a dead mount (daemon \(record.daemon) is gone)", errno: ENOTCONN))
-            }
-        }
-    }
-
-    private static func strandedStatus(_ tracker: ProcessTracker) -> [DaemonStatus.StrandedProcessStatus] {
-        (tracker.stranded?.processes ?? []).flatMap { record, pids in
-            pids.map {
-                DaemonStatus.StrandedProcessStatus(
-                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint,
-                    state: "on a dead mount")
             }
         }
     }

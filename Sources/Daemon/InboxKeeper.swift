@@ -1,6 +1,7 @@
 import Documents
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 import Synchronization

@@ -1,4 +1,5 @@
 import Glibc
+import Processes
 
 /// Notices the mount leaving the daemon's mount namespace. Normally the
 /// kernel tells the daemon itself (the loop ends on unmount), but while an
@@ -9,7 +10,7 @@ import Glibc
 /// as without: the mount is gone and the daemon exits.
 enum MountWatcher {
     /// Blocks until the mount of `device` ("major:minor", from
-    /// `MountPoint.device(at:)`) is gone from this namespace (then calls
+    /// `MountTable.device(at:)`) is gone from this namespace (then calls
     /// `unmounted`) or `stop()` is true.
     static func run(device: String, until stop: () -> Bool, unmounted: () -> Void) {
         let mountinfo = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
@@ -17,7 +18,7 @@ enum MountWatcher {
         defer { close(mountinfo) }
         var changed = true  // check once before the first change
         while !stop() {
-            if changed && !MountPoint.isMounted(device: device) {
+            if changed && !MountTable.isMounted(device: device) {
                 unmounted()
                 return
             }

@@ -1,6 +1,7 @@
 import FuseBridge
 import Glibc
 import Policy
+import Processes
 import ScopeFS
 import Synchronization
 

@@ -19,8 +19,6 @@ enum Tunables {
     static let processEventWaitMilliseconds: Int32 = 200
     /// How long a mount-table poll waits before it looks at `stop` again.
     static let mountWatchWaitMilliseconds: Int32 = 500
-    /// How often a child's end is checked while it has its grace period.
-    static let childEndCheckPeriod: useconds_t = 50_000
     /// How often the node count is compared with its peak, to give memory back.
     static let memoryTrimPeriodSeconds: UInt32 = 1
     /// How often items are re-located when no change wakes the locator.

@@ -1,6 +1,7 @@
 import CommandErrors
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 

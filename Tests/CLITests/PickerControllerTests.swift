@@ -1,7 +1,7 @@
 import Policy
 import Testing
 
-@testable import scopefs
+@testable import ScopeFSCLI
 
 /// The picker's key handling on an in-memory tree (no terminal, no mount).
 @Suite struct PickerControllerTests {

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, mount_count, run_bounded
 
-VERSION = re.search(r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(
-    1
-)
+VERSION = re.search(
+    r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/ScopeFSCLI/Version.swift").read_text()
+).group(1)
 
 
 def test_version_names_the_package_version(env):
-    """`scopefs --version` prints the version of Sources/scopefs/Version.swift,
+    """`scopefs --version` prints the version of Sources/ScopeFSCLI/Version.swift,
     with `git describe` in parentheses when the Makefile built it; exit 0."""
     p = run_bounded([env.bin, "--version"], 30, env.base_env)
     assert p.returncode == 0, describe(p)
