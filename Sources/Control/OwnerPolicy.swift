@@ -35,7 +35,7 @@ public enum OwnerPolicy {
         case .restore(let app, let grant):
             response.restored = try repository.setState(.active, app: app, grant: grant, requester: requester)
         case .forget(let app, let grant):
-            let (grants, references) = try DocumentPicker(state: state, repository: repository)
+            let (grants, references) = try PickerActions(state: state, repository: repository)
                 .forget(app: app, grant: grant)
             response.forgotten = grants
             response.references = references

@@ -57,7 +57,7 @@ final class ControlServer: Sendable {
         self.ownerUID = ownerUID
         self.router = router
         self.logger = logger
-        reserve = endpoint == .owner ? DescriptorReserve(size: Tunables.ownerReserveDescriptors) : nil
+        reserve = endpoint == .owner ? DescriptorReserve(size: DaemonTunables.ownerReserveDescriptors) : nil
     }
 
     /// Accepts for as long as the daemon runs: a failed accept is retried,

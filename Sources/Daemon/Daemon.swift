@@ -127,37 +127,13 @@ public enum Daemon {
         } catch {
             throw CommandError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
-        var mountOptions = ["fsname=scopefs", "subtype=scopefs"]
-        var alias: OwnerAlias? = nil
-        var admittedUsers: AdmittedUsers? = nil
-        if ownerUID == 0 {
-            // Apps run as the app account, which the kernel lets in only
-            // with allow_other; to the file system they act as the owner
-            // (`OwnerAlias`). Without --allow-other any other uid gets
-            // EACCES as the kernel gave it (`AdmittedUsers`); with it, the
-            // kernel checks other users as before (ARCHITECTURE.md, 8, 43).
-            mountOptions.append("allow_other")
-            if options.allowOther {
-                mountOptions.append("default_permissions")
-            } else {
-                admittedUsers = AdmittedUsers([ownerUID] + (appAccount.map { [$0.uid] } ?? []))
-            }
-            alias = appAccount.map {
-                OwnerAlias(appUID: $0.uid, appGID: $0.gid, ownerUID: ownerUID, ownerGID: getgid())
-            }
-        } else if options.allowOther {
-            // Without allow_other the kernel lets only the daemon's own user
-            // in, so the host file system's checks (made with the daemon's
-            // credentials) are the caller's; the kernel's would repeat them
-            // and cost a GETATTR of the folder after every create or
-            // unlink. Other users' processes are checked by the kernel
-            // (ARCHITECTURE.md, 8).
-            mountOptions += ["allow_other", "default_permissions"]
-        }
+        let access = MountAccess(
+            ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount, allowOther: options.allowOther)
         let session: FuseSession
         do {
             session = try FuseSession(
-                fileSystem: fileSystem, options: mountOptions, alias: alias, admittedUsers: admittedUsers)
+                fileSystem: fileSystem, options: access.options, alias: access.alias,
+                admittedUsers: access.admittedUsers)
             try session.mount(at: mountpoint)
         } catch {
             throw CommandError(
@@ -183,8 +159,114 @@ public enum Daemon {
             }
         }
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
-        // Not a FUSE worker: removing entries from the kernel's cache may
-        // wait for one (docs/ARCHITECTURE.md). Serial: exits in order.
+        _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
+        sweepPartialCopies(state: state)
+        let stopping = Atomic<Bool>(false)
+        let picks = PickBroker()
+        let coordinator = Coordinator(notices: reloader.notices)
+        let services = DaemonServices(
+            options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
+            inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
+            channel: channel)
+        followAppExits(services, repository: repository, logger: logger)
+        let router = ControlRouter(handler: DaemonControl(services: services))
+        let servers: [ControlServer]
+        do {
+            servers = try listen(router: router, state: state, ownerUID: ownerUID, tracker: tracker, logger: logger)
+        } catch {
+            hostChanges?.stop()
+            session.unmount()
+            throw error
+        }
+        servers.forEach { $0.start() }
+        startFollowers(services, session: session, recorder: recorder, logger: logger) {
+            stopping.load(ordering: .relaxed)
+        }
+        DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
+        Self.reportStranded(tracker, recorder: recorder, logger: logger)
+        logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
+        Readiness.report(options.readyDescriptor, .ready)
+        ServiceManager.ready(mountpoint: mountpoint)
+
+        session.installSignalHandlers()
+        let result = session.loop(
+            maxThreads: DaemonTunables.maxWorkerThreads, maxIdleThreads: DaemonTunables.maxIdleWorkerThreads)
+        ServiceManager.stopping()
+        stopping.store(true, ordering: .relaxed)
+        // Before the unmount: no invalidation may reach a session that is gone.
+        hostChanges?.stop()
+        recorder.flush()
+        servers.forEach { $0.stop() }
+        unlink(state.controlSocketPath)
+        unlink(state.appSocketPath)
+        if let endpoint = Self.sandboxEndpoint { unlink(endpoint) }
+        tracker.removeFinishedRuns()
+        session.unmount()
+        DaemonInfo.remove(from: state)
+        logger.info("unmounted \(mountpoint) (loop result \(result))")
+        return 0
+    }
+
+    /// The owner's socket and the app endpoints (the state directory's, and
+    /// the one sandboxes bind), all answering through `router`.
+    private static func listen(
+        router: ControlRouter, state: StateDirectory, ownerUID: uid_t, tracker: ProcessTracker, logger: Logger
+    ) throws(CommandError) -> [ControlServer] {
+        var endpoints = [(state.controlSocketPath, ControlSender.Endpoint.owner), (state.appSocketPath, .app)]
+        if let sandboxEndpoint = Self.sandboxEndpoint { endpoints.append((sandboxEndpoint, .app)) }
+        var servers: [ControlServer] = []
+        for (path, endpoint) in endpoints {
+            do {
+                servers.append(
+                    try ControlServer(
+                        path: path, endpoint: endpoint, ownerUID: ownerUID,
+                        appAccount: endpoint == .app ? Self.appAccount : nil, logger: logger,
+                        appOf: { tracker.app(of: $0) }, router: router))
+            } catch {
+                servers.forEach { $0.stop() }
+                throw CommandError(.ioError, "cannot listen on \(path): \(error)")
+            }
+        }
+        return servers
+    }
+
+    /// The threads that keep the daemon up to date while it serves: process
+    /// events, the event log, memory, item locations, the mount table and
+    /// the database, each until `stopping`.
+    private static func startFollowers(
+        _ services: DaemonServices, session: FuseSession, recorder: EventRecorder, logger: Logger,
+        stopping: @escaping @Sendable () -> Bool
+    ) {
+        let (tracker, fileSystem, reloader) = (services.tracker, services.fileSystem, services.reloader)
+        Thread.detachNewThread { tracker.follow(until: stopping) }
+        Thread.detachNewThread { recorder.run(until: stopping) }
+        Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: stopping) }
+        Thread.detachNewThread {
+            services.documents.followItemLocations(until: stopping) {
+                do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
+            }
+        }
+        let mountpoint = services.mountpoint
+        if let device = MountTable.device(at: mountpoint) {
+            Thread.detachNewThread {
+                MountFollower.run(device: device, until: stopping) {
+                    logger.info(
+                        "\(mountpoint) was unmounted while app views still held the mount; ending the connection")
+                    session.stop()
+                }
+            }
+        }
+        Thread.detachNewThread { reloader.follow(until: stopping) }
+    }
+
+    /// What an app process's exit ends: its inbox copies, and with the
+    /// app's last process its session grants. Not on a FUSE worker:
+    /// removing entries from the kernel's cache may wait for one
+    /// (docs/ARCHITECTURE.md). Serial: exits in order.
+    private static func followAppExits(_ services: DaemonServices, repository: PolicyRepository, logger: Logger) {
+        let (tracker, inbox, fileSystem, reloader) = (
+            services.tracker, services.inbox, services.fileSystem, services.reloader
+        )
         let exits = DispatchQueue(label: "scopefs.app-exits")
         tracker.onExit { process in
             let lastOfApp = !tracker.appProcesses.contains { $0.app == process.app }
@@ -196,92 +278,22 @@ public enum Daemon {
                 }
                 if lastOfApp {
                     endSessionGrants(
-                        of: process.app, state: state, repository: repository, reloader: reloader,
+                        of: process.app, state: services.state, repository: repository, reloader: reloader,
                         fileSystem: fileSystem, logger: logger)
                 }
             }
         }
-        _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
-        sweepPartialCopies(state: state)
-        let stopping = Atomic<Bool>(false)
-        let picks = PickBroker()
-        let coordinator = Coordinator(notices: reloader.notices)
-        tracker.onExit { process in coordinator.processExited(pid: process.key.pid) }
-        let router = ControlRouter(
-            handler: DaemonControl(
-                services: DaemonServices(
-                    options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
-                    inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
-                    channel: channel)))
-        var servers: [ControlServer] = []
-        let sandboxEndpoint = Self.sandboxEndpoint
-        var endpoints = [(state.controlSocketPath, ControlSender.Endpoint.owner), (state.appSocketPath, .app)]
-        if let sandboxEndpoint { endpoints.append((sandboxEndpoint, .app)) }
-        for (path, endpoint) in endpoints {
-            do {
-                servers.append(
-                    try ControlServer(
-                        path: path, endpoint: endpoint, ownerUID: ownerUID,
-                        appAccount: endpoint == .app ? appAccount : nil, logger: logger,
-                        appOf: { tracker.app(of: $0) }, router: router))
-            } catch {
-                servers.forEach { $0.stop() }
-                hostChanges?.stop()
-                session.unmount()
-                throw CommandError(.ioError, "cannot listen on \(path): \(error)")
-            }
-        }
-        servers.forEach { $0.start() }
-        Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
-        Thread.detachNewThread { recorder.run(until: { stopping.load(ordering: .relaxed) }) }
-        Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: { stopping.load(ordering: .relaxed) }) }
-        Thread.detachNewThread {
-            documents.watch(until: { stopping.load(ordering: .relaxed) }) {
-                do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
-            }
-        }
-        if let device = MountTable.device(at: mountpoint) {
-            Thread.detachNewThread {
-                MountWatcher.run(device: device, until: { stopping.load(ordering: .relaxed) }) {
-                    logger.info(
-                        "\(mountpoint) was unmounted while app views still held the mount; ending the connection")
-                    session.stop()
-                }
-            }
-        }
-        Thread.detachNewThread { reloader.watch(until: { stopping.load(ordering: .relaxed) }) }
-        DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
-        Self.reportStranded(tracker, recorder: recorder, logger: logger)
-        logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
-        Readiness.report(options.readyDescriptor, .ready)
-        ServiceManager.ready(mountpoint: mountpoint)
-
-        session.installSignalHandlers()
-        let result = session.loop(maxThreads: Tunables.maxWorkerThreads, maxIdleThreads: Tunables.maxIdleWorkerThreads)
-        ServiceManager.stopping()
-        stopping.store(true, ordering: .relaxed)
-        // Before the unmount: no invalidation may reach a session that is gone.
-        hostChanges?.stop()
-        recorder.flush()
-        servers.forEach { $0.stop() }
-        unlink(state.controlSocketPath)
-        unlink(state.appSocketPath)
-        if let sandboxEndpoint { unlink(sandboxEndpoint) }
-        tracker.removeFinishedRuns()
-        session.unmount()
-        DaemonInfo.remove(from: state)
-        logger.info("unmounted \(mountpoint) (loop result \(result))")
-        return 0
+        tracker.onExit { process in services.coordinator.processExited(pid: process.key.pid) }
     }
 
     /// What killed copies staged (SPEC S34) is swept now and every
-    /// `Tunables.partialCopySweepSeconds`, whether or not a command runs.
+    /// `DaemonTunables.partialCopySweepSeconds`, whether or not a command runs.
     private static func sweepPartialCopies(state: StateDirectory) {
         let partials = PartialCopies(state: state)
         partials.sweep()
         Thread.detachNewThread {
             while true {
-                Thread.sleep(forTimeInterval: Tunables.partialCopySweepSeconds)
+                Thread.sleep(forTimeInterval: DaemonTunables.partialCopySweepSeconds)
                 partials.sweep()
             }
         }
@@ -296,7 +308,7 @@ public enum Daemon {
         do throws(CommandError) {
             let ended = try repository.forget(app: app, grant: nil, sessionOnly: true, reason: "session-ended")
             guard !ended.isEmpty else { return }
-            let references = try DocumentPicker(state: state, repository: repository)
+            let references = try PickerActions(state: state, repository: repository)
                 .removeReferences(app: app, to: Set(ended.map(\.item)))
             try reloader.reload()
             reloader.dropEntries(fileSystem.containerEntries(app: app, paths: references))

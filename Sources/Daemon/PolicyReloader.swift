@@ -257,9 +257,9 @@ final class PolicyReloader: Sendable {
     /// Polls for policy changes made without telling the daemon (a CLI
     /// that could not reach it, another tool writing the database) and for
     /// the database file going away.
-    func watch(until stop: @Sendable () -> Bool) {
+    func follow(until stop: @Sendable () -> Bool) {
         while !stop() {
-            usleep(Tunables.policyPollPeriod)
+            usleep(DaemonTunables.policyPollPeriod)
             do { try reload() } catch { logger.error("reload failed: \(error)") }
         }
     }

@@ -22,7 +22,7 @@ enum QueryHandling {
         app: AppID, scope scopeName: String?, name: String?, digest lastDigest: String?, wait: Double?,
         state: StateDirectory, snapshot: () -> PolicySnapshot
     ) -> ControlResponse {
-        guard let scope = DocumentQuery.Scope(rawValue: scopeName ?? "all") else {
+        guard let scope = DocumentQuery.SearchScope(rawValue: scopeName ?? "all") else {
             return .failure(CommandError.Kind.usage.rawValue, "query scope must be documents, external or all")
         }
         let deadline = Date().addingTimeInterval(min(max(wait ?? 0, 0), longestWait))

@@ -11,7 +11,7 @@ import PolicyStore
 /// with the daemon as the root of the app's process tree (the daemon moves
 /// it into the run's cgroup), then spawns the command in the sandbox
 /// (`Sandbox`), or with `--no-sandbox` in the app's view of the mount
-/// (`MountView`), and returns its exit status.
+/// (`AppNamespace`), and returns its exit status.
 public enum AppLauncher {
     /// How the app is run: confined (the default), or attribution only.
     public enum Confinement: Sendable {
@@ -19,11 +19,11 @@ public enum AppLauncher {
         case sandbox(SandboxShape)
         /// No sandbox: the app has the owner's access to the host and sees
         /// the mount through `view`; ScopeFS only attributes its requests.
-        case none(view: MountView)
+        case none(view: AppNamespace)
     }
 
     /// `keepOnMountLoss`: keep the app running when its mount dies
-    /// (`MountLossWatch`); by default the run ends it and exits 69.
+    /// (`MountLossFollower`); by default the run ends it and exits 69.
     public static func run(
         app: String, command: [String], confinement: Confinement, state: StateDirectory, keepOnMountLoss: Bool = false
     ) throws(CommandError) -> Int32 {
@@ -42,7 +42,7 @@ public enum AppLauncher {
                 CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
                 response.message ?? "registration failed")
         }
-        let watch = response.daemon.flatMap { MountLossWatch(daemon: $0) }
+        let watch = response.daemon.flatMap { MountLossFollower(daemon: $0) }
         let loss = MountLoss(watch: watch, app: app, mountpoint: mountpoint, keep: keepOnMountLoss)
         switch confinement {
         case .sandbox(let shape):
@@ -56,7 +56,7 @@ public enum AppLauncher {
             // Client libraries find the control socket (bookmark resolution) here.
             environment["SCOPEFS_STATE"] = state.path
             environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
-            let entered = MountView.enter(view, app: app, mountpoint: mountpoint)
+            let entered = AppNamespace.enter(view, app: app, mountpoint: mountpoint)
             environment["SCOPEFS_VIEW"] = "\(entered)"
             return try spawnAndWait(command, environment: environment, directory: nil, loss: loss)
         }
@@ -64,7 +64,7 @@ public enum AppLauncher {
 
     /// The run's watch on its mount, and what to say when it dies.
     private struct MountLoss {
-        var watch: MountLossWatch?
+        var watch: MountLossFollower?
         var app: String
         var mountpoint: String
         var keep: Bool

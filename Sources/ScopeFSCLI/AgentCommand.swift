@@ -235,7 +235,7 @@ struct PickApplier {
     }
 
     func apply(_ request: PickRequest, choices: [String]) throws(CommandError) -> PickAnswer {
-        let picker = DocumentPicker(
+        let picker = PickerActions(
             state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
         let items = try choices.map { text throws(CommandError) in
             guard let item = ItemReference(argument: text) else {
@@ -280,7 +280,7 @@ struct PickApplier {
     /// Export, move: every container item the app named into `folder`, in
     /// order. If one fails, the app hears which, and gets the paths of
     /// those placed before it (ContainerTransfers says what happens).
-    private func transfer(_ request: PickRequest, to folder: ItemReference, picker: DocumentPicker) -> PickAnswer {
+    private func transfer(_ request: PickRequest, to folder: ItemReference, picker: PickerActions) -> PickAnswer {
         let transfers = ContainerTransfers(
             picker: picker, app: app, provider: folder.provider, folder: folder.path, replace: false,
             coordination: TransferCoordination(state: state.directory, wait: coordinationWait))

@@ -103,7 +103,7 @@ struct ChaosCommand: ParsableCommand {
                     child.terminate()
                     break
                 }
-                usleep(Tunables.scheduleTick)
+                usleep(CLITunables.scheduleTick)
             }
             child.waitUntilExit()
             for grant in revoked.sorted() {

@@ -28,10 +28,10 @@ struct ContainerTransfers {
     struct Placed {
         var containerPath: String
         var path: String
-        var opened: DocumentPicker.Opened?
+        var opened: PickerActions.Opened?
     }
 
-    let picker: DocumentPicker
+    let picker: PickerActions
     let app: AppID
     let provider: ProviderID
     let folder: String

@@ -21,8 +21,8 @@ struct DocumentActions {
     var coordinationWait = TransferCoordination.defaultWait
     var json = false
 
-    private func picker() throws(CommandError) -> DocumentPicker {
-        DocumentPicker(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
+    private func picker() throws(CommandError) -> PickerActions {
+        PickerActions(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
     }
 
     private func changed(_ containerPaths: [String?]) throws(CommandError) {
@@ -53,7 +53,7 @@ struct DocumentActions {
 
     /// The line every picker operation that grants prints, and on stderr
     /// what it reused or changed (one grant and reference per item, SPEC S17).
-    private func report(_ opened: DocumentPicker.Opened, repository: PolicyRepository) throws(CommandError) {
+    private func report(_ opened: PickerActions.Opened, repository: PolicyRepository) throws(CommandError) {
         if opened.reusedReference, let reference = opened.reference {
             note(
                 "grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))"
@@ -91,7 +91,7 @@ struct DocumentActions {
         print(MountLayout.containerPath(copy.escapedForTerminal))
     }
 
-    private func transfers(_ documents: DocumentPicker, provider: String, folder: String, force: Bool)
+    private func transfers(_ documents: PickerActions, provider: String, folder: String, force: Bool)
         -> ContainerTransfers
     {
         var transfers = ContainerTransfers(
@@ -262,14 +262,14 @@ enum Progress {
     }
 }
 
-extension DocumentQuery.Scope: ExpressibleByArgument {}
+extension DocumentQuery.SearchScope: ExpressibleByArgument {}
 
 struct QueryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query", abstract: "An app's documents, as NSMetadataQuery lists them.")
     @OptionGroup var options: StateOptions
     @Option(help: "The app.", completion: Completions.apps) var app: String
-    @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.Scope = .all
+    @Option(help: "documents (its own), external (its references), or all.") var scope: DocumentQuery.SearchScope = .all
     @Option(help: "Only names matching this glob.") var name: String?
     @Flag(help: "Print JSON.") var json = false
     @Flag(help: "Keep listing: the initial result, then additions, removals and changes (a live query).")

@@ -58,7 +58,7 @@ struct EventsCommand: ParsableCommand {
                     shown = shown.filter { $0.key > stillGrowing }
                 }
                 filter.limit = nil
-                usleep(Tunables.eventFollowPeriod)
+                usleep(CLITunables.eventFollowPeriod)
             }
         }
     }

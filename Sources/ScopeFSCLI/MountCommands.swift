@@ -198,7 +198,7 @@ struct UnmountCommand: ParsableCommand {
         let deadline = Date().addingTimeInterval(timeout)
         while kill(pid, 0) == 0 && !Self.isZombie(pid) {
             if Date() > deadline { throw CommandError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
-            usleep(Tunables.exitPollPeriod)
+            usleep(CLITunables.exitPollPeriod)
         }
     }
 

@@ -13,7 +13,7 @@ import PolicyStore
 struct QueryFollower {
     let query: DocumentQuery
     let app: String
-    let scope: DocumentQuery.Scope
+    let scope: DocumentQuery.SearchScope
     let name: String?
     let mount: String?
     let json: Bool

@@ -289,11 +289,11 @@ struct ScenarioRunner {
                 say(.init(at: now, action: "timeout: SIGTERM, then SIGKILL after 2 s"))
                 process.terminate()
                 let deadline = Date().addingTimeInterval(2)
-                while process.isRunning && Date() < deadline { usleep(Tunables.exitPollPeriod) }
+                while process.isRunning && Date() < deadline { usleep(CLITunables.exitPollPeriod) }
                 if process.isRunning { kill(process.processIdentifier, SIGKILL) }
                 break
             }
-            usleep(Tunables.scheduleTick)
+            usleep(CLITunables.scheduleTick)
         }
         process.waitUntilExit()
         picks.stop()
@@ -302,7 +302,7 @@ struct ScenarioRunner {
         let seconds = Date().timeIntervalSince(started)
         let status =
             process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-        usleep(Tunables.eventSettleDelay)
+        usleep(CLITunables.eventSettleDelay)
         let events =
             (try? EventStore(database: repository.database).events(
                 .init(app: app, since: started.timeIntervalSince1970))) ?? []

@@ -3,7 +3,7 @@ import Glibc
 /// The daemon's periods, thread counts and sizes, named in one place. Each
 /// trades responsiveness against wake-ups or memory; none is a policy
 /// decision (those are in SPEC). docs/PERFORMANCE.md has the figures.
-enum Tunables {
+enum DaemonTunables {
     /// FUSE worker threads at most, and kept idle between bursts.
     static let maxWorkerThreads: UInt32 = 16
     static let maxIdleWorkerThreads: UInt32 = 4

@@ -11,7 +11,7 @@ import Synchronization
 /// it (`--keep-on-mount-loss`), the run ends its app — every process of the
 /// run's cgroup, or the command where runs have no cgroup — with SIGTERM,
 /// then SIGKILL after a grace period, and exits with 69 (docs/CLI.md).
-package final class MountLossWatch: Sendable {
+package final class MountLossFollower: Sendable {
     /// How often a child's end is checked while it has its grace period.
     package static let childEndCheckPeriod: useconds_t = 50_000
     private let descriptor: Int32

@@ -6,7 +6,7 @@ import PolicyStore
 /// The view is set up in a private mount namespace of the launching thread,
 /// which `posix_spawn` clones from, so the app and all its descendants
 /// inherit it. (The sandbox, `Sandbox`, shows the app's directory alone.)
-public enum MountView: Sendable {
+public enum AppNamespace: Sendable {
     /// `MOUNT` holds only `MOUNT/<app>`: a small read-only tmpfs over the
     /// mountpoint with the app's directory bind-mounted into it. A path walk
     /// then enters the app's directory as the root of a mount, which the
@@ -21,7 +21,7 @@ public enum MountView: Sendable {
 
     /// Enters the view for `app` of the mount at `mountpoint`; returns the
     /// view in force (`.app` may fall back to `.shared`).
-    package static func enter(_ view: MountView, app: String, mountpoint: String) -> MountView {
+    package static func enter(_ view: AppNamespace, app: String, mountpoint: String) -> AppNamespace {
         let appDirectory = mountpoint + "/" + app
         switch view {
         case .shared:

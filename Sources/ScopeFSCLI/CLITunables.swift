@@ -1,7 +1,7 @@
 import Glibc
 
 /// The command line's polling periods, named in one place.
-enum Tunables {
+enum CLITunables {
     /// The clock step of a scenario (`scopefs test`) or a chaos schedule:
     /// how late a timed action may fire.
     static let scheduleTick: useconds_t = 2_000

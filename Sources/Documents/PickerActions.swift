@@ -7,7 +7,7 @@ import PolicyStore
 
 /// The document picker's operations (SPEC S17–S20), as the commands and the
 /// terminal picker perform them once the user has chosen.
-public struct DocumentPicker: Sendable {
+public struct PickerActions: Sendable {
     public let state: StateDirectory
     public let repository: PolicyRepository
 
