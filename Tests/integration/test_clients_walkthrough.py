@@ -53,6 +53,7 @@ while True:
 """
 BUGGY_RUN = f"""
 echo '=== the buggy app' | tee /dev/stderr
+unset SCOPEFS_STATE  # the README's state again, after the CI block's own
 cd ~/notes-app && cat > notes.py <<'EOF'{BUGGY_NOTES}EOF
 python3 -m pytest -q tests || echo "pytest exit $?"
 scopefs mount ~/scopefs
@@ -74,7 +75,7 @@ def test_every_block_of_the_walkthrough_is_run_or_says_why_not():
     unknown = [b.text[:80] for b in found if not (b.is_commands or b.file or b.not_run)]
     assert not unknown, f"blocks neither run, nor files, nor marked not run: {unknown}"
     assert [b.not_run for b in found if b.not_run] == ["needs GitHub's runners"]
-    assert sum(1 for b in found if b.file) >= 7 and sum(1 for b in found if b.is_commands) >= 6
+    assert sum(1 for b in found if b.file) >= 7 and sum(1 for b in found if b.is_commands) >= 7
 
 
 @pytest.mark.scopefs_timeout(WALKTHROUGH_TIMEOUT + 20)
@@ -92,7 +93,7 @@ def test_walkthrough_from_zero_to_green_revocation_tests():
         out, buggy = p.stdout[p.stdout.index("=== walkthrough") :].split("=== the buggy app")
         errors = p.stderr.split("=== the buggy app")[0]
         # The scenario passes for both apps (its report is on stdout).
-        assert out.count("scenario revoke-while-shown: PASSED") == 2, describe(p)
+        assert out.count("scenario revoke-while-shown: PASSED") == 3, describe(p)
         assert "FAIL" not in out and "Traceback (most recent call last)" not in out + errors, describe(p)
         # pytest, twice (by hand, then as CI runs it): the plugin's world, sandboxed.
         assert out.count("1 passed") == 2, describe(p)
@@ -105,6 +106,8 @@ def test_walkthrough_from_zero_to_green_revocation_tests():
         home = root / "home"
         python_report = (home / "notes-app" / "revocation-tests.xml").read_text()
         assert 'failures="0"' in python_report and "test_a_revoke_closes_the_document_cleanly" in python_report
+        scenario_report = (home / "notes-app" / "scenario.xml").read_text()
+        assert 'failures="0"' in scenario_report and "revoke-while-shown" in scenario_report, scenario_report
         swift_report = (home / "notes-swift" / "revocation-tests-swift-testing.xml").read_text()
         assert 'failures="0"' in swift_report and "aRevokeClosesTheDocumentCleanly" in swift_report
         # The same tests catch the app that reads a revoked document through
