@@ -21,9 +21,11 @@ struct AgentCommand: ParsableCommand {
         commandName: "agent",
         abstract: "Answer apps' pick requests: from the terminal, or from a script (tests, CI).",
         discussion: """
-            Without --script, each request is shown with what the app asks for, and you type the items \
-            (PROVIDER:RELPATH, one per line for several; for export and move the destination folder), \
-            or an empty line to cancel.
+            Without --script, in a terminal, each request is shown with what the app asks for and the \
+            terminal picker of `scopefs pick` opens, for one item or several alike (for export and move, \
+            on the destination folder of the items the app named). With standard input not a terminal, \
+            you type the items (PROVIDER:RELPATH, one per line for several; for export and move the \
+            destination folder), or an empty line to cancel.
             A script is JSON: {"steps": [{"choose": ["local:Novel/a.txt"]}, {"cancel": true}, \
             {"waitMs": 200, "choose": ["local:Inbox"], "readOnly": true}]}; steps answer requests in order.
             """)
@@ -67,7 +69,7 @@ struct AgentCommand: ParsableCommand {
             choice = step
         } else if script != nil {
             choice = AgentScript.Step(cancel: true)  // past the script's last step
-        } else if isatty(0) == 1 && (pending.request.mode == .open || pending.request.mode == .import) {
+        } else if isatty(0) == 1 {
             choice = showPicker(pending)
         } else {
             choice = Self.ask(pending)
@@ -75,18 +77,26 @@ struct AgentCommand: ParsableCommand {
         return PickApplier.answer(pending, with: choice, state: options, coordinationWait: coordination.wait)
     }
 
-    /// The terminal picker of `scopefs pick`, for the app and mode asked;
-    /// what it chooses is applied below like a script's choice.
+    /// The terminal picker of `scopefs pick`, for the app and mode asked,
+    /// one item or several alike; for export and move the app named the
+    /// items, so the picker asks only for their destination folder. What it
+    /// chooses is applied below like a script's choice.
     private func showPicker(_ pending: PendingPick) -> AgentScript.Step {
+        let request = pending.request
+        let transfers = request.mode == .export || request.mode == .move
         print(Self.describe(pending).escapedForTerminal)
-        let mode = pending.request.mode == .open ? "open" : "import"
-        var arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", mode]
-        for type in pending.request.contentTypes { arguments += ["--type", type] }
-        if let start = pending.request.directory { arguments += ["--start", start] }
-        if pending.request.allowsMultipleSelection { arguments.append("--multiple") }
+        var arguments = ["--state", options.directory.path, "--app", pending.app, "--mode", request.mode.rawValue]
+        for type in request.contentTypes { arguments += ["--type", type] }
+        if let start = request.directory, !transfers { arguments += ["--start", start] }
+        if request.allowsMultipleSelection && !transfers { arguments.append("--multiple") }
         guard let picker = try? PickCommand.parse(arguments) else { return AgentScript.Step(cancel: true) }
         do {
-            guard let selections = try picker.choose() else { return AgentScript.Step(cancel: true) }
+            let items = transfers ? request.items : nil
+            guard var selections = try picker.choose(destinationFor: items) else {
+                return AgentScript.Step(cancel: true)
+            }
+            // export, move: one selection per item, all in the one destination.
+            if transfers { selections = Array(selections.prefix(1)) }
             return AgentScript.Step(choose: selections.map { "\($0.provider):\($0.path.isEmpty ? "." : $0.path)" })
         } catch {
             FileHandle.standardError.write(Data("scopefs: \(error.message.escapedForTerminal)\n".utf8))

@@ -79,8 +79,9 @@ struct PickCommand: ParsableCommand {
     }
 
     /// Runs the picker; nil when the user cancels. Several selections only
-    /// with `--multiple`.
-    func choose() throws(CommandError) -> [PickerSelection]? {
+    /// with `--multiple`. `destinationFor`: export and move of container
+    /// items an app named (`scopefs agent`): only their destination is chosen.
+    func choose(destinationFor items: [String]? = nil) throws(CommandError) -> [PickerSelection]? {
         guard Terminal.isTerminal(0) else {
             throw CommandError(
                 .usage,
@@ -136,6 +137,7 @@ struct PickCommand: ParsableCommand {
         var picker = PickerController(
             mode: mode, app: app, readOnly: readOnly, typesAskedFor: asking.types, start: start,
             allowsMultiple: asking.multiple, list: list)
+        if let items, mode.startsInContainer { picker.chooseDestination(for: items, fixed: true) }
 
         let terminal = try Terminal()
         defer { terminal.restore() }

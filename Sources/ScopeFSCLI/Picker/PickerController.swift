@@ -61,6 +61,10 @@ struct PickerController {
     /// export, move: the container items chosen in the first stage (one,
     /// or several with `--multiple`), placed in one destination folder.
     private(set) var containerChoices: [String] = []
+    /// export, move for an app's request (`scopefs agent`): the app named
+    /// the items, so the picker starts at the destination and never goes
+    /// back to choosing others.
+    private(set) var itemsFixed = false
     /// `--multiple`: the items toggled on so far, in the order chosen; kept
     /// while the user browses other folders.
     /// (Set by the key handling of PickerController+Multiple.swift.)
@@ -196,7 +200,7 @@ struct PickerController {
     private mutating func goUp() {
         if let parent = place.parent {
             go(to: parent, highlighting: place.name)
-        } else if stage == .destination, let chosen = containerChoices.first {
+        } else if stage == .destination, !itemsFixed, let chosen = containerChoices.first {
             // Back to the first stage, on the item chosen there; with
             // several, they stay selected.
             stage = .source
@@ -300,8 +304,10 @@ struct PickerController {
         if confirmation != nil { message = nil }
     }
 
-    /// export, move: the second stage, a destination folder for `items`.
-    mutating func chooseDestination(for items: [String]) {
+    /// export, move: the second stage, a destination folder for `items`;
+    /// `fixed` when the app named them (the user may not choose others).
+    mutating func chooseDestination(for items: [String], fixed: Bool = false) {
+        itemsFixed = itemsFixed || fixed
         containerChoices = items
         stage = .destination
         go(to: .providers, highlighting: nil)

@@ -1,7 +1,7 @@
 """Testing an app against revocation, faults and host changes with the
 ScopeFS pytest plugin (clients/python/scopefs_testing.py):
 
-    PYTHONPATH=clients/python pytest -p scopefs_testing docs/examples/pytest
+    $ PYTHONPATH=clients/python python3 -m pytest -q -p scopefs_testing docs/examples/pytest
 
 Each test gets a fresh mount in a temporary directory with the marker's
 app, files and grants; the helpers act as the user would while the app
