@@ -9,7 +9,7 @@ BIN := .build/debug/scopefs
 # the content types of pick requests; lintian: the package's own check;
 # debootstrap: the fresh Debian 12 root the package is installed in
 # (Tests/integration/test_fresh_debian.py).
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap
 
 # The version lives in Sources/ScopeFSCLI/Version.swift; `scopefs --version`
