@@ -78,6 +78,7 @@ class ExtensionProcess:
         self.notifications: list[dict] = []
         self.untagged_errors: list[dict] = []  # answers with "id": null
         self._responses: dict = {}
+        self.answer_order: list = []  # request ids in the order answered
         self._sent: set = set()
         self._next_id = 0
         self._write_lock = threading.Lock()
@@ -136,6 +137,7 @@ class ExtensionProcess:
                 self._violation(f"a request answered twice: {message!r:.200}")
             else:
                 self._responses[message["id"]] = message
+                self.answer_order.append(message["id"])
             self._changed.notify_all()
 
     # -- the daemon's input --------------------------------------------------

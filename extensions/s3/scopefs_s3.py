@@ -184,15 +184,15 @@ class S3Extension(ReplicatedExtension):
 
     @staticmethod
     def _parent_id(identifier: str) -> str:
-        trimmed = identifier[1:].rstrip("/")
+        trimmed = identifier[1:].removesuffix("/")
         return "/" + trimmed.rsplit("/", 1)[0] + "/" if "/" in trimmed else ROOT_ID
 
     @staticmethod
     def _name(identifier: str) -> str:
-        return identifier.rstrip("/").rsplit("/", 1)[-1]
+        return identifier.removesuffix("/").rsplit("/", 1)[-1]
 
     def _servable(self, key: str) -> bool:
-        relative = key[len(self.prefix) :].rstrip("/")
+        relative = key[len(self.prefix) :].removesuffix("/")
         return bool(relative) and all(name_problem(part) is None for part in relative.split("/"))
 
     def _file_item(self, key: str, size: int, etag: str, modified) -> Item:
