@@ -78,3 +78,27 @@ def test_exit_without_shutdown_or_lost_stdin_exits_nonzero(tmp_path):
             process.process.stdin.close()
         assert process.process.wait(5) == 1, ending
         process.kill()
+
+
+def test_the_error_table_of_providers_md_is_the_sdks():
+    """docs/PROVIDERS.md's error table, the SDK's exceptions and the suite's
+    constants name the same codes."""
+    import re
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
+    import conformance
+    import scopefs_extension
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "PROVIDERS.md").read_text()
+    documented = {int(code): name for code, name in re.findall(r"^\| (-320\d\d) \| `(\w+)` \|", doc, re.MULTILINE)}
+    sdk = {code: cls.name for code, cls in scopefs_extension.ERRORS_BY_CODE.items()}
+    assert documented == sdk
+    suite = {
+        getattr(conformance, constant): constant
+        for constant in dir(conformance)
+        if constant.isupper()
+        and isinstance(getattr(conformance, constant), int)
+        and -32099 <= getattr(conformance, constant) <= -32000
+    }
+    for code, constant in suite.items():
+        assert constant.replace("_", "").lower() == documented[code].lower(), (code, constant)

@@ -490,7 +490,8 @@ class Server:
                 continue
             try:
                 message = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                # RecursionError: nesting deeper than the parser's stack.
                 self._answer(None, error={"code": PARSE_ERROR, "message": "not a JSON object"})
                 continue
             status = self._dispatch(message)
@@ -551,10 +552,9 @@ class Server:
 
     def _run(self, request: Request, handler: Callable, params: dict) -> None:
         try:
-            result = handler(params, request)
-            if request.cancelled:
-                raise Cancelled("the daemon cancelled the request")
-            self._answer(request.id, result=result)
+            # A request cancelled after it finished still gets its result
+            # (allowed): answering `cancelled` would orphan a staged file.
+            self._answer(request.id, result=handler(params, request))
         except ExtensionError as error:
             self._answer(request.id, error=error.to_json())
         except Exception as error:  # noqa: BLE001 - one request fails, the loop goes on
