@@ -422,6 +422,13 @@ def _nonnegative(value: Any, key: str) -> int:
     return value
 
 
+def _check_mtime_and_mode(mtime: Any, mode: Any, where: str) -> None:
+    if mtime is not None and (isinstance(mtime, bool) or not isinstance(mtime, (int, float))):
+        raise InvalidParams(f"{where}mtime is a number of seconds")
+    if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777):
+        raise InvalidParams(f"{where}mode is permission bits, 0 to 0o7777")
+
+
 # -- The stdio loop ----------------------------------------------------------
 
 
@@ -513,7 +520,8 @@ class Server:
         params = message.get("params", {})
         is_request = "id" in message
         request_id = message.get("id")
-        if not isinstance(method, str) or (is_request and not isinstance(request_id, (str, int))):
+        bad_id = is_request and (isinstance(request_id, bool) or not isinstance(request_id, (str, int)))
+        if not isinstance(method, str) or bad_id:
             self._answer(request_id, error={"code": INVALID_REQUEST, "message": "bad method or id"})
             return None
         if not is_request:
@@ -651,6 +659,7 @@ class Server:
             raise InvalidName(problem)
         mtime = _param(params, "mtime", (int, float), required=False)
         mode = _param(params, "mode", int, required=False)
+        _check_mtime_and_mode(mtime, mode, "")
         target = _param(params, "target", str, required=kind == "symlink")
         contents = _param(params, "contentsPath", str, required=False)
         item = self.extension.create_item(parent, name, kind, mtime, mode, target, contents, request)
@@ -669,6 +678,7 @@ class Server:
                 raise InvalidName(problem)
         if "parent" in fields and not isinstance(fields["parent"], str):
             raise InvalidParams("fields.parent is an id")
+        _check_mtime_and_mode(fields.get("mtime"), fields.get("mode"), "fields.")
         contents = _param(params, "contentsPath", str, required=False)
         return self.extension.modify_item(identifier, base, fields, contents, request).to_json()
 

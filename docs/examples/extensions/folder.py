@@ -105,6 +105,13 @@ class FolderExtension(ReplicatedExtension):
             raise NoSuchItem(f"no item {identifier!r}")
         return path
 
+    def _folder_path(self, identifier: str) -> str:
+        """The path of a folder id; a symlink is not a folder (never followed)."""
+        path = self._path_of(identifier)
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise InvalidParams(f"{identifier!r} is not a folder")
+        return path
+
     def _still(self, identifier: str, path: str) -> bool:
         try:
             st = os.lstat(path)
@@ -175,11 +182,8 @@ class FolderExtension(ReplicatedExtension):
             raise error_from_os(error)
 
     def enumerate_items(self, container: str, page: str | None, page_size: int) -> tuple:
-        folder = self.item(container)
-        if folder.kind != "folder":
-            raise InvalidParams(f"{container!r} is not a folder")
         # The page token is the last name sent: stable while names come and go.
-        children = self._children(self._path_of(container), container)
+        children = self._children(self._folder_path(container), container)
         if page is not None:
             children = [child for child in children if child.name > page]
         chunk = children[:page_size]
@@ -204,7 +208,7 @@ class FolderExtension(ReplicatedExtension):
         length = min(length, current.size - offset)
         fd, staged = self.staging_file()
         try:
-            with open(path, "rb") as source, os.fdopen(fd, "wb") as out:
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as source, os.fdopen(fd, "wb") as out:
                 source.seek(offset)
                 copied = 0
                 while copied < length:
@@ -225,7 +229,7 @@ class FolderExtension(ReplicatedExtension):
     # -- writing -------------------------------------------------------------
 
     def create_item(self, parent, name, kind, mtime, mode, target, contents_path, request) -> Item:
-        folder = self._path_of(parent)
+        folder = self._folder_path(parent)
         path = os.path.join(folder, name)
         try:
             if kind == "folder":
@@ -258,13 +262,16 @@ class FolderExtension(ReplicatedExtension):
                 if current.kind != "file":
                     raise InvalidParams("only files have contents")
                 # In place, so that the inode, and so the id, stays.
-                with open(contents_path, "rb") as source, open(path, "r+b") as out:
+                with (
+                    open(contents_path, "rb") as source,
+                    os.fdopen(os.open(path, os.O_RDWR | os.O_NOFOLLOW), "r+b") as out,
+                ):
                     out.truncate(0)
                     shutil.copyfileobj(source, out)
             if "name" in fields or "parent" in fields:
                 if identifier == ROOT_ID:
                     raise InvalidParams("the root is not renamed")
-                folder = self._path_of(fields.get("parent", current.parent))
+                folder = self._folder_path(fields.get("parent", current.parent))
                 destination = os.path.join(folder, fields.get("name", current.name))
                 if destination != path:
                     if os.path.lexists(destination):
