@@ -4,7 +4,8 @@
   the way, which the SDK must keep off the protocol's stream);
 - ``fetch {id: "slow"}`` reports progress every 20 ms and never finishes
   until cancelled (or 30 s pass);
-- ``item {id: "crash"}`` raises an unexpected exception.
+- ``item {id: "crash"}`` raises an unexpected exception;
+- ``item {id: "announce"}`` sends ``log`` and ``changed`` before answering.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class SlowExtension(ReplicatedExtension):
     def item(self, identifier: str) -> Item:
         if identifier == "crash":
             raise RuntimeError("an unexpected failure")
+        if identifier == "announce":
+            self.log("info", "the store changed")
+            self.signal_changed()
+            identifier = "sleep:0"
         if not identifier.startswith("sleep:"):
             raise NoSuchItem(identifier)
         print("stray output that must not reach the daemon")

@@ -8,7 +8,8 @@ the extension writes is checked for framing and JSON-RPC shape, and each
 process must exit 0 after shutdown/exit (conftest.py).
 
 The tests work inside a folder they create under the root, so they need
-``create`` (every subject here has it) and leave the rest of a store alone.
+``create``, ``modify`` and ``delete`` (every subject here has them) and
+leave the rest of a store alone.
 """
 
 from __future__ import annotations
@@ -374,6 +375,8 @@ def test_rename_and_move(subject, tmp_path):
 
 def test_changes_since_an_anchor_report_what_others_did(subject, tmp_path):
     extension = subject.spawn()
+    if extension.capabilities["changes"] == "none":
+        pytest.skip(f"{subject.name} declares changes: none")
     other = subject.spawn()
     work = work_folder(extension)
     doomed = create_file(extension, tmp_path, work["id"], "doomed.txt", b"d")
@@ -404,6 +407,8 @@ def test_an_unknown_anchor_is_expired(subject):
 
 def test_anchors_do_not_survive_into_another_process_unless_valid(subject, tmp_path):
     extension = subject.spawn()
+    if extension.capabilities["changes"] == "none":
+        pytest.skip(f"{subject.name} declares changes: none")
     anchor = extension.call("currentAnchor", {})["anchor"]
     restarted = subject.spawn()
     try:

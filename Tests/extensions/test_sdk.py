@@ -66,6 +66,13 @@ def test_a_failing_handler_costs_one_request(slow):
     assert "an unexpected failure" in slow.log_tail(), "the failure is in the extension's log"
 
 
+def test_changed_and_log_notifications_reach_the_daemon(slow):
+    slow.call("item", {"id": "announce"})
+    methods = [(n["method"], n["params"]) for n in slow.notifications]
+    assert ("log", {"level": "info", "message": "the store changed"}) in methods
+    assert ("changed", {}) in methods
+
+
 def test_exit_without_shutdown_or_lost_stdin_exits_nonzero(tmp_path):
     for ending in ("exit", "eof"):
         staging = tmp_path / f"staging-{ending}"
