@@ -519,3 +519,24 @@ def test_shutdown_then_exit_ends_the_process_with_status_zero(subject):
     assert rpc_error(extension, "item", {"id": "root"}).code == INVALID_REQUEST, "nothing but exit after shutdown"
     extension.notify("exit")
     assert extension.process.wait(5) == 0
+
+
+def test_requests_in_flight_are_answered_before_shutdown(subject, tmp_path):
+    extension = subject.spawn()
+    work = work_folder(extension)
+    item = create_file(extension, tmp_path, work["id"], "f.bin", os.urandom(200_000))
+    in_flight = [extension.start("fetch", {"id": item["id"]}) for _ in range(12)]
+    in_flight += [extension.start("list", {"id": work["id"]}) for _ in range(12)]
+    shutdown = extension.start("shutdown", {})
+    extension.wait(shutdown)
+    order = extension.answer_order
+    for request_id in in_flight:
+        assert request_id in order, f"request {request_id} was never answered"
+        assert order.index(request_id) < order.index(shutdown), "answered before shutdown's answer"
+        response = extension.wait(request_id)
+        if "error" in response:
+            assert response["error"]["code"] == CANCELLED, response
+        elif "path" in response["result"]:
+            os.unlink(response["result"]["path"])
+    extension.notify("exit")
+    assert extension.process.wait(5) == 0

@@ -48,6 +48,9 @@ MAX_PAGE_SIZE = 1000
 # Progress notifications of one request are sent at most this often (the
 # final one always goes out).
 PROGRESS_INTERVAL = 0.1
+# At `shutdown`, requests in flight get this long to finish, then as long
+# again once cancelled; the daemon allows 5 s before it kills.
+SHUTDOWN_GRACE = 2.0
 
 
 # -- Errors (docs/PROVIDERS.md "Errors") -------------------------------------
@@ -444,6 +447,7 @@ class Server:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="request")
         self._in_flight: dict = {}
         self._in_flight_lock = threading.Lock()
+        self._requests_done = threading.Condition(self._in_flight_lock)
         self._initialized = False
         self._shut_down = False
         self._page_size_limit = MAX_PAGE_SIZE
@@ -560,6 +564,7 @@ class Server:
 
     def _run(self, request: Request, handler: Callable, params: dict) -> None:
         try:
+            request.check_cancelled()  # cancelled while it waited for a worker
             # A request cancelled after it finished still gets its result
             # (allowed): answering `cancelled` would orphan a staged file.
             self._answer(request.id, result=handler(params, request))
@@ -571,6 +576,7 @@ class Server:
         finally:
             with self._in_flight_lock:
                 self._in_flight.pop(request.id, None)
+                self._requests_done.notify_all()
 
     # Methods
     def _handlers(self) -> dict:
@@ -608,10 +614,28 @@ class Server:
         return {"protocolVersion": chosen, "name": ext.name, "version": ext.version, "capabilities": capabilities}
 
     def _shutdown(self, params: dict, request: Request) -> dict:
+        """Every request in flight is answered before shutdown's own answer:
+        finished if it can within SHUTDOWN_GRACE seconds, else cancelled."""
         self._shut_down = True
+        if not self._wait_for_requests(but=request, seconds=SHUTDOWN_GRACE):
+            with self._in_flight_lock:
+                others = [r for r in self._in_flight.values() if r is not request]
+            for other in others:
+                other._cancelled.set()
+            self._wait_for_requests(but=request, seconds=SHUTDOWN_GRACE)
         if self._initialized:
             self.extension.shutdown()
         return {}
+
+    def _wait_for_requests(self, but: Request, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        with self._in_flight_lock:
+            while any(r is not but for r in self._in_flight.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._requests_done.wait(remaining)
+        return True
 
     def _item(self, params: dict, request: Request) -> dict:
         return self.extension.item(_param(params, "id", str)).to_json()
