@@ -145,6 +145,16 @@ def test_a_newer_minor_version_is_answered_with_the_extensions_own(subject):
     assert major == "1" and int(minor) <= 9, "same major, a minor no higher than offered"
 
 
+def test_minor_versions_compare_as_numbers_and_junk_is_refused(subject):
+    extension = subject.launch()
+    extension.expect_failure = True
+    for junk in ("1", "one.zero", "1.0.0", ""):
+        with pytest.raises(RpcError) as raised:
+            extension.initialize(options=subject.options, version=junk)
+        assert raised.value.code == INVALID_PARAMS, junk
+    assert extension.initialize(options=subject.options, version="1.10")["protocolVersion"] == "1.0"
+
+
 def test_an_unknown_major_version_is_refused(subject):
     extension = subject.launch()
     extension.expect_failure = True

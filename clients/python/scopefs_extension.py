@@ -425,6 +425,14 @@ def _nonnegative(value: Any, key: str) -> int:
     return value
 
 
+def _parse_version(text: str) -> tuple:
+    """ "MAJOR.MINOR" as two integers ("1.10" is newer than "1.9")."""
+    parts = text.split(".")
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise InvalidParams(f"protocolVersion {text!r} is not MAJOR.MINOR")
+    return int(parts[0]), int(parts[1])
+
+
 def _check_mtime_and_mode(mtime: Any, mode: Any, where: str) -> None:
     if mtime is not None and (isinstance(mtime, bool) or not isinstance(mtime, (int, float))):
         raise InvalidParams(f"{where}mtime is a number of seconds")
@@ -598,13 +606,13 @@ class Server:
         provider_id = _param(params, "providerId", str)
         staging = _param(params, "stagingDirectory", str)
         options = _param(params, "options", dict, required=False) or {}
-        major = offered.split(".", 1)[0]
-        if major != PROTOCOL_VERSION.split(".", 1)[0]:
+        offered_version, own_version = _parse_version(offered), _parse_version(PROTOCOL_VERSION)
+        if offered_version[0] != own_version[0]:
             raise UnsupportedVersion(
                 f"this extension speaks {PROTOCOL_VERSION}", data={"supported": [PROTOCOL_VERSION]}
             )
         # Same major: speak the lower minor of the two.
-        chosen = min(offered, PROTOCOL_VERSION, key=lambda v: tuple(int(p) for p in v.split(".")))
+        chosen = offered if offered_version < own_version else PROTOCOL_VERSION
         ext = self.extension
         ext.provider_id, ext.staging_directory, ext.options = provider_id, staging, options
         ext.initialize(provider_id, staging, options)
