@@ -45,7 +45,8 @@ deps:
 	  echo "installing:$$missing"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
 	fi
-	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest pexpect
+	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || \
+	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore pytest pexpect
 	@$(PYTHON) -c '$(PINS_INSTALLED)' >/dev/null 2>&1 || \
 	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -r $(EXTENSION_REQUIREMENTS)
 	@# Root's apps run as this system account, never as root (SECURITY.md).
