@@ -1,5 +1,4 @@
 import Foundation
-import HostText
 import Testing
 
 @testable import ScopeFSClient
