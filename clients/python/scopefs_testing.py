@@ -229,6 +229,8 @@ class ScopeFSWorld:
                 os.killpg(process.pid, signal.SIGKILL)  # the app's children too
             except ProcessLookupError:
                 pass
+            if process.stdin is not None and process.stdin.closed:
+                process.stdin = None  # the test closed it: communicate() would fail on it
             process.communicate()
         self.started.clear()
         if not self.mounted:
