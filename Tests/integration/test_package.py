@@ -19,6 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pexpect
 import pytest
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, mount_count, run_bounded
 
@@ -35,28 +36,74 @@ def test_version_names_the_package_version(env):
     assert re.fullmatch(re.escape(VERSION) + r"( \([0-9A-Za-z._+~-]+\))?\n", p.stdout), describe(p)
 
 
-def _bash_complete(env, words: list[str]) -> list[str]:
-    """Completions bash offers for the last (partial) word of `words`, from
-    the script `scopefs --generate-completion-script bash` prints."""
+def _completion_script(env) -> tuple[Path, str]:
+    """The script `scopefs --generate-completion-script bash` prints, in a
+    file, and the function its `complete` line names."""
     script = env.root / "scopefs.bash"
     generated = run_bounded([env.bin, "--generate-completion-script", "bash"], 30, env.base_env)
     assert generated.returncode == 0, describe(generated)
     script.write_text(generated.stdout)
-    function = re.search(r"complete .*-F (\S+) scopefs", generated.stdout).group(1)
+    return script, re.search(r"complete .*-F (\S+) scopefs", generated.stdout).group(1)
+
+
+def _split_as_bash(words: list[str]) -> tuple[list[str], str, str]:
+    """The words as bash hands them to a completion function: each `:` a
+    word of its own (COMP_WORDBREAKS), `local:` ending at its colon with
+    an empty current word; returns COMP_WORDS, the current word and the
+    previous one (what bash passes as $2 and $3)."""
+    split = [piece for word in words[:-1] for piece in re.split("(:)", word) if piece] + [
+        piece for piece in re.split("(:)", words[-1]) if piece
+    ]
+    if not words[-1] or not split:
+        split.append("")
+    current = "" if words[-1].endswith(":") or not words[-1] else split[-1]
+    previous = split[-2] if words[-1].endswith(":") else split[-2] if len(split) > 1 else ""
+    return split, current, previous
+
+
+def _bash_complete(env, words: list[str]) -> list[str]:
+    """Completions bash offers for the last (partial) word of `words`, from
+    the script `scopefs --generate-completion-script bash` prints, called
+    as bash calls it: the words split at colons."""
+    script, function = _completion_script(env)
+    comp_words, current, previous = _split_as_bash(words)
     line = " ".join(shlex.quote(w) for w in words)
     program = f"""
         source {shlex.quote(str(script))}
-        COMP_WORDS=({" ".join(shlex.quote(w) for w in words)})
-        COMP_CWORD={len(words) - 1}
+        COMP_WORDS=({" ".join(shlex.quote(w) for w in comp_words)})
+        COMP_CWORD={len(comp_words) - 1}
         COMP_LINE={shlex.quote(line)}
         COMP_POINT=${{#COMP_LINE}}
-        {function} scopefs {shlex.quote(words[-1])} {shlex.quote(words[-2])}
+        {function} scopefs {shlex.quote(current)} {shlex.quote(previous)} 2>/dev/null
         printf '%s\\n' "${{COMPREPLY[@]}}"
     """
     bindir = str(Path(env.bin).parent)
     p = run_bounded(["bash", "-c", program], 30, dict(env.base_env, PATH=bindir + ":" + env.base_env["PATH"]))
     assert p.returncode == 0, describe(p)
     return sorted(w for w in p.stdout.split("\n") if w)
+
+
+def _readline_complete(env, line: str) -> str:
+    """The command line after one TAB at its end, in an interactive bash
+    (readline, the completion script sourced, COMP_WORDBREAKS as shipped),
+    run in env.root."""
+    script, _ = _completion_script(env)
+    bindir = str(Path(env.bin).parent)
+    shell_env = dict(env.base_env, PS1="$ ", TERM="dumb", PATH=bindir + ":" + env.base_env["PATH"])
+    shell = pexpect.spawn(
+        "bash", ["--norc", "--noprofile", "-i"], encoding="utf-8", timeout=30, env=shell_env, cwd=str(env.root)
+    )
+    try:
+        shell.expect_exact("$ ")
+        # Ctrl-X prints the line being edited, between markers.
+        shell.sendline(f'source {shlex.quote(str(script))}; bind -x \'"\\C-x": printf "<<%s>>\\n" "$READLINE_LINE"\'')
+        shell.expect_exact("$ ")
+        shell.send(line + "\t")
+        shell.send("\x18")
+        shell.expect(r"<<(.*)>>")
+        return shell.match.group(1)
+    finally:
+        shell.close(force=True)
 
 
 def test_completions_offer_the_state_directory_ids(env):
@@ -91,6 +138,65 @@ def test_completions_offer_the_state_directory_ids(env):
     for shell in ("zsh", "fish"):
         p = run_bounded([env.bin, "--generate-completion-script", shell], 30, env.base_env)
         assert p.returncode == 0 and "scopefs" in p.stdout, describe(p)
+
+
+def test_completion_of_item_paths_and_fault_values(env):
+    """Issue 31, point 6: after `PROVIDER:` bash completes the names in the
+    provider's folder, one folder at a time (a folder with its slash and
+    no space after it, so the path goes on), whether bash split the word at
+    its colon or not; a path out of the provider offers nothing; names that
+    are shell syntax are quoted, and completing them runs nothing. `fault
+    add --op`/`--errno` and `chaos --fault OP:ERRNO` complete the lists the
+    commands themselves check against (read here from their error
+    messages, not written down a second time). Seen failing on the old
+    main: nothing was offered after the colon nor for --op/--errno."""
+    backing = env.backing(LOCAL)
+    (backing / "Novel").mkdir()
+    (backing / "Novel" / "chapter one.txt").write_text("It was a dark and stormy night.\n")
+    (backing / "y$(touch PWNED)").write_text("")
+    (backing / "x`touch PWNED`").write_text("")
+    (backing / ".hidden").write_text("")
+    base = ["scopefs", "--state", str(env.state)]
+    assert _bash_complete(env, base + ["grant", ALPHA, "local:No"]) == ["Novel/"]
+    assert _bash_complete(env, base + ["grant", ALPHA, "local:d"]) == ["deep/", "docs/"]
+    # What bash replaces: the word after its last colon.
+    assert _bash_complete(env, base + ["open", ALPHA, "local:deep/a/b/t"]) == ["deep/a/b/target.txt"]
+    assert _bash_complete(env, base + ["grant", ALPHA, "local:Novel/"]) == ["Novel/chapter\\ one.txt"]
+    assert _bash_complete(env, base + ["grant", ALPHA, "local:.h"]) == [".hidden"]
+    assert _bash_complete(env, base + ["grant", ALPHA, "local:../"]) == []
+    assert _bash_complete(env, base + ["grant", ALPHA, "nosuch:"]) == []
+    assert _bash_complete(env, base + ["pick", "--app", ALPHA, "--start", "drive:ar"]) == ["archive/"]
+
+    bad_op = run_bounded(
+        [env.bin, "--state", env.state, "fault", "add", "--op", "nosuch", "--errno", "EIO"], 30, env.base_env
+    )
+    assert bad_op.returncode == 64 and "operations: " in bad_op.stderr, describe(bad_op)
+    operations = bad_op.stderr.split("operations: ")[1].strip().split(", ")
+    bad_errno = run_bounded(
+        [env.bin, "--state", env.state, "fault", "add", "--op", "read", "--errno", "ENOPE"], 30, env.base_env
+    )
+    assert bad_errno.returncode == 64 and "known: " in bad_errno.stderr, describe(bad_errno)
+    errnos = bad_errno.stderr.split("known: ")[1].strip().split(", ")
+    assert "read" in operations and "EIO" in errnos
+    assert _bash_complete(env, base + ["fault", "add", "--op", ""]) == sorted(operations)
+    assert _bash_complete(env, base + ["fault", "add", "--op", "read", "--errno", ""]) == sorted(errnos)
+    assert _bash_complete(env, base + ["fault", "add", "--op", "read", "--errno", "ENOS"]) == ["ENOSPC"]
+    assert _bash_complete(env, base + ["chaos", "--app", ALPHA, "--fault", "read:"]) == sorted(errnos)
+    assert _bash_complete(env, base + ["chaos", "--app", ALPHA, "--fault", "read:EI"]) == sorted(
+        e for e in errnos if e.startswith("EI")
+    )
+    assert _bash_complete(env, base + ["chaos", "--app", ALPHA, "--latency", "ope"]) == sorted(
+        f"{o}:" for o in operations if o.startswith("ope")
+    )
+
+    # What a person sees: readline with the script, one TAB.
+    typed = f"scopefs --state {env.state} grant {ALPHA} "
+    assert _readline_complete(env, typed + "loc") == typed + "local:"
+    assert _readline_complete(env, typed + "local:No") == typed + "local:Novel/"
+    assert _readline_complete(env, typed + "local:Novel/c") == typed + "local:Novel/chapter\\ one.txt "
+    assert _readline_complete(env, typed + "local:y") == typed + "local:y\\$\\(touch\\ PWNED\\) "
+    assert _readline_complete(env, typed + "local:x") == typed + "local:x\\`touch\\ PWNED\\` "
+    assert not (env.root / "PWNED").exists()
 
 
 # ---------------------------------------------------------------------------
