@@ -17,6 +17,8 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -200,6 +202,147 @@ def test_completion_of_item_paths_and_fault_values(env):
 
 
 # ---------------------------------------------------------------------------
+# make install
+
+INSTALL_SECONDS = 60  # once the build is done: no second build (it took minutes)
+
+
+@pytest.fixture(scope="module")
+def make_install(tmp_path_factory):
+    """`make install CONFIG=debug DESTDIR=...` into a staging root, timed
+    after a `make generated` that brings the build up to date, as a user's
+    `make && make install` would; returns (root, seconds)."""
+    root = tmp_path_factory.mktemp("make-install") / "root"
+    logs = tmp_path_factory.mktemp("make-install-logs")
+    built = run_bounded(
+        ["make", "-C", REPO_ROOT, "generated", "CONFIG=debug"], 1200, dict(os.environ), out_dir=logs, what="make"
+    )
+    assert built.returncode == 0, describe(built)
+    started = time.monotonic()
+    installed = run_bounded(
+        ["make", "-C", REPO_ROOT, "install", "CONFIG=debug", f"DESTDIR={root}"],
+        600,
+        dict(os.environ),
+        out_dir=logs,
+        what="make install",
+    )
+    seconds = time.monotonic() - started
+    assert installed.returncode == 0, describe(installed)
+    return root, seconds
+
+
+def _system_python_site(prefix: str = "/usr/local") -> str:
+    minor = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+    ).stdout.strip()
+    return f"{prefix}/lib/python{minor}/dist-packages"
+
+
+def test_make_install_installs_the_clients_examples_and_a_stripped_binary(make_install, env, tmp_path):
+    """Issue 31, point 6: `make install` installs, besides the binary, the
+    C library with its header and pkg-config file (a program builds and
+    links against them), the Python client and its pytest plugin where the
+    system's python3 reads them, with the metadata that makes pytest load
+    the plugin without `-p` (an installed plugin runs a test of a mount),
+    and the documentation's examples; the binary is stripped; and once the
+    build is done it takes seconds, not the minutes a second build took.
+    Seen failing on the old main: no library, client or examples."""
+    root, seconds = make_install
+    assert seconds < INSTALL_SECONDS, f"make install took {seconds:.0f} s after a finished build"
+    prefix = root / "usr" / "local"
+
+    binary = prefix / "bin" / "scopefs"
+    sections = run_bounded(["readelf", "-S", "-W", binary], 30, dict(os.environ)).stdout
+    assert ".symtab" not in sections and ".debug_info" not in sections, "the installed binary is not stripped"
+    assert (root / "sbin" / "mount.scopefs").is_file()
+
+    lib = prefix / "lib"
+    for name in (f"libscopefs.so.{VERSION}", "libscopefs.so.0", "libscopefs.so", "pkgconfig/scopefs.pc"):
+        assert (lib / name).exists(), name
+    assert (prefix / "include" / "scopefs.h").is_file()
+    pc_env = dict(os.environ, PKG_CONFIG_PATH=str(lib / "pkgconfig"), PKG_CONFIG_SYSROOT_DIR=str(root))
+    assert run_bounded(["pkg-config", "--modversion", "scopefs"], 30, pc_env).stdout.strip() == VERSION
+    flags = run_bounded(["pkg-config", "--cflags", "--libs", "scopefs"], 30, pc_env).stdout.split()
+    source = tmp_path / "use.c"
+    source.write_text('#include <scopefs.h>\nint main(void) { return scopefs_scope_count("/") == -2 ? 0 : 1; }\n')
+    cc = run_bounded([os.environ.get("CC", "cc"), "-o", tmp_path / "use", source, *flags], 60, dict(os.environ))
+    assert cc.returncode == 0, describe(cc)
+
+    site = root / _system_python_site().lstrip("/")
+    assert (site / "scopefs.py").is_file() and (site / "scopefs_testing.py").is_file()
+    entry_points = (site / f"scopefs-{VERSION}.dist-info" / "entry_points.txt").read_text()
+    assert "[pytest11]\nscopefs_testing = scopefs_testing\n" in entry_points, entry_points
+    found = run_bounded(
+        [
+            "/usr/bin/python3",
+            "-c",
+            "import importlib.metadata as m, scopefs; print([e.value for e in m.entry_points(group='pytest11')])",
+        ],
+        30,
+        dict(os.environ, PYTHONPATH=str(site)),
+    )
+    assert "'scopefs_testing'" in found.stdout, describe(found)
+    test = tmp_path / "test_installed_plugin.py"
+    test.write_text(
+        "import pytest\n\n\n@pytest.mark.scopefs(app='com.example.installed')\n"
+        "def test_a_mount(scopefs_mount):\n    assert scopefs_mount.mounted\n"
+    )
+    plugin = run_bounded(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", tmp_path, test],
+        180,
+        dict(env.base_env, PYTHONPATH=str(site), SCOPEFS_BIN=str(env.bin), TMPDIR=str(tmp_path)),
+    )
+    assert plugin.returncode == 0 and "1 passed" in plugin.stdout, describe(plugin)
+
+    examples = prefix / "share" / "doc" / "scopefs" / "examples"
+    tracked = run_bounded(["git", "-C", REPO_ROOT, "ls-files", "docs/examples"], 30, dict(os.environ)).stdout.split()
+    missing = [f for f in tracked if not (examples / Path(f).relative_to("docs/examples")).is_file()]
+    assert tracked and not missing, missing
+
+
+def _exit_codes_of_cli_md() -> list[str]:
+    """The first column of docs/CLI.md's "Exit codes" table."""
+    text = (REPO_ROOT / "docs" / "CLI.md").read_text().split("\n## Exit codes\n")[1].split("\n## ")[0]
+    return [line.split("|")[1].strip() for line in text.splitlines() if re.match(r"\|\s*(\d|other)", line)]
+
+
+def test_man_page_has_its_sections_and_options_once(make_install):
+    """Issue 31, point 6: the installed scopefs(1) renders with `man -l`
+    without warnings and has EXIT STATUS (every code of docs/CLI.md's
+    table, which lists every code of CommandError), ENVIRONMENT, FILES,
+    EXAMPLES and SEE ALSO; the options every command takes are described
+    once, so `--state` appears a few times, not once per command, and
+    every command is there. Seen failing on the old main: none of those
+    sections, and `--state` 36 times."""
+    root, _ = make_install
+    page = root / "usr" / "local" / "share" / "man" / "man1" / "scopefs.1.gz"
+    rendered = run_bounded(["man", "-l", "-P", "cat", page], 60, dict(os.environ, MANWIDTH="100", MAN_KEEP_STDERR="1"))
+    assert rendered.returncode == 0 and not rendered.stderr.strip(), describe(rendered)
+    text = rendered.stdout
+    headings = [line for line in text.splitlines() if re.fullmatch(r"[A-Z][A-Z ]+", line)]
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "OPTIONS COMMON TO ALL SUBCOMMANDS"):
+        assert section in headings, headings
+    for section in ("ENVIRONMENT", "FILES", "EXIT STATUS", "EXAMPLES", "SEE ALSO"):
+        assert section in headings, headings
+    assert text.count("--state") <= 5, text.count("--state")
+
+    status = text.split("\nEXIT STATUS\n")[1].split("\nEXAMPLES\n")[0]
+    codes = _exit_codes_of_cli_md()
+    for code in codes:
+        assert re.search(rf"^\s+{re.escape(code)}\b", status, re.M), code
+    kinds = re.findall(r"case \w+ = (\d+)", (REPO_ROOT / "Sources/CommandErrors/CommandError.swift").read_text())
+    listed = {part for code in codes for part in code.split("/")}
+    assert kinds and set(kinds) <= listed, sorted(set(kinds) - listed)
+    for variable in ("SCOPEFS_STATE", "XDG_STATE_HOME", "SCOPEFS_LOG_LEVEL"):
+        assert variable in text.split("\nENVIRONMENT\n")[1].split("\nFILES\n")[0], variable
+    for command in ("init", "provider add", "grant", "run", "fault add", "chaos", "test", "bookmark resolve"):
+        assert f"scopefs {command}" in text, command
+    assert "mount.scopefs(8)" in text.split("\nSEE ALSO\n")[1]
+    # The examples are commands as typed: ASCII minus signs, not hyphens.
+    assert "scopefs fault add --app com.example.editor --op read --errno EIO" in text
+
+
+# ---------------------------------------------------------------------------
 # the Debian package
 
 
@@ -244,6 +387,9 @@ def test_deb_contents(deb):
         "/usr/include/scopefs.h",
         "/usr/lib/python3/dist-packages/scopefs.py",
         "/usr/lib/python3/dist-packages/scopefs_testing.py",
+        f"/usr/lib/python3/dist-packages/scopefs-{VERSION}.dist-info/entry_points.txt",
+        "/usr/share/doc/scopefs/examples/example.c",
+        "/usr/share/doc/scopefs/examples/pytest/test_reader_app.py",
         "/usr/lib/scopefs/libswiftCore.so",
         "/usr/share/doc/scopefs/copyright",
         "/usr/share/doc/scopefs/CLI.md",
