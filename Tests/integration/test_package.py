@@ -24,6 +24,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, mount_count, run_bounded
+from test_readme import run_as_a_new_user
 
 VERSION = re.search(r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(
     1
@@ -340,6 +341,20 @@ def test_man_page_has_its_sections_and_options_once(make_install):
     assert "mount.scopefs(8)" in text.split("\nSEE ALSO\n")[1]
     # The examples are commands as typed: ASCII minus signs, not hyphens.
     assert "scopefs fault add --app com.example.editor --op read --errno EIO" in text
+
+
+def test_the_man_page_example_session_runs_verbatim(tmp_path):
+    """The first block of docs/CLI.md's "Examples" (the man page's
+    EXAMPLES) runs as printed in a fresh home folder, in the default
+    sandbox and strict scopes: the app lists the granted folder in a scope,
+    and the events show its start and the revoke."""
+    text = (REPO_ROOT / "docs" / "CLI.md").read_text().split("\n## Examples\n")[1]
+    block = re.search(r"```\n(.*?)```", text, re.S).group(1)
+    p = run_as_a_new_user(tmp_path, block)
+    assert p.returncode == 0, describe(p)
+    assert "total 0" in p.stdout, p.stdout
+    kinds = [line.split("\t")[1] for line in p.stdout.splitlines() if line.count("\t") > 3]
+    assert kinds == ["start", "revoke"], p.stdout
 
 
 # ---------------------------------------------------------------------------
