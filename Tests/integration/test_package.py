@@ -477,6 +477,10 @@ def test_installed_package_works(installed, env, tmp_path):
     assert "[libscopefs.so.0]" in needed, needed
     python = run_bounded(["/usr/bin/python3", "-c", "import scopefs; print(scopefs.__file__)"], 30, base)
     assert python.stdout.strip() == "/usr/lib/python3/dist-packages/scopefs.py", describe(python)
+    # pytest loads the plugin by itself (issue 31): its pytest11 entry point.
+    plugins = "import importlib.metadata as m; print([e.value for e in m.entry_points(group='pytest11')])"
+    entry = run_bounded(["/usr/bin/python3", "-c", plugins], 30, base)
+    assert "'scopefs_testing'" in entry.stdout, describe(entry)
 
 
 def test_lintian_has_no_unexplained_tags(deb):
