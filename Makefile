@@ -8,13 +8,23 @@ BIN := .build/debug/scopefs
 # `man`, for `make install`/`make deb` and their test; shared-mime-info:
 # the content types of pick requests; lintian: the package's own check;
 # debootstrap: the fresh Debian 12 root the package is installed in
-# (Tests/integration/test_fresh_debian.py).
-APT_PACKAGES := fuse3 libfuse3-dev pkg-config libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap
+# (Tests/integration/test_fresh_debian.py); python3-pip: the PyPI packages
+# below.
+APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip
+# The Python provider extensions and their tests (boto3, moto's S3 server),
+# pinned; installed when a pinned version is missing. Debian 12's own
+# python3-boto3 and python3-moto predate S3's conditional writes.
+# PIP_BREAK_SYSTEM_PACKAGES lets Debian 12's pip install for the system's
+# python3 (PEP 668); a virtual environment's or pyenv's pip ignores it.
+EXTENSION_REQUIREMENTS := extensions/requirements.txt
+PINS_INSTALLED := import sys, importlib.metadata as m; \
+	pins = [line.split("\#")[0].strip().split("==") for line in open("$(EXTENSION_REQUIREMENTS)")]; \
+	sys.exit(any(m.version(name.split("[")[0]) != version for name, version in (p for p in pins if p != [""])))
 
-# The version lives in Sources/scopefs/Version.swift; `scopefs --version`
+# The version lives in Sources/ScopeFSCLI/Version.swift; `scopefs --version`
 # adds `git describe`, which Package.swift passes to the build.
-VERSION := $(shell sed -n 's/.*static let package = "\(.*\)".*/\1/p' Sources/scopefs/Version.swift)
+VERSION := $(shell sed -n 's/.*static let package = "\(.*\)".*/\1/p' Sources/ScopeFSCLI/Version.swift)
 export SCOPEFS_GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null)
 # `make install` and `make deb` build in release mode; CONFIG=debug packages
 # the debug build instead (the package test does, to keep CI short).
@@ -25,7 +35,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-integration bench bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-quick bench-requests bench-instructions \
 	install generated deb lint lint-deb version swift-client clean
 
 all: build
@@ -36,7 +46,10 @@ deps:
 	  echo "installing:$$missing"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; \
 	fi
-	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest pexpect
+	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || \
+	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore pytest pexpect
+	@$(PYTHON) -c '$(PINS_INSTALLED)' >/dev/null 2>&1 || \
+	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -r $(EXTENSION_REQUIREMENTS)
 	@# Root's apps run as this system account, never as root (SECURITY.md).
 	@./packaging/app-account.sh
 
@@ -47,11 +60,18 @@ demo: build
 	./mount-scripts/demo.sh
 
 # Lint first: it takes seconds and names a layout slip before the long suite.
-test: lint build test-unit test-integration
+test: lint build test-unit test-extensions test-integration
 
 test-unit: deps
 	$(SWIFT) test
 	$(PYTHON) -m pytest -q Tests/docs
+
+# Provider extensions (docs/PROVIDERS.md): the protocol's conformance suite
+# against the folder example and the S3 extension on moto's server, the
+# SDK's loop, the S3 mapping. Child processes and local HTTP only, no FUSE;
+# about a minute and a half.
+test-extensions: deps
+	$(PYTHON) -m pytest -q -p no:cacheprovider Tests/extensions
 
 # The suite takes ~15 min on a quiet 2-core machine; the budget leaves room
 # for the fresh-Debian test's one-time bootstrap (~5 min) on a new machine

@@ -3,7 +3,8 @@ import Foundation
 import PackageDescription
 
 // Layers (arrows point one way):
-//   scopefs (CLI) -> Daemon -> ScopeFS -> FuseBridge -> CFuse3
+//   ScopeFSCLI (`scopefs`) -> Daemon -> ScopeFS -> FuseBridge -> CFuse3
+//                 \-> Launcher -> Processes
 //                 \-> Control -> Documents -> PolicyStore -> Policy
 //   CommandErrors (the people-facing error and its exit codes) sits under
 //   everything that can fail in a way a person must read.
@@ -21,7 +22,7 @@ let package = Package(
     name: "ScopeFS",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "scopefs", targets: ["scopefs"]),
+        .executable(name: "scopefs", targets: ["ScopeFSCLI"]),
         .library(name: "ScopeFSClient", targets: ["ScopeFSClient"]),
         .library(name: "ScopeFSTesting", targets: ["ScopeFSTesting"]),
         .executable(name: "scopefs-bench-policy", targets: ["PolicyBenchmark"]),
@@ -63,12 +64,21 @@ let package = Package(
         .target(
             name: "FuseBridge",
             dependencies: [
-                "CFuse3", "CSystemShims", "Policy", .product(name: "SystemPackage", package: "swift-system"),
+                "CFuse3", "CSystemShims", "HostText", .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
         ),
+        // Host names as bytes, JSON and terminal escaping: the leaf every
+        // layer that shows or carries a host name uses (SPEC S29, S33a).
+        .target(
+            name: "HostText",
+            swiftSettings: strict
+        ),
+        // The isolation layer's model and decisions, pure: no libfuse, no
+        // SQLite, no syscalls.
         .target(
             name: "Policy",
+            dependencies: ["HostText"],
             swiftSettings: strict
         ),
         // The error a person reads, with its documented exit code (SPEC S34).
@@ -78,7 +88,9 @@ let package = Package(
         ),
         .target(
             name: "PolicyStore",
-            dependencies: ["Policy", "CommandErrors", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "HostText", "Policy", "CommandErrors", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
         // Documents (SPEC S17-S28): item locations, picker operations,
@@ -86,6 +98,7 @@ let package = Package(
         .target(
             name: "Documents",
             dependencies: [
+                "HostText",
                 "Policy", "PolicyStore", "CommandErrors", "CSystemShims",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -94,6 +107,7 @@ let package = Package(
         .target(
             name: "ScopeFS",
             dependencies: [
+                "HostText",
                 "FuseBridge", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
@@ -102,24 +116,46 @@ let package = Package(
         // files) and its client side, shared by the daemon and the CLI.
         .target(
             name: "Control",
-            dependencies: ["Policy", "PolicyStore", "Documents", "CommandErrors", "CSystemShims"],
+            dependencies: ["HostText", "Policy", "PolicyStore", "Documents", "CommandErrors", "CSystemShims"],
             swiftSettings: strict
         ),
+        // Processes as the kernel shows them (/proc, cgroups, the process
+        // connector, the runs' journal): shared by the launcher and the daemon.
+        .target(
+            name: "Processes",
+            dependencies: ["Policy", "PolicyStore", "CSystemShims"],
+            swiftSettings: strict
+        ),
+        // `scopefs run`: the app's sandbox, seccomp filter and launch. Runs
+        // in the CLI's process, never in the daemon's.
+        .target(
+            name: "Launcher",
+            dependencies: [
+                "HostText",
+                "Processes", "Control", "Policy", "PolicyStore", "CommandErrors", "CSystemShims", "CSeccomp",
+            ],
+            swiftSettings: strict
+        ),
+        // The daemon: the mount, the control socket and its handlers.
         .target(
             name: "Daemon",
             dependencies: [
+                "HostText",
                 "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CommandErrors", "Control", "CSystemShims",
-                "CSeccomp", "CSystemd", "Documents",
+                "CSystemd", "Documents", "Processes",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
         ),
+        // The `scopefs` command (the product keeps that name; the target's
+        // differs from the `ScopeFS` module by more than case).
         .executableTarget(
-            name: "scopefs",
+            name: "ScopeFSCLI",
             dependencies: [
-                "Daemon", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS", "CSystemShims", "CBuildInfo",
-                "Documents",
+                "HostText",
+                "Daemon", "Launcher", "Processes", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS",
+                "CSystemShims", "CBuildInfo", "Documents",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,22 +197,27 @@ let package = Package(
         // `make bench`: the policy decision alone, in ns (SPEC S36).
         .executableTarget(
             name: "PolicyBenchmark",
-            dependencies: ["Policy"],
+            dependencies: ["Policy", "ScopeFS"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "PolicyTests",
-            dependencies: ["Policy", "PolicyStore", "Documents", "CommandErrors"]
+            dependencies: ["HostText", "Policy", "PolicyStore", "Documents", "CommandErrors"]
         ),
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(
             name: "ScopeFSTests",
-            dependencies: ["ScopeFS", "CSystemShims", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "ScopeFS", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
-        // What the daemon reads from /proc, parsed without a mount.
+        // What the daemon reads from /proc, parsed without a mount; the
+        // control router and handlers on their own services (no mount).
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["Daemon"]
+            dependencies: [
+                "Daemon", "Launcher", "Processes", "Control", "Policy", "PolicyStore", "ScopeFS", "CommandErrors",
+            ]
         ),
         // The Swift client's error kinds and control socket (no daemon needed).
         .testTarget(
@@ -196,7 +237,7 @@ let package = Package(
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(
             name: "CLITests",
-            dependencies: ["scopefs", "Policy"]
+            dependencies: ["ScopeFSCLI", "Policy"]
         ),
     ]
 )

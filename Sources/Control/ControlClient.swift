@@ -1,13 +1,21 @@
 import CommandErrors
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 
 /// How the CLI talks to the daemon that serves a state directory.
 public enum ControlClient {
-    /// Sends one request. Throws `.noDaemon` (exit 69) when no daemon listens.
-    public static func send(_ request: ControlRequest, state: StateDirectory, timeoutSeconds: Int = 30)
+    /// Sends one command. Throws `.noDaemon` (exit 69) when no daemon listens.
+    public static func send(_ command: ControlCommand, state: StateDirectory, timeoutSeconds: Int = 30)
+        throws(CommandError) -> ControlResponse
+    {
+        try send(request: command.request, state: state, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// Sends a request as it is, well-formed or not (the tests' hostile client).
+    package static func send(request: ControlRequest, state: StateDirectory, timeoutSeconds: Int = 30)
         throws(CommandError) -> ControlResponse
     {
         let socket: UnixSocket
@@ -40,7 +48,7 @@ public enum ControlClient {
         let response: ControlResponse
         do {
             response = try send(
-                ControlRequest(op: .reload, app: app, containerPaths: containerPaths, imported: imported), state: state)
+                .reload(app: app, containerPaths: containerPaths, imported: imported), state: state)
         } catch  where error.kind == .noDaemon {
             return  // a socket left by a crashed daemon; the next mount reads the database anyway
         }
@@ -49,47 +57,35 @@ public enum ControlClient {
         }
     }
 
-    /// Revokes through the daemon serving the state directory (see
-    /// `ControlRequest.Operation.revoke`); returns the grants revoked and
-    /// the daemon's note when it could not write them to the database.
-    public static func revoke(app: String, grant: Int64?, state: StateDirectory) throws(CommandError)
-        -> (grants: [Grant], note: String?)
-    {
-        let response = try send(ControlRequest(op: .revoke, app: app, grant: grant), state: state)
-        guard response.ok else {
-            throw CommandError(
-                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "revoke failed")
-        }
-        return (response.revoked ?? [], response.message)
-    }
-
-    /// Restores through the daemon serving the state directory (see
-    /// `ControlRequest.Operation.restore`); returns the grants restored, or
-    /// nil when no daemon serves it (or one that predates the operation):
-    /// then the CLI writes the database itself.
-    public static func restore(app: String, grant: Int64?, state: StateDirectory) throws(CommandError) -> [Grant]? {
-        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
-        let response: ControlResponse
-        do {
-            response = try send(ControlRequest(op: .restore, app: app, grant: grant), state: state)
-        } catch  where error.kind == .noDaemon {
-            return nil
-        }
-        guard response.ok else {
-            if response.code == CommandError.Kind.usage.rawValue, response.message == ControlResponse.malformedRequest {
-                return nil
+    /// Carries out one of the owner's policy commands (`OwnerPolicy`):
+    /// through the daemon serving the state directory, which writes and
+    /// installs it before it answers (SPEC S13), or, when none serves it,
+    /// against the store here with the same code. Either way the answer
+    /// has the same shape, and a refusal becomes its exit code.
+    public static func policy(
+        _ command: ControlCommand, state: StateDirectory, store: () throws(CommandError) -> PolicyRepository
+    ) throws(CommandError) -> ControlResponse {
+        precondition(OwnerPolicy.isPolicyCommand(command))
+        if FileManager.default.fileExists(atPath: state.controlSocketPath) {
+            do throws(CommandError) {
+                let response = try send(command, state: state)
+                guard response.ok else {
+                    throw CommandError(
+                        CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                        response.message ?? "\(command.operation.rawValue) failed")
+                }
+                return response
+            } catch  where error.kind == .noDaemon {
+                // A socket left by a crashed daemon: nobody serves the mount.
             }
-            throw CommandError(
-                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError, response.message ?? "restore failed"
-            )
         }
-        return response.restored ?? []
+        return try OwnerPolicy.apply(command, repository: store(), state: state)
     }
 
     public static func status(state: StateDirectory) throws(CommandError) -> DaemonStatus? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         do {
-            return try send(ControlRequest(op: .status), state: state).status
+            return try send(.status, state: state).status
         } catch  where error.kind == .noDaemon {
             return nil
         }

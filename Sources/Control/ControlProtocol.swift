@@ -4,9 +4,11 @@ import Policy
 
 /// The control socket's messages: one JSON object per line each way.
 /// The daemon trusts nothing in a request about who sent it: the peer's
-/// pid and uid come from the kernel (SO_PEERCRED).
+/// pid and uid come from the kernel (SO_PEERCRED). This is the shape on
+/// the wire only; code on both sides handles `ControlCommand`, and who may
+/// send each operation is `Operation.audience`.
 public struct ControlRequest: Codable, Sendable {
-    public enum Operation: String, Codable, Sendable {
+    public enum Operation: String, Codable, Sendable, CaseIterable {
         /// Make the sender the root of an app process tree (`scopefs run`).
         case register
         /// Re-read the isolation layer now (sent after every CLI change).
@@ -16,18 +18,13 @@ public struct ControlRequest: Codable, Sendable {
         case resolve
         /// Which app the sender is a process of (`OwnerCheck`), if any.
         case whoami
-        /// Revoke `grant` of `app` (all of its grants when nil) through the
-        /// daemon, for a CLI that cannot write the database (issue 15): the
-        /// daemon holds the policy and revokes whatever state the file is in.
-        case revoke
-        /// Restore `grant` of `app` (all of its revoked grants when nil):
-        /// the daemon writes the database with its own connection and
-        /// installs the change before it answers (SPEC S13), so the CLI
-        /// neither opens the database nor asks `whoami` first — one round
-        /// trip, which is what keeps `scopefs restore` quick on a machine
-        /// busy starting apps (issue 15). An app process is refused like
-        /// for every change (SPEC S5).
-        case restore
+        /// The owner's four policy commands, served by the daemon whenever
+        /// one serves the state directory (`OwnerPolicy`): it writes the
+        /// database with its own connection and installs the change before
+        /// it answers (SPEC S13), so the CLI neither opens the database nor
+        /// asks `whoami` first (issue 15). A revoke the database cannot
+        /// take is held by the daemon, never lost.
+        case grant, revoke, restore, forget
         /// An app asks the user to pick documents (issue 17); answered by
         /// the owner's agent.
         case pick
@@ -53,22 +50,15 @@ public struct ControlRequest: Codable, Sendable {
         /// its faults would pass the tests meant to catch it.
         case faultAdd, faultList, faultClear
 
-        /// What an app process may ask, on either endpoint: the rest would
-        /// let it change or survey the isolation layer, or answer its own
-        /// pick requests (SPEC S5).
-        package var isForApps: Bool {
-            switch self {
-            case .resolve, .whoami, .pick, .watch, .coordinate, .release, .query: true
-            default: false
-            }
-        }
     }
 
     public var op: Operation
     public var app: AppID?
     public var bookmark: String?
-    /// With `revoke` and `restore`: the grant (nil: all of `app`'s).
+    /// With `revoke`, `restore` and `forget`: the grant (nil: all of `app`'s).
     public var grant: GrantID?
+    /// With `grant`: what to grant.
+    public var grantOrder: GrantOrder?
     /// With `reload`: paths in `app`'s container that changed behind the
     /// mount, whose cached entries the daemon drops.
     public var containerPaths: [String]?
@@ -148,6 +138,12 @@ public struct ControlResponse: Codable, Sendable {
     public var revoked: [Grant]?
     /// With `restore`: the grants it restored.
     public var restored: [Grant]?
+    /// With `grant`: the grant made or changed, and what changed in it.
+    public var granted: GrantChange?
+    /// With `forget`: the grants removed, and the container paths of the
+    /// references to their items that went with them.
+    public var forgotten: [Grant]?
+    public var references: [String]?
     /// With `agentNext`: the request to answer (nil: none came in time).
     public var pending: PendingPick?
     /// With `pick`: the agent's answer.

@@ -2,6 +2,7 @@ import CommandErrors
 import Control
 import Foundation
 import Glibc
+import HostText
 import Logging
 import Policy
 import PolicyStore
@@ -12,12 +13,7 @@ import Synchronization
 /// The daemon listens twice: the owner's socket, and the app endpoint that
 /// the sandbox shows its app instead (bookmark resolution only).
 final class ControlServer: Sendable {
-    enum Endpoint: Sendable {
-        /// `STATE/control.sock`: the owner's CLI.
-        case owner
-        /// `STATE/app.sock`: bound into each sandbox; app requests only.
-        case app
-    }
+    typealias Endpoint = ControlSender.Endpoint
 
     private let socket: UnixSocket
     let endpoint: Endpoint
@@ -39,15 +35,14 @@ final class ControlServer: Sendable {
     /// On the app endpoint: the account apps run as when it is not the
     /// owner's (root's apps, `AppAccount`); its processes may connect.
     private let appAccount: AppAccount?
-    private let handler: @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
+    private let router: ControlRouter
     private let logger: Logger
     /// Descriptors held back for the owner's requests (owner socket only).
     private let reserve: DescriptorReserve?
 
     init(
         path: String, endpoint: Endpoint, ownerUID: uid_t, appAccount: AppAccount? = nil, logger: Logger,
-        appOf: @escaping @Sendable (Int32) -> AppID?,
-        handler: @escaping @Sendable (ControlRequest, UnixSocket.PeerCredentials, AppID?) -> ControlResponse
+        appOf: @escaping @Sendable (Int32) -> AppID?, router: ControlRouter
     ) throws {
         socket = try UnixSocket.listening(at: path)
         if let appAccount, appAccount.uid != ownerUID {
@@ -60,9 +55,9 @@ final class ControlServer: Sendable {
         self.appAccount = appAccount
         self.appOf = appOf
         self.ownerUID = ownerUID
-        self.handler = handler
+        self.router = router
         self.logger = logger
-        reserve = endpoint == .owner ? DescriptorReserve(size: Tunables.ownerReserveDescriptors) : nil
+        reserve = endpoint == .owner ? DescriptorReserve(size: DaemonTunables.ownerReserveDescriptors) : nil
     }
 
     /// Accepts for as long as the daemon runs: a failed accept is retried,
@@ -144,7 +139,7 @@ final class ControlServer: Sendable {
             if let line = client.readLine(),
                 let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(HostJSON.decodable(line)))
             {
-                response = handler(request, peer, peerApp)
+                response = router.answer(request, from: ControlSender(endpoint: endpoint, pid: peer.pid, app: peerApp))
             } else {
                 response = .failure(CommandError.Kind.usage.rawValue, ControlResponse.malformedRequest)
             }

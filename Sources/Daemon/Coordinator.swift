@@ -229,20 +229,20 @@ final class Coordinator: Sendable {
 enum CoordinationHandling {
     static let longestWait: Double = 60
 
+    /// `release` is both sides': an app ends its claim, the owner's
+    /// transfer ends its own; a process releases only what it holds.
     static func handle(
-        _ request: ControlRequest, app: AppID, pid: Int32, coordinator: Coordinator, snapshot: PolicySnapshot,
+        _ command: ControlCommand, from sender: ControlSender, coordinator: Coordinator, snapshot: PolicySnapshot,
         appRoot: String, containers: String
     ) -> ControlResponse {
-        if request.op == .release {
-            guard let claim = request.claim else {
-                return .failure(CommandError.Kind.usage.rawValue, "release needs a claim")
-            }
+        let pid = sender.pid
+        if case .release(let claim) = command {
             guard coordinator.release(claim, pid: pid) else {
                 return .failure(CommandError.Kind.unknown.rawValue, "this process holds no claim \(claim)")
             }
             return ControlResponse(ok: true)
         }
-        guard let raw = request.path, let intentName = request.intent,
+        guard case .coordinate(let raw, let intentName, let waitSeconds) = command, let app = sender.app,
             let intent = Coordinator.Intent(rawValue: intentName)
         else {
             return .failure(CommandError.Kind.usage.rawValue, "coordinate needs a path and an intent (read or write)")
@@ -256,7 +256,7 @@ enum CoordinationHandling {
         if let normalized = RelativePath.normalize(inApp) {
             follow(key, to: normalized, app: app, snapshot: snapshot, containers: containers, coordinator: coordinator)
         }
-        let wait = min(max(request.waitSeconds ?? 10, 0), longestWait)
+        let wait = min(max(waitSeconds ?? 10, 0), longestWait)
         switch coordinator.claim(key, intent, pid: pid, app: app, path: inApp, timeout: wait) {
         case .granted(let claim):
             var response = ControlResponse(ok: true)
@@ -321,9 +321,10 @@ enum CoordinationHandling {
     static let longestTransferWait: Double = 60
 
     static func claimForTransfer(
-        _ request: ControlRequest, pid: Int32, coordinator: Coordinator, snapshot: PolicySnapshot, containers: String
+        _ items: [TransferItem], wait: Double?, pid: Int32, coordinator: Coordinator, snapshot: PolicySnapshot,
+        containers: String
     ) -> ControlResponse {
-        guard let items = request.transferItems, !items.isEmpty, items.count <= 16 else {
+        guard !items.isEmpty, items.count <= 16 else {
             return .failure(CommandError.Kind.usage.rawValue, "claimForTransfer needs 1 to 16 items")
         }
         var keyed: [(key: Coordinator.ItemKey, item: TransferItem)] = []
@@ -333,7 +334,7 @@ enum CoordinationHandling {
             }
             keyed.append((key, item))
         }
-        let deadline = Date().addingTimeInterval(min(max(request.waitSeconds ?? 10, 0), longestTransferWait))
+        let deadline = Date().addingTimeInterval(min(max(wait ?? 10, 0), longestTransferWait))
         var claims: [UInt64] = []
         var overridden: Set<AppID> = []
         for (key, item) in keyed.sorted(by: { $0.key.location < $1.key.location }) {

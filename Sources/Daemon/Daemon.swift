@@ -7,6 +7,7 @@ import Glibc
 import Logging
 import Policy
 import PolicyStore
+import Processes
 import ScopeFS
 import Synchronization
 
@@ -126,37 +127,13 @@ public enum Daemon {
         } catch {
             throw CommandError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
-        var mountOptions = ["fsname=scopefs", "subtype=scopefs"]
-        var alias: OwnerAlias? = nil
-        var admittedUsers: AdmittedUsers? = nil
-        if ownerUID == 0 {
-            // Apps run as the app account, which the kernel lets in only
-            // with allow_other; to the file system they act as the owner
-            // (`OwnerAlias`). Without --allow-other any other uid gets
-            // EACCES as the kernel gave it (`AdmittedUsers`); with it, the
-            // kernel checks other users as before (ARCHITECTURE.md, 8, 43).
-            mountOptions.append("allow_other")
-            if options.allowOther {
-                mountOptions.append("default_permissions")
-            } else {
-                admittedUsers = AdmittedUsers([ownerUID] + (appAccount.map { [$0.uid] } ?? []))
-            }
-            alias = appAccount.map {
-                OwnerAlias(appUID: $0.uid, appGID: $0.gid, ownerUID: ownerUID, ownerGID: getgid())
-            }
-        } else if options.allowOther {
-            // Without allow_other the kernel lets only the daemon's own user
-            // in, so the host file system's checks (made with the daemon's
-            // credentials) are the caller's; the kernel's would repeat them
-            // and cost a GETATTR of the folder after every create or
-            // unlink. Other users' processes are checked by the kernel
-            // (ARCHITECTURE.md, 8).
-            mountOptions += ["allow_other", "default_permissions"]
-        }
+        let access = MountAccess(
+            ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount, allowOther: options.allowOther)
         let session: FuseSession
         do {
             session = try FuseSession(
-                fileSystem: fileSystem, options: mountOptions, alias: alias, admittedUsers: admittedUsers)
+                fileSystem: fileSystem, options: access.options, alias: access.alias,
+                admittedUsers: access.admittedUsers)
             try session.mount(at: mountpoint)
         } catch {
             throw CommandError(
@@ -182,8 +159,114 @@ public enum Daemon {
             }
         }
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
-        // Not a FUSE worker: removing entries from the kernel's cache may
-        // wait for one (docs/ARCHITECTURE.md). Serial: exits in order.
+        _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
+        sweepPartialCopies(state: state)
+        let stopping = Atomic<Bool>(false)
+        let picks = PickBroker()
+        let coordinator = Coordinator(notices: reloader.notices)
+        let services = DaemonServices(
+            options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
+            inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
+            channel: channel)
+        followAppExits(services, repository: repository, logger: logger)
+        let router = ControlRouter(handler: DaemonControl(services: services))
+        let servers: [ControlServer]
+        do {
+            servers = try listen(router: router, state: state, ownerUID: ownerUID, tracker: tracker, logger: logger)
+        } catch {
+            hostChanges?.stop()
+            session.unmount()
+            throw error
+        }
+        servers.forEach { $0.start() }
+        startFollowers(services, session: session, recorder: recorder, logger: logger) {
+            stopping.load(ordering: .relaxed)
+        }
+        DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
+        Self.reportStranded(tracker, recorder: recorder, logger: logger)
+        logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
+        Readiness.report(options.readyDescriptor, .ready)
+        ServiceManager.ready(mountpoint: mountpoint)
+
+        session.installSignalHandlers()
+        let result = session.loop(
+            maxThreads: DaemonTunables.maxWorkerThreads, maxIdleThreads: DaemonTunables.maxIdleWorkerThreads)
+        ServiceManager.stopping()
+        stopping.store(true, ordering: .relaxed)
+        // Before the unmount: no invalidation may reach a session that is gone.
+        hostChanges?.stop()
+        recorder.flush()
+        servers.forEach { $0.stop() }
+        unlink(state.controlSocketPath)
+        unlink(state.appSocketPath)
+        if let endpoint = Self.sandboxEndpoint { unlink(endpoint) }
+        tracker.removeFinishedRuns()
+        session.unmount()
+        DaemonInfo.remove(from: state)
+        logger.info("unmounted \(mountpoint) (loop result \(result))")
+        return 0
+    }
+
+    /// The owner's socket and the app endpoints (the state directory's, and
+    /// the one sandboxes bind), all answering through `router`.
+    private static func listen(
+        router: ControlRouter, state: StateDirectory, ownerUID: uid_t, tracker: ProcessTracker, logger: Logger
+    ) throws(CommandError) -> [ControlServer] {
+        var endpoints = [(state.controlSocketPath, ControlSender.Endpoint.owner), (state.appSocketPath, .app)]
+        if let sandboxEndpoint = Self.sandboxEndpoint { endpoints.append((sandboxEndpoint, .app)) }
+        var servers: [ControlServer] = []
+        for (path, endpoint) in endpoints {
+            do {
+                servers.append(
+                    try ControlServer(
+                        path: path, endpoint: endpoint, ownerUID: ownerUID,
+                        appAccount: endpoint == .app ? Self.appAccount : nil, logger: logger,
+                        appOf: { tracker.app(of: $0) }, router: router))
+            } catch {
+                servers.forEach { $0.stop() }
+                throw CommandError(.ioError, "cannot listen on \(path): \(error)")
+            }
+        }
+        return servers
+    }
+
+    /// The threads that keep the daemon up to date while it serves: process
+    /// events, the event log, memory, item locations, the mount table and
+    /// the database, each until `stopping`.
+    private static func startFollowers(
+        _ services: DaemonServices, session: FuseSession, recorder: EventRecorder, logger: Logger,
+        stopping: @escaping @Sendable () -> Bool
+    ) {
+        let (tracker, fileSystem, reloader) = (services.tracker, services.fileSystem, services.reloader)
+        Thread.detachNewThread { tracker.follow(until: stopping) }
+        Thread.detachNewThread { recorder.run(until: stopping) }
+        Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: stopping) }
+        Thread.detachNewThread {
+            services.documents.followItemLocations(until: stopping) {
+                do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
+            }
+        }
+        let mountpoint = services.mountpoint
+        if let device = MountTable.device(at: mountpoint) {
+            Thread.detachNewThread {
+                MountFollower.run(device: device, until: stopping) {
+                    logger.info(
+                        "\(mountpoint) was unmounted while app views still held the mount; ending the connection")
+                    session.stop()
+                }
+            }
+        }
+        Thread.detachNewThread { reloader.follow(until: stopping) }
+    }
+
+    /// What an app process's exit ends: its inbox copies, and with the
+    /// app's last process its session grants. Not on a FUSE worker:
+    /// removing entries from the kernel's cache may wait for one
+    /// (docs/ARCHITECTURE.md). Serial: exits in order.
+    private static func followAppExits(_ services: DaemonServices, repository: PolicyRepository, logger: Logger) {
+        let (tracker, inbox, fileSystem, reloader) = (
+            services.tracker, services.inbox, services.fileSystem, services.reloader
+        )
         let exits = DispatchQueue(label: "scopefs.app-exits")
         tracker.onExit { process in
             let lastOfApp = !tracker.appProcesses.contains { $0.app == process.app }
@@ -195,94 +278,22 @@ public enum Daemon {
                 }
                 if lastOfApp {
                     endSessionGrants(
-                        of: process.app, state: state, repository: repository, reloader: reloader,
+                        of: process.app, state: services.state, repository: repository, reloader: reloader,
                         fileSystem: fileSystem, logger: logger)
                 }
             }
         }
-        _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
-        sweepPartialCopies(state: state)
-        let stopping = Atomic<Bool>(false)
-        let picks = PickBroker()
-        let coordinator = Coordinator(notices: reloader.notices)
-        tracker.onExit { process in coordinator.processExited(pid: process.key.pid) }
-        var servers: [ControlServer] = []
-        let sandboxEndpoint = Self.sandboxEndpoint
-        var endpoints = [(state.controlSocketPath, ControlServer.Endpoint.owner), (state.appSocketPath, .app)]
-        if let sandboxEndpoint { endpoints.append((sandboxEndpoint, .app)) }
-        for (path, endpoint) in endpoints {
-            do {
-                servers.append(
-                    try ControlServer(
-                        path: path, endpoint: endpoint, ownerUID: ownerUID,
-                        appAccount: endpoint == .app ? appAccount : nil, logger: logger,
-                        appOf: { tracker.app(of: $0) }
-                    ) { request, peer, peerApp in
-                        Self.handle(
-                            request, at: endpoint, peer: peer, peerApp: peerApp, tracker: tracker, scopes: scopes,
-                            reloader: reloader,
-                            inbox: inbox,
-                            documents: documents, fileSystem: fileSystem, mountpoint: mountpoint, options: options,
-                            picks: picks, coordinator: coordinator, channel: channel)
-                    })
-            } catch {
-                servers.forEach { $0.stop() }
-                hostChanges?.stop()
-                session.unmount()
-                throw CommandError(.ioError, "cannot listen on \(path): \(error)")
-            }
-        }
-        servers.forEach { $0.start() }
-        Thread.detachNewThread { tracker.follow(until: { stopping.load(ordering: .relaxed) }) }
-        Thread.detachNewThread { recorder.run(until: { stopping.load(ordering: .relaxed) }) }
-        Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: { stopping.load(ordering: .relaxed) }) }
-        Thread.detachNewThread {
-            documents.watch(until: { stopping.load(ordering: .relaxed) }) {
-                do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
-            }
-        }
-        if let device = MountPoint.device(at: mountpoint) {
-            Thread.detachNewThread {
-                MountWatcher.run(device: device, until: { stopping.load(ordering: .relaxed) }) {
-                    logger.info(
-                        "\(mountpoint) was unmounted while app views still held the mount; ending the connection")
-                    session.stop()
-                }
-            }
-        }
-        Thread.detachNewThread { reloader.watch(until: { stopping.load(ordering: .relaxed) }) }
-        DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
-        Self.reportStranded(tracker, recorder: recorder, logger: logger)
-        logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")
-        Readiness.report(options.readyDescriptor, .ready)
-        ServiceManager.ready(mountpoint: mountpoint)
-
-        session.installSignalHandlers()
-        let result = session.loop(maxThreads: Tunables.maxWorkerThreads, maxIdleThreads: Tunables.maxIdleWorkerThreads)
-        ServiceManager.stopping()
-        stopping.store(true, ordering: .relaxed)
-        // Before the unmount: no invalidation may reach a session that is gone.
-        hostChanges?.stop()
-        recorder.flush()
-        servers.forEach { $0.stop() }
-        unlink(state.controlSocketPath)
-        unlink(state.appSocketPath)
-        if let sandboxEndpoint { unlink(sandboxEndpoint) }
-        tracker.removeFinishedRuns()
-        session.unmount()
-        DaemonInfo.remove(from: state)
-        logger.info("unmounted \(mountpoint) (loop result \(result))")
-        return 0
+        tracker.onExit { process in services.coordinator.processExited(pid: process.key.pid) }
     }
 
     /// What killed copies staged (SPEC S34) is swept now and every
-    /// `Tunables.partialCopySweepSeconds`, whether or not a command runs.
+    /// `DaemonTunables.partialCopySweepSeconds`, whether or not a command runs.
     private static func sweepPartialCopies(state: StateDirectory) {
         let partials = PartialCopies(state: state)
         partials.sweep()
         Thread.detachNewThread {
             while true {
-                Thread.sleep(forTimeInterval: Tunables.partialCopySweepSeconds)
+                Thread.sleep(forTimeInterval: DaemonTunables.partialCopySweepSeconds)
                 partials.sweep()
             }
         }
@@ -297,7 +308,7 @@ public enum Daemon {
         do throws(CommandError) {
             let ended = try repository.forget(app: app, grant: nil, sessionOnly: true, reason: "session-ended")
             guard !ended.isEmpty else { return }
-            let references = try DocumentPicker(state: state, repository: repository)
+            let references = try PickerActions(state: state, repository: repository)
                 .removeReferences(app: app, to: Set(ended.map(\.item)))
             try reloader.reload()
             reloader.dropEntries(fileSystem.containerEntries(app: app, paths: references))
@@ -307,183 +318,8 @@ public enum Daemon {
             // database took no write; the daemon holds them revoked.
             logger.error("\(app): cannot end session grants, revoking them in the daemon: \(error.message)")
             for grant in fileSystem.snapshot.grants(of: app) where grant.isSession && grant.state == .active {
-                _ = try? reloader.revoke(app: app, grant: grant.id)
+                _ = try? reloader.revoke(app: app, grant: grant.id, state: state)
             }
-        }
-    }
-
-    private static func handle(
-        _ request: ControlRequest, at endpoint: ControlServer.Endpoint, peer: UnixSocket.PeerCredentials,
-        peerApp: AppID?, tracker: ProcessTracker, scopes: ScopeRegistry, reloader: PolicyReloader, inbox: InboxKeeper,
-        documents: DocumentBridge,
-        fileSystem: ScopeFileSystem, mountpoint: String, options: DaemonOptions, picks: PickBroker,
-        coordinator: Coordinator, channel: ChannelStatus
-    ) -> ControlResponse {
-        // SPEC S5: app processes may resolve bookmarks and ask who they are;
-        // changing or surveying the isolation layer is the owner's.
-        if !request.op.isForApps {
-            if endpoint == .app {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "refused: the app endpoint serves bookmark resolution only; '\(request.op.rawValue)' is the owner's (SPEC S5)"
-                )
-            }
-            if let app = peerApp {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "refused: the sender is an app process of \(app); only the owner may '\(request.op.rawValue)' (SPEC S5)"
-                )
-            }
-        }
-        switch request.op {
-        case .whoami:
-            var response = ControlResponse(ok: true)
-            response.app = peerApp
-            return response
-        case .reload:
-            do {
-                try reloader.reload()
-                if let app = request.app, let paths = request.containerPaths {
-                    reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths))
-                }
-                if let app = request.app, let imported = request.imported {
-                    let running = tracker.appProcesses.filter { $0.app == app }.map(\.key)
-                    inbox.imported(app: app, paths: imported, running: running)
-                }
-                return ControlResponse(ok: true)
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .revoke:
-            guard let app = request.app else {
-                return .failure(CommandError.Kind.usage.rawValue, "revoke needs an app")
-            }
-            do {
-                let (revoked, held) = try reloader.revoke(app: app, grant: request.grant)
-                var response = ControlResponse(ok: true)
-                response.revoked = revoked
-                if held { response.message = "held by the daemon until the database takes writes again" }
-                return response
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .restore:
-            guard let app = request.app else {
-                return .failure(CommandError.Kind.usage.rawValue, "restore needs an app")
-            }
-            do {
-                var response = ControlResponse(ok: true)
-                response.restored = try reloader.restore(app: app, grant: request.grant, requester: peer.pid)
-                return response
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .register:
-            guard let app = request.app else {
-                return .failure(CommandError.Kind.usage.rawValue, "register needs an app")
-            }
-            guard fileSystem.snapshot.apps[app] != nil else {
-                return .failure(CommandError.Kind.unknown.rawValue, CommandError.unknownApp(app).message)
-            }
-            switch tracker.register(pid: peer.pid, app: app) {
-            case .success:
-                var response = ControlResponse(ok: true, mountpoint: mountpoint)
-                response.daemon = getpid()
-                response.runAs = Self.appAccount
-                response.appEndpoint = Self.sandboxEndpoint
-                return response
-            case .failure(.alreadyApp(let existing)):
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)"
-                )
-            case .failure(.gone):
-                return .failure(CommandError.Kind.refused.rawValue, "the registering process is gone")
-            case .failure(.noCgroup):
-                return .failure(
-                    CommandError.Kind.ioError.rawValue,
-                    "cannot make or join a cgroup for this run (\(tracker.attribution)): \(String(cString: strerror(errno)))"
-                )
-            }
-        case .resolve:
-            guard let token = request.bookmark else {
-                return .failure(CommandError.Kind.usage.rawValue, "resolve needs a bookmark")
-            }
-            guard let app = peerApp else {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "only an app process can resolve its bookmarks; run the resolver with `scopefs run --app APP`")
-            }
-            do {
-                let resolution = try documents.resolve(token, by: app, pid: peer.pid)
-                var response = ControlResponse(ok: true, mountpoint: mountpoint)
-                response.resolution = resolution
-                response.path = mountpoint + "/" + app + "/" + resolution.pathInApp
-                return response
-            } catch {
-                return .failure(error.exitCode, error.message)
-            }
-        case .faultAdd, .faultList, .faultClear:
-            return FaultHandling.handle(request, faults: fileSystem.faults)
-        case .pick, .agentNext, .agentAnswer:
-            return PickHandling.handle(request, peer: peer, peerApp: peerApp, picks: picks)
-        case .query:
-            guard let app = peerApp else {
-                return .failure(CommandError.Kind.refused.rawValue, "only an app process can query its documents")
-            }
-            return QueryHandling.handle(request, app: app, state: options.state) { fileSystem.snapshot }
-        case .claimForTransfer:
-            return CoordinationHandling.claimForTransfer(
-                request, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
-                containers: options.state.containersPath)
-        case .release where peerApp == nil:
-            // The owner's transfer ends its claims.
-            guard let claim = request.claim, coordinator.release(claim, pid: peer.pid) else {
-                return .failure(CommandError.Kind.unknown.rawValue, "this process holds no such claim")
-            }
-            return ControlResponse(ok: true)
-        case .coordinate, .release:
-            guard let app = peerApp else {
-                return .failure(
-                    CommandError.Kind.refused.rawValue, "only an app process coordinates its access to documents")
-            }
-            return CoordinationHandling.handle(
-                request, app: app, pid: peer.pid, coordinator: coordinator, snapshot: fileSystem.snapshot,
-                appRoot: mountpoint + "/" + app, containers: options.state.containersPath)
-        case .watch:
-            guard let app = peerApp else {
-                return .failure(CommandError.Kind.refused.rawValue, "only an app process can watch its documents")
-            }
-            // A presenter holds an app connection while it waits: short polls.
-            let (notices, cursor) = reloader.notices.notices(
-                for: app, after: request.after, wait: min(max(request.waitSeconds ?? 10, 0), 10))
-            var response = ControlResponse(ok: true)
-            response.notices = notices
-            response.cursor = cursor
-            return response
-        case .status:
-            let counters = scopes.processes
-            // bubblewrap's own processes (the sandbox's keeper and its pid 1)
-            // are in the run's cgroup but are not the app's (issue 31).
-            let processes = tracker.appProcesses.filter { !Sandbox.isBubblewrap(pid: $0.key.pid) }.map { process in
-                let held = counters[process.key.pid]
-                return DaemonStatus.AppProcessStatus(
-                    pid: process.key.pid, app: process.app, parent: process.parent,
-                    scopes: (held?.counts ?? [:]).sorted { $0.key < $1.key }.map {
-                        DaemonStatus.ScopeStatus(grant: $0.key, path: held?.paths[$0.key] ?? "", count: $0.value)
-                    },
-                    budgetUsed: held?.outstanding ?? 0, budgetExhausted: held?.exhausted ?? false)
-            }
-            let status = DaemonStatus(
-                pid: getpid(), mountpoint: mountpoint, stateDirectory: options.state.path,
-                openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue,
-                scopeBudget: options.scopeBudget,
-                followsProcessEvents: tracker.followsEvents, attribution: tracker.attribution,
-                policyGeneration: fileSystem.snapshot.generation, policyFailure: reloader.failure,
-                inodes: fileSystem.inodeCount,
-                processes: processes, stranded: strandedStatus(tracker),
-                faults: fileSystem.faults.rules, hostChanges: channel.name, cacheTimeout: channel.cacheTimeout)
-            return ControlResponse(ok: true, mountpoint: mountpoint, status: status)
         }
     }
 
@@ -500,16 +336,6 @@ public enum Daemon {
                     Event(
                         time: now, kind: .stranded, app: record.app, pid: pid, path: record.mountpoint,
                         operation: "on a dead mount (daemon \(record.daemon) is gone)", errno: ENOTCONN))
-            }
-        }
-    }
-
-    private static func strandedStatus(_ tracker: ProcessTracker) -> [DaemonStatus.StrandedProcessStatus] {
-        (tracker.stranded?.processes ?? []).flatMap { record, pids in
-            pids.map {
-                DaemonStatus.StrandedProcessStatus(
-                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint,
-                    state: "on a dead mount")
             }
         }
     }

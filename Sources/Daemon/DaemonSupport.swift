@@ -55,10 +55,10 @@ func raiseDescriptorLimit() -> rlim_t {
 /// threads share the table each growth waits for an RCU grace period,
 /// inside whichever request opened the descriptor that crossed 64, 128,
 /// 256… (docs/PERFORMANCE.md). Growing the table once at start keeps those
-/// waits off the request path for the first `Tunables.reservedDescriptors`.
+/// waits off the request path for the first `DaemonTunables.reservedDescriptors`.
 func reserveDescriptorTable(limit: rlim_t) {
-    let highest = Int32(min(limit, Tunables.reservedDescriptors)) - 1
-    guard highest >= Tunables.initialDescriptorTable else { return }
+    let highest = Int32(min(limit, DaemonTunables.reservedDescriptors)) - 1
+    guard highest >= DaemonTunables.initialDescriptorTable else { return }
     let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard null >= 0 else { return }
     let placeholder = fcntl(null, F_DUPFD_CLOEXEC, highest)
@@ -70,7 +70,7 @@ func reserveDescriptorTable(limit: rlim_t) {
 private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 
 /// How the daemon's descriptor limit is shared (SPEC S40,
-/// docs/ARCHITECTURE.md decision 45): `Tunables.daemonReservedDescriptors`
+/// docs/ARCHITECTURE.md decision 45): `DaemonTunables.daemonReservedDescriptors`
 /// stay with the daemon itself — control sockets and their reserve, the
 /// database, the host-change channel, /dev/fuse clones, splice pipes,
 /// folders evicted while a request uses them — `folders` go to the cache
@@ -84,8 +84,8 @@ struct DescriptorLimits {
 
     init(limit: rlim_t, perApp asked: Int?, folders askedFolders: Int? = nil) {
         let limit = Int(clamping: limit == 0 ? 1024 : limit)
-        folders = max(min(askedFolders ?? Tunables.folderDescriptors, limit / 8), 1)
-        forApps = max(limit - Tunables.daemonReservedDescriptors - folders, limit / 2)
-        perApp = min(asked ?? min(Tunables.defaultDescriptorsPerApp, forApps / 4), forApps)
+        folders = max(min(askedFolders ?? DaemonTunables.folderDescriptors, limit / 8), 1)
+        forApps = max(limit - DaemonTunables.daemonReservedDescriptors - folders, limit / 2)
+        perApp = min(asked ?? min(DaemonTunables.defaultDescriptorsPerApp, forApps / 4), forApps)
     }
 }

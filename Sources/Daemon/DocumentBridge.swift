@@ -51,7 +51,7 @@ final class DocumentBridge: DocumentServices {
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
     }
 
-    var watchesContainerReads: Bool { inbox.watchesReads }
+    var followsContainerReads: Bool { inbox.followsReads }
 
     func containerItemRead(app: AppID, process: ProcessKey, path: String) {
         inbox.read(app: app, process: process, path: path)
@@ -80,9 +80,9 @@ final class DocumentBridge: DocumentServices {
     }
 
     /// Re-locates items until `stop`; calls `changed` when any moved.
-    func watch(until stop: @Sendable () -> Bool, changed: () -> Void) {
+    func followItemLocations(until stop: @Sendable () -> Bool, changed: () -> Void) {
         while !stop() {
-            _ = wake.wait(timeout: .now() + Tunables.itemLocatorPeriodSeconds)
+            _ = wake.wait(timeout: .now() + DaemonTunables.itemLocatorPeriodSeconds)
             wakePending.store(false, ordering: .releasing)
             do {
                 if try locator.refresh() { changed() }

@@ -85,7 +85,7 @@ final class EventRecorder: EventSink {
 
     func run(until stop: @Sendable () -> Bool) {
         while !stop() {
-            usleep(Tunables.eventFlushPeriod)
+            usleep(DaemonTunables.eventFlushPeriod)
             flush()
         }
         flush()

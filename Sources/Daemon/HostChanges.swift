@@ -3,6 +3,7 @@ import CommandErrors
 import Dispatch
 import FuseBridge
 import Glibc
+import HostText
 import Logging
 import Policy
 import PolicyStore

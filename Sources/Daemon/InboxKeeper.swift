@@ -1,6 +1,7 @@
 import Documents
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 import Synchronization
@@ -39,7 +40,7 @@ final class InboxKeeper: Sendable {
     private let appsWithCopiesCount = Atomic<Int>(0)
 
     /// Whether container reads can matter to any inbox now.
-    var watchesReads: Bool { appsWithCopiesCount.load(ordering: .relaxed) > 0 }
+    var followsReads: Bool { appsWithCopiesCount.load(ordering: .relaxed) > 0 }
 
     private func noteInbox(of app: AppID, holdsCopies: Bool) {
         appsWithCopies.withLock { apps in

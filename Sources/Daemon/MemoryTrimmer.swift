@@ -10,7 +10,7 @@ enum MemoryTrimmer {
     static func run(_ fileSystem: ScopeFileSystem, until stop: @Sendable () -> Bool) {
         var peak = fileSystem.inodeCount
         while !stop() {
-            sleep(Tunables.memoryTrimPeriodSeconds)
+            sleep(DaemonTunables.memoryTrimPeriodSeconds)
             let count = fileSystem.inodeCount
             if count > peak {
                 peak = count

@@ -5,31 +5,23 @@ import PolicyStore
 
 /// The control requests of app-initiated picking (issue 17): an app's
 /// `pick` waits for the owner's agent; the agent takes requests with
-/// `agentNext` and answers with `agentAnswer`. The endpoint check before
-/// this (SPEC S5) keeps the agent's operations away from app processes.
+/// `agentNext` and answers with `agentAnswer`. The router (SPEC S5) keeps
+/// the agent's operations away from app processes, and `pick` from the owner.
 enum PickHandling {
     /// How long an app may wait for the user (seconds), and an agent's poll.
     static let longestPickWait: Double = 600
     static let defaultPickWait: Double = 300
     static let longestAgentPoll: Double = 30
 
-    static func handle(_ request: ControlRequest, peer: UnixSocket.PeerCredentials, peerApp: AppID?, picks: PickBroker)
-        -> ControlResponse
-    {
-        switch request.op {
-        case .pick:
-            guard let app = peerApp else {
-                return .failure(
-                    CommandError.Kind.refused.rawValue,
-                    "only an app process can ask to pick documents; run it with `scopefs run --app APP`")
-            }
-            guard let pick = request.pick else {
-                return .failure(CommandError.Kind.usage.rawValue, "pick needs a request")
-            }
+    static func handle(_ command: ControlCommand, from sender: ControlSender, picks: PickBroker) -> ControlResponse {
+        let peer = sender
+        switch command {
+        case .pick(let pick, let waitSeconds):
+            let app = sender.app!  // the router admits `pick` from app processes only
             if let problem = pick.validated() {
                 return .failure(CommandError.Kind.usage.rawValue, "bad pick request: \(problem)")
             }
-            let wait = min(max(request.waitSeconds ?? defaultPickWait, 0), longestPickWait)
+            let wait = min(max(waitSeconds ?? defaultPickWait, 0), longestPickWait)
             switch picks.submit(pick, app: app, pid: peer.pid, timeout: wait) {
             case .answered(let answer):
                 var response = ControlResponse(ok: answer.error == nil)
@@ -51,15 +43,12 @@ enum PickHandling {
                     CommandError.Kind.timedOut.rawValue,
                     "this app already has \(PickBroker.maximumPendingPerApp) pick requests waiting; try again later")
             }
-        case .agentNext:
-            let wait = min(max(request.waitSeconds ?? longestAgentPoll, 0), longestAgentPoll)
+        case .agentNext(let app, let waitSeconds):
+            let wait = min(max(waitSeconds ?? longestAgentPoll, 0), longestAgentPoll)
             var response = ControlResponse(ok: true)
-            response.pending = picks.next(agent: UInt64(peer.pid), wait: wait, app: request.app)
+            response.pending = picks.next(agent: UInt64(peer.pid), wait: wait, app: app)
             return response
-        case .agentAnswer:
-            guard let id = request.pickID, let answer = request.answer else {
-                return .failure(CommandError.Kind.usage.rawValue, "agentAnswer needs pickID and answer")
-            }
+        case .agentAnswer(let id, let answer):
             guard picks.answer(id, by: UInt64(peer.pid), answer) else {
                 return .failure(
                     CommandError.Kind.unknown.rawValue, "no pick request \(id) waits for this agent (the app gave up?)")

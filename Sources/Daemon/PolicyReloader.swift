@@ -1,4 +1,5 @@
 import CommandErrors
+import Control
 import Foundation
 import FuseBridge
 import Logging
@@ -35,7 +36,7 @@ final class PolicyReloader: Sendable {
         var held: [GrantID: Grant] = [:]
     }
 
-    private let repository: PolicyRepository
+    let repository: PolicyRepository
     private let fileSystem: ScopeFileSystem
     private let session: FuseSession
     private let events: any EventSink
@@ -172,9 +173,16 @@ final class PolicyReloader: Sendable {
     /// its own connection first — it may still write (its WAL) where a CLI
     /// cannot open the file for writing (`chattr +i`) — else held in memory
     /// and served at once (see `Installed.held`). Returns the grants revoked.
-    func revoke(app: AppID, grant: GrantID?) throws(CommandError) -> (grants: [Grant], held: Bool) {
+    /// `requester`: the process the revoke event names (the owner's CLI).
+    func revoke(app: AppID, grant: GrantID?, state: StateDirectory, requester: Int32 = getpid()) throws(CommandError)
+        -> (grants: [Grant], held: Bool)
+    {
         do throws(CommandError) {
-            let changed = try repository.setState(.revoked, app: app, grant: grant)
+            let changed =
+                try OwnerPolicy.apply(
+                    .revoke(app: app, grant: grant), repository: repository, state: state,
+                    requester: requester
+                ).revoked ?? []
             try reload()
             if failure == nil { return (changed, false) }
         } catch  where error.kind == .unknown {
@@ -199,22 +207,6 @@ final class PolicyReloader: Sendable {
             }
             return (targets.map { $0.with(state: .revoked) }, true)
         }
-    }
-
-    /// Restores through the daemon (the `restore` control operation): the
-    /// change is written with the daemon's connection, durable when this
-    /// returns, and installed by the reload that follows. `requester`: the
-    /// process the restore event names (the owner's CLI).
-    func restore(app: AppID, grant: GrantID?, requester: Int32) throws(CommandError) -> [Grant] {
-        // Failed closed, the connection may be a placeholder: say why.
-        try reload()
-        if let failure {
-            throw CommandError(
-                .badState, "cannot restore: no grant is served until a valid database returns (\(failure))")
-        }
-        let changed = try repository.setState(.active, app: app, grant: grant, requester: requester)
-        try reload()
-        return changed
     }
 
     private func isOpened(_ file: FileState) -> Bool {
@@ -265,9 +257,9 @@ final class PolicyReloader: Sendable {
     /// Polls for policy changes made without telling the daemon (a CLI
     /// that could not reach it, another tool writing the database) and for
     /// the database file going away.
-    func watch(until stop: @Sendable () -> Bool) {
+    func follow(until stop: @Sendable () -> Bool) {
         while !stop() {
-            usleep(Tunables.policyPollPeriod)
+            usleep(DaemonTunables.policyPollPeriod)
             do { try reload() } catch { logger.error("reload failed: \(error)") }
         }
     }

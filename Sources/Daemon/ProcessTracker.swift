@@ -1,6 +1,7 @@
 import FuseBridge
 import Glibc
 import Policy
+import Processes
 import ScopeFS
 import Synchronization
 
@@ -129,7 +130,7 @@ public final class ProcessTracker: CallerResolver {
         if let app = appOf(key, status: status, thread: thread) {
             caller = .app(app, key)
         } else {
-            caller = status.uid == ownerUID && uid == ownerUID ? .inspector : .stranger
+            caller = status.uid == ownerUID && uid == ownerUID ? .owner : .stranger
         }
         if connector != nil {
             state.withLock { state in
@@ -206,7 +207,7 @@ public final class ProcessTracker: CallerResolver {
             RunJournal.Record(daemon: getpid(), app: app, launcher: key, cgroup: leaf, mountpoint: mountpoint))
         state.withLock { state in
             state.processes[pid] = AppProcess(key: key, app: app, parent: nil)
-            // Its threads may have been cached as the inspector before.
+            // Its threads may have been cached as an owner process before.
             state.callers = state.callers.filter { $0.value.caller.app != nil }
         }
         return .success(key)
@@ -237,7 +238,7 @@ public final class ProcessTracker: CallerResolver {
     public func follow(until stop: @Sendable () -> Bool) {
         guard let connector else { return }
         while !stop() {
-            if connector.wait(timeoutMilliseconds: Tunables.processEventWaitMilliseconds) { applyPendingEvents() }
+            if connector.wait(timeoutMilliseconds: DaemonTunables.processEventWaitMilliseconds) { applyPendingEvents() }
         }
     }
 

@@ -19,17 +19,18 @@ enum QueryHandling {
     static let period: Double = 0.3
 
     static func handle(
-        _ request: ControlRequest, app: AppID, state: StateDirectory, snapshot: () -> PolicySnapshot
+        app: AppID, scope scopeName: String?, name: String?, digest lastDigest: String?, wait: Double?,
+        state: StateDirectory, snapshot: () -> PolicySnapshot
     ) -> ControlResponse {
-        guard let scope = DocumentQuery.Scope(rawValue: request.scope ?? "all") else {
+        guard let scope = DocumentQuery.SearchScope(rawValue: scopeName ?? "all") else {
             return .failure(CommandError.Kind.usage.rawValue, "query scope must be documents, external or all")
         }
-        let deadline = Date().addingTimeInterval(min(max(request.waitSeconds ?? 0, 0), longestWait))
+        let deadline = Date().addingTimeInterval(min(max(wait ?? 0, 0), longestWait))
         while true {
             let results = DocumentQuery.results(
-                app: app, scope: scope, nameGlob: request.name, snapshot: snapshot(), state: state, prefix: "")
+                app: app, scope: scope, nameGlob: name, snapshot: snapshot(), state: state, prefix: "")
             let digest = Self.digest(results)
-            if digest != request.digest || Date() >= deadline {
+            if digest != lastDigest || Date() >= deadline {
                 var response = ControlResponse(ok: true)
                 response.results = results
                 response.digest = digest

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostText
 import Logging
 import Policy
 import Synchronization

@@ -2,6 +2,7 @@ import CSystemShims
 import CommandErrors
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 

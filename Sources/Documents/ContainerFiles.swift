@@ -1,4 +1,5 @@
 import Glibc
+import HostText
 import Policy
 
 /// Reads and removes files inside an app's container without following

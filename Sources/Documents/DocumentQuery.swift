@@ -1,6 +1,7 @@
 import CommandErrors
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 
@@ -8,7 +9,7 @@ import PolicyStore
 /// them — its own documents in `Container/Documents` and the external
 /// documents its reference documents point at.
 public struct DocumentQuery: Sendable {
-    public enum Scope: String, Sendable, CaseIterable {
+    public enum SearchScope: String, Sendable, CaseIterable {
         /// NSMetadataQueryUbiquitousDocumentsScope: the app's own documents.
         case documents
         /// NSMetadataQueryAccessibleUbiquitousExternalDocumentsScope: references.
@@ -38,7 +39,8 @@ public struct DocumentQuery: Sendable {
 
     /// `mount` is the mount's path, or nil when no daemon serves the state
     /// directory (paths are then given relative to the mount, as `/<app>/...`).
-    public func run(app: AppID, scope: Scope, nameGlob: String?, mount: String?) throws(CommandError) -> [Result] {
+    public func run(app: AppID, scope: SearchScope, nameGlob: String?, mount: String?) throws(CommandError) -> [Result]
+    {
         guard try repository.apps().contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
         try ItemLocator(repository: repository).refresh()
         let snapshot = try repository.snapshot(generation: 0)
@@ -51,7 +53,8 @@ public struct DocumentQuery: Sendable {
     /// for an app's live query); paths are `prefix` + the path in the app's
     /// view (`Container/Documents/...`, `Providers/P/...`).
     public static func results(
-        app: AppID, scope: Scope, nameGlob: String?, snapshot: PolicySnapshot, state: StateDirectory, prefix: String
+        app: AppID, scope: SearchScope, nameGlob: String?, snapshot: PolicySnapshot, state: StateDirectory,
+        prefix: String
     ) -> [Result] {
         let appName = snapshot.apps[app]?.name ?? app
         let documents = state.containerPath(of: app) + "/" + MountLayout.documents

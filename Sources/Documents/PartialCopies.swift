@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 
@@ -24,7 +25,7 @@ import PolicyStore
 ///
 /// A journal `<state>/partial-copies/<pid>-<token>.journal` names the staged
 /// path before it exists, so that `sweep()` — run when any command opens the
-/// state, and by the daemon at start and every 10 s (`Tunables`) — removes the
+/// state, and by the daemon at start and every 10 s (`DaemonTunables`) — removes the
 /// leftovers of a process that no longer runs.
 public struct PartialCopies: Sendable {
     /// nil: no state directory; staged copies go beside their destination,

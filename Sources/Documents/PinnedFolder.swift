@@ -1,5 +1,6 @@
 import CommandErrors
 import Glibc
+import HostText
 import Policy
 import PolicyStore
 

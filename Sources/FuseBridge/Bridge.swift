@@ -1,6 +1,6 @@
 import CFuse3
 import Glibc
-import Policy
+import HostText
 import SystemPackage
 
 /// Helpers shared by the C callbacks. Every request goes through `answer`,

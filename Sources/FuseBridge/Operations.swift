@@ -1,6 +1,6 @@
 import CFuse3
 import Glibc
-import Policy
+import HostText
 import SystemPackage
 
 /// The libfuse operation table. Each entry is a non-capturing closure that

@@ -1,7 +1,7 @@
 import CFuse3
 import Dispatch
 import Glibc
-import Policy
+import HostText
 import Synchronization
 import SystemPackage
 

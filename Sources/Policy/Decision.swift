@@ -8,7 +8,7 @@ public enum Caller: Sendable, Equatable {
     case app(AppID, ProcessKey)
     /// The mount owner's own process that is not an app process: the
     /// read-only inspect view (SPEC S4).
-    case inspector
+    case owner
     /// Anybody else (another user's process, reaching the mount only with
     /// `allow_other`): sees nothing.
     case stranger
@@ -62,7 +62,7 @@ public enum Denial: Error, Sendable, Equatable {
 
 public enum Decision {
     /// Decides an operation on a provider item for an app process or the
-    /// inspector. `scopeHeld` is consulted only for content operations on a
+    /// owner process. `scopeHeld` is consulted only for content operations on a
     /// granted item (the per-process security scope, SPEC S9).
     public static func provider(
         _ operation: OperationClass, coverage: Coverage, caller: Caller,
@@ -91,7 +91,7 @@ public enum Decision {
         switch caller {
         case .stranger:
             return .failure(.invisible)
-        case .inspector:
+        case .owner:
             switch coverage {
             case .hidden: return .failure(.invisible)
             case .ancestor: return operation == .write ? .failure(.readOnlyView) : .success(nil)
@@ -118,11 +118,11 @@ public enum Decision {
     }
 
     /// Decides an operation on an item of an app's own container: the app has
-    /// full access, the inspector reads (SPEC S4), nobody else sees it.
+    /// full access, owner processes read (SPEC S4), nobody else sees it.
     public static func container(_ operation: OperationClass, caller: Caller) -> Denial? {
         switch caller {
         case .stranger: return .invisible
-        case .inspector: return operation == .write ? .readOnlyView : nil
+        case .owner: return operation == .write ? .readOnlyView : nil
         case .app: return nil
         }
     }
@@ -132,7 +132,7 @@ public enum Decision {
     public static func synthetic(_ operation: OperationClass, caller: Caller) -> Denial? {
         switch caller {
         case .stranger: return .invisible
-        case .inspector: return operation == .write ? .readOnlyView : nil
+        case .owner: return operation == .write ? .readOnlyView : nil
         case .app: return operation == .write ? .denied : nil
         }
     }
@@ -141,7 +141,7 @@ public enum Decision {
     public static func mayEnter(app: AppID, caller: Caller) -> Bool {
         switch caller {
         case .stranger: return false
-        case .inspector: return true
+        case .owner: return true
         case .app(let own, _): return own == app
         }
     }

@@ -10,7 +10,7 @@ public enum GrantUpdate: Sendable {
 }
 
 /// A grant as a grant request left it, with the grant it replaced.
-public struct GrantChange: Sendable {
+public struct GrantChange: Sendable, Codable, Equatable {
     public var grant: Grant
     /// The app's grant of the same item before the request (nil: new).
     public var previous: Grant?

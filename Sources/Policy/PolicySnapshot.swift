@@ -1,3 +1,5 @@
+import HostText
+
 /// An immutable, in-memory index of the isolation layer (SPEC S36): every
 /// access decision is answered from it, never from the database. The daemon
 /// builds a new snapshot when the database changes and swaps it in whole.

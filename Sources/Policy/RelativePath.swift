@@ -1,3 +1,5 @@
+import HostText
+
 /// Provider-relative paths: "" is the provider's root, components are joined
 /// with "/", never with a leading or trailing slash, never "." or "..".
 ///

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Policy
+import ScopeFS
 
 /// The fault-rule check every request makes (issue 18), in ns: with no
 /// rule (one relaxed load of `isActive`), and with 100 rules on other

@@ -1,4 +1,5 @@
 import Glibc
+import HostText
 import Policy
 
 /// The few file-system calls the store, the documents layer and the CLI

@@ -1,6 +1,7 @@
 import CSystemShims
 import CommandErrors
 import Foundation
+import HostText
 import Policy
 
 /// A file's identity on the host: device, inode and birth time. Inode

@@ -64,9 +64,9 @@ public final class DescriptorBudget: Sendable {
         }
     }
 
-    /// The owner's inspector draws on the daemon's own part of the limit,
+    /// Owner processes draw on the daemon's own part of the limit,
     /// not the apps' share: apps filling theirs never refuse the owner.
-    private static func sharesTotal(_ user: FileUser) -> Bool { user != .inspector }
+    private static func sharesTotal(_ user: FileUser) -> Bool { user != .owner }
 }
 
 /// One charged descriptor: held by the handle that owns the descriptor,

@@ -61,7 +61,7 @@ extension ScopeFileSystem {
             return nil
         case .container(let app):
             if let denial = Decision.container(operation, caller: caller) { throw denial.errno }
-            if operation == .read, documents.watchesContainerReads, case .app(_, let process) = caller,
+            if operation == .read, documents.followsContainerReads, case .app(_, let process) = caller,
                 let path = try? resolved.path
             {
                 documents.containerItemRead(app: app, process: process, path: path)

@@ -1,4 +1,5 @@
 import Glibc
+import HostText
 import Policy
 import Synchronization
 
@@ -11,7 +12,7 @@ final class OpenHandle: Sendable {
     let grant: GrantID?
     let writable: Bool
     /// Who opened it: only processes of that app (or, for a file opened in
-    /// the inspect view, the owner's inspector processes) may use it (SPEC S33).
+    /// the inspect view, the owner's processes) may use it (SPEC S33).
     let user: FileUser
     /// The policy generation in which the grant was last seen active.
     let grantVerified = Atomic<UInt64>(0)

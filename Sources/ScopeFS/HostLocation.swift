@@ -1,5 +1,6 @@
 import FuseBridge
 import Glibc
+import HostText
 import Policy
 import Synchronization
 import SystemPackage

@@ -1,4 +1,5 @@
 import Glibc
+import HostText
 import Policy
 import Synchronization
 import SystemPackage

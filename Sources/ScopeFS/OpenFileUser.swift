@@ -11,16 +11,16 @@ enum FileUser: Sendable, Hashable {
     /// Any process of this app.
     case app(AppID)
     /// The owner's processes that are not app processes: the read-only
-    /// inspect view (SPEC S4) is their own "app". An inspector may not read
-    /// through an app's descriptor, nor an app through an inspector's.
-    case inspector
+    /// inspect view (SPEC S4) is their own "app". An owner process may not read
+    /// through an app's descriptor, nor an app through an owner process's.
+    case owner
     /// Nobody (a stranger's open, which the gate refuses anyway).
     case nobody
 
     init(_ caller: Caller) {
         switch caller {
         case .app(let app, _): self = .app(app)
-        case .inspector: self = .inspector
+        case .owner: self = .owner
         case .stranger: self = .nobody
         }
     }
@@ -31,7 +31,7 @@ enum FileUser: Sendable, Hashable {
     func admits(_ caller: Caller) -> Bool {
         switch (self, caller) {
         case (.app(let opener), .app(let app, _)): opener == app
-        case (.inspector, .inspector): true
+        case (.owner, .owner): true
         default: false
         }
     }

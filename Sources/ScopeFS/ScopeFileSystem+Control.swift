@@ -69,7 +69,7 @@ extension ScopeFileSystem {
         }
     }
 
-    /// The reference metadata of SPEC S24, readable by the app and the inspector.
+    /// The reference metadata of SPEC S24, readable by the app and owner processes.
     private func itemMetadata(_ attribute: ControlAttributeName, target: Target, provider: ProviderID, grant: Grant)
         throws(Errno) -> String?
     {

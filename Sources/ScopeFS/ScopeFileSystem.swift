@@ -23,7 +23,7 @@ public protocol DocumentServices: Sendable {
     func containerItemRead(app: AppID, process: ProcessKey, path: String)
     /// Whether `containerItemRead` can matter now (some inbox holds copies):
     /// when not, the gate does not work out the path.
-    var watchesContainerReads: Bool { get }
+    var followsContainerReads: Bool { get }
     /// A process of `app` changed the content of the provider item at
     /// `path` through the mount (told when it closes the file): other apps'
     /// presenters hear `changed` (issue 17). Called on a FUSE worker: it

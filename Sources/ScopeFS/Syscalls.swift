@@ -1,5 +1,6 @@
 import CSystemShims
 import Glibc
+import HostText
 import Policy
 import SystemPackage
 

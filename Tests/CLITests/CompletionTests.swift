@@ -2,7 +2,7 @@ import Foundation
 import Policy
 import Testing
 
-@testable import scopefs
+@testable import ScopeFSCLI
 
 /// Completion of `PROVIDER:RELPATH` words and the bash script's wrapper
 /// (issue 31), on a folder made here (no mount, no shell).

@@ -3,7 +3,7 @@ import Glibc
 import Policy
 import Testing
 
-@testable import scopefs
+@testable import ScopeFSCLI
 
 @Suite struct JSONOutputTests {
     @Test("issue 19: times as ISO 8601 UTC with milliseconds and Z")

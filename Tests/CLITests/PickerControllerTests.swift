@@ -1,7 +1,7 @@
 import Policy
 import Testing
 
-@testable import scopefs
+@testable import ScopeFSCLI
 
 /// The picker's key handling on an in-memory tree (no terminal, no mount).
 @Suite struct PickerControllerTests {
@@ -45,6 +45,25 @@ import Testing
                 == .done([
                     PickerSelection(provider: "local", path: "Out", isFolder: true, containerPath: "a.txt"),
                     PickerSelection(provider: "local", path: "Out", isFolder: true, containerPath: "c.txt"),
+                ]))
+    }
+
+    @Test("issue 31: for an app's export request the picker asks only where, and never for other items")
+    func destinationOfAppNamedItems() {
+        var picker = PickerController(
+            mode: .export, app: "com.example.app", readOnly: false, list: { place in Self.lister(place) })
+        picker.chooseDestination(for: ["Documents/b.txt"], fixed: true)
+        #expect(picker.stage == .destination)
+        #expect(picker.title == "Export b.txt: choose a destination folder")
+        // Left at the list of providers stays there: the app named its item.
+        _ = Self.press(&picker, [.left])
+        #expect(picker.stage == .destination && picker.place == .providers)
+        _ = Self.press(&picker, [.enter, .enter, .character(".")])
+        #expect(picker.confirmation?.question == "Export b.txt to local:Out? [y/N]")
+        #expect(
+            Self.press(&picker, [.character("y")])
+                == .done([
+                    PickerSelection(provider: "local", path: "Out", isFolder: true, containerPath: "Documents/b.txt")
                 ]))
     }
 

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import scopefs
+@testable import ScopeFSCLI
 
 @Suite struct PickerModelTests {
     @Test("SPEC S21: folders before files, each sorted without regard to case, ties by exact name")

@@ -3,7 +3,7 @@ import Glibc
 import Policy
 import Testing
 
-@testable import scopefs
+@testable import ScopeFSCLI
 
 /// `scopefs test`'s scenario files and JUnit output (issue 18), without a mount.
 @Suite struct ScenarioTests {

@@ -1,4 +1,5 @@
 import Glibc
+import Processes
 import Testing
 
 @testable import Daemon

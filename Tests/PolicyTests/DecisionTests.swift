@@ -1,3 +1,4 @@
+import HostText
 import Policy
 import Testing
 
@@ -40,7 +41,7 @@ import Testing
         #expect(
             Decision.mayEnter(app: app, caller: .app("com.example.other", ProcessKey(pid: 2, startTime: 2))) == false)
         #expect(Decision.mayEnter(app: app, caller: .stranger) == false)
-        #expect(Decision.mayEnter(app: app, caller: .inspector))
+        #expect(Decision.mayEnter(app: app, caller: .owner))
     }
 
     @Test("SPEC S2/S14: a revoke or a second grant keeps the app's layout; losing a provider's last grant changes it")
@@ -110,12 +111,12 @@ import Testing
     }
 
     @Test("SPEC S4: the inspect view reads without scopes and gets EROFS on writes")
-    func inspector() {
+    func ownerProcess() {
         let covered = Coverage.granted(grant(1, "A"))
-        #expect(Decision.provider(.read, coverage: covered, caller: .inspector, scopeHeld: { _ in false }) == nil)
-        #expect(Decision.provider(.write, coverage: covered, caller: .inspector) == .readOnlyView)
-        #expect(Decision.provider(.read, coverage: .hidden, caller: .inspector) == .invisible)
-        #expect(Decision.container(.write, caller: .inspector) == .readOnlyView)
+        #expect(Decision.provider(.read, coverage: covered, caller: .owner, scopeHeld: { _ in false }) == nil)
+        #expect(Decision.provider(.write, coverage: covered, caller: .owner) == .readOnlyView)
+        #expect(Decision.provider(.read, coverage: .hidden, caller: .owner) == .invisible)
+        #expect(Decision.container(.write, caller: .owner) == .readOnlyView)
         #expect(Decision.container(.write, caller: process) == nil)
         #expect(Decision.provider(.read, coverage: covered, caller: .stranger) == .invisible)
     }

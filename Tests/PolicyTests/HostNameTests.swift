@@ -1,3 +1,4 @@
+import HostText
 import Policy
 import Testing
 

@@ -128,7 +128,7 @@ def deb(tmp_path_factory) -> Path:
     if given:
         return Path(given)
     version = re.search(
-        r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()
+        r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/ScopeFSCLI/Version.swift").read_text()
     ).group(1)
     p = run_bounded(
         ["make", "-C", REPO_ROOT, "deb", "CONFIG=debug"],

@@ -26,13 +26,13 @@ import pytest
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPO_ROOT, describe, mount_count, run_bounded
 from test_readme import run_as_a_new_user
 
-VERSION = re.search(r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/scopefs/Version.swift").read_text()).group(
-    1
-)
+VERSION = re.search(
+    r'static let package = "([^"]+)"', (REPO_ROOT / "Sources/ScopeFSCLI/Version.swift").read_text()
+).group(1)
 
 
 def test_version_names_the_package_version(env):
-    """`scopefs --version` prints the version of Sources/scopefs/Version.swift,
+    """`scopefs --version` prints the version of Sources/ScopeFSCLI/Version.swift,
     with `git describe` in parentheses when the Makefile built it; exit 0."""
     p = run_bounded([env.bin, "--version"], 30, env.base_env)
     assert p.returncode == 0, describe(p)
@@ -415,7 +415,7 @@ def test_deb_contents(deb):
     assert expected <= paths, sorted(expected - paths)
     control = run_bounded(["dpkg-deb", "--field", deb, "Version", "Depends"], 60, dict(os.environ))
     assert f"Version: {VERSION}" in control.stdout, control.stdout
-    for dependency in ("fuse3", "libfuse3-3", "bubblewrap", "libseccomp2", "libsqlite3-0", "libsystemd0"):
+    for dependency in ("fuse3", "libfuse3-3", "bubblewrap", "libjson-c5", "libseccomp2", "libsqlite3-0", "libsystemd0"):
         assert re.search(rf"\b{dependency}\b", control.stdout), control.stdout
 
 

@@ -741,3 +741,63 @@ def test_two_apps_picking_at_once(world):
     for app in (ALPHA, BETA):
         assert all(p.startswith(world.prov(app, LOCAL)) for p in results[app]["paths"]), results
     assert log.count("\topen\t") == 2, log
+
+
+def test_interactive_agent_shows_the_picker_for_a_single_item_export(world):
+    """Issue 31, item 6: an app's request to export one container item
+    opens the same terminal picker in the owner's `scopefs agent` as a
+    request for several does (docs/PICKER.md), on the destination folder:
+    the user browses to it, presses `.` and confirms, and the app receives
+    the copy's path. Esc/Left at the top does not go back to choosing other
+    container items: the app named its item. Seen failing on the old main:
+    the agent printed "destination folder (PROVIDER:DIR), empty line
+    cancels:" and waited for a typed path."""
+    import threading
+
+    import pexpect
+    from test_picker import COLS, ROWS, Picker, Screen
+
+    documents = world.state / "containers" / ALPHA / "Documents"
+    documents.mkdir(parents=True, exist_ok=True)
+    (documents / "draft.txt").write_text("a draft\n")
+    (world.backing(LOCAL) / "out").mkdir()
+    env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
+    env.update(TERM="xterm-256color", LANG="C.UTF-8")
+    agent = Picker.__new__(Picker)
+    agent.child = pexpect.spawn(
+        str(world.bin),
+        ["--state", str(world.state), "agent", "--count", "1"],
+        dimensions=(ROWS, COLS),
+        env=env,
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=15,
+    )
+    agent.screen = Screen()
+    agent.status = None
+    time.sleep(0.5)
+    result: dict = {}
+    asker = threading.Thread(
+        target=lambda: result.update(pick_as_app(world, mode="export", items=["Documents/draft.txt"]))
+    )
+    asker.start()
+    try:
+        agent.wait_text("Export draft.txt: choose a destination folder")
+        agent.highlight("local/")
+        agent.send("\x1b[D")  # Left at the list of providers: stays, the item is the app's
+        agent.highlight("local/")
+        agent.send("\x1b[C")
+        agent.highlight("out/")
+        agent.send("\x1b[C")
+        agent.send(".")
+        agent.wait_text("Export draft.txt to local:out? [y/N]")
+        agent.send("y")
+        agent.child.expect(pexpect.EOF, timeout=20)
+    finally:
+        asker.join(timeout=30)
+        agent.child.close()
+    assert agent.child.exitstatus == 0, agent.screen.transcript[-2000:]
+    assert result.get("paths") == [world.prov(ALPHA, LOCAL, "out/draft.txt")], result
+    assert (world.backing(LOCAL) / "out" / "draft.txt").read_text() == "a draft\n"
+    assert "wants to export Documents/draft.txt into a provider folder" in agent.screen.transcript
+    assert "empty line cancels" not in agent.screen.transcript

@@ -4,41 +4,8 @@ user would paste it."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-from pathlib import Path
-
-from scopefs_harness import describe, mount_count, scopefs_bin
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def session_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## A session") :]
-    return re.search(r"```\n(.*?)```", section, re.S).group(1)
-
-
-def run_as_a_new_user(tmp_path: Path, script: str, cwd: Path | None = None, timeout: float = 180):
-    """Runs `script` with bash in a fresh home folder, with `scopefs` on
-    PATH, as a new user pastes a README block; the mount goes after."""
-    home = tmp_path / "home"
-    home.mkdir()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "scopefs").symlink_to(scopefs_bin())
-    path = tmp_path / "session.sh"
-    path.write_text("set -e\n" + script)
-    env = {k: v for k, v in os.environ.items() if k not in ("SCOPEFS_STATE", "XDG_STATE_HOME")}
-    env.update(HOME=str(home), PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}")
-    try:
-        p = subprocess.run(["bash", str(path)], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
-    finally:
-        if mount_count(home / "scopefs"):
-            subprocess.run(["fusermount3", "-u", str(home / "scopefs")], capture_output=True)
-    assert not mount_count(home / "scopefs"), "the block left its mount behind"
-    return p
+from doc_blocks import README, blocks, revocation_block, run_as_a_new_user, session_block
+from scopefs_harness import describe
 
 
 def test_readme_session_runs_verbatim(tmp_path):
@@ -50,12 +17,6 @@ def test_readme_session_runs_verbatim(tmp_path):
     assert out.count("It was a dark and stormy night.") == 1, describe(p)
     assert "exit 77: only you change grants" in out, describe(p)
     assert "chapter1.txt ->" in out and "chapter1 2.txt" not in out, describe(p)
-
-
-def revocation_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("Does your app survive losing a document") :]
-    return re.search(r"```\n(.*?)```", section, re.S).group(1)
 
 
 def test_readme_revocation_testing_block_runs_verbatim_after_the_session(tmp_path):
@@ -73,3 +34,18 @@ def test_readme_revocation_testing_block_runs_verbatim_after_the_session(tmp_pat
     assert "\\t" not in out and "  revoke  com.example.editor" in out, describe(p)
     fixed = out[out.index("exit 1") :]
     assert "PASS" in fixed and "FAIL" not in fixed, describe(p)
+
+
+def test_every_command_block_of_readme_and_api_md_is_run_or_says_why_not():
+    """Issue 31: a command block of the README is one the tests here run
+    (the session, the revocation block) or is marked `<!-- not run:
+    REASON -->`; docs/API.md's blocks are protocol traces and C (`text`,
+    `c`), none a reader pastes into a shell. docs/CLIENTS.md's are all run
+    by test_clients_walkthrough.py."""
+    run_here = {session_block(), revocation_block()}
+    readme = blocks(README.read_text(encoding="utf-8"))
+    unrun = [b.text[:60] for b in readme if b.is_commands and b.text not in run_here]
+    assert not unrun, f"README command blocks no test runs and none marked not run: {unrun}"
+    assert len([b for b in readme if b.not_run]) == 3, [b.not_run for b in readme]
+    api = blocks((README.parent / "docs" / "API.md").read_text(encoding="utf-8"))
+    assert not [b.text[:60] for b in api if b.is_commands], "docs/API.md has a command block no test runs"

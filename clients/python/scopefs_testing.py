@@ -256,25 +256,30 @@ class ScopeFSWorld:
 
     # -- the app ----------------------------------------------------------
 
-    def run_argv(self, cmd: Sequence, app: str | None = None, sandbox: bool = False) -> list:
-        view = [] if sandbox else ["--no-sandbox"]
+    def run_argv(self, cmd: Sequence, app: str | None = None, sandbox: bool = False, expose: Sequence = ()) -> list:
+        """``scopefs run`` of CMD as the app: ``--no-sandbox`` unless
+        ``sandbox``; in the sandbox, each path of ``expose`` is shown
+        read-only (``--expose``: the app's own folder, say)."""
+        if expose and not sandbox:
+            raise ValueError("expose: the paths are shown in the sandbox; pass sandbox=True")
+        view = [arg for path in expose for arg in ("--expose", str(path))] if sandbox else ["--no-sandbox"]
         return [self.binary, "--state", str(self.state), "run", "--app", app or self.app, *view, "--", *map(str, cmd)]
 
     def run(
-        self, cmd: Sequence, app: str | None = None, sandbox: bool = False, timeout: float = 60
+        self, cmd: Sequence, app: str | None = None, sandbox: bool = False, timeout: float = 60, expose: Sequence = ()
     ) -> subprocess.CompletedProcess:
         """Runs CMD as the app to its end (``scopefs run``); the result has
         its exit status and output."""
         return subprocess.run(
-            self.run_argv(cmd, app, sandbox), capture_output=True, text=True, env=self.env, timeout=timeout
+            self.run_argv(cmd, app, sandbox, expose), capture_output=True, text=True, env=self.env, timeout=timeout
         )
 
-    def start(self, cmd: Sequence, app: str | None = None, sandbox: bool = False) -> AppProcess:
+    def start(self, cmd: Sequence, app: str | None = None, sandbox: bool = False, expose: Sequence = ()) -> AppProcess:
         """Starts CMD as the app with pipes on stdin, stdout and stderr; the
         caller waits for a line (``wait_for_line``) or for its end
         (``wait``, ``communicate``)."""
         process = AppProcess(
-            self.run_argv(cmd, app, sandbox),
+            self.run_argv(cmd, app, sandbox, expose),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

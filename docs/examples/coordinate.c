@@ -3,8 +3,14 @@
  * and writers wait until the claim ends. The claim is held until a line
  * arrives on standard input (a slow save, for the demonstration).
  *
- *   cc coordinate.c -Iclients/c/include -Lbuild -lscopefs -o coordinate
- *   scopefs run --app com.example.app -- ./coordinate "$SCOPEFS_MOUNT/Providers/..." "a new line"
+ * After the README's session and docs/CLIENTS.md's world ($FILE), from
+ * the checkout:
+ *
+ *   $ make -C clients/c
+ *   $ cc docs/examples/coordinate.c -Iclients/c/include -Lclients/c/build -lscopefs \
+ *         -Wl,-rpath,$PWD/clients/c/build -o clients/c/build/coordinate
+ *   $ echo saved | scopefs run --app com.example.app --expose "$PWD/clients/c/build" -- \
+ *         "$PWD/clients/c/build/coordinate" "$FILE" "a new line"
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,10 +1,13 @@
 /*
  * Example app for the ScopeFS C client library (docs/CLIENTS.md, SPEC S31).
  *
- *   make -C clients/c
- *   cc -o example docs/examples/example.c -Iclients/c/include \
- *      -Lclients/c/build -lscopefs -Wl,-rpath,$PWD/clients/c/build
- *   scopefs run --app APP -- ./example PATH
+ * After the README's session and docs/CLIENTS.md's world ($FILE), from
+ * the checkout:
+ *
+ *   $ make -C clients/c
+ *   $ cc -o clients/c/build/example docs/examples/example.c -Iclients/c/include \
+ *         -Lclients/c/build -lscopefs -Wl,-rpath,$PWD/clients/c/build
+ *   $ scopefs run --app com.example.app --expose "$PWD/clients/c/build" -- "$PWD/clients/c/build/example" "$FILE"
  *
  * Shows strict mode (SPEC S9): before start the read fails with EPERM; after
  * start it works and the scope count is 1; after stop the count is 0. For a

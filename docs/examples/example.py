@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Example app for the ScopeFS Python client module (docs/CLIENTS.md, SPEC S31).
 
-    PYTHONPATH=clients/python scopefs run --app APP -- python3 docs/examples/example.py PATH
+After the README's session and docs/CLIENTS.md's world ($FILE), from the
+checkout (it finds clients/python next to itself):
+
+    $ scopefs run --app com.example.app --expose "$PWD" -- python3 "$PWD/docs/examples/example.py" "$FILE"
 
 Shows strict mode (SPEC S9): before start the read fails with EPERM; after
 start it works and the scope count is 1; after stop the count is 0. For a

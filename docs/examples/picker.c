@@ -1,8 +1,15 @@
 /* Asks the user for a text document and prints its first line (issue 17).
  *
- *   scopefs agent &
- *   cc picker.c -Iclients/c/include -Lbuild -lscopefs -o picker
- *   scopefs run --app com.example.app -- ./picker
+ * After the README's session and docs/CLIENTS.md's world, from the
+ * checkout (docs/examples/pick-file.json chooses the session's
+ * local:Novel/chapter1.txt; or run `scopefs agent` in another terminal to
+ * choose yourself):
+ *
+ *   $ make -C clients/c
+ *   $ cc docs/examples/picker.c -Iclients/c/include -Lclients/c/build -lscopefs \
+ *         -Wl,-rpath,$PWD/clients/c/build -o clients/c/build/picker
+ *   $ scopefs agent --script docs/examples/pick-file.json --count 1 & sleep 1   # it waits for requests
+ *   $ scopefs run --app com.example.app --expose "$PWD/clients/c/build" -- "$PWD/clients/c/build/picker"
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Asks the user for a text document, reads it in scope, and follows it
-while it moves (issue 17). Run it as an app, with an agent answering:
+while it moves (issue 17) for SECONDS (default 30). Run it as an app, with
+an agent answering; after the README's session and docs/CLIENTS.md's
+world, from the checkout (docs/examples/pick-file.json chooses the
+session's local:Novel/chapter1.txt; run `scopefs agent` in another
+terminal instead to choose yourself in its picker):
 
-    scopefs agent &                                   # the owner's side
-    PYTHONPATH=clients/python scopefs run --app com.example.app -- \
-        python3 docs/examples/picker.py [SECONDS]
+    $ scopefs agent --script docs/examples/pick-file.json --count 1 & sleep 1   # it waits for requests
+    $ scopefs run --app com.example.app --expose "$PWD" --env PYTHONPATH="$PWD/clients/python" -- \
+          python3 "$PWD/docs/examples/picker.py" 1
 """
 
 import sys

@@ -10,7 +10,7 @@ set -eu
 binary=$1; generated=$2; output=$3
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-version=$(sed -n 's/.*static let package = "\(.*\)".*/\1/p' "$repo/Sources/scopefs/Version.swift")
+version=$(sed -n 's/.*static let package = "\(.*\)".*/\1/p' "$repo/Sources/ScopeFSCLI/Version.swift")
 multiarch=x86_64-linux-gnu
 stage=$(mktemp -d "${TMPDIR:-/tmp}/scopefs-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT

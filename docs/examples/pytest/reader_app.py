@@ -4,7 +4,14 @@ document again and again, following it when it moves (SPEC S26). It
 survives what the tests in test_reader_app.py do to it: a failed open
 (EIO) is retried, a move is followed, a revoke ends it cleanly.
 
-    scopefs run --app com.example.reader -- python3 reader_app.py MOUNT/com.example.reader/Providers/local/docs/report.txt
+Its tests run it (test_reader_app.py); by hand, after the README's session
+and docs/CLIENTS.md's world ($FILE), from the checkout, revoked after a
+second:
+
+    $ scopefs run --app com.example.app --expose "$PWD" --env PYTHONPATH="$PWD/clients/python" -- \
+          python3 "$PWD/docs/examples/pytest/reader_app.py" "$FILE" &
+    $ sleep 1 && scopefs revoke com.example.app local:docs && wait $!   # reading docs/file.txt, lost access
+    $ scopefs restore com.example.app local:docs
 """
 
 import errno

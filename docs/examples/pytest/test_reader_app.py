@@ -1,7 +1,7 @@
 """Testing an app against revocation, faults and host changes with the
 ScopeFS pytest plugin (clients/python/scopefs_testing.py):
 
-    PYTHONPATH=clients/python pytest -p scopefs_testing docs/examples/pytest
+    $ PYTHONPATH=clients/python python3 -m pytest -q -p scopefs_testing docs/examples/pytest
 
 (installed, by `make install`, the package or `pip install clients/python`,
 the plugin loads without `-p`). Each test gets a fresh mount in a temporary

@@ -4,10 +4,13 @@ the same descriptor. When the user revokes access (scopefs revoke), the
 next read fails with EPERM (SPEC S14) and this app crashes on it.
 
 It starts accessing the document first, as every app must under the
-default strict scopes (SPEC S6, S9). Run it as an app, from the
-repository's folder (the sandbox shows the checkout read-only):
-scopefs run --app APP --expose "$PWD" -- python3 "$PWD/docs/examples/scenarios/cached_descriptor_buggy.py" \
-    Providers/local/docs/report.txt
+default strict scopes (SPEC S6, S9). Its scenario catches it (exit 1),
+after the README's session and docs/CLIENTS.md's world, from the checkout
+(the sandbox shows it read-only):
+
+    $ scopefs test docs/examples/scenarios/revoke-while-open.yaml --app com.example.app --expose "$PWD" -- \
+          python3 "$PWD/docs/examples/scenarios/cached_descriptor_buggy.py" Providers/local/docs/file.txt \
+          || echo "exit $?: caught"
 """
 
 import os

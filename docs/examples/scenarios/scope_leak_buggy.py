@@ -5,7 +5,12 @@ scope (SPEC S8). Harmless-looking until the app runs long enough to use up
 its budget (SPEC S10: start fails with EDQUOT, for good); ScopeFS records
 the leaked counters when the process exits (SPEC S11).
 
-Run it as an app: scopefs run --app APP -- python3 scope_leak_buggy.py Providers/local/docs/report.txt
+Its scenario catches the leak (exit 1), after the README's session and
+docs/CLIENTS.md's world, from the checkout:
+
+    $ scopefs test docs/examples/scenarios/scope-leak.yaml --app com.example.app --expose "$PWD" -- \
+          python3 "$PWD/docs/examples/scenarios/scope_leak_buggy.py" Providers/local/docs/file.txt \
+          || echo "exit $?: caught"
 """
 
 import os

@@ -1,10 +1,12 @@
 // swift-tools-version: 6.1
 // A tiny app that uses the ScopeFSClient library (docs/CLIENTS.md, SPEC S31).
 //
-//   cd docs/examples/swift-app
-//   swift build --scratch-path ../../../.build-clients-example
-//   scopefs run --app com.example.app -- \
-//       ../../../.build-clients-example/debug/scopefs-example MOUNT/com.example.app/Providers/local/docs/file.txt
+// After the README's session and docs/CLIENTS.md's world ($FILE), from the
+// checkout:
+//
+//   $ cd docs/examples/swift-app && swift build --scratch-path ../../../.build-clients-example && cd ../../..
+//   $ scopefs run --app com.example.app --expose "$PWD/.build-clients-example" -- \
+//         "$PWD/.build-clients-example/debug/scopefs-example" "$FILE"
 import PackageDescription
 
 let package = Package(

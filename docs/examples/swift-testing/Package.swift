@@ -4,8 +4,10 @@
 // tests revoke its grant, restore it, rename the document on the host and
 // inject a fault while it runs, each in a mount of its own.
 //
-//   cd docs/examples/swift-testing
-//   SCOPEFS_BIN=/path/to/scopefs swift test --scratch-path ../../../.build-swift-testing-example
+// From the checkout, with scopefs on your PATH (or SCOPEFS_BIN naming it);
+// Tests/integration/test_swift_testing_library.py runs it:
+//
+//   cd docs/examples/swift-testing && swift test --scratch-path ../../../.build-swift-testing-example
 import PackageDescription
 
 let package = Package(

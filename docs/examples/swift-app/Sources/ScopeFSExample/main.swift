@@ -1,6 +1,7 @@
 // Example app for the ScopeFSClient library (docs/CLIENTS.md, SPEC S31).
 //
-// Usage (as an app process): scopefs run --app APP -- scopefs-example PATH
+// Usage: `scopefs-example PATH`, as an app process (Package.swift has the
+// commands that build and run it).
 //
 // Shows strict mode (SPEC S9): before start the read fails with EPERM; after
 // start it works and the scope count is 1; after stop the count is 0. For a

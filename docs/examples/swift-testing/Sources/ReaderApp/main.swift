@@ -1,8 +1,7 @@
 // The app under test (docs/examples/swift-testing): reads the document it
 // is given again and again, as an editor that keeps a document on screen
-// would. Run as an app process:
-//
-//   scopefs run --app com.example.reader -- reader-app MOUNT/com.example.reader/Providers/local/docs/report.txt
+// would. Its tests run it as an app process (`scopefs run`), with the
+// document's path in the mount as its one argument: `reader-app PATH`.
 //
 // It prints one line per change, which its tests wait for: `READY`,
 // `reading PROVIDER_PATH` (again after the document moved), `read failed:

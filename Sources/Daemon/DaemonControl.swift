@@ -1,0 +1,72 @@
+import CommandErrors
+import Control
+import Documents
+import Foundation
+import Policy
+import PolicyStore
+import ScopeFS
+
+/// The daemon's services, built once by `Daemon.run` and shared by every
+/// control handler.
+struct DaemonServices: Sendable {
+    let options: DaemonOptions
+    let mountpoint: String
+    let tracker: ProcessTracker
+    let scopes: ScopeRegistry
+    let reloader: PolicyReloader
+    let inbox: InboxKeeper
+    let documents: DocumentBridge
+    let fileSystem: ScopeFileSystem
+    let picks: PickBroker
+    let coordinator: Coordinator
+    let channel: ChannelStatus
+
+    var state: StateDirectory { options.state }
+}
+
+/// Answers each command that passed the router with its own handler.
+struct DaemonControl: ControlHandling {
+    let services: DaemonServices
+
+    func answer(_ command: ControlCommand, from sender: ControlSender) -> ControlResponse {
+        let services = services
+        // `sender.app!` below: the router admits commands whose audience is
+        // `app` from app processes only.
+        switch command {
+        case .register(let app):
+            return ProcessHandling.register(app, pid: sender.pid, services: services)
+        case .whoami:
+            var response = ControlResponse(ok: true)
+            response.app = sender.app
+            return response
+        case .status:
+            return ProcessHandling.status(services)
+        case .reload(let app, let paths, let imported):
+            return PolicyHandling.reload(app: app, containerPaths: paths, imported: imported, services: services)
+        case .grant, .revoke, .restore, .forget:
+            return PolicyHandling.change(command, requester: sender.pid, services: services)
+        case .resolve(let token):
+            return DocumentHandling.resolve(token, app: sender.app!, pid: sender.pid, services: services)
+        case .watch(let after, let wait):
+            return DocumentHandling.watch(
+                app: sender.app!, after: after, wait: wait, notices: services.reloader.notices)
+        case .query(let scope, let name, let digest, let wait):
+            return QueryHandling.handle(
+                app: sender.app!, scope: scope, name: name, digest: digest, wait: wait, state: services.state
+            ) { services.fileSystem.snapshot }
+        case .pick, .agentNext, .agentAnswer:
+            return PickHandling.handle(command, from: sender, picks: services.picks)
+        case .coordinate, .release:
+            return CoordinationHandling.handle(
+                command, from: sender, coordinator: services.coordinator, snapshot: services.fileSystem.snapshot,
+                appRoot: sender.app.map { services.mountpoint + "/" + $0 } ?? services.mountpoint,
+                containers: services.state.containersPath)
+        case .claimForTransfer(let items, let wait):
+            return CoordinationHandling.claimForTransfer(
+                items, wait: wait, pid: sender.pid, coordinator: services.coordinator,
+                snapshot: services.fileSystem.snapshot, containers: services.state.containersPath)
+        case .faultAdd, .faultList, .faultClear:
+            return FaultHandling.handle(command, faults: services.fileSystem.faults)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import CommandErrors
+import Control
+import Foundation
+import Glibc
+import Policy
+import Processes
+
+/// The owner's requests about app processes: `register` (the root of a
+/// `scopefs run`) and `status`.
+enum ProcessHandling {
+    static func register(_ app: AppID, pid: Int32, services: DaemonServices) -> ControlResponse {
+        guard services.fileSystem.snapshot.apps[app] != nil else {
+            return .failure(CommandError.Kind.unknown.rawValue, CommandError.unknownApp(app).message)
+        }
+        switch services.tracker.register(pid: pid, app: app) {
+        case .success:
+            var response = ControlResponse(ok: true, mountpoint: services.mountpoint)
+            response.daemon = getpid()
+            response.runAs = Daemon.appAccount
+            response.appEndpoint = Daemon.sandboxEndpoint
+            return response
+        case .failure(.alreadyApp(let existing)):
+            return .failure(
+                CommandError.Kind.refused.rawValue,
+                "refused: this process already is an app process of \(existing); an app cannot start an app (SPEC S5)"
+            )
+        case .failure(.gone):
+            return .failure(CommandError.Kind.refused.rawValue, "the registering process is gone")
+        case .failure(.noCgroup):
+            return .failure(
+                CommandError.Kind.ioError.rawValue,
+                "cannot make or join a cgroup for this run (\(services.tracker.attribution)): \(String(cString: strerror(errno)))"
+            )
+        }
+    }
+
+    static func status(_ services: DaemonServices) -> ControlResponse {
+        let counters = services.scopes.processes
+        // bubblewrap's own processes (the sandbox's keeper and its pid 1)
+        // are in the run's cgroup but are not the app's (issue 31).
+        let processes = services.tracker.appProcesses.filter { !ProcFS.isBubblewrap(pid: $0.key.pid) }.map {
+            process in
+            let held = counters[process.key.pid]
+            return DaemonStatus.AppProcessStatus(
+                pid: process.key.pid, app: process.app, parent: process.parent,
+                scopes: (held?.counts ?? [:]).sorted { $0.key < $1.key }.map {
+                    DaemonStatus.ScopeStatus(grant: $0.key, path: held?.paths[$0.key] ?? "", count: $0.value)
+                },
+                budgetUsed: held?.outstanding ?? 0, budgetExhausted: held?.exhausted ?? false)
+        }
+        let options = services.options
+        let status = DaemonStatus(
+            pid: getpid(), mountpoint: services.mountpoint, stateDirectory: options.state.path,
+            openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue,
+            scopeBudget: options.scopeBudget,
+            followsProcessEvents: services.tracker.followsEvents, attribution: services.tracker.attribution,
+            policyGeneration: services.fileSystem.snapshot.generation, policyFailure: services.reloader.failure,
+            inodes: services.fileSystem.inodeCount,
+            processes: processes, stranded: strandedStatus(services.tracker),
+            faults: services.fileSystem.faults.rules, hostChanges: services.channel.name,
+            cacheTimeout: services.channel.cacheTimeout)
+        return ControlResponse(ok: true, mountpoint: services.mountpoint, status: status)
+    }
+
+    private static func strandedStatus(_ tracker: ProcessTracker) -> [DaemonStatus.StrandedProcessStatus] {
+        (tracker.stranded?.processes ?? []).flatMap { record, pids in
+            pids.map {
+                DaemonStatus.StrandedProcessStatus(
+                    pid: $0, app: record.app, daemon: record.daemon, mountpoint: record.mountpoint,
+                    state: "on a dead mount")
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import Glibc
+import Policy
+import Synchronization
+
+/// What a rule does to one request.
+public struct FaultEffect: Sendable, Equatable {
+    public var rule: Int
+    public var errno: Int32?
+    public var latencyMilliseconds: Int?
+}
+
+/// SplitMix64: a small, fast generator whose whole state is one seed, so a
+/// run replays from the seed it prints (chaos, fault percentages).
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The rule set and the generator the percentages are drawn from. Pure:
+/// the daemon keeps one behind a lock (`FaultInjector`).
+public struct FaultRules: Sendable {
+    public private(set) var rules: [FaultRule] = [] {
+        didSet { globs = rules.map { $0.path.map(Glob.init) } }
+    }
+    /// Each rule's glob as C bytes, with its literal prefix: most paths
+    /// are told apart by the prefix, without a call to fnmatch.
+    private var globs: [Glob?] = []
+    /// Each rule's hits, kept apart so that counting does not rebuild `globs`.
+    private var counts: [Int] = []
+    private var nextID = 1
+    private var generator: SeededGenerator
+
+    public init(seed: UInt64 = 0) { generator = SeededGenerator(seed: seed) }
+
+    /// Adds a rule (its id assigned) and returns it; nil when not well formed.
+    public mutating func add(_ rule: FaultRule) -> FaultRule? {
+        guard rule.problem == nil else { return nil }
+        var added = rule
+        added.id = nextID
+        added.hits = nil
+        nextID += 1
+        counts.append(0)
+        rules.append(added)
+        return added
+    }
+
+    /// The rules with their hit counts.
+    public var listed: [FaultRule] {
+        rules.indices.map { index in
+            var rule = rules[index]
+            rule.hits = counts[index]
+            return rule
+        }
+    }
+
+    /// Removes rule `id` (all rules when nil); returns how many went.
+    @discardableResult
+    public mutating func clear(_ id: Int? = nil) -> Int {
+        let before = rules.count
+        let kept = rules.indices.filter { index in id.map { rules[index].id != $0 } ?? false }
+        counts = kept.map { counts[$0] }
+        rules = kept.map { rules[$0] }
+        return before - rules.count
+    }
+
+    /// Restarts the percentages' draws from `seed`.
+    public mutating func reseed(_ seed: UInt64) { generator = SeededGenerator(seed: seed) }
+
+    /// The effects for one request: every matching rule draws once, in
+    /// rule order; the first errno drawn wins, latencies add up. A rule at
+    /// 100% draws nothing, so it does not shift the other rules' draws.
+    public mutating func effects(app: AppID?, path: String, operation: String, inFolder: Bool = false)
+        -> (errno: FaultEffect?, latencyMilliseconds: Int, latencyRules: [Int])
+    {
+        var failure: FaultEffect? = nil
+        var latency = 0
+        var latencyRules: [Int] = []
+        let bytes = Array(path.utf8CString)
+        let folderBytes = inFolder ? Array((path + "/").utf8CString) : []
+        // By index, not by element: no copy (and retain) of each rule.
+        for index in rules.indices {
+            if rules[index].operation != "*" && rules[index].operation != operation { continue }
+            if let wanted = rules[index].app, wanted != app { continue }
+            if globs[index] != nil, !globs[index]!.matches(bytes) && !(inFolder && globs[index]!.matches(folderBytes)) {
+                continue
+            }
+            let rule = rules[index]
+            guard draw(rule.percent) else { continue }
+            counts[index] += 1
+            if let errno = rule.errno, failure == nil {
+                failure = FaultEffect(rule: rule.id, errno: errno, latencyMilliseconds: nil)
+            }
+            if let milliseconds = rule.latencyMilliseconds {
+                latency += milliseconds
+                latencyRules.append(rule.id)
+            }
+        }
+        return (failure, latency, latencyRules)
+    }
+
+    /// True in `percent` of the draws.
+    public mutating func draw(_ percent: Double) -> Bool {
+        if percent >= 100 { return true }
+        // 53 random bits make a uniform double in [0, 1).
+        let unit = Double(generator.next() >> 11) / Double(1 << 53)
+        return unit * 100 < percent
+    }
+}
+
+/// An fnmatch glob ready for matching many paths.
+struct Glob: Sendable {
+    let pattern: [CChar]
+    /// How many bytes before the first wildcard (`*`, `?`, `[`, `\\`).
+    let literal: Int
+
+    init(_ text: String) {
+        pattern = Array(text.utf8CString)
+        literal = pattern.firstIndex { [42, 63, 91, 92, 0].contains($0) } ?? pattern.count - 1
+    }
+
+    /// `path`: NUL-terminated C bytes.
+    func matches(_ path: [CChar]) -> Bool {
+        guard path.count > literal else { return false }
+        for index in 0..<literal where pattern[index] != path[index] { return false }
+        return fnmatch(pattern, path, 0) == 0
+    }
+}
+
+/// The daemon's rule set, shared by every FUSE thread. With no rule, the
+/// check every request pays is one relaxed atomic load (`isActive`).
+public final class FaultInjector: Sendable {
+    private let active = Atomic<Bool>(false)
+    private let state = Mutex(FaultRules())
+
+    public init() {}
+
+    @inline(__always)
+    public var isActive: Bool { active.load(ordering: .relaxed) }
+
+    public func add(_ rule: FaultRule, seed: UInt64? = nil) -> FaultRule? {
+        state.withLock { rules in
+            if let seed { rules.reseed(seed) }
+            let added = rules.add(rule)
+            active.store(!rules.rules.isEmpty, ordering: .relaxed)
+            return added
+        }
+    }
+
+    @discardableResult
+    public func clear(_ id: Int? = nil) -> Int {
+        state.withLock { rules in
+            let removed = rules.clear(id)
+            active.store(!rules.rules.isEmpty, ordering: .relaxed)
+            return removed
+        }
+    }
+
+    public var rules: [FaultRule] { state.withLock { $0.listed } }
+
+    public func effects(app: AppID?, path: String, operation: String, inFolder: Bool = false)
+        -> (errno: FaultEffect?, latencyMilliseconds: Int, latencyRules: [Int])
+    {
+        state.withLock { $0.effects(app: app, path: path, operation: operation, inFolder: inFolder) }
+    }
+}

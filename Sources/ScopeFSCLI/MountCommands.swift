@@ -1,0 +1,239 @@
+import ArgumentParser
+import CSystemShims
+import CommandErrors
+import Control
+import Daemon
+import Foundation
+import Glibc
+import HostText
+import Launcher
+import Logging
+import Policy
+import PolicyStore
+import ScopeFS
+
+extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
+extension ScopeTable.Mode: ExpressibleByArgument {}
+extension LogDestination: ExpressibleByArgument {}
+extension HostChangeMode: ExpressibleByArgument {}
+
+struct MountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Serve the ScopeFS mount; in the background, return once it is ready.")
+    @OptionGroup var options: StateOptions
+    @Argument(completion: .directory) var mountpoint: String
+    @Flag(help: "Stay in the foreground.") var foreground = false
+    @Option(help: "What revocation does to descriptors opened before it: revoke (default) or keep.")
+    var openFiles: MountConfiguration.OpenFiles = .revoke
+    @Flag(help: "Let other users' processes reach the mount (FUSE allow_other).") var allowOther = false
+    @Option(help: "strict (default): content operations need a started scope; lenient: an active grant is enough.")
+    var scopes: ScopeTable.Mode = .strict
+    @Option(help: "Outstanding starts a process may hold.") var scopeBudget: Int = 4096
+    @Option(
+        help:
+            "Days an imported copy stays in an app's inbox when no process of the app was running to have it."
+    )
+    var inboxDays: Int = 7
+    @Option(
+        help: """
+            Backing descriptors (open files and folders) one app may make the daemon hold; past it the app \
+            gets EMFILE. Default 4096, or a quarter of what the daemon's limit leaves for apps.
+            """)
+    var descriptorsPerApp: Int?
+    @Option(
+        help: """
+            Folders that keep an open descriptor at a time; others are opened again from their parent \
+            when used. Default 4096; at most an eighth of the daemon's descriptor limit.
+            """)
+    var folderDescriptors: Int?
+    @Option(
+        help: """
+            How host changes made outside the mount reach the kernel's caches: auto (default: fanotify when the \
+            daemon may mark file systems, as root; else inotify), fanotify, inotify, or none (caches expire \
+            after --cache-timeout).
+            """)
+    var hostChanges: HostChangeMode = .auto
+    @Option(
+        help: """
+            Seconds the kernel may cache entries (negative ones too) and attributes: default 300 with a \
+            host-change channel (every change drops them at once), 1 without.
+            """)
+    var cacheTimeout: Double?
+    @Option(help: .hidden) var readyFd: Int32?
+    @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
+    @Option(
+        help: """
+            Where the daemon logs: auto (default: the journal under systemd or where journald runs, \
+            else the terminal in the foreground and <state>/daemon.log, size-rotated, in the background), \
+            journal, file or stderr.
+            """)
+    var log: LogDestination = .auto
+    @Flag(help: "In the background: print the mount and its daemon as JSON once it is ready.") var json = false
+
+    func validate() throws {
+        if json && foreground {
+            throw ValidationError("--json reports a background mount; --foreground prints nothing")
+        }
+        if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
+        if let descriptorsPerApp, descriptorsPerApp < 1 {
+            throw ValidationError("--descriptors-per-app must be at least 1")
+        }
+        if let folderDescriptors, folderDescriptors < 1 {
+            throw ValidationError("--folder-descriptors must be at least 1")
+        }
+        if inboxDays < 0 { throw ValidationError("--inbox-days must be 0 or more") }
+        if let cacheTimeout, !(cacheTimeout >= 0 && cacheTimeout <= 86400) {
+            throw ValidationError("--cache-timeout must be between 0 and 86400 seconds")
+        }
+    }
+
+    func run() throws {
+        try report { () throws(CommandError) in
+            try OwnerCheck.require(options.directory, to: "mount")
+            if foreground { return try serve() }
+            try startInBackground()
+        }
+    }
+
+    private func serve() throws(CommandError) {
+        // A background daemon was started with its destination resolved.
+        let background = readyFd != nil
+        DaemonLog.bootstrap(
+            DaemonLog.resolve(log, foreground: !background), state: options.directory, background: background)
+        let logger = Logger(label: "scopefs")
+        let daemonOptions = DaemonOptions(
+            state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
+            scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
+            hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp,
+            folderDescriptors: folderDescriptors)
+        do throws(CommandError) {
+            _ = try Daemon.run(daemonOptions, logger: logger)
+        } catch {
+            Readiness.report(readyFd, .failed(error))
+            throw error
+        }
+    }
+
+    /// Re-runs this binary with `--foreground` in a new session, logging to
+    /// the journal or `<state>/daemon.log`, and waits for its readiness report.
+    private func startInBackground() throws(CommandError) {
+        _ = try PolicyDatabase.open(options.directory)  // fail here, with the right code, if it is unusable
+        var pipe: [Int32] = [0, 0]
+        guard Glibc.pipe(&pipe) == 0 else { throw CommandError(.ioError, "pipe: \(String(cString: strerror(errno)))") }
+        var arguments = [
+            "--state", options.directory.path, mountpoint, "--foreground", "--open-files", openFiles.rawValue,
+            "--ready-fd", "3", "--scopes", scopes.rawValue, "--scope-budget", String(scopeBudget),
+            "--inbox-days", String(inboxDays), "--host-changes", hostChanges.rawValue,
+        ]
+        if let cacheTimeout { arguments += ["--cache-timeout", String(cacheTimeout)] }
+        if let descriptorsPerApp { arguments += ["--descriptors-per-app", String(descriptorsPerApp)] }
+        if let folderDescriptors { arguments += ["--folder-descriptors", String(folderDescriptors)] }
+        if allowOther { arguments.append("--allow-other") }
+        let destination = DaemonLog.resolve(log, foreground: false)
+        arguments += ["--log", destination.rawValue]
+        // Output before the daemon's logging is up (and a journal daemon's
+        // until it opens its stream) goes to the log file, or nowhere.
+        let output = destination == .file ? options.directory.daemonLogPath : "/dev/null"
+        let pid = try Spawner.daemon(arguments: ["mount"] + arguments, readyPipe: pipe[1], log: output)
+        close(pipe[1])
+        defer { close(pipe[0]) }
+        switch Readiness.await(pipe[0], timeoutSeconds: timeout) {
+        case .ready where json:
+            struct Mounted: Encodable {
+                var mountpoint: String
+                var pid: Int32
+                var stateDirectory: String
+            }
+            let path = DaemonInfo.read(from: options.directory)?.mountpoint ?? mountpoint
+            printJSON(Mounted(mountpoint: path, pid: pid, stateDirectory: options.directory.path))
+        case .ready:
+            print("mounted \(mountpoint.escapedForTerminal) (daemon pid \(pid))")
+        case .failed(let error):
+            throw error
+        case nil:
+            var status: Int32 = 0
+            waitpid(pid, &status, WNOHANG)
+            let logName = destination == .file ? options.directory.daemonLogPath : "the journal (journalctl -t scopefs)"
+            throw CommandError(.cannotMount, "the daemon exited before the mount was ready; see \(logName)")
+        }
+    }
+}
+
+struct UnmountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unmount", abstract: "Unmount and wait for the daemon to exit.")
+    @OptionGroup var options: StateOptions
+    @Argument(completion: .directory) var mountpoint: String
+    @Option(help: "Seconds to wait for the daemon to exit.") var timeout: Double = 10
+    @Flag(help: "Print the mountpoint and the daemon that exited as JSON.") var json = false
+
+    func run() throws {
+        try report { () throws(CommandError) in
+            try OwnerCheck.require(options.directory, to: "unmount")
+            let path =
+                (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
+            let normalized = (path as NSString).standardizingPath
+            guard MountPoint.isMounted(normalized) else {
+                throw CommandError(.notMounted, "\(normalized) is not mounted")
+            }
+            let daemon = DaemonInfo.read(from: options.directory).flatMap { $0.mountpoint == normalized ? $0.pid : nil }
+            guard MountPoint.unmount(normalized) || MountPoint.unmount(normalized, lazy: true) else {
+                throw CommandError(.ioError, "cannot unmount \(normalized) (busy?)")
+            }
+            if let daemon { try waitForExit(daemon) }
+            if json {
+                struct Unmounted: Encodable {
+                    var mountpoint: String
+                    var pid: Int32?
+                }
+                printJSON(Unmounted(mountpoint: normalized, pid: daemon))
+            }
+        }
+    }
+
+    /// Waits until the daemon has exited. A daemon started in the background
+    /// is a child of init, which may reap it late: a zombie counts as gone.
+    private func waitForExit(_ pid: Int32) throws(CommandError) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while kill(pid, 0) == 0 && !Self.isZombie(pid) {
+            if Date() > deadline { throw CommandError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
+            usleep(CLITunables.exitPollPeriod)
+        }
+    }
+
+    static func isZombie(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
+        return state == "Z" || state == "X"
+    }
+}
+
+/// Starts the daemon as a detached process.
+enum Spawner {
+    static func daemon(arguments: [String], readyPipe: Int32, log: String) throws(CommandError) -> pid_t {
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_adddup2(&actions, readyPipe, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, scopefs_posix_spawn_setsid)  // survive the terminal
+        let argv = ([executable] + arguments).map { $0.withHostCString { strdup($0) } } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            throw CommandError(.internalError, "cannot start the daemon: \(String(cString: strerror(result)))")
+        }
+        return pid
+    }
+}

@@ -1,0 +1,188 @@
+import ArgumentParser
+import CommandErrors
+import Control
+import Daemon
+import Foundation
+import HostText
+import Launcher
+import Policy
+import PolicyStore
+
+struct RunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Run a command as an app process; exits with the command's status.")
+    @OptionGroup var options: StateOptions
+    @Option(help: "The app to run as.", completion: Completions.apps) var app: String
+    @Flag(help: .hidden) var sandbox = false
+    @Flag(
+        help: """
+            Run without the sandbox: the command keeps your access to the host (files, processes, \
+            network) and ScopeFS only attributes its requests to the app. Not a security boundary.
+            """)
+    var noSandbox = false
+    @Flag(
+        help: """
+            With --no-sandbox: use the mount as every process sees it. By default (as root) the app gets a mount \
+            namespace where MOUNT holds only MOUNT/<app>, which saves a lookup per path walk.
+            """)
+    var sharedView = false
+    @OptionGroup(title: "Sandbox") var sandboxOptions: SandboxOptions
+    @Flag(
+        help: """
+            Keep the app running when its mount dies (the daemon ended): by default the run ends it and exits 69. \
+            Its accesses through the mount then fail with ENOTCONN.
+            """)
+    var keepOnMountLoss = false
+    @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
+
+    func validate() throws {
+        if command.drop(while: { $0 == "--" }).isEmpty { throw ValidationError("name a command to run after --") }
+        if sandbox && noSandbox { throw ValidationError("--sandbox and --no-sandbox exclude each other") }
+        if sharedView && !noSandbox {
+            throw ValidationError("--shared-view chooses a view without the sandbox: add --no-sandbox")
+        }
+        if noSandbox && sandboxOptions.shapesSandbox {
+            throw ValidationError(
+                "--share-net, --expose, --env and --cwd shape the sandbox; without it the app has the host already")
+        }
+    }
+
+    func run() throws {
+        var command = self.command
+        if command.first == "--" { command.removeFirst() }
+        var status: Int32 = 0
+        try report { () throws(CommandError) in
+            let confinement: AppLauncher.Confinement
+            if noSandbox {
+                FileHandle.standardError.write(
+                    Data(
+                        "scopefs: warning: --no-sandbox: \(app) runs with your access to the host; this is no security boundary\n"
+                            .utf8))
+                confinement = .none(view: sharedView ? .shared : .app)
+            } else {
+                confinement = .sandbox(sandboxOptions.shape)
+            }
+            status = try AppLauncher.run(
+                app: app, command: command, confinement: confinement, state: options.directory,
+                keepOnMountLoss: keepOnMountLoss)
+        }
+        throw ExitCode(status)
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "The mount and the live app processes.")
+    @OptionGroup var options: StateOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    struct Report: Encodable {
+        var stateDirectory: String
+        var daemon: DaemonStatus?
+        var recentLeaks: [EventJSON]
+        /// Why the database could not be read (the daemon may still serve, failed closed).
+        var databaseError: String?
+    }
+
+    func run() throws {
+        try report { () throws(CommandError) in
+            // The daemon's view comes first: with the database gone or
+            // corrupt, it is what tells the user that no grant is served.
+            let status = try ControlClient.status(state: options.directory)
+            var leaks: [Event] = []
+            var names = AppNames.none
+            var databaseError: CommandError?
+            do throws(CommandError) {
+                let database = try PolicyDatabase.open(options.directory)
+                leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
+                names = try AppNames(PolicyRepository(database: database))
+            } catch {
+                guard status != nil else { throw error }
+                databaseError = error
+            }
+            if json {
+                printJSON(
+                    Report(
+                        stateDirectory: options.directory.path, daemon: status.map { Self.named($0, names) },
+                        recentLeaks: leaks.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
+                        databaseError: databaseError?.message))
+            } else {
+                printText(status, databaseError: databaseError, leaks: leaks, names: names)
+            }
+            // Scripts ask `status` whether a mount serves: the answer is the code.
+            if status == nil { throw CommandError(.noDaemon, "no daemon serves \(options.directory.path)") }
+        }
+    }
+
+    /// `status` with each process's display name, as the text shows it.
+    static func named(_ status: DaemonStatus, _ names: AppNames) -> DaemonStatus {
+        var status = status
+        for index in status.processes.indices {
+            status.processes[index].appName = names.name(status.processes[index].app)
+        }
+        status.stranded = status.stranded?.map { process in
+            var process = process
+            process.appName = names.name(process.app)
+            return process
+        }
+        return status
+    }
+
+    /// "300 s", "1 s", "0.5 s".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+
+    private func printText(_ status: DaemonStatus?, databaseError: CommandError?, leaks: [Event], names: AppNames) {
+        if let status {
+            print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
+            if let failure = status.policyFailure {
+                print(
+                    "  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)"
+                )
+            }
+            if let attribution = status.attribution {
+                print("  app processes told apart by: \(attribution.escapedForTerminal)")
+            }
+            print(
+                "  scopes: \(status.scopes), budget \(status.scopeBudget); open files on revoke: \(status.openFiles); inodes: \(status.inodes)"
+            )
+            if let channel = status.hostChanges, let timeout = status.cacheTimeout {
+                print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
+            }
+            print("app processes: \(status.processes.count)")
+            for process in status.processes { print(Self.describe(process, names: names)) }
+            let stranded = status.stranded ?? []
+            if !stranded.isEmpty {
+                print(
+                    "app processes on a dead mount (their daemon was killed; they cannot reach any mount): \(stranded.count)"
+                )
+                for process in stranded {
+                    print(
+                        "  \(process.pid)\t\(names.label(process.app))\t\(process.state) "
+                            + "(daemon \(process.daemon), \(process.mountpoint.escapedForTerminal))")
+                }
+            }
+            if let faults = status.faults, !faults.isEmpty {
+                print("fault rules: \(faults.count)")
+                for rule in faults { print("  " + rule.summary.escapedForTerminal) }
+            }
+        } else {
+            print("no daemon serves \(options.directory.path.escapedForTerminal)")
+        }
+        if let databaseError {
+            print("database unusable: \(databaseError.message.escapedForTerminal)")
+        }
+        print("recent leaks: \(leaks.count)")
+        for leak in leaks { print("  " + EventsCommand.line(leak, names: names)) }
+    }
+
+    static func describe(_ process: DaemonStatus.AppProcessStatus, names: AppNames) -> String {
+        var text = "  \(process.pid)\t\(names.label(process.app))\(process.parent.map { "\tchild of \($0)" } ?? "")"
+        text += "\tbudget used \(process.budgetUsed)\(process.budgetExhausted ? " (exhausted)" : "")"
+        for scope in process.scopes {
+            text += "\n      grant \(scope.grant) x\(scope.count)\t\(scope.path.escapedForTerminal)"
+        }
+        return text
+    }
+}

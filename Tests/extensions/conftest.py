@@ -1,0 +1,151 @@
+"""Subjects of the extension conformance suite, each a real child process.
+
+- ``folder``: docs/examples/extensions/folder.py over a fresh folder.
+- ``s3``: extensions/s3/scopefs_s3.py against moto's S3 server, started
+  here on a free port of 127.0.0.1 and spoken to over real HTTP (moto
+  enforces If-Match / If-None-Match with 412).
+- any other extension: SCOPEFS_EXTENSION_COMMAND (a shell-quoted command)
+  and SCOPEFS_EXTENSION_OPTIONS (JSON for ``initialize``'s options) add a
+  subject "custom". The suite works inside a folder it creates under the
+  root, so a store that holds other things is fine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conformance import ExtensionProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER_EXTENSION = ROOT / "docs" / "examples" / "extensions" / "folder.py"
+S3_EXTENSION = ROOT / "extensions" / "s3" / "scopefs_s3.py"
+BUCKET = "scopefs-conformance"
+
+
+@dataclass
+class Subject:
+    """An extension command and the store its processes share in one test."""
+
+    name: str
+    argv: list
+    options: dict
+    env: dict
+    tmp: Path
+    processes: list = field(default_factory=list)
+
+    def launch(self) -> ExtensionProcess:
+        """A new process, not yet initialized."""
+        index = len(self.processes)
+        staging = self.tmp / f"staging-{index}"
+        staging.mkdir()
+        process = ExtensionProcess(self.argv, staging, self.tmp / f"extension-{index}.log", self.env)
+        self.processes.append(process)
+        return process
+
+    def spawn(self) -> ExtensionProcess:
+        """A new process, initialized with the subject's options."""
+        process = self.launch()
+        process.capabilities = process.initialize(options=self.options)["capabilities"]
+        return process
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1, its URL; stopped at the session's end."""
+    # No skip when moto is missing: `make deps` installs it (extensions/requirements.txt).
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("moto's server did not start")
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(10)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def s3_environment(moto_server, tmp_path_factory):
+    """AWS variables for the extension (fake keys; no ~/.aws read) and the bucket."""
+    nowhere = tmp_path_factory.mktemp("aws")
+    env = {
+        "AWS_ACCESS_KEY_ID": "conformance",
+        "AWS_SECRET_ACCESS_KEY": "conformance",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(nowhere / "config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(nowhere / "credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    import boto3
+
+    boto3.client(
+        "s3",
+        endpoint_url=moto_server,
+        aws_access_key_id="conformance",
+        aws_secret_access_key="conformance",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=BUCKET)
+    return env
+
+
+def subject_names() -> list:
+    names = ["folder", "s3"]
+    if os.environ.get("SCOPEFS_EXTENSION_COMMAND"):
+        names.append("custom")
+    return names
+
+
+@pytest.fixture(params=subject_names())
+def subject(request, tmp_path):
+    if request.param == "folder":
+        store = tmp_path / "store"
+        store.mkdir()
+        made = Subject("folder", [sys.executable, str(FOLDER_EXTENSION), str(store)], {}, {}, tmp_path)
+        made.store = store
+    elif request.param == "s3":
+        env = request.getfixturevalue("s3_environment")
+        url = request.getfixturevalue("moto_server")
+        options = {"bucket": BUCKET, "prefix": f"t-{uuid.uuid4().hex[:12]}/", "endpointUrl": url}
+        made = Subject("s3", [sys.executable, str(S3_EXTENSION)], options, env, tmp_path)
+    else:
+        argv = shlex.split(os.environ["SCOPEFS_EXTENSION_COMMAND"])
+        options = json.loads(os.environ.get("SCOPEFS_EXTENSION_OPTIONS", "{}"))
+        made = Subject("custom", argv, options, {}, tmp_path)
+    yield made
+    # Every process: no protocol violation, and a clean shutdown (exit 0 within 5 s).
+    problems = []
+    for index, process in enumerate(made.processes):
+        status = process.shutdown()
+        if process.violations:
+            problems.append(f"process {index} broke the protocol: {process.violations}")
+        if status != 0 and not getattr(process, "expect_failure", False):
+            problems.append(f"process {index} exited {status} after shutdown/exit; log: {process.log_tail()}")
+    assert not problems, "\n".join(problems)
