@@ -30,6 +30,7 @@ export SCOPEFS_GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/d
 # the debug build instead (the package test does, to keep CI short).
 CONFIG ?= release
 PREFIX ?= /usr/local
+STRIP ?= 1
 PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
@@ -111,21 +112,29 @@ version:
 swift-client:
 	git subtree split --prefix=clients/swift -b swift-client
 
-# Man pages from the argument parser's manual plugin, completion scripts
-# from the binary itself.
+# The man page from the binary's argument parser and docs/CLI.md
+# (packaging/manpage.py: one source for the exit codes, environment, files
+# and examples), completion scripts from the binary itself. Nothing is
+# built twice: swift-argument-parser's manual plugin, used before, built its
+# own tool and then the product again, which made `make install` take
+# minutes after a finished release build.
+MANUAL_DATE = $(shell LC_ALL=C date -u -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s) '+%B %-d, %Y')
+
 generated: deps
-	$(SWIFT) build -c $(CONFIG)
-	$(SWIFT) package plugin generate-manual --configuration $(CONFIG) \
-	  --authors "The ScopeFS authors" --date $$(date -u -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s) +%F)
+	$(SWIFT) build -c $(CONFIG) --product scopefs
 	rm -rf $(GENERATED) && mkdir -p $(GENERATED)/man $(GENERATED)/completions
-	cp .build/plugins/GenerateManual/outputs/scopefs/*.1 $(GENERATED)/man/
+	$(PYTHON) packaging/manpage.py $(PACKAGED_BIN) docs/CLI.md "$(MANUAL_DATE)" $(GENERATED)/man/scopefs.1
 	for shell in bash zsh fish; do \
 	  $(PACKAGED_BIN) --generate-completion-script $$shell > $(GENERATED)/completions/scopefs.$$shell || exit 1; \
 	done
 
-# DESTDIR and PREFIX work as usual; the mount helper goes to /sbin.
+# DESTDIR and PREFIX work as usual; the mount helper goes to /sbin. Besides
+# the binary (stripped; STRIP=0 keeps its symbols): the C client library
+# with its header and pkg-config file, the Python client and pytest plugin
+# (for the system's python3), the man pages, completions, units, and the
+# documentation with its examples (packaging/install.sh lists them).
 install: generated
-	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) ./packaging/install.sh $(PACKAGED_BIN) $(GENERATED)
+	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) STRIP=$(STRIP) ./packaging/install.sh $(PACKAGED_BIN) $(GENERATED)
 
 deb: generated
 	./packaging/deb/build-deb.sh $(PACKAGED_BIN) $(GENERATED) $(DIST)

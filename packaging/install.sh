@@ -1,12 +1,21 @@
 #!/bin/sh
 # Installs a built scopefs and what goes with it: `make install` (under
 # /usr/local) and `make deb` (a Debian layout in a staging root) both call
-# this, so the two install the same files.
+# this, so the two install the same files: the binary (stripped unless
+# STRIP=0), the mount helper, the systemd units, the man pages, the shell
+# completions, the documentation with the examples, the C client library
+# with its header and pkg-config file (built by clients/c's Makefile), and
+# the Python client with its pytest plugin and the metadata that makes
+# pytest load the plugin by itself.
 #   packaging/install.sh BINARY GENERATED_DIR
 # GENERATED_DIR holds man/*.1 and completions/scopefs.{bash,zsh,fish}
 # (`make generated`). Layout variables (defaults for /usr/local):
-#   DESTDIR PREFIX BINDIR SBINDIR MANDIR DOCDIR BASHCOMPDIR ZSHCOMPDIR
-#   FISHCOMPDIR SYSTEMDSYSTEMDIR SYSTEMDUSERDIR RUNTIMEDIR STRIP=1
+#   DESTDIR PREFIX BINDIR SBINDIR MANDIR DOCDIR EXAMPLESDIR BASHCOMPDIR
+#   ZSHCOMPDIR FISHCOMPDIR SYSTEMDSYSTEMDIR SYSTEMDUSERDIR RUNTIMEDIR
+#   LIBDIR INCLUDEDIR PYTHONDIR CBUILD STRIP=0|1
+# PYTHONDIR defaults to the folder Debian's python3 reads for PREFIX
+# (/usr/local/lib/python3.X/dist-packages); CBUILD is where the C library
+# is built (default .build/clients-c, which git ignores).
 # The Swift runtime libraries the binary links (from the toolchain that
 # built it) are copied to RUNTIMEDIR and the binary's run path points
 # there, so the installed binary does not need the toolchain.
@@ -26,7 +35,22 @@ FISHCOMPDIR=${FISHCOMPDIR:-$PREFIX/share/fish/vendor_completions.d}
 SYSTEMDSYSTEMDIR=${SYSTEMDSYSTEMDIR:-$PREFIX/lib/systemd/system}
 SYSTEMDUSERDIR=${SYSTEMDUSERDIR:-$PREFIX/lib/systemd/user}
 RUNTIMEDIR=${RUNTIMEDIR:-$PREFIX/lib/scopefs}
-STRIP=${STRIP:-0}
+EXAMPLESDIR=${EXAMPLESDIR:-$DOCDIR/examples}
+LIBDIR=${LIBDIR:-$PREFIX/lib}
+INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
+# The system's python3 (not a pyenv or venv one first on PATH): the client
+# is for the programs the system runs.
+system_python=/usr/bin/python3
+[ -x "$system_python" ] || system_python=python3
+PYTHONDIR=${PYTHONDIR:-$PREFIX/lib/python$("$system_python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages}
+CBUILD=${CBUILD:-$repo/.build/clients-c}
+# An installed binary is stripped: the release build's symbols and debug
+# information are 44 of its 114 MB (70 MB stripped, most of it the static
+# Foundation and ICU's data); STRIP=0 keeps them for a debugger.
+STRIP=${STRIP:-1}
+strip_elf() {
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$@"
+}
 
 for dir in "$BINDIR" "$SBINDIR" "$MANDIR/man1" "$MANDIR/man8" "$DOCDIR" "$BASHCOMPDIR" "$ZSHCOMPDIR" "$FISHCOMPDIR" \
            "$SYSTEMDSYSTEMDIR" "$SYSTEMDUSERDIR"; do
@@ -46,9 +70,9 @@ if [ -n "$core" ]; then
   patchelf --set-rpath "$RUNTIMEDIR" "$DESTDIR$BINDIR/scopefs"
 fi
 if [ "$STRIP" = 1 ]; then
-  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$DESTDIR$BINDIR/scopefs"
+  strip_elf "$DESTDIR$BINDIR/scopefs"
   [ ! -d "$DESTDIR$RUNTIMEDIR" ] || for lib in "$DESTDIR$RUNTIMEDIR"/*.so; do
-    strip --strip-unneeded --remove-section=.comment --remove-section=.note "$lib"
+    strip_elf "$lib"
   done
 fi
 
@@ -78,6 +102,27 @@ install -m 0644 "$generated/completions/scopefs.zsh" "$DESTDIR$ZSHCOMPDIR/_scope
 install -m 0644 "$generated/completions/scopefs.fish" "$DESTDIR$FISHCOMPDIR/scopefs.fish"
 
 install -m 0644 "$repo/README.md" "$repo/CHANGELOG.md" "$repo"/docs/*.md "$DESTDIR$DOCDIR/"
+# The examples the documentation runs, without what building them left.
+(cd "$repo/docs/examples" && find . \( -name .build -o -name '.build-*' -o -name __pycache__ -o -name .pytest_cache \) -prune \
+  -o -type f ! -name '*.pyc' -print) | sort | while read -r file; do
+  install -D -m 0644 "$repo/docs/examples/$file" "$DESTDIR$EXAMPLESDIR/$file"
+done
+
+# The C client library, its header and pkg-config file: clients/c's own
+# install target, so what it builds is what is installed.
+make -s -C "$repo/clients/c" BUILD="$CBUILD" PREFIX="$PREFIX" LIBDIR="$LIBDIR" INCLUDEDIR="$INCLUDEDIR" \
+  DESTDIR="$DESTDIR" install >/dev/null
+if [ "$STRIP" = 1 ]; then
+  for lib in "$DESTDIR$LIBDIR"/libscopefs.so.*; do
+    [ -L "$lib" ] || strip_elf "$lib"
+  done
+fi
+
+# The Python client and its pytest plugin, with the metadata of
+# clients/python/pyproject.toml (the plugin's pytest11 entry point).
+install -d "$DESTDIR$PYTHONDIR"
+install -m 0644 "$repo/clients/python/scopefs.py" "$repo/clients/python/scopefs_testing.py" "$DESTDIR$PYTHONDIR/"
+"$system_python" "$repo/packaging/python-dist-info.py" "$repo/clients/python/pyproject.toml" "$DESTDIR$PYTHONDIR"
 
 # The account root's apps run as; a package makes it in its postinst.
 [ -n "$DESTDIR" ] || "$repo/packaging/app-account.sh"

@@ -22,16 +22,20 @@ struct ChaosCommand: ParsableCommand {
             grants chaos revoked are restored and the fault rules it added are removed. Exits with the command's status.
             """)
     @OptionGroup var options: StateOptions
-    @Option(help: "The app to run as.") var app: String
+    @Option(help: "The app to run as.", completion: Completions.apps) var app: String
     @Option(help: "The seed every random choice is drawn from.") var seed: UInt64
     @Option(
         name: .customLong("revoke-rate"),
         help: "Revocations and restorations per second on average, e.g. 2/s (default 1/s).")
     var revokeRate: String = "1/s"
-    @Option(name: .customLong("fault"), help: "OP:ERRNO[:PERCENT%], e.g. read:EIO:5% (repeatable).") var faults:
-        [String] = []
-    @Option(name: .customLong("latency"), help: "OP:MSms[:PERCENT%], e.g. open:20ms (repeatable).") var latencies:
-        [String] = []
+    @Option(
+        name: .customLong("fault"), help: "OP:ERRNO[:PERCENT%], e.g. read:EIO:5% (repeatable).",
+        completion: Completions.faultShorthand)
+    var faults: [String] = []
+    @Option(
+        name: .customLong("latency"), help: "OP:MSms[:PERCENT%], e.g. open:20ms (repeatable).",
+        completion: Completions.latencyShorthand)
+    var latencies: [String] = []
     @Option(help: "Stop the chaos (and the command, with SIGTERM) after this long: 30s, 500ms, 2m.") var duration:
         String?
     @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false

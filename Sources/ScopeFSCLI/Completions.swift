@@ -18,23 +18,68 @@ enum Completions {
         matching(prefix, (try? repository(for: words)?.providers().map(\.id)) ?? [])
     }
 
-    /// `PROVIDER:RELPATH` arguments: the provider part, with its colon.
+    /// `PROVIDER:RELPATH` arguments: the provider part, with its colon, and
+    /// after it the items in the provider's folder (`local:No` ->
+    /// `local:Novel/`), as the owner sees them on the host. The bash script
+    /// (`CompletionScripts`) hands the word over whole, colon included.
     static let items = CompletionKind.custom { words, _, prefix in
-        matching(prefix, (try? repository(for: words)?.providers().map { $0.id + ":" }) ?? [])
+        guard let providers = try? repository(for: words)?.providers() else { return [] }
+        return offered(ItemPathCompletion.candidates(for: prefix, providers: providers))
     }
 
     /// Grant ids, of the app named on the command line when there is one
-    /// (`scopefs revoke APP GRANT`).
+    /// (`scopefs revoke APP GRANT`); a word that is not a number yet is an
+    /// item, `PROVIDER:RELPATH`, completed among those grants' items.
     static let grants = CompletionKind.custom { words, _, prefix in
         guard let repository = try? repository(for: words), let all = try? repository.grants(app: nil) else {
             return []
         }
         let apps = Set(all.map(\.app)).intersection(words)
-        return matching(prefix, all.filter { apps.isEmpty || apps.contains($0.app) }.map { String($0.id) })
+        let held = all.filter { apps.isEmpty || apps.contains($0.app) }
+        if prefix.isEmpty || prefix.allSatisfy(\.isNumber) {
+            return matching(prefix, held.map { String($0.id) })
+        }
+        return matching(prefix, held.map { "\($0.provider):\($0.relativePath.isEmpty ? "." : $0.relativePath)" })
+    }
+
+    /// `fault add --op`: the operations a rule can name, from the rules' own list.
+    static let faultOperations = CompletionKind.list(FaultRule.operations.sorted())
+
+    /// `fault add --errno`: the errno names a rule can inject.
+    static let faultErrnos = CompletionKind.list(FaultRule.errnoNames.map(\.name))
+
+    /// `chaos --fault OP:ERRNO[:P%]`: the operation, then the errno after its colon.
+    static let faultShorthand = CompletionKind.custom { _, _, prefix in shorthand(prefix, errnos: true) }
+
+    /// `chaos --latency OP:MSms[:P%]`: the operation (the time is the user's).
+    static let latencyShorthand = CompletionKind.custom { _, _, prefix in shorthand(prefix, errnos: false) }
+
+    private static func shorthand(_ prefix: String, errnos: Bool) -> [String] {
+        guard let colon = prefix.firstIndex(of: ":") else {
+            return matching(prefix, FaultRule.operations.sorted().map { $0 + ":" })
+        }
+        guard errnos, !prefix[prefix.index(after: colon)...].contains(":") else { return [] }
+        return matching(prefix, FaultRule.errnoNames.map { "\(prefix[..<colon]):\($0.name)" })
     }
 
     private static func matching(_ prefix: String, _ candidates: [String]) -> [String] {
-        candidates.filter { $0.hasPrefix(prefix) }.sorted()
+        offered(candidates.filter { $0.hasPrefix(prefix) }.sorted())
+    }
+
+    /// The candidates as the requesting shell reads them. Bash's script
+    /// passes them through `compgen -W`, which expands each word as the
+    /// shell would: a file named `$(reboot)` in a provider's folder would
+    /// run. So for bash every character but a few plain ones is escaped
+    /// with a backslash, which compgen's quote removal takes off again;
+    /// a name with a newline, which the list cannot hold, is left out.
+    static func offered(_ candidates: [String]) -> [String] {
+        guard CompletionShell.requesting == .bash else { return candidates }
+        return candidates.filter { !$0.contains("\n") }.map { candidate in
+            candidate.map { character in
+                character.isLetter && character.isASCII || character.isNumber && character.isASCII
+                    || "-_./:@%+=,".contains(character) ? String(character) : "\\" + String(character)
+            }.joined()
+        }
     }
 
     /// The repository of the state directory the command line names, or nil

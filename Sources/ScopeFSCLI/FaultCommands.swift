@@ -68,14 +68,17 @@ struct FaultAddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add", abstract: "Add a rule: OP requests fail with ERRNO, or wait MS, in P% of the cases.")
     @OptionGroup var options: StateOptions
-    @Option(help: "Only this app's requests (default: every app).") var app: String?
+    @Option(help: "Only this app's requests (default: every app).", completion: Completions.apps) var app: String?
     @Option(help: "An fnmatch glob on the path in the app's view, e.g. 'Providers/local/docs/*'.") var path: String?
     @Option(
         help:
-            "The operation: open, read, write, fsync, create, rename, unlink, mkdir, getattr, readdir, lookup, ... or '*'."
-    )
+            "The operation: open, read, write, fsync, create, rename, unlink, mkdir, getattr, readdir, lookup, ... or '*'.",
+        completion: Completions.faultOperations)
     var op: String
-    @Option(help: "The errno to inject: EIO, ENOSPC, EDQUOT, EROFS, EPERM, ETIMEDOUT, EACCES, ...") var errno: String?
+    @Option(
+        help: "The errno to inject: EIO, ENOSPC, EDQUOT, EROFS, EPERM, ETIMEDOUT, EACCES, ...",
+        completion: Completions.faultErrnos)
+    var errno: String?
     @Option(help: "A delay in milliseconds instead of an errno.") var latency: Int?
     @Option(help: "How many of the matching requests, in percent (default 100).") var percent: Double = 100
     @Option(help: "Restart the daemon's draws for percentages from this seed.") var seed: UInt64?

@@ -18,7 +18,7 @@ struct PickRequestOptions: ParsableArguments {
     var types: [String] = []
     @Flag(help: "open, import: choose several items (Space toggles, Enter confirms); with --request, allow several.")
     var multiple = false
-    @Option(help: "Where the picker starts, as PROVIDER:DIR.") var start: String?
+    @Option(help: "Where the picker starts, as PROVIDER:DIR.", completion: Completions.items) var start: String?
     @Option(help: "--request: seconds to wait for the answer.") var timeout: Double = 300
     @Argument(help: "--request with --mode export or move: the container items to place.") var items: [String] = []
 

@@ -33,7 +33,14 @@ struct ScopeFSCommand: ParsableCommand {
     /// turns bytes that are not UTF-8 into U+FFFD, and then `scopefs grant
     /// APP drive:caf\xe9.txt` names a file that does not exist (SPEC S33a).
     static func main() {
-        main(rawArguments())
+        let arguments = rawArguments()
+        // Bash's script, with PROVIDER:RELPATH words made whole (CompletionScripts).
+        let environment = ProcessInfo.processInfo.environment
+        if let script = CompletionScripts.replacement(for: arguments, environment: environment) {
+            print(script, terminator: "")
+            return
+        }
+        main(arguments)
     }
 
     /// `argv` after the program name, each kept losslessly (`HostName`).

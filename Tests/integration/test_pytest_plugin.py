@@ -7,6 +7,7 @@ process that tries them gets 77 (SPEC S5)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -16,16 +17,16 @@ PYTHON_CLIENT = REPO_ROOT / "clients" / "python"
 EXAMPLE = REPO_ROOT / "docs" / "examples" / "pytest"
 
 
-def run_pytest(env, *args, timeout=180) -> subprocess.CompletedProcess:
-    """pytest in its own process, with the plugin loaded by name, its
-    temporary worlds under the test's root (so leftovers are found)."""
-    run_env = dict(env.base_env, PYTHONPATH=str(PYTHON_CLIENT), SCOPEFS_BIN=str(env.bin), TMPDIR=str(env.root))
+def run_pytest(env, *args, timeout=180, pythonpath=PYTHON_CLIENT, by_name=True) -> subprocess.CompletedProcess:
+    """pytest in its own process, with the plugin loaded by name (unless
+    not `by_name`: then only an entry point can load it), its temporary
+    worlds under the test's root (so leftovers are found)."""
+    run_env = dict(env.base_env, PYTHONPATH=str(pythonpath), SCOPEFS_BIN=str(env.bin), TMPDIR=str(env.root))
     argv = [
         sys.executable,
         "-m",
         "pytest",
-        "-p",
-        "scopefs_testing",
+        *(["-p", "scopefs_testing"] if by_name else []),
         "-p",
         "no:cacheprovider",
         "-q",
@@ -117,4 +118,105 @@ def test_the_plugin_reads_the_event_stream(env):
     p = run_pytest(env, test)
     assert p.returncode == 0, describe(p)
     assert "1 passed" in p.stdout, p.stdout
+    assert mounts_under(env.root) == []
+
+
+WAITS_TEST = """
+import sys
+import time
+
+import pytest
+from scopefs_testing import AppProcess, LineNotPrinted, ScopeFSTimeout
+
+PRINTER = [sys.executable, "-c", "import sys, time; print('one', flush=True); time.sleep(0.3); "
+           "print('  two  ', flush=True); print('three', flush=True); sys.stdin.read()"]
+
+
+@pytest.mark.scopefs(app="com.example.waits")
+def test_wait_for_line(scopefs_mount):
+    app = scopefs_mount.start(PRINTER)
+    assert isinstance(app, AppProcess)
+    app.wait_for_line("two", timeout=20)  # white space around the line ignored
+    assert app.stdout.readline() == "three\\n"  # what follows the line is left to read
+    started = time.monotonic()
+    with pytest.raises(LineNotPrinted) as raised:
+        app.wait_for_line("four", timeout=0.5)
+    assert 0.45 < time.monotonic() - started < 5
+    assert raised.value.exit_status is None and "still running" in str(raised.value)
+    app.stdin.close()
+    assert app.wait(timeout=20) == 0
+
+
+@pytest.mark.scopefs(app="com.example.waits")
+def test_wait_for_line_of_an_app_that_ends_first(scopefs_mount):
+    app = scopefs_mount.start([sys.executable, "-c", "import sys; print('bye'); print('oops', file=sys.stderr); sys.exit(3)"])
+    started = time.monotonic()
+    with pytest.raises(LineNotPrinted) as raised:
+        app.wait_for_line("never", timeout=60)
+    assert time.monotonic() - started < 15  # the end, not the timeout
+    assert raised.value.exit_status == 3, str(raised.value)
+    assert raised.value.output == "bye" and "oops" in raised.value.error_output
+
+
+@pytest.mark.scopefs(app="com.example.waits", files={"docs/a.txt": "a"}, grants=["local:docs"])
+def test_wait_for_events(scopefs_mount):
+    scopefs_mount.revoke("local:docs")
+    events = scopefs_mount.wait_for_events("revoke", timeout=20)
+    assert [e["kind"] for e in events] == ["revoke"]
+    started = time.monotonic()
+    with pytest.raises(ScopeFSTimeout) as raised:
+        scopefs_mount.wait_for_events("revoke", count=2, timeout=0.5)
+    assert 0.45 < time.monotonic() - started < 10
+    assert "2 revoke event(s) of com.example.waits" in str(raised.value)
+"""
+
+
+def test_the_plugin_waits_for_lines_and_events_with_a_timeout(env):
+    """Issue 31, point 6: `AppProcess.wait_for_line` and
+    `wait_for_events` (the Swift library's `waitForLine` and
+    `waitForEvents`): a line is found with white space ignored and what
+    follows stays readable; a line never printed fails at the timeout
+    while the app runs, and at once when it ends (with its status, output
+    and errors); events counted by occurrences, a timeout names what was
+    missing. Seen failing on the old main: the plugin had neither."""
+    test = env.root / "test_waits.py"
+    test.write_text(WAITS_TEST)
+    p = run_pytest(env, test)
+    assert p.returncode == 0, describe(p)
+    assert "3 passed" in p.stdout, p.stdout
+    assert mounts_under(env.root) == []
+
+
+AUTOLOADED_TEST = """
+import pytest
+
+
+@pytest.mark.scopefs(app="com.example.loaded")
+def test_the_fixture_is_there(scopefs_mount):
+    assert scopefs_mount.mounted
+"""
+
+
+def test_an_installed_plugin_loads_without_p(env):
+    """Issue 31, point 6: installed with its metadata (what `make install`,
+    the package and `pip install clients/python` write: the pytest11 entry
+    point of clients/python/pyproject.toml), the plugin loads by itself;
+    naming it with `-p scopefs_testing` as well loads it once. Seen failing
+    on the old main: without `-p`, "fixture 'scopefs_mount' not found"."""
+    site = env.root / "site-packages"
+    site.mkdir()
+    for module in ("scopefs.py", "scopefs_testing.py"):
+        shutil.copy(PYTHON_CLIENT / module, site / module)
+    made = subprocess.run(
+        [sys.executable, REPO_ROOT / "packaging" / "python-dist-info.py", PYTHON_CLIENT / "pyproject.toml", site],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, describe(made)
+    test = env.root / "test_loaded.py"
+    test.write_text(AUTOLOADED_TEST)
+    for by_name in (False, True):
+        p = run_pytest(env, test, pythonpath=site, by_name=by_name)
+        assert p.returncode == 0 and "1 passed" in p.stdout, describe(p)
     assert mounts_under(env.root) == []

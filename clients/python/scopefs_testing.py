@@ -1,9 +1,11 @@
 """pytest plugin for testing an app against ScopeFS (issue 18). Standard
 library and pytest only.
 
-Load it with ``pytest -p scopefs_testing`` (with ``clients/python`` on
-``PYTHONPATH``), or ``pytest_plugins = ["scopefs_testing"]`` in a
-``conftest.py``. Each test that asks for the ``scopefs_mount`` fixture gets
+Installed (``make install``, the Debian package, or ``pip install
+clients/python`` into a virtual environment) it loads by itself: its
+``pytest11`` entry point names it. From a checkout, load it with ``pytest -p
+scopefs_testing`` (with ``clients/python`` on ``PYTHONPATH``), or
+``pytest_plugins = ["scopefs_testing"]`` in a ``conftest.py``. Each test that asks for the ``scopefs_mount`` fixture gets
 its own world in a temporary directory: a state directory, a provider
 ``local`` backed by a temporary folder, the app, its grants, and a mount,
 unmounted at the end of the test::
@@ -13,17 +15,22 @@ unmounted at the end of the test::
     @pytest.mark.scopefs(app="com.example.editor", files={"docs/a.txt": "hello"}, grants=["local:docs"])
     def test_survives_a_revoke(scopefs_mount):
         app = scopefs_mount.start(["python3", "editor.py", scopefs_mount.path("local:docs/a.txt")])
+        app.wait_for_line("READY")
         scopefs_mount.revoke("local:docs")
+        scopefs_mount.wait_for_events("revoke")
         ...
 
 Helpers (all run the ``scopefs`` CLI as the mount's owner):
 ``revoke(item)``, ``restore(item)``, ``forget(item)``,
 ``rename_on_host(src, dst)``, ``write_on_host(item, text)``,
 ``inject(op, errno=... | latency_ms=..., path=..., percent=...)``,
-``clear_faults()``, ``events(kind)``, ``run(cmd)`` / ``start(cmd)`` (the
-command as the app, through ``scopefs run``), ``path(item)`` (the item in
-the app's view of the mount). Items are ``PROVIDER:RELPATH`` as
-``scopefs grant`` takes them.
+``clear_faults()``, ``events(kind)``, ``wait_for_events(kind, count=1,
+timeout=5)``, ``run(cmd)`` / ``start(cmd)`` (the command as the app,
+through ``scopefs run``; ``start`` returns an ``AppProcess``, a
+``subprocess.Popen`` with ``wait_for_line(line, timeout=20)``),
+``path(item)`` (the item in the app's view of the mount). Items are
+``PROVIDER:RELPATH`` as ``scopefs grant`` takes them. The waits mirror the
+Swift library ScopeFSTesting's ``waitForLine`` and ``waitForEvents``.
 
 The binary is ``$SCOPEFS_BIN``, or ``scopefs`` on ``PATH``; a test asking
 for a mount is skipped, saying why, when there is no binary or no
@@ -34,16 +41,26 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-__all__ = ["ScopeFSWorld", "scopefs_mount", "scopefs_world"]
+__all__ = [
+    "AppProcess",
+    "LineNotPrinted",
+    "ScopeFSError",
+    "ScopeFSTimeout",
+    "ScopeFSWorld",
+    "scopefs_mount",
+    "scopefs_world",
+]
 
 #: The provider every world has; more with ``add_provider``.
 LOCAL = "local"
@@ -52,6 +69,100 @@ CLI_TIMEOUT = 30
 
 class ScopeFSError(RuntimeError):
     """A ``scopefs`` command this plugin ran failed; says which and why."""
+
+
+class ScopeFSTimeout(ScopeFSError):
+    """What was waited for did not happen in time; says what was seen
+    (ScopeFSTesting's ``.timedOut``)."""
+
+
+class LineNotPrinted(ScopeFSError):
+    """The app ended, or the time ran out, before it printed the line
+    (ScopeFSTesting's ``.lineNotPrinted``). ``output`` holds the lines the
+    wait read, ``error_output`` what the app printed on standard error so
+    far, ``exit_status`` its status, or None while it runs."""
+
+    def __init__(self, line: str, output: str, error_output: str, exit_status: int | None):
+        self.line = line
+        self.output = output
+        self.error_output = error_output
+        self.exit_status = exit_status
+        ending = "the app is still running" if exit_status is None else f"the app exited {exit_status}"
+        super().__init__(
+            f"the app never printed {line!r} ({ending}); its output:\n{_shortened(output)}\n"
+            f"its errors:\n{_shortened(error_output)}"
+        )
+
+
+def _shortened(text: str) -> str:
+    """A process's output, shortened to its first and last lines: a crash
+    says why at the top of a long traceback, a run ends with its outcome."""
+    lines = text.split("\n")
+    if len(lines) <= 24:
+        return text
+    return "\n".join(lines[:12] + [f"[{len(lines) - 20} lines]"] + lines[-8:])
+
+
+class AppProcess(subprocess.Popen):
+    """The code under test, started by ``ScopeFSWorld.start``: a
+    ``subprocess.Popen`` (text mode, pipes on stdin, stdout and stderr)
+    that can also wait for a line of its output with a timeout."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._errors = b""
+
+    def wait_for_line(self, line: str, timeout: float = 20) -> None:
+        """Reads the app's standard output, line by line, until a line equal
+        to ``line`` (surrounding white space ignored), and consumes it: what
+        follows stays for ``stdout.readline()`` and ``communicate()``.
+        Raises ``LineNotPrinted`` with the lines read, the app's errors and
+        its exit status when the app ends or ``timeout`` seconds pass first.
+
+        It reads the pipe itself, a byte at a time, so that it never takes
+        more than the lines it consumes; read the output either this way or
+        through ``stdout`` before it, not both at once."""
+        wanted = line.strip()
+        deadline = time.monotonic() + timeout
+        descriptor = self.stdout.fileno()
+        seen: list = []
+        current = bytearray()
+        while True:
+            left = deadline - time.monotonic()
+            readable, _, _ = select.select([descriptor], [], [], max(left, 0))
+            if not readable:
+                raise self._line_not_printed(line, seen + [current.decode(errors="replace")])
+            byte = os.read(descriptor, 1)
+            if not byte:  # the app closed its output: it ended (or will)
+                try:  # its status, if it comes soon
+                    self.wait(timeout=min(max(deadline - time.monotonic(), 0.1), 1))
+                except subprocess.TimeoutExpired:
+                    pass
+                raise self._line_not_printed(line, seen + [current.decode(errors="replace")])
+            if byte != b"\n":
+                current += byte
+                continue
+            text = current.decode(errors="replace")
+            if text.strip() == wanted:
+                return
+            seen.append(text)
+            current.clear()
+
+    def _line_not_printed(self, line: str, seen: list) -> LineNotPrinted:
+        self._errors += self._available(self.stderr.fileno())
+        output = "\n".join(seen).rstrip("\n")
+        return LineNotPrinted(line, output, self._errors.decode(errors="replace"), self.poll())
+
+    @staticmethod
+    def _available(descriptor: int) -> bytes:
+        """What a pipe holds now, without waiting for more."""
+        data = b""
+        while select.select([descriptor], [], [], 0)[0]:
+            chunk = os.read(descriptor, 65536)
+            if not chunk:
+                break
+            data += chunk
+        return data
 
 
 class ScopeFSWorld:
@@ -118,6 +229,8 @@ class ScopeFSWorld:
                 os.killpg(process.pid, signal.SIGKILL)  # the app's children too
             except ProcessLookupError:
                 pass
+            if process.stdin is not None and process.stdin.closed:
+                process.stdin = None  # the test closed it: communicate() would fail on it
             process.communicate()
         self.started.clear()
         if not self.mounted:
@@ -161,12 +274,11 @@ class ScopeFSWorld:
             self.run_argv(cmd, app, sandbox, expose), capture_output=True, text=True, env=self.env, timeout=timeout
         )
 
-    def start(
-        self, cmd: Sequence, app: str | None = None, sandbox: bool = False, expose: Sequence = ()
-    ) -> subprocess.Popen:
-        """Starts CMD as the app with pipes on stdin and stdout; the caller
-        waits for it (``communicate``)."""
-        process = subprocess.Popen(
+    def start(self, cmd: Sequence, app: str | None = None, sandbox: bool = False, expose: Sequence = ()) -> AppProcess:
+        """Starts CMD as the app with pipes on stdin, stdout and stderr; the
+        caller waits for a line (``wait_for_line``) or for its end
+        (``wait``, ``communicate``)."""
+        process = AppProcess(
             self.run_argv(cmd, app, sandbox, expose),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -249,6 +361,29 @@ class ScopeFSWorld:
         args = ["events", "--app", app or self.app, "--json"] + (["--kind", kind] if kind else [])
         # One JSON object per line, as every event stream prints (docs/CLI.md).
         return [json.loads(line) for line in self.cli(*args).stdout.splitlines() if line.strip()]
+
+    def wait_for_events(
+        self,
+        kind: str,
+        operation: str | None = None,
+        count: int = 1,
+        app: str | None = None,
+        timeout: float = 5,
+    ) -> list:
+        """Waits until the app's events of ``kind`` (one kind, or several
+        comma-separated; of ``operation`` too, when given) add up to
+        ``count`` occurrences (a repeat coalesced into one event counts its
+        ``occurrences``), at most ``timeout`` seconds; returns them. Raises
+        ``ScopeFSTimeout`` naming what was missing and what was seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in self.events(kind, app) if operation is None or e.get("operation") == operation]
+            if sum(e.get("occurrences", 1) for e in found) >= count:
+                return found
+            if time.monotonic() >= deadline:
+                what = f"{kind} of {operation}" if operation else kind
+                raise ScopeFSTimeout(f"{count} {what} event(s) of {app or self.app} within {timeout} s; saw {found}")
+            time.sleep(0.05)
 
 
 def _binary() -> str | None:

@@ -2,9 +2,9 @@
 # `make deb`: scopefs_VERSION_amd64.deb from a built binary, with dpkg-deb
 # (no Debian source tree: the Makefile is the build system).
 #   packaging/deb/build-deb.sh BINARY GENERATED_DIR OUTPUT_DIR
-# The files are those of `make install` (packaging/install.sh) in Debian's
-# layout, plus the C client library, the Python client, and Debian's
-# copyright, changelog, shlibs and ldconfig trigger.
+# The files are those of `make install` (packaging/install.sh: the C client
+# library, the Python client and plugin, the examples included) in Debian's
+# layout, plus Debian's copyright, changelog, shlibs and ldconfig trigger.
 set -eu
 [ $# -eq 3 ] || { echo "usage: packaging/deb/build-deb.sh BINARY GENERATED_DIR OUTPUT_DIR" >&2; exit 64; }
 binary=$1; generated=$2; output=$3
@@ -18,13 +18,8 @@ root=$stage/scopefs_${version}_amd64
 
 DESTDIR=$root PREFIX=/usr SBINDIR=/sbin ZSHCOMPDIR=/usr/share/zsh/vendor-completions \
 SYSTEMDSYSTEMDIR=/lib/systemd/system SYSTEMDUSERDIR=/usr/lib/systemd/user RUNTIMEDIR=/usr/lib/scopefs \
+LIBDIR=/usr/lib/$multiarch PYTHONDIR=/usr/lib/python3/dist-packages CBUILD="$stage/c" \
 STRIP=1 "$repo/packaging/install.sh" "$binary" "$generated"
-
-make -s -C "$repo/clients/c" BUILD="$stage/c" VERSION="$version" PREFIX=/usr LIBDIR="/usr/lib/$multiarch" \
-  DESTDIR="$root" install >/dev/null
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/lib/$multiarch/libscopefs.so.$version"
-install -d "$root/usr/lib/python3/dist-packages"
-install -m 0644 "$repo/clients/python/scopefs.py" "$repo/clients/python/scopefs_testing.py" "$root/usr/lib/python3/dist-packages/"
 
 doc=$root/usr/share/doc/scopefs
 install -m 0644 "$here/copyright" "$doc/copyright"
