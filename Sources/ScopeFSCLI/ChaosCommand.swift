@@ -1,7 +1,6 @@
 import ArgumentParser
 import CommandErrors
 import Control
-import Daemon
 import Foundation
 import Glibc
 import HostText

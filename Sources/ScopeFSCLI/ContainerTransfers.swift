@@ -1,6 +1,5 @@
 import CommandErrors
 import Control
-import Daemon
 import Documents
 import Policy
 import PolicyStore

@@ -1,6 +1,5 @@
 import ArgumentParser
 import CommandErrors
-import Daemon
 import Documents
 import Foundation
 import HostText

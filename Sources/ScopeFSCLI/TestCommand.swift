@@ -1,7 +1,6 @@
 import ArgumentParser
 import CommandErrors
 import Control
-import Daemon
 import Documents
 import Foundation
 import Glibc
