@@ -50,8 +50,6 @@ test: lint build test-unit test-integration
 
 test-unit: deps
 	$(SWIFT) test
-	# The Swift client's own tests (presenters, Apple's names), in its package.
-	$(SWIFT) test --package-path clients/swift --scratch-path .build-clients
 	$(PYTHON) -m pytest -q Tests/docs
 
 # The suite takes ~15 min on a quiet 2-core machine; the budget leaves room

@@ -20,8 +20,5 @@ let package = Package(
         // points its ScopeFSClient target here): one copy.
         .target(name: "ScopeFSClient"),
         .target(name: "ScopeFSTesting"),
-        // `swift test` here: presenters' delivery and Apple's names, no
-        // mount needed (the integration suite runs them against one).
-        .testTarget(name: "ScopeFSClientTests", dependencies: ["ScopeFSClient"]),
     ]
 )
