@@ -67,6 +67,10 @@ final class DocumentBridge: DocumentServices {
         subitemNotices.willChange(provider: provider, change)
     }
 
+    func subitemDidNotChange(provider: ProviderID, _ change: SubitemChange) {
+        subitemNotices.didNotChange(provider: provider, change)
+    }
+
     func subitemChanged(by app: AppID, provider: ProviderID, _ change: SubitemChange, in snapshot: PolicySnapshot) {
         subitemNotices.changed(by: app, provider: provider, change, in: snapshot)
     }

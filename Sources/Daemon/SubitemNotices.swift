@@ -52,7 +52,7 @@ final class SubitemNotices: Sendable {
     // MARK: Through the mount (FUSE workers: only queue)
 
     /// `change` is about to be made through the mount: its host echo is
-    /// expected. A failed change leaves an expectation that expires.
+    /// expected.
     func willChange(provider: ProviderID, _ change: SubitemChange) {
         guard expectsEchoes.load(ordering: .relaxed) else { return }
         let now = Self.now()
@@ -60,6 +60,18 @@ final class SubitemNotices: Sendable {
             expected.removeAll { now - $0.at > Self.echoLifetime }
             if expected.count >= Self.echoesKept { expected.removeFirst(expected.count - Self.echoesKept + 1) }
             for echo in Self.echoes(provider, change) { expected.append(Expected(echo: echo, at: now)) }
+        }
+    }
+
+    /// The change `willChange` announced failed: no echo comes. Without
+    /// this an app's failing calls could plant expectations that swallow
+    /// the host's real changes of those names (for other apps' presenters).
+    func didNotChange(provider: ProviderID, _ change: SubitemChange) {
+        guard expectsEchoes.load(ordering: .relaxed) else { return }
+        expected.withLock { expected in
+            for echo in Self.echoes(provider, change) {
+                if let index = expected.lastIndex(where: { $0.echo == echo }) { expected.remove(at: index) }
+            }
         }
     }
 

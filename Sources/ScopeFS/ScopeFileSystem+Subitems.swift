@@ -41,7 +41,13 @@ extension ScopeFileSystem {
     ) throws(Errno) -> Result {
         guard let app = caller.app, let changes else { return try body() }
         for change in changes.changes { documents.subitemWillChange(provider: changes.provider, change) }
-        let result = try body()
+        let result: Result
+        do {
+            result = try body()
+        } catch {
+            for change in changes.changes { documents.subitemDidNotChange(provider: changes.provider, change) }
+            throw error
+        }
         let snapshot = self.snapshot
         for change in changes.changes {
             documents.subitemChanged(by: app, provider: changes.provider, change, in: snapshot)

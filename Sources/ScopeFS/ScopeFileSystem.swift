@@ -33,6 +33,8 @@ public protocol DocumentServices: Sendable {
     /// through the mount (its host echo is expected). Called on a FUSE
     /// worker, before the system call: it must only record.
     func subitemWillChange(provider: ProviderID, _ change: SubitemChange)
+    /// The system call `subitemWillChange` announced failed.
+    func subitemDidNotChange(provider: ProviderID, _ change: SubitemChange)
     /// A process of `app` made `change` through the mount: other apps'
     /// folder presenters hear `appeared`, `moved` or `deleted` (issue 31).
     /// Called on a FUSE worker: it must only queue.

@@ -96,6 +96,24 @@ import Testing
         #expect(!pairing.isWaiting)
     }
 
+    @Test func anEchoIsDroppedOnceAndAFailedChangeExpectsNone() {
+        let board = NoticeBoard()
+        let notices = SubitemNotices(board: board)
+        notices.expectsEchoes.store(true, ordering: .relaxed)
+        let policy = snapshot([grant(1, alpha, "docs")])
+        let start = board.notices(for: alpha, after: nil, wait: 0).cursor
+        // The mount's own change comes back from inotify: dropped, once.
+        notices.willChange(provider: "local", .appeared("docs/a.txt"))
+        notices.hostChanged(provider: "local", .appeared("docs/a.txt"), in: policy)
+        #expect(board.notices(for: alpha, after: start, wait: 0).notices.isEmpty)
+        notices.hostChanged(provider: "local", .appeared("docs/a.txt"), in: policy)
+        // A change that failed plants nothing that would hide the host's.
+        notices.willChange(provider: "local", .moved(from: "docs/a.txt", to: "docs/b.txt"))
+        notices.didNotChange(provider: "local", .moved(from: "docs/a.txt", to: "docs/b.txt"))
+        notices.hostChanged(provider: "local", .moved(from: "docs/a.txt", to: "docs/b.txt"), in: policy)
+        #expect(board.notices(for: alpha, after: start, wait: 0).notices.map(\.kind) == [.appeared, .moved])
+    }
+
     @Test func oneAppsFloodKeepsAnotherAppsNotices() {
         let board = NoticeBoard()
         let start = board.notices(for: beta, after: nil, wait: 0).cursor
