@@ -27,21 +27,11 @@ final class SubitemNotices: Sendable {
     /// Echoes kept at most; the oldest go first (SPEC S40).
     private static let echoesKept = 4096
 
-    private struct Echo: Hashable {
-        var provider: ProviderID
-        var path: String
-        /// Whether a name came there (created, moved to), or went.
-        var came: Bool
-    }
-
-    private struct Expected {
-        var echo: Echo
-        var at: Double
-    }
+    private typealias Echo = EchoExpectations.Echo
 
     private let board: NoticeBoard
     private let queue = DispatchQueue(label: "scopefs.subitem-notices")
-    private let expected = Mutex([Expected]())
+    private let expected = Mutex(EchoExpectations(lifetime: echoLifetime, capacity: echoesKept))
     /// Set when the channel cannot tell the daemon's own changes (inotify).
     let expectsEchoes = Atomic<Bool>(false)
 
@@ -57,9 +47,7 @@ final class SubitemNotices: Sendable {
         guard expectsEchoes.load(ordering: .relaxed) else { return }
         let now = Self.now()
         expected.withLock { expected in
-            expected.removeAll { now - $0.at > Self.echoLifetime }
-            if expected.count >= Self.echoesKept { expected.removeFirst(expected.count - Self.echoesKept + 1) }
-            for echo in Self.echoes(provider, change) { expected.append(Expected(echo: echo, at: now)) }
+            for echo in Self.echoes(provider, change) { expected.expect(echo, now: now) }
         }
     }
 
@@ -69,9 +57,7 @@ final class SubitemNotices: Sendable {
     func didNotChange(provider: ProviderID, _ change: SubitemChange) {
         guard expectsEchoes.load(ordering: .relaxed) else { return }
         expected.withLock { expected in
-            for echo in Self.echoes(provider, change) {
-                if let index = expected.lastIndex(where: { $0.echo == echo }) { expected.remove(at: index) }
-            }
+            for echo in Self.echoes(provider, change) { expected.forget(echo) }
         }
     }
 
@@ -94,16 +80,7 @@ final class SubitemNotices: Sendable {
     private func isEcho(_ provider: ProviderID, _ change: SubitemChange) -> Bool {
         let echoes = Self.echoes(provider, change)
         let now = Self.now()
-        return expected.withLock { expected in
-            expected.removeAll { now - $0.at > Self.echoLifetime }
-            var found: [Int] = []
-            for echo in echoes {
-                guard let index = expected.firstIndex(where: { $0.echo == echo }) else { return false }
-                found.append(index)
-            }
-            for index in found.sorted(by: >) { expected.remove(at: index) }
-            return true
-        }
+        return expected.withLock { $0.useUp(echoes, now: now) }
     }
 
     private static func echoes(_ provider: ProviderID, _ change: SubitemChange) -> [Echo] {

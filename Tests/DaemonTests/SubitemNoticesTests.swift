@@ -114,6 +114,26 @@ import Testing
         #expect(board.notices(for: alpha, after: start, wait: 0).notices.map(\.kind) == [.appeared, .moved])
     }
 
+    @Test func expectationsExpireAndAreBounded() {
+        var expected = EchoExpectations(lifetime: 2, capacity: 3)
+        let a = EchoExpectations.Echo(provider: "local", path: "docs/a", came: true)
+        let b = EchoExpectations.Echo(provider: "local", path: "docs/b", came: false)
+        var used: [Bool] = []
+        expected.expect(a, now: 0)
+        expected.expect(a, now: 1)
+        used.append(expected.useUp([a], now: 1.5))  // the older one
+        used.append(expected.useUp([a], now: 2.5))  // the younger lives until 3
+        used.append(expected.useUp([a], now: 2.5))  // none left
+        expected.expect(b, now: 10)
+        used.append(expected.useUp([b], now: 12.5))  // expired
+        #expect(used == [true, true, false, false])
+        for time in [20.0, 20.1, 20.2, 20.3] { expected.expect(a, now: time) }
+        #expect(expected.count == 3)  // the oldest went first
+        let allOrNothing = expected.useUp([a, b], now: 20.4)
+        let one = expected.useUp([a], now: 20.4)
+        #expect(!allOrNothing && one)
+    }
+
     @Test func oneAppsFloodKeepsAnotherAppsNotices() {
         let board = NoticeBoard()
         let start = board.notices(for: beta, after: nil, wait: 0).cursor
