@@ -152,6 +152,7 @@ long scopefs_inotify_event(const void *buffer, size_t length, size_t offset, str
     event->watch = raw->wd;
     event->overflow = (raw->mask & IN_Q_OVERFLOW) != 0;
     event->name = raw->len > 0 ? raw->name : NULL;
+    event->cookie = raw->cookie;
     return (long)(offset + size);
 }
 

@@ -90,13 +90,13 @@ final class ContentNotices: Sendable {
         let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == key.provider }.map(\.app))
         var notices: [DocumentNotice] = []
         for app in apps.sorted() where app != key.writer {
-            guard case .granted(let grant) = snapshot.coverage(app: app, provider: key.provider, path: key.path),
-                grant.state == .active
-            else { continue }
+            let position = snapshot.position(app: app, provider: key.provider, path: key.path)
+            guard case .granted(let grant) = position.coverage, grant.state == .active else { continue }
             notices.append(
                 DocumentNotice(
                     kind: .changed, app: app, grant: grant.id, provider: key.provider,
-                    path: MountLayout.providerPath(provider: key.provider, path: key.path)))
+                    path: MountLayout.providerPath(provider: key.provider, path: key.path),
+                    subitem: position.grantIsHere ? nil : true))
         }
         return notices
     }

@@ -144,6 +144,9 @@ public enum Daemon {
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
             logger: logger, notices: notices)
         if let hostChanges {
+            // inotify reports the mount's own changes too (fanotify tells
+            // them by pid): presenters must not hear them twice.
+            documents.subitemNotices.expectsEchoes.store(hostChanges.kind == .inotify, ordering: .relaxed)
             fileSystem.recordProviderDirectories()
             // A host rename wakes the item locator at once (issue 17's
             // presenters), instead of at its next second; a host write is
@@ -155,6 +158,9 @@ public enum Daemon {
                     contentChanged: { provider, path in
                         documents.contentNotices.changed(
                             provider: provider, path: path, writer: nil, in: fileSystem.snapshot)
+                    },
+                    subitemChanged: { provider, change in
+                        documents.subitemNotices.hostChanged(provider: provider, change, in: fileSystem.snapshot)
                     })
             }
         }

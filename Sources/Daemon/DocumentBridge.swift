@@ -23,12 +23,14 @@ final class DocumentBridge: DocumentServices {
     private let inbox: InboxKeeper
     private let events: any EventSink
     let contentNotices: ContentNotices
+    let subitemNotices: SubitemNotices
 
     init(
         state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger,
         notices: NoticeBoard
     ) throws(CommandError) {
         self.contentNotices = ContentNotices(board: notices)
+        self.subitemNotices = SubitemNotices(board: notices)
         self.inbox = inbox
         self.events = events
         self.repository = repository
@@ -59,6 +61,18 @@ final class DocumentBridge: DocumentServices {
 
     func contentWritten(by app: AppID, provider: ProviderID, path: String, in snapshot: PolicySnapshot) {
         contentNotices.changed(provider: provider, path: path, writer: app, in: snapshot)
+    }
+
+    func subitemWillChange(provider: ProviderID, _ change: SubitemChange) {
+        subitemNotices.willChange(provider: provider, change)
+    }
+
+    func subitemDidNotChange(provider: ProviderID, _ change: SubitemChange) {
+        subitemNotices.didNotChange(provider: provider, change)
+    }
+
+    func subitemChanged(by app: AppID, provider: ProviderID, _ change: SubitemChange, in snapshot: PolicySnapshot) {
+        subitemNotices.changed(by: app, provider: provider, change, in: snapshot)
     }
 
     /// Resolves a bookmark for a process of `app`; a stale resolution is

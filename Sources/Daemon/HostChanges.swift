@@ -196,16 +196,19 @@ final class HostChanges: HostChangeWatch {
     /// Reads events until `stop`, sending the kernel what each one makes
     /// stale. `namesChanged` runs (once per batch) when a name came or went
     /// on the host in a folder the kernel holds: an item may have moved.
-    /// `contentChanged` runs for each provider item a host write changed.
+    /// `contentChanged` runs for each provider item a host write changed,
+    /// `subitemChanged` for each provider item that came, went or moved.
     func run(
         fileSystem: ScopeFileSystem, session: FuseSession, namesChanged: () -> Void,
-        contentChanged: (ProviderID, String) -> Void
+        contentChanged: (ProviderID, String) -> Void, subitemChanged: (ProviderID, SubitemChange) -> Void
     ) {
         defer { finished.signal() }
         // Bounded: one read's worth of events at a time, however many come.
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var sweptAt = ContinuousClock.now
+        var renames = RenamePairing()
         while !stopping.load(ordering: .relaxed) {
+            for (provider, change) in renames.expired() { subitemChanged(provider, change) }
             // The providers' own directories, whose moves no watch reports:
             // at least every 200 ms, so a move shows well within S33's 1 s.
             if ContinuousClock.now - sweptAt >= .milliseconds(200) {
@@ -218,7 +221,8 @@ final class HostChanges: HostChangeWatch {
                 }
             }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 200) > 0 else { continue }
+            // A rename's "from" waits for its "to": a short poll then.
+            guard poll(&poller, 1, renames.isWaiting ? 20 : 200) > 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             guard count > 0 else { continue }
             let (changes, overflowed, renamed) = buffer.withUnsafeBytes { decode($0, count: count) }
@@ -239,8 +243,12 @@ final class HostChanges: HostChangeWatch {
             let changedItems = changes.filter { $0.content && !$0.onlyIfShared }.flatMap {
                 fileSystem.changedProviderItems($0, writerKnown: kind == .fanotify)
             }
+            let namedItems = changes.flatMap { change in
+                fileSystem.namedProviderItems(change).map { (change.naming!, $0.provider, $0.path) }
+            }
             session.invalidate(Self.merged(changes.map(fileSystem.invalidation(for:))))
             for item in changedItems { contentChanged(item.provider, item.path) }
+            for (provider, change) in renames.changes(namedItems) { subitemChanged(provider, change) }
         }
     }
 
@@ -299,7 +307,20 @@ final class HostChanges: HostChangeWatch {
         let content = event.mask & UInt64(IN_MODIFY) != 0
         // FAN_ONDIR and IN_ISDIR are the same bit too.
         let isFolder = event.mask & UInt64(IN_ISDIR) != 0
-        return HostChange(folder: folder, name: name, content: content, isFolder: isFolder, onlyIfShared: own)
+        return HostChange(
+            folder: folder, name: name, content: content, isFolder: isFolder, onlyIfShared: own,
+            naming: Self.naming(event))
+    }
+
+    /// How the event changed its name, if it did (FAN_CREATE, FAN_DELETE,
+    /// FAN_MOVED_FROM and FAN_MOVED_TO are inotify's bits).
+    private static func naming(_ event: scopefs_host_event) -> HostChange.Naming? {
+        let mask = UInt32(truncatingIfNeeded: event.mask)
+        if mask & UInt32(IN_CREATE) != 0 { return .created }
+        if mask & UInt32(IN_DELETE) != 0 { return .deleted }
+        if mask & UInt32(IN_MOVED_FROM) != 0 { return .movedFrom(cookie: event.cookie) }
+        if mask & UInt32(IN_MOVED_TO) != 0 { return .movedTo(cookie: event.cookie) }
+        return nil
     }
 
     /// Names that came or went (the same bits in fanotify and inotify).

@@ -3,14 +3,17 @@ import Policy
 import Synchronization
 
 /// The notices presenters wait for (issue 17): each installed snapshot's
-/// changes, numbered, kept in a bounded window so a slow or absent app
-/// costs nothing but the window. An app sees only its own app's notices.
+/// changes, numbered, kept in a bounded window per app so a slow or absent
+/// app costs nothing but its window, and one app's many changes (a folder
+/// of thousands of files made through the mount, issue 31) push out only
+/// the notices of the apps that share that folder, never another app's
+/// (S40). An app sees only its own app's notices.
 final class NoticeBoard: Sendable {
     static let window = 4096
 
     private struct State {
         var lastID: UInt64 = 0
-        var notices: [DocumentNotice] = []
+        var notices: [AppID: [DocumentNotice]] = [:]
     }
 
     private let state = Mutex(State())
@@ -30,9 +33,12 @@ final class NoticeBoard: Sendable {
             for var notice in changes {
                 state.lastID += 1
                 notice.id = state.lastID
-                state.notices.append(notice)
+                state.notices[notice.app, default: []].append(notice)
             }
-            if state.notices.count > Self.window { state.notices.removeFirst(state.notices.count - Self.window) }
+            for app in Set(changes.map(\.app)) {
+                let count = state.notices[app]?.count ?? 0
+                if count > Self.window { state.notices[app]?.removeFirst(count - Self.window) }
+            }
         }
         posted.lock()
         posted.broadcast()
@@ -47,7 +53,11 @@ final class NoticeBoard: Sendable {
         defer { posted.unlock() }
         while true {
             let (found, last) = state.withLock { state in
-                (state.notices.filter { $0.app == app && $0.id > (cursor ?? state.lastID) }, state.lastID)
+                let after = cursor ?? state.lastID
+                let mine = state.notices[app] ?? []
+                // Newest last: only the tail after the cursor is copied.
+                let start = mine.lastIndex { $0.id <= after }.map { $0 + 1 } ?? mine.startIndex
+                return (Array(mine[start...]), state.lastID)
             }
             guard let cursor else { return ([], last) }  // subscribing: from now on
             if let newest = found.last { return (found, newest.id) }

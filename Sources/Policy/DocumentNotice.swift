@@ -3,11 +3,17 @@
 /// its item moved (a new path) or was deleted — found by comparing the
 /// snapshot the daemon served with the one it installs, so every way a
 /// change reaches the daemon (a command, the picker, a host rename seen by
-/// the item locator) is told the same way. Content changes (`changed`) and
-/// coordination requests (`save`, `relinquish`) are posted as they happen.
+/// the item locator) is told the same way. Content changes (`changed`),
+/// items appearing, moving or going inside a granted folder (`subitem`
+/// notices, issue 31) and coordination requests (`save`, `relinquish`) are
+/// posted as they happen.
 public struct DocumentNotice: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case arrived, revoked, restored, forgotten, moved, deleted
+        /// An item appeared inside a granted folder (created, or moved in
+        /// from where the app could not see it): `presentedSubitemDidAppear`.
+        /// Always a subitem notice.
+        case appeared
         /// The item's content changed, on the host or through another
         /// app's write (`presentedItemDidChange`); `path` names the file,
         /// also when the grant is its folder's.
@@ -30,10 +36,13 @@ public struct DocumentNotice: Codable, Sendable, Equatable {
     public var path: String
     /// With `moved`: where it was.
     public var oldPath: String?
+    /// True when `path` is an item inside the granted folder, not the
+    /// granted item itself (`presentedSubitem...` callbacks); absent else.
+    public var subitem: Bool?
 
     public init(
         id: UInt64 = 0, kind: Kind, app: AppID, grant: GrantID, provider: ProviderID, path: String,
-        oldPath: String? = nil
+        oldPath: String? = nil, subitem: Bool? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -42,6 +51,7 @@ public struct DocumentNotice: Codable, Sendable, Equatable {
         self.provider = provider
         self.path = path
         self.oldPath = oldPath
+        self.subitem = subitem
     }
 
     /// The notices between two snapshots, in grant order (ids left at 0).

@@ -49,13 +49,28 @@ public struct HostChange: Sendable {
     /// the daemon made through the mount, which the kernel already knows
     /// for the view it came through (not for the other apps' views).
     public var onlyIfShared: Bool
+    /// Whether the entry's name came, went or moved (presenters' subitem
+    /// notices, issue 31); nil for a change of content or attributes.
+    public var naming: Naming?
 
-    public init(folder: HostDirectoryID, name: String?, content: Bool, isFolder: Bool = false, onlyIfShared: Bool) {
+    /// How a name changed. A rename is two events, from and to, joined by
+    /// inotify's cookie (fanotify reports 0: they come one after the other).
+    public enum Naming: Sendable, Equatable {
+        case created, deleted
+        case movedFrom(cookie: UInt32)
+        case movedTo(cookie: UInt32)
+    }
+
+    public init(
+        folder: HostDirectoryID, name: String?, content: Bool, isFolder: Bool = false, onlyIfShared: Bool,
+        naming: Naming? = nil
+    ) {
         self.folder = folder
         self.name = name
         self.content = content
         self.isFolder = isFolder
         self.onlyIfShared = onlyIfShared
+        self.naming = naming
     }
 }
 
@@ -150,6 +165,21 @@ extension ScopeFileSystem {
         {
             return []
         }
+        return providerItems(named: name, in: folders)
+    }
+
+    /// The provider items whose name a host change made, removed or moved
+    /// (presenters' subitem notices, issue 31): the entry in each provider
+    /// that shows a view of the folder, once. None for the daemon's own
+    /// changes, which the mount tells itself (`DocumentServices.subitemChanged`).
+    public func namedProviderItems(_ change: HostChange) -> [(provider: ProviderID, path: String)] {
+        guard change.naming != nil, !change.onlyIfShared, let name = change.name, !name.isEmpty, name != "." else {
+            return []
+        }
+        return providerItems(named: name, in: table.directoryNodes(of: change.folder.identity))
+    }
+
+    private func providerItems(named name: String, in folders: [Node]) -> [(provider: ProviderID, path: String)] {
         var items: [(provider: ProviderID, path: String)] = []
         for folder in folders {
             guard case .provider(_, let provider) = folder.place, let path = try? table.path(of: folder.inode) else {

@@ -61,7 +61,9 @@ extension ScopeFileSystem {
         defer { withExtendedLifetime(lease) {} }
         let directory = lease.number
         let charge = try chargeDescriptor(caller, folder.resolved, .create)
-        let descriptor = try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
+        let descriptor = try announcing(caller, appearing(name, in: folder)) { () throws(Errno) in
+            try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
+        }
         do {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)

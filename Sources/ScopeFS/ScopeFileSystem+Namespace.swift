@@ -30,10 +30,11 @@ extension ScopeFileSystem {
         _ request: Request, _ parent: UInt64, _ name: String, _ operation: FileOperation,
         _ body: (Int32) throws(Errno) -> Void
     ) throws(Errno) -> Entry {
-        let folder = try gate(parent, .write, callers.caller(of: request), operation)
+        let caller = callers.caller(of: request)
+        let folder = try gate(parent, .write, caller, operation)
         let lease = try backedDirectory(folder)
         defer { withExtendedLifetime(lease) {} }
-        try body(lease.number)
+        try announcing(caller, appearing(name, in: folder)) { () throws(Errno) in try body(lease.number) }
         try giveToCaller(lease.number, name, request, folder: folder.node)
         let (node, info) = try backedChild(of: folder.node, named: name)
         return entry(node, info, in: folder.node)
@@ -47,7 +48,9 @@ extension ScopeFileSystem {
         guard let sourceDirectory = try parentDescriptor(of: source.resolved) else { throw .notPermitted }
         let directory = try backedDirectory(folder)
         defer { withExtendedLifetime((sourceDirectory, directory)) {} }
-        try Sys.linkAt(sourceDirectory.number, source.resolved.name, directory.number, newName)
+        try announcing(caller, appearing(newName, in: folder)) { () throws(Errno) in
+            try Sys.linkAt(sourceDirectory.number, source.resolved.name, directory.number, newName)
+        }
         let (node, info) = try backedChild(of: folder.node, named: newName)
         return entry(node, info, in: folder.node)
     }
@@ -68,7 +71,9 @@ extension ScopeFileSystem {
         try requireVisible(name, in: folder)
         let directory = try backedDirectory(folder)
         defer { withExtendedLifetime(directory) {} }
-        try Sys.unlinkAt(directory.number, name, flags)
+        try announcing(caller, deleting(name, in: folder)) { () throws(Errno) in
+            try Sys.unlinkAt(directory.number, name, flags)
+        }
         table.removed(parent: parent, name: name)
     }
 
@@ -84,7 +89,10 @@ extension ScopeFileSystem {
         let toLease = try backedDirectory(to)
         defer { withExtendedLifetime((fromLease, toLease)) {} }
         let (fromDirectory, toDirectory) = (fromLease.number, toLease.number)
-        try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
+        let moves = moving(name, in: from, to: newName, in: to, exchange: flags & Sys.renameExchange != 0)
+        try announcing(caller, moves) { () throws(Errno) in
+            try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
+        }
         // The table learns what moved from the host's answer: which file
         // is now at each name (one fstatat; two for an exchange, or for a
         // hard-linked file).

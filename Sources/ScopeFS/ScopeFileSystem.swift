@@ -29,6 +29,16 @@ public protocol DocumentServices: Sendable {
     /// presenters hear `changed` (issue 17). Called on a FUSE worker: it
     /// must only queue.
     func contentWritten(by app: AppID, provider: ProviderID, path: String, in snapshot: PolicySnapshot)
+    /// A process of `app` is about to make `change` to names of a provider
+    /// through the mount (its host echo is expected). Called on a FUSE
+    /// worker, before the system call: it must only record.
+    func subitemWillChange(provider: ProviderID, _ change: SubitemChange)
+    /// The system call `subitemWillChange` announced failed.
+    func subitemDidNotChange(provider: ProviderID, _ change: SubitemChange)
+    /// A process of `app` made `change` through the mount: other apps'
+    /// folder presenters hear `appeared`, `moved` or `deleted` (issue 31).
+    /// Called on a FUSE worker: it must only queue.
+    func subitemChanged(by app: AppID, provider: ProviderID, _ change: SubitemChange, in snapshot: PolicySnapshot)
 }
 
 /// What a mount was asked for.

@@ -479,7 +479,13 @@ def watch_documents(state_dir: str | None = None, timeout: float | None = None) 
     relinquish when another app's claim waits for ours), ``path`` (in the app's
     view, under ``$SCOPEFS_MOUNT``), ``oldPath`` for a move, ``grant`` and
     ``provider``. It ends after ``timeout`` seconds without a notice (None:
-    never). Notices are kept for a while, not forever: iterate promptly."""
+    never). Notices are kept for a while, not forever: iterate promptly.
+
+    Items inside a granted folder are told too, with ``"subitem": True``
+    (Apple's presentedSubitem... callbacks): ``appeared`` (created, or moved
+    in from where the app cannot see), ``moved`` (``oldPath`` and ``path``),
+    ``deleted`` (or moved out of its sight) and ``changed``, made on the
+    host or by another app through the mount, never by this app itself."""
     answer = _ask({"op": "watch"}, state_dir, 30)  # subscribe now, not at the first next()
     if not answer.get("ok"):
         raise ScopeDenied(errno.EPERM, str(answer.get("message") or "cannot watch"))

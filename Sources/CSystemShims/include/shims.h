@@ -112,6 +112,8 @@ struct scopefs_host_event {
     size_t key_length;
     /// The entry's name in that directory; NULL or "" for the folder itself.
     const char *name;
+    /// inotify: the cookie joining the two halves of a rename; fanotify: 0.
+    uint32_t cookie;
 };
 /// Decodes the fanotify event at `offset` of `buffer`; returns the offset
 /// of the next one, or -1 when no whole event is left.

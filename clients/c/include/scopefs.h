@@ -191,7 +191,24 @@ int scopefs_release(unsigned long long claim, const char *state_dir);
  * before "relinquish") or "relinquish" (end your claim);
  * `path` is in the app's view, `old_path` (moves only, else NULL) where it
  * was. Valid during the callback only.
+ *
+ * Items inside a granted folder are told too (issue 31, Apple's
+ * presentedSubitem... callbacks): "appeared" (created, or moved in from
+ * where the app cannot see), "moved", "deleted" and "changed" with the
+ * item's own path, below the folder's; made on the host or by another app,
+ * never by this app itself. A notice whose path is below a granted
+ * folder's is a subitem's; "appeared" is always one.
  */
+#define SCOPEFS_NOTICE_ARRIVED "arrived"
+#define SCOPEFS_NOTICE_REVOKED "revoked"
+#define SCOPEFS_NOTICE_RESTORED "restored"
+#define SCOPEFS_NOTICE_FORGOTTEN "forgotten"
+#define SCOPEFS_NOTICE_APPEARED "appeared"
+#define SCOPEFS_NOTICE_MOVED "moved"
+#define SCOPEFS_NOTICE_DELETED "deleted"
+#define SCOPEFS_NOTICE_CHANGED "changed"
+#define SCOPEFS_NOTICE_SAVE "save"
+#define SCOPEFS_NOTICE_RELINQUISH "relinquish"
 struct scopefs_notice {
     const char *kind;
     const char *path;

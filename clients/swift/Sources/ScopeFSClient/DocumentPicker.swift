@@ -76,7 +76,7 @@ public enum DocumentPicker {
         return String(path.dropFirst(root.count))
     }
 
-    private static func pick(
+    static func pick(
         _ mode: Mode, _ contentTypes: [String], _ allowsMultipleSelection: Bool, _ directory: String?,
         _ items: [String],
         _ timeout: Double, _ stateDirectory: String?

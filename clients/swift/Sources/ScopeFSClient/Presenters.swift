@@ -10,11 +10,15 @@ import Foundation
 /// hears it: a document arrived, was revoked, restored, forgotten, moved
 /// (with its new URL), deleted or changed (its content, on the host or by
 /// another app), or another app waits for it (`save` your changes, then
-/// `relinquish`: end your claim). `FilePresenter` turns these into
-/// Apple's callbacks. docs/API.md "Hearing about documents".
+/// `relinquish`: end your claim). Items inside a granted folder are told
+/// too (`isSubitem`): `appeared`, `moved`, `deleted` and `changed` (issue
+/// 31). `FilePresenter` and `NSFilePresenter` turn these into Apple's
+/// callbacks. docs/API.md "Hearing about documents".
 public struct DocumentNotice: Decodable, Sendable, Equatable {
     public enum Kind: String, Decodable, Sendable {
         case arrived, revoked, restored, forgotten, moved, deleted, changed, save, relinquish
+        /// An item appeared inside a granted folder (always a subitem).
+        case appeared
     }
 
     public let kind: Kind
@@ -24,9 +28,13 @@ public struct DocumentNotice: Decodable, Sendable, Equatable {
     public var url: URL { DocumentPresenter.url(inApp: path) }
     /// With `.moved`: where it was.
     public var oldURL: URL? { oldPath.map(DocumentPresenter.url(inApp:)) }
+    /// Whether the notice is about an item inside a granted folder, not
+    /// the granted item itself (Apple's `presentedSubitem...` callbacks).
+    public var isSubitem: Bool { subitem ?? false }
 
     let path: String
     let oldPath: String?
+    let subitem: Bool?
 }
 
 /// A subscription to the app's document notices, from the moment it is

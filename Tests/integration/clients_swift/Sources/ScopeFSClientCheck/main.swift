@@ -13,6 +13,7 @@
 //   scopefs-client-check bytes-pick
 //   scopefs-client-check bytes-watch
 //   scopefs-client-check query N               (MetadataQuery: gathering, then N updates, issue 17)
+//   scopefs-client-check apple-...             (Apple-shaped code: AppleShapes.swift, issue 31)
 import Foundation
 import ScopeFSClient
 
@@ -93,6 +94,9 @@ func exactReport(_ url: URL) -> [String: String] {
 var report: [String: String] = [:]
 let args = CommandLine.arguments
 let mode = args.count > 1 ? args[1] : ""
+
+// Apple-shaped code (AppleShapes.swift, issue 31) first.
+if args.count > 1, try runAppleShape(args) { exit(0) }
 
 switch mode {
 case "basic" where args.count == 5:
