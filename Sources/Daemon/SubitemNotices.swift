@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import HostText
 import Policy
 import Synchronization
 
