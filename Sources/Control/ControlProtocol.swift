@@ -156,7 +156,7 @@ public struct ControlResponse: Codable, Sendable {
     /// With `claimForTransfer`: the claims held (release each when done).
     public var claims: [UInt64]?
     /// With `watch`: the app's notices, and the cursor to ask from next.
-    public var notices: [DocumentNotice]?
+    public var notices: [PresenterNotice]?
     public var cursor: UInt64?
     /// With `register`: the daemon's pid, which `scopefs run` watches to
     /// end its app when the mount dies (issue 15).
@@ -195,7 +195,7 @@ public struct ControlResponse: Codable, Sendable {
         results: [DocumentQuery.Result]? = nil,
         digest: String? = nil,
         claims: [UInt64]? = nil,
-        notices: [DocumentNotice]? = nil,
+        notices: [PresenterNotice]? = nil,
         cursor: UInt64? = nil,
         daemon: Int32? = nil,
         runAs: AppAccount? = nil,

@@ -86,14 +86,14 @@ final class ContentNotices: Sendable {
     }
 
     /// One `changed` notice per app whose active grant covers the item.
-    private static func notices(_ key: Key, _ snapshot: PolicySnapshot) -> [DocumentNotice] {
+    private static func notices(_ key: Key, _ snapshot: PolicySnapshot) -> [PresenterNotice] {
         let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == key.provider }.map(\.app))
-        var notices: [DocumentNotice] = []
+        var notices: [PresenterNotice] = []
         for app in apps.sorted() where app != key.writer {
             let position = snapshot.position(app: app, provider: key.provider, path: key.path)
             guard case .granted(let grant) = position.coverage, grant.state == .active else { continue }
             notices.append(
-                DocumentNotice(
+                PresenterNotice(
                     kind: .changed, app: app, grant: grant.id, provider: key.provider,
                     path: MountLayout.providerPath(provider: key.provider, path: key.path),
                     subitem: position.grantIsHere ? nil : true))

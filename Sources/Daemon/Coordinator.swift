@@ -146,8 +146,8 @@ final class Coordinator: Sendable {
             // (savePresentedItemChanges, relinquishPresentedItem), together.
             for blocker in blockers where asked.insert(blocker.id).inserted && !blocker.app.isEmpty {
                 notices.post(
-                    [DocumentNotice.Kind.save, .relinquish].map {
-                        DocumentNotice(kind: $0, app: blocker.app, grant: 0, provider: "", path: blocker.path)
+                    [PresenterNotice.Kind.save, .relinquish].map {
+                        PresenterNotice(kind: $0, app: blocker.app, grant: 0, provider: "", path: blocker.path)
                     })
             }
             _ = changed.wait(until: min(deadline, Date().addingTimeInterval(Self.recheck)))
@@ -181,7 +181,7 @@ final class Coordinator: Sendable {
         for claim in moved where !claim.app.isEmpty && !hearsMoves(claim.app, claim.path) {
             guard told.insert(claim.app + "\u{0}" + claim.path).inserted else { continue }
             notices.post(
-                DocumentNotice(kind: .moved, app: claim.app, grant: 0, provider: "", path: path, oldPath: claim.path))
+                PresenterNotice(kind: .moved, app: claim.app, grant: 0, provider: "", path: path, oldPath: claim.path))
         }
     }
 

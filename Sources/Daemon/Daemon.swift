@@ -110,7 +110,7 @@ public enum Daemon {
         let notices = NoticeBoard()
         let documents = try DocumentBridge(
             state: state, repository: repository, inbox: inbox, events: recorder, logger: logger, notices: notices)
-        let hostChanges = try HostChanges.open(options.hostChanges, probe: state.containersPath, logger: logger)
+        let hostChanges = try HostChangeChannel.open(options.hostChanges, probe: state.containersPath, logger: logger)
         let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
         let configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,

@@ -13,7 +13,7 @@ final class NoticeBoard: Sendable {
 
     private struct State {
         var lastID: UInt64 = 0
-        var notices: [AppID: [DocumentNotice]] = [:]
+        var notices: [AppID: [PresenterNotice]] = [:]
     }
 
     private let state = Mutex(State())
@@ -21,13 +21,13 @@ final class NoticeBoard: Sendable {
 
     /// Numbers and keeps the changes from `old` to `new`.
     func post(from old: PolicySnapshot, to new: PolicySnapshot) {
-        post(DocumentNotice.changes(from: old, to: new))
+        post(PresenterNotice.changes(from: old, to: new))
     }
 
-    func post(_ notice: DocumentNotice) { post([notice]) }
+    func post(_ notice: PresenterNotice) { post([notice]) }
 
     /// Posts `changes` in this order, with no other notice between them.
-    func post(_ changes: [DocumentNotice]) {
+    func post(_ changes: [PresenterNotice]) {
         guard !changes.isEmpty else { return }
         state.withLock { state in
             for var notice in changes {
@@ -47,7 +47,7 @@ final class NoticeBoard: Sendable {
 
     /// `app`'s notices after `cursor` (none: from now on), waiting up to
     /// `wait` seconds for one; and the cursor to ask from next.
-    func notices(for app: AppID, after cursor: UInt64?, wait: Double) -> (notices: [DocumentNotice], cursor: UInt64) {
+    func notices(for app: AppID, after cursor: UInt64?, wait: Double) -> (notices: [PresenterNotice], cursor: UInt64) {
         let deadline = Date().addingTimeInterval(wait)
         posted.lock()
         defer { posted.unlock() }

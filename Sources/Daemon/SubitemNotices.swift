@@ -98,15 +98,15 @@ final class SubitemNotices: Sendable {
     /// The notices `change` makes, one per app that sees it (apps in order).
     static func notices(
         _ provider: ProviderID, _ change: SubitemChange, except writer: AppID?, in snapshot: PolicySnapshot
-    ) -> [DocumentNotice] {
+    ) -> [PresenterNotice] {
         let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == provider }.map(\.app))
-        var notices: [DocumentNotice] = []
+        var notices: [PresenterNotice] = []
         for app in apps.sorted() where app != writer {
             func inside(_ path: String) -> Grant? { grantHolding(path, app: app, provider: provider, in: snapshot) }
-            func notice(_ kind: DocumentNotice.Kind, _ grant: Grant, _ path: String, oldPath: String? = nil)
-                -> DocumentNotice
+            func notice(_ kind: PresenterNotice.Kind, _ grant: Grant, _ path: String, oldPath: String? = nil)
+                -> PresenterNotice
             {
-                DocumentNotice(
+                PresenterNotice(
                     kind: kind, app: app, grant: grant.id, provider: provider,
                     path: MountLayout.providerPath(provider: provider, path: path),
                     oldPath: oldPath.map { MountLayout.providerPath(provider: provider, path: $0) }, subitem: true)

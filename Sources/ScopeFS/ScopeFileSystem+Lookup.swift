@@ -30,7 +30,7 @@ extension ScopeFileSystem {
     }
 
     public func forget(_ inode: UInt64, count: UInt64) {
-        if let dropped = table.forget(inode, count: count) { unwatchChanges(dropped) }
+        if let dropped = table.forget(inode, count: count) { unmarkForChanges(dropped) }
     }
 
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
@@ -228,7 +228,7 @@ extension ScopeFileSystem {
         }
         if adopted {
             if !slot.isPinned { folderDescriptors.admit(slot) }
-            watchChanges(node, descriptor: descriptor)
+            markForChanges(node, descriptor: descriptor)
         }
         return (node, info)
     }

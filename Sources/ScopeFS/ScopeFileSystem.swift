@@ -66,7 +66,7 @@ public struct MountConfiguration: Sendable {
     public var layoutTimeout: Double
     /// The host-change channel; nil: none, every backed item's caches
     /// expire after `cacheTimeout`.
-    public var hostChanges: (any HostChangeWatch)?
+    public var hostChanges: (any HostChangeMarker)?
     /// Backing descriptors one app, and all apps together, may make the
     /// daemon hold (`DescriptorBudget`, SPEC S40).
     public var descriptorsPerApp: Int
@@ -76,7 +76,7 @@ public struct MountConfiguration: Sendable {
 
     public init(
         openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60,
-        hostChanges: (any HostChangeWatch)? = nil, unwatchedTimeout: Double? = nil, descriptorsPerApp: Int = .max,
+        hostChanges: (any HostChangeMarker)? = nil, unwatchedTimeout: Double? = nil, descriptorsPerApp: Int = .max,
         descriptorsForApps: Int = .max, folderDescriptors: Int = 4096
     ) {
         self.folderDescriptors = folderDescriptors

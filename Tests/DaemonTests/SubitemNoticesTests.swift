@@ -137,10 +137,10 @@ import Testing
     @Test func oneAppsFloodKeepsAnotherAppsNotices() {
         let board = NoticeBoard()
         let start = board.notices(for: beta, after: nil, wait: 0).cursor
-        board.post(DocumentNotice(kind: .arrived, app: beta, grant: 2, provider: "local", path: "Providers/local/b"))
+        board.post(PresenterNotice(kind: .arrived, app: beta, grant: 2, provider: "local", path: "Providers/local/b"))
         board.post(
             (0..<(NoticeBoard.window + 10)).map {
-                DocumentNotice(
+                PresenterNotice(
                     kind: .appeared, app: alpha, grant: 1, provider: "local", path: "Providers/local/docs/\($0)")
             })
         #expect(board.notices(for: beta, after: start, wait: 0).notices.map(\.kind) == [.arrived])

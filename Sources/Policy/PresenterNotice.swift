@@ -7,7 +7,7 @@
 /// items appearing, moving or going inside a granted folder (`subitem`
 /// notices, issue 31) and coordination requests (`save`, `relinquish`) are
 /// posted as they happen.
-public struct DocumentNotice: Codable, Sendable, Equatable {
+public struct PresenterNotice: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case arrived, revoked, restored, forgotten, moved, deleted
         /// An item appeared inside a granted folder (created, or moved in
@@ -55,14 +55,14 @@ public struct DocumentNotice: Codable, Sendable, Equatable {
     }
 
     /// The notices between two snapshots, in grant order (ids left at 0).
-    public static func changes(from old: PolicySnapshot, to new: PolicySnapshot) -> [DocumentNotice] {
-        var notices: [DocumentNotice] = []
+    public static func changes(from old: PolicySnapshot, to new: PolicySnapshot) -> [PresenterNotice] {
+        var notices: [PresenterNotice] = []
         for id in Set(old.grantsByID.keys).union(new.grantsByID.keys).sorted() {
             let before = old.grantsByID[id]
             let after = new.grantsByID[id]
             guard let grant = after ?? before else { continue }
-            func notice(_ kind: Kind, _ snapshot: PolicySnapshot, oldPath: String? = nil) -> DocumentNotice {
-                DocumentNotice(
+            func notice(_ kind: Kind, _ snapshot: PolicySnapshot, oldPath: String? = nil) -> PresenterNotice {
+                PresenterNotice(
                     kind: kind, app: grant.app, grant: id, provider: grant.provider,
                     path: location(of: grant, in: snapshot).path, oldPath: oldPath)
             }

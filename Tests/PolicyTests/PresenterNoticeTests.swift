@@ -17,12 +17,12 @@ import Testing
         let none = snapshot([])
         let active = snapshot([grant(1, "Novel/a.txt")])
         let revoked = snapshot([grant(1, "Novel/a.txt", .revoked)])
-        #expect(DocumentNotice.changes(from: none, to: active).map(\.kind) == [.arrived])
-        #expect(DocumentNotice.changes(from: active, to: revoked).map(\.kind) == [.revoked])
-        #expect(DocumentNotice.changes(from: revoked, to: active).map(\.kind) == [.restored])
-        #expect(DocumentNotice.changes(from: active, to: none).map(\.kind) == [.forgotten])
-        #expect(DocumentNotice.changes(from: active, to: active).isEmpty)
-        #expect(DocumentNotice.changes(from: none, to: active).first?.path == "Providers/local/Novel/a.txt")
+        #expect(PresenterNotice.changes(from: none, to: active).map(\.kind) == [.arrived])
+        #expect(PresenterNotice.changes(from: active, to: revoked).map(\.kind) == [.revoked])
+        #expect(PresenterNotice.changes(from: revoked, to: active).map(\.kind) == [.restored])
+        #expect(PresenterNotice.changes(from: active, to: none).map(\.kind) == [.forgotten])
+        #expect(PresenterNotice.changes(from: active, to: active).isEmpty)
+        #expect(PresenterNotice.changes(from: none, to: active).first?.path == "Providers/local/Novel/a.txt")
     }
 
     @Test("Issue 17: the item locator's new place is a move with both paths; a missing item is a deletion")
@@ -36,9 +36,9 @@ import Testing
         let gone = snapshot(
             [grant(1, "a.txt")],
             items: ["i1": ItemLocation(provider: "local", path: "a.txt", isDirectory: false, exists: false)])
-        let move = DocumentNotice.changes(from: here, to: moved)
+        let move = PresenterNotice.changes(from: here, to: moved)
         #expect(move.map(\.kind) == [.moved])
         #expect(move.first?.path == "Providers/local/Old/b.txt" && move.first?.oldPath == "Providers/local/a.txt")
-        #expect(DocumentNotice.changes(from: here, to: gone).map(\.kind) == [.deleted])
+        #expect(PresenterNotice.changes(from: here, to: gone).map(\.kind) == [.deleted])
     }
 }

@@ -35,7 +35,7 @@ public enum HostChangeMode: String, Sendable, CaseIterable {
 ///
 /// Lock order: `index` is a leaf; system calls made under it (marks,
 /// watches) do not reach the mount.
-final class HostChanges: HostChangeWatch {
+final class HostChangeChannel: HostChangeMarker {
     enum Kind: String { case fanotify, inotify }
 
     let kind: Kind
@@ -79,7 +79,7 @@ final class HostChanges: HostChangeWatch {
     /// fanotify when the file system of `probe` (the containers folder) can
     /// be marked, else inotify. An explicit channel that cannot be had is
     /// an error.
-    static func open(_ mode: HostChangeMode, probe: String, logger: Logger) throws(CommandError) -> HostChanges? {
+    static func open(_ mode: HostChangeMode, probe: String, logger: Logger) throws(CommandError) -> HostChangeChannel? {
         switch mode {
         case .none:
             return nil
@@ -90,7 +90,7 @@ final class HostChanges: HostChangeWatch {
             var failure = errno
             if descriptor >= 0 {
                 if scopefs_fanotify_mark_filesystem(descriptor, probe) == 0 {
-                    let channel = HostChanges(kind: .fanotify, descriptor: descriptor, logger: logger)
+                    let channel = HostChangeChannel(kind: .fanotify, descriptor: descriptor, logger: logger)
                     var info = stat()
                     if lstat(probe, &info) == 0 {
                         channel.index.withLock { $0.marked[UInt64(info.st_dev)] = true }
@@ -112,18 +112,18 @@ final class HostChanges: HostChangeWatch {
         }
     }
 
-    private static func openInotify(logger: Logger) throws(CommandError) -> HostChanges {
+    private static func openInotify(logger: Logger) throws(CommandError) -> HostChangeChannel {
         let descriptor = scopefs_inotify_init()
         guard descriptor >= 0 else {
             throw CommandError(
                 .cannotMount, "cannot watch host changes with inotify: \(String(cString: strerror(errno)))")
         }
-        return HostChanges(kind: .inotify, descriptor: descriptor, logger: logger)
+        return HostChangeChannel(kind: .inotify, descriptor: descriptor, logger: logger)
     }
 
     // MARK: Folders (called by FUSE workers)
 
-    func watch(directory: Int32, _ folder: HostDirectoryID) -> Bool {
+    func mark(directory: Int32, _ folder: HostDirectoryID) -> Bool {
         index.withLock { index in
             if var known = index.folders[folder] {
                 known.nodes += 1
@@ -152,7 +152,7 @@ final class HostChanges: HostChangeWatch {
         }
     }
 
-    func unwatch(_ folder: HostDirectoryID) {
+    func unmark(_ folder: HostDirectoryID) {
         index.withLock { index in
             guard var known = index.folders[folder] else { return }
             known.nodes -= 1

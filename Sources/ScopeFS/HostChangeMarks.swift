@@ -26,13 +26,13 @@ public struct HostDirectoryID: Hashable, Sendable {
 ///
 /// Called from FUSE workers, with no lock of the file system held: the
 /// calls may make system calls, never wait on the kernel's FUSE side.
-public protocol HostChangeWatch: AnyObject, Sendable {
+public protocol HostChangeMarker: AnyObject, Sendable {
     /// A node of the folder open at `descriptor` (O_PATH) was made; the
     /// channel counts one more. Returns whether the folder's changes are
     /// reported: one that cannot be watched keeps short timeouts.
-    func watch(directory descriptor: Int32, _ folder: HostDirectoryID) -> Bool
+    func mark(directory descriptor: Int32, _ folder: HostDirectoryID) -> Bool
     /// A node of that folder is gone (one `watch` each).
-    func unwatch(_ folder: HostDirectoryID)
+    func unmark(_ folder: HostDirectoryID)
 }
 
 /// What changed in a host folder, as far as cached answers care.
@@ -101,19 +101,19 @@ extension ScopeFileSystem {
     }
 
     /// Registers a folder node just made, open as `directory`, with the channel.
-    func watchChanges(_ node: Node, descriptor directory: Int32) {
-        guard let watch = configuration.hostChanges, let identity = node.identity else { return }
-        if watch.watch(directory: directory, HostDirectoryID(identity)) {
+    func markForChanges(_ node: Node, descriptor directory: Int32) {
+        guard let channel = configuration.hostChanges, let identity = node.identity else { return }
+        if channel.mark(directory: directory, HostDirectoryID(identity)) {
             node.changesWatched.store(true, ordering: .relaxed)
         }
     }
 
-    /// The kernel forgot a node: a folder's watch loses one count.
-    func unwatchChanges(_ node: Node) {
+    /// The kernel forgot a node: a folder's mark loses one count.
+    func unmarkForChanges(_ node: Node) {
         guard node.isDirectory, node.folder != nil, let identity = node.identity,
-            let watch = configuration.hostChanges
+            let channel = configuration.hostChanges
         else { return }
-        watch.unwatch(HostDirectoryID(identity))
+        channel.unmark(HostDirectoryID(identity))
     }
 
     /// What the kernel must drop after a host change in a folder: the
