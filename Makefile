@@ -36,7 +36,7 @@ GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
 .PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-quick bench-requests bench-instructions \
-	install generated deb lint lint-deb version swift-client clean
+	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
 
@@ -64,7 +64,7 @@ test: lint build test-unit test-extensions test-integration
 
 test-unit: deps
 	$(SWIFT) test
-	$(PYTHON) -m pytest -q Tests/docs
+	$(PYTHON) -m pytest -q Tests/docs Tests/repo
 
 # Provider extensions (docs/PROVIDERS.md): the protocol's conformance suite
 # against the folder example and the S3 extension on moto's server, the
@@ -95,7 +95,8 @@ bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
 
-# Layout and lint checks, configured in .swift-format and ruff.toml. They
+# Layout and lint checks, configured in .swift-format and ruff.toml, and
+# the messages of the commits since tools/commit_messages.py's BASE. They
 # read only; `swift format -i -r Sources Tests Package.swift clients/swift`
 # and `ruff format && ruff check --fix` rewrite.
 lint: deps
@@ -103,6 +104,12 @@ lint: deps
 	$(SWIFT) format lint --strict --parallel --recursive Sources Tests Package.swift clients/swift
 	$(PYTHON) -m ruff check
 	$(PYTHON) -m ruff format --check
+	$(PYTHON) tools/commit_messages.py
+
+# Once per clone: git checks each new commit message as CONTRIBUTING.md
+# asks (tools/commit_messages.py, the same check `make lint` runs in CI).
+hooks:
+	git config core.hooksPath .githooks
 
 version:
 	@echo $(VERSION)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable
 
 from scopefs_harness import (
@@ -20,11 +19,11 @@ from scopefs_harness import (
     describe,
     mount_count,
     run_bounded,
+    wait_for,
     wait_for_exit,
 )
 
 POLL_TIMEOUT = 5.0  # events are flushed every ~100 ms; host renames are seen within 1-2 s
-POLL_INTERVAL = 0.1
 
 XATTR_START = "user.scopefs.start"
 XATTR_STOP = "user.scopefs.stop"
@@ -83,17 +82,6 @@ def remount(env: Env) -> None:
 # polling, events, status
 
 
-def poll(fn: Callable, done: Callable, timeout: float = POLL_TIMEOUT, what: str = "condition"):
-    """Call fn() until done(value) or the deadline; returns the last value
-    (callers assert on it, so a timeout shows what was seen last)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(POLL_INTERVAL)
-
-
 def events(env: Env, kind: str | None = None, app: str | None = None) -> list[dict]:
     """`scopefs events [--kind K] [--app A] --json`: one JSON object per line (SPEC S29)."""
     args = ["events", "--json"]
@@ -121,8 +109,13 @@ def wait_events(
     timeout: float = POLL_TIMEOUT,
 ) -> list[dict]:
     """Events (filtered by kind/app) that satisfy match, polled until at
-    least `count` of them are there or the deadline passes."""
-    return poll(lambda: [e for e in events(env, kind, app) if match(e)], lambda got: len(got) >= count, timeout)
+    least `count` of them are there; fails after `timeout`."""
+    return wait_for(
+        f"{count} matching {kind or 'any'} event(s) of {app or 'any app'}",
+        lambda: [e for e in events(env, kind, app) if match(e)],
+        lambda got: len(got) >= count,
+        timeout,
+    )
 
 
 def status(env: Env) -> dict:

@@ -28,8 +28,10 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -63,6 +65,53 @@ CRASH_MARKERS = (
 APPSIDE_SOURCE = (HERE / "appside.py").read_text()
 SNIPPET_MARKER = "\n# ---- snippet ----\n"
 PRELUDE_LINES = (APPSIDE_SOURCE + SNIPPET_MARKER).count("\n")
+
+
+# ---------------------------------------------------------------------------
+# waiting for a condition
+
+WAIT_TIMEOUT = 5.0  # what the daemon does asynchronously (events, exits, host changes) is seen within 1-2 s
+WAIT_INTERVAL = 0.1  # each probe may start a CLI process: do not spin on a 2-core machine
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    """wait_for() gave up: the message names what was awaited and the last value seen."""
+
+    def __init__(self, message: str, last):
+        super().__init__(message)
+        self.last = last
+
+
+def wait_for(
+    what: str | Callable[[], str],
+    probe: Callable[[], T],
+    done: Callable[[T], bool] = bool,
+    timeout: float = WAIT_TIMEOUT,
+    interval: float = WAIT_INTERVAL,
+) -> T:
+    """Call probe() until done(value) holds and return that value; after
+    `timeout` seconds fail with WaitTimeout, naming `what` and the last value
+    (`what` may be a function, for details only worth reading on failure).
+
+    The one way these tests wait for something to happen (issue 30): on the
+    state they need, never for a fixed time, so a slow machine only makes
+    them slower and a fast one does not wait for nothing. A `time.sleep`
+    elsewhere is the point of its test (nothing happens for N s, a load's
+    pace) and says so in a comment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if done(value):
+            return value
+        if time.monotonic() >= deadline:
+            shown = repr(value)
+            if len(shown) > 2000:
+                shown = shown[:2000] + "…"
+            awaited = what() if callable(what) else what
+            raise WaitTimeout(f"timed out after {timeout:g} s waiting for {awaited}; last value seen: {shown}", value)
+        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------
@@ -188,8 +237,8 @@ def wait_for_exit(pid: int, timeout: float) -> tuple[str, int | None]:
     """Wait until pid is gone. Returns ("exited", waitstatus) when it was our
     child (reaped here), ("gone", None) when it vanished without us being
     able to reap it, or ("alive", None) on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def state() -> tuple[str, int | None]:
         try:
             got, status = os.waitpid(pid, os.WNOHANG)
             if got == pid:
@@ -198,9 +247,51 @@ def wait_for_exit(pid: int, timeout: float) -> tuple[str, int | None]:
             st = _proc_stat(pid)
             if st is None or (st[0] in ("Z", "X") and st[1] != os.getpid()):
                 return "gone", None
-        if time.monotonic() > deadline:
-            return "alive", None
-        time.sleep(0.05)
+        return "alive", None
+
+    try:
+        return wait_for(f"process {pid} to exit", state, lambda got: got[0] != "alive", timeout, interval=0.05)
+    except WaitTimeout:
+        return "alive", None
+
+
+def sleeping(pid: int) -> bool:
+    """Whether pid's main thread sleeps in nanosleep (usleep, Thread.sleep):
+    a CLI that polls (`events --follow`, `query --follow`) sleeps only once
+    it has taken its starting point, so a test can wait for that."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() == "hrtimer_nanosleep"
+    except OSError:
+        return False
+
+
+def reading_a_socket(pid: int) -> bool:
+    """Whether a thread of pid is blocked reading a Unix stream socket: an
+    agent (`scopefs agent`, `scopefs test`) has sent the daemon its "next
+    pick request" and waits for one, so an app's pick finds it present.
+    (The daemon takes the request in microseconds; an app process takes
+    far longer to start and ask.)"""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            if Path(f"/proc/{pid}/task/{task}/wchan").read_text() == "unix_stream_read_generic":
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def wait_for_agent(pid: int, timeout: float = 20) -> None:
+    """Until the agent process pid waits for pick requests (reading_a_socket)."""
+    wait_for(
+        f"agent {pid} to ask the daemon for pick requests",
+        lambda: reading_a_socket(pid),
+        timeout=timeout,
+        interval=0.02,
+    )
 
 
 def reap_orphan_zombies() -> None:
@@ -243,7 +334,7 @@ def sample_peak(pid: int, stop: threading.Event, peak: list[int]) -> None:
         count = fd_count(pid)
         if count is not None and count > peak[0]:
             peak[0] = count
-        time.sleep(0.05)
+        time.sleep(0.05)  # the sampling rate of a measurement, not a wait
 
 
 def drop_dentry_caches() -> None:
@@ -697,7 +788,7 @@ class Env:
                     problems.append("`scopefs unmount` unmounted but exited nonzero\n" + describe(p))
                 return
             failures.append(describe(p))
-            time.sleep(0.5)
+            time.sleep(0.5)  # a pause between retries of a failed unmount, not a wait for a state
         problems.append("`scopefs unmount` failed 3 times:\n" + "\n".join(failures))
         for extra in (["-u"], ["-uz"]):
             subprocess.run(["fusermount3", *extra, str(self.mnt)], capture_output=True, timeout=20)
@@ -713,16 +804,18 @@ class Env:
         if not d or d.fd_baseline is None:
             return
         limit = d.fd_baseline + FD_SLACK
-        deadline = time.monotonic() + 4  # releases arrive asynchronously after app exit
-        dropped = False
-        while True:
-            now = fd_count(d.pid)
-            if now is None or now <= limit or time.monotonic() > deadline:
-                break
-            if not dropped and time.monotonic() > deadline - 3:
+        started, dropped = time.monotonic(), [False]
+
+        def count() -> int | None:
+            if not dropped[0] and time.monotonic() - started > 1:
                 drop_dentry_caches()
-                dropped = True
-            time.sleep(0.1)
+                dropped[0] = True
+            return fd_count(d.pid)
+
+        try:  # releases arrive asynchronously after app exit
+            now = wait_for("the daemon's descriptors to settle", count, lambda n: n is None or n <= limit, timeout=4)
+        except WaitTimeout as settled:
+            now = settled.last
         if now is not None and now > limit:
             targets = []
             for fd in sorted(os.listdir(f"/proc/{d.pid}/fd"), key=int):

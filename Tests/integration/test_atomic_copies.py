@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import container_host
-from scopefs_harness import ALPHA, LOCAL, describe
+from scopefs_harness import ALPHA, LOCAL, describe, wait_for
 
 BIG = 256 << 20  # large enough that the copy takes well over the kill latency
 KILL_AFTER = 4 << 20  # bytes in the copy when the test kills it
@@ -275,10 +275,13 @@ def test_killed_folder_export_to_another_disk_leaves_nothing_visible(removable_d
     assert tree(provider) == ["out"], f"killed export (copy was {seen}) shows in the provider folder: {tree(provider)}"
     view = env.app_json(ALPHA, APP_WALK, env.prov(ALPHA, "usb", "out"))
     assert view == [], f"an app granted the destination sees the partial copy {seen}: {view}"
-    deadline = time.monotonic() + SWEEP_WAIT
-    while tree(disk) != before and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert tree(disk) == before, f"the daemon did not sweep what the killed export staged ({seen}): {tree(disk)}"
+    wait_for(
+        f"the daemon to sweep what the killed export staged ({seen})",
+        lambda: tree(disk),
+        lambda now: now == before,
+        SWEEP_WAIT,
+        interval=0.5,
+    )
     assert leftovers(env, "big.bin") == [
         os.path.relpath(container_host(env, ALPHA, "Documents/album/big.bin"), env.root)
     ], "the staged copy's journal or files are left in the state"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount as mount_with_scopes
-from doc_scope_helpers import poll, wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, snippet
+from doc_scope_helpers import wait_events
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, snippet, wait_for
 
 SECRET = "docs/secret.txt"
 REPORT = "docs/report.txt"
@@ -261,7 +261,7 @@ for _ in range(100):
     s = socket.socket(socket.AF_UNIX)
     s.connect(endpoint)
     held.append(s)          # connected, never sends a line
-time.sleep(0.5)
+time.sleep(0.5)  # a wait with nothing to watch: the daemon accepts the held connections (no app sees that)
 extra = socket.socket(socket.AF_UNIX)
 extra.connect(endpoint)
 extra.settimeout(5)
@@ -326,10 +326,7 @@ def test_each_run_has_a_cgroup_that_goes_with_it(env):
     assert f"scopefs-run-{env.daemon.pid}-" in line, line
     status = json.loads(env.cli("status", "--json").stdout)["daemon"]
     assert status["attribution"].startswith("cgroup v2"), status
-    deadline = time.monotonic() + 5
-    while run_cgroups(env.daemon.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert run_cgroups(env.daemon.pid) == []
+    wait_for("the run's cgroup to go", lambda: run_cgroups(env.daemon.pid), lambda left: left == [])
 
 
 # --- Finding 3: a process leaves its app tree -------------------------------
@@ -360,9 +357,11 @@ libc = ctypes.CDLL(None, use_errno=True)
 first = os.fork()
 if first == 0:
     os.setsid()
+    middle = os.getpid()
     if os.fork() != 0:
         os._exit(0)
-    time.sleep(0.3)  # the middle process is gone: this one was reparented
+    while os.getppid() == middle:  # until the middle process is gone and this one was reparented
+        time.sleep(0.01)
     if how == "clone-parent":
         # Raw clone(CLONE_PARENT | SIGCHLD): the child's parent is the
         # caller's parent (not an app process), as the fork event says.
@@ -372,7 +371,7 @@ if first == 0:
         # execve from a second thread: the kernel reports the old leader's
         # exit while the process lives on.
         threading.Thread(target=os.execv, args=(sys.executable, probe_argv)).start()
-        time.sleep(30)
+        time.sleep(30)  # not a wait: the leader thread idles; the exec replaces the process
     os._exit(0)
 os.waitpid(first, 0)
 deadline = time.time() + 40
@@ -713,7 +712,7 @@ def _held_folder_cut_after_host_move(env, folder_rel, cwd_rel, moved_rel, destin
 
     os.rename(backing / moved_rel, destination)
     moved_at = time.monotonic()
-    time.sleep(1.5)
+    time.sleep(1.5)  # not a wait: past the location check's age (1 s), so the check runs again
     app.send()
     after = app.recv()
     elapsed = time.monotonic() - moved_at
@@ -769,7 +768,7 @@ def test_folder_renamed_within_grant_stays_usable(env):
     app = env.app_session(ALPHA, HOLDS_FOLDER_STILL_GRANTED, env.prov(ALPHA, LOCAL, "work/sub"))
     assert app.recv() == {"before": ["f.txt"]}
     os.rename(backing / "sub", backing / "renamed")
-    time.sleep(1.5)
+    time.sleep(1.5)  # not a wait: past the location check's age (1 s), so the check runs again
     app.send()
     after = app.recv()
     assert after == {
@@ -841,11 +840,11 @@ def test_unbalanced_stop_flood_neither_evicts_nor_floods_the_trail(env):
         last[0] = newest
         return done
 
-    poll(
+    wait_for(
+        "the newest unbalanced stop to stop changing",
         lambda: events_json(env, "--kind", "unbalanced-stop", "--limit", "1"),
         settled,
         timeout=15,
-        what="the newest unbalanced stop",
     )
 
     important = events_json(env, "--kind", IMPORTANT_KINDS, "--app", ALPHA)
@@ -906,8 +905,7 @@ def test_control_characters_in_names_are_escaped_in_text_and_exact_in_json(env):
         env.prov(ALPHA, LOCAL, FORGED_NAME),
     )
     assert leaked == {"ok": "1"}, leaked
-    leaks = poll(lambda: events_json(env, "--kind", "leak"), bool, what="the leak event")
-    assert leaks, "no leak event after the app exited in scope"
+    wait_for("a leak event after the app exited in scope", lambda: events_json(env, "--kind", "leak"))
 
     outputs = {
         "events": env.cli("events").stdout,

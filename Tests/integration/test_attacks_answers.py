@@ -29,7 +29,7 @@ import threading
 import time
 
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, BETA, LOCAL, drop_dentry_caches
+from scopefs_harness import ALPHA, BETA, LOCAL, drop_dentry_caches, wait_for
 from test_pick_requests import Agent
 
 REPORT = "docs/report.txt"
@@ -51,15 +51,6 @@ def ask(request, timeout=40):
 def owner_readlink(env, path: str) -> str:
     """readlink as the owner (the inspect view, SPEC S4), from a child."""
     return env.host_json("emit(outcome(os.readlink, sys.argv[1]))", path).get("ok", "")
-
-
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 # --- Finding 3: an item-path oracle through hand-made stubs -------------------
@@ -141,7 +132,12 @@ def test_a_hand_made_stub_does_not_follow_a_forgotten_item(env):
     env.cli("forget", ALPHA, "--all")
     (env.backing(LOCAL) / REPORT).rename(env.backing(LOCAL) / "deep/hidden/moved-report.txt")
     witness = env.container(BETA, "Documents/report.txt")
-    assert wait_until(lambda: "moved-report" in owner_readlink(env, witness)), owner_readlink(env, witness)
+    wait_for(
+        "BETA's reference to follow the move",
+        lambda: owner_readlink(env, witness),
+        lambda link: "moved-report" in link,
+        10,
+    )
     got = forge_stub(env, item, "again.txt")
     assert got["link"] is not None and "unknown-item" in got["link"], got
     assert "hidden" not in json.dumps(got) and "moved-report" not in json.dumps(got), got
@@ -198,7 +194,12 @@ def test_a_claim_follows_its_item_across_a_host_rename(env):
     assert holder.recv()["claim"].get("ok") is True
     (novel / "chapter1.txt").rename(novel / "chapter-one.txt")
     witness = env.container(ALPHA, "Documents/chapter1.txt")
-    assert wait_until(lambda: "chapter-one" in owner_readlink(env, witness)), owner_readlink(env, witness)
+    wait_for(
+        "ALPHA's reference to follow the rename",
+        lambda: owner_readlink(env, witness),
+        lambda link: "chapter-one" in link,
+        10,
+    )
     holder.send("go")
     waiter = env.app_json(ALPHA, CLAIM, new, "15", sandbox=True)
     heard = holder.recv(timeout=30)
@@ -247,7 +248,7 @@ def test_a_pick_queued_behind_a_slow_choice_waits_for_the_agent(env):
 
     first = threading.Thread(target=pick, args=("first",))
     first.start()
-    time.sleep(1.0)  # the agent has taken the first request and deliberates
+    time.sleep(1.0)  # pacing, not a wait: the second request comes while the agent deliberates (2.5 s) on the first
     second = threading.Thread(target=pick, args=("second",))
     second.start()
     for thread in (first, second):

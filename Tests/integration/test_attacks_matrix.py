@@ -518,7 +518,7 @@ def host_loop(stop: threading.Event, step, counter: list) -> None:
     while not stop.is_set():
         step()
         counter[0] += 1
-        time.sleep(0.001)
+        time.sleep(0.001)  # the host's pace, leaving the readers room: not a wait
 
 
 def race(env, base: str, rels: list[str], step) -> tuple[dict, set, int]:
@@ -552,11 +552,11 @@ def swap_folder_for_links(env):
         for target in targets:
             os.rename(sub, away)
             os.symlink(target, sub)
-            time.sleep(0.001)
+            time.sleep(0.001)  # the link stays a moment: not a wait
             os.unlink(sub)
             os.rename(away, sub)
         os.rename(sub, host / "docs/sub")
-        time.sleep(0.001)
+        time.sleep(0.001)  # moved out for a moment: not a wait
         os.rename(host / "docs/sub", sub)
 
     return step
@@ -568,7 +568,7 @@ def rename_grant_parent(env):
 
     def step():
         os.rename(a, moved)
-        time.sleep(0.001)
+        time.sleep(0.001)  # away for a moment: not a wait
         os.rename(moved, a)
 
     return step

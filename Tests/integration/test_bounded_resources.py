@@ -19,11 +19,10 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 
 import pytest
 from doc_scope_helpers import mount, wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, fd_count, sample_peak
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, fd_count, sample_peak, wait_for
 
 # -- helpers -------------------------------------------------------------------
 
@@ -57,9 +56,13 @@ def wait_for_descriptors(pid: int, at_most: int, timeout: float) -> None:
     """Waits until the daemon has handled the RELEASEs of an app's closed
     descriptors (a debug build takes ~1 ms each), so the harness's leak
     check after the test sees what the daemon keeps, not what is queued."""
-    deadline = time.monotonic() + timeout
-    while (count := fd_count(pid)) is not None and count > at_most and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for(
+        f"the daemon to hold at most {at_most} descriptors",
+        lambda: fd_count(pid),
+        lambda count: count is None or count <= at_most,
+        timeout,
+        interval=0.2,
+    )
 
 
 def owner_cli(env, *args, timeout: float = 20) -> subprocess.CompletedProcess | None:

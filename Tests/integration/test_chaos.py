@@ -24,7 +24,7 @@ while time.monotonic() < end:
     for path in paths:
         key = attempt(read_bytes, path)
         seen[key] = seen.get(key, 0) + 1
-    time.sleep(0.005)
+    time.sleep(0.005)  # the reader's pace while the chaos runs, not a wait
 emit(seen)
 """
 

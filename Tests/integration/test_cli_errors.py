@@ -13,7 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, crash_markers, describe, mount_count, scopefs_bin
+from scopefs_harness import (
+    ALPHA,
+    LOCAL,
+    MOUNT_TIMEOUT,
+    Env,
+    crash_markers,
+    describe,
+    mount_count,
+    scopefs_bin,
+    sleeping,
+    wait_for,
+)
 
 
 def assert_clean_error(p: subprocess.CompletedProcess, codes: set[int], mentions: tuple[str, ...] = ()):
@@ -198,7 +209,8 @@ def test_events_follow_with_limit_zero_prints_only_new_events(env):
         env=env.base_env,
     )
     try:
-        time.sleep(1.0)
+        # It sleeps between looks at the log once it has taken "now" as its start.
+        wait_for("`events --follow` to start following", lambda: sleeping(follower.pid), timeout=10, interval=0.02)
         env.grant(ALPHA, f"{LOCAL}:docs/secret.txt")
         deadline = time.monotonic() + 10
         out = b""

@@ -17,7 +17,6 @@ from doc_scope_helpers import (
     ls_l,
     mount,
     open_document,
-    poll,
     remount,
     resolve,
     resolve_ok,
@@ -25,7 +24,7 @@ from doc_scope_helpers import (
     unmount,
     wait_events,
 )
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, wait_for
 
 REPORT = "docs/report.txt"
 HEAD = REPORT_BYTES[:16].hex()
@@ -58,8 +57,10 @@ def ref_path(env, rel=REF):
 
 
 def wait_link(env, path, target):
-    """Poll the inspect view until path is a link to target (5 s); returns the last readlink."""
-    return poll(lambda: inspect_readlink(env, path), lambda got: got == {"ok": target})
+    """Poll the inspect view until path is a link to target (5 s); returns the readlink."""
+    return wait_for(
+        f"{path} to link to {target}", lambda: inspect_readlink(env, path), lambda got: got == {"ok": target}
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -217,7 +218,11 @@ def test_bookmark_after_delete_and_recreate_is_stale(env, how):
     else:
         host.unlink()
         if how == "delete-then-recreate-later":
-            gone = poll(lambda: resolve(env, ALPHA, token), lambda p: p.returncode == 66)
+            gone = wait_for(
+                "the bookmark to resolve as deleted (66)",
+                lambda: resolve(env, ALPHA, token),
+                lambda p: p.returncode == 66,
+            )
             assert gone.returncode == 66, "the deletion was never noticed\n" + describe(gone)
         host.write_bytes(b"replacement\n")
     new_inode = host.stat().st_ino
@@ -227,7 +232,12 @@ def test_bookmark_after_delete_and_recreate_is_stale(env, how):
     assert got["path"] == target, got
     # a host-side change reaches the mount's caches within a second or two
     want = {"ok": b"replacement\n".hex()}
-    assert poll(lambda: env.app_json(ALPHA, READ_IN_SCOPE, got["path"])["read"], lambda r: r == want) == want
+    read = wait_for(
+        "the host's replacement to read through the mount",
+        lambda: env.app_json(ALPHA, READ_IN_SCOPE, got["path"])["read"],
+        lambda r: r == want,
+    )
+    assert read == want
     assert got["isStale"] is True, (
         f"a new item under the same name must resolve with isStale=true; got {got} "
         f"(host inode before {old_inode}, after {new_inode})"
@@ -352,8 +362,10 @@ def test_import_copies_into_the_inbox_until_the_app_has_had_it(env):
     assert env.app_json(ALPHA, "emit(outcome(lambda: read_text(sys.argv[1])))", env.container(ALPHA, inbox_rel)) == {
         "ok": "top secret\n"
     }
-    assert poll(lambda: os.path.exists(copy), lambda there: not there) is False, (
-        "the inbox copy is still there 5 s after the process that read it exited"
+    wait_for(
+        "the inbox copy to go after the process that read it exited",
+        lambda: os.path.exists(copy),
+        lambda there: not there,
     )
     app.send()
     assert app.finish() == 0, app.stderr()

@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import time
 
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, WaitTimeout, wait_for
 
 REPORT = "docs/report.txt"
 HEAD = REPORT_BYTES[:16].hex()
@@ -40,15 +40,19 @@ DENIED = {"same-fd": {"errno": "EPERM"}, "new-open": {"errno": "EPERM"}}
 
 
 def poll(app, want, within):
-    """Asks the app to read until it reports `want`; returns (report, seconds)."""
-    start = time.monotonic()
-    while True:
+    """Asks the app to read until it reports `want`; returns (its last report,
+    seconds), for the caller to assert on both."""
+
+    def read():
         app.send()
-        got = app.recv()
-        took = time.monotonic() - start
-        if got == want or took > within:
-            return got, took
-        time.sleep(0.05)
+        return app.recv()
+
+    start = time.monotonic()
+    try:
+        got = wait_for(f"the app to read {want}", read, lambda got: got == want, timeout=within, interval=0.05)
+    except WaitTimeout as late:
+        got = late.last
+    return got, time.monotonic() - start
 
 
 def start_reading(env):
@@ -97,7 +101,7 @@ def test_database_overwritten_with_garbage_denies_every_grant(env):
     got, took = poll(app, DENIED, within=1.5)
     assert got == DENIED, f"after corrupting the database the app still reads: {got} ({took:.2f} s)"
     assert policy_failure(env), "status does not say the policy failed closed"
-    time.sleep(0.5)
+    time.sleep(0.5)  # not a wait: the daemon is given time to write into the corrupt file, which it must not
     assert path.read_bytes() == garbage, "the daemon wrote into the corrupt database"
     with open(path, "r+b") as f:
         f.write(good)
@@ -177,10 +181,12 @@ def test_revoke_after_deletion_holds_when_the_database_returns(env):
     p = env.cli("revoke", ALPHA, "--all")
     assert "revoked" in p.stdout and "through the daemon" in p.stderr, p.stdout + p.stderr
     shutil.copy(copy, path)
-    deadline = time.monotonic() + 1.5
-    while policy_failure(env) is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert policy_failure(env) is None, "the daemon did not serve the database put back"
+    wait_for(
+        "the daemon to serve the database put back",
+        lambda: policy_failure(env),
+        lambda failure: failure is None,
+        timeout=1.5,
+    )
     assert poll(app, DENIED, within=0.5)[0] == DENIED
     fresh = env.app_json(
         ALPHA, "emit(outcome(lambda: read_bytes(sys.argv[1])[:16].hex()))", env.prov(ALPHA, LOCAL, REPORT)

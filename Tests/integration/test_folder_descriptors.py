@@ -160,7 +160,7 @@ def test_folder_renamed_on_host_within_grant_stays_usable_when_evicted(env):
     (it is opened again by its file handle)."""
     app, work = app_holding_sub_with_a_cache_of_one(env)
     os.rename(work / "sub", work / "renamed")
-    time.sleep(1.5)  # past the location check's age
+    time.sleep(1.5)  # not a wait: a location check older than its age (1 s) runs again
     app.send()
     got = app.recv()
     assert app.finish() == 0, app.stderr()

@@ -9,8 +9,8 @@ import json
 import os
 import time
 
-from doc_scope_helpers import container_host, events, mount, poll, wait_events
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
+from doc_scope_helpers import container_host, events, mount, wait_events
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe, wait_for
 
 REPORT = "docs/report.txt"
 
@@ -186,9 +186,7 @@ def test_a_session_grant_ends_when_the_apps_last_process_exits(env):
     got = env.app_json(ALPHA, "emit(outcome(lambda: read_bytes(sys.argv[1])[:6].hex()))", env.prov(ALPHA, rel=REPORT))
     assert got == {"ok": REPORT_BYTES[:6].hex()}, got
     assert alive.finish() == 0, alive.stderr()
-    assert poll(
-        lambda: [g["path"] for g in privacy(env)], lambda paths: paths == ["photos"], what="session grants ended"
-    ) == ["photos"]
+    wait_for("the session grants to end", lambda: [g["path"] for g in privacy(env)], lambda paths: paths == ["photos"])
     assert references(env) == []
     got = env.app_json(
         ALPHA,
@@ -215,17 +213,19 @@ def test_imported_copies_stay_until_the_app_has_had_them(env):
     copy = container_host(env, ALPHA, p.stdout.strip().removeprefix("Container/"))
     for _ in range(2):
         env.run_app(ALPHA, ["true"])
-        time.sleep(1.0)  # the old daemon emptied the inbox at once on exit
+        time.sleep(1.0)  # not a wait: nothing may happen (the old daemon emptied the inbox at once on exit)
         assert os.path.exists(copy), "a short unrelated run emptied the inbox before the app saw it"
     inbox = env.container(ALPHA, f"tmp/{ALPHA}-Inbox")
     looker = env.app_session(ALPHA, "step(listing(sys.argv[1])); emit({})", inbox)
     assert looker.recv() == ["secret.txt"]
-    time.sleep(0.5)
+    time.sleep(0.5)  # not a wait: nothing may happen while the process that has the copy runs
     assert os.path.exists(copy), "the copy went while the process that has it still runs"
     looker.send()
     assert looker.finish() == 0, looker.stderr()
-    assert poll(lambda: os.path.exists(copy), lambda there: not there, what="copy removed") is False, (
-        "the copy stayed after the process that listed the inbox exited"
+    wait_for(
+        "the copy to go after the process that listed the inbox exited",
+        lambda: os.path.exists(copy),
+        lambda there: not there,
     )
 
     running = env.app_session(ALPHA, "step({}); emit({})")
@@ -233,12 +233,14 @@ def test_imported_copies_stay_until_the_app_has_had_them(env):
     p = env.cli("import", ALPHA, f"{LOCAL}:{REPORT}")
     second = container_host(env, ALPHA, p.stdout.strip().removeprefix("Container/"))
     env.run_app(ALPHA, ["true"])
-    time.sleep(1.0)
+    time.sleep(1.0)  # not a wait: nothing may happen after an unrelated run
     assert os.path.exists(second), "an unrelated run started after the import emptied the inbox"
     running.send()
     assert running.finish() == 0, running.stderr()
-    assert poll(lambda: os.path.exists(second), lambda there: not there, what="copy removed") is False, (
-        "the copy stayed after the process that was running at the import exited"
+    wait_for(
+        "the copy to go after the process that was running at the import exited",
+        lambda: os.path.exists(second),
+        lambda there: not there,
     )
 
 
@@ -286,7 +288,7 @@ def test_an_app_cannot_turn_inbox_cleanup_against_the_owners_files(env):
     )
     assert got == {"seen": ["secret.txt"], "link": str(victim)}, got
     env.run_app(ALPHA, ["true"])
-    time.sleep(1.0)
+    time.sleep(1.0)  # not a wait: the daemon gets time to do the harm it must not do
     assert (victim / "secret.txt").read_bytes() == b"the owner's file\n", (
         "the daemon removed a file through the app's link"
     )

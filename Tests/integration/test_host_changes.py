@@ -16,7 +16,7 @@ import time
 
 import pytest
 from doc_scope_helpers import open_document
-from scopefs_harness import ALPHA, BETA, LOCAL, MOUNT_TIMEOUT, describe, mount_count
+from scopefs_harness import ALPHA, BETA, LOCAL, MOUNT_TIMEOUT, describe, mount_count, wait_for
 
 CACHE_TIMEOUT = "300"
 TRIALS = 20
@@ -268,16 +268,15 @@ def test_beta_sees_alphas_changes_through_the_mount(env):
 
 def read_daemon_log(env, until: str = "overflowed", timeout: float = 15) -> str:
     """The daemon's log once it holds `until` (the thread that writes it
-    may lag on a loaded machine), or as it is after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
+    may lag on a loaded machine)."""
+
+    def text() -> str:
         try:
-            text = (env.state / "daemon.log").read_text(errors="replace")
+            return (env.state / "daemon.log").read_text(errors="replace")
         except OSError:
-            text = ""
-        if until in text or time.monotonic() > deadline:
-            return text
-        time.sleep(0.1)
+            return ""
+
+    return wait_for(f"{until!r} in daemon.log", text, lambda log: until in log, timeout)
 
 
 @pytest.mark.scopefs_timeout(180)

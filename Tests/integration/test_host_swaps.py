@@ -155,11 +155,11 @@ def swap_until(backing, rng: random.Random, stop_at: float, limit: int) -> int:
         os.rename(shared, away)
         os.rename(hidden, shared)
         if hold:
-            time.sleep(hold)
+            time.sleep(hold)  # the swap's hold time, the point of the race: not a wait
         os.rename(shared, hidden)
         os.rename(away, shared)
         swaps += 1
-        time.sleep(rng.choice([0.0, 0.0005, 0.002]))
+        time.sleep(rng.choice([0.0, 0.0005, 0.002]))  # the pace between swaps: not a wait
     return swaps
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
 from doc_scope_helpers import mount as mount_strict
 from doc_scope_helpers import wait_events
-from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count
+from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count, wait_for_agent
 
 REPORT = "docs/report.txt"
 CAMEL = re.compile(r"^[a-z][A-Za-z0-9]*$")
@@ -163,7 +162,7 @@ def _agent(env: Env, argv: list) -> str:
         start_new_session=True,
     )
     try:
-        time.sleep(0.5)
+        wait_for_agent(agent.pid)
         _as_app(env, ["pick", "--request"])
         out, err = agent.communicate(timeout=30)
     finally:

@@ -10,9 +10,8 @@ import shlex
 import signal
 import socket
 import struct
-import time
 
-from scopefs_harness import ALPHA, LOCAL, describe, run_bounded
+from scopefs_harness import ALPHA, LOCAL, describe, run_bounded, wait_for
 
 MANY = 300
 FORGED = "2026-01-01T00:00:00.000Z critical scopefs: forged"
@@ -53,13 +52,12 @@ def test_daemon_log_file_is_rotated_by_size(env):
 
     log = env.state / "daemon.log"
     last = f"/Providers/{LOCAL}/docs/many/f{MANY - 1:03d}.txt"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        newest = "".join(p.read_text(errors="replace") for p in (log, log.with_name("daemon.log.1")) if p.exists())
-        if last in newest:
-            break
-        time.sleep(0.2)
-    assert last in newest, f"the last denial is not in daemon.log or daemon.log.1:\n{newest[-1500:]}"
+    wait_for(
+        "the last denial in daemon.log or daemon.log.1",
+        lambda: "".join(p.read_text(errors="replace") for p in (log, log.with_name("daemon.log.1")) if p.exists()),
+        lambda newest: last in newest,
+        timeout=10,
+    )
     files = sorted(p.name for p in env.state.iterdir() if p.name.startswith("daemon.log"))
     assert files == ["daemon.log", "daemon.log.1", "daemon.log.2", "daemon.log.3"], files
     longest_line = max(len(line) + 1 for p in env.state.glob("daemon.log*") for line in p.read_bytes().split(b"\n"))

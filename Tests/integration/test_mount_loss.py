@@ -14,9 +14,8 @@ import json
 import os
 import signal
 import subprocess
-import time
 
-from scopefs_harness import ALPHA, LOCAL, _proc_stat, kill_group
+from scopefs_harness import ALPHA, LOCAL, _proc_stat, kill_group, wait_for
 
 NO_DAEMON = 69
 
@@ -47,18 +46,19 @@ def app_children(launcher: int) -> list[int]:
         return []
 
 
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 def registered_roots(env) -> set[int]:
     p = env.cli("status", "--json")
     return {proc["pid"] for proc in json.loads(p.stdout)["daemon"]["processes"] if proc.get("parent") is None}
+
+
+def wait_for_app(env, run: subprocess.Popen, err) -> int:
+    """The pid of the app `run` started, once the run registered with the daemon."""
+    children = wait_for(
+        lambda: f"run {run.pid} to register with the daemon and start its app (stderr: {err.read_text()[-400:]!r})",
+        lambda: app_children(run.pid) if run.pid in registered_roots(env) else [],
+        timeout=20,
+    )
+    return children[0]
 
 
 def stop_runs(*runs: subprocess.Popen) -> None:
@@ -77,10 +77,7 @@ def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
     env.mount()
     ended, ended_err = start_run(env, "ended")
     try:
-        assert wait_until(lambda: ended.pid in registered_roots(env) and app_children(ended.pid), 20), (
-            "the run must register with the daemon and start its app"
-        )
-        app = app_children(ended.pid)[0]
+        app = wait_for_app(env, ended, ended_err)
         env.kill_daemon()
         try:
             code = ended.wait(timeout=15)
@@ -92,7 +89,7 @@ def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
             f"stderr: {message[-400:]}"
         )
         assert "died" in message and ALPHA in message, f"no clear message on stderr: {message[-400:]}"
-        assert wait_until(lambda: not alive(app), 5), "the app of the ended run is still running"
+        wait_for(f"the app {app} of the ended run to end", lambda: alive(app), lambda running: not running)
         env.mount()
         assert not json.loads(env.cli("status", "--json").stdout)["daemon"].get("stranded"), (
             "an ended run leaves nothing on the dead mount"
@@ -106,12 +103,9 @@ def test_next_daemon_lists_and_records_apps_kept_on_a_dead_mount(env):
     env.mount()
     kept, kept_err = start_run(env, "kept", "--keep-on-mount-loss")
     try:
-        assert wait_until(lambda: kept.pid in registered_roots(env) and app_children(kept.pid), 20), (
-            f"the run must register and start its app; stderr: {kept_err.read_text()[-400:]}"
-        )
-        kept_app = app_children(kept.pid)[0]
+        kept_app = wait_for_app(env, kept, kept_err)
         env.kill_daemon()
-        time.sleep(1.5)
+        wait_for("the run to see its mount die", lambda: kept_err.read_text(), lambda text: "keeps running" in text)
         assert kept.poll() is None and alive(kept_app), (
             f"--keep-on-mount-loss must keep the app running; stderr: {kept_err.read_text()[-400:]}"
         )
@@ -129,17 +123,24 @@ def test_next_daemon_lists_and_records_apps_kept_on_a_dead_mount(env):
         )
         assert f"{kept_app}\t{ALPHA} (Alpha)\ton a dead mount" in env.cli("status").stdout
 
-        events = []
-        for _ in range(30):  # the recorder writes in batches
+        def stranded_events() -> list[dict]:
             out = env.cli("events", "--kind", "stranded", "--json").stdout
-            events = [json.loads(line) for line in out.splitlines() if line.strip()]
-            if {kept.pid, kept_app} <= {e.get("pid") for e in events}:
-                break
-            time.sleep(0.2)
-        assert {kept.pid, kept_app} <= {e.get("pid") for e in events}, f"no stranded events: {events}"
+            return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+        wait_for(  # the recorder writes in batches
+            f"stranded events of {kept.pid} and {kept_app}",
+            stranded_events,
+            lambda events: {kept.pid, kept_app} <= {e.get("pid") for e in events},
+            timeout=10,
+        )
 
         # Once they are gone, status stops listing them.
         stop_runs(kept)
-        assert wait_until(lambda: not json.loads(env.cli("status", "--json").stdout)["daemon"].get("stranded"), 10)
+        wait_for(
+            "status to stop listing the stranded processes",
+            lambda: json.loads(env.cli("status", "--json").stdout)["daemon"].get("stranded"),
+            lambda stranded: not stranded,
+            timeout=10,
+        )
     finally:
         stop_runs(kept)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
+from scopefs_harness import ALPHA, FD_SLACK, LOCAL, REPORT_BYTES, describe, fd_count, wait_for, wait_for_agent
 from test_clients import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ class Agent:
             self.popen = subprocess.Popen(
                 env.cli_argv(*args), stdout=out, stderr=subprocess.STDOUT, env=env.base_env, start_new_session=True
             )
-        time.sleep(0.5)  # registered: its first poll is waiting
+        wait_for_agent(self.popen.pid)
 
     def finish(self, timeout: float = 20) -> str:
         try:
@@ -128,8 +128,12 @@ def test_cancel_and_no_agent(world):
     cancelled = pick_as_app(world, mode="open")
     agent.finish()
     assert cancelled.get("error") == "PickCancelled", cancelled
-    time.sleep(2)  # the agent's grace after its last poll
-    alone = pick_as_app(world, mode="open")
+    # The daemon counts the agent present for a grace after its last poll.
+    alone = wait_for(
+        "a pick to find no agent at once",
+        lambda: pick_as_app(world, mode="open"),
+        lambda got: got.get("error") == "NoPickerAgent" and got["seconds"] < 1.0,
+    )
     assert alone.get("error") == "NoPickerAgent" and alone["seconds"] < 1.0, alone
     assert "scopefs agent" in alone["message"], alone
 
@@ -521,7 +525,7 @@ def test_interactive_agent_shows_the_terminal_picker(world):
     )
     agent.screen = Screen()
     agent.status = None
-    time.sleep(0.5)
+    wait_for_agent(agent.child.pid)
     result: dict = {}
     asker = threading.Thread(
         target=lambda: result.update(pick_as_app(world, mode="open", content_types=["text/plain"]))
@@ -569,7 +573,7 @@ def test_interactive_agent_honours_multiple_selection(world):
     )
     agent.screen = Screen()
     agent.status = None
-    time.sleep(0.5)
+    wait_for_agent(agent.child.pid)
     result: dict = {}
     asker = threading.Thread(
         target=lambda: result.update(pick_as_app(world, mode="open", allows_multiple_selection=True))
@@ -645,7 +649,7 @@ def open_watch():
         pass  # refused before the request was read: the answer is waiting
     return s
 held = [open_watch() for _ in range(int(sys.argv[1]))]
-time.sleep(1)
+time.sleep(1)  # a wait with nothing to watch: the daemon has taken the held watches (no app sees that)
 extra = open_watch()
 extra.settimeout(5)
 emit({"extra": json.loads(extra.recv(65536))})
@@ -673,7 +677,14 @@ emit({"served": list(watch) == []})
     )
     hog.send("go")
     assert other == {"served": True}, other
-    time.sleep(6)  # the hog's watches end in the daemon (their wait), before teardown counts descriptors
+    # The hog's watches end in the daemon after their wait (6 s), before
+    # teardown counts descriptors.
+    wait_for(
+        "the daemon to end the hog's watches",
+        lambda: fd_count(world.daemon.pid),
+        lambda count: count is None or count <= world.daemon.fd_baseline + FD_SLACK,
+        timeout=15,
+    )
 
 
 C_WATCH = """
@@ -701,10 +712,10 @@ def test_c_presenter_callback(world, c_build):
     notice (arrived, then moved with both paths) until the handler stops it."""
     session = world.app_session(ALPHA, C_WATCH, c_build / "libscopefs.so")
     assert session.recv() == {"ready": True}
-    time.sleep(0.5)  # subscribed
+    time.sleep(0.5)  # a wait with nothing to watch: scopefs_watch subscribes after "ready", inside the C call
     world.cli("open", ALPHA, f"{LOCAL}:docs/notes.md")
     backing = world.backing(LOCAL) / "docs"
-    time.sleep(0.3)
+    time.sleep(0.3)  # a wait with nothing to watch: the rename comes after the open has settled
     (backing / "notes.md").rename(backing / "c-notes.md")
     got = session.recv(timeout=20)
     assert got["rc"] == 0, got

@@ -85,7 +85,7 @@ def test_host_write_is_changed_within_a_second(channel_world):
     for i in range(50):
         with open(report, "ab") as f:
             f.write(b"%d\n" % i)
-        time.sleep(0.01)
+        time.sleep(0.01)  # the burst's pace (50 writes over 0.5 s), not a wait
     burst_ended = time.time()
     (world.backing(LOCAL) / "docs" / "secret.txt").write_text("changed on the host\n")
 
@@ -142,11 +142,11 @@ scopefs.start_accessing(path)
 step({"ready": True})
 with open(path, "r+b") as f:
     os.ftruncate(f.fileno(), 4)  # through the open handle, no write
-    time.sleep(0.3)
+    time.sleep(0.3)  # not a wait: the writer holds the file a while before closing it
 with open(path, "wb") as f:  # truncated by the open itself
-    time.sleep(0.3)
+    time.sleep(0.3)  # not a wait: held open, truncated, before the write
     f.write(b"again\\n")
-time.sleep(0.3)
+time.sleep(0.3)  # not a wait: the truncate by path comes apart from the others
 os.truncate(path, 2)  # by path: no handle at all
 emit({"wrote": time.time()})
 for notice in notices:

@@ -3,11 +3,10 @@
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, last_json_line, snippet
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, last_json_line, snippet, wait_for
 
 DOUBLE_FORK = """
 import time
@@ -177,15 +176,13 @@ def test_status_lists_the_apps_processes_not_bubblewraps(env):
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
-        names: list[str] = []
-        while time.monotonic() < deadline:
+
+        def names() -> list[str]:
             listed = json.loads(env.cli("status", "--json").stdout)["daemon"]["processes"]
-            names = sorted(Path(f"/proc/{p['pid']}/comm").read_text().strip() for p in listed)
-            if "sleep" in names:
-                break
-            time.sleep(0.2)
-        assert names == ["scopefs", "sleep"], names
+            return sorted(Path(f"/proc/{p['pid']}/comm").read_text().strip() for p in listed)
+
+        listed = wait_for("the sandboxed sleep to be listed", names, lambda got: "sleep" in got, timeout=20)
+        assert listed == ["scopefs", "sleep"], listed
     finally:
         app.terminate()
         app.wait(timeout=20)

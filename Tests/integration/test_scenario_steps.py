@@ -12,10 +12,9 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from scopefs_harness import ALPHA, BETA, LOCAL, REPO_ROOT, describe, snippet
+from scopefs_harness import ALPHA, BETA, LOCAL, REPO_ROOT, describe, snippet, wait_for_agent
 
 PYTHON_CLIENT = REPO_ROOT / "clients" / "python"
 
@@ -49,7 +48,7 @@ for index in range(100):
     except OSError as exc:
         print(f"lost at {index}: {ename(exc)}", flush=True)
         break
-    time.sleep(0.1)
+    time.sleep(0.1)  # the pace of the starts the scenario counts, not a wait
 """
 
 FORGET_AFTER_FIRST_START = """
@@ -272,7 +271,7 @@ def test_a_scenario_answers_only_its_own_apps_pick_requests(env):
     env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
     env.mount()
     scenario = write_scenario(env, "only-alpha", "timeout: 8s\nsteps:\n  - answer-pick: {choose: local:docs}\n")
-    cmd = [sys.executable, "-c", snippet("import time\ntime.sleep(6)")]
+    cmd = [sys.executable, "-c", snippet("import time\ntime.sleep(6)  # an app that runs for a while")]
     runner = subprocess.Popen(
         env.cli_argv("test", scenario, "--app", ALPHA, "--no-sandbox", "--", *cmd),
         stdout=subprocess.PIPE,
@@ -281,7 +280,7 @@ def test_a_scenario_answers_only_its_own_apps_pick_requests(env):
         text=True,
     )
     try:
-        time.sleep(1)
+        wait_for_agent(runner.pid)  # the scenario's step waits to answer ALPHA's pick
         beta = env.app_py(BETA, BETA_PICKS)
         assert "beta: ETIMEDOUT" in beta.stdout, describe(beta)
         out, err = runner.communicate(timeout=30)

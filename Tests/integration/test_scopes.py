@@ -11,12 +11,11 @@ import pytest
 from doc_scope_helpers import (
     events,
     mount,
-    poll,
     status,
     status_process,
     wait_events,
 )
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe, wait_for
 
 REPORT = "docs/report.txt"
 HEAD = REPORT_BYTES[:16].hex()
@@ -193,18 +192,17 @@ def test_recorded_scope_events_do_not_reload_the_policy(env):
     assert got["starts"] == [{"ok": str(n)} for n in range(1, 11)], got
     assert got["stops"] == [{"ok": str(n)} for n in range(9, -1, -1)], got
     wait_events(env, lambda e: e.get("pid") == got["pid"], kind="stop", app=ALPHA, count=10)
-    time.sleep(1.0)  # four polls of the daemon's database watcher
+    time.sleep(1.0)  # not a wait: nothing may happen while the database watcher polls four times
     assert generation() == before
 
     with sqlite3.connect(env.state / "scopefs.sqlite") as db:
         db.execute("UPDATE grants SET state = 'revoked' WHERE id = ?", (int(gid),))
     start = f"p = sys.argv[1]\nemit({xattr('start')})"
-    seen = poll(
+    wait_for(
+        "the watcher to reload the revoke written into the database",
         lambda: env.app_json(ALPHA, start, env.prov(ALPHA, LOCAL, REPORT)),
         lambda value: value == {"errno": "EPERM"},
-        timeout=5,
     )
-    assert seen == {"errno": "EPERM"}
     assert generation() > before
 
 
@@ -221,7 +219,7 @@ def test_a_cli_policy_change_reloads_the_policy_once(env):
     before = generation()
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     assert generation() == before + 1
-    time.sleep(1.0)  # four polls of the daemon's database watcher
+    time.sleep(1.0)  # not a wait: nothing may happen while the database watcher polls four times
     assert generation() == before + 1
 
 
@@ -255,7 +253,8 @@ def test_unbalanced_stop_is_harmless_and_recorded(env):
         "stop": {"ok": "0"},
     }
     # Identical repeats coalesce into one event with occurrences (S29, amended).
-    unbalanced = poll(
+    unbalanced = wait_for(
+        "both unbalanced stops to be recorded",
         lambda: [e for e in events(env, "unbalanced-stop", ALPHA) if e.get("pid") == pid],
         lambda found: sum(e.get("occurrences", 1) for e in found) >= 2,
     )

@@ -17,7 +17,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, LOCAL, describe
+from scopefs_harness import ALPHA, LOCAL, describe, wait_for_agent
 from test_clients import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 from test_pick_requests import PYTHON_CLIENT, Agent
 
@@ -187,7 +187,7 @@ def test_the_agent_shows_every_item(world):
         start_new_session=True,
     )
     try:
-        time.sleep(0.5)  # its first poll waits
+        wait_for_agent(popen.pid)
         popen.stdin.write(f"{LOCAL}:out\n")
         popen.stdin.flush()
         got = transfer(world, "export", NAMES)

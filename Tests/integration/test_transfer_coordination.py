@@ -56,7 +56,7 @@ def test_export_waits_for_another_apps_reader_to_relinquish(world):
     reader = world.app_session(BETA, "import time\n" + PY_HOLDER, world.prov(BETA, LOCAL, REPORT), "read")
     assert reader.recv() == {"holding": "read"}
     export, _ = start_cli(world, "export", "--force", ALPHA, "Documents/report.txt", f"{LOCAL}:docs")
-    time.sleep(1.0)
+    time.sleep(1.0)  # not a wait: the export must not finish while the reader holds the file
     assert export.poll() is None, "the export did not wait for the reader's claim"
     assert (world.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
     reader.send("go")  # now the reader looks at its notices
@@ -105,7 +105,7 @@ def test_own_processes_claim_on_the_container_item_holds_a_move(world):
     )
     assert reader.recv() == {"holding": "read"}
     move, _ = start_cli(world, "move", ALPHA, "Documents/report.txt", f"{LOCAL}:")
-    time.sleep(1.0)
+    time.sleep(1.0)  # not a wait: the move must not finish while the reader holds the file
     assert move.poll() is None, "the move did not wait for the app's own reader"
     reader.send("go")
     relinquished = reader.recv()
