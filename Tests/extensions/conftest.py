@@ -1,6 +1,10 @@
 """Subjects of the extension conformance suite, each a real child process.
 
 - ``folder``: docs/examples/extensions/folder.py over a fresh folder.
+- ``swift-folder``: the same store served by the Swift SDK's example
+  (docs/examples/extensions/swift-folder, product
+  ``scopefs-folder-extension``), from SCOPEFS_SWIFT_FOLDER_EXTENSION or
+  .build/debug (``swift build`` makes it; ``make test-extensions`` builds).
 - ``s3``: extensions/s3/scopefs_s3.py against moto's S3 server, started
   here on a free port of 127.0.0.1 and spoken to over real HTTP (moto
   enforces If-Match / If-None-Match with 412).
@@ -30,6 +34,9 @@ from conformance import ExtensionProcess
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER_EXTENSION = ROOT / "docs" / "examples" / "extensions" / "folder.py"
 S3_EXTENSION = ROOT / "extensions" / "s3" / "scopefs_s3.py"
+SWIFT_FOLDER_EXTENSION = Path(
+    os.environ.get("SCOPEFS_SWIFT_FOLDER_EXTENSION", ROOT / ".build" / "debug" / "scopefs-folder-extension")
+)
 BUCKET = "scopefs-conformance"
 
 
@@ -117,7 +124,7 @@ def s3_environment(moto_server, tmp_path_factory):
 
 
 def subject_names() -> list:
-    names = ["folder", "s3"]
+    names = ["folder", "swift-folder", "s3"]
     if os.environ.get("SCOPEFS_EXTENSION_COMMAND"):
         names.append("custom")
     return names
@@ -129,6 +136,13 @@ def subject(request, tmp_path):
         store = tmp_path / "store"
         store.mkdir()
         made = Subject("folder", [sys.executable, str(FOLDER_EXTENSION), str(store)], {}, {}, tmp_path)
+        made.store = store
+    elif request.param == "swift-folder":
+        if not SWIFT_FOLDER_EXTENSION.is_file():
+            pytest.fail(f"{SWIFT_FOLDER_EXTENSION} is missing: run `swift build` (make test-extensions does)")
+        store = tmp_path / "store"
+        store.mkdir()
+        made = Subject("swift-folder", [str(SWIFT_FOLDER_EXTENSION), str(store)], {}, {}, tmp_path)
         made.store = store
     elif request.param == "s3":
         env = request.getfixturevalue("s3_environment")

@@ -14,11 +14,15 @@ let package = Package(
         // For test targets: a mount of its own per test, with revoke(),
         // restore(), renameOnHost() and inject() (the pytest plugin's helpers).
         .library(name: "ScopeFSTesting", targets: ["ScopeFSTesting"]),
+        // For provider extensions (docs/PROVIDERS.md): the protocol in the
+        // shape of NSFileProviderReplicatedExtension, and the stdio loop.
+        .library(name: "ScopeFSExtension", targets: ["ScopeFSExtension"]),
     ],
     targets: [
         // The same sources the ScopeFS package builds (its Package.swift
         // points its ScopeFSClient target here): one copy.
         .target(name: "ScopeFSClient"),
         .target(name: "ScopeFSTesting"),
+        .target(name: "ScopeFSExtension"),
     ]
 )
