@@ -2,7 +2,8 @@
 // The ScopeFS Swift client (SPEC S31): security-scoped URLs, bookmarks,
 // file presenters and the document picker for Linux apps, with Apple's
 // names; and ScopeFSTesting, for an app's own tests against revocation
-// (issue 18). Foundation only, no unsafe flags: other packages can depend
+// (issue 18); and ScopeFSExtension, for provider extensions (issue 32).
+// Foundation only, no unsafe flags: other packages can depend
 // on it by URL and version (README.md).
 import PackageDescription
 
