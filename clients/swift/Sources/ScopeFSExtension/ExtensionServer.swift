@@ -301,7 +301,8 @@ public final class ExtensionServer: @unchecked Sendable {
         let stagingURL = URL(fileURLWithPath: stagingPath)
         lock.withLock { staging = stagingURL }
         let capabilities = try await implementation.initialize(
-            providerIdentifier: providerID, stagingDirectory: stagingURL, options: options)
+            providerIdentifier: providerID, stagingDirectory: stagingURL, options: options,
+            connection: ExtensionConnection(server: self))
         lock.withLock {
             pageSizeLimit = max(1, min(Self.maxPageSize, capabilities.maxPageSize))
             initialized = true

@@ -13,8 +13,11 @@ public protocol ReplicatedExtension: Sendable {
 
     /// Connect to the store; throw `notAuthenticated`, `serverUnreachable`,
     /// `invalidParams` (bad options) or `noSuchItem` (no such container).
-    func initialize(providerIdentifier: String, stagingDirectory: URL, options: [String: String]) async throws
-        -> Capabilities
+    /// Keep `connection` to send `changed` (or `log`) outside a request,
+    /// from a watcher of the store.
+    func initialize(
+        providerIdentifier: String, stagingDirectory: URL, options: [String: String], connection: ExtensionConnection
+    ) async throws -> Capabilities
     func item(for identifier: ItemIdentifier, request: RequestContext) async throws -> Item
     /// One page of a folder's children, at most `pageSize` items.
     func enumerateItems(in container: ItemIdentifier, page: String?, pageSize: Int, request: RequestContext)
@@ -123,4 +126,20 @@ public final class RequestContext: @unchecked Sendable {
 
     /// Tells the daemon to call `changes` (for `changes: .notify`).
     public func signalChanged() { server.notify("changed", [:]) }
+}
+
+/// The extension's side of the pipe, for notifications outside a request.
+public struct ExtensionConnection: Sendable {
+    let server: ExtensionServer
+
+    public enum LogLevel: String, Sendable { case debug, info, warning, error }
+
+    /// `changed`: the store changed, the daemon should call `changes`.
+    /// A signal only; the daemon coalesces them.
+    public func signalChanged() { server.notify("changed", [:]) }
+
+    /// `log`: a line for the daemon's log (stderr works too).
+    public func log(_ level: LogLevel, _ message: String) {
+        server.notify("log", ["level": .string(level.rawValue), "message": .string(message)])
+    }
 }

@@ -47,9 +47,9 @@ final class FolderExtension: ReplicatedExtension, @unchecked Sendable {
         self.changeTracker = SnapshotChanges { [unowned self] in try self.snapshot() }
     }
 
-    func initialize(providerIdentifier: String, stagingDirectory: URL, options: [String: String]) async throws
-        -> Capabilities
-    {
+    func initialize(
+        providerIdentifier: String, stagingDirectory: URL, options: [String: String], connection: ExtensionConnection
+    ) async throws -> Capabilities {
         var capabilities = Capabilities()
         capabilities.changes = .poll
         capabilities.ranges = true
