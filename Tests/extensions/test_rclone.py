@@ -7,6 +7,7 @@ back, as another machine would, and check what the extension then says.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -100,13 +101,19 @@ def test_an_edit_behind_its_back_is_a_conflict_and_is_not_overwritten(remote, la
 
 
 def test_a_same_size_edit_with_the_same_mtime_is_seen_where_the_remote_hashes(launch, sftp_server, tmp_path):
-    # sftp has hashes (rclone runs md5sum on the server): the content version
-    # holds one, so an edit that keeps size and mtime still changes it. On
-    # webdav (no hash, whole seconds) this is the documented blind spot.
-    process, folder = served(launch, sftp_server)
+    # sftp has hashes (rclone runs md5sum on the server): with hashes "on"
+    # the content version holds one, so an edit that keeps size and mtime
+    # still changes it. Without a hash (webdav; sftp by default, since its
+    # hash reads every file) this is the documented blind spot.
+    default, default_folder = served(launch, sftp_server)
+    (default_folder / "plain.txt").write_bytes(b"p")
+    plain = child(default, "root", "plain.txt")["version"]["content"]
+    assert not plain.endswith(hashlib.md5(b"p").hexdigest()), "auto: no hash that reads every file"
+    process, folder = served(launch, sftp_server, hashes="on")
     path = folder / "same.txt"
     path.write_bytes(b"aaaa")
     before = child(process, "root", "same.txt")
+    assert before["version"]["content"].endswith(":" + hashlib.md5(b"aaaa").hexdigest())
     stamp = path.stat().st_mtime_ns
     path.write_bytes(b"bbbb")
     os.utime(path, ns=(stamp, stamp))

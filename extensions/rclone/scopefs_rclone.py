@@ -11,6 +11,12 @@ Options (``initialize``'s ``options``, all strings):
   ~/.config/rclone/rclone.conf); ScopeFS never sees or stores it.
 - ``path``: the folder of the remote to serve (default: its root).
 - ``rclone``: the rclone binary (default: ``rclone`` on PATH; Debian's is 1.60).
+- ``hashes``: ``auto`` (default), ``on`` or ``off``: whether content
+  versions hold the remote's hash. ``auto`` uses it where it is metadata
+  the remote keeps (s3, drive, onedrive, dropbox...) and not where rclone
+  must compute it by reading each file (SlowHash: sftp runs md5sum on the
+  server, local reads the file), since every listing and every poll would
+  read the whole tree; ``on`` pays that for the stronger versions.
 
 How it talks to rclone: one ``rclone rcd`` per extension process, its
 remote-control HTTP API on 127.0.0.1 with a random port, user and password
@@ -31,9 +37,9 @@ The mapping (docs/PROVIDERS.md "rclone"):
   descendants change too (``changes`` reports the old ones deleted and the
   new ones updated).
 - Versions: content "size:modtime" plus the remote's first hash when it has
-  one ("size:modtime:md5"); metadata "path:modtime". A remote without hashes
-  whose modtimes are whole seconds (webdav) misses a change that keeps the
-  size within the same second.
+  one and ``hashes`` allows ("size:modtime:md5"); metadata "path:modtime".
+  Without a hash, a remote whose modtimes are whole seconds (webdav, sftp)
+  misses a change that keeps the size within the same second.
 - Writes are check-then-write: rclone offers no If-Match, so ``modify`` and
   ``delete`` stat the item, compare its version with the base, then write.
   A change made elsewhere between the check and the write (a window of one
@@ -260,7 +266,12 @@ class RcloneExtension(ReplicatedExtension):
             raise NoSuchItem(f"{self.fs!r} is not a folder")
         features = self.rcd.call("operations/fsinfo", fs=self.fs)
         hashes = features.get("Hashes") or []
-        self.hash_type = hashes[0] if hashes else None
+        wanted = options.get("hashes") or "auto"
+        if wanted not in ("auto", "on", "off"):
+            raise InvalidParams('option "hashes" is auto, on or off')
+        slow = bool(features.get("Features", {}).get("SlowHash"))
+        use_hash = wanted == "on" or (wanted == "auto" and not slow)
+        self.hash_type = hashes[0] if hashes and use_hash else None
         self.dir_move = bool(features.get("Features", {}).get("DirMove"))
 
     def shutdown(self) -> None:
