@@ -168,12 +168,14 @@ public final class ExtensionServer: @unchecked Sendable {
             answer(id, error: ExtensionError(.methodNotFound, "no method '\(method)'"))
             return nil
         }
-        if method != "initialize" && method != "shutdown" && !isInitialized {
-            answer(id, error: ExtensionError(.notInitialized, "initialize first"))
-            return nil
-        }
+        // After `shutdown`, everything but `shutdown` is -32600, even when
+        // `initialize` never succeeded (PROVIDERS.md "Life cycle").
         if isShutDown && method != "shutdown" {
             answer(id, error: ExtensionError(.invalidRequest, "shut down"))
+            return nil
+        }
+        if method != "initialize" && method != "shutdown" && !isInitialized {
+            answer(id, error: ExtensionError(.notInitialized, "initialize first"))
             return nil
         }
         let request = RequestContext(id: id, method: method, server: self)
