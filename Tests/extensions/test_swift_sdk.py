@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conformance import ExtensionProcess, RpcError, check_staged
+from conformance import ExtensionProcess, check_staged
 from conftest import SWIFT_FOLDER_EXTENSION
-
-INVALID_REQUEST = -32600
 
 
 @pytest.fixture
@@ -44,18 +42,6 @@ def test_a_long_fetch_reports_progress_up_to_its_length(launch):
     assert progress and all(p["id"] == request_id and p["total"] == len(data) for p in progress), progress
     assert progress[-1]["completed"] == len(data), "the last progress is the whole length"
     assert process.shutdown() == 0 and process.violations == []
-
-
-def test_after_shutdown_only_shutdown_is_answered_even_without_initialize(launch):
-    process, _ = launch()
-    assert process.call("shutdown", {}) == {}
-    for method in ("item", "initialize"):
-        with pytest.raises(RpcError) as raised:
-            process.call(method, {"id": "root"})
-        assert raised.value.code == INVALID_REQUEST, method
-    process.notify("exit")
-    assert process.process.wait(5) == 0
-    assert process.violations == []
 
 
 def test_exit_without_shutdown_or_a_lost_daemon_is_status_one(launch):
