@@ -201,3 +201,20 @@ def test_rcd_ends_with_a_killed_extension(webdav_server, launch):
     while os.path.exists(f"/proc/{rcd[0]}") and b"rcd" in open(f"/proc/{rcd[0]}/cmdline", "rb").read():
         assert time.monotonic() < deadline, "rclone rcd outlived the extension"
         time.sleep(0.05)
+
+
+def test_a_dead_rcd_is_started_again(webdav_server, launch):
+    process, folder = served(launch, webdav_server)
+    (folder / "still.txt").write_bytes(b"here")
+    pid = process.process.pid
+    rcd = [
+        int(child)
+        for task in os.listdir(f"/proc/{pid}/task")
+        for child in open(f"/proc/{pid}/task/{task}/children").read().split()
+    ]
+    os.kill(rcd[0], signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{rcd[0]}/cmdline") and open(f"/proc/{rcd[0]}/stat").read().split()[2] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert fetched(process, child(process, "root", "still.txt")["id"]) == b"here"

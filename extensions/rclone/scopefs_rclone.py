@@ -63,6 +63,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -261,10 +262,11 @@ class RcloneExtension(ReplicatedExtension):
             self.rcd = Rcd(self.binary)
         except FileNotFoundError:
             raise InvalidParams(f"no rclone binary {self.binary!r}") from None
-        root = self.rcd.call("operations/stat", fs=self.fs, remote="").get("item")
+        self._rcd_lock = threading.Lock()
+        root = self._rc("operations/stat", fs=self.fs, remote="").get("item")
         if root is None or not root.get("IsDir"):
             raise NoSuchItem(f"{self.fs!r} is not a folder")
-        features = self.rcd.call("operations/fsinfo", fs=self.fs)
+        features = self._rc("operations/fsinfo", fs=self.fs)
         hashes = features.get("Hashes") or []
         wanted = options.get("hashes") or "auto"
         if wanted not in ("auto", "on", "off"):
@@ -277,6 +279,16 @@ class RcloneExtension(ReplicatedExtension):
     def shutdown(self) -> None:
         if self.rcd is not None:
             self.rcd.stop()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _rc(self, method: str, **params) -> dict:
+        """One API call; an rcd that died (OOM killer, a crash) is started again."""
+        with self._rcd_lock:
+            if self.rcd.process.poll() is not None:
+                print(f"rclone rcd exited ({self.rcd.process.returncode}): starting it again", file=sys.stderr)
+                self.rcd = Rcd(self.binary)
+            rcd = self.rcd
+        return rcd.call(method, **params)
 
     # -- items ---------------------------------------------------------------
 
@@ -309,7 +321,7 @@ class RcloneExtension(ReplicatedExtension):
         )
 
     def _stat(self, path: str) -> Item | None:
-        entry = self.rcd.call("operations/stat", fs=self.fs, remote=path, opt=self._list_options()).get("item")
+        entry = self._rc("operations/stat", fs=self.fs, remote=path, opt=self._list_options()).get("item")
         return None if entry is None else self._item(entry, path)
 
     def _existing(self, identifier: str) -> Item:
@@ -325,7 +337,7 @@ class RcloneExtension(ReplicatedExtension):
         return path_of(identifier)
 
     def _children(self, folder: str) -> list:
-        entries = self.rcd.call("operations/list", fs=self.fs, remote=folder, opt=self._list_options())["list"]
+        entries = self._rc("operations/list", fs=self.fs, remote=folder, opt=self._list_options())["list"]
         items = []
         for entry in entries:
             name = entry.get("Name", "")
@@ -337,7 +349,7 @@ class RcloneExtension(ReplicatedExtension):
     def _snapshot(self) -> dict:
         tree = {ROOT_ID: self._existing(ROOT_ID)}
         options = self._list_options(recurse=True)
-        for entry in self.rcd.call("operations/list", fs=self.fs, remote="", opt=options)["list"]:
+        for entry in self._rc("operations/list", fs=self.fs, remote="", opt=options)["list"]:
             path = entry.get("Path", "")
             if any(name_problem(part) for part in path.split("/")):
                 continue
@@ -420,7 +432,7 @@ class RcloneExtension(ReplicatedExtension):
             fd, source = tempfile.mkstemp(dir=self._scratch)
             os.close(fd)
         try:
-            self.rcd.call(
+            self._rc(
                 "operations/copyfile",
                 srcFs=":local:" + os.path.dirname(os.path.abspath(source)),
                 srcRemote=os.path.basename(source),
@@ -442,7 +454,7 @@ class RcloneExtension(ReplicatedExtension):
         if self._stat(path) is not None:
             raise Exists(f"{name!r} exists")
         if kind == "folder":
-            self.rcd.call("operations/mkdir", fs=self.fs, remote=path)
+            self._rc("operations/mkdir", fs=self.fs, remote=path)
         else:
             self._upload(contents_path, path)
         created = self._stat(path)
@@ -483,13 +495,13 @@ class RcloneExtension(ReplicatedExtension):
 
     def _move(self, kind: str, path: str, destination: str) -> None:
         if kind == "file":
-            self.rcd.call("operations/movefile", srcFs=self.fs, srcRemote=path, dstFs=self.fs, dstRemote=destination)
+            self._rc("operations/movefile", srcFs=self.fs, srcRemote=path, dstFs=self.fs, dstRemote=destination)
             return
         if not self.dir_move:
             # Without a server-side move, a folder would be copied item by
             # item, not atomically: the mount answers EXDEV and `mv` copies.
             raise NotSupported("this remote cannot move a folder on the server")
-        self.rcd.call("sync/move", srcFs=self._sub(path), dstFs=self._sub(destination), deleteEmptySrcDirs=True)
+        self._rc("sync/move", srcFs=self._sub(path), dstFs=self._sub(destination), deleteEmptySrcDirs=True)
 
     def _sub(self, path: str) -> str:
         return f"{self.fs}/{path}" if self.fs[-1:] != ":" else f"{self.fs}{path}"
@@ -503,9 +515,9 @@ class RcloneExtension(ReplicatedExtension):
         if current.kind == "folder":
             if self._children(path_of(identifier)):
                 raise NotEmpty("the folder has items")
-            self.rcd.call("operations/rmdir", fs=self.fs, remote=path_of(identifier))
+            self._rc("operations/rmdir", fs=self.fs, remote=path_of(identifier))
         else:
-            self.rcd.call("operations/deletefile", fs=self.fs, remote=path_of(identifier))
+            self._rc("operations/deletefile", fs=self.fs, remote=path_of(identifier))
 
 
 def _seconds(modtime: str) -> float:
