@@ -20,9 +20,9 @@ Options (``initialize``'s ``options``, all strings):
 
 How it talks to rclone: one ``rclone rcd`` per extension process, its
 remote-control HTTP API on 127.0.0.1 with a random port, user and password
-(rclone 1.60 has no unix socket for it), started at ``initialize`` and ended
-with the extension (SIGTERM at shutdown; the kernel's parent-death signal if
-the extension dies). An API call costs about 10 ms, a new rclone process
+(rclone 1.60 has no unix socket for it), started at ``initialize``, started
+again by the next call if it died, and ended with the extension (SIGTERM at
+shutdown; the kernel's parent-death signal if the extension dies). An API call costs about 10 ms, a new rclone process
 100-300 ms (start-up, configuration, connection), which a listing or a stat
 cannot afford. Only ``fetch`` runs ``rclone cat --offset --count`` (the API
 cannot read a range; rcd's object server cannot name a connection string
