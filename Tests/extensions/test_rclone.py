@@ -194,6 +194,9 @@ def test_rcd_ends_with_a_killed_extension(webdav_server, launch):
     ]
     rcd = [child for child in children if b"rcd" in open(f"/proc/{child}/cmdline", "rb").read()]
     assert len(rcd) == 1, children
+    command_line = open(f"/proc/{rcd[0]}/cmdline", "rb").read()
+    assert b"--rc-pass" not in command_line and b"--rc-user" not in command_line, "no secret in /proc/PID/cmdline"
+    assert b"RCLONE_RC_PASS=" in open(f"/proc/{rcd[0]}/environ", "rb").read()
     os.kill(pid, signal.SIGKILL)
     process.process.wait(5)
     process.expect_failure = True

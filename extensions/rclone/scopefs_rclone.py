@@ -137,15 +137,22 @@ def error_from_rclone(message: str, status: int = 500) -> ExtensionError:
     return ExtensionError(message)
 
 
+class RcdGone(Unreachable):
+    """rcd itself did not answer (as opposed to the remote behind it)."""
+
+
 class Rcd:
     """One `rclone rcd`: its API over HTTP on 127.0.0.1 with a random password."""
 
     def __init__(self, binary: str):
         self.user = "scopefs"
         self.password = secrets.token_urlsafe(24)
+        # The password goes in the environment (rclone reads every flag as
+        # RCLONE_FLAG_NAME), readable by this user only, not on the command
+        # line, which any local user can read in /proc.
         self.process = subprocess.Popen(
-            [binary, "rcd", "--rc-addr", "127.0.0.1:0", "--rc-user", self.user, "--rc-pass", self.password]
-            + NETWORK_FLAGS,
+            [binary, "rcd", "--rc-addr", "127.0.0.1:0", *NETWORK_FLAGS],
+            env={**os.environ, "RCLONE_RC_USER": self.user, "RCLONE_RC_PASS": self.password},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -194,7 +201,7 @@ class Rcd:
                 body = {}
             raise error_from_rclone(str(body.get("error", error)), error.code) from None
         except OSError as error:
-            raise Unreachable(f"rclone rcd: {error}") from None
+            raise RcdGone(f"rclone rcd: {error}") from None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -282,13 +289,25 @@ class RcloneExtension(ReplicatedExtension):
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _rc(self, method: str, **params) -> dict:
-        """One API call; an rcd that died (OOM killer, a crash) is started again."""
-        with self._rcd_lock:
-            if self.rcd.process.poll() is not None:
-                print(f"rclone rcd exited ({self.rcd.process.returncode}): starting it again", file=sys.stderr)
-                self.rcd = Rcd(self.binary)
-            rcd = self.rcd
-        return rcd.call(method, **params)
+        """One API call; an rcd that died (OOM killer, a crash) is started
+        again, and a call it did not answer because it died is made again."""
+        for attempt in (1, 2):
+            with self._rcd_lock:
+                if self.rcd.process.poll() is not None:
+                    print(f"rclone rcd exited ({self.rcd.process.returncode}): starting it again", file=sys.stderr)
+                    self.rcd = Rcd(self.binary)
+                rcd = self.rcd
+            try:
+                return rcd.call(method, **params)
+            except RcdGone:
+                # A dying process may take a moment to be reapable.
+                try:
+                    rcd.process.wait(2)
+                except subprocess.TimeoutExpired:
+                    raise Unreachable("rclone rcd does not answer") from None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- items ---------------------------------------------------------------
 
