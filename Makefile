@@ -9,9 +9,9 @@ BIN := .build/debug/scopefs
 # the content types of pick requests; lintian: the package's own check;
 # debootstrap: the fresh Debian 12 root the package is installed in
 # (Tests/integration/test_fresh_debian.py); python3-pip: the PyPI packages
-# below.
+# below; rclone: the rclone extension and the remotes its tests serve.
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
@@ -67,10 +67,12 @@ test-unit: deps
 	$(PYTHON) -m pytest -q Tests/docs Tests/repo
 
 # Provider extensions (docs/PROVIDERS.md): the protocol's conformance suite
-# against the folder example and the S3 extension on moto's server, the
-# SDK's loop, the S3 mapping. Child processes and local HTTP only, no FUSE;
-# about a minute and a half.
-test-extensions: deps
+# against the folder examples (Python, and Swift: built by `build` with
+# everything else, so no extra build), the S3 extension on moto's server
+# and the rclone extension on `rclone serve webdav`/`sftp`; the SDK's loop,
+# the S3 and rclone mappings. Child processes and local servers only, no
+# FUSE.
+test-extensions: build
 	$(PYTHON) -m pytest -q -p no:cacheprovider Tests/extensions
 
 # The suite takes ~15 min on a quiet 2-core machine; the budget leaves room
@@ -101,7 +103,7 @@ bench-instructions: deps
 # and `ruff format && ruff check --fix` rewrite.
 lint: deps
 	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q ruff
-	$(SWIFT) format lint --strict --parallel --recursive Sources Tests Package.swift clients/swift
+	$(SWIFT) format lint --strict --parallel --recursive Sources Tests Package.swift clients/swift docs/examples/extensions
 	$(PYTHON) -m ruff check
 	$(PYTHON) -m ruff format --check
 	$(PYTHON) tools/commit_messages.py

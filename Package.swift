@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "ScopeFSClient", targets: ["ScopeFSClient"]),
         .library(name: "ScopeFSTesting", targets: ["ScopeFSTesting"]),
         .executable(name: "scopefs-bench-policy", targets: ["PolicyBenchmark"]),
+        .library(name: "ScopeFSExtension", targets: ["ScopeFSExtension"]),
+        .executable(name: "scopefs-folder-extension", targets: ["FolderExtension"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -192,6 +194,22 @@ let package = Package(
         .target(
             name: "ScopeFSTesting",
             path: "clients/swift/Sources/ScopeFSTesting",
+            swiftSettings: strict
+        ),
+        // The Swift SDK for provider extensions (docs/PROVIDERS.md): the
+        // protocol in the shape of Apple's replicated extension and its stdio
+        // loop. Foundation only; sources in clients/swift, like ScopeFSClient.
+        .target(
+            name: "ScopeFSExtension",
+            path: "clients/swift/Sources/ScopeFSExtension",
+            swiftSettings: strict
+        ),
+        // The smallest extension on that SDK, a local folder: the example and
+        // the conformance suite's subject (`make test-extensions`).
+        .executableTarget(
+            name: "FolderExtension",
+            dependencies: ["ScopeFSExtension"],
+            path: "docs/examples/extensions/swift-folder",
             swiftSettings: strict
         ),
         // `make bench`: the policy decision alone, in ns (SPEC S36).

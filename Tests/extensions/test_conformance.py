@@ -171,6 +171,17 @@ def test_requests_before_initialize_are_refused(subject):
     assert extension.call("item", {"id": "root"})["id"] == "root"
 
 
+def test_after_a_shutdown_without_initialize_only_shutdown_is_answered(subject):
+    # "After it, every request except shutdown is answered with -32600",
+    # also for an extension whose initialize never succeeded.
+    extension = subject.launch()
+    assert extension.call("shutdown", {}) == {}
+    for method in ("item", "initialize"):
+        assert rpc_error(extension, method, {"id": "root"}).code == INVALID_REQUEST, method
+    extension.notify("exit")
+    assert extension.process.wait(5) == 0
+
+
 # -- items and listing --------------------------------------------------------
 
 

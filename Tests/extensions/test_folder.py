@@ -1,5 +1,6 @@
-"""The folder example (docs/examples/extensions/folder.py): what the
-conformance suite cannot see from the protocol alone. Its ids are inode
+"""The folder examples (docs/examples/extensions/folder.py, and the Swift
+SDK's swift-folder): what the conformance suite cannot see from the
+protocol alone. Its ids are inode
 numbers, so they survive renames made behind its back, and nothing it does
 reaches outside its root, whatever symlinks the root holds.
 """
@@ -11,18 +12,24 @@ import sys
 
 import pytest
 from conformance import INVALID_PARAMS, ExtensionProcess, RpcError
-from conftest import FOLDER_EXTENSION
+from conftest import FOLDER_EXTENSION, SWIFT_FOLDER_EXTENSION
 
 
-@pytest.fixture
-def served(tmp_path):
+@pytest.fixture(params=["python", "swift"])
+def served(request, tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     outside = tmp_path / "outside"
     outside.mkdir()
     staging = tmp_path / "staging"
     staging.mkdir()
-    process = ExtensionProcess([sys.executable, str(FOLDER_EXTENSION), str(root)], staging, tmp_path / "folder.log")
+    if request.param == "python":
+        command = [sys.executable, str(FOLDER_EXTENSION), str(root)]
+    else:
+        if not SWIFT_FOLDER_EXTENSION.is_file():
+            pytest.fail(f"{SWIFT_FOLDER_EXTENSION} is missing: run `swift build` (make test-extensions does)")
+        command = [str(SWIFT_FOLDER_EXTENSION), str(root)]
+    process = ExtensionProcess(command, staging, tmp_path / "folder.log")
     process.initialize()
     yield process, root, outside
     assert process.shutdown() == 0

@@ -109,3 +109,18 @@ def test_the_error_table_of_providers_md_is_the_sdks():
     }
     for code, constant in suite.items():
         assert constant.replace("_", "").lower() == documented[code].lower(), (code, constant)
+
+
+def test_the_error_table_of_providers_md_is_the_swift_sdks():
+    """The Swift SDK's codes (ExtensionError.Code, Apple's names where they
+    match) carry docs/PROVIDERS.md's codes under the documented names."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "PROVIDERS.md").read_text()
+    documented = {int(code): name for code, name in re.findall(r"^\| (-320\d\d) \| `(\w+)` \|", doc, re.MULTILINE)}
+    source = (root / "clients" / "swift" / "Sources" / "ScopeFSExtension" / "ExtensionError.swift").read_text()
+    cases = {name: int(code) for name, code in re.findall(r"case (\w+) = (-320\d\d)\b", source)}
+    wire_names = dict(re.findall(r'case \.(\w+): return "(\w+)"', source))
+    swift = {code: wire_names.get(name, name) for name, code in cases.items() if -32099 <= code <= -32000}
+    assert swift == documented

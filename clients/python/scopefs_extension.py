@@ -545,11 +545,13 @@ class Server:
         if handler is None:
             self._answer(request_id, error={"code": METHOD_NOT_FOUND, "message": f"no method {method!r}"})
             return None
-        if method not in ("initialize", "shutdown") and not self._initialized:
-            self._answer(request_id, error=NotInitialized("initialize first").to_json())
-            return None
+        # After `shutdown`, everything but `shutdown` is -32600, even when
+        # `initialize` never succeeded (docs/PROVIDERS.md "Life cycle").
         if self._shut_down and method != "shutdown":
             self._answer(request_id, error={"code": INVALID_REQUEST, "message": "shut down"})
+            return None
+        if method not in ("initialize", "shutdown") and not self._initialized:
+            self._answer(request_id, error=NotInitialized("initialize first").to_json())
             return None
         request = Request(id=request_id, method=method, _server=self)
         with self._in_flight_lock:
