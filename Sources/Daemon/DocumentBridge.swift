@@ -24,6 +24,7 @@ final class DocumentBridge: DocumentServices {
     private let events: any EventSink
     let contentNotices: ContentNotices
     let subitemNotices: SubitemNotices
+    private let board: NoticeBoard
 
     init(
         state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger,
@@ -31,6 +32,7 @@ final class DocumentBridge: DocumentServices {
     ) throws(CommandError) {
         self.contentNotices = ContentNotices(board: notices)
         self.subitemNotices = SubitemNotices(board: notices)
+        self.board = notices
         self.inbox = inbox
         self.events = events
         self.repository = repository
@@ -54,6 +56,7 @@ final class DocumentBridge: DocumentServices {
     }
 
     var followsContainerReads: Bool { inbox.followsReads }
+    var presentersListen: Bool { board.anyoneListened }
 
     func containerItemRead(app: AppID, process: ProcessKey, path: String) {
         inbox.read(app: app, process: process, path: path)

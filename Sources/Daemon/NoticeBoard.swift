@@ -18,6 +18,10 @@ final class NoticeBoard: Sendable {
 
     private let state = Mutex(State())
     private let posted = NSCondition()
+    /// Set by the first `notices(for:)`, never cleared: a presenter's first
+    /// watch only subscribes (from now on), so nothing before it is owed.
+    private let listened = Atomic<Bool>(false)
+    var anyoneListened: Bool { listened.load(ordering: .relaxed) }
 
     /// Numbers and keeps the changes from `old` to `new`.
     func post(from old: PolicySnapshot, to new: PolicySnapshot) {
@@ -48,6 +52,7 @@ final class NoticeBoard: Sendable {
     /// `app`'s notices after `cursor` (none: from now on), waiting up to
     /// `wait` seconds for one; and the cursor to ask from next.
     func notices(for app: AppID, after cursor: UInt64?, wait: Double) -> (notices: [PresenterNotice], cursor: UInt64) {
+        if !listened.load(ordering: .relaxed) { listened.store(true, ordering: .relaxed) }
         let deadline = Date().addingTimeInterval(wait)
         posted.lock()
         defer { posted.unlock() }

@@ -29,6 +29,10 @@ public protocol DocumentServices: Sendable {
     /// presenters hear `changed` (issue 17). Called on a FUSE worker: it
     /// must only queue.
     func contentWritten(by app: AppID, provider: ProviderID, path: String, in snapshot: PolicySnapshot)
+    /// Whether any app's presenter has ever asked for notices on this
+    /// mount: until one does, changes through the mount cost no subitem
+    /// bookkeeping (a presenter hears only what happens after it asks).
+    var presentersListen: Bool { get }
     /// A process of `app` is about to make `change` to names of a provider
     /// through the mount (its host echo is expected). Called on a FUSE
     /// worker, before the system call: it must only record.
