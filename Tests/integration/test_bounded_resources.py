@@ -22,7 +22,7 @@ import threading
 
 import pytest
 from doc_scope_helpers import mount, wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, fd_count, sample_peak, wait_for
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, WaitTimeout, describe, fd_count, sample_peak, wait_for
 
 # -- helpers -------------------------------------------------------------------
 
@@ -55,14 +55,21 @@ def lowest_free_descriptor(pid: int) -> int:
 def wait_for_descriptors(pid: int, at_most: int, timeout: float) -> None:
     """Waits until the daemon has handled the RELEASEs of an app's closed
     descriptors (a debug build takes ~1 ms each), so the harness's leak
-    check after the test sees what the daemon keeps, not what is queued."""
-    wait_for(
-        f"the daemon to hold at most {at_most} descriptors",
-        lambda: fd_count(pid),
-        lambda count: count is None or count <= at_most,
-        timeout,
-        interval=0.2,
-    )
+    check after the test sees what the daemon keeps, not what is queued.
+    A settling wait, not the check: folders the kernel still holds keep
+    their descriptors until it forgets them, which the harness's check
+    brings about (it drops the dentry cache) before it judges. Under load
+    this wait was seen ending 9 over `at_most` with no leak."""
+    try:
+        wait_for(
+            f"the daemon to hold at most {at_most} descriptors",
+            lambda: fd_count(pid),
+            lambda count: count is None or count <= at_most,
+            timeout,
+            interval=0.2,
+        )
+    except WaitTimeout:
+        pass  # the teardown's leak check judges (see above)
 
 
 def owner_cli(env, *args, timeout: float = 20) -> subprocess.CompletedProcess | None:
