@@ -79,9 +79,9 @@ struct StateOptions: ParsableArguments {
     /// app process reads the same refusal either way (SPEC S5).
     func policy(_ command: ControlCommand, _ action: String) throws(CommandError) -> ControlResponse {
         try OwnerCheck.requireOutsideRuns(to: action)
-        return try ControlClient.policy(command, state: directory) { () throws(CommandError) in
-            try repositoryForChange(action)
-        }
+        // The local path runs only when no daemon answers, so the daemon's
+        // `whoami` (the rest of `repositoryForChange`'s check) has nothing to add.
+        return try ControlClient.policy(command, state: directory) { () throws(CommandError) in try repository() }
     }
 }
 

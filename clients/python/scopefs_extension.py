@@ -381,6 +381,20 @@ class ReplicatedExtension:
         raise NotSupported("delete")
 
     # Helpers for subclasses
+    @staticmethod
+    def fetch_range(current: Item, version: Any, byte_range: Any) -> tuple:
+        """What ``fetch`` asks of ``current``, checked as PROVIDERS.md says:
+        a file, at ``version`` when one is given (a precondition: a file
+        made of two versions would be corrupt), and the range clamped to the
+        file. Returns ``(offset, length)``."""
+        if current.kind != "file":
+            raise InvalidParams("only files have contents to fetch")
+        if version is not None and version != current.content_version:
+            raise Conflict("the item changed", data={"version": current.content_version})
+        offset, length = byte_range if byte_range is not None else (0, current.size)
+        offset = min(offset, current.size)
+        return offset, min(length, current.size - offset)
+
     def staging_file(self) -> tuple:
         """A new file inside the staging directory: ``(fd, path)``, mode 0600."""
         return tempfile.mkstemp(dir=self.staging_directory, prefix="fetch-")

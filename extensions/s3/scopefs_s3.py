@@ -311,13 +311,7 @@ class S3Extension(ReplicatedExtension):
 
     def fetch_contents(self, identifier, version, byte_range, request) -> Fetched:
         current = self.item(identifier)
-        if current.kind != "file":
-            raise InvalidParams("only files have contents to fetch")
-        if version is not None and version != current.content_version:
-            raise Conflict("the item changed", data={"version": current.content_version})
-        offset, length = byte_range if byte_range is not None else (0, current.size)
-        offset = min(offset, current.size)
-        length = min(length, current.size - offset)
+        offset, length = self.fetch_range(current, version, byte_range)
         fd, staged = self.staging_file()
         try:
             with os.fdopen(fd, "wb") as out:
