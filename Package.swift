@@ -138,6 +138,17 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Provider extensions (docs/PROVIDERS.md, SPEC S41-S43): the
+        // supervised extension process and its JSON-RPC client, and the
+        // replica of the provider's items that the mount serves.
+        .target(
+            name: "ProviderExtensions",
+            dependencies: [
+                "HostText", "CSystemShims", .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
         // The daemon: the mount, the control socket and its handlers.
         .target(
             name: "Daemon",
