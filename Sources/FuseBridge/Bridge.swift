@@ -138,3 +138,30 @@ extension Request {
         }
     }
 }
+
+extension Request {
+    /// Runs `body` (a wait: a download the read needs) with `onInterrupt`
+    /// called if the kernel interrupts the request meanwhile (the app got a
+    /// signal), at once if it already did. libfuse calls the handler under
+    /// the request's lock, which unregistering takes too: once `body`
+    /// returns, the handler is not running and never will.
+    public func whileInterruptible<T, E: Error>(
+        _ onInterrupt: @escaping @Sendable () -> Void, _ body: () throws(E) -> T
+    ) throws(E) -> T {
+        guard let request = OpaquePointer(bitPattern: libfuseRequest) else { return try body() }
+        let box = Unmanaged.passRetained(InterruptHandler(onInterrupt))
+        fuse_req_interrupt_func(
+            request, { _, data in Unmanaged<InterruptHandler>.fromOpaque(data!).takeUnretainedValue().handler() },
+            box.toOpaque())
+        defer {
+            fuse_req_interrupt_func(request, nil, nil)
+            box.release()
+        }
+        return try body()
+    }
+}
+
+private final class InterruptHandler {
+    let handler: @Sendable () -> Void
+    init(_ handler: @escaping @Sendable () -> Void) { self.handler = handler }
+}

@@ -20,6 +20,11 @@ public enum ControlAttributeName: String, CaseIterable, Sendable {
     // Bookmarks (SPEC S25).
     case bookmark = "user.scopefs.bookmark"
     case readOnlyBookmark = "user.scopefs.bookmark-read-only"
+    // An extension's item (SPEC S42): dataless, partial, materialized,
+    // pinned, dirty, uploading, conflict or error; and a download's
+    // progress as "DONE/TOTAL" bytes.
+    case state = "user.scopefs.state"
+    case progress = "user.scopefs.progress"
 
     /// Every control attribute starts with this; such names are never
     /// stored on host files.

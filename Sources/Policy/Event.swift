@@ -23,13 +23,20 @@ public struct Event: Sendable, Codable, Equatable {
         /// An app reached its budget of backing descriptors and got EMFILE
         /// (SPEC S40); `count` is the budget.
         case descriptorBudgetExhausted = "descriptor-budget-exhausted"
+        /// A provider extension's life and errors (SPEC S41): `operation`
+        /// says what (started, restarting, failed, a method that failed),
+        /// `path` is `/Providers/ID[/item]`, `errno` what an app got.
+        case `extension`
+        /// An upload met a remote change (SPEC S43): the local edit was kept
+        /// as a conflict copy, whose path is `path`.
+        case conflict
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
             case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark, .descriptorBudgetExhausted:
                 .routine
-            case .denial, .leak, .policyFailedClosed, .stranded: .incident
+            case .denial, .leak, .policyFailedClosed, .stranded, .extension, .conflict: .incident
             case .grant, .revoke, .restore, .forget: .policyChange
             }
         }

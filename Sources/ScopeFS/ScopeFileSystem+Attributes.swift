@@ -20,6 +20,14 @@ extension ScopeFileSystem {
         let target = try gate(inode, open?.writable == true ? .metadata : .write, caller, .setattr)
         guard target.node.place.isBacked else { throw .notPermitted }
         if let open { try checkStillGranted(open, .setattr) }
+        // A placeholder is downloaded before its size changes (S42, S43);
+        // mode and times are the replica's to send on (`namespaceChanged`).
+        let content = content(of: target.node)
+        if let (content, file) = content, let size = changes.size {
+            try content.prepareOpen(file, writes: true, truncates: size == 0, interruption: Interruption(request))
+            content.willWrite(file)
+        }
+        defer { if let (content, file) = content { content.namespaceChanged(provider: file.provider) } }
         // The attributes are read through the same descriptor: it is the
         // node's own file, checked, so no second lookup by name. A file
         // that is open (futimens after a write, as tar does) is reached
@@ -59,7 +67,8 @@ extension ScopeFileSystem {
             }
             return info
         }
-        return Attributes(stat: info, timeout: attributeTimeout(target.node, parent: target.resolved.parent))
+        return Attributes(
+            stat: presentedContent(target.node, info), timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
     private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno)

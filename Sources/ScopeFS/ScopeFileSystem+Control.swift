@@ -79,6 +79,12 @@ extension ScopeFileSystem {
         case .providerName: return withPolicy { $0.providers[provider]?.name } ?? provider
         case .path: return try target.path
         case .grantState: return grant.state.rawValue
+        case .state, .progress:
+            // A local folder's items are always on disk.
+            guard let (content, file) = content(of: target.node) else {
+                return attribute == .state ? "materialized" : "0/0"
+            }
+            return (attribute == .state ? content.state(file) : content.progress(file)) ?? "materialized"
         default: return nil
         }
     }

@@ -12,6 +12,12 @@ extension ScopeFileSystem {
         guard let parentLease = try parentDescriptor(of: target.resolved) else { throw .isDirectory }
         defer { withExtendedLifetime(parentLease) {} }
         let parent = parentLease.number
+        // A placeholder's content comes first for a writer (S42, S43).
+        if let (content, file) = content(of: target.node) {
+            try content.prepareOpen(
+                file, writes: writes, truncates: flags & O_TRUNC != 0, interruption: Interruption(request))
+            if writes && flags & O_TRUNC != 0 { content.willWrite(file) }
+        }
         // A name that now names no file, or another one, was changed on the
         // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
         // look the name up again and retry the open, so open(O_CREAT) right
@@ -61,7 +67,7 @@ extension ScopeFileSystem {
         defer { withExtendedLifetime(lease) {} }
         let directory = lease.number
         let charge = try chargeDescriptor(caller, folder.resolved, .create)
-        let descriptor = try announcing(caller, appearing(name, in: folder)) { () throws(Errno) in
+        let descriptor = try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in
             try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
         }
         do {
@@ -85,6 +91,9 @@ extension ScopeFileSystem {
         let open = OpenHandle.from(handle)
         try checkUser(open, request, .read)
         try checkStillGranted(open, .read)
+        if let (content, file) = content(of: open.node) {
+            try content.prepareRead(file, offset: offset, length: size, interruption: Interruption(request))
+        }
         return .descriptor(open.descriptor, offset: offset, size: size)
     }
 
@@ -93,17 +102,22 @@ extension ScopeFileSystem {
         try checkUser(open, request, .write)
         try checkStillGranted(open, .write)
         try clearSetIDBits(open.descriptor, for: request)
-        if !open.wrote.load(ordering: .relaxed) { open.wrote.store(true, ordering: .relaxed) }
+        if !open.wrote.load(ordering: .relaxed) {
+            if let (content, file) = content(of: open.node) { content.willWrite(file) }
+            open.wrote.store(true, ordering: .relaxed)
+        }
         open.node.noteMountWrite()
         return open.descriptor
     }
 
     public func release(inode: UInt64, handle: UInt64) {
         let open = OpenHandle.from(handle)
-        if open.wrote.load(ordering: .relaxed) {
+        let wrote = open.wrote.load(ordering: .relaxed)
+        if wrote {
             open.node.noteMountWrite()
             contentWritten(open.node, inode: inode, by: open.user)
         }
+        if let (content, file) = content(of: open.node) { content.closed(file, wrote: wrote) }
         // Our own writes went through the page cache: it is still good.
         let written = open.writable ? (try? Sys.stat(open.descriptor)).map(FileVersion.init) : nil
         table.closed(inode, open, version: written)
@@ -115,6 +129,7 @@ extension ScopeFileSystem {
         try checkUser(open, request, .fsync)
         try checkStillGranted(open, .fsync)
         try Sys.fsync(open.descriptor, dataOnly: dataOnly)
+        if open.writable, let (content, file) = content(of: open.node) { content.synced(file) }
     }
 
     public func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)
@@ -124,6 +139,7 @@ extension ScopeFileSystem {
         try checkUser(open, request, .fallocate)
         try checkStillGranted(open, .fallocate)
         guard open.writable else { throw .badFileDescriptor }
+        if let (content, file) = content(of: open.node) { content.willWrite(file) }
         open.wrote.store(true, ordering: .relaxed)
         try Sys.fallocate(open.descriptor, mode, offset, length)
     }
@@ -138,6 +154,10 @@ extension ScopeFileSystem {
         try checkUser(destination, request, .copyFileRange)
         try checkStillGranted(source, .copyFileRange)
         try checkStillGranted(destination, .copyFileRange)
+        if let (content, file) = content(of: source.node) {
+            try content.prepareRead(file, offset: from.offset, length: length, interruption: Interruption(request))
+        }
+        if let (content, file) = content(of: destination.node) { content.willWrite(file) }
         destination.wrote.store(true, ordering: .relaxed)
         return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
     }

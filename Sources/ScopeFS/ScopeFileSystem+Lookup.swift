@@ -37,11 +37,11 @@ extension ScopeFileSystem {
         let target = try gate(inode, .lookup, callers.caller(of: request), .getattr)
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
             return Attributes(
-                stat: try Sys.stat(OpenHandle.from(handle).descriptor),
+                stat: presentedContent(target.node, try Sys.stat(OpenHandle.from(handle).descriptor)),
                 timeout: attributeTimeout(target.node, parent: target.resolved.parent))
         }
         let info = try presented(target.node, try attributes(of: target.resolved), path: target.path)
-        return Attributes(stat: info, timeout: attributeTimeout(target.node, parent: target.resolved.parent))
+        return Attributes(stat: presentedContent(target.node, info), timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
@@ -238,7 +238,7 @@ extension ScopeFileSystem {
     /// The entry of `node`, found in `folder`.
     func entry(_ node: Node, _ info: stat, in folder: Node) -> Entry {
         Entry(
-            inode: node.inode, attributes: info, attributeTimeout: attributeTimeout(node, parent: folder),
+            inode: node.inode, attributes: presentedContent(node, info), attributeTimeout: attributeTimeout(node, parent: folder),
             entryTimeout: entryTimeout(node, in: folder))
     }
 

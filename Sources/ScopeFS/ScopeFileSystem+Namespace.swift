@@ -34,7 +34,7 @@ extension ScopeFileSystem {
         let folder = try gate(parent, .write, caller, operation)
         let lease = try backedDirectory(folder)
         defer { withExtendedLifetime(lease) {} }
-        try announcing(caller, appearing(name, in: folder)) { () throws(Errno) in try body(lease.number) }
+        try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in try body(lease.number) }
         try giveToCaller(lease.number, name, request, folder: folder.node)
         let (node, info) = try backedChild(of: folder.node, named: name)
         return entry(node, info, in: folder.node)
@@ -48,7 +48,7 @@ extension ScopeFileSystem {
         guard let sourceDirectory = try parentDescriptor(of: source.resolved) else { throw .notPermitted }
         let directory = try backedDirectory(folder)
         defer { withExtendedLifetime((sourceDirectory, directory)) {} }
-        try announcing(caller, appearing(newName, in: folder)) { () throws(Errno) in
+        try announcing(caller, folder, appearing(newName, in: folder)) { () throws(Errno) in
             try Sys.linkAt(sourceDirectory.number, source.resolved.name, directory.number, newName)
         }
         let (node, info) = try backedChild(of: folder.node, named: newName)
@@ -71,7 +71,7 @@ extension ScopeFileSystem {
         try requireVisible(name, in: folder)
         let directory = try backedDirectory(folder)
         defer { withExtendedLifetime(directory) {} }
-        try announcing(caller, deleting(name, in: folder)) { () throws(Errno) in
+        try announcing(caller, folder, deleting(name, in: folder)) { () throws(Errno) in
             try Sys.unlinkAt(directory.number, name, flags)
         }
         table.removed(parent: parent, name: name)
@@ -90,7 +90,7 @@ extension ScopeFileSystem {
         defer { withExtendedLifetime((fromLease, toLease)) {} }
         let (fromDirectory, toDirectory) = (fromLease.number, toLease.number)
         let moves = moving(name, in: from, to: newName, in: to, exchange: flags & Sys.renameExchange != 0)
-        try announcing(caller, moves) { () throws(Errno) in
+        try announcing(caller, to, moves) { () throws(Errno) in
             try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
         }
         // The table learns what moved from the host's answer: which file

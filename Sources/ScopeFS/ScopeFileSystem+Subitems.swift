@@ -36,9 +36,13 @@ extension ScopeFileSystem {
     /// of them once it succeeded. Their host echoes are expected before it
     /// runs: the channel may read them before it returns. Only an app's
     /// changes are told (the inspect view writes nothing).
+    /// A provider whose items live elsewhere hears of the change too (its
+    /// replica changed: the remote must follow, S43).
     func announcing<Result>(
-        _ caller: Caller, _ changes: @autoclosure () -> SubitemChanges?, _ body: () throws(Errno) -> Result
+        _ caller: Caller, _ folder: Target, _ changes: @autoclosure () -> SubitemChanges?,
+        _ body: () throws(Errno) -> Result
     ) throws(Errno) -> Result {
+        defer { namespaceChanged(in: folder.node) }
         // No presenter yet: not even the paths are worked out (`make bench`
         // measured 20-30 % on create and unlink for this bookkeeping).
         guard let app = caller.app, documents.presentersListen, let changes = changes() else { return try body() }

@@ -123,6 +123,8 @@ public final class ScopeFileSystem: FileSystem {
     let canonicalDirectories = CanonicalDirectories()
     /// Each provider directory's identity at the last sweep (`providerDirectoriesMoved`).
     let providerDirectories = ProviderDirectories()
+    /// Providers whose items live elsewhere (extensions, SPEC S41).
+    let providerContents = ProviderContents()
 
     public init(
         configuration: MountConfiguration, callers: any CallerResolver, scopes: ScopeRegistry, events: any EventSink,

@@ -1,0 +1,261 @@
+import Foundation
+import Glibc
+
+/// Downloads: a placeholder's bytes come from the extension when an app
+/// reads them, after the gate and the scope check (the mount calls only
+/// then), by range, one download per range however many readers wait
+/// for it (SPEC S42). Run on the readers' FUSE workers.
+extension ExtensionProvider {
+    /// One fetch in flight; readers that need its bytes wait for it.
+    final class Download: @unchecked Sendable {
+        let range: Range<Int64>
+        var done = false
+        var failure: ExtensionFailure?
+        init(range: Range<Int64>) { self.range = range }
+    }
+
+    /// The errno an app gets when its policy forbids downloads (Apple's
+    /// IOPOL_MATERIALIZE_DATALESS_FILES_OFF answers EDEADLK too).
+    public static let neverDownloadErrno = EDEADLK
+
+    /// Makes `[offset, offset + length)` of the replica file `inode` present.
+    /// `control` is the app's: its cancel (a signal, a revoke) ends the
+    /// wait with EINTR.
+    public func prepareRead(inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl)
+        throws(ExtensionFailure)
+    {
+        guard let (id, size) = lock.withLock({ () -> (String, Int64)? in
+            guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
+            record.lastUsed = Date().timeIntervalSince1970
+            index.put(record)
+            return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
+        }) else { return }
+        let end = min(size, offset + Int64(length))
+        guard offset < end else { return }
+        if let app, neverDownload.contains(app) {
+            throw ExtensionFailure(.notSupported, "\(app) never downloads (its policy)")
+        }
+        register(control, for: app)
+        defer { unregister(control, for: app) }
+        try materialize(id, offset, end, control)
+    }
+
+    /// Downloads every missing byte of the item (for a writer, `pin`).
+    public func materializeWhole(inode: UInt64, app: String?, control: RequestControl) throws(ExtensionFailure) {
+        guard let (id, size) = lock.withLock({ () -> (String, Int64)? in
+            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile,
+                !record.isMaterialized, record.dirty == 0
+            else { return nil }
+            return (id, record.item.size)
+        }) else { return }
+        if let app, neverDownload.contains(app) {
+            throw ExtensionFailure(.notSupported, "\(app) never downloads (its policy)")
+        }
+        register(control, for: app)
+        defer { unregister(control, for: app) }
+        try materialize(id, 0, size, control)
+    }
+
+    private func materialize(_ id: String, _ offset: Int64, _ end: Int64, _ control: RequestControl)
+        throws(ExtensionFailure)
+    {
+        while true {
+            if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
+            enum Step {
+                case done
+                case wait(Download)
+                case fetch(Download, ReplicaRecord)
+            }
+            let step: Step = lock.withLock {
+                guard let record = index[id], record.isFile, record.dirty == 0 else { return .done }
+                let present = record.cachedVersion == record.item.version.content ? record.present : ByteRanges()
+                guard let missing = present.firstMissing(from: offset, to: end) else { return .done }
+                if let download = downloads[id]?.first(where: { $0.range.contains(missing) }) {
+                    return .wait(download)
+                }
+                let range = fetchRange(id, record, missing, end, present)
+                let download = Download(range: range)
+                downloads[id, default: []].append(download)
+                return .fetch(download, record)
+            }
+            switch step {
+            case .done: return
+            case .wait(let download): try wait(for: download, control)
+            case .fetch(let download, let record): try fetch(download, record, control)
+            }
+        }
+    }
+
+    /// What to fetch for a read missing `missing...`: the whole of a small
+    /// file; else whole blocks from `missing`, a window that doubles while
+    /// the reader goes on where it stopped (readahead), never past bytes
+    /// present or another download.
+    private func fetchRange(_ id: String, _ record: ReplicaRecord, _ missing: Int64, _ end: Int64, _ present: ByteRanges)
+        -> Range<Int64>
+    {
+        let size = record.item.size
+        if size <= tunables.wholeFileLimit && present.isEmpty && downloads[id, default: []].isEmpty {
+            return 0..<size
+        }
+        let previous = readAhead[id]
+        let window =
+            previous.map { $0.end == missing ? min(tunables.maxWindow, $0.window * 2) : tunables.block }
+            ?? tunables.block
+        let start = missing / tunables.block * tunables.block
+        var stop = min(size, max(end, start + window))
+        stop = (stop + tunables.block - 1) / tunables.block * tunables.block
+        stop = min(stop, size, present.missingRunEnd(from: missing, limit: size))
+        for other in downloads[id, default: []] where other.range.lowerBound > missing {
+            stop = min(stop, other.range.lowerBound)
+        }
+        let range = max(start, present.firstMissing(from: start, to: stop) ?? missing)..<stop
+        readAhead[id] = (range.upperBound, window)
+        return range
+    }
+
+    private func wait(for download: Download, _ control: RequestControl) throws(ExtensionFailure) {
+        lock.lock()
+        defer { lock.unlock() }
+        while !download.done {
+            if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
+            _ = lock.wait(until: Date().addingTimeInterval(0.05))
+        }
+    }
+
+    /// Fetches `download.range` and writes it into the replica file.
+    private func fetch(_ download: Download, _ record: ReplicaRecord, _ control: RequestControl)
+        throws(ExtensionFailure)
+    {
+        var failure: ExtensionFailure?
+        var fetched: Range<Int64>?
+        do {
+            let range = ByteRange(offset: download.range.lowerBound, length: Int64(download.range.count))
+            let file = try calls.fetch(record.item.id, version: record.item.version.content, range: range, control)
+            defer { unlink(file.path) }
+            fetched = try write(file, into: record)
+        } catch {
+            failure = error
+            report(.error, lock.withLock { index.path(of: record.item.id) }, "fetch failed: \(error.message)", errno: error.errno)
+        }
+        var saved: ReplicaRecord?
+        lock.withLock {
+            download.done = true
+            download.failure = failure
+            downloads[record.item.id]?.removeAll { $0 === download }
+            if let fetched, var current = index[record.item.id],
+                current.item.version.content == record.item.version.content
+            {
+                if current.cachedVersion != current.item.version.content {
+                    current.cachedVersion = current.item.version.content
+                    current.present = ByteRanges()
+                }
+                current.present.insert(fetched)
+                index.put(current)
+                saved = current
+            }
+            lock.broadcast()
+        }
+        if let saved { save([saved]) }
+        if let failure { throw failure }
+        enforceQuota()
+    }
+
+    /// Copies the staged bytes into the replica file at their offset and
+    /// puts its time back (a download changes no item).
+    private func write(_ file: FetchedFile, into record: ReplicaRecord) throws(ExtensionFailure) -> Range<Int64> {
+        guard let path = lock.withLock({ index.path(of: record.item.id) }) else {
+            throw ExtensionFailure(.noSuchItem, "the item is gone")
+        }
+        let source = open(file.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard source >= 0 else { throw ExtensionFailure(.internalError, "cannot open the staged file") }
+        defer { close(source) }
+        let length = min(file.length, max(0, record.item.size - file.offset))
+        do {
+            ownWrite(record.inode)
+            try folder.withFile(path, O_WRONLY, inode: record.inode) { target throws(ReplicaFolder.Failure) in
+                try ReplicaFolder.copyContent(
+                    source, from: 0, to: target, at: file.offset, length: length, path)
+                try ReplicaFolder.restoreTime(target, record.item.mtime, path)
+            }
+        } catch {
+            throw ExtensionFailure(.internalError, "cannot write the download into \(path): \(error)")
+        }
+        return file.offset..<(file.offset + length)
+    }
+
+    private func register(_ control: RequestControl, for app: String?) {
+        guard let app else { return }
+        lock.withLock { appDownloads[app, default: []].append(control) }
+    }
+
+    private func unregister(_ control: RequestControl, for app: String?) {
+        guard let app else { return }
+        lock.withLock { appDownloads[app]?.removeAll { $0 === control } }
+    }
+
+    /// A revoke: the app's downloads and waits end (EINTR) at once.
+    public func cancelDownloads(of app: String) {
+        for control in lock.withLock({ appDownloads[app] ?? [] }) { control.cancel() }
+    }
+
+    // MARK: Cache
+
+    /// The app opened (or closed) a replica file: never evicted while open.
+    public func opened(inode: UInt64) { lock.withLock { opens[inode, default: 0] += 1 } }
+    public func released(inode: UInt64) {
+        lock.withLock {
+            opens[inode, default: 1] -= 1
+            if opens[inode] == 0 { opens[inode] = nil }
+        }
+    }
+
+    /// Bytes of content on disk.
+    public var cachedBytes: Int64 {
+        lock.withLock { index.all.reduce(0) { $0 + ($1.isFile ? $1.present.byteCount : 0) } }
+    }
+
+    /// Evicts least recently used content while over the quota; never a
+    /// pinned, dirty or open item.
+    func enforceQuota() {
+        guard let quota = lock.withLock({ quotaBytes }) else { return }
+        var total = cachedBytes
+        guard total > quota else { return }
+        let candidates = lock.withLock {
+            index.all.filter { $0.isFile && !$0.pinned && $0.dirty == 0 && opens[$0.inode] == nil && !$0.present.isEmpty }
+                .sorted { $0.lastUsed < $1.lastUsed }
+        }
+        for record in candidates where total > quota {
+            let freed = record.present.byteCount
+            if (try? evictItem(record.item.id)) == true { total -= freed }
+        }
+    }
+
+    /// Drops an item's content (it becomes a placeholder again).
+    @discardableResult
+    func evictItem(_ id: String) throws(ExtensionFailure) -> Bool {
+        guard let (record, path) = lock.withLock({ () -> (ReplicaRecord, String)? in
+            guard let record = index[id], let path = index.path(of: id) else { return nil }
+            return (record, path)
+        }), record.isFile else { return false }
+        guard record.dirty == 0, lock.withLock({ opens[record.inode] == nil }) else {
+            throw ExtensionFailure(.busy, "\(path) is open or not uploaded")
+        }
+        ownWrite(record.inode)
+        do {
+            try folder.withFile(path, O_WRONLY, inode: record.inode) { file throws(ReplicaFolder.Failure) in
+                guard ftruncate(file, 0) == 0, ftruncate(file, off_t(record.item.size)) == 0 else {
+                    throw .system(errno, "cannot empty \(path)")
+                }
+                try ReplicaFolder.restoreTime(file, record.item.mtime, path)
+            }
+        } catch {
+            throw ExtensionFailure(.internalError, "\(error)")
+        }
+        var updated = record
+        updated.present = ByteRanges()
+        updated.pinned = false
+        lock.withLock { index.put(updated) }
+        save([updated])
+        return true
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Glibc
+
+/// What the mount shows of items (S42) and what the owner asks: pin,
+/// unpin, evict, status.
+extension ExtensionProvider {
+    /// An app opens a replica file: a writer needs the whole content first
+    /// (unless it truncates).
+    public func prepareOpen(inode: UInt64, writes: Bool, truncates: Bool, app: String?, control: RequestControl)
+        throws(ExtensionFailure)
+    {
+        if writes && !truncates { try materializeWhole(inode: inode, app: app, control: control) }
+        opened(inode: inode)
+    }
+
+    /// `stat`'s blocks: 1 for a non-empty file with nothing on disk.
+    public func presentedBlocks(inode: UInt64, size: Int64, blocks: Int64) -> Int64 {
+        size > 0 && blocks == 0 ? 1 : blocks
+    }
+
+    public func state(inode: UInt64) -> String? {
+        lock.withLock {
+            guard let id = index.id(ofInode: inode), let record = index[id] else { return nil }
+            if record.dirty != 0, let path = index.path(of: id), sync.uploading == path { return "uploading" }
+            return record.state
+        }
+    }
+
+    /// "DONE/TOTAL" bytes on disk of the current version.
+    public func progress(inode: UInt64) -> String? {
+        lock.withLock {
+            guard let id = index.id(ofInode: inode), let record = index[id] else { return nil }
+            guard record.isFile else { return "0/0" }
+            let done = record.isMaterialized || record.dirty != 0 ? record.item.size : record.present.byteCount
+            return "\(done)/\(record.item.size)"
+        }
+    }
+
+    /// The item at `path` in the provider.
+    func id(at path: String) throws(ExtensionFailure) -> String {
+        guard let info = folder.status(path), let id = lock.withLock({ index.id(ofInode: UInt64(info.st_ino)) })
+        else { throw ExtensionFailure(.noSuchItem, "no item \(path) in \(providerID)") }
+        return id
+    }
+
+    /// "Keep downloaded": the file (or every file below a folder) is
+    /// downloaded now and never evicted.
+    public func pin(_ path: String, _ keep: Bool = true) throws(ExtensionFailure) {
+        let root = try id(at: path)
+        let files = lock.withLock { index.subtree(root).compactMap { index[$0] }.filter(\.isFile) }
+        for var record in files {
+            if keep { try materializeWhole(inode: record.inode, app: nil, control: RequestControl()) }
+            lock.withLock {
+                record = index[record.item.id] ?? record
+                record.pinned = keep
+                index.put(record)
+            }
+            save([record])
+        }
+    }
+
+    /// Drops the downloaded content at `path` (files below a folder);
+    /// refused for a dirty or open file (EBUSY).
+    public func evict(_ path: String) throws(ExtensionFailure) -> Int {
+        let root = try id(at: path)
+        let files = lock.withLock { index.subtree(root).compactMap { index[$0] }.filter(\.isFile) }
+        var evicted = 0
+        for record in files where !record.present.isEmpty {
+            if try evictItem(record.item.id) { evicted += 1 }
+        }
+        return evicted
+    }
+
+    public struct Status: Sendable, Codable, Equatable {
+        public var provider: String
+        public var items: Int
+        public var cachedBytes: Int64
+        public var quotaBytes: Int64?
+        public var pinned: Int
+        /// Items with local changes not uploaded yet (the queue).
+        public var queued: Int
+        public var uploading: String?
+        public var conflicts: Int
+        public var errors: Int
+        public var offline: String?
+        public var lastError: String?
+        public var lastSync: Double?
+    }
+
+    public var status: Status {
+        lock.withLock {
+            let records = Array(index.all)
+            return Status(
+                provider: providerID, items: records.count - 1,
+                cachedBytes: records.reduce(0) { $0 + ($1.isFile ? $1.present.byteCount : 0) },
+                quotaBytes: quotaBytes, pinned: records.filter(\.pinned).count,
+                queued: records.filter { $0.dirty != 0 }.count, uploading: sync.uploading,
+                conflicts: records.filter { $0.problem?.hasPrefix("conflict") ?? false }.count,
+                errors: records.filter { $0.problem?.hasPrefix("error") ?? false }.count,
+                offline: sync.offline, lastError: sync.lastError, lastSync: max(sync.lastPull ?? 0, sync.lastPush ?? 0))
+        }
+    }
+}

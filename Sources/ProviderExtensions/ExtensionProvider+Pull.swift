@@ -1,0 +1,213 @@
+import Foundation
+import Glibc
+
+/// Remote to local: the extension's items and changes become the replica's
+/// placeholders, folders and symlinks (SPEC S42). Run on the sync thread.
+extension ExtensionProvider {
+    static let anchorKey = "anchor"
+
+    /// A pull; on failure, another one later.
+    func pullOrRetry() {
+        do {
+            try pull()
+            lock.withLock {
+                sync.offline = nil
+                sync.lastPull = Date().timeIntervalSince1970
+            }
+        } catch {
+            noteFailure(error, "changes")
+            wake(pull: false, push: false)
+            retryLater(pull: true)
+        }
+    }
+
+    /// Brings the replica to the extension's present: its changes since
+    /// the stored anchor, or a full listing when there is no anchor or it
+    /// expired, or the extension keeps no history.
+    public func pull() throws(ExtensionFailure) {
+        let control = RequestControl()
+        guard case .running(let info) = calls.state else {
+            throw ExtensionFailure(.unreachable, "the extension is not running")
+        }
+        guard info.capabilities.changes != .none, let anchor = try? store.value(Self.anchorKey) else {
+            return try relist(info)
+        }
+        var current = anchor
+        while true {
+            let changes: ItemChanges
+            do {
+                changes = try calls.changes(since: current, control)
+            } catch where error.code == .anchorExpired {
+                return try relist(info)
+            }
+            apply(updated: changes.updated, deleted: changes.deleted)
+            current = changes.anchor
+            try? store.setValue(current, for: Self.anchorKey)
+            if !changes.more { return }
+        }
+    }
+
+    /// Lists everything (after taking an anchor, so that changes made while
+    /// listing come with the next `changes`) and compares with the records.
+    func relist(_ info: ExtensionInfo) throws(ExtensionFailure) {
+        let control = RequestControl()
+        let anchor = info.capabilities.changes == .none ? nil : try calls.currentAnchor(control)
+        var items: [ExtensionItem] = []
+        var folders = [ExtensionItem.rootID]
+        var seen: Set<String> = [ExtensionItem.rootID]
+        while let folder = folders.popLast() {
+            var page: String?
+            repeat {
+                let answer = try calls.list(folder, page: page, control)
+                for item in answer.items where item.parent == folder && seen.insert(item.id).inserted {
+                    items.append(item)
+                    if item.kind == .folder { folders.append(item.id) }
+                }
+                page = answer.nextPage
+            } while page != nil
+        }
+        let gone = lock.withLock { index.all.map(\.item.id).filter { !seen.contains($0) } }
+        apply(updated: items, deleted: gone)
+        try? store.setValue(anchor, for: Self.anchorKey)
+    }
+
+    /// Applies one batch: parents before children (an item whose parent is
+    /// not known by the end of the batch is not shown), then removals.
+    func apply(updated: [ExtensionItem], deleted: [String]) {
+        var pending = updated.filter { $0.id != ExtensionItem.rootID }
+        var progress = true
+        while !pending.isEmpty && progress {
+            progress = false
+            var later: [ExtensionItem] = []
+            for item in pending {
+                let parentKnown = item.parent.map { parent in lock.withLock { index[parent] != nil } } ?? false
+                if parentKnown {
+                    update(item)
+                    progress = true
+                } else {
+                    later.append(item)
+                }
+            }
+            pending = later
+        }
+        for id in deleted where id != ExtensionItem.rootID { removeRemotely(deleted: id) }
+    }
+
+    /// One item as the extension describes it now.
+    private func update(_ item: ExtensionItem) {
+        let (existing, newPath, oldPath) = lock.withLock {
+            (index[item.id], index.path(parent: item.parent!, name: item.name), index.path(of: item.id))
+        }
+        guard let newPath else { return }
+        do {
+            guard var record = existing else {
+                try makeLocal(item, at: newPath)
+                return
+            }
+            if let oldPath, oldPath != newPath {
+                try makeRoom(at: newPath)
+                try writer.rename(oldPath, to: newPath)
+            }
+            let contentChanged = record.isFile && record.item.version.content != item.version.content
+            if contentChanged && record.dirty != 0 {
+                // The local edit wins the replica until its upload meets the
+                // conflict (which keeps both); its base stays the old version.
+                var kept = item
+                kept.version.content = record.item.version.content
+                kept.size = record.item.size
+                record.item = kept
+            } else if contentChanged {
+                try writer.reset(newPath, size: item.size, mtime: item.mtime, mode: item.mode)
+                record.item = item
+                record.cachedVersion = item.size == 0 ? item.version.content : nil
+                record.present = ByteRanges()
+            } else {
+                if record.item.mtime != item.mtime || record.item.mode != item.mode, item.kind != .symlink {
+                    try writer.setAttributes(newPath, mtime: item.mtime, mode: item.mode)
+                }
+                record.item = item
+            }
+            lock.withLock { index.put(record) }
+            save([record])
+        } catch {
+            report(.error, newPath, "cannot apply a remote change to \(newPath): \(error)")
+        }
+    }
+
+    /// A new item: a placeholder, folder or symlink.
+    private func makeLocal(_ item: ExtensionItem, at path: String) throws {
+        try makeRoom(at: path)
+        let inode: UInt64
+        switch item.kind {
+        case .folder: inode = try writer.makeFolder(path, mode: item.mode, mtime: item.mtime)
+        case .symlink: inode = try writer.makeSymlink(path, target: item.target ?? "")
+        case .file: inode = try writer.placeholder(path, size: item.size, mtime: item.mtime, mode: item.mode)
+        }
+        var record = ReplicaRecord(item: item, inode: inode)
+        if item.kind != .file || item.size == 0 { record.cachedVersion = item.version.content }
+        lock.withLock { index.put(record) }
+        save([record])
+    }
+
+    /// A name the remote now uses may be taken by something an app made
+    /// that is not uploaded yet: that one moves to a conflict name and is
+    /// uploaded under it (nothing is lost).
+    private func makeRoom(at path: String) throws {
+        guard let info = folder.status(path) else { return }
+        let known = lock.withLock { index.id(ofInode: UInt64(info.st_ino)) != nil }
+        guard !known else { return }
+        let name = ConflictName.make(for: (path as NSString).lastPathComponent, at: Date())
+        let parent = (path as NSString).deletingLastPathComponent
+        try writer.rename(path, to: parent.isEmpty ? name : parent + "/" + name)
+        report(.conflict, parent.isEmpty ? name : parent + "/" + name, "\(path) was made here and remotely")
+    }
+
+    /// The remote deleted `id`: the replica drops it with what is below,
+    /// except local edits not uploaded, which stay and are uploaded again
+    /// ("a queued upload of an item deleted elsewhere creates it again").
+    func removeRemotely(deleted id: String) {
+        let (ids, path, anyDirty) = lock.withLock {
+            let ids = index.subtree(id)
+            return (ids, index.path(of: id), ids.contains { index[$0]?.dirty ?? 0 != 0 })
+        }
+        guard let path, !ids.isEmpty else { return }
+        if !anyDirty { try? writer.remove(path) }
+        lock.withLock { for id in ids { index.remove(id) } }
+        save([], removing: ids)
+    }
+
+    /// The next pull or push after the back-off of `sync.failures`.
+    func retryLater(pull: Bool = false, push: Bool = false) {
+        let delay = lock.withLock {
+            sync.failures += 1
+            return min(tunables.retryCap, tunables.retryBase * pow(2, Double(min(sync.failures - 1, 20))))
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
+            self?.wake(pull: pull, push: push)
+        }
+    }
+
+    func noteFailure(_ error: any Error, _ what: String) {
+        let message = "\(what) failed: \(error)"
+        let offline = (error as? ExtensionFailure).map { [.unreachable, .notAuthenticated, .busy].contains($0.code) }
+        lock.withLock {
+            sync.lastError = message
+            if offline ?? false { sync.offline = message }
+        }
+        report(.error, nil, message, errno: (error as? ExtensionFailure)?.errno)
+    }
+}
+
+/// `NAME (conflict YYYY-MM-DD HHMMSS).EXT`, next to the item (docs/PROVIDERS.md).
+enum ConflictName {
+    static func make(for name: String, at date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HHmmss"
+        let stamp = "conflict \(formatter.string(from: date))"
+        let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
+        guard let dot else { return "\(name) (\(stamp))" }
+        return "\(name[..<dot]) (\(stamp))\(name[dot...])"
+    }
+}

@@ -1,0 +1,386 @@
+import Foundation
+import Glibc
+
+/// Local to remote: what apps changed in the replica through the mount
+/// goes to the extension with the base version it was made on (SPEC S43).
+/// The replica's tree, compared with the records, says what was made,
+/// moved or removed; the dirty marks (set before each first write, so a
+/// daemon killed before the close still knows) say whose content changed.
+/// Nothing is queued in memory only: a pass after a restart finds the same.
+extension ExtensionProvider {
+    /// What the mount tells: an app's handle on `inode` wrote or is about to.
+    public func willWrite(inode: UInt64) {
+        let record: ReplicaRecord? = lock.withLock {
+            guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
+            record.dirty += 1
+            record.problem = nil
+            if record.cachedVersion != record.item.version.content {
+                record.cachedVersion = record.item.version.content
+            }
+            index.put(record)
+            return record
+        }
+        if let record { save([record]) }
+    }
+
+    /// The namespace or a file changed: push after a short delay (more
+    /// changes of the same burst go in one pass).
+    public func localChanged() { wake(push: true, after: tunables.pushDelay) }
+
+    func pushOrRetry() {
+        do {
+            try push()
+            lock.withLock {
+                sync.failures = 0
+                sync.offline = nil
+                sync.lastPush = Date().timeIntervalSince1970
+            }
+        } catch {
+            noteFailure(error, "upload")
+            retryLater(push: true)
+        }
+    }
+
+    /// One pass: removals (deepest first), moves, new items (parents
+    /// first), then content. A failure that concerns the store (offline,
+    /// signed out) stops the pass; one that concerns an item marks it.
+    public func push() throws(ExtensionFailure) {
+        guard case .running(let info) = calls.state else {
+            throw ExtensionFailure(.unreachable, "the extension is not running")
+        }
+        let capabilities = info.capabilities
+        let tree = LocalTree.walk(folder.root)
+        try pushRemovals(tree, capabilities)
+        try pushMoves(tree, capabilities)
+        try pushCreations(tree, capabilities)
+        try pushContent(capabilities)
+    }
+
+    private func pushRemovals(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
+        let gone: [ReplicaRecord] = lock.withLock {
+            index.all.filter { $0.item.id != ExtensionItem.rootID && tree.entries[$0.inode] == nil }
+        }
+        guard !gone.isEmpty else { return }
+        // Deepest first: a folder's children go before it.
+        let ordered = gone.sorted { depth($0.item.id) > depth($1.item.id) }
+        for record in ordered {
+            // Below a removed folder that is removed too: one delete each.
+            guard capabilities.delete else {
+                drop(record.item.id)
+                continue
+            }
+            do {
+                try calls.delete(record.item.id, baseVersion: record.item.version, RequestControl())
+                drop(record.item.id)
+            } catch {
+                switch error.code {
+                case .noSuchItem: drop(record.item.id)
+                case .conflict, .notEmpty:
+                    // Edited or filled elsewhere: the remote item stays, and
+                    // comes back with the next pull.
+                    drop(record.item.id)
+                    try? store.setValue(nil, for: Self.anchorKey)
+                    wake(pull: true)
+                default:
+                    if failsThePass(error, record) { throw error }
+                }
+            }
+        }
+    }
+
+    private func pushMoves(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
+        let moved: [(ReplicaRecord, ChangedFields)] = lock.withLock {
+            index.all.compactMap { record in
+                guard record.item.id != ExtensionItem.rootID, let entry = tree.entries[record.inode],
+                    let parent = index.id(ofInode: entry.parentInode)
+                else { return nil }
+                var fields = ChangedFields()
+                if entry.name != record.item.name { fields.name = entry.name }
+                if parent != record.item.parent { fields.parent = parent }
+                if entry.kind != .symlink && entry.mode != record.item.mode && record.dirty == 0 {
+                    fields.mode = entry.mode
+                }
+                return fields.isEmpty ? nil : (record, fields)
+            }
+        }
+        for (record, fields) in moved.sorted(by: { depth($0.0.item.id) < depth($1.0.item.id) }) {
+            var fields = fields
+            if !capabilities.modify { continue }
+            if !capabilities.rename {
+                fields.name = nil
+                fields.parent = nil
+            }
+            if fields.isEmpty { continue }
+            do {
+                let answer = try calls.modify(
+                    record.item.id, baseVersion: record.item.version, fields: fields, contents: nil, RequestControl())
+                adopt(answer, for: record)
+            } catch {
+                if error.code == .notSupported { continue }
+                if error.code == .conflict || error.code == .noSuchItem {
+                    try? store.setValue(nil, for: Self.anchorKey)
+                    wake(pull: true)
+                    continue
+                }
+                if failsThePass(error, record) { throw error }
+            }
+        }
+    }
+
+    private func pushCreations(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
+        guard capabilities.create else { return }
+        for entry in tree.inTreeOrder {
+            let (known, parent) = lock.withLock { (index.id(ofInode: entry.inode), index.id(ofInode: entry.parentInode)) }
+            guard known == nil, let parent else { continue }
+            if entry.kind == .symlink && !capabilities.symlinks { continue }
+            let path = tree.path(of: entry.inode) ?? entry.name
+            var snapshot: String?
+            if entry.kind == .file {
+                do { snapshot = try self.snapshot(path, inode: entry.inode) } catch { continue }
+            }
+            defer { if let snapshot { unlink(snapshot) } }
+            do {
+                let template = ItemTemplate(
+                    parent: parent, name: entry.name, kind: entry.kind, mtime: entry.mtime, mode: entry.mode,
+                    target: entry.target)
+                lock.withLock { sync.uploading = path }
+                defer { lock.withLock { sync.uploading = nil } }
+                let item = try calls.create(template, contents: snapshot, RequestControl())
+                var record = ReplicaRecord(item: item, inode: entry.inode)
+                record.cachedVersion = item.version.content
+                record.present = ByteRanges([0..<item.size])
+                lock.withLock { index.put(record) }
+                save([record])
+            } catch {
+                if error.code == .exists {
+                    // Taken remotely meanwhile: the local one gets a conflict name.
+                    let name = ConflictName.make(for: entry.name, at: Date())
+                    let parentPath = (path as NSString).deletingLastPathComponent
+                    let newPath = parentPath.isEmpty ? name : parentPath + "/" + name
+                    try? writer.rename(path, to: newPath)
+                    report(.conflict, newPath, "\(path) was made here and remotely")
+                    wake(pull: true, push: true)
+                    continue
+                }
+                if failsThePass(error, nil, path: path) { throw error }
+            }
+        }
+    }
+
+    private func pushContent(_ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
+        let dirty = lock.withLock { index.all.filter { $0.dirty != 0 && $0.problem == nil && $0.isFile } }
+        for record in dirty {
+            guard let path = lock.withLock({ index.path(of: record.item.id) }) else { continue }
+            guard capabilities.modify else { continue }
+            let snapshot: String
+            do { snapshot = try self.snapshot(path, inode: record.inode) } catch { continue }
+            defer { unlink(snapshot) }
+            lock.withLock { sync.uploading = path }
+            defer { lock.withLock { sync.uploading = nil } }
+            do {
+                let answer = try calls.modify(
+                    record.item.id, baseVersion: record.item.version, fields: ChangedFields(), contents: snapshot,
+                    RequestControl())
+                adopt(answer, for: record, uploadedGeneration: record.dirty)
+            } catch {
+                switch error.code {
+                case .conflict: try resolveConflict(record, path: path, snapshot: snapshot)
+                case .noSuchItem:
+                    // Deleted elsewhere: the edit is not lost, it is made again.
+                    _ = lock.withLock { index.remove(record.item.id) }
+                    save([], removing: [record.item.id])
+                    wake(push: true)
+                default:
+                    if failsThePass(error, record) { throw error }
+                }
+            }
+        }
+    }
+
+    /// The upload met a remote change. Equal content means our own earlier
+    /// upload had landed (a daemon killed before it noted the answer):
+    /// nothing to keep twice. Otherwise the local edit becomes a conflict
+    /// copy next to the item, and the item shows the remote version.
+    private func resolveConflict(_ record: ReplicaRecord, path: String, snapshot: String) throws(ExtensionFailure) {
+        let remote = try calls.item(record.item.id, RequestControl())
+        let fetched = try calls.fetch(record.item.id, version: remote.version.content, range: nil, RequestControl())
+        defer { unlink(fetched.path) }
+        if Self.sameContent(fetched.path, snapshot) {
+            adopt(remote, for: record, uploadedGeneration: record.dirty)
+            return
+        }
+        let name = ConflictName.make(for: record.item.name, at: Date())
+        let parentPath = (path as NSString).deletingLastPathComponent
+        let copyPath = parentPath.isEmpty ? name : parentPath + "/" + name
+        do {
+            _ = try writer.copy(path, to: copyPath)
+            try writer.reset(path, size: remote.size, mtime: remote.mtime, mode: remote.mode)
+        } catch {
+            throw ExtensionFailure(.internalError, "cannot keep the conflict copy \(copyPath): \(error)")
+        }
+        var updated = record
+        updated.item = remote
+        updated.dirty = 0
+        updated.problem = nil
+        updated.cachedVersion = nil
+        updated.present = ByteRanges()
+        lock.withLock { index.put(updated) }
+        save([updated])
+        report(.conflict, copyPath, "\(path) changed here and remotely: the local edit is kept as \(copyPath)")
+        wake(push: true)
+    }
+
+    /// The extension's answer to a change becomes the record: its id (a
+    /// store that cannot keep ids across renames gives a new one), its
+    /// versions; content uploaded is present.
+    private func adopt(_ item: ExtensionItem, for record: ReplicaRecord, uploadedGeneration: Int64? = nil) {
+        let updated: ReplicaRecord = lock.withLock {
+            var updated = index[record.item.id] ?? record
+            let oldID = record.item.id
+            updated.item = item
+            if let generation = uploadedGeneration {
+                updated.cachedVersion = item.version.content
+                updated.present = ByteRanges([0..<item.size])
+                if updated.dirty == generation { updated.dirty = 0 }
+            }
+            if oldID != item.id {
+                index.remove(oldID)
+                for child in index.childIDs(of: oldID) {
+                    if var moved = index[child] {
+                        moved.item.parent = item.id
+                        index.put(moved)
+                    }
+                }
+            }
+            index.put(updated)
+            return updated
+        }
+        if record.item.id != item.id {
+            let children = lock.withLock { index.childIDs(of: item.id).compactMap { index[$0] } }
+            save([updated] + children, removing: [record.item.id])
+        } else {
+            save([updated])
+        }
+    }
+
+    /// Whether `error` stops the pass (the store is out of reach); if not,
+    /// the item is marked and the pass goes on.
+    private func failsThePass(_ error: ExtensionFailure, _ record: ReplicaRecord?, path: String? = nil)
+        -> Bool
+    {
+        switch error.code {
+        case .unreachable, .notAuthenticated, .busy, .internalError, .cancelled: return true
+        default:
+            if var record {
+                record.problem = "error: \(error.code.name): \(error.message)"
+                lock.withLock { index.put(record) }
+                save([record])
+            }
+            report(.error, path ?? record.flatMap { r in lock.withLock { index.path(of: r.item.id) } },
+                "upload failed: \(error.code.name): \(error.message)", errno: error.errno)
+            return false
+        }
+    }
+
+    private func drop(_ id: String) {
+        _ = lock.withLock { index.remove(id) }
+        save([], removing: [id])
+    }
+
+    private func depth(_ id: String) -> Int {
+        lock.withLock { index.path(of: id)?.split(separator: "/").count ?? 0 }
+    }
+
+    /// A copy of the replica file in the staging folder, which the
+    /// extension can read (its sandbox binds it) and the app cannot change
+    /// while it is uploaded.
+    private func snapshot(_ path: String, inode: UInt64) throws -> String {
+        let target = staging + "/upload-" + UUID().uuidString
+        try folder.withFile(path, O_RDONLY, inode: inode) { source throws(ReplicaFolder.Failure) in
+            var info = stat()
+            fstat(source, &info)
+            let copy = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard copy >= 0 else { throw .system(errno, "cannot stage \(path)") }
+            defer { close(copy) }
+            try ReplicaFolder.copyContent(source, to: copy, length: Int64(info.st_size), path)
+        }
+        return target
+    }
+
+    static func sameContent(_ a: String, _ b: String) -> Bool {
+        guard let first = FileHandle(forReadingAtPath: a), let second = FileHandle(forReadingAtPath: b) else {
+            return false
+        }
+        defer {
+            try? first.close()
+            try? second.close()
+        }
+        while true {
+            let x = (try? first.read(upToCount: 1 << 20)) ?? nil
+            let y = (try? second.read(upToCount: 1 << 20)) ?? nil
+            if x != y { return false }
+            if x == nil || x!.isEmpty { return true }
+        }
+    }
+}
+
+/// The replica's tree as it is on disk now, by inode.
+struct LocalTree {
+    struct Entry {
+        var inode: UInt64
+        var parentInode: UInt64
+        var name: String
+        var kind: ItemKind
+        var mode: UInt32
+        var mtime: Double
+        var target: String?
+    }
+
+    var entries: [UInt64: Entry] = [:]
+    /// Parents before children.
+    var inTreeOrder: [Entry] = []
+
+    func path(of inode: UInt64) -> String? {
+        var names: [String] = []
+        var current = inode
+        while let entry = entries[current], names.count < 300 {
+            names.append(entry.name)
+            current = entry.parentInode
+        }
+        return names.reversed().joined(separator: "/")
+    }
+
+    static func walk(_ root: String) -> LocalTree {
+        var tree = LocalTree()
+        var info = stat()
+        guard lstat(root, &info) == 0 else { return tree }
+        var folders: [(path: String, inode: UInt64)] = [(root, UInt64(info.st_ino))]
+        while !folders.isEmpty {
+            let (path, inode) = folders.removeFirst()
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
+            for name in names.sorted() {
+                var child = stat()
+                let childPath = path + "/" + name
+                guard lstat(childPath, &child) == 0 else { continue }
+                let kind: ItemKind
+                var target: String?
+                switch child.st_mode & S_IFMT {
+                case S_IFDIR: kind = .folder
+                case S_IFREG: kind = .file
+                case S_IFLNK:
+                    kind = .symlink
+                    target = try? FileManager.default.destinationOfSymbolicLink(atPath: childPath)
+                default: continue
+                }
+                let entry = Entry(
+                    inode: UInt64(child.st_ino), parentInode: inode, name: name, kind: kind,
+                    mode: UInt32(child.st_mode & 0o7777),
+                    mtime: Double(child.st_mtim.tv_sec) + Double(child.st_mtim.tv_nsec) / 1e9, target: target)
+                tree.entries[entry.inode] = entry
+                tree.inTreeOrder.append(entry)
+                if kind == .folder { folders.append((childPath, entry.inode)) }
+            }
+        }
+        return tree
+    }
+}

@@ -1,0 +1,244 @@
+import Foundation
+import Glibc
+import Logging
+
+/// One provider whose items an extension supplies (SPEC S41–S43): the
+/// replica folder the mount serves, kept in step with the extension both
+/// ways, and its content downloaded when apps read it.
+///
+/// - Remote to local (`pull`): the extension's items become placeholders,
+///   folders and symlinks in the replica; its changes (on `changed`, or a
+///   poll) move, reset and remove them.
+/// - Local to remote (`push`): what apps changed through the mount (the
+///   replica's tree against the records, and the dirty marks the mount set
+///   before each first write) becomes create, modify and delete with the
+///   base version, in tree order; a conflict keeps both (a conflict copy).
+/// - Downloads (`prepareRead`): on a FUSE worker, by range, shared by
+///   concurrent readers, cancelled by the app's signal or a revoke.
+///
+/// One thread (`run`) does pull and push, so they never race each other;
+/// downloads run on the readers' threads and meet sync under `lock`.
+public final class ExtensionProvider: @unchecked Sendable {
+    public let providerID: String
+    let calls: any ExtensionCalls
+    let folder: ReplicaFolder
+    let writer: any ReplicaWriting
+    let store: ReplicaStore
+    let staging: String
+    let tunables: ReplicaTunables
+    let logger: Logger
+    let events: @Sendable (ProviderEvent) -> Void
+    /// Tells the mount the daemon is about to write a replica file's bytes
+    /// without changing the item (a download, an eviction): not news for
+    /// presenters (the inotify echo check).
+    let ownWrite: @Sendable (UInt64) -> Void
+
+    let lock = NSCondition()
+    var index: ReplicaIndex
+    /// Downloads in flight, by item id.
+    var downloads: [String: [Download]] = [:]
+    /// Where each item's last read ended: a read there is sequential and
+    /// fetches a larger window (readahead).
+    var readAhead: [String: (end: Int64, window: Int64)] = [:]
+    /// Open handles by inode (never evicted while open).
+    var opens: [UInt64: Int] = [:]
+    /// Apps' downloads, to cancel on a revoke.
+    var appDownloads: [String: [RequestControl]] = [:]
+    /// Apps that never trigger downloads (an indexer, a backup).
+    public var neverDownload: Set<String> {
+        get { lock.withLock { neverDownloadApps } }
+        set { lock.withLock { neverDownloadApps = newValue } }
+    }
+    var neverDownloadApps: Set<String> = []
+    /// Bytes of content kept on disk at most (nil: no quota).
+    public var quota: Int64? {
+        get { lock.withLock { quotaBytes } }
+        set { lock.withLock { quotaBytes = newValue } }
+    }
+    var quotaBytes: Int64?
+
+    // The sync thread's wake-ups.
+    var wanted = Work()
+    var stopping = false
+    var thread: Thread?
+    var finished = DispatchSemaphore(value: 0)
+    /// The queue's state for `status`.
+    var sync = SyncState()
+
+    struct Work {
+        var pull = false
+        var push = false
+        var pushAfter: Double?
+    }
+
+    public init(
+        providerID: String, calls: any ExtensionCalls, folder: ReplicaFolder, writer: any ReplicaWriting,
+        store: ReplicaStore, staging: String, tunables: ReplicaTunables = ReplicaTunables(), logger: Logger,
+        events: @escaping @Sendable (ProviderEvent) -> Void, ownWrite: @escaping @Sendable (UInt64) -> Void = { _ in }
+    ) throws {
+        self.providerID = providerID
+        self.calls = calls
+        self.folder = folder
+        self.writer = writer
+        self.store = store
+        self.staging = staging
+        self.tunables = tunables
+        self.logger = logger
+        self.events = events
+        self.ownWrite = ownWrite
+        index = ReplicaIndex(try store.records())
+        try ensureRoot()
+    }
+
+    /// The root's record: the replica folder itself.
+    private func ensureRoot() throws {
+        guard let info = folder.status("") else { throw ReplicaFolder.Failure.system(ENOENT, folder.root) }
+        if index[ExtensionItem.rootID]?.inode == UInt64(info.st_ino) { return }
+        let root = ExtensionItem(
+            id: ExtensionItem.rootID, parent: nil, name: "", kind: .folder, size: 0, mtime: 0, mode: 0o755,
+            version: ItemVersion(content: "", metadata: ""))
+        var record = ReplicaRecord(item: root, inode: UInt64(info.st_ino))
+        record.cachedVersion = ""
+        index.put(record)
+        try store.save([record])
+    }
+
+    // MARK: The sync thread
+
+    /// Starts the thread that pulls and pushes; it pulls at once.
+    public func start() {
+        lock.withLock {
+            wanted.pull = true
+            wanted.push = true
+        }
+        calls.onChanged = { [weak self] in self?.wake(pull: true) }
+        let thread = Thread { [self] in run() }
+        thread.name = "replica \(providerID)"
+        self.thread = thread
+        thread.start()
+    }
+
+    public func stop() {
+        lock.withLock {
+            stopping = true
+            lock.broadcast()
+        }
+        if thread != nil { finished.wait() }
+        thread = nil
+    }
+
+    /// Asks the thread to pull (remote changes) or push (local ones).
+    public func wake(pull: Bool = false, push: Bool = false, after delay: Double = 0) {
+        lock.withLock {
+            if pull { wanted.pull = true }
+            if push {
+                let due = Date().timeIntervalSince1970 + delay
+                wanted.pushAfter = min(wanted.pushAfter ?? due, due)
+            }
+            lock.broadcast()
+        }
+    }
+
+    private func run() {
+        defer { finished.signal() }
+        var nextPoll = Date().timeIntervalSince1970 + tunables.pollInterval
+        while true {
+            let (pull, push): (Bool, Bool) = lock.withLock {
+                while !stopping {
+                    let now = Date().timeIntervalSince1970
+                    if let due = wanted.pushAfter, due <= now {
+                        wanted.pushAfter = nil
+                        wanted.push = true
+                    }
+                    if now >= nextPoll {
+                        wanted.pull = true
+                        nextPoll = now + tunables.pollInterval
+                    }
+                    if wanted.pull || wanted.push { break }
+                    let deadline = min(wanted.pushAfter ?? nextPoll, nextPoll)
+                    _ = lock.wait(until: Date(timeIntervalSince1970: deadline))
+                }
+                let work = (wanted.pull, wanted.push)
+                wanted.pull = false
+                wanted.push = false
+                return stopping ? (false, false) : work
+            }
+            if !pull && !push { return }
+            guard calls.state.isRunning else {
+                // Nothing can be done until the extension runs again: the
+                // work stays wanted and is looked at again shortly.
+                lock.withLock {
+                    sync.offline = "the extension is not running"
+                    if pull { wanted.pull = true }
+                    if push { wanted.push = true }
+                    if !stopping { _ = lock.wait(until: Date().addingTimeInterval(0.2)) }
+                }
+                continue
+            }
+            if pull { pullOrRetry() }
+            if push { pushOrRetry() }
+        }
+    }
+
+    // MARK: Events
+
+    func report(_ kind: ProviderEvent.Kind, _ path: String?, _ message: String, errno: Int32? = nil) {
+        events(ProviderEvent(kind: kind, provider: providerID, path: path, message: message, errno: errno))
+        logger.info("\(providerID): \(message)")
+    }
+
+    func save(_ records: [ReplicaRecord], removing: [String] = []) {
+        do { try store.save(records, removing: removing) } catch {
+            logger.error("\(providerID): cannot save the replica's records: \(error)")
+        }
+    }
+}
+
+/// What the replica tells the daemon's event log (`scopefs events`).
+public struct ProviderEvent: Sendable {
+    public enum Kind: String, Sendable {
+        /// An extension call failed (the message names the method).
+        case error
+        /// The local edit was kept as a conflict copy at `path`.
+        case conflict
+        /// The provider went offline or came back, or a sync finished.
+        case state
+    }
+    public var kind: Kind
+    public var provider: String
+    /// The item's path in the provider.
+    public var path: String?
+    public var message: String
+    public var errno: Int32?
+}
+
+/// The replica's knobs (`scopefs mount --extension-*` and tests).
+public struct ReplicaTunables: Sendable {
+    /// How often `changes` is called without a `changed` (poll remotes;
+    /// a notify remote is polled too, in case a signal was lost).
+    public var pollInterval: Double = 30
+    /// Local changes wait this long for more before they are pushed.
+    public var pushDelay: Double = 0.2
+    /// Back-off of a failed push: from `retryBase` doubling to `retryCap`.
+    public var retryBase: Double = 1
+    public var retryCap: Double = 300
+    /// Files up to this size are fetched whole; larger ones by block.
+    public var wholeFileLimit: Int64 = 8 << 20
+    public var block: Int64 = 1 << 20
+    /// The largest window a sequential reader's readahead grows to.
+    public var maxWindow: Int64 = 64 << 20
+
+    public init() {}
+}
+
+/// The queue's state, for `status`.
+public struct SyncState: Sendable, Equatable {
+    /// Why the provider cannot reach its store, when it cannot.
+    public var offline: String?
+    public var lastError: String?
+    public var lastPull: Double?
+    public var lastPush: Double?
+    /// Consecutive failed pushes (the back-off's exponent).
+    public var failures = 0
+    public var uploading: String?
+}

@@ -1,0 +1,73 @@
+/// The replica's records in memory, by item id and by the replica file's
+/// inode, with each folder's children: what the FUSE path asks (by
+/// inode, under a lock, no database) and what sync needs (paths by id).
+struct ReplicaIndex {
+    private(set) var records: [String: ReplicaRecord] = [:]
+    private(set) var byInode: [UInt64: String] = [:]
+    private var children: [String: Set<String>] = [:]
+
+    init(_ records: [ReplicaRecord]) {
+        for record in records { put(record) }
+    }
+
+    subscript(id: String) -> ReplicaRecord? { records[id] }
+
+    func id(ofInode inode: UInt64) -> String? { byInode[inode] }
+
+    mutating func put(_ record: ReplicaRecord) {
+        if let old = records[record.item.id] {
+            if old.inode != record.inode { byInode[old.inode] = nil }
+            if old.item.parent != record.item.parent, let parent = old.item.parent {
+                children[parent]?.remove(old.item.id)
+            }
+        }
+        records[record.item.id] = record
+        byInode[record.inode] = record.item.id
+        if let parent = record.item.parent { children[parent, default: []].insert(record.item.id) }
+    }
+
+    /// Removes the record (not its descendants); returns it.
+    @discardableResult
+    mutating func remove(_ id: String) -> ReplicaRecord? {
+        guard let record = records.removeValue(forKey: id) else { return nil }
+        if byInode[record.inode] == id { byInode[record.inode] = nil }
+        if let parent = record.item.parent { children[parent]?.remove(id) }
+        return record
+    }
+
+    func childIDs(of id: String) -> Set<String> { children[id] ?? [] }
+
+    /// The item and everything below it, deepest first.
+    func subtree(_ id: String) -> [String] {
+        var order: [String] = []
+        var stack = [id]
+        while let next = stack.popLast() {
+            order.append(next)
+            stack += childIDs(of: next)
+        }
+        return order.reversed()
+    }
+
+    /// The item's path in the replica ("" for the root); nil when its
+    /// parent chain is broken or loops (such items are not shown).
+    func path(of id: String) -> String? {
+        var names: [String] = []
+        var current = id
+        while current != ExtensionItem.rootID {
+            guard let record = records[current], let parent = record.item.parent, names.count <= 256 else {
+                return nil
+            }
+            names.append(record.item.name)
+            current = parent
+        }
+        return names.reversed().joined(separator: "/")
+    }
+
+    /// Where an item with this parent and name goes.
+    func path(parent: String, name: String) -> String? {
+        guard let folder = path(of: parent) else { return nil }
+        return folder.isEmpty ? name : folder + "/" + name
+    }
+
+    var all: Dictionary<String, ReplicaRecord>.Values { records.values }
+}

@@ -1,0 +1,134 @@
+import FuseBridge
+import Glibc
+import Policy
+import Synchronization
+import SystemPackage
+
+/// The content of a provider whose items live elsewhere (an extension,
+/// SPEC S41–S43): its host folder is a replica whose files may be
+/// placeholders, present only in part. The mount asks before it reads
+/// or writes a replica file, and tells what apps changed; a provider
+/// without one (a local folder) costs a dictionary miss.
+///
+/// Called on FUSE workers, after the gate and the scope check (S42: a
+/// revoked or unscoped app causes no traffic). The calls that wait (for a
+/// download) take the request's `interruption`, which a signal to the app
+/// cancels (EINTR).
+public protocol ProviderContent: AnyObject, Sendable {
+    /// Bytes `[offset, offset + length)` of the replica file `file` must be
+    /// on disk before the read is served.
+    func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno)
+    /// An app opens `file`: for writing, its whole content must be on disk
+    /// first (unless `truncates`).
+    func prepareOpen(_ file: ContentFile, writes: Bool, truncates: Bool, interruption: Interruption) throws(Errno)
+    /// An app's handle on `file` was closed; `wrote`: it changed the content.
+    func closed(_ file: ContentFile, wrote: Bool)
+    /// An app is about to change `file`'s content (its first write through a
+    /// handle, a truncate): remembered before the write, so that a daemon
+    /// killed before the close still uploads it (S43).
+    func willWrite(_ file: ContentFile)
+    /// An app asked for the content to be durable (fsync): upload soon.
+    func synced(_ file: ContentFile)
+    /// An app made, removed, renamed or changed the attributes of an item of
+    /// the provider: the replica has changed, the remote must follow.
+    func namespaceChanged(provider: ProviderID)
+    /// The blocks `stat` shows for a replica file (S42: 1 while nothing of a
+    /// non-empty file is on disk, so that sparse-aware tools do not take it
+    /// for a hole).
+    func presentedBlocks(_ file: ContentFile, _ info: stat) -> blkcnt_t
+    /// `user.scopefs.state` and `user.scopefs.progress` of `file` (nil: not
+    /// an item of this provider).
+    func state(_ file: ContentFile) -> String?
+    func progress(_ file: ContentFile) -> String?
+}
+
+/// A replica file, as the mount knows it.
+public struct ContentFile: Sendable {
+    public var provider: ProviderID
+    /// The app whose process asks; nil for the owner.
+    public var app: AppID?
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(provider: ProviderID, app: AppID?, device: UInt64, inode: UInt64) {
+        self.provider = provider
+        self.app = app
+        self.device = device
+        self.inode = inode
+    }
+}
+
+/// A FUSE request's interruption (the app got a signal): the waiting call
+/// registers what cancels its wait.
+public struct Interruption: Sendable {
+    let request: Request?
+
+    public init(_ request: Request?) { self.request = request }
+
+    /// None: nothing will interrupt (the daemon's own calls, tests).
+    public static let none = Interruption(nil)
+
+    /// Runs `body` with `onInterrupt` called if the kernel interrupts the
+    /// request meanwhile (at once if it already did).
+    public func whileInterruptible<T, E: Error>(
+        _ onInterrupt: @escaping @Sendable () -> Void, _ body: () throws(E) -> T
+    ) throws(E) -> T {
+        guard let request else { return try body() }
+        return try request.whileInterruptible(onInterrupt, body)
+    }
+}
+
+/// The mount's providers with a `ProviderContent`, set by the daemon as
+/// extensions start. Read on every open and read: without any, one atomic
+/// load.
+final class ProviderContents: Sendable {
+    private let any = Atomic<Bool>(false)
+    private let contents = Mutex<[ProviderID: any ProviderContent]>([:])
+
+    func set(_ content: (any ProviderContent)?, for provider: ProviderID) {
+        contents.withLock { contents in
+            contents[provider] = content
+            any.store(!contents.isEmpty, ordering: .releasing)
+        }
+    }
+
+    func content(of provider: ProviderID) -> (any ProviderContent)? {
+        guard any.load(ordering: .acquiring) else { return nil }
+        return contents.withLock { $0[provider] }
+    }
+}
+
+extension ScopeFileSystem {
+    /// Serves `provider`'s replica through `content` from now on (nil: a
+    /// plain folder again).
+    public func setContent(_ content: (any ProviderContent)?, for provider: ProviderID) {
+        providerContents.set(content, for: provider)
+    }
+
+    /// The content behind a provider node's file, and the file as it knows it.
+    func content(of node: Node) -> (any ProviderContent, ContentFile)? {
+        guard case .provider(let app, let provider) = node.place, let identity = node.identity,
+            let content = providerContents.content(of: provider)
+        else { return nil }
+        return (
+            content,
+            ContentFile(provider: provider, app: app, device: identity.device, inode: identity.inode)
+        )
+    }
+
+    /// The provider content behind a folder an app changes names in.
+    func namespaceChanged(in folder: Node) {
+        guard case .provider(_, let provider) = folder.place,
+            let content = providerContents.content(of: provider)
+        else { return }
+        content.namespaceChanged(provider: provider)
+    }
+
+    /// A replica file's attributes as apps see them (S42's `st_blocks`).
+    func presentedContent(_ node: Node, _ info: stat) -> stat {
+        guard !node.isDirectory, let (content, file) = content(of: node) else { return info }
+        var shown = info
+        shown.st_blocks = content.presentedBlocks(file, info)
+        return shown
+    }
+}
