@@ -155,7 +155,7 @@ let package = Package(
             dependencies: [
                 "HostText",
                 "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CommandErrors", "Control", "CSystemShims",
-                "CSystemd", "Documents", "Processes",
+                "CSystemd", "Documents", "Processes", "ProviderExtensions",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -168,7 +168,7 @@ let package = Package(
             dependencies: [
                 "HostText",
                 "Daemon", "Launcher", "Processes", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS",
-                "CSystemShims", "CBuildInfo", "Documents",
+                "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

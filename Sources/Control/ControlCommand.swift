@@ -21,7 +21,7 @@ extension ControlRequest.Operation {
     public var audience: Audience {
         switch self {
         case .register, .reload, .status, .grant, .revoke, .restore, .forget, .agentNext, .agentAnswer,
-            .claimForTransfer, .faultAdd, .faultList, .faultClear:
+            .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent:
             .owner
         case .resolve, .pick, .watch, .coordinate, .query:
             .app
@@ -77,6 +77,7 @@ public enum ControlCommand: Sendable, Equatable {
     case faultAdd(FaultRule, seed: UInt64?)
     case faultList
     case faultClear(id: Int?)
+    case providerContent(provider: ProviderID, action: ContentAction, path: String?)
 
     /// The command a wire request carries, or what it lacks (a usage
     /// error, exit 64, which the daemon answers without running anything).
@@ -113,6 +114,10 @@ public enum ControlCommand: Sendable, Equatable {
         case .faultAdd: self = .faultAdd(try need(request.fault, "a rule"), seed: request.seed)
         case .faultList: self = .faultList
         case .faultClear: self = .faultClear(id: request.faultID)
+        case .providerContent:
+            self = .providerContent(
+                provider: try need(request.contentProvider, "a provider"),
+                action: try need(request.contentAction, "an action"), path: request.path)
         }
     }
 
@@ -160,6 +165,10 @@ public enum ControlCommand: Sendable, Equatable {
             request.fault = rule
             request.seed = seed
         case .faultClear(let id): request.faultID = id
+        case .providerContent(let provider, let action, let path):
+            request.contentProvider = provider
+            request.contentAction = action
+            request.path = path
         }
         return request
     }
@@ -186,6 +195,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .faultAdd: .faultAdd
         case .faultList: .faultList
         case .faultClear: .faultClear
+        case .providerContent: .providerContent
         }
     }
 }

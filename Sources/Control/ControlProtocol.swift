@@ -49,6 +49,9 @@ public struct ControlRequest: Codable, Sendable {
         /// them, clear one or all. Never an app's: an app that could clear
         /// its faults would pass the tests meant to catch it.
         case faultAdd, faultList, faultClear
+        /// The owner's hand on an extension provider's content (SPEC S41,
+        /// S42): sync now, pin, unpin or evict an item (`scopefs pin`, ...).
+        case providerContent
 
     }
 
@@ -91,6 +94,10 @@ public struct ControlRequest: Codable, Sendable {
     public var fault: FaultRule?
     public var seed: UInt64?
     public var faultID: Int?
+    /// With `providerContent`: the provider, the action (sync, pin, unpin,
+    /// evict) and, but for sync, the item's path in the provider (`path`).
+    public var contentProvider: ProviderID?
+    public var contentAction: ContentAction?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil,
@@ -325,6 +332,8 @@ public struct DaemonStatus: Codable, Sendable {
     /// cache timeout for entries and attributes, in seconds (issue 21).
     public var hostChanges: String?
     public var cacheTimeout: Double?
+    /// Each extension provider's state, cache and queue (SPEC S41).
+    public var extensions: [ProviderExtensionStatus]?
 
     package init(
         pid: Int32,
@@ -361,4 +370,56 @@ public struct DaemonStatus: Codable, Sendable {
         self.hostChanges = hostChanges
         self.cacheTimeout = cacheTimeout
     }
+}
+
+/// One extension provider in `scopefs status` (SPEC S41, S43).
+public struct ProviderExtensionStatus: Codable, Sendable, Equatable {
+    public var provider: String
+    /// The built-in's name or the command.
+    public var `extension`: String
+    /// starting, running (NAME VERSION), restarting (...), failed: WHY, stopped.
+    public var state: String
+    public var items: Int
+    public var cachedBytes: Int64
+    public var quotaBytes: Int64?
+    public var pinned: Int
+    /// Items with local changes not uploaded yet.
+    public var queued: Int
+    public var uploading: String?
+    public var conflicts: Int
+    public var errors: Int
+    /// Why the store cannot be reached, while it cannot.
+    public var offline: String?
+    public var lastError: String?
+
+    package init(
+        provider: String, extension: String, state: String, items: Int, cachedBytes: Int64, quotaBytes: Int64?,
+        pinned: Int, queued: Int, uploading: String?, conflicts: Int, errors: Int, offline: String?,
+        lastError: String?
+    ) {
+        self.provider = provider
+        self.extension = `extension`
+        self.state = state
+        self.items = items
+        self.cachedBytes = cachedBytes
+        self.quotaBytes = quotaBytes
+        self.pinned = pinned
+        self.queued = queued
+        self.uploading = uploading
+        self.conflicts = conflicts
+        self.errors = errors
+        self.offline = offline
+        self.lastError = lastError
+    }
+}
+
+/// What `providerContent` does (`scopefs provider sync`, `pin`, `unpin`, `evict`).
+public enum ContentAction: String, Codable, Sendable, CaseIterable {
+    /// Pull the remote's changes and push the local ones now, and wait.
+    case sync
+    /// Download in full and keep downloaded.
+    case pin
+    case unpin
+    /// Drop the downloaded content (it stays a placeholder).
+    case evict
 }

@@ -164,6 +164,16 @@ public enum Daemon {
                     })
             }
         }
+        let extensions = ExtensionProviders(
+            state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger)
+        extensions.follow(snapshot)
+        reloader.onInstall { previous, current in
+            if previous.providers != current.providers || previous.apps != current.apps { extensions.follow(current) }
+            // A revoke ends the app's downloads at once (S42).
+            for (id, grant) in previous.grantsByID where grant.state == .active {
+                if current.grantsByID[id]?.state != .active { extensions.cancelDownloads(of: grant.app) }
+            }
+        }
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
         _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
         sweepPartialCopies(state: state)
@@ -173,7 +183,7 @@ public enum Daemon {
         let services = DaemonServices(
             options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
             inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
-            channel: channel)
+            channel: channel, extensions: extensions)
         followAppExits(services, repository: repository, logger: logger)
         let router = ControlRouter(handler: DaemonControl(services: services))
         let servers: [ControlServer]
@@ -199,6 +209,7 @@ public enum Daemon {
             maxThreads: DaemonTunables.maxWorkerThreads, maxIdleThreads: DaemonTunables.maxIdleWorkerThreads)
         ServiceManager.stopping()
         stopping.store(true, ordering: .relaxed)
+        extensions.stopAll()
         // Before the unmount: no invalidation may reach a session that is gone.
         hostChanges?.stop()
         recorder.flush()

@@ -20,6 +20,7 @@ struct DaemonServices: Sendable {
     let picks: PickBroker
     let coordinator: Coordinator
     let channel: ChannelStatus
+    let extensions: ExtensionProviders
 
     var state: StateDirectory { options.state }
 }
@@ -67,6 +68,8 @@ struct DaemonControl: ControlHandling {
                 snapshot: services.fileSystem.snapshot, containers: services.state.containersPath)
         case .faultAdd, .faultList, .faultClear:
             return FaultHandling.handle(command, faults: services.fileSystem.faults)
+        case .providerContent(let provider, let action, let path):
+            return ContentHandling.handle(provider: provider, action: action, path: path, extensions: services.extensions)
         }
     }
 }

@@ -45,6 +45,7 @@ final class PolicyReloader: Sendable {
     let notices: NoticeBoard
     /// Held for a whole check and reload, so snapshots are installed in order.
     private let installed: Mutex<Installed>
+    private let afterInstall = Mutex<(@Sendable (PolicySnapshot, PolicySnapshot) -> Void)?>(nil)
 
     /// `version`: the policy version of the snapshot the file system started with.
     init(
@@ -240,9 +241,16 @@ final class PolicyReloader: Sendable {
             items: snapshot.items)
     }
 
+    /// Called after each install with the previous and the new snapshot
+    /// (extension providers follow the policy's providers and revokes).
+    func onInstall(_ handler: @escaping @Sendable (PolicySnapshot, PolicySnapshot) -> Void) {
+        afterInstall.withLock { $0 = handler }
+    }
+
     private func install(_ snapshot: PolicySnapshot) {
         let previous = fileSystem.snapshot
         let invalidation = fileSystem.install(snapshot)
+        afterInstall.withLock { $0 }?(previous, snapshot)
         notices.post(from: previous, to: snapshot)
         session.invalidate(invalidation)
         if !invalidation.isEmpty {

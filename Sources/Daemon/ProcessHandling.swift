@@ -49,7 +49,7 @@ enum ProcessHandling {
                 budgetUsed: held?.outstanding ?? 0, budgetExhausted: held?.exhausted ?? false)
         }
         let options = services.options
-        let status = DaemonStatus(
+        var status = DaemonStatus(
             pid: getpid(), mountpoint: services.mountpoint, stateDirectory: options.state.path,
             openFiles: options.openFiles.rawValue, scopes: options.scopeMode.rawValue,
             scopeBudget: options.scopeBudget,
@@ -59,6 +59,8 @@ enum ProcessHandling {
             processes: processes, stranded: strandedStatus(services.tracker),
             faults: services.fileSystem.faults.rules, hostChanges: services.channel.name,
             cacheTimeout: services.channel.cacheTimeout)
+        let extensions = services.extensions.statuses
+        status.extensions = extensions.isEmpty ? nil : extensions
         return ControlResponse(ok: true, mountpoint: services.mountpoint, status: status)
     }
 

@@ -7,15 +7,42 @@ public typealias ItemIdentifier = String
 public typealias GrantID = Int64
 
 /// A named storage location with a backing directory on the host (SPEC §1).
+/// An extension's provider (SPEC S41) has the replica of its items as its
+/// directory, under the state directory.
 public struct Provider: Sendable, Hashable, Codable {
     public var id: ProviderID
     public var name: String
     public var directory: String
+    /// The extension that supplies the items; nil for a local folder.
+    public var `extension`: ProviderExtensionSpec?
 
-    public init(id: ProviderID, name: String, directory: String) {
+    public init(id: ProviderID, name: String, directory: String, extension: ProviderExtensionSpec? = nil) {
         self.id = id
         self.name = name
         self.directory = directory
+        self.extension = `extension`
+    }
+}
+
+/// How to start a provider's extension (`scopefs provider add --extension`).
+/// Never credentials: extensions read those from the usual places.
+public struct ProviderExtensionSpec: Sendable, Hashable, Codable {
+    /// A built-in extension's name (`s3`, `rclone`, `folder`), or nil for
+    /// a command of the owner's.
+    public var name: String?
+    /// The owner's command (argv), when `name` is nil.
+    public var command: [String]?
+    /// `--option KEY=VALUE`: `initialize`'s options.
+    public var options: [String: String]
+    /// `--writable PATH`: host folders the extension's sandbox may write
+    /// (a store that is a local folder); nil: none.
+    public var writablePaths: [String]?
+
+    public init(name: String?, command: [String]?, options: [String: String], writablePaths: [String]? = nil) {
+        self.name = name
+        self.command = command
+        self.options = options
+        self.writablePaths = writablePaths
     }
 }
 
@@ -23,11 +50,24 @@ public struct Provider: Sendable, Hashable, Codable {
 public struct App: Sendable, Hashable, Codable {
     public var id: AppID
     public var name: String
+    /// Whether the app's reads may download an extension's dataless items
+    /// (SPEC S42); nil: on demand, as every app by default.
+    public var downloads: DownloadPolicy?
 
-    public init(id: AppID, name: String) {
+    public init(id: AppID, name: String, downloads: DownloadPolicy? = nil) {
         self.id = id
         self.name = name
+        self.downloads = downloads
     }
+}
+
+/// An app's materialization policy, as Apple's iopolicy
+/// (IOPOL_TYPE_VFS_MATERIALIZE_DATALESS_FILES): an indexer or a backup
+/// tool set to `never` reads only what is already downloaded, and gets
+/// EDEADLK (Apple's errno for it) for the rest, causing no traffic.
+public enum DownloadPolicy: String, Sendable, Hashable, Codable, CaseIterable {
+    case onDemand = "on-demand"
+    case never
 }
 
 public enum Access: String, Sendable, Codable, CaseIterable {

@@ -334,6 +334,13 @@ enum Migrations {
             // (`scopefs grant --session`); others persist until forgotten.
             try db.execute(sql: "ALTER TABLE grants ADD COLUMN session BOOLEAN NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v8-provider-extensions") { db in
+            // A provider's extension (SPEC S41), as JSON: a built-in name or
+            // a command, and its options. NULL for a local folder.
+            try db.execute(sql: "ALTER TABLE providers ADD COLUMN extension TEXT")
+            // An app's download policy (SPEC S42): NULL is on demand.
+            try db.execute(sql: "ALTER TABLE apps ADD COLUMN downloads TEXT")
+        }
         return migrator
     }
 }

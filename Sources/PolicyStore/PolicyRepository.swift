@@ -61,17 +61,20 @@ public struct PolicyRepository: Sendable {
 
     // MARK: Providers
 
-    public func addProvider(id: ProviderID, directory: String, name: String?) throws(CommandError) -> Provider {
+    public func addProvider(
+        id: ProviderID, directory: String, name: String?, extension spec: ProviderExtensionSpec? = nil
+    ) throws(CommandError) -> Provider {
         try Identifier.validate(id, what: "provider")
         let resolved = try Self.existingDirectory(directory)
-        let provider = Provider(id: id, name: name ?? id, directory: resolved)
+        let provider = Provider(id: id, name: name ?? id, directory: resolved, extension: spec)
+        let encoded = spec.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM providers WHERE id = ?", arguments: [id]) == true {
                 throw CommandError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
             }
             try db.execute(
-                sql: "INSERT INTO providers (id, name, directory, created_at) VALUES (?, ?, ?, ?)",
-                arguments: [provider.id, provider.name, provider.directory, Date().timeIntervalSince1970])
+                sql: "INSERT INTO providers (id, name, directory, created_at, extension) VALUES (?, ?, ?, ?, ?)",
+                arguments: [provider.id, provider.name, provider.directory, Date().timeIntervalSince1970, encoded])
         }
         return provider
     }
@@ -105,6 +108,16 @@ public struct PolicyRepository: Sendable {
 
     public func apps() throws(CommandError) -> [App] {
         try database.read { db in try Self.fetchApps(db) }
+    }
+
+    /// Sets an app's download policy (`scopefs app set --downloads`).
+    public func setDownloads(_ policy: DownloadPolicy, of id: AppID) throws(CommandError) {
+        try database.write { db in
+            try db.execute(
+                sql: "UPDATE apps SET downloads = ? WHERE id = ?",
+                arguments: [policy == .onDemand ? nil : policy.rawValue, id])
+            if db.changesCount == 0 { throw CommandError.unknownApp(id) }
+        }
     }
 
     public func removeApp(id: AppID) throws(CommandError) {
@@ -245,12 +258,18 @@ public struct PolicyRepository: Sendable {
     // MARK: Queries
 
     static func fetchApps(_ db: Database) throws -> [App] {
-        try Row.fetchAll(db, sql: "SELECT id, name FROM apps ORDER BY id").map { App(id: $0["id"], name: $0["name"]) }
+        try Row.fetchAll(db, sql: "SELECT id, name, downloads FROM apps ORDER BY id").map {
+            App(id: $0["id"], name: $0["name"], downloads: ($0["downloads"] as String?).flatMap(DownloadPolicy.init))
+        }
     }
 
     static func fetchProviders(_ db: Database) throws -> [Provider] {
-        try Row.fetchAll(db, sql: "SELECT id, name, directory FROM providers ORDER BY id").map {
-            Provider(id: $0["id"], name: $0["name"], directory: $0["directory"])
+        try Row.fetchAll(db, sql: "SELECT id, name, directory, extension FROM providers ORDER BY id").map {
+            Provider(
+                id: $0["id"], name: $0["name"], directory: $0["directory"],
+                extension: ($0["extension"] as String?).flatMap {
+                    try? JSONDecoder().decode(ProviderExtensionSpec.self, from: Data($0.utf8))
+                })
         }
     }
 

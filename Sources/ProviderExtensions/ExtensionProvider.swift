@@ -64,6 +64,9 @@ public final class ExtensionProvider: @unchecked Sendable {
     var finished = DispatchSemaphore(value: 0)
     /// The queue's state for `status`.
     var sync = SyncState()
+    /// Rounds of the sync thread taken and finished (`syncNow` waits for one).
+    var roundsStarted = 0
+    var roundsDone = 0
 
     struct Work {
         var pull = false
@@ -139,6 +142,22 @@ public final class ExtensionProvider: @unchecked Sendable {
         }
     }
 
+    /// Pulls and pushes now and waits for it (at most `timeout` seconds);
+    /// returns the state after it.
+    public func syncNow(timeout: Double) -> SyncState {
+        lock.withLock {
+            wanted.pull = true
+            wanted.push = true
+            let target = roundsStarted + 1
+            lock.broadcast()
+            let deadline = Date().addingTimeInterval(timeout)
+            while roundsDone < target && !stopping && Date() < deadline {
+                _ = lock.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
+            }
+            return sync
+        }
+    }
+
     private func run() {
         defer { finished.signal() }
         var nextPoll = Date().timeIntervalSince1970 + tunables.pollInterval
@@ -161,6 +180,7 @@ public final class ExtensionProvider: @unchecked Sendable {
                 let work = (wanted.pull, wanted.push)
                 wanted.pull = false
                 wanted.push = false
+                if !stopping { roundsStarted += 1 }
                 return stopping ? (false, false) : work
             }
             if !pull && !push { return }
@@ -177,6 +197,10 @@ public final class ExtensionProvider: @unchecked Sendable {
             }
             if pull { pullOrRetry() }
             if push { pushOrRetry() }
+            lock.withLock {
+                roundsDone += 1
+                lock.broadcast()
+            }
         }
     }
 

@@ -533,6 +533,19 @@ final class NodeTable: Sendable {
         state.withLock { $0.mountWrites.record(identity, as: version) }
     }
 
+    /// The daemon writes a file's bytes without changing it (a download
+    /// into a placeholder): its nodes count as written through the mount
+    /// for the next second, so an inotify echo is not taken for news.
+    func noteOwnWrite(_ identity: FileIdentity) {
+        state.withLock { state in
+            for view in state.views.values {
+                if let inode = Self.inode(of: identity, view: view, in: state) {
+                    state.records[inode]?.node.noteMountWrite()
+                }
+            }
+        }
+    }
+
     /// The nodes of one host file in every view, whatever their kind.
     func nodes(of identity: FileIdentity) -> [UInt64] {
         state.withLock { state in

@@ -105,6 +105,15 @@ extension ScopeFileSystem {
         providerContents.set(content, for: provider)
     }
 
+    /// The daemon is about to write bytes of `provider`'s replica file
+    /// `inode` that change nothing an app can see (a download, an
+    /// eviction): not news for presenters.
+    public func noteOwnWrite(provider: ProviderID, inode: UInt64) {
+        guard let directory = snapshot.providers[provider]?.directory, let info = try? Sys.statAt(AT_FDCWD, directory)
+        else { return }
+        table.noteOwnWrite(FileIdentity(device: UInt64(info.st_dev), inode: inode))
+    }
+
     /// The content behind a provider node's file, and the file as it knows it.
     func content(of node: Node) -> (any ProviderContent, ContentFile)? {
         guard case .provider(let app, let provider) = node.place, let identity = node.identity,

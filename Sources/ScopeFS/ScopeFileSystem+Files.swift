@@ -92,7 +92,14 @@ extension ScopeFileSystem {
         try checkUser(open, request, .read)
         try checkStillGranted(open, .read)
         if let (content, file) = content(of: open.node) {
-            try content.prepareRead(file, offset: offset, length: size, interruption: Interruption(request))
+            do {
+                try content.prepareRead(file, offset: offset, length: size, interruption: Interruption(request))
+            } catch {
+                // A revoke cancels the app's downloads (S42): it gets the
+                // revoke's EPERM, not the cancelled download's EINTR.
+                try checkStillGranted(open, .read)
+                throw error
+            }
         }
         return .descriptor(open.descriptor, offset: offset, size: size)
     }

@@ -166,6 +166,7 @@ struct StatusCommand: ParsableCommand {
                 print("fault rules: \(faults.count)")
                 for rule in faults { print("  " + rule.summary.escapedForTerminal) }
             }
+            for line in Self.describe(status.extensions ?? []) { print(line.escapedForTerminal) }
         } else {
             print("no daemon serves \(options.directory.path.escapedForTerminal)")
         }
@@ -174,6 +175,23 @@ struct StatusCommand: ParsableCommand {
         }
         print("recent leaks: \(leaks.count)")
         for leak in leaks { print("  " + EventsCommand.line(leak, names: names)) }
+    }
+
+    /// Each extension provider: its process, cache and queue (SPEC S41).
+    static func describe(_ extensions: [ProviderExtensionStatus]) -> [String] {
+        guard !extensions.isEmpty else { return [] }
+        var lines = ["extension providers: \(extensions.count)"]
+        for status in extensions {
+            let quota = status.quotaBytes.map { " of \($0)" } ?? ""
+            lines.append("  \(status.provider)\t\(status.extension): \(status.state)")
+            lines.append(
+                "      \(status.items) items, \(status.cachedBytes) bytes downloaded\(quota), \(status.pinned) pinned; "
+                    + "queue: \(status.queued)\(status.uploading.map { " (uploading \($0))" } ?? ""), "
+                    + "\(status.conflicts) conflicts, \(status.errors) errors")
+            if let offline = status.offline { lines.append("      offline: \(offline)") }
+            if let error = status.lastError { lines.append("      last error: \(error)") }
+        }
+        return lines
     }
 
     static func describe(_ process: DaemonStatus.AppProcessStatus, names: AppNames) -> String {

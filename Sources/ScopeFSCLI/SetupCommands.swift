@@ -55,24 +55,113 @@ struct InitCommand: ParsableCommand {
 struct ProviderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider", abstract: "Register storage locations.",
-        subcommands: [Add.self, List.self, Remove.self])
+        subcommands: [Add.self, List.self, Remove.self, Sync.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "add", abstract: "Register a provider backed by a directory.")
+            commandName: "add", abstract: "Register a provider backed by a directory or supplied by an extension.",
+            discussion: """
+                With --extension, the provider's items come from an extension process (docs/PROVIDERS.md): \
+                s3, rclone, folder, or a command of yours. Credentials are never given here: the extension \
+                reads them from the usual places (AWS environment and files, rclone's configuration).
+                """)
         @OptionGroup var options: StateOptions
         @Argument(help: "Provider ID, e.g. com.example.drive or local.") var id: String
-        @Argument(help: "Backing directory.", completion: .directory) var directory: String
+        @Argument(help: "Backing directory (not with --extension).", completion: .directory) var directory: String?
         @Option(help: "Display name.") var name: String?
+        @Option(
+            name: .customLong("extension"),
+            help: "An extension that supplies the items: s3, rclone, folder, or a command (split at spaces).")
+        var extensionName: String?
+        @Option(name: .customLong("option"), help: "KEY=VALUE for the extension (repeatable), e.g. bucket=docs.")
+        var extensionOptions: [String] = []
+        @Option(
+            name: .customLong("writable"), help: "A host folder the extension's sandbox may write (repeatable).",
+            completion: .directory)
+        var writablePaths: [String] = []
         @Flag(help: "Print the provider as JSON.") var json = false
+
+        func validate() throws {
+            if extensionName == nil && directory == nil {
+                throw ValidationError("give a backing directory, or --extension NAME")
+            }
+            if extensionName != nil && directory != nil {
+                throw ValidationError("an extension's provider has no backing directory: its replica is in the state directory")
+            }
+            if extensionName == nil && !(extensionOptions.isEmpty && writablePaths.isEmpty) {
+                throw ValidationError("--option and --writable need --extension")
+            }
+            for option in extensionOptions where !option.contains("=") || option.hasPrefix("=") {
+                throw ValidationError("--option \(option): expected KEY=VALUE")
+            }
+        }
 
         func run() throws {
             try report { () throws(CommandError) in
+                var spec: ProviderExtensionSpec?
+                var backing = directory ?? ""
+                if let extensionName {
+                    spec = try Self.spec(extensionName, extensionOptions)
+                    if !writablePaths.isEmpty {
+                        spec?.writablePaths = try writablePaths.map { path throws(CommandError) in
+                            guard path.hasPrefix("/"), FileManager.default.fileExists(atPath: path) else {
+                                throw CommandError(.noInput, "--writable \(path): not an existing absolute path")
+                            }
+                            return path
+                        }
+                    }
+                    let layout = ExtensionLayout(state: options.directory, provider: id)
+                    do { try layout.create() } catch {
+                        throw CommandError(.ioError, "cannot create \(layout.folder): \(error.localizedDescription)")
+                    }
+                    backing = layout.files
+                }
                 let provider = try options.repositoryForChange("add providers").addProvider(
-                    id: id, directory: directory, name: name)
+                    id: id, directory: backing, name: name, extension: spec)
                 try ControlClient.notifyChange(state: options.directory)
                 if json { return printJSON(provider) }
-                print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
+                if let extensionName {
+                    print("provider \(provider.id) -> extension \(extensionName)".escapedForTerminal)
+                } else {
+                    print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
+                }
+            }
+        }
+
+        /// A built-in's name, or a command of the owner's.
+        static func spec(_ value: String, _ options: [String]) throws(CommandError) -> ProviderExtensionSpec {
+            let pairs = options.map { option in
+                let key = option.prefix { $0 != "=" }
+                return (String(key), String(option.dropFirst(key.count + 1)))
+            }
+            let values = Dictionary(pairs, uniquingKeysWith: { _, last in last })
+            let words = value.split(separator: " ").map(String.init)
+            if let name = words.first, words.count == 1 && !name.contains("/") {
+                guard ExtensionCommands.builtIns[name] != nil else {
+                    throw CommandError(
+                        .usage,
+                        "no built-in extension \(name) (there are \(ExtensionCommands.builtIns.keys.sorted().joined(separator: ", "))); a command of yours is given by its path"
+                    )
+                }
+                return ProviderExtensionSpec(name: name, command: nil, options: values)
+            }
+            guard let program = words.first, access(program, X_OK) == 0 else {
+                throw CommandError(.noInput, "the extension command \(words.first ?? "") is not an executable file")
+            }
+            return ProviderExtensionSpec(name: nil, command: words, options: values)
+        }
+    }
+
+    struct Sync: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "sync",
+            abstract: "Bring an extension's provider up to date now: remote changes in, local changes out.")
+        @OptionGroup var options: StateOptions
+        @Argument(completion: Completions.providers) var id: String
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                try ContentCommands.send(.sync, provider: id, path: nil, state: options.directory)
             }
         }
     }
@@ -114,9 +203,30 @@ struct ProviderCommand: ParsableCommand {
     }
 }
 
+extension DownloadPolicy: ExpressibleByArgument {}
+
 struct AppCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "app", abstract: "Register apps.", subcommands: [Add.self, List.self, Remove.self])
+        commandName: "app", abstract: "Register apps.", subcommands: [Add.self, List.self, Remove.self, Set.self])
+
+    struct Set: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set", abstract: "Change an app's settings.",
+            discussion: """
+                --downloads never: the app's reads never download an extension provider's dataless items \
+                (as Apple's iopolicy for indexers and backup tools); they fail with EDEADLK and cause no traffic.
+                """)
+        @OptionGroup var options: StateOptions
+        @Argument(completion: Completions.apps) var id: String
+        @Option(help: "on-demand (the default) or never.") var downloads: DownloadPolicy
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                try options.repositoryForChange("change apps").setDownloads(downloads, of: id)
+                try ControlClient.notifyChange(state: options.directory)
+            }
+        }
+    }
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(

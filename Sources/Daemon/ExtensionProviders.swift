@@ -1,0 +1,213 @@
+import CommandErrors
+import Control
+import Foundation
+import Glibc
+import Logging
+import Policy
+import PolicyStore
+import ProviderExtensions
+import ScopeFS
+import Synchronization
+
+/// The daemon's extension providers (SPEC S41): for each provider with an
+/// extension, its supervised process (`ExtensionHost`), its replica
+/// (`ExtensionProvider`) and the mount's hook into it. Started with the
+/// daemon and when the policy adds one; stopped when it is removed.
+final class ExtensionProviders: Sendable {
+    private let state: StateDirectory
+    private let mountpoint: String
+    private let fileSystem: ScopeFileSystem
+    private let events: any EventSink
+    private let logger: Logger
+    private let running = Mutex<[ProviderID: Running]>([:])
+
+    struct Running: Sendable {
+        var spec: ProviderExtensionSpec
+        var host: ExtensionHost
+        var replica: ExtensionProvider
+        var writer: ReplicaWriterProcess
+    }
+
+    init(state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger) {
+        self.state = state
+        self.mountpoint = mountpoint
+        self.fileSystem = fileSystem
+        self.events = events
+        self.logger = logger
+    }
+
+    /// Brings the running extensions in line with the policy: its
+    /// providers, and the apps that never download.
+    func follow(_ snapshot: PolicySnapshot) {
+        follow(Array(snapshot.providers.values))
+        let never = Set(snapshot.apps.values.filter { $0.downloads == .never }.map(\.id))
+        for entry in running.withLock({ Array($0.values) }) where entry.replica.neverDownload != never {
+            entry.replica.neverDownload = never
+        }
+    }
+
+    private func follow(_ providers: [Provider]) {
+        let wanted = Dictionary(
+            providers.compactMap { provider in provider.extension.map { (provider.id, (provider, $0)) } },
+            uniquingKeysWith: { a, _ in a })
+        let (stale, missing) = running.withLock { running in
+            (
+                running.filter { wanted[$0.key]?.1 != $0.value.spec }.map(\.key),
+                wanted.filter { running[$0.key] == nil || running[$0.key]?.spec != $0.value.1 }.map(\.value)
+            )
+        }
+        for id in stale { stop(id) }
+        for (provider, spec) in missing {
+            do { try start(provider, spec) } catch {
+                logger.error("cannot start the extension of provider \(provider.id): \(error)")
+                record(provider.id, operation: "failed", message: "\(error)", errno: EIO)
+            }
+        }
+    }
+
+    func stopAll() {
+        for id in running.withLock({ Array($0.keys) }) { stop(id) }
+    }
+
+    /// A revoke: the app's downloads end at once (EINTR), on every provider.
+    func cancelDownloads(of app: AppID) {
+        for entry in running.withLock({ Array($0.values) }) { entry.replica.cancelDownloads(of: app) }
+    }
+
+    func replica(_ provider: ProviderID) -> ExtensionProvider? { running.withLock { $0[provider]?.replica } }
+
+    var statuses: [ProviderExtensionStatus] {
+        running.withLock { Array($0) }.sorted { $0.key < $1.key }.map { id, entry in
+            let status = entry.replica.status
+            return ProviderExtensionStatus(
+                provider: id, extension: entry.spec.name ?? entry.spec.command?.first ?? "?",
+                state: Self.describe(entry.host.state), items: status.items, cachedBytes: status.cachedBytes,
+                quotaBytes: status.quotaBytes, pinned: status.pinned, queued: status.queued,
+                uploading: status.uploading, conflicts: status.conflicts, errors: status.errors,
+                offline: status.offline, lastError: status.lastError)
+        }
+    }
+
+    static func describe(_ state: ExtensionState) -> String {
+        switch state {
+        case .starting: "starting"
+        case .running(let info): "running (\(info.name) \(info.version))"
+        case .restarting(let reason, let attempt): "restarting (attempt \(attempt): \(reason))"
+        case .failed(let reason): "failed: \(reason)"
+        case .stopped: "stopped"
+        }
+    }
+
+    private func start(_ provider: Provider, _ spec: ProviderExtensionSpec) throws {
+        let layout = ExtensionLayout(state: state, provider: provider.id)
+        try layout.create()
+        let command = try ExtensionCommands.resolve(spec)
+        let id = provider.id
+        let host = ExtensionHost(
+            providerID: id, command: command, options: spec.options, stagingDirectory: layout.staging,
+            sandbox: ExtensionCommands.sandbox(for: spec, hiding: [state.path, mountpoint]),
+            tunables: ExtensionCommands.tunables, logger: logger,
+            events: { [weak self] event in self?.recordHostEvent(id, event) })
+        let writer = ReplicaWriterProcess(executable: ExtensionCommands.ownExecutable, root: provider.directory)
+        let replica = try ExtensionProvider(
+            providerID: id, calls: host, folder: ReplicaFolder(root: provider.directory), writer: writer,
+            store: ReplicaStore(path: layout.database), staging: layout.staging,
+            tunables: ExtensionCommands.replicaTunables, logger: logger,
+            events: { [weak self] event in self?.recordReplicaEvent(event) },
+            ownWrite: { [fileSystem] inode in fileSystem.noteOwnWrite(provider: id, inode: inode) })
+        if let quota = spec.options["cacheQuota"].flatMap(Int64.init) { replica.quota = quota }
+        replica.neverDownload = Set(
+            fileSystem.snapshot.apps.values.filter { $0.downloads == .never }.map(\.id))
+        running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer) }
+        host.start()
+        replica.start()
+        fileSystem.setContent(ExtensionContent(replica: replica), for: id)
+        logger.info("provider \(id): extension \(command.joined(separator: " ")) started")
+    }
+
+    private func stop(_ id: ProviderID) {
+        guard let entry = running.withLock({ $0.removeValue(forKey: id) }) else { return }
+        fileSystem.setContent(nil, for: id)
+        entry.replica.stop()
+        entry.host.stop()
+        entry.writer.stop()
+    }
+
+    private func recordHostEvent(_ provider: ProviderID, _ event: ExtensionEvent) {
+        let errno: Int32? =
+            if case .error(_, let code, _) = event {
+                ExtensionErrorCode(rawValue: code).map { ExtensionFailure($0, "").errno }
+            } else { nil }
+        record(provider, operation: event.name, message: event.message, errno: errno)
+    }
+
+    private func recordReplicaEvent(_ event: ProviderEvent) {
+        let path = "/Providers/\(event.provider)" + (event.path.map { "/" + $0 } ?? "")
+        events.record(
+            Event(
+                time: Date().timeIntervalSince1970, kind: event.kind == .conflict ? .conflict : .extension, app: nil,
+                path: path, operation: event.kind == .conflict ? "conflict" : event.message, errno: event.errno))
+    }
+
+    private func record(_ provider: ProviderID, operation: String, message: String, errno: Int32?) {
+        logger.info("provider \(provider): \(message)")
+        events.record(
+            Event(
+                time: Date().timeIntervalSince1970, kind: .extension, app: nil, path: "/Providers/\(provider)",
+                operation: "\(operation): \(message)", errno: errno))
+    }
+}
+
+/// The mount's hook into one replica (`ProviderContent`): errors become
+/// the errnos docs/PROVIDERS.md names, a signal to the app cancels its
+/// download (EINTR).
+final class ExtensionContent: ProviderContent {
+    let replica: ExtensionProvider
+
+    init(replica: ExtensionProvider) { self.replica = replica }
+
+    func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno) {
+        try waiting(interruption) { control throws(ExtensionFailure) in
+            try replica.prepareRead(inode: file.inode, offset: offset, length: length, app: file.app, control: control)
+        }
+    }
+
+    func prepareOpen(_ file: ContentFile, writes: Bool, truncates: Bool, interruption: Interruption) throws(Errno) {
+        try waiting(interruption) { control throws(ExtensionFailure) in
+            try replica.prepareOpen(
+                inode: file.inode, writes: writes, truncates: truncates, app: file.app, control: control)
+        }
+    }
+
+    func closed(_ file: ContentFile, wrote: Bool) {
+        replica.released(inode: file.inode)
+        if wrote { replica.localChanged() }
+    }
+
+    func willWrite(_ file: ContentFile) { replica.willWrite(inode: file.inode) }
+    func synced(_ file: ContentFile) { replica.localChanged() }
+    func namespaceChanged(provider: ProviderID) { replica.localChanged() }
+
+    func presentedBlocks(_ file: ContentFile, _ info: stat) -> blkcnt_t {
+        blkcnt_t(replica.presentedBlocks(inode: file.inode, size: Int64(info.st_size), blocks: Int64(info.st_blocks)))
+    }
+
+    func state(_ file: ContentFile) -> String? { replica.state(inode: file.inode) }
+    func progress(_ file: ContentFile) -> String? { replica.progress(inode: file.inode) }
+
+    private func waiting(_ interruption: Interruption, _ body: (RequestControl) throws(ExtensionFailure) -> Void)
+        throws(Errno)
+    {
+        let control = RequestControl()
+        do {
+            try interruption.whileInterruptible({ control.cancel() }) { () throws(ExtensionFailure) in
+                try body(control)
+            }
+        } catch {
+            if error.code == .notSupported, error.message.contains("never downloads") {
+                throw Errno(rawValue: ExtensionProvider.neverDownloadErrno)
+            }
+            throw Errno(rawValue: error.errno)
+        }
+    }
+}

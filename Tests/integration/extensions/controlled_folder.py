@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The folder example with switches a test can flip (Tests/integration).
+
+    controlled_folder.py ROOT CONTROL
+
+serves ROOT as docs/examples/extensions/folder.py does, and before every
+request looks at files in CONTROL, which the test writes:
+
+- ``offline``: every request but ``initialize`` and ``shutdown`` fails with
+  ``unreachable`` (the store is down, the network is gone);
+- ``slow-fetch``: a number of seconds; each ``fetch`` takes that long,
+  sending ``$/progress`` and honouring ``$/cancel`` meanwhile;
+- ``stall-fetch``: ``fetch`` never answers and ignores ``$/cancel`` (a hung
+  extension; the daemon's stall limit must end the app's wait);
+
+and appends one line per request to ``CONTROL/calls`` ("METHOD ID"), so
+that a test can tell that a revoked or unscoped app caused no traffic.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "docs" / "examples" / "extensions"))
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+
+from folder import FolderExtension  # noqa: E402 - the example sits in docs/examples/extensions
+from scopefs_extension import Cancelled, Unreachable, run  # noqa: E402
+
+
+class ControlledFolder(FolderExtension):
+    name = "controlled-folder"
+
+    def __init__(self, root: str, control: str):
+        super().__init__(root)
+        self.control = Path(control)
+
+    def _switch(self, name: str) -> str | None:
+        try:
+            return (self.control / name).read_text().strip()
+        except OSError:
+            return None
+
+    def _note(self, method: str, identifier: str = "") -> None:
+        with open(self.control / "calls", "a") as calls:
+            calls.write(f"{method} {identifier}\n")
+        if self._switch("offline") is not None:
+            raise Unreachable("the test took the store offline")
+
+    def item(self, identifier):
+        self._note("item", identifier)
+        return super().item(identifier)
+
+    def enumerate_items(self, container, page, page_size):
+        self._note("list", container)
+        return super().enumerate_items(container, page, page_size)
+
+    def current_anchor(self):
+        self._note("currentAnchor")
+        return super().current_anchor()
+
+    def enumerate_changes(self, anchor):
+        self._note("changes")
+        return super().enumerate_changes(anchor)
+
+    def fetch_contents(self, identifier, version, byte_range, request):
+        self._note("fetch", identifier)
+        if self._switch("stall-fetch") is not None:
+            time.sleep(3600)
+        slow = self._switch("slow-fetch")
+        if slow:
+            deadline = time.monotonic() + float(slow)
+            while time.monotonic() < deadline:
+                if request.cancelled:
+                    with open(self.control / "calls", "a") as calls:
+                        calls.write(f"cancelled {identifier}\n")
+                    raise Cancelled("the daemon cancelled the fetch")
+                request.progress(0, 1)
+                time.sleep(0.05)
+        return super().fetch_contents(identifier, version, byte_range, request)
+
+    def create_item(self, parent, name, kind, mtime, mode, target, contents_path, request):
+        self._note("create", name)
+        return super().create_item(parent, name, kind, mtime, mode, target, contents_path, request)
+
+    def modify_item(self, identifier, base_version, fields, contents_path, request):
+        self._note("modify", identifier)
+        return super().modify_item(identifier, base_version, fields, contents_path, request)
+
+    def delete_item(self, identifier, base_version, request):
+        self._note("delete", identifier)
+        return super().delete_item(identifier, base_version, request)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or not os.path.isdir(sys.argv[1]) or not os.path.isdir(sys.argv[2]):
+        print("usage: controlled_folder.py ROOT CONTROL (existing folders)", file=sys.stderr)
+        sys.exit(2)
+    run(ControlledFolder(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,408 @@
+"""Provider extensions in the mount (issue 32; SPEC S41, S42, S43).
+
+A provider whose items an extension supplies: here the folder example
+with switches (Tests/integration/extensions/controlled_folder.py) over a
+folder of the test's, the "remote", which tests also change behind
+ScopeFS's back. Default mount (strict scopes), apps in the default
+sandbox; the extension in its own sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from doc_scope_helpers import mount, status, wait_events
+from scopefs_harness import ALPHA, BETA, describe, wait_for
+
+HERE = Path(__file__).resolve().parent
+CONTROLLED = HERE / "extensions" / "controlled_folder.py"
+CLOUD = "cloud"
+BIG = 20 << 20  # a file read by range: 20 MiB
+REPORT = b"quarterly report\n" * 100
+
+
+class Cloud:
+    """The remote folder, the extension's switches and the provider."""
+
+    def __init__(self, env):
+        self.env = env
+        self.remote = env.root / "remote"
+        self.control = env.root / "control"
+        (self.remote / "docs").mkdir(parents=True)
+        self.control.mkdir()
+        (self.remote / "docs" / "report.txt").write_bytes(REPORT)
+        (self.remote / "docs" / "big.bin").write_bytes(os.urandom(BIG))
+        (self.remote / "elsewhere.txt").write_bytes(b"not granted\n")
+        for path in (self.remote, self.remote / "docs", self.control):
+            os.chmod(path, 0o777)
+        # Short periods so that tests wait seconds, not minutes.
+        env.base_env.update(
+            SCOPEFS_EXTENSION_POLL_SECONDS="1",
+            SCOPEFS_EXTENSION_RETRY_SECONDS="0.5",
+            SCOPEFS_EXTENSION_STALL_SECONDS="3",
+        )
+        env.cli(
+            "provider",
+            "add",
+            CLOUD,
+            "--extension",
+            f"/usr/bin/python3 {CONTROLLED} {self.remote} {self.control}",
+            "--writable",
+            self.remote,
+            "--writable",
+            self.control,
+        )
+
+    def path(self, app: str, rel: str = "") -> str:
+        return self.env.prov(app, CLOUD, rel)
+
+    def switch(self, name: str, value: str | None) -> None:
+        target = self.control / name
+        if value is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.write_text(value)
+
+    def calls(self) -> list[str]:
+        try:
+            return (self.control / "calls").read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def sync(self) -> None:
+        self.env.cli("provider", "sync", CLOUD)
+
+    def extension_status(self) -> dict:
+        for entry in status(self.env).get("daemon", {}).get("extensions") or []:
+            if entry["provider"] == CLOUD:
+                return entry
+        raise AssertionError(f"status names no extension provider {CLOUD}: {status(self.env)}")
+
+
+@pytest.fixture
+def cloud(env):
+    world = Cloud(env)
+    mount(env)
+    world.sync()
+    return world
+
+
+# An app process (default sandbox) that starts a scope on argv[1] and then
+# runs the commands the test sends, one JSON object per line.
+APP = r"""
+import json, signal
+
+class Interrupted(Exception):
+    pass
+
+def interrupted(signum, frame):
+    raise Interrupted()
+
+signal.signal(signal.SIGUSR1, interrupted)
+folder = sys.argv[1]
+emit({"start": outcome(lambda: os.getxattr(folder, "user.scopefs.start").decode())})
+
+def attr(path, name):
+    return outcome(lambda: os.getxattr(path, name).decode())
+
+def stat_of(path):
+    info = os.stat(path)
+    return {"size": info.st_size, "blocks": info.st_blocks, "mode": oct(info.st_mode & 0o7777)}
+
+def read_range(path, offset, length):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return hashlib.sha256(f.read(length)).hexdigest()
+
+def read_interruptible(path):
+    try:
+        with open(path, "rb") as f:
+            return {"ok": len(f.read(4096))}
+    except Interrupted:
+        return {"err": "EINTR"}
+
+import hashlib
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    cmd = json.loads(line)
+    op, path = cmd["op"], cmd.get("path")
+    if op == "stat":
+        emit(outcome(stat_of, path))
+    elif op == "attr":
+        emit(attr(path, cmd["name"]))
+    elif op == "list":
+        emit(outcome(lambda: sorted(os.listdir(path))))
+    elif op == "read":
+        emit(outcome(read_range, path, cmd.get("offset", 0), cmd.get("length", -1)))
+    elif op == "write":
+        def write():
+            with open(path, "wb") as f:
+                f.write(cmd["data"].encode())
+            return "written"
+        emit(outcome(write))
+    elif op == "rename":
+        emit(outcome(os.rename, path, cmd["to"]))
+    elif op == "unlink":
+        emit(outcome(os.unlink, path))
+    elif op == "mkdir":
+        emit(outcome(os.mkdir, path))
+    elif op == "slow-read":
+        emit({"reading": True})
+        emit(read_interruptible(path))
+"""
+
+
+def session(env, cloud, app=ALPHA, rel="docs"):
+    s = env.app_session(app, APP, cloud.path(app, rel), sandbox=True)
+    started = s.recv()
+    return s, started
+
+
+def ask(s, **cmd):
+    s.popen.stdin.write((json.dumps(cmd) + "\n").encode())
+    s.popen.stdin.flush()
+    return s.recv()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_placeholders_show_size_one_block_and_state_and_listing_downloads_nothing(env, cloud):
+    """S42: a file not on disk shows its real size and mode, st_blocks 1
+    and user.scopefs.state "dataless"; listing and stat fetch nothing."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, started = session(env, cloud)
+    assert started["start"] == {"ok": "1"}, started
+    before = [c for c in cloud.calls() if c.startswith("fetch")]
+    assert ask(s, op="list", path=cloud.path(ALPHA, "docs")) == {"ok": ["big.bin", "report.txt"]}
+    big = ask(s, op="stat", path=cloud.path(ALPHA, "docs/big.bin"))
+    assert big["ok"]["size"] == BIG and big["ok"]["blocks"] == 1, big
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/big.bin"), name="user.scopefs.state") == {"ok": "dataless"}
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/big.bin"), name="user.scopefs.progress") == {"ok": f"0/{BIG}"}
+    assert [c for c in cloud.calls() if c.startswith("fetch")] == before, "a listing or a stat downloaded"
+
+
+def test_a_read_downloads_by_range_after_the_scope_check_only(env, cloud):
+    """S42: an app without a started scope gets EPERM and causes no fetch;
+    with one, reading 4 KiB of a 20 MiB file fetches a block, not the file
+    (state partial), and reading it all materializes it, byte for byte."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    unscoped = env.app_json(
+        BETA, "emit(outcome(lambda: open(sys.argv[1], 'rb').read(10)))", cloud.path(BETA, "docs/big.bin"), sandbox=True
+    )
+    assert unscoped == {"err": "ENOENT"} or unscoped == {"err": "EPERM"}, unscoped
+    s, _ = session(env, cloud)
+    assert not [c for c in cloud.calls() if c.startswith("fetch")], "an app without a grant caused a download"
+    remote = (cloud.remote / "docs" / "big.bin").read_bytes()
+    head = ask(s, op="read", path=cloud.path(ALPHA, "docs/big.bin"), offset=0, length=4096)
+    assert head == {"ok": sha(remote[:4096])}, head
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/big.bin"), name="user.scopefs.state") == {"ok": "partial"}
+    progress = ask(s, op="attr", path=cloud.path(ALPHA, "docs/big.bin"), name="user.scopefs.progress")["ok"]
+    done, total = map(int, progress.split("/"))
+    assert total == BIG and 4096 <= done <= 4 << 20, f"reading 4 KiB downloaded {done} of {total} bytes"
+    whole = ask(s, op="read", path=cloud.path(ALPHA, "docs/big.bin"))
+    assert whole == {"ok": sha(remote)}
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/big.bin"), name="user.scopefs.state") == {
+        "ok": "materialized"
+    }
+    info = ask(s, op="stat", path=cloud.path(ALPHA, "docs/big.bin"))["ok"]
+    assert info["blocks"] * 512 >= BIG, f"materialized but st_blocks is {info['blocks']}"
+
+
+def test_an_edit_is_saved_to_the_remote_and_a_new_file_too(env, cloud):
+    """S43: what an app writes is uploaded after the close; a file it makes,
+    renames or deletes is made, renamed or deleted remotely."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/report.txt"), data="edited here\n") == {"ok": "written"}
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/new.txt"), data="brand new\n") == {"ok": "written"}
+    wait_for(
+        "the edit and the new file on the remote",
+        lambda: [
+            (cloud.remote / "docs" / name).read_bytes() if (cloud.remote / "docs" / name).exists() else None
+            for name in ("report.txt", "new.txt")
+        ],
+        lambda seen: seen == [b"edited here\n", b"brand new\n"],
+        timeout=10,
+    )
+    assert ask(s, op="rename", path=cloud.path(ALPHA, "docs/new.txt"), to=cloud.path(ALPHA, "docs/renamed.txt")) == {
+        "ok": None
+    }
+    assert ask(s, op="unlink", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": None}
+    wait_for(
+        "the rename and the delete on the remote",
+        lambda: sorted(os.listdir(cloud.remote / "docs")),
+        lambda names: names == ["big.bin", "renamed.txt"],
+        timeout=10,
+    )
+    assert (cloud.remote / "docs" / "renamed.txt").read_bytes() == b"brand new\n"
+
+
+def test_a_concurrent_remote_change_keeps_both_as_a_conflict_copy(env, cloud):
+    """S43: the remote changed after the app's copy was downloaded; the
+    app's save is not a silent overwrite: the remote version stays under
+    the name, the local edit becomes 'report (conflict DATE).txt' next to
+    it (uploaded too), and a conflict event is recorded."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": sha(REPORT)}
+    cloud.switch("offline", "")  # the remote change lands before the upload can
+    time.sleep(0.2)
+    (cloud.remote / "docs" / "report.txt").write_bytes(b"changed remotely\n")
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/report.txt"), data="changed locally\n") == {"ok": "written"}
+    cloud.switch("offline", None)
+    conflicts = wait_events(env, lambda e: "conflict" in (e.get("path") or ""), kind="conflict", timeout=15)
+    listing = wait_for(
+        "the conflict copy in the app's folder",
+        lambda: ask(s, op="list", path=cloud.path(ALPHA, "docs"))["ok"],
+        lambda names: any("(conflict " in n for n in names),
+        timeout=10,
+    )
+    copy = next(n for n in listing if "(conflict " in n)
+    assert copy.startswith("report (conflict ") and copy.endswith(").txt"), copy
+    assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": sha(b"changed remotely\n")}
+    assert ask(s, op="read", path=cloud.path(ALPHA, f"docs/{copy}")) == {"ok": sha(b"changed locally\n")}
+    wait_for(
+        "the conflict copy uploaded",
+        lambda: (cloud.remote / "docs" / copy).read_bytes() if (cloud.remote / "docs" / copy).exists() else None,
+        lambda data: data == b"changed locally\n",
+        timeout=10,
+    )
+    assert (cloud.remote / "docs" / "report.txt").read_bytes() == b"changed remotely\n"
+    assert conflicts
+
+
+def test_remote_changes_reach_a_running_app(env, cloud):
+    """Remote changes come through `changes` (a poll here) and reach an app
+    that already read the file: its kernel caches are dropped (S37)."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": sha(REPORT)}
+    (cloud.remote / "docs" / "report.txt").write_bytes(b"new remote version\n")
+    (cloud.remote / "docs" / "appeared.txt").write_bytes(b"hello\n")
+    wait_for(
+        "the remote's changes in the app's view",
+        lambda: (
+            ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")),
+            ask(s, op="list", path=cloud.path(ALPHA, "docs")),
+        ),
+        lambda seen: seen[0] == {"ok": sha(b"new remote version\n")} and "appeared.txt" in seen[1].get("ok", []),
+        timeout=10,
+    )
+
+
+def test_offline_edits_wait_and_survive_a_daemon_killed_before_the_upload(env, cloud):
+    """S43: nothing written and acknowledged is lost: an edit made while the
+    store is offline waits; the daemon is killed (SIGKILL) before it could
+    upload; after a new mount the edit is uploaded, once, with no conflict."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("offline", "")
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/report.txt"), data="written offline\n") == {"ok": "written"}
+    wait_for(
+        "the queued edit in status",
+        lambda: cloud.extension_status(),
+        lambda st: st["queued"] >= 1 and st.get("offline"),
+        timeout=10,
+    )
+    s.kill()
+    env.kill_daemon()
+    env.cli("unmount", env.mnt, expect=None)
+    env.mounted = False
+    cloud.switch("offline", None)
+    mount(env)
+    wait_for(
+        "the edit uploaded after the restart",
+        lambda: (cloud.remote / "docs" / "report.txt").read_bytes(),
+        lambda data: data == b"written offline\n",
+        timeout=15,
+    )
+    cloud.sync()
+    assert not [n for n in os.listdir(cloud.remote / "docs") if "conflict" in n], os.listdir(cloud.remote / "docs")
+    assert sum(1 for c in cloud.calls() if c.startswith("modify")) >= 1
+
+
+def test_a_revoke_ends_a_download_in_flight_with_eperm(env, cloud):
+    """S42: a revoke cancels the app's download: its read fails with EPERM
+    at once, and the extension is told ($/cancel)."""
+    grant = env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("slow-fetch", "30")
+    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": cloud.path(ALPHA, "docs/report.txt")}) + "\n").encode())
+    s.popen.stdin.flush()
+    assert s.recv() == {"reading": True}
+    wait_for("the fetch to start", cloud.calls, lambda calls: any(c.startswith("fetch") for c in calls))
+    started = time.monotonic()
+    env.revoke(ALPHA, grant)
+    result = s.recv(timeout=10)
+    assert result == {"err": "EPERM"}, result
+    assert time.monotonic() - started < 5
+    wait_for("the extension told to cancel", cloud.calls, lambda calls: any(c.startswith("cancelled") for c in calls))
+
+
+def test_a_signal_interrupts_a_slow_download_with_eintr(env, cloud):
+    """S42: a signal to the app ends its wait for a download (EINTR)."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("slow-fetch", "30")
+    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": cloud.path(ALPHA, "docs/report.txt")}) + "\n").encode())
+    s.popen.stdin.flush()
+    assert s.recv() == {"reading": True}
+    wait_for("the fetch to start", cloud.calls, lambda calls: any(c.startswith("fetch") for c in calls))
+    app_pids = [
+        p["pid"] for p in status(env)["daemon"]["processes"] if p["app"] == ALPHA and p.get("parent") is not None
+    ] or [p["pid"] for p in status(env)["daemon"]["processes"] if p["app"] == ALPHA]
+    for pid in app_pids:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    result = s.recv(timeout=10)
+    assert result == {"err": "EINTR"}, result
+
+
+def test_a_stalled_extension_gives_etimedout_and_the_mount_keeps_serving(env, cloud):
+    """Limits: an extension that never answers a fetch: the app's read ends
+    with ETIMEDOUT after the stall limit (3 s here), and other providers
+    and the rest of the mount are served meanwhile."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env.grant(ALPHA, "local:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("stall-fetch", "")
+    started = time.monotonic()
+    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": cloud.path(ALPHA, "docs/report.txt")}) + "\n").encode())
+    s.popen.stdin.flush()
+    assert s.recv() == {"reading": True}
+    other = env.app_json(
+        ALPHA, "emit(outcome(lambda: os.listdir(sys.argv[1])))", env.prov(ALPHA, "local", "docs"), sandbox=True
+    )
+    assert "ok" in other, other
+    result = s.recv(timeout=30)
+    assert result == {"err": "ETIMEDOUT"}, result
+    assert 2.5 <= time.monotonic() - started < 25
+
+
+def test_pin_evict_and_status(env, cloud):
+    """`scopefs pin` downloads and keeps; `evict` drops the content (the file
+    stays, dataless, and reads the same again); status shows the cache."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    env.cli("pin", f"{CLOUD}:docs/report.txt")
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/report.txt"), name="user.scopefs.state") == {"ok": "pinned"}
+    assert cloud.extension_status()["pinned"] == 1
+    env.cli("unpin", f"{CLOUD}:docs/report.txt")
+    p = env.cli("evict", f"{CLOUD}:docs/report.txt")
+    assert "1 files evicted" in p.stdout, describe(p)
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/report.txt"), name="user.scopefs.state") == {"ok": "dataless"}
+    assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": sha(REPORT)}
+    text = env.cli("status").stdout
+    assert "extension providers: 1" in text and CLOUD in text, text
