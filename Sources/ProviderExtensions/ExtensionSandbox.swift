@@ -92,7 +92,7 @@ public struct ExtensionSandbox: Sendable, Equatable {
         else { throw SpawnError("\(command.first ?? ""): no such executable") }
         var plan = SandboxPlan(hidden: hiddenPaths.compactMap(SandboxPlan.resolve))
         plan.addProgram(executable, home: environment["HOME"])
-        for argument in command.dropFirst() { plan.addArgument(argument) }
+        for argument in command.dropFirst() { plan.addArgument(argument, home: environment["HOME"]) }
         plan.addConfiguration(environment)
         for path in readOnlyPaths { plan.add(path, writable: false, explicit: true) }
         for path in writablePaths { plan.add(path, writable: true, explicit: true) }
@@ -182,23 +182,26 @@ struct SandboxPlan {
             let folder = (path as NSString).deletingLastPathComponent
             let prefix = (folder as NSString).deletingLastPathComponent
             let named = (folder as NSString).lastPathComponent
-            let homeResolved = home.flatMap(Self.resolve)
-            let usePrefix =
-                ["bin", "sbin", "shims"].contains(named) && prefix != "/" && Self.resolve(prefix) != homeResolved
-            add(usePrefix ? prefix : folder, writable: false, explicit: false)
+            if ["bin", "sbin", "shims"].contains(named), !Self.isHomeOrAbove(prefix, home: home) {
+                add(prefix, writable: false, explicit: false)
+            } else {
+                addFolder(of: path, home: home)
+            }
         }
     }
 
     /// An argument that is an existing absolute path: its folder (a file)
     /// or itself (a folder), read-only; for a script in a ScopeFS checkout,
     /// also the checkout's Python SDK (`clients/python`).
-    mutating func addArgument(_ argument: String) {
+    mutating func addArgument(_ argument: String, home: String?) {
         guard argument.hasPrefix("/"), let resolved = Self.resolve(argument) else { return }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: resolved, isDirectory: &isFolder) else { return }
-        add(
-            isFolder.boolValue ? resolved : (resolved as NSString).deletingLastPathComponent, writable: false,
-            explicit: false)
+        if isFolder.boolValue {
+            add(resolved, writable: false, explicit: false)
+        } else {
+            addFolder(of: resolved, home: home)
+        }
         var ancestor = resolved
         while ancestor != "/" && !ancestor.isEmpty {
             ancestor = (ancestor as NSString).deletingLastPathComponent
@@ -210,14 +213,33 @@ struct SandboxPlan {
         }
     }
 
+    /// A file's folder, or the file alone when its folder is the home
+    /// folder or above it (a script in ~ must not show ~/.ssh).
+    private mutating func addFolder(of file: String, home: String?) {
+        let folder = (file as NSString).deletingLastPathComponent
+        add(Self.isHomeOrAbove(folder, home: home) ? file : folder, writable: false, explicit: false)
+    }
+
+    static func isHomeOrAbove(_ folder: String, home: String?) -> Bool {
+        guard let resolved = resolve(folder) else { return true }
+        if resolved == "/" { return true }
+        guard let home = home.flatMap(resolve) else { return false }
+        return within(home, resolved)
+    }
+
     /// Where credentials live: `~/.aws` (and AWS_CONFIG_FILE,
-    /// AWS_SHARED_CREDENTIALS_FILE) read-only; rclone's configuration
-    /// folder writable (token refresh), or RCLONE_CONFIG's file.
+    /// AWS_SHARED_CREDENTIALS_FILE) and certificate bundles read-only;
+    /// rclone's configuration folder writable (token refresh), or
+    /// RCLONE_CONFIG's file.
     mutating func addConfiguration(_ environment: [String: String]) {
         let home = environment["HOME"] ?? ""
         if !home.isEmpty { add(home + "/.aws", writable: false, explicit: false) }
         for name in ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"] {
             if let file = environment[name] { add(file, writable: false, explicit: false) }
+        }
+        // Certificate bundles named by the environment (a company's CA).
+        for name in ["SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "AWS_CA_BUNDLE"] {
+            if let path = environment[name], path.hasPrefix("/") { add(path, writable: false, explicit: false) }
         }
         if let file = environment["RCLONE_CONFIG"] {
             add(file, writable: true, explicit: false)

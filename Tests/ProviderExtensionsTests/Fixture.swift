@@ -113,12 +113,14 @@ final class Fixture: @unchecked Sendable {
 
     func host(
         _ command: [String], options: [String: String] = [:], tunables: ExtensionTunables = .fast,
-        sandbox: ExtensionSandbox = ExtensionSandbox(enabled: false), staging: String? = nil, start: Bool = true
+        sandbox: ExtensionSandbox = ExtensionSandbox(enabled: false), staging: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment, start: Bool = true
     ) -> ExtensionHost {
         let recorder = recorder
         let host = ExtensionHost(
             providerID: "test", command: command, options: options, stagingDirectory: staging ?? path("staging"),
-            sandbox: sandbox, tunables: tunables, logger: recorder.logger, events: { recorder.record($0) })
+            sandbox: sandbox, environment: environment, tunables: tunables, logger: recorder.logger,
+            events: { recorder.record($0) })
         hosts.append(host)
         if start { host.start() }
         return host

@@ -1,12 +1,12 @@
 """Answers ``list`` with items that break the limits beside good ones, and
-``list "big"`` with more items than its maxPageSize (10)."""
+``list "big"`` with more items than its maxPageSize (20)."""
 
-from base import answer, item, serve
+from base import CAPABILITIES, answer, item, serve
 
 
 def handle(method, params, request_id):
     if method == "list" and params["id"] == "big":
-        answer(request_id, {"items": [item(f"b{n}", parent="big") for n in range(11)], "nextPage": None})
+        answer(request_id, {"items": [item(f"b{n}", parent="big") for n in range(21)], "nextPage": None})
     elif method == "list":
         bad_version = item("longversion")
         bad_version["version"]["content"] = "v" * 4097
@@ -35,4 +35,4 @@ def handle(method, params, request_id):
         answer(request_id, item(params.get("id", "x"), name=".."))
 
 
-serve(handle)
+serve(handle, CAPABILITIES | {"maxPageSize": 20})
