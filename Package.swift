@@ -263,6 +263,14 @@ let package = Package(
             name: "FuseBridgeTests",
             dependencies: ["FuseBridge"]
         ),
+        // The extension host with real child processes: the folder example
+        // (python3), the SDK's slow test extension, and hostile scripts
+        // (hostile/) that break the protocol on purpose.
+        .testTarget(
+            name: "ProviderExtensionsTests",
+            dependencies: ["ProviderExtensions", .product(name: "Logging", package: "swift-log")],
+            exclude: ["hostile"]
+        ),
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(
             name: "CLITests",

@@ -73,6 +73,10 @@ public struct ExtensionCapabilities: Sendable, Equatable {
     public var maxPageSize = 1000
     public var symlinks = false
     public var renameKeepsId = true
+    /// Which of `name`, `parent`, `mtime`, `mode` `modify` can set (the
+    /// answer's list, else the documented default from `modify` and
+    /// `rename`).
+    public var settableFields: Set<String> = []
 
     public init() {}
 }

@@ -16,6 +16,12 @@ ssize_t splice(int fd_in, __loff_t *off_in, int fd_out, __loff_t *off_out, size_
 #include <spawn.h>
 int unshare(int flags);
 int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *actions, const char *path);
+/// Closes every descriptor from `from` up in the child (glibc 2.34): a
+/// spawned extension inherits nothing of the daemon but its three pipes.
+int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+/// pipe(2) with O_CLOEXEC/O_NONBLOCK set atomically, so no other thread's
+/// spawn inherits a pipe end in between.
+int pipe2(int pipefd[2], int flags);
 
 int malloc_trim(size_t pad);
 
