@@ -8,6 +8,7 @@ import PolicyStore
 import ProviderExtensions
 import ScopeFS
 import Synchronization
+import SystemPackage
 
 /// The daemon's extension providers (SPEC S41): for each provider with an
 /// extension, its supervised process (`ExtensionHost`), its replica
@@ -204,7 +205,7 @@ final class ExtensionContent: ProviderContent {
                 try body(control)
             }
         } catch {
-            if error.code == .notSupported, error.message.contains("never downloads") {
+            if ExtensionProvider.isPolicyRefusal(error) {
                 throw Errno(rawValue: ExtensionProvider.neverDownloadErrno)
             }
             throw Errno(rawValue: error.errno)

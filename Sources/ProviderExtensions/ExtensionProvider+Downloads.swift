@@ -17,6 +17,12 @@ extension ExtensionProvider {
     /// The errno an app gets when its policy forbids downloads (Apple's
     /// IOPOL_MATERIALIZE_DATALESS_FILES_OFF answers EDEADLK too).
     public static let neverDownloadErrno = EDEADLK
+    static let neverDownloads = "never downloads (its policy)"
+
+    /// Whether `failure` is an app's policy refusing a download.
+    public static func isPolicyRefusal(_ failure: ExtensionFailure) -> Bool {
+        failure.code == .denied && failure.message.hasSuffix(neverDownloads)
+    }
 
     /// Makes `[offset, offset + length)` of the replica file `inode` present.
     /// `control` is the app's: its cancel (a signal, a revoke) ends the
@@ -33,7 +39,7 @@ extension ExtensionProvider {
         let end = min(size, offset + Int64(length))
         guard offset < end else { return }
         if let app, neverDownload.contains(app) {
-            throw ExtensionFailure(.notSupported, "\(app) never downloads (its policy)")
+            throw ExtensionFailure(.denied, "\(app) \(Self.neverDownloads)")
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
@@ -49,7 +55,7 @@ extension ExtensionProvider {
             return (id, record.item.size)
         }) else { return }
         if let app, neverDownload.contains(app) {
-            throw ExtensionFailure(.notSupported, "\(app) never downloads (its policy)")
+            throw ExtensionFailure(.denied, "\(app) \(Self.neverDownloads)")
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
