@@ -169,14 +169,25 @@ final class ExtensionContent: ProviderContent {
 
     func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno) {
         try waiting(interruption) { control throws(ExtensionFailure) in
-            try replica.prepareRead(inode: file.inode, offset: offset, length: length, app: file.app, control: control)
+            try replica.prepareRead(
+                inode: file.inode, offset: offset, length: length, app: file.app, control: control,
+                interrupted: { interruption.signalPending() })
         }
     }
 
     func prepareOpen(_ file: ContentFile, writes: Bool, truncates: Bool, interruption: Interruption) throws(Errno) {
         try waiting(interruption) { control throws(ExtensionFailure) in
             try replica.prepareOpen(
-                inode: file.inode, writes: writes, truncates: truncates, app: file.app, control: control)
+                inode: file.inode, writes: writes, truncates: truncates, app: file.app, control: control,
+                interrupted: { interruption.signalPending() })
+        }
+    }
+
+    func prepareTruncate(_ file: ContentFile, toZero: Bool, interruption: Interruption) throws(Errno) {
+        guard !toZero else { return }
+        try waiting(interruption) { control throws(ExtensionFailure) in
+            try replica.materializeWhole(
+                inode: file.inode, app: file.app, control: control, interrupted: { interruption.signalPending() })
         }
     }
 

@@ -6,11 +6,15 @@ import Glibc
 /// then), by range, one download per range however many readers wait
 /// for it (SPEC S42). Run on the readers' FUSE workers.
 extension ExtensionProvider {
-    /// One fetch in flight; readers that need its bytes wait for it.
+    /// One fetch in flight, on a thread of its own; readers that need its
+    /// bytes wait for it. When the last one stops waiting (a signal, a
+    /// revoke), the fetch is cancelled.
     final class Download: @unchecked Sendable {
         let range: Range<Int64>
+        let control = RequestControl()
         var done = false
         var failure: ExtensionFailure?
+        var waiters = 0
         init(range: Range<Int64>) { self.range = range }
     }
 
@@ -27,9 +31,13 @@ extension ExtensionProvider {
     /// Makes `[offset, offset + length)` of the replica file `inode` present.
     /// `control` is the app's: its cancel (a signal, a revoke) ends the
     /// wait with EINTR.
-    public func prepareRead(inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl)
-        throws(ExtensionFailure)
-    {
+    /// `interrupted` is polled while it waits: the app's thread has a
+    /// signal to handle (a read through the page cache waits on a page
+    /// lock, where the kernel sends no FUSE interrupt).
+    public func prepareRead(
+        inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl,
+        interrupted: @escaping @Sendable () -> Bool = { false }
+    ) throws(ExtensionFailure) {
         guard let (id, size) = lock.withLock({ () -> (String, Int64)? in
             guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
             record.lastUsed = Date().timeIntervalSince1970
@@ -43,11 +51,13 @@ extension ExtensionProvider {
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
-        try materialize(id, offset, end, control)
+        try materialize(id, offset, end, control, interrupted)
     }
 
     /// Downloads every missing byte of the item (for a writer, `pin`).
-    public func materializeWhole(inode: UInt64, app: String?, control: RequestControl) throws(ExtensionFailure) {
+    public func materializeWhole(
+        inode: UInt64, app: String?, control: RequestControl, interrupted: @escaping @Sendable () -> Bool = { false }
+    ) throws(ExtensionFailure) {
         guard let (id, size) = lock.withLock({ () -> (String, Int64)? in
             guard let id = index.id(ofInode: inode), let record = index[id], record.isFile,
                 !record.isMaterialized, record.dirty == 0
@@ -59,12 +69,13 @@ extension ExtensionProvider {
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
-        try materialize(id, 0, size, control)
+        try materialize(id, 0, size, control, interrupted)
     }
 
-    private func materialize(_ id: String, _ offset: Int64, _ end: Int64, _ control: RequestControl)
-        throws(ExtensionFailure)
-    {
+    private func materialize(
+        _ id: String, _ offset: Int64, _ end: Int64, _ control: RequestControl,
+        _ interrupted: @escaping @Sendable () -> Bool
+    ) throws(ExtensionFailure) {
         while true {
             if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
             enum Step {
@@ -86,8 +97,10 @@ extension ExtensionProvider {
             }
             switch step {
             case .done: return
-            case .wait(let download): try wait(for: download, control)
-            case .fetch(let download, let record): try fetch(download, record, control)
+            case .wait(let download): try wait(for: download, control, interrupted)
+            case .fetch(let download, let record):
+                DispatchQueue.global().async { self.fetch(download, record) }
+                try wait(for: download, control, interrupted)
             }
         }
     }
@@ -119,19 +132,33 @@ extension ExtensionProvider {
         return range
     }
 
-    private func wait(for download: Download, _ control: RequestControl) throws(ExtensionFailure) {
-        lock.lock()
-        defer { lock.unlock() }
-        while !download.done {
-            if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
-            _ = lock.wait(until: Date().addingTimeInterval(0.05))
-        }
-    }
-
-    /// Fetches `download.range` and writes it into the replica file.
-    private func fetch(_ download: Download, _ record: ReplicaRecord, _ control: RequestControl)
+    /// Waits for `download`; the caller's cancel or signal ends the wait
+    /// (EINTR), and the download with it when nobody else waits.
+    private func wait(for download: Download, _ control: RequestControl, _ interrupted: @Sendable () -> Bool)
         throws(ExtensionFailure)
     {
+        lock.lock()
+        download.waiters += 1
+        defer {
+            download.waiters -= 1
+            if !download.done && download.waiters == 0 { download.control.cancel() }
+            lock.unlock()
+        }
+        while !download.done {
+            if control.isCancelled { throw ExtensionFailure(.cancelled, "the wait was cancelled") }
+            lock.unlock()
+            let signalled = interrupted()
+            lock.lock()
+            if signalled { throw ExtensionFailure(.cancelled, "interrupted by a signal") }
+            _ = lock.wait(until: Date().addingTimeInterval(0.05))
+        }
+        if let failure = download.failure { throw failure }
+    }
+
+    /// Fetches `download.range` and writes it into the replica file (on a
+    /// thread of its own; the readers wait in `wait`).
+    private func fetch(_ download: Download, _ record: ReplicaRecord) {
+        let control = download.control
         var failure: ExtensionFailure?
         var fetched: Range<Int64>?
         do {
@@ -141,7 +168,11 @@ extension ExtensionProvider {
             fetched = try write(file, into: record)
         } catch {
             failure = error
-            report(.error, lock.withLock { index.path(of: record.item.id) }, "fetch failed: \(error.message)", errno: error.errno)
+            if error.code != .cancelled {
+                report(
+                    .error, lock.withLock { index.path(of: record.item.id) }, "fetch failed: \(error.message)",
+                    errno: error.errno)
+            }
         }
         var saved: ReplicaRecord?
         lock.withLock {
@@ -162,8 +193,7 @@ extension ExtensionProvider {
             lock.broadcast()
         }
         if let saved { save([saved]) }
-        if let failure { throw failure }
-        enforceQuota()
+        if failure == nil { enforceQuota() }
     }
 
     /// Copies the staged bytes into the replica file at their offset and

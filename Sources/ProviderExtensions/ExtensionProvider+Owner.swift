@@ -6,10 +6,13 @@ import Glibc
 extension ExtensionProvider {
     /// An app opens a replica file: a writer needs the whole content first
     /// (unless it truncates).
-    public func prepareOpen(inode: UInt64, writes: Bool, truncates: Bool, app: String?, control: RequestControl)
-        throws(ExtensionFailure)
-    {
-        if writes && !truncates { try materializeWhole(inode: inode, app: app, control: control) }
+    public func prepareOpen(
+        inode: UInt64, writes: Bool, truncates: Bool, app: String?, control: RequestControl,
+        interrupted: @escaping @Sendable () -> Bool = { false }
+    ) throws(ExtensionFailure) {
+        if writes && !truncates {
+            try materializeWhole(inode: inode, app: app, control: control, interrupted: interrupted)
+        }
         opened(inode: inode)
     }
 

@@ -152,9 +152,9 @@ public final class ReplicaWriterProcess: ReplicaWriting, @unchecked Sendable {
                 buffer = Data(buffer[(newline + 1)...])
                 return try JSONSerialization.jsonObject(with: line) as? [String: Any] ?? [:]
             }
-            guard let more = try output.read(upToCount: 65536), !more.isEmpty else {
-                throw ReplicaFolder.Failure.system(EIO, "the replica writer exited")
-            }
+            // What is there: `read(upToCount:)` would wait for the whole count.
+            let more = output.availableData
+            guard !more.isEmpty else { throw ReplicaFolder.Failure.system(EIO, "the replica writer exited") }
             buffer += more
         }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import FuseBridge
 import Glibc
 import Policy
@@ -21,6 +22,9 @@ public protocol ProviderContent: AnyObject, Sendable {
     /// An app opens `file`: for writing, its whole content must be on disk
     /// first (unless `truncates`).
     func prepareOpen(_ file: ContentFile, writes: Bool, truncates: Bool, interruption: Interruption) throws(Errno)
+    /// An app changes `file`'s size without a handle of its own (truncate by
+    /// path): the content must be on disk first (unless it is emptied).
+    func prepareTruncate(_ file: ContentFile, toZero: Bool, interruption: Interruption) throws(Errno)
     /// An app's handle on `file` was closed; `wrote`: it changed the content.
     func closed(_ file: ContentFile, wrote: Bool)
     /// An app is about to change `file`'s content (its first write through a
@@ -67,6 +71,27 @@ public struct Interruption: Sendable {
 
     /// None: nothing will interrupt (the daemon's own calls, tests).
     public static let none = Interruption(nil)
+
+    /// Whether the calling thread has a signal pending that it handles (not
+    /// blocked, not ignored). A read through the page cache waits on a page
+    /// lock while the daemon answers the readahead, where the kernel sends
+    /// no FUSE interrupt: the wait for a download polls this instead.
+    public func signalPending() -> Bool {
+        guard let request, request.threadID > 0 else { return false }
+        guard let text = try? String(contentsOfFile: "/proc/\(request.threadID)/status", encoding: .utf8) else {
+            return false
+        }
+        var masks: [String: UInt64] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, ["SigPnd", "ShdPnd", "SigBlk", "SigCgt"].contains(String(parts[0])) else {
+                continue
+            }
+            masks[String(parts[0])] = UInt64(parts[1].trimmingCharacters(in: .whitespaces), radix: 16)
+        }
+        let pending = (masks["SigPnd"] ?? 0) | (masks["ShdPnd"] ?? 0)
+        return pending & ~(masks["SigBlk"] ?? 0) & (masks["SigCgt"] ?? 0) != 0
+    }
 
     /// Runs `body` with `onInterrupt` called if the kernel interrupts the
     /// request meanwhile (at once if it already did).

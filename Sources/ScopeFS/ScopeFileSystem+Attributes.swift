@@ -24,7 +24,7 @@ extension ScopeFileSystem {
         // mode and times are the replica's to send on (`namespaceChanged`).
         let content = content(of: target.node)
         if let (content, file) = content, let size = changes.size {
-            try content.prepareOpen(file, writes: true, truncates: size == 0, interruption: Interruption(request))
+            try content.prepareTruncate(file, toZero: size == 0, interruption: Interruption(request))
             content.willWrite(file)
         }
         defer { if let (content, file) = content { content.namespaceChanged(provider: file.provider) } }

@@ -166,7 +166,7 @@ struct StatusCommand: ParsableCommand {
                 print("fault rules: \(faults.count)")
                 for rule in faults { print("  " + rule.summary.escapedForTerminal) }
             }
-            for line in Self.describe(status.extensions ?? []) { print(line.escapedForTerminal) }
+            for line in Self.describe(status.extensions ?? []) { print(line) }
         } else {
             print("no daemon serves \(options.directory.path.escapedForTerminal)")
         }
@@ -183,13 +183,14 @@ struct StatusCommand: ParsableCommand {
         var lines = ["extension providers: \(extensions.count)"]
         for status in extensions {
             let quota = status.quotaBytes.map { " of \($0)" } ?? ""
-            lines.append("  \(status.provider)\t\(status.extension): \(status.state)")
+            lines.append(
+                "  \(status.provider.escapedForTerminal)\t\(status.extension.escapedForTerminal): \(status.state.escapedForTerminal)")
             lines.append(
                 "      \(status.items) items, \(status.cachedBytes) bytes downloaded\(quota), \(status.pinned) pinned; "
-                    + "queue: \(status.queued)\(status.uploading.map { " (uploading \($0))" } ?? ""), "
+                    + "queue: \(status.queued)\(status.uploading.map { " (uploading \($0.escapedForTerminal))" } ?? ""), "
                     + "\(status.conflicts) conflicts, \(status.errors) errors")
-            if let offline = status.offline { lines.append("      offline: \(offline)") }
-            if let error = status.lastError { lines.append("      last error: \(error)") }
+            if let offline = status.offline { lines.append("      offline: \(offline.escapedForTerminal)") }
+            if let error = status.lastError { lines.append("      last error: \(error.escapedForTerminal)") }
         }
         return lines
     }
