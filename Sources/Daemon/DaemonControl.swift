@@ -69,7 +69,8 @@ struct DaemonControl: ControlHandling {
         case .faultAdd, .faultList, .faultClear:
             return FaultHandling.handle(command, faults: services.fileSystem.faults)
         case .providerContent(let provider, let action, let path):
-            return ContentHandling.handle(provider: provider, action: action, path: path, extensions: services.extensions)
+            return ContentHandling.handle(
+                provider: provider, action: action, path: path, extensions: services.extensions)
         }
     }
 }

@@ -50,7 +50,8 @@ public enum ExtensionCommands {
             if access(folder + "/" + builtIns["s3"]!, R_OK) == 0 { return folder }
             folder = (folder as NSString).deletingLastPathComponent
         }
-        let installed = ((ownExecutable as NSString).deletingLastPathComponent as NSString)
+        let installed =
+            ((ownExecutable as NSString).deletingLastPathComponent as NSString)
             .deletingLastPathComponent + "/share/scopefs"
         return access(installed, R_OK) == 0 ? installed : nil
     }

@@ -29,7 +29,8 @@ final class ExtensionProviders: Sendable {
         var writer: ReplicaWriterProcess
     }
 
-    init(state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger) {
+    init(state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger)
+    {
         self.state = state
         self.mountpoint = mountpoint
         self.fileSystem = fileSystem

@@ -38,12 +38,14 @@ extension ExtensionProvider {
         inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl,
         interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws(ExtensionFailure) {
-        guard let (id, size) = lock.withLock({ () -> (String, Int64)? in
-            guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
-            record.lastUsed = Date().timeIntervalSince1970
-            index.put(record)
-            return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
-        }) else { return }
+        guard
+            let (id, size) = lock.withLock({ () -> (String, Int64)? in
+                guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
+                record.lastUsed = Date().timeIntervalSince1970
+                index.put(record)
+                return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
+            })
+        else { return }
         let end = min(size, offset + Int64(length))
         guard offset < end else { return }
         if let app, neverDownload.contains(app) {
@@ -58,12 +60,14 @@ extension ExtensionProvider {
     public func materializeWhole(
         inode: UInt64, app: String?, control: RequestControl, interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws(ExtensionFailure) {
-        guard let (id, size) = lock.withLock({ () -> (String, Int64)? in
-            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile,
-                !record.isMaterialized, record.dirty == 0
-            else { return nil }
-            return (id, record.item.size)
-        }) else { return }
+        guard
+            let (id, size) = lock.withLock({ () -> (String, Int64)? in
+                guard let id = index.id(ofInode: inode), let record = index[id], record.isFile,
+                    !record.isMaterialized, record.dirty == 0
+                else { return nil }
+                return (id, record.item.size)
+            })
+        else { return }
         if let app, neverDownload.contains(app) {
             throw ExtensionFailure(.denied, "\(app) \(Self.neverDownloads)")
         }
@@ -109,7 +113,9 @@ extension ExtensionProvider {
     /// file; else whole blocks from `missing`, a window that doubles while
     /// the reader goes on where it stopped (readahead), never past bytes
     /// present or another download.
-    private func fetchRange(_ id: String, _ record: ReplicaRecord, _ missing: Int64, _ end: Int64, _ present: ByteRanges)
+    private func fetchRange(
+        _ id: String, _ record: ReplicaRecord, _ missing: Int64, _ end: Int64, _ present: ByteRanges
+    )
         -> Range<Int64>
     {
         let size = record.item.size
@@ -257,8 +263,10 @@ extension ExtensionProvider {
         var total = cachedBytes
         guard total > quota else { return }
         let candidates = lock.withLock {
-            index.all.filter { $0.isFile && !$0.pinned && $0.dirty == 0 && opens[$0.inode] == nil && !$0.present.isEmpty }
-                .sorted { $0.lastUsed < $1.lastUsed }
+            index.all.filter {
+                $0.isFile && !$0.pinned && $0.dirty == 0 && opens[$0.inode] == nil && !$0.present.isEmpty
+            }
+            .sorted { $0.lastUsed < $1.lastUsed }
         }
         for record in candidates where total > quota {
             let freed = record.present.byteCount
@@ -269,10 +277,12 @@ extension ExtensionProvider {
     /// Drops an item's content (it becomes a placeholder again).
     @discardableResult
     func evictItem(_ id: String) throws(ExtensionFailure) -> Bool {
-        guard let (record, path) = lock.withLock({ () -> (ReplicaRecord, String)? in
-            guard let record = index[id], let path = index.path(of: id) else { return nil }
-            return (record, path)
-        }), record.isFile else { return false }
+        guard
+            let (record, path) = lock.withLock({ () -> (ReplicaRecord, String)? in
+                guard let record = index[id], let path = index.path(of: id) else { return nil }
+                return (record, path)
+            }), record.isFile
+        else { return false }
         guard record.dirty == 0, lock.withLock({ opens[record.inode] == nil }) else {
             throw ExtensionFailure(.busy, "\(path) is open or not uploaded")
         }

@@ -37,7 +37,7 @@ extension ExtensionProvider {
             let changes: ItemChanges
             do {
                 changes = try calls.changes(since: current, control)
-            } catch where error.code == .anchorExpired {
+            } catch  where error.code == .anchorExpired {
                 return try relist(info)
             }
             apply(updated: changes.updated, deleted: changes.deleted)

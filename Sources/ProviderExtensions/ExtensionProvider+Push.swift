@@ -130,7 +130,9 @@ extension ExtensionProvider {
     private func pushCreations(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
         guard capabilities.create else { return }
         for entry in tree.inTreeOrder {
-            let (known, parent) = lock.withLock { (index.id(ofInode: entry.inode), index.id(ofInode: entry.parentInode)) }
+            let (known, parent) = lock.withLock {
+                (index.id(ofInode: entry.inode), index.id(ofInode: entry.parentInode))
+            }
             guard known == nil, let parent else { continue }
             if entry.kind == .symlink && !capabilities.symlinks { continue }
             let path = tree.path(of: entry.inode) ?? entry.name
@@ -276,7 +278,8 @@ extension ExtensionProvider {
                 lock.withLock { index.put(record) }
                 save([record])
             }
-            report(.error, path ?? record.flatMap { r in lock.withLock { index.path(of: r.item.id) } },
+            report(
+                .error, path ?? record.flatMap { r in lock.withLock { index.path(of: r.item.id) } },
                 "upload failed: \(error.code.name): \(error.message)", errno: error.errno)
             return false
         }

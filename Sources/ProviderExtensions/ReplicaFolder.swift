@@ -119,7 +119,8 @@ public struct ReplicaFolder: Sendable {
             var info = stat()
             fstat(source, &info)
             return try inParent(of: to) { folder, name throws(Failure) in
-                let copy = openat(folder, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, info.st_mode & 0o777)
+                let copy = openat(
+                    folder, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, info.st_mode & 0o777)
                 guard copy >= 0 else { throw .system(errno, "cannot create \(to)") }
                 defer { close(copy) }
                 try Self.copyContent(source, to: copy, length: Int64(info.st_size), to)
@@ -215,7 +216,9 @@ public struct ReplicaFolder: Sendable {
         }
         var names: [String] = []
         while let entry = readdir(stream) {
-            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
             if entryName != "." && entryName != ".." { names.append(entryName) }
         }
         for entryName in names { try remove(entryName, in: dirfd(stream), path + "/" + entryName) }

@@ -68,7 +68,8 @@ extension ScopeFileSystem {
             return info
         }
         return Attributes(
-            stat: presentedContent(target.node, info), timeout: attributeTimeout(target.node, parent: target.resolved.parent))
+            stat: presentedContent(target.node, info),
+            timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
     private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno)

@@ -41,7 +41,9 @@ extension ScopeFileSystem {
                 timeout: attributeTimeout(target.node, parent: target.resolved.parent))
         }
         let info = try presented(target.node, try attributes(of: target.resolved), path: target.path)
-        return Attributes(stat: presentedContent(target.node, info), timeout: attributeTimeout(target.node, parent: target.resolved.parent))
+        return Attributes(
+            stat: presentedContent(target.node, info),
+            timeout: attributeTimeout(target.node, parent: target.resolved.parent))
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
@@ -238,7 +240,8 @@ extension ScopeFileSystem {
     /// The entry of `node`, found in `folder`.
     func entry(_ node: Node, _ info: stat, in folder: Node) -> Entry {
         Entry(
-            inode: node.inode, attributes: presentedContent(node, info), attributeTimeout: attributeTimeout(node, parent: folder),
+            inode: node.inode, attributes: presentedContent(node, info),
+            attributeTimeout: attributeTimeout(node, parent: folder),
             entryTimeout: entryTimeout(node, in: folder))
     }
 

@@ -27,7 +27,8 @@ enum ContentCommands {
 struct PinCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin",
-        abstract: "Keep an extension provider's file (or every file of a folder) downloaded: fetch it now, never evict it.")
+        abstract:
+            "Keep an extension provider's file (or every file of a folder) downloaded: fetch it now, never evict it.")
     @OptionGroup var options: StateOptions
     @Argument(
         help: ArgumentHelp("The item, as PROVIDER:RELPATH.", valueName: "provider:relpath"),
@@ -60,7 +61,9 @@ struct UnpinCommand: ParsableCommand {
 struct EvictCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evict",
-        abstract: "Drop the downloaded content of an extension provider's item (it stays, dataless); not a file that is open or not uploaded (exit 77).")
+        abstract:
+            "Drop the downloaded content of an extension provider's item (it stays, dataless); not a file that is open or not uploaded (exit 77)."
+    )
     @OptionGroup var options: StateOptions
     @Argument(
         help: ArgumentHelp("The item, as PROVIDER:RELPATH ('.' for everything).", valueName: "provider:relpath"),

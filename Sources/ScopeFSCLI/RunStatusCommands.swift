@@ -184,7 +184,8 @@ struct StatusCommand: ParsableCommand {
         for status in extensions {
             let quota = status.quotaBytes.map { " of \($0)" } ?? ""
             lines.append(
-                "  \(status.provider.escapedForTerminal)\t\(status.extension.escapedForTerminal): \(status.state.escapedForTerminal)")
+                "  \(status.provider.escapedForTerminal)\t\(status.extension.escapedForTerminal): \(status.state.escapedForTerminal)"
+            )
             lines.append(
                 "      \(status.items) items, \(status.cachedBytes) bytes downloaded\(quota), \(status.pinned) pinned; "
                     + "queue: \(status.queued)\(status.uploading.map { " (uploading \($0.escapedForTerminal))" } ?? ""), "

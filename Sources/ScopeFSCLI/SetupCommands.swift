@@ -86,7 +86,8 @@ struct ProviderCommand: ParsableCommand {
                 throw ValidationError("give a backing directory, or --extension NAME")
             }
             if extensionName != nil && directory != nil {
-                throw ValidationError("an extension's provider has no backing directory: its replica is in the state directory")
+                throw ValidationError(
+                    "an extension's provider has no backing directory: its replica is in the state directory")
             }
             if extensionName == nil && !(extensionOptions.isEmpty && writablePaths.isEmpty) {
                 throw ValidationError("--option and --writable need --extension")
