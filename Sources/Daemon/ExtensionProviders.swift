@@ -117,7 +117,7 @@ final class ExtensionProviders: Sendable {
             tunables: ExtensionCommands.replicaTunables, logger: logger,
             events: { [weak self] event in self?.recordReplicaEvent(event) },
             ownWrite: { [fileSystem] inode in fileSystem.noteOwnWrite(provider: id, inode: inode) })
-        if let quota = spec.options["cacheQuota"].flatMap(Int64.init) { replica.quota = quota }
+        replica.quota = spec.cacheQuota
         replica.neverDownload = Set(
             fileSystem.snapshot.apps.values.filter { $0.downloads == .never }.map(\.id))
         running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer) }

@@ -37,12 +37,19 @@ public struct ProviderExtensionSpec: Sendable, Hashable, Codable {
     /// `--writable PATH`: host folders the extension's sandbox may write
     /// (a store that is a local folder); nil: none.
     public var writablePaths: [String]?
+    /// `--cache-quota BYTES`: downloaded content kept at most (least
+    /// recently used first out; never pinned, dirty or open items).
+    public var cacheQuota: Int64?
 
-    public init(name: String?, command: [String]?, options: [String: String], writablePaths: [String]? = nil) {
+    public init(
+        name: String?, command: [String]?, options: [String: String], writablePaths: [String]? = nil,
+        cacheQuota: Int64? = nil
+    ) {
         self.name = name
         self.command = command
         self.options = options
         self.writablePaths = writablePaths
+        self.cacheQuota = cacheQuota
     }
 }
 

@@ -79,6 +79,8 @@ struct ProviderCommand: ParsableCommand {
             name: .customLong("writable"), help: "A host folder the extension's sandbox may write (repeatable).",
             completion: .directory)
         var writablePaths: [String] = []
+        @Option(help: "Bytes of downloaded content to keep at most (least recently used go first).")
+        var cacheQuota: Int64?
         @Flag(help: "Print the provider as JSON.") var json = false
 
         func validate() throws {
@@ -89,9 +91,10 @@ struct ProviderCommand: ParsableCommand {
                 throw ValidationError(
                     "an extension's provider has no backing directory: its replica is in the state directory")
             }
-            if extensionName == nil && !(extensionOptions.isEmpty && writablePaths.isEmpty) {
-                throw ValidationError("--option and --writable need --extension")
+            if extensionName == nil && !(extensionOptions.isEmpty && writablePaths.isEmpty && cacheQuota == nil) {
+                throw ValidationError("--option, --writable and --cache-quota need --extension")
             }
+            if let cacheQuota, cacheQuota < 0 { throw ValidationError("--cache-quota must be 0 or more bytes") }
             for option in extensionOptions where !option.contains("=") || option.hasPrefix("=") {
                 throw ValidationError("--option \(option): expected KEY=VALUE")
             }
@@ -103,6 +106,7 @@ struct ProviderCommand: ParsableCommand {
                 var backing = directory ?? ""
                 if let extensionName {
                     spec = try Self.spec(extensionName, extensionOptions)
+                    spec?.cacheQuota = cacheQuota
                     if !writablePaths.isEmpty {
                         spec?.writablePaths = try writablePaths.map { path throws(CommandError) in
                             guard path.hasPrefix("/"), FileManager.default.fileExists(atPath: path) else {
