@@ -29,6 +29,11 @@ final class ExtensionConnection: @unchecked Sendable {
     /// `shutdown` has begun: no new call is accepted.
     private var closing = false
     private var outbox: [Outgoing] = []
+    /// The writer thread is writing a line it took from `outbox`.
+    private var writerBusy = false
+    /// `exit` is queued (stdin closes after it), or stdin is broken:
+    /// nothing more is written.
+    private var inputDone = false
     private var finished = false
     private var answeredInitialize: ExtensionInfo?
 
@@ -199,8 +204,7 @@ final class ExtensionConnection: @unchecked Sendable {
                 id: lastID, method: method, control: control, usesSlot: usesSlot, lateAnswer: lateAnswer)
             calls[call.id] = call
             if usesSlot { inFlight += 1 }
-            outbox.append(.line(line))
-            monitor.broadcast()
+            sendLocked(line)
             return call
         }
     }
@@ -256,8 +260,7 @@ final class ExtensionConnection: @unchecked Sendable {
             guard call.outcome == nil, call.cancelSentAt == nil, endReason == nil else { return false }
             call.cancelSentAt = MonotonicClock.now
             call.cancelledByCaller = byCaller
-            outbox.append(.line(OutgoingMessage.notification("$/cancel", .object(["id": .int(call.id)]))))
-            monitor.broadcast()
+            sendLocked(OutgoingMessage.notification("$/cancel", .object(["id": .int(call.id)])))
             return true
         }
         if sent { context.kick() }
@@ -293,8 +296,9 @@ final class ExtensionConnection: @unchecked Sendable {
             "shutdown", .object([:]), control: nil, limit: .seconds(tunables.shutdownTimeout), usesSlot: false)
         let queued: Bool = monitor.withLock {
             guard endReason == nil else { return false }
-            outbox.append(.line(OutgoingMessage.notification("exit", .object([:]))))
+            sendLocked(OutgoingMessage.notification("exit", .object([:])))
             outbox.append(.endOfInput)
+            inputDone = true
             monitor.broadcast()
             return true
         }
@@ -312,16 +316,43 @@ final class ExtensionConnection: @unchecked Sendable {
 
     // MARK: - Writing
 
+    /// Sends a line (the monitor held): written at once from the calling
+    /// thread when nothing is queued and the writer is idle, which saves
+    /// a thread hop per call; the pipe is non-blocking, so this never
+    /// waits with the lock held. What does not fit goes to the writer.
+    private func sendLocked(_ line: [UInt8]) {
+        guard !inputDone else { return }
+        guard outbox.isEmpty && !writerBusy else {
+            outbox.append(.line(line))
+            monitor.broadcast()
+            return
+        }
+        let written = line.withUnsafeBytes { Glibc.write(process.input, $0.baseAddress, $0.count) }
+        if written == line.count { return }
+        if written < 0 && errno != EAGAIN && errno != EINTR {
+            inputDone = true  // the reader is gone: the reaper ends the connection
+            return
+        }
+        outbox.append(.line(written > 0 ? Array(line[written...]) : line))
+        monitor.broadcast()
+    }
+
     private func writeMessages(_ stdin: WakeablePipe) {
         while true {
             let next: Outgoing? = monitor.withLock {
+                writerBusy = false
                 while outbox.isEmpty && endReason == nil { monitor.wait(until: MonotonicClock.deadline(after: 3600)) }
-                return endReason == nil ? outbox.removeFirst() : nil
+                guard endReason == nil else { return nil }
+                writerBusy = true
+                return outbox.removeFirst()
             }
             switch next {
             case .line(let bytes)?:
                 // A reader that is gone or stuck: the reaper or a stall ends it.
-                if !stdin.write(bytes) { return }
+                if !stdin.write(bytes) {
+                    monitor.withLock { inputDone = true }
+                    return
+                }
             case .endOfInput?:
                 process.closeInput()
                 return
@@ -338,7 +369,12 @@ final class ExtensionConnection: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 8)
         defer { buffer.deallocate() }
         while !hasEnded {
-            guard case .bytes(let count) = stdout.read(into: buffer) else { break }
+            let read = stdout.read(into: buffer, idle: 1000)
+            if case .idle = read {
+                notifications.reportDropped()
+                continue
+            }
+            guard case .bytes(let count) = read else { break }
             let pieces = splitter.feed(
                 UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count))
             for piece in pieces {

@@ -181,6 +181,28 @@ import Testing
     }
 }
 
+/// The extension's stderr in the daemon's log (docs/PROVIDERS.md,
+/// "Transport"): lines cut at 4 KiB, at most 50 a second by default.
+@Suite struct StderrTests {
+    @Test("a 10,000-byte stderr line is cut at 4 KiB; a burst of 2,000 lines is mostly dropped, and said so")
+    func stderr() throws {
+        let fixture = try Fixture()
+        let host = fixture.hostile("noisy_stderr")
+        #expect(host.waitUntilRunning(timeout: 10))
+        #expect(try host.item("noise", RequestControl()).id == "noise")
+        #expect(
+            fixture.recorder.wait {
+                $0.contains { if case .logLinesDropped = $0 { return true } else { return false } }
+            })
+        let lines = fixture.recorder.logLines
+        let long = try #require(lines.first { $0.hasPrefix("LLLL") })
+        #expect(long == String(repeating: "L", count: 4096) + " [cut]")
+        let noise = lines.filter { $0.hasPrefix("noise ") }.count
+        #expect(noise > 0 && noise < 200, "\(noise) of 2,000 lines reached the log")
+        #expect(lines.contains { $0.contains("lines of the extension's stderr dropped") })
+    }
+}
+
 final class ProgressCount: @unchecked Sendable {
     private let lock = NSLock()
     private var total: Int64 = 0
