@@ -182,7 +182,7 @@ final class ExtensionConnection: @unchecked Sendable {
         lateAnswer: (@Sendable (JSONValue) -> Void)?
     ) throws(ExtensionFailure) -> PendingCall {
         let slotDeadline = MonotonicClock.deadline(after: tunables.stallLimit)
-        return try monitor.withLock { () throws(ExtensionFailure) -> PendingCall in
+        let (call, sent) = try monitor.withLock { () throws(ExtensionFailure) -> (PendingCall, Bool) in
             while usesSlot && inFlight >= tunables.maxInFlight && endReason == nil && !closing {
                 if control?.isCancelled == true { throw ExtensionFailure(.cancelled, "cancelled") }
                 if MonotonicClock.now >= slotDeadline {
@@ -204,9 +204,11 @@ final class ExtensionConnection: @unchecked Sendable {
                 id: lastID, method: method, control: control, usesSlot: usesSlot, lateAnswer: lateAnswer)
             calls[call.id] = call
             if usesSlot { inFlight += 1 }
-            sendLocked(line)
-            return call
+            let sent = sendLocked(line)
+            return (call, sent)
         }
+        if !sent { inputClosed() }
+        return call
     }
 
     private enum Waited {
@@ -256,14 +258,15 @@ final class ExtensionConnection: @unchecked Sendable {
 
     /// Sends `$/cancel` for `call` (once).
     private func cancel(_ call: PendingCall, byCaller: Bool) {
-        let sent: Bool = monitor.withLock {
-            guard call.outcome == nil, call.cancelSentAt == nil, endReason == nil else { return false }
+        // 0: not sent; 1: sent; 2: its stdin is closed.
+        let sent: Int = monitor.withLock {
+            guard call.outcome == nil, call.cancelSentAt == nil, endReason == nil else { return 0 }
             call.cancelSentAt = MonotonicClock.now
             call.cancelledByCaller = byCaller
-            sendLocked(OutgoingMessage.notification("$/cancel", .object(["id": .int(call.id)])))
-            return true
+            return sendLocked(OutgoingMessage.notification("$/cancel", .object(["id": .int(call.id)]))) ? 1 : 2
         }
-        if sent { context.kick() }
+        if sent == 2 { inputClosed() }
+        if sent > 0 { context.kick() }
     }
 
     /// The earliest time a cancelled call still unanswered makes the host
@@ -320,21 +323,30 @@ final class ExtensionConnection: @unchecked Sendable {
     /// thread when nothing is queued and the writer is idle, which saves
     /// a thread hop per call; the pipe is non-blocking, so this never
     /// waits with the lock held. What does not fit goes to the writer.
-    private func sendLocked(_ line: [UInt8]) {
-        guard !inputDone else { return }
+    /// False when the extension's stdin has no reader any more (EPIPE):
+    /// the caller then kills it (`inputClosed`), after unlocking.
+    @discardableResult
+    private func sendLocked(_ line: [UInt8]) -> Bool {
+        guard !inputDone else { return true }
         guard outbox.isEmpty && !writerBusy else {
             outbox.append(.line(line))
             monitor.broadcast()
-            return
+            return true
         }
         let written = line.withUnsafeBytes { Glibc.write(process.input, $0.baseAddress, $0.count) }
-        if written == line.count { return }
+        if written == line.count { return true }
         if written < 0 && errno != EAGAIN && errno != EINTR {
-            inputDone = true  // the reader is gone: the reaper ends the connection
-            return
+            inputDone = true
+            return false
         }
         outbox.append(.line(written > 0 ? Array(line[written...]) : line))
         monitor.broadcast()
+        return true
+    }
+
+    /// Its stdin was closed while it lives on: it can be told nothing.
+    private func inputClosed() {
+        kill("it closed its standard input")
     }
 
     private func writeMessages(_ stdin: WakeablePipe) {
@@ -351,6 +363,7 @@ final class ExtensionConnection: @unchecked Sendable {
                 // A reader that is gone or stuck: the reaper or a stall ends it.
                 if !stdin.write(bytes) {
                     monitor.withLock { inputDone = true }
+                    if !hasEnded { inputClosed() }
                     return
                 }
             case .endOfInput?:

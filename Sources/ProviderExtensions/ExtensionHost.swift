@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Logging
 
 /// The daemon's side of one provider extension (docs/PROVIDERS.md, SPEC
@@ -107,6 +108,11 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
             return true
         }
         guard begin else { return }
+        // A write to the stdin of an extension that closed it must fail
+        // with EPIPE, not end the daemon with SIGPIPE's default action.
+        // Process-wide, as daemons do; children get the default back
+        // (`ExtensionProcess` spawns with POSIX_SPAWN_SETSIGDEF).
+        signal(SIGPIPE, SIG_IGN)
         let thread = Thread { self.supervise() }
         thread.name = "ext-\(providerID)-supervisor"
         thread.start()
