@@ -56,8 +56,13 @@ final class ExtensionConnection: @unchecked Sendable {
         self.context = context
         var wake: [Int32] = [-1, -1]
         guard pipe2(&wake, O_CLOEXEC | O_NONBLOCK) == 0 else {
+            let reason = String(cString: strerror(errno))
             process.signal(SIGKILL)
-            throw SpawnError("pipe: \(String(cString: strerror(errno)))")
+            Thread {
+                _ = process.reap()
+                process.closeDescriptors()
+            }.start()
+            throw SpawnError("pipe: \(reason)")
         }
         wakeRead = wake[0]
         wakeWrite = wake[1]

@@ -14,6 +14,12 @@ import Logging
 /// exits in `exitWindow`, and kills it when a cancelled request is still
 /// unanswered `killAfterCancel` later.
 ///
+/// The closures it is given run on its own threads and must return
+/// quickly: `events` (from any of them), `onChanged` and each call's
+/// `onProgress` (on the stdout reader, which reads every answer: a slow
+/// closure delays them all). Call `stop` before dropping a host: its
+/// supervisor thread keeps it alive.
+///
 /// Lock order: the host's monitor may be held while a connection's is
 /// taken, never the reverse (a connection calls back only after unlocking).
 public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {

@@ -115,6 +115,23 @@ import Testing
         #expect(fixture.recorder.count(\.isStarted) == 0)
     }
 
+    @Test(
+        "unsupportedVersion, or a version it was not offered: failed at once, shut down cleanly",
+        arguments: ["error", "1.3"])
+    func otherVersion(answer: String) throws {
+        let host = fixture.hostile("other_version", options: ["answer": answer])
+        #expect(fixture.recorder.wait { $0.contains { if case .failed = $0 { return true } else { return false } } })
+        guard case .failed(let reason) = host.state else {
+            Issue.record("state \(host.state)")
+            return
+        }
+        #expect(reason.contains(answer == "error" ? "I speak 2.0" : "it answered 1.3"), "\(reason)")
+        // One try (a version does not change on restart), ended by `exit`.
+        #expect(
+            fixture.recorder.events.filter { if case .restarting = $0 { return true } else { return false } }.isEmpty)
+        #expect(fixture.recorder.events.contains(.exited(.code(0))))
+    }
+
     @Test("at most 16 requests in flight; the others wait their turn and are answered")
     func inFlightLimit() throws {
         let host = fixture.hostile("concurrency")
