@@ -9,7 +9,9 @@ import time
 from base import answer
 
 line = sys.stdin.readline()
-answer(1, {"protocolVersion": "1.0", "name": "hostile", "version": "0", "capabilities": {"maxPageSize": 10}})
+# Closed before the answer: once the daemon sees it running, every write
+# it makes finds no reader.
 os.close(0)
 sys.stdin = None
+answer(1, {"protocolVersion": "1.0", "name": "hostile", "version": "0", "capabilities": {"maxPageSize": 10}})
 time.sleep(60)
