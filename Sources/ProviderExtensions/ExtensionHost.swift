@@ -28,7 +28,8 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     public let options: [String: String]
     public let stagingDirectory: String
     /// Where checked `fetch` files are moved to before they are handed
-    /// over: out of the extension's reach (see `StagedFiles`).
+    /// over: out of the extension's reach (see `StagedFiles`). Emptied
+    /// when the host starts (`start`, `restart`): take files promptly.
     public let receivedDirectory: String
     public let sandbox: ExtensionSandbox
     public let tunables: ExtensionTunables
