@@ -29,6 +29,11 @@ final class ExtensionConnection: @unchecked Sendable {
     /// `shutdown` has begun: no new call is accepted.
     private var closing = false
     private var outbox: [Outgoing] = []
+    /// The writer thread is writing a line it took from `outbox`.
+    private var writerBusy = false
+    /// `exit` is queued (stdin closes after it), or stdin is broken:
+    /// nothing more is written.
+    private var inputDone = false
     private var finished = false
     private var answeredInitialize: ExtensionInfo?
 
@@ -51,8 +56,13 @@ final class ExtensionConnection: @unchecked Sendable {
         self.context = context
         var wake: [Int32] = [-1, -1]
         guard pipe2(&wake, O_CLOEXEC | O_NONBLOCK) == 0 else {
+            let reason = String(cString: strerror(errno))
             process.signal(SIGKILL)
-            throw SpawnError("pipe: \(String(cString: strerror(errno)))")
+            Thread {
+                _ = process.reap()
+                process.closeDescriptors()
+            }.start()
+            throw SpawnError("pipe: \(reason)")
         }
         wakeRead = wake[0]
         wakeWrite = wake[1]
@@ -177,7 +187,7 @@ final class ExtensionConnection: @unchecked Sendable {
         lateAnswer: (@Sendable (JSONValue) -> Void)?
     ) throws(ExtensionFailure) -> PendingCall {
         let slotDeadline = MonotonicClock.deadline(after: tunables.stallLimit)
-        return try monitor.withLock { () throws(ExtensionFailure) -> PendingCall in
+        let (call, sent) = try monitor.withLock { () throws(ExtensionFailure) -> (PendingCall, Bool) in
             while usesSlot && inFlight >= tunables.maxInFlight && endReason == nil && !closing {
                 if control?.isCancelled == true { throw ExtensionFailure(.cancelled, "cancelled") }
                 if MonotonicClock.now >= slotDeadline {
@@ -199,10 +209,11 @@ final class ExtensionConnection: @unchecked Sendable {
                 id: lastID, method: method, control: control, usesSlot: usesSlot, lateAnswer: lateAnswer)
             calls[call.id] = call
             if usesSlot { inFlight += 1 }
-            outbox.append(.line(line))
-            monitor.broadcast()
-            return call
+            let sent = sendLocked(line)
+            return (call, sent)
         }
+        if !sent { inputClosed() }
+        return call
     }
 
     private enum Waited {
@@ -252,15 +263,15 @@ final class ExtensionConnection: @unchecked Sendable {
 
     /// Sends `$/cancel` for `call` (once).
     private func cancel(_ call: PendingCall, byCaller: Bool) {
-        let sent: Bool = monitor.withLock {
-            guard call.outcome == nil, call.cancelSentAt == nil, endReason == nil else { return false }
+        // 0: not sent; 1: sent; 2: its stdin is closed.
+        let sent: Int = monitor.withLock {
+            guard call.outcome == nil, call.cancelSentAt == nil, endReason == nil else { return 0 }
             call.cancelSentAt = MonotonicClock.now
             call.cancelledByCaller = byCaller
-            outbox.append(.line(OutgoingMessage.notification("$/cancel", .object(["id": .int(call.id)]))))
-            monitor.broadcast()
-            return true
+            return sendLocked(OutgoingMessage.notification("$/cancel", .object(["id": .int(call.id)]))) ? 1 : 2
         }
-        if sent { context.kick() }
+        if sent == 2 { inputClosed() }
+        if sent > 0 { context.kick() }
     }
 
     /// The earliest time a cancelled call still unanswered makes the host
@@ -293,8 +304,9 @@ final class ExtensionConnection: @unchecked Sendable {
             "shutdown", .object([:]), control: nil, limit: .seconds(tunables.shutdownTimeout), usesSlot: false)
         let queued: Bool = monitor.withLock {
             guard endReason == nil else { return false }
-            outbox.append(.line(OutgoingMessage.notification("exit", .object([:]))))
+            sendLocked(OutgoingMessage.notification("exit", .object([:])))
             outbox.append(.endOfInput)
+            inputDone = true
             monitor.broadcast()
             return true
         }
@@ -312,16 +324,53 @@ final class ExtensionConnection: @unchecked Sendable {
 
     // MARK: - Writing
 
+    /// Sends a line (the monitor held): written at once from the calling
+    /// thread when nothing is queued and the writer is idle, which saves
+    /// a thread hop per call; the pipe is non-blocking, so this never
+    /// waits with the lock held. What does not fit goes to the writer.
+    /// False when the extension's stdin has no reader any more (EPIPE):
+    /// the caller then kills it (`inputClosed`), after unlocking.
+    @discardableResult
+    private func sendLocked(_ line: [UInt8]) -> Bool {
+        guard !inputDone else { return true }
+        guard outbox.isEmpty && !writerBusy else {
+            outbox.append(.line(line))
+            monitor.broadcast()
+            return true
+        }
+        let written = line.withUnsafeBytes { Glibc.write(process.input, $0.baseAddress, $0.count) }
+        if written == line.count { return true }
+        if written < 0 && errno != EAGAIN && errno != EINTR {
+            inputDone = true
+            return false
+        }
+        outbox.append(.line(written > 0 ? Array(line[written...]) : line))
+        monitor.broadcast()
+        return true
+    }
+
+    /// Its stdin was closed while it lives on: it can be told nothing.
+    private func inputClosed() {
+        kill("it closed its standard input")
+    }
+
     private func writeMessages(_ stdin: WakeablePipe) {
         while true {
             let next: Outgoing? = monitor.withLock {
+                writerBusy = false
                 while outbox.isEmpty && endReason == nil { monitor.wait(until: MonotonicClock.deadline(after: 3600)) }
-                return endReason == nil ? outbox.removeFirst() : nil
+                guard endReason == nil else { return nil }
+                writerBusy = true
+                return outbox.removeFirst()
             }
             switch next {
             case .line(let bytes)?:
                 // A reader that is gone or stuck: the reaper or a stall ends it.
-                if !stdin.write(bytes) { return }
+                if !stdin.write(bytes) {
+                    monitor.withLock { inputDone = true }
+                    if !hasEnded { inputClosed() }
+                    return
+                }
             case .endOfInput?:
                 process.closeInput()
                 return
@@ -338,7 +387,12 @@ final class ExtensionConnection: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 8)
         defer { buffer.deallocate() }
         while !hasEnded {
-            guard case .bytes(let count) = stdout.read(into: buffer) else { break }
+            let read = stdout.read(into: buffer, idle: 1000)
+            if case .idle = read {
+                notifications.reportDropped()
+                continue
+            }
+            guard case .bytes(let count) = read else { break }
             let pieces = splitter.feed(
                 UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count))
             for piece in pieces {

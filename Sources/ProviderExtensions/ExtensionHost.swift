@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Logging
 
 /// The daemon's side of one provider extension (docs/PROVIDERS.md, SPEC
@@ -13,6 +14,12 @@ import Logging
 /// exits in `exitWindow`, and kills it when a cancelled request is still
 /// unanswered `killAfterCancel` later.
 ///
+/// The closures it is given run on its own threads and must return
+/// quickly: `events` (from any of them), `onChanged` and each call's
+/// `onProgress` (on the stdout reader, which reads every answer: a slow
+/// closure delays them all). Call `stop` before dropping a host: its
+/// supervisor thread keeps it alive.
+///
 /// Lock order: the host's monitor may be held while a connection's is
 /// taken, never the reverse (a connection calls back only after unlocking).
 public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
@@ -21,7 +28,8 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     public let options: [String: String]
     public let stagingDirectory: String
     /// Where checked `fetch` files are moved to before they are handed
-    /// over: out of the extension's reach (see `StagedFiles`).
+    /// over: out of the extension's reach (see `StagedFiles`). Emptied
+    /// when the host starts (`start`, `restart`): take files promptly.
     public let receivedDirectory: String
     public let sandbox: ExtensionSandbox
     public let tunables: ExtensionTunables
@@ -107,6 +115,11 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
             return true
         }
         guard begin else { return }
+        // A write to the stdin of an extension that closed it must fail
+        // with EPIPE, not end the daemon with SIGPIPE's default action.
+        // Process-wide, as daemons do; children get the default back
+        // (`ExtensionProcess` spawns with POSIX_SPAWN_SETSIGDEF).
+        signal(SIGPIPE, SIG_IGN)
         let thread = Thread { self.supervise() }
         thread.name = "ext-\(providerID)-supervisor"
         thread.start()

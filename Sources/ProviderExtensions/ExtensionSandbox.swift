@@ -79,10 +79,12 @@ public struct ExtensionSandbox: Sendable, Equatable {
     }
 
     /// The command line and environment to start `command` with.
-    func launch(_ command: [String], staging: String, environment: [String: String]) throws(SpawnError) -> (
-        arguments: [String], environment: [String: String]
-    ) {
-        guard enabled else { return (command, environment) }
+    /// `received` (where the host moves checked staged files) is hidden
+    /// like `hiddenPaths`, should a writable path the owner added hold it.
+    func launch(_ command: [String], staging: String, received: String, environment: [String: String])
+        throws(SpawnError) -> Launch
+    {
+        guard enabled else { return Launch(arguments: command, environment: environment) }
         guard let bwrap = Self.bubblewrap(path: environment["PATH"]) else {
             throw SpawnError(
                 "the extension's sandbox needs bubblewrap (bwrap), which is not installed: "
@@ -90,7 +92,7 @@ public struct ExtensionSandbox: Sendable, Equatable {
         }
         guard let program = command.first, let executable = ExecutableSearch.find(program, path: environment["PATH"])
         else { throw SpawnError("\(command.first ?? ""): no such executable") }
-        var plan = SandboxPlan(hidden: hiddenPaths.compactMap(SandboxPlan.resolve))
+        var plan = SandboxPlan(hidden: (hiddenPaths + [received]).compactMap(SandboxPlan.resolve))
         plan.addProgram(executable, home: environment["HOME"])
         for argument in command.dropFirst() { plan.addArgument(argument, home: environment["HOME"]) }
         plan.addConfiguration(environment)
@@ -98,7 +100,15 @@ public struct ExtensionSandbox: Sendable, Equatable {
         for path in writablePaths { plan.add(path, writable: true, explicit: true) }
         plan.add(staging, writable: true, explicit: true)
         let inside = sandboxEnvironment(environment, executable: executable)
-        return ([bwrap] + options(plan, environment: inside) + ["--", executable] + command.dropFirst(), [:])
+        let arguments = [bwrap] + options(plan, environment: inside) + ["--", executable] + command.dropFirst()
+        return Launch(arguments: arguments, environment: [:])
+    }
+
+    /// What to spawn: bubblewrap's command line (it sets the environment
+    /// inside itself), or the command as it is.
+    struct Launch {
+        var arguments: [String]
+        var environment: [String: String]
     }
 
     private func options(_ plan: SandboxPlan, environment: [String: String]) -> [String] {

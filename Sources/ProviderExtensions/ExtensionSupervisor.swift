@@ -87,12 +87,12 @@ extension ExtensionHost {
         StagedFiles.empty(stagingDirectory)
         let connection: ExtensionConnection
         do throws(SpawnError) {
-            let (arguments, environment) = try sandbox.launch(
-                command, staging: stagingDirectory, environment: self.environment)
+            let launch = try sandbox.launch(
+                command, staging: stagingDirectory, received: receivedDirectory, environment: self.environment)
             // The supervisor thread outlives the process: bubblewrap's
             // --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread*
             // that started it ends.
-            let process = try ExtensionProcess.spawn(arguments, environment: environment)
+            let process = try ExtensionProcess.spawn(launch.arguments, environment: launch.environment)
             connection = try ExtensionConnection(process: process, context: context)
         } catch {
             return .ended("cannot start: \(error.reason)")

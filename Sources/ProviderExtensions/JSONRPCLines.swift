@@ -153,13 +153,17 @@ struct WakeablePipe {
         case bytes(Int)
         case endOfFile
         case woken
+        /// Nothing arrived within the idle time given.
+        case idle
     }
 
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
+    /// Reads what is there; waits at most `idle` milliseconds (-1: no limit).
+    func read(into buffer: UnsafeMutableRawBufferPointer, idle: Int32 = -1) -> ReadResult {
         while true {
-            switch waitFor(Int16(POLLIN)) {
+            switch waitFor(Int16(POLLIN), timeout: idle) {
             case .woken: return .woken
             case .endOfFile: return .endOfFile
+            case .idle: return .idle
             case .bytes:
                 let count = Glibc.read(descriptor, buffer.baseAddress, buffer.count)
                 if count > 0 { return .bytes(count) }
@@ -189,13 +193,14 @@ struct WakeablePipe {
         return true
     }
 
-    private func waitFor(_ events: Int16) -> ReadResult {
+    private func waitFor(_ events: Int16, timeout: Int32 = -1) -> ReadResult {
         var fds = [
             pollfd(fd: descriptor, events: events, revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let ready = poll(&fds, 2, -1)
+            let ready = poll(&fds, 2, timeout)
             if ready < 0 && errno == EINTR { continue }
+            if ready == 0 { return .idle }
             if ready < 0 || fds[1].revents != 0 { return .woken }
             if fds[0].revents & events != 0 { return .bytes(0) }
             return .endOfFile  // POLLHUP or POLLERR without data

@@ -78,7 +78,14 @@ struct ExtensionLog {
             let text = String(decoding: bytes, as: UTF8.self) + (cut ? " [cut]" : "")
             context.logger.info("\(text)", metadata: ["provider": "\(context.providerID)", "stream": "stderr"])
         }
-        while case .bytes(let count) = stderr.read(into: buffer) {
+        while true {
+            let read = stderr.read(into: buffer, idle: 1000)
+            if case .idle = read {
+                // A burst that ended: its drops are told now, not at the next line.
+                if let count = dropped.due() { report(count) }
+                continue
+            }
+            guard case .bytes(let count) = read else { break }
             let bytes = UnsafeBufferPointer(
                 start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count)
             for piece in splitter.feed(bytes) {

@@ -114,6 +114,17 @@ import Testing
         #expect(host.state.isRunning)
     }
 
+    @Test("an extension that closes its stdin: the write fails (no SIGPIPE kills the daemon), it is restarted")
+    func closedInput() throws {
+        let host = fixture.hostile("close_stdin")
+        #expect(host.waitUntilRunning(timeout: 10))
+        var thrown: ExtensionFailure?
+        let took = seconds { thrown = failure { try host.item("x", RequestControl()) } }
+        #expect(thrown?.code == .unreachable && thrown?.stalled == false, "\(String(describing: thrown))")
+        #expect(took < 0.5, "failed after \(took) s")
+        #expect(fixture.recorder.wait { $0.filter(\.isStarted).count == 2 })
+    }
+
     @Test("10,000 notifications a second: the excess is dropped, calls are still answered at once")
     func flood() throws {
         let host = fixture.host(["python3", Paths.hostile("flood")], start: false)

@@ -115,6 +115,23 @@ import Testing
         #expect(fixture.recorder.count(\.isStarted) == 0)
     }
 
+    @Test(
+        "unsupportedVersion, or a version it was not offered: failed at once, shut down cleanly",
+        arguments: ["error", "1.3"])
+    func otherVersion(answer: String) throws {
+        let host = fixture.hostile("other_version", options: ["answer": answer])
+        #expect(fixture.recorder.wait { $0.contains { if case .failed = $0 { return true } else { return false } } })
+        guard case .failed(let reason) = host.state else {
+            Issue.record("state \(host.state)")
+            return
+        }
+        #expect(reason.contains(answer == "error" ? "I speak 2.0" : "it answered 1.3"), "\(reason)")
+        // One try (a version does not change on restart), ended by `exit`.
+        #expect(
+            fixture.recorder.events.filter { if case .restarting = $0 { return true } else { return false } }.isEmpty)
+        #expect(fixture.recorder.events.contains(.exited(.code(0))))
+    }
+
     @Test("at most 16 requests in flight; the others wait their turn and are answered")
     func inFlightLimit() throws {
         let host = fixture.hostile("concurrency")
@@ -178,6 +195,28 @@ import Testing
         #expect(fixture.recorder.waitForLog(containing: "the store changed"))
         #expect(fixture.recorder.waitForLog(containing: "stray output that must not reach the daemon"))
         #expect(changed.count == 1)
+    }
+}
+
+/// The extension's stderr in the daemon's log (docs/PROVIDERS.md,
+/// "Transport"): lines cut at 4 KiB, at most 50 a second by default.
+@Suite struct StderrTests {
+    @Test("a 10,000-byte stderr line is cut at 4 KiB; a burst of 2,000 lines is mostly dropped, and said so")
+    func stderr() throws {
+        let fixture = try Fixture()
+        let host = fixture.hostile("noisy_stderr")
+        #expect(host.waitUntilRunning(timeout: 10))
+        #expect(try host.item("noise", RequestControl()).id == "noise")
+        #expect(
+            fixture.recorder.wait {
+                $0.contains { if case .logLinesDropped = $0 { return true } else { return false } }
+            })
+        let lines = fixture.recorder.logLines
+        let long = try #require(lines.first { $0.hasPrefix("LLLL") })
+        #expect(long == String(repeating: "L", count: 4096) + " [cut]")
+        let noise = lines.filter { $0.hasPrefix("noise ") }.count
+        #expect(noise > 0 && noise < 200, "\(noise) of 2,000 lines reached the log")
+        #expect(lines.contains { $0.contains("lines of the extension's stderr dropped") })
     }
 }
 

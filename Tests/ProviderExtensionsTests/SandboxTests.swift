@@ -69,6 +69,31 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: state).sorted() == ["staging", "staging.received"])
     }
 
+    /// The daemon may run as root or as its owner: the same sandbox tests
+    /// again, in this very test binary, as uid 65534 (the integration
+    /// tests' non-root owner). As non-root, the suite itself is that run.
+    @Test(
+        "the same confinement for a daemon that is not root (uid 65534)",
+        .enabled(if: getuid() == 0, "the suite already runs as a user that is not root"))
+    func nonRootOwner() throws {
+        let binary = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let run = Process()
+        run.executableURL = URL(filePath: "/usr/bin/setpriv")
+        run.arguments = [
+            "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/env", "-i", "HOME=/tmp",
+            "TMPDIR=/tmp", "PATH=/usr/bin:/bin", binary, "--testing-library", "swift-testing", "--filter",
+            "SandboxTests",
+        ]
+        let output = Pipe()
+        run.standardOutput = output
+        run.standardError = output
+        try run.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        run.waitUntilExit()
+        #expect(run.terminationStatus == 0, "\(text)")
+        #expect(text.contains("Test run with 4 tests") && text.contains("passed"), "\(text)")
+    }
+
     @Test("the folder example runs sandboxed with its root writable")
     func folderExtension() throws {
         let root = try fixture.makeFolder("root")
