@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount, status, wait_events
-from scopefs_harness import ALPHA, BETA, describe, wait_for
+from scopefs_harness import ALPHA, BETA, describe, mount_count, run_bounded, scopefs_bin, wait_for
 
 HERE = Path(__file__).resolve().parent
 CONTROLLED = HERE / "extensions" / "controlled_folder.py"
@@ -207,7 +209,10 @@ def test_a_read_downloads_by_range_after_the_scope_check_only(env, cloud):
     )
     assert unscoped == {"errno": "ENOENT"}, unscoped
     no_scope = env.app_json(
-        ALPHA, "emit(outcome(lambda: open(sys.argv[1], 'rb').read(10)))", cloud.path(ALPHA, "docs/big.bin"), sandbox=True
+        ALPHA,
+        "emit(outcome(lambda: open(sys.argv[1], 'rb').read(10)))",
+        cloud.path(ALPHA, "docs/big.bin"),
+        sandbox=True,
     )
     assert no_scope == {"errno": "EPERM"}, no_scope
     s, _ = session(env, cloud)
@@ -419,3 +424,75 @@ def test_pin_evict_and_status(env, cloud):
     assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": sha(REPORT)}
     text = env.cli("status").stdout
     assert "extension providers: 1" in text and CLOUD in text, text
+
+
+# The same with a non-root owner (uid 65534), whose daemon and extension
+# run as that user: the session runs in a private mount namespace whose
+# /dev/fuse is 0666, as in test_attacks_host_root.py.
+NOBODY = 65534
+NOBODY_SESSION = r"""
+set -e
+root=$1 binary=$2 app=$3
+mount -t tmpfs -o mode=755 tmpfs "$root/dev"
+mknod -m 666 "$root/dev/fuse" c 10 229
+mount --bind "$root/dev/fuse" /dev/fuse
+as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
+s() { as_owner "$binary" --state "$root/state" "$@"; }
+s init >/dev/null
+s provider add cloud --extension folder --option root="$root/remote" >/dev/null
+s app add com.example.alpha >/dev/null
+s mount "$root/mnt" >/dev/null
+trap 's unmount "$root/mnt" >/dev/null 2>&1 || fusermount3 -u "$root/mnt"' EXIT
+s provider sync cloud
+s grant com.example.alpha cloud:docs >/dev/null
+s run --app com.example.alpha -- python3 -c "$app" "$root/mnt/com.example.alpha/Providers/cloud/docs"
+for i in $(seq 100); do
+  [ "$(cat "$root/remote/docs/report.txt")" = "edited by a non-root owner's app" ] && break
+  sleep 0.1
+done
+s status
+"""
+
+NOBODY_APP = r"""
+import json, os, sys
+folder = sys.argv[1]
+os.getxattr(folder, "user.scopefs.start")
+path = os.path.join(folder, "report.txt")
+out = {"uid": os.getuid(), "before": os.getxattr(path, "user.scopefs.state").decode()}
+out["read"] = open(path).read()
+out["after"] = os.getxattr(path, "user.scopefs.state").decode()
+with open(path, "w") as f:
+    f.write("edited by a non-root owner's app")
+print(json.dumps(out))
+"""
+
+
+def test_a_non_root_owners_extension_provider_downloads_and_uploads(tmp_path):
+    """S41-S43 with a non-root owner: its daemon runs the extension in the
+    sandbox as that user; the app (default sandbox, the owner's uid) reads
+    a placeholder, which downloads it, and its edit reaches the store."""
+    root = Path(tempfile.mkdtemp(prefix="scopefs-owner-", dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        for folder in ("remote/docs", "mnt", "dev"):
+            (root / folder).mkdir(parents=True)
+        (root / "remote/docs/report.txt").write_text("the remote report\n")
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NOBODY_SESSION, "session"]
+        p = run_bounded(
+            argv + [str(root), str(scopefs_bin().resolve()), NOBODY_APP], 120, dict(os.environ), what="owner"
+        )
+        assert p.returncode == 0, describe(p)
+        got = json.loads(next(line for line in p.stdout.splitlines() if line.startswith("{")))
+        assert got == {
+            "uid": NOBODY,
+            "before": "dataless",
+            "read": "the remote report\n",
+            "after": "materialized",
+        }, got
+        assert (root / "remote/docs/report.txt").read_text() == "edited by a non-root owner's app", describe(p)
+        assert "extension providers: 1" in p.stdout and "running (folder 1.0)" in p.stdout, describe(p)
+    finally:
+        if not mount_count(root / "mnt"):
+            shutil.rmtree(root, ignore_errors=True)
