@@ -124,5 +124,18 @@ install -d "$DESTDIR$PYTHONDIR"
 install -m 0644 "$repo/clients/python/scopefs.py" "$repo/clients/python/scopefs_testing.py" "$DESTDIR$PYTHONDIR/"
 "$system_python" "$repo/packaging/python-dist-info.py" "$repo/clients/python/pyproject.toml" "$DESTDIR$PYTHONDIR"
 
+# The built-in provider extensions (`scopefs provider add --extension s3`,
+# rclone, folder) and the Python SDK they run on, as the source tree lays
+# them out: each script finds the SDK relative to itself, and the daemon
+# finds them in PREFIX/share/scopefs (docs/PROVIDERS.md). The SDK also goes
+# where python3 imports from, for extensions of one's own.
+for file in extensions/s3/scopefs_s3.py extensions/rclone/scopefs_rclone.py docs/examples/extensions/folder.py; do
+  install -D -m 0755 "$repo/$file" "$DESTDIR$PREFIX/share/scopefs/$file"
+done
+for file in extensions/requirements.txt clients/python/scopefs_extension.py; do
+  install -D -m 0644 "$repo/$file" "$DESTDIR$PREFIX/share/scopefs/$file"
+done
+install -m 0644 "$repo/clients/python/scopefs_extension.py" "$DESTDIR$PYTHONDIR/"
+
 # The account root's apps run as; a package makes it in its postinst.
 [ -n "$DESTDIR" ] || "$repo/packaging/app-account.sh"

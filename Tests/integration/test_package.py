@@ -271,6 +271,18 @@ def test_make_install_installs_the_clients_examples_and_a_stripped_binary(make_i
 
     site = root / _system_python_site().lstrip("/")
     assert (site / "scopefs.py").is_file() and (site / "scopefs_testing.py").is_file()
+    # The built-in extensions where the daemon looks (docs/PROVIDERS.md), each
+    # finding the SDK beside it: the folder example starts and asks for its root.
+    share = prefix / "share" / "scopefs"
+    for name in (
+        "extensions/s3/scopefs_s3.py",
+        "extensions/rclone/scopefs_rclone.py",
+        "clients/python/scopefs_extension.py",
+    ):
+        assert (share / name).is_file(), name
+    assert (site / "scopefs_extension.py").is_file()
+    folder = run_bounded(["/usr/bin/python3", share / "docs/examples/extensions/folder.py"], 30, dict(os.environ))
+    assert folder.returncode == 2 and "usage: folder.py ROOT" in folder.stderr, describe(folder)
     entry_points = (site / f"scopefs-{VERSION}.dist-info" / "entry_points.txt").read_text()
     assert "[pytest11]\nscopefs_testing = scopefs_testing\n" in entry_points, entry_points
     found = run_bounded(
@@ -411,6 +423,10 @@ def test_deb_contents(deb):
         "/usr/share/doc/scopefs/copyright",
         "/usr/share/doc/scopefs/CLI.md",
         "/usr/share/doc/scopefs/README.md",
+        "/usr/share/scopefs/extensions/s3/scopefs_s3.py",
+        "/usr/share/scopefs/extensions/rclone/scopefs_rclone.py",
+        "/usr/share/scopefs/clients/python/scopefs_extension.py",
+        "/usr/lib/python3/dist-packages/scopefs_extension.py",
     }
     assert expected <= paths, sorted(expected - paths)
     control = run_bounded(["dpkg-deb", "--field", deb, "Version", "Depends"], 60, dict(os.environ))
