@@ -36,8 +36,30 @@ public enum ExtensionCommands {
         }
         // The folder example serves the folder its one argument names.
         let arguments = name == "folder" ? [spec.options["root"] ?? ""] : []
-        return ["/usr/bin/python3", script] + arguments
+        return [python3, script] + arguments
     }
+
+    /// The `python3` of the daemon's PATH: the one `make deps` installed
+    /// the built-ins' packages for (boto3), a venv's or pyenv's included;
+    /// the system's otherwise. Asked for its `sys.executable` once: a
+    /// pyenv shim is a shell script that would not run in the sandbox.
+    static let python3: String = {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        let found = path.split(separator: ":").map { String($0) + "/python3" }
+            .first { $0.hasPrefix("/") && access($0, X_OK) == 0 }
+        guard let found else { return "/usr/bin/python3" }
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: found)
+        child.arguments = ["-c", "import sys; print(sys.executable)"]
+        let output = Pipe()
+        child.standardOutput = output
+        child.standardError = FileHandle.nullDevice
+        guard (try? child.run()) != nil else { return "/usr/bin/python3" }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        let executable = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return child.terminationStatus == 0 && executable.hasPrefix("/") ? executable : "/usr/bin/python3"
+    }()
 
     /// Where the built-in extensions are: $SCOPEFS_EXTENSIONS_ROOT, the
     /// source tree the binary was built in, or the installed share folder.

@@ -67,6 +67,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     /// Rounds of the sync thread taken and finished (`syncNow` waits for one).
     var roundsStarted = 0
     var roundsDone = 0
+    /// When a pull asked for by `changed` may come (`minPullInterval`).
+    var nextPullAllowed = 0.0
 
     struct Work {
         var pull = false
@@ -114,7 +116,7 @@ public final class ExtensionProvider: @unchecked Sendable {
             wanted.pull = true
             wanted.push = true
         }
-        calls.onChanged = { [weak self] in self?.wake(pull: true) }
+        calls.onChanged = { [weak self] in self?.storeChanged() }
         let thread = Thread { [self] in run() }
         thread.name = "replica \(providerID)"
         self.thread = thread
@@ -128,6 +130,17 @@ public final class ExtensionProvider: @unchecked Sendable {
         }
         if thread != nil { finished.wait() }
         thread = nil
+    }
+
+    /// The extension's `changed`: a pull, unless one is waiting out a
+    /// failure's back-off (its retry pulls). An extension that sends them
+    /// without end costs a pull per `minPullInterval`, not a busy loop.
+    func storeChanged() {
+        lock.withLock {
+            guard sync.failures == 0 else { return }
+            wanted.pull = true
+            lock.broadcast()
+        }
     }
 
     /// Asks the thread to pull (remote changes) or push (local ones).
@@ -148,6 +161,7 @@ public final class ExtensionProvider: @unchecked Sendable {
         lock.withLock {
             wanted.pull = true
             wanted.push = true
+            nextPullAllowed = 0
             let target = roundsStarted + 1
             lock.broadcast()
             let deadline = Date().addingTimeInterval(timeout)
@@ -173,12 +187,17 @@ public final class ExtensionProvider: @unchecked Sendable {
                         wanted.pull = true
                         nextPoll = now + tunables.pollInterval
                     }
-                    if wanted.pull || wanted.push { break }
-                    let deadline = min(wanted.pushAfter ?? nextPoll, nextPoll)
+                    if wanted.push || (wanted.pull && now >= nextPullAllowed) { break }
+                    var deadline = min(wanted.pushAfter ?? nextPoll, nextPoll)
+                    if wanted.pull { deadline = min(deadline, nextPullAllowed) }
                     _ = lock.wait(until: Date(timeIntervalSince1970: deadline))
                 }
-                let work = (wanted.pull, wanted.push)
-                wanted.pull = false
+                let now = Date().timeIntervalSince1970
+                let work = (wanted.pull && now >= nextPullAllowed, wanted.push)
+                if work.0 {
+                    wanted.pull = false
+                    nextPullAllowed = now + tunables.minPullInterval
+                }
                 wanted.push = false
                 if !stopping { roundsStarted += 1 }
                 return stopping ? (false, false) : work
@@ -187,10 +206,12 @@ public final class ExtensionProvider: @unchecked Sendable {
             guard calls.state.isRunning else {
                 // Nothing can be done until the extension runs again: the
                 // work stays wanted and is looked at again shortly.
+                // Not a round: `syncNow` waits for one that ran.
                 lock.withLock {
                     sync.offline = "the extension is not running"
                     if pull { wanted.pull = true }
                     if push { wanted.push = true }
+                    roundsStarted -= 1
                     if !stopping { _ = lock.wait(until: Date().addingTimeInterval(0.2)) }
                 }
                 continue
@@ -241,6 +262,8 @@ public struct ReplicaTunables: Sendable {
     /// How often `changes` is called without a `changed` (poll remotes;
     /// a notify remote is polled too, in case a signal was lost).
     public var pollInterval: Double = 30
+    /// Pulls asked for by `changed` come at most this often.
+    public var minPullInterval: Double = 0.1
     /// Local changes wait this long for more before they are pushed.
     public var pushDelay: Double = 0.2
     /// Back-off of a failed push: from `retryBase` doubling to `retryCap`.

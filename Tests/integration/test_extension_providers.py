@@ -496,3 +496,64 @@ def test_a_non_root_owners_extension_provider_downloads_and_uploads(tmp_path):
     finally:
         if not mount_count(root / "mnt"):
             shutil.rmtree(root, ignore_errors=True)
+
+
+HOSTILE = HERE.parent / "ProviderExtensionsTests" / "hostile"
+
+
+def test_hostile_extensions_cost_themselves_not_the_daemon_or_other_providers(env):
+    """S41: three hostile extensions at once, one crashing in a loop, one
+    flooding notifications, one answering names that would leave the
+    provider (`..`, `a/b`, NUL): the crash loop ends in `failed` (status
+    says so), the flood costs a pull at a time, no bad name reaches the
+    replica, and an app reads its local provider's file all along."""
+    env.base_env.update(SCOPEFS_EXTENSION_RESTART_SECONDS="0.05", SCOPEFS_EXTENSION_POLL_SECONDS="1")
+    env.cli("provider", "add", "broken", "--extension", f"/usr/bin/python3 {HOSTILE / 'crash.py'}")
+    env.cli("provider", "add", "names", "--extension", f"/usr/bin/python3 {HERE / 'extensions' / 'hostile_names.py'}")
+    flooded = env.root / "flooded"
+    flooded.mkdir()
+    (flooded / "a.txt").write_text("a\n")
+    env.cli(
+        "provider",
+        "add",
+        "flood",
+        "--extension",
+        f"/usr/bin/python3 {HERE / 'extensions' / 'flooding_folder.py'} {flooded}",
+        "--writable",
+        flooded,
+    )
+    env.grant(ALPHA, "local:docs")
+    mount(env)
+    states = wait_for(
+        "the crash loop to end in failed",
+        lambda: {e["provider"]: e["state"] for e in status(env)["daemon"].get("extensions") or []},
+        lambda s: s.get("broken", "").startswith("failed"),
+        timeout=30,
+    )
+    assert states["flood"].startswith("running"), states
+    env._record_daemon()  # the extensions' descriptors are the daemon's from here on
+    replica = env.state / "extensions" / "names" / "files"
+    wait_for("the good names in the replica", lambda: sorted(os.listdir(replica)), lambda n: "folder" in n)
+    env.cli("provider", "sync", "names")
+    found = sorted(str(path.relative_to(replica)) for path in replica.rglob("*"))
+    assert found == ["folder", "folder/child", "good1", "link", "twin"], found
+    assert os.readlink(replica / "link") == "/etc" and not (env.root / "escape").exists()
+    read = env.app_json(
+        ALPHA,
+        "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: read_text(sys.argv[1] + '/report.txt')))",
+        env.prov(ALPHA, "local", "docs"),
+        sandbox=True,
+    )
+    assert "ok" in read, read
+    # The flood: 10,000 `changed` a second cost at most ten pulls a second.
+    daemon = status(env)["daemon"]["pid"]
+    before, started = _cpu_seconds(daemon), time.monotonic()
+    time.sleep(3)
+    share = (_cpu_seconds(daemon) - before) / (time.monotonic() - started)
+    assert share < 0.6, f"the flood kept the daemon {share:.0%} busy"
+    assert (env.state / "extensions" / "flood" / "files" / "a.txt").exists()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -161,7 +161,15 @@ class S3Extension(ReplicatedExtension):
         self._client = session.client(
             "s3",
             endpoint_url=options.get("endpointUrl"),
-            config=Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=16),
+            # A store out of reach answers `unreachable` within about 20 s
+            # (two tries of a 10 s connect), well inside the daemon's 60 s
+            # stall limit; boto3's defaults (60 s, 3 tries) took 4 minutes.
+            config=Config(
+                retries={"max_attempts": 2, "mode": "standard"},
+                connect_timeout=10,
+                read_timeout=30,
+                max_pool_connections=16,
+            ),
         )
         try:
             self._client.head_bucket(Bucket=self.bucket)
