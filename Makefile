@@ -9,9 +9,13 @@ BIN := .build/debug/scopefs
 # the content types of pick requests; lintian: the package's own check;
 # debootstrap: the fresh Debian 12 root the package is installed in
 # (Tests/integration/test_fresh_debian.py); python3-pip: the PyPI packages
-# below; rclone: the rclone extension and the remotes its tests serve.
+# below; rclone: the rclone extension and the remotes its tests serve;
+# iproute2, iptables: those remotes in network namespaces with faults on
+# their links (Tests/integration/netns_link.py; iptables stands in for
+# the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
+# benchmark's s3fs-fuse column (bench/remote.py).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
