@@ -108,7 +108,7 @@ def packet_ids(data: bytes):
 
 
 def main() -> int:
-    queue, delay = int(sys.argv[1]), int(sys.argv[2]) / 1000
+    queue, delay = int(sys.argv[1]), float(sys.argv[2]) / 1000
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
     sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE (root): bursts of packets

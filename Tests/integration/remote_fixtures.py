@@ -1,0 +1,41 @@
+"""pytest fixtures for remote stores in network namespaces (remotes.py),
+imported by conftest.py.
+
+- ``remotes``: a RemoteSet; ``remotes.s3()``, ``remotes.webdav()``,
+  ``remotes.sftp()`` make remotes, each in a namespace of its own; all are
+  closed after the test, pass or fail, and a teardown that leaves a
+  namespace, an interface or a process behind fails the test.
+- ``s3_remote``, ``webdav_remote``, ``sftp_remote``: one of each.
+
+Ask for a remote before ``env`` (``def test_x(s3_remote, env)``) so that
+the mount, and the extension it runs, are gone before the remote is.
+"""
+
+from __future__ import annotations
+
+import pytest
+from remotes import RcloneRemote, RemoteSet, S3Remote
+
+
+@pytest.fixture
+def remotes(tmp_path_factory):
+    made = RemoteSet(tmp_path_factory.mktemp("remotes"))
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def s3_remote(remotes) -> S3Remote:
+    return remotes.s3()
+
+
+@pytest.fixture
+def webdav_remote(remotes) -> RcloneRemote:
+    return remotes.webdav()
+
+
+@pytest.fixture
+def sftp_remote(remotes) -> RcloneRemote:
+    return remotes.sftp()
