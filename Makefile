@@ -39,7 +39,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -85,9 +85,15 @@ test-extensions: build
 test-integration: build
 	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
 
+# BENCH_ARGS go to bench/run.py: BENCH_ARGS="--set remote" runs the
+# cloud-storage set (bench/remote.py), as `make bench-remote` does.
 bench: deps
 	$(SWIFT) build -c release
-	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py $(BENCH_ARGS)
+
+bench-remote: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py --set remote $(BENCH_ARGS)
 
 bench-quick: deps
 	$(SWIFT) build -c release
