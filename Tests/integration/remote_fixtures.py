@@ -8,7 +8,19 @@ imported by conftest.py.
 - ``s3_remote``, ``webdav_remote``, ``sftp_remote``: one of each.
 
 Ask for a remote before ``env`` (``def test_x(s3_remote, env)``) so that
-the mount, and the extension it runs, are gone before the remote is.
+the mount, and the extension it runs, are gone before the remote is. For
+example::
+
+    def test_an_edit_survives_a_dropped_link(s3_remote, env):
+        s3_remote.put("docs/report.txt", b"v1")
+        env.base_env.update(s3_remote.env)  # the daemon, and so the extension, get the keys
+        env.cli("provider", "add", "cloud", *s3_remote.extension_arguments())
+        env.grant(ALPHA, "cloud:docs")
+        env.mount()
+        s3_remote.link_down()  # or netem(delay_ms=200, loss_percent=5)
+        ...  # an app edits MOUNT/ALPHA/Providers/cloud/docs/report.txt
+        s3_remote.link_up()
+        wait_for(lambda: s3_remote.get("docs/report.txt") == b"v2", ...)
 """
 
 from __future__ import annotations

@@ -160,6 +160,12 @@ class S3Remote(Remote):
         }
         self.options = {"bucket": self.bucket, "endpointUrl": self.url}
 
+    def close(self, check: bool = True) -> None:
+        # The admin client's pooled sockets would keep the namespace alive.
+        if self._client is not None:
+            self._client.close()
+        super().close(check)
+
     def _answers(self) -> bool:
         try:
             urllib.request.urlopen(self.url + "/moto-api/", timeout=1).close()
