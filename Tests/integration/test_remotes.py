@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from netns_link import POOL, interface_exists, namespaces
+from netns_link import NAMESPACE_PREFIX, OWNERS, POOL, Link, interface_exists, namespaces
 from remotes import S3Remote
 from scopefs_harness import REPO_ROOT
 
@@ -229,3 +229,21 @@ def test_the_s3_extension_works_over_the_link_and_is_unreachable_while_it_is_dow
     s3_remote.link_up()
     names = [entry["name"] for entry in process.call("list", {"id": "/docs/"})["items"]]
     assert sorted(names) == ["added-while-down.txt", "report.txt"]
+
+
+def test_a_namespace_left_by_a_dead_run_is_taken_over_and_a_live_ones_is_not(tmp_path):
+    with S3Remote(tmp_path / "live") as live:
+        assert not Link._take_over(live.link.index), "a namespace whose owner runs is not taken"
+        assert live.link.namespace in namespaces() and isinstance(moto_status(live)[1], bytes)
+    index = live.link.index  # free again: stand in for a crashed run's leftover
+    namespace = f"{NAMESPACE_PREFIX}{index}"
+    subprocess.run(["ip", "netns", "add", namespace], check=True)
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    (OWNERS / namespace).write_text(f"{finished.pid} 0\n")
+    try:
+        assert Link._take_over(index), "nothing runs in it and its owner is gone"
+        assert namespace in namespaces(), "taken over: made anew for the new owner"
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], check=False)
+        (OWNERS / namespace).unlink(missing_ok=True)
