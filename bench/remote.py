@@ -24,7 +24,9 @@ at a time, in an order that rotates. Rows, per system:
 - its first 4 KiB, of a second big object never read: `head -c 4096`;
   `rclone cat --count 4096`;
 - listing a folder of 10,000 objects: one readdir pass (`fsops list`);
-  `rclone lsf`;
+  `rclone lsf`. ScopeFS lists placeholders it synced before: an extension
+  provider's folder exists for a grant once `scopefs provider sync` has
+  the bucket's listing, so that sync is a row of its own (the first);
 - `git status` in a repository uploaded as objects (the project's tracked
   files, committed and packed, every file of the work tree and of .git an
   object): the first run reads every file (it downloads them; its result
@@ -95,6 +97,7 @@ def sizes_for(quick: bool, reps: int | None) -> Sizes:
 
 
 KEYS = [
+    ("sync", "ScopeFS: first sync of the bucket's listing (before its grant)"),
     ("read-first", "first read of a {big_mib} MiB object"),
     ("head-4k", "first 4 KiB of a {big_mib} MiB object"),
     ("list", "list a {list_objects:,}-object folder"),
@@ -350,18 +353,39 @@ class ScopeFSS3(sysmod.ScopeFS):
                 "`scopefs provider add` has no --extension yet (issue 32's daemon side): no ScopeFS column"
             )
         # A fresh state (and so an empty cache) in every repetition.
-        for leftover in (
-            os.path.join(self.ctx.tmp, self.name + "-state"),
-            os.path.join(self.ctx.tmp, "mnt-" + self.name),
-        ):
+        self.state = os.path.join(self.ctx.tmp, self.name + "-state")
+        self.mnt = os.path.join(self.ctx.tmp, "mnt-" + self.name)
+        for leftover in (self.state, self.mnt):
             if os.path.isdir(leftover) and not sysmod.is_mounted(leftover):
                 shutil.rmtree(leftover)
-        super().setup()
-
-    def add_provider(self):
+        os.makedirs(self.mnt)
+        self.env = dict(os.environ, SCOPEFS_STATE=self.state)
         options = {"bucket": BUCKET, "endpointUrl": self.ctx.store.url}
-        arguments = ["--extension", "s3"] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
-        self.run_cli("provider", "add", self.PROVIDER, *arguments)
+        extension = ["--extension", "s3"] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
+        self.run_cli("init")
+        self.run_cli("provider", "add", self.PROVIDER, *extension)
+        self.run_cli("app", "add", self.APP)
+        self.run_cli("mount", *self.ctx.mount_args, self.mnt, timeout=120)
+        if not sysmod.is_mounted(self.mnt):
+            raise sysmod.SetupError("scopefs mount returned but nothing is mounted at " + self.mnt)
+        self.mounted = True
+        # The granted folder exists once the replica has the bucket's
+        # listing: a grant needs it.
+        began = time.monotonic()
+        self.run_cli("provider", "sync", self.PROVIDER, timeout=300)
+        self.sync_seconds = time.monotonic() - began  # a row of its own: the listing rows exclude it
+        out = self.run_cli("grant", self.APP, f"{self.PROVIDER}:{sysmod.WORKDIR}").strip()
+        self.grant = out.split()[-1] if out else ""
+        self.root = os.path.join(self.mnt, self.APP, "Providers", self.PROVIDER, sysmod.WORKDIR)
+        r = subprocess.run(self.cli("scope", "--help"), capture_output=True, text=True, env=self.env)
+        self.has_scope = r.returncode == 0 and "scopefs scope" in r.stdout
+        self.options = self.run_options()
+
+    def info(self):
+        return {
+            **super().info(),
+            "provider": f"provider add {self.PROVIDER} --extension s3 --option bucket=B --option endpointUrl=URL",
+        }
 
 
 ALL = [RcloneCopy, RcloneMount, S3fs, ScopeFSS3]
@@ -386,6 +410,8 @@ def rows(ctx, system, tag):
     """(key, seconds) of each row for SYSTEM; a row it has no form of is left out."""
     sizes = ctx.sizes
     phase = ctx.phase
+    if hasattr(system, "sync_seconds"):
+        yield "sync", system.sync_seconds
     if system.is_mount:
         root = system.root
         yield "read-first", phase(system, ["read", os.path.join(root, "big-read"), "cold"], fresh_cache=False)

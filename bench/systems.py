@@ -294,7 +294,7 @@ class ScopeFS(System):
         os.makedirs(self.mnt)
         self.env = dict(os.environ, SCOPEFS_STATE=self.state)
         self.run_cli("init")
-        self.add_provider()
+        self.run_cli("provider", "add", self.PROVIDER, self.ctx.backing)
         self.run_cli("app", "add", self.APP)
         out = self.run_cli("grant", self.APP, f"{self.PROVIDER}:{WORKDIR}").strip()
         self.grant = out.split()[-1] if out else ""
@@ -310,11 +310,6 @@ class ScopeFS(System):
         if not self.has_scope:
             log("bench: `scopefs scope` does not exist yet: workloads run without scope exec")
         self.options = self.run_options()
-
-    def add_provider(self):
-        """The provider the app is granted a folder of (bench/remote.py's
-        ScopeFS column adds an extension's instead)."""
-        self.run_cli("provider", "add", self.PROVIDER, self.ctx.backing)
 
     # `scopefs run` view options: the default is the app view (as root).
     # Workloads read the bench's own files (tarball, fsops) from the host,
