@@ -9,18 +9,24 @@ imported by conftest.py.
 
 Ask for a remote before ``env`` (``def test_x(s3_remote, env)``) so that
 the mount, and the extension it runs, are gone before the remote is. For
-example::
+example (checked against the daemon of main at 4dcc5ec)::
 
     def test_an_edit_survives_a_dropped_link(s3_remote, env):
         s3_remote.put("docs/report.txt", b"v1")
         env.base_env.update(s3_remote.env)  # the daemon, and so the extension, get the keys
         env.cli("provider", "add", "cloud", *s3_remote.extension_arguments())
+        mount(env)  # doc_scope_helpers
+        env.cli("provider", "sync", "cloud")  # the granted folder exists once synced
+        env._record_daemon()  # the extension's descriptors are the daemon's from here on
         env.grant(ALPHA, "cloud:docs")
-        env.mount()
         s3_remote.link_down()  # or netem(delay_ms=200, loss_percent=5)
         ...  # an app edits MOUNT/ALPHA/Providers/cloud/docs/report.txt
         s3_remote.link_up()
-        wait_for(lambda: s3_remote.get("docs/report.txt") == b"v2", ...)
+        wait_for("the edit uploaded", lambda: s3_remote.get("docs/report.txt"), lambda v: v == b"v2")
+
+``webdav_remote``/``sftp_remote`` the same way, with
+``extension_arguments(path="docs")`` to serve a subfolder and changes
+written straight into ``remote.folder``.
 """
 
 from __future__ import annotations
