@@ -9,9 +9,13 @@ BIN := .build/debug/scopefs
 # the content types of pick requests; lintian: the package's own check;
 # debootstrap: the fresh Debian 12 root the package is installed in
 # (Tests/integration/test_fresh_debian.py); python3-pip: the PyPI packages
-# below; rclone: the rclone extension and the remotes its tests serve.
+# below; rclone: the rclone extension and the remotes its tests serve;
+# iproute2, iptables: those remotes in network namespaces with faults on
+# their links (Tests/integration/netns_link.py; iptables stands in for
+# the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
+# benchmark's s3fs-fuse column (bench/remote.py).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
@@ -35,7 +39,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -81,9 +85,15 @@ test-extensions: build
 test-integration: build
 	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
 
+# BENCH_ARGS go to bench/run.py: BENCH_ARGS="--set remote" runs the
+# cloud-storage set (bench/remote.py), as `make bench-remote` does.
 bench: deps
 	$(SWIFT) build -c release
-	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py $(BENCH_ARGS)
+
+bench-remote: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py --set remote $(BENCH_ARGS)
 
 bench-quick: deps
 	$(SWIFT) build -c release

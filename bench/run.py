@@ -4,6 +4,7 @@ passthrough_ll, xdg-document-portal and ScopeFS in strict mode, side by side
 on the same backing directory.
 
     python3 bench/run.py [--backing tmpfs|ext4] [--quick] [--out bench-results/]
+    python3 bench/run.py --set remote [--quick] ...   (cloud storage: bench/remote.py)
 
 See bench/README.md.
 """
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import deps  # noqa: E402
 import folder_walk  # noqa: E402
+import remote  # noqa: E402
 import report  # noqa: E402
 import scopefs_costs  # noqa: E402
 import systems as sysmod  # noqa: E402
@@ -36,6 +38,13 @@ BACKINGS = {"tmpfs": "/dev/shm", "ext4": "/var/tmp"}
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--set",
+        choices=["local", "remote"],
+        default="local",
+        help="local: the folder systems (default); remote: cloud-storage clients on one S3 server "
+        "(`bench/run.py --set remote --help` lists its own options)",
+    )
     p.add_argument(
         "--backing",
         choices=sorted(BACKINGS),
@@ -299,7 +308,18 @@ def cleanup(tmp, started):
     subprocess.run(["rm", "-rf", "--one-file-system", tmp])
 
 
+def workload_set(argv):
+    """The --set argument ("local" unless given) and the other arguments."""
+    pick = argparse.ArgumentParser(add_help=False)
+    pick.add_argument("--set", choices=["local", "remote"], default="local")
+    known, rest = pick.parse_known_args(argv)
+    return known.set, rest
+
+
 def main():
+    chosen, rest = workload_set(sys.argv[1:])
+    if chosen == "remote":
+        return remote.main(rest)
     args = parse_args()
     t_start = time.monotonic()
     sizes = wl.QUICK if args.quick else wl.FULL

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from remote_fixtures import remotes, s3_remote, sftp_remote, webdav_remote  # noqa: F401 - fixtures
 from scopefs_harness import (
     FUSE_DEVICE,
     REPO_ROOT,
