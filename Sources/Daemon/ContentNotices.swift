@@ -23,6 +23,8 @@ final class ContentNotices: Sendable {
         var path: String
         /// The app that wrote through the mount (it is not told); nil: the host.
         var writer: AppID?
+        /// `changed`, or `state` for an extension item's state (S42).
+        var kind: PresenterNotice.Kind
     }
 
     private struct State {
@@ -50,8 +52,11 @@ final class ContentNotices: Sendable {
     /// The content of `path` of `provider` changed; `writer`: the app
     /// that wrote it through the mount. Only queues: the apps are worked
     /// out on a queue of its own, in order.
-    func changed(provider: ProviderID, path: String, writer: AppID?, in snapshot: PolicySnapshot) {
-        let key = Key(provider: provider, path: path, writer: writer)
+    func changed(
+        provider: ProviderID, path: String, writer: AppID?, in snapshot: PolicySnapshot,
+        kind: PresenterNotice.Kind = .changed
+    ) {
+        let key = Key(provider: provider, path: path, writer: writer, kind: kind)
         let now = Self.now()
         let action = state.withLock { state -> Action in
             if state.due[key] != nil {
@@ -85,7 +90,7 @@ final class ContentNotices: Sendable {
         }
     }
 
-    /// One `changed` notice per app whose active grant covers the item.
+    /// One notice per app whose active grant covers the item.
     private static func notices(_ key: Key, _ snapshot: PolicySnapshot) -> [PresenterNotice] {
         let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == key.provider }.map(\.app))
         var notices: [PresenterNotice] = []
@@ -94,7 +99,7 @@ final class ContentNotices: Sendable {
             guard case .granted(let grant) = position.coverage, grant.state == .active else { continue }
             notices.append(
                 PresenterNotice(
-                    kind: .changed, app: app, grant: grant.id, provider: key.provider,
+                    kind: key.kind, app: app, grant: grant.id, provider: key.provider,
                     path: MountLayout.providerPath(provider: key.provider, path: key.path),
                     subitem: position.grantIsHere ? nil : true))
         }

@@ -165,7 +165,11 @@ public enum Daemon {
             }
         }
         let extensions = ExtensionProviders(
-            state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger)
+            state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger,
+            stateChanged: { provider, path in
+                documents.contentNotices.changed(
+                    provider: provider, path: path, writer: nil, in: fileSystem.snapshot, kind: .state)
+            })
         extensions.follow(snapshot)
         reloader.onInstall { previous, current in
             if previous.providers != current.providers || previous.apps != current.apps { extensions.follow(current) }

@@ -20,6 +20,8 @@ final class ExtensionProviders: Sendable {
     private let fileSystem: ScopeFileSystem
     private let events: any EventSink
     private let logger: Logger
+    /// Presenters' `state` notices (S42): an item's state changed.
+    private let stateChanged: @Sendable (ProviderID, String) -> Void
     private let running = Mutex<[ProviderID: Running]>([:])
 
     struct Running: Sendable {
@@ -29,8 +31,11 @@ final class ExtensionProviders: Sendable {
         var writer: ReplicaWriterProcess
     }
 
-    init(state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger)
-    {
+    init(
+        state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger,
+        stateChanged: @escaping @Sendable (ProviderID, String) -> Void
+    ) {
+        self.stateChanged = stateChanged
         self.state = state
         self.mountpoint = mountpoint
         self.fileSystem = fileSystem
@@ -118,6 +123,7 @@ final class ExtensionProviders: Sendable {
             events: { [weak self] event in self?.recordReplicaEvent(event) },
             ownWrite: { [fileSystem] inode in fileSystem.noteOwnWrite(provider: id, inode: inode) })
         replica.quota = spec.cacheQuota
+        replica.onStateChange = { [stateChanged] path in stateChanged(id, path) }
         replica.neverDownload = Set(
             fileSystem.snapshot.apps.values.filter { $0.downloads == .never }.map(\.id))
         running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer) }

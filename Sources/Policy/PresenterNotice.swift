@@ -24,6 +24,12 @@ public struct PresenterNotice: Codable, Sendable, Equatable {
         /// Another app waits to write this item: end your claim
         /// (`relinquishPresentedItem(toWriter:)`).
         case relinquish
+        /// An extension's item changed its `user.scopefs.state`:
+        /// downloaded, evicted, pinned, dirty, uploading, uploaded, in
+        /// conflict or in error (SPEC S42, S43;
+        /// `presentedItemDidChangeUbiquityAttributes`). Read the attribute
+        /// for the new state.
+        case state
     }
 
     /// Increases with every notice the daemon makes (a cursor for `watch`).

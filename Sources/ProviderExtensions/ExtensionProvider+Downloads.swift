@@ -85,7 +85,7 @@ extension ExtensionProvider {
             enum Step {
                 case done
                 case wait(Download)
-                case fetch(Download, ReplicaRecord)
+                case fetch(Download, ReplicaRecord, prefetch: Download?)
             }
             let step: Step = lock.withLock {
                 guard let record = index[id], record.isFile, record.dirty == 0 else { return .done }
@@ -94,16 +94,17 @@ extension ExtensionProvider {
                 if let download = downloads[id]?.first(where: { $0.range.contains(missing) }) {
                     return .wait(download)
                 }
-                let range = fetchRange(id, record, missing, end, present)
+                let (range, window) = fetchRange(id, record, missing, end, present)
                 let download = Download(range: range)
                 downloads[id, default: []].append(download)
-                return .fetch(download, record)
+                return .fetch(download, record, prefetch: prefetch(id, record, after: range, window, present))
             }
             switch step {
             case .done: return
             case .wait(let download): try wait(for: download, control, interrupted)
-            case .fetch(let download, let record):
+            case .fetch(let download, let record, let prefetch):
                 DispatchQueue.global().async { self.fetch(download, record) }
+                if let prefetch { DispatchQueue.global().async { self.fetch(prefetch, record) } }
                 try wait(for: download, control, interrupted)
             }
         }
@@ -115,12 +116,10 @@ extension ExtensionProvider {
     /// present or another download.
     private func fetchRange(
         _ id: String, _ record: ReplicaRecord, _ missing: Int64, _ end: Int64, _ present: ByteRanges
-    )
-        -> Range<Int64>
-    {
+    ) -> (Range<Int64>, window: Int64) {
         let size = record.item.size
         if size <= tunables.wholeFileLimit && present.isEmpty && downloads[id, default: []].isEmpty {
-            return 0..<size
+            return (0..<size, size)
         }
         let previous = readAhead[id]
         let window =
@@ -135,7 +134,31 @@ extension ExtensionProvider {
         }
         let range = max(start, present.firstMissing(from: start, to: stop) ?? missing)..<stop
         readAhead[id] = (range.upperBound, window)
-        return range
+        return (range, window)
+    }
+
+    /// A reader that goes on where it stopped gets the next window fetched
+    /// while it reads this one, so the store is never idle between them
+    /// (a ranged GET costs a round trip or more before its first byte).
+    /// Not the reader's: it runs to its end even if the reader goes.
+    private func prefetch(
+        _ id: String, _ record: ReplicaRecord, after range: Range<Int64>, _ window: Int64, _ present: ByteRanges
+    ) -> Download? {
+        let size = record.item.size
+        let start = range.upperBound
+        guard window >= 2 * tunables.block, start < size, !present.covers(start, start + 1),
+            !downloads[id, default: []].contains(where: { $0.range.contains(start) })
+        else { return nil }
+        let next = min(tunables.maxWindow, window * 2)
+        var stop = min(size, start + next, present.missingRunEnd(from: start, limit: size))
+        for other in downloads[id, default: []] where other.range.lowerBound > start {
+            stop = min(stop, other.range.lowerBound)
+        }
+        guard start < stop else { return nil }
+        let download = Download(range: start..<stop)
+        downloads[id, default: []].append(download)
+        readAhead[id] = (stop, next)
+        return download
     }
 
     /// Waits for `download`; the caller's cancel or signal ends the wait

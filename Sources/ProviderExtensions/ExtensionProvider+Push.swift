@@ -178,6 +178,7 @@ extension ExtensionProvider {
             do { snapshot = try self.snapshot(path, inode: record.inode) } catch { continue }
             defer { unlink(snapshot) }
             lock.withLock { sync.uploading = path }
+            onStateChange?(path)
             defer { lock.withLock { sync.uploading = nil } }
             do {
                 let answer = try calls.modify(

@@ -44,6 +44,10 @@ public final class ExtensionProvider: @unchecked Sendable {
     var opens: [UInt64: Int] = [:]
     /// Apps' downloads, to cancel on a revoke.
     var appDownloads: [String: [RequestControl]] = [:]
+    /// Called with an item's path when its state changed (downloaded,
+    /// evicted, pinned, dirty, uploading, uploaded, conflict, error); set
+    /// before `start`.
+    public var onStateChange: (@Sendable (String) -> Void)?
     /// Apps that never trigger downloads (an indexer, a backup).
     public var neverDownload: Set<String> {
         get { lock.withLock { neverDownloadApps } }
@@ -236,6 +240,14 @@ public final class ExtensionProvider: @unchecked Sendable {
         do { try store.save(records, removing: removing) } catch {
             logger.error("\(providerID): cannot save the replica's records: \(error)")
         }
+        tellStateChanges()
+    }
+
+    /// Presenters hear of items whose `user.scopefs.state` changed (S42).
+    func tellStateChanges() {
+        guard let told = onStateChange else { return }
+        let paths = lock.withLock { index.takeStateChanges().compactMap { index.path(of: $0) } }
+        for path in paths { told(path) }
     }
 }
 
@@ -273,7 +285,7 @@ public struct ReplicaTunables: Sendable {
     public var wholeFileLimit: Int64 = 8 << 20
     public var block: Int64 = 1 << 20
     /// The largest window a sequential reader's readahead grows to.
-    public var maxWindow: Int64 = 64 << 20
+    public var maxWindow: Int64 = 128 << 20
 
     public init() {}
 }

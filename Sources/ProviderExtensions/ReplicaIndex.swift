@@ -5,6 +5,8 @@ struct ReplicaIndex {
     private(set) var records: [String: ReplicaRecord] = [:]
     private(set) var byInode: [UInt64: String] = [:]
     private var children: [String: Set<String>] = [:]
+    /// Items whose `state` changed since the last `takeStateChanges`.
+    private var stateChanges: [String] = []
 
     init(_ records: [ReplicaRecord]) {
         for record in records { put(record) }
@@ -15,6 +17,9 @@ struct ReplicaIndex {
     func id(ofInode inode: UInt64) -> String? { byInode[inode] }
 
     mutating func put(_ record: ReplicaRecord) {
+        if let old = records[record.item.id], old.state != record.state, record.isFile {
+            stateChanges.append(record.item.id)
+        }
         if let old = records[record.item.id] {
             if old.inode != record.inode { byInode[old.inode] = nil }
             if old.item.parent != record.item.parent, let parent = old.item.parent {
@@ -36,6 +41,13 @@ struct ReplicaIndex {
     }
 
     func childIDs(of id: String) -> Set<String> { children[id] ?? [] }
+
+    /// The items whose state changed since the last call, once each.
+    mutating func takeStateChanges() -> [String] {
+        defer { stateChanges = [] }
+        var seen = Set<String>()
+        return stateChanges.filter { seen.insert($0).inserted }
+    }
 
     /// The item and everything below it, deepest first.
     func subtree(_ id: String) -> [String] {

@@ -187,7 +187,14 @@ struct PrivacyCommand: ParsableCommand {
         try report { () throws(CommandError) in
             let repository = try options.repository()
             let names = try AppNames(repository)
-            let rows = try repository.grants(app: app).map { GrantJSON($0, appName: names.name($0.app)) }
+            // Extension providers' state, queue and errors, from the daemon
+            // that runs them (SPEC S41); none without one.
+            let extensions = Dictionary(
+                ((try? ControlClient.status(state: options.directory))?.extensions ?? []).map { ($0.provider, $0) },
+                uniquingKeysWith: { first, _ in first })
+            let rows = try repository.grants(app: app).map {
+                GrantJSON($0, appName: names.name($0.app), providerExtension: extensions[$0.provider])
+            }
             if json { return printJSON(rows) }
             print(["GRANT", "APP", "ITEM", "KIND", "ACCESS", "STATE", "GRANTED", "LIFETIME"].joined(separator: "\t"))
             let formatter = ISO8601DateFormatter()
@@ -197,6 +204,14 @@ struct PrivacyCommand: ParsableCommand {
                 print(
                     "\(row.grant)\t\(names.label(row.app))\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(granted)\t\(row.lifetime)"
                 )
+            }
+            let shown = Set(rows.map(\.provider))
+            for line in StatusCommand.describe(
+                extensions.values.filter { shown.contains($0.provider) }.sorted {
+                    $0.provider < $1.provider
+                })
+            {
+                print(line)
             }
         }
     }

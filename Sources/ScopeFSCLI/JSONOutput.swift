@@ -1,3 +1,4 @@
+import Control
 import Foundation
 import HostText
 import Policy
@@ -105,8 +106,12 @@ struct GrantJSON: Encodable {
     var grantedAt: Date
     /// "persistent" or "session".
     var lifetime: String
+    /// The grant's provider's extension, as the daemon runs it now (its
+    /// state, queue and errors); absent for a local folder or without a daemon.
+    var providerExtension: ProviderExtensionStatus?
 
-    init(_ grant: Grant, appName: String? = nil) {
+    init(_ grant: Grant, appName: String? = nil, providerExtension: ProviderExtensionStatus? = nil) {
+        self.providerExtension = providerExtension
         self.grant = grant.id
         app = grant.app
         self.appName = appName

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from doc_scope_helpers import mount, status, wait_events
+from doc_scope_helpers import bookmark, mount, open_document, resolve_ok, status, wait_events
 from scopefs_harness import ALPHA, BETA, describe, mount_count, run_bounded, scopefs_bin, wait_for
 
 HERE = Path(__file__).resolve().parent
@@ -424,6 +424,11 @@ def test_pin_evict_and_status(env, cloud):
     assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"ok": sha(REPORT)}
     text = env.cli("status").stdout
     assert "extension providers: 1" in text and CLOUD in text, text
+    # privacy shows the grant's provider's extension too (its state and queue).
+    rows = json.loads(env.cli("privacy", ALPHA, "--json").stdout)
+    extension = next(r for r in rows if r["provider"] == CLOUD)["providerExtension"]
+    assert extension["state"].startswith("running") and extension["queued"] == 0, extension
+    assert "extension providers: 1" in env.cli("privacy", ALPHA).stdout
 
 
 # The same with a non-root owner (uid 65534), whose daemon and extension
@@ -557,3 +562,112 @@ def test_hostile_extensions_cost_themselves_not_the_daemon_or_other_providers(en
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+PYTHON_CLIENT = HERE.parent.parent / "clients" / "python"
+WATCH_STATES = """
+import scopefs
+notices = scopefs.watch_documents(timeout=4)
+emit({"ready": True})
+for notice in notices:
+    if notice["kind"] == "state":
+        emit({"path": notice["path"], "state": os.getxattr(os.path.join(sys.argv[1], notice["path"]), "user.scopefs.state").decode()})
+emit({"done": True})
+"""
+
+
+def test_presenters_hear_each_state_change(env, cloud):
+    """S42: a presenter of the folder hears `state` (Apple's
+    presentedItemDidChangeUbiquityAttributes) when its file is downloaded
+    (pin) and evicted, in the default sandbox through the Python client."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    extra = ("--expose", str(PYTHON_CLIENT), "--env", f"PYTHONPATH={PYTHON_CLIENT}")
+    watcher = env.app_session(ALPHA, WATCH_STATES, env.app_dir(ALPHA), sandbox=True, extra=extra)
+    assert watcher.recv() == {"ready": True}
+    env.cli("pin", f"{CLOUD}:docs/report.txt")
+    env.cli("unpin", f"{CLOUD}:docs/report.txt")
+    env.cli("evict", f"{CLOUD}:docs/report.txt")
+    heard = []
+    while (notice := watcher.recv(timeout=30)) != {"done": True}:
+        heard.append(notice)
+    path = f"Providers/{CLOUD}/docs/report.txt"
+    assert [n["path"] for n in heard] and all(n["path"].endswith(path) for n in heard), heard
+    assert heard[-1]["state"] == "dataless", heard
+    assert len(heard) >= 2, f"pin and evict told once between them: {heard}"
+
+
+def test_an_app_that_never_downloads_gets_edeadlk_and_causes_no_traffic(env, cloud):
+    """S42: `scopefs app set APP --downloads never` (Apple's iopolicy for
+    indexers and backups): the app lists and stats, reads what is already
+    downloaded, and gets EDEADLK for the rest, without a fetch."""
+    env.grant(BETA, f"{CLOUD}:docs")
+    env.cli("app", "set", BETA, "--downloads", "never")
+    indexer, _ = session(env, cloud, app=BETA)
+    fetches = [c for c in cloud.calls() if c.startswith("fetch")]
+    assert ask(indexer, op="stat", path=cloud.path(BETA, "docs/report.txt"))["ok"]["size"] == len(REPORT)
+    # EDEADLK, which Python's errno table names by its alias EDEADLOCK (35).
+    assert ask(indexer, op="read", path=cloud.path(BETA, "docs/report.txt")) == {"errno": "EDEADLOCK"}
+    assert [c for c in cloud.calls() if c.startswith("fetch")] == fetches, "a never-download app caused a fetch"
+    env.cli("pin", f"{CLOUD}:docs/report.txt")
+    assert ask(indexer, op="read", path=cloud.path(BETA, "docs/report.txt")) == {"ok": sha(REPORT)}
+    env.cli("app", "set", BETA, "--downloads", "on-demand")
+    big = (cloud.remote / "docs" / "big.bin").read_bytes()
+    assert ask(indexer, op="read", path=cloud.path(BETA, "docs/big.bin"), length=4096) == {"ok": sha(big[:4096])}
+
+
+def test_the_cache_quota_evicts_least_recently_used_never_pinned(env):
+    """`--cache-quota`: past the quota the least recently used content goes
+    (the file stays, dataless), never a pinned one."""
+    remote = env.root / "quota-remote"
+    (remote / "docs").mkdir(parents=True)
+    for name in ("one", "two", "three"):
+        (remote / "docs" / f"{name}.bin").write_bytes(os.urandom(3 << 20))
+    env.cli(
+        "provider", "add", CLOUD, "--extension", "folder", "--option", f"root={remote}", "--cache-quota", str(7 << 20)
+    )
+    mount(env)
+    env.cli("provider", "sync", CLOUD)
+    env._record_daemon()
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env.cli("pin", f"{CLOUD}:docs/one.bin")
+    s = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
+    assert s.recv() == {"start": {"ok": "1"}}
+    for name in ("two", "three"):
+        data = (remote / "docs" / f"{name}.bin").read_bytes()
+        assert ask(s, op="read", path=env.prov(ALPHA, CLOUD, f"docs/{name}.bin")) == {"ok": sha(data)}
+    states = {
+        name: ask(s, op="attr", path=env.prov(ALPHA, CLOUD, f"docs/{name}.bin"), name="user.scopefs.state")["ok"]
+        for name in ("one", "two", "three")
+    }
+    assert states == {"one": "pinned", "two": "dataless", "three": "materialized"}, states
+    status_line = next(e for e in status(env)["daemon"]["extensions"] if e["provider"] == CLOUD)
+    assert status_line["cachedBytes"] <= 7 << 20 and status_line["quotaBytes"] == 7 << 20, status_line
+
+
+def test_a_reference_and_a_bookmark_follow_a_remote_rename_through_the_extensions_id(env, cloud):
+    """S23, S26 on an extension provider: an item renamed in the store keeps
+    its id (the folder extension's ids are inodes); the replica moves the
+    file rather than making a new one, so the reference follows, the file
+    grant still covers it, and a bookmark resolves to the new path (stale)."""
+    grant, reference = open_document(env, ALPHA, f"{CLOUD}:docs/report.txt")
+    ref = env.container(ALPHA, reference.removeprefix("Container/"))
+    token = bookmark(env, ALPHA, ref)
+    (cloud.remote / "docs" / "report.txt").rename(cloud.remote / "docs" / "renamed.txt")
+    cloud.sync()
+    target = f"../../Providers/{CLOUD}/docs/renamed.txt"
+    wait_for(
+        "the reference to follow the remote rename",
+        lambda: env.app_json(ALPHA, "emit(outcome(os.readlink, sys.argv[1]))", ref),
+        lambda got: got == {"ok": target},
+        timeout=10,
+    )
+    got = resolve_ok(env, ALPHA, token)
+    assert got["isStale"] is True and got["pathInApp"] == f"Providers/{CLOUD}/docs/renamed.txt", got
+    read = env.app_json(
+        ALPHA,
+        "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: read_bytes(sys.argv[1]).decode()))",
+        ref,
+        sandbox=True,
+    )
+    assert read == {"ok": REPORT.decode()}, read
+    assert grant

@@ -209,6 +209,9 @@ int scopefs_release(unsigned long long claim, const char *state_dir);
 #define SCOPEFS_NOTICE_CHANGED "changed"
 #define SCOPEFS_NOTICE_SAVE "save"
 #define SCOPEFS_NOTICE_RELINQUISH "relinquish"
+/* An extension provider's item changed its user.scopefs.state (downloaded,
+ * evicted, uploading, uploaded, conflict...): read the attribute. */
+#define SCOPEFS_NOTICE_STATE "state"
 struct scopefs_notice {
     const char *kind;
     const char *path;

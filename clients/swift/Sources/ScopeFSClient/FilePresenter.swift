@@ -36,6 +36,10 @@ public protocol FilePresenter: AnyObject {
     func savePresentedItemChanges()
     /// Apple's `relinquishPresentedItem(toWriter:)`: end your claim.
     func relinquishPresentedItem()
+    /// An extension's item was downloaded, evicted, uploaded, or met a
+    /// conflict: read `user.scopefs.state` (`attributes` names what
+    /// Apple's keys would).
+    func presentedItemDidChangeUbiquityAttributes(_ attributes: Set<URLResourceKey>)
     /// Every notice about the item or its subitems, before its callback
     /// (also the ones Apple's presenters have no callback for: arrived,
     /// revoked...).
@@ -54,10 +58,16 @@ extension FilePresenter {
     public func accommodatePresentedItemDeletion() {}
     public func savePresentedItemChanges() {}
     public func relinquishPresentedItem() {}
+    public func presentedItemDidChangeUbiquityAttributes(_ attributes: Set<URLResourceKey>) {}
     public func presentedItemNotice(_ notice: DocumentNotice) {}
 }
 
 public enum FilePresenterDelivery {
+    /// What a `state` notice says changed, in Apple's keys.
+    static let stateKeys: Set<URLResourceKey> = [
+        .ubiquitousItemDownloadingStatusKey, .ubiquitousItemIsUploadingKey, .ubiquitousItemHasUnresolvedConflictsKey,
+    ]
+
     /// Calls the presenter's callback for `notice`, if it concerns the
     /// presented item or an item inside it.
     public static func deliver(_ notice: DocumentNotice, to presenter: any FilePresenter) {
@@ -72,6 +82,7 @@ public enum FilePresenterDelivery {
             case .deleted: presenter.accommodatePresentedItemDeletion()
             case .save: presenter.savePresentedItemChanges()
             case .relinquish: presenter.relinquishPresentedItem()
+            case .state: presenter.presentedItemDidChangeUbiquityAttributes(FilePresenterDelivery.stateKeys)
             case .arrived, .revoked, .restored, .forgotten, .appeared: break
             }
         case .subitem:
@@ -81,7 +92,7 @@ public enum FilePresenterDelivery {
             case .appeared: presenter.presentedSubitemDidAppear(at: notice.url)
             case .moved: presenter.presentedSubitem(at: notice.oldURL ?? notice.url, didMoveTo: notice.url)
             case .deleted: presenter.accommodatePresentedSubitemDeletion(at: notice.url) { _ in }
-            case .arrived, .revoked, .restored, .forgotten, .save, .relinquish: break
+            case .arrived, .revoked, .restored, .forgotten, .save, .relinquish, .state: break
             }
         }
     }

@@ -28,6 +28,9 @@
         func presentedSubitem(at oldURL: URL, didMoveTo newURL: URL)
         func accommodatePresentedSubitemDeletion(at url: URL, completionHandler: @escaping ((any Error)?) -> Void)
         func presentedSubitemDidChange(at url: URL)
+        /// An extension's item was downloaded, evicted, uploaded or met a
+        /// conflict (`user.scopefs.state`).
+        func presentedItemDidChangeUbiquityAttributes(_ attributes: Set<URLResourceKey>)
     }
 
     extension NSFilePresenter {
@@ -48,6 +51,7 @@
             completionHandler(nil)
         }
         public func presentedSubitemDidChange(at url: URL) {}
+        public func presentedItemDidChangeUbiquityAttributes(_ attributes: Set<URLResourceKey>) {}
     }
 
     /// Calls an `NSFilePresenter`'s callbacks for notices, on its queue.
@@ -61,6 +65,8 @@
             case (.item, .deleted): call = { presenter.accommodatePresentedItemDeletion { _ in } }
             case (.item, .save): call = { presenter.savePresentedItemChanges { _ in } }
             case (.item, .relinquish): call = { presenter.relinquishPresentedItem(toWriter: { _ in }) }
+            case (.item, .state):
+                call = { presenter.presentedItemDidChangeUbiquityAttributes(FilePresenterDelivery.stateKeys) }
             case (.subitem, .changed): call = { presenter.presentedSubitemDidChange(at: notice.url) }
             case (.subitem, .appeared): call = { presenter.presentedSubitemDidAppear(at: notice.url) }
             case (.subitem, .moved):

@@ -19,6 +19,10 @@ public struct DocumentNotice: Decodable, Sendable, Equatable {
         case arrived, revoked, restored, forgotten, moved, deleted, changed, save, relinquish
         /// An item appeared inside a granted folder (always a subitem).
         case appeared
+        /// An extension's item changed its `user.scopefs.state` (downloaded,
+        /// evicted, uploading, uploaded, in conflict...): Apple's
+        /// `presentedItemDidChangeUbiquityAttributes(_:)`.
+        case state
     }
 
     public let kind: Kind
