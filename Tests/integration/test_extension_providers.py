@@ -183,6 +183,20 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def in_scope(env, app: str, path: str, expression: str):
+    """An app process (default sandbox) that starts a scope on `path` and
+    reports `expression` (Python, of `path`) or its errno."""
+    code = f"path = sys.argv[1]; os.getxattr(path, 'user.scopefs.start'); emit(outcome(lambda: {expression}))"
+    return env.app_json(app, code, path, sandbox=True)
+
+
+def start_slow_read(s, path: str) -> None:
+    """Asks the APP session to read `path` and waits until it is reading."""
+    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": path}) + "\n").encode())
+    s.popen.stdin.flush()
+    assert s.recv() == {"reading": True}
+
+
 def test_placeholders_show_size_one_block_and_state_and_listing_downloads_nothing(env, cloud):
     """S42: a file not on disk shows its real size and mode, st_blocks 1
     and user.scopefs.state "dataless"; listing and stat fetch nothing."""
@@ -352,9 +366,7 @@ def test_a_revoke_ends_a_download_in_flight_with_eperm(env, cloud):
     grant = env.grant(ALPHA, f"{CLOUD}:docs")
     s, _ = session(env, cloud)
     cloud.switch("slow-fetch", "30")
-    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": cloud.path(ALPHA, "docs/report.txt")}) + "\n").encode())
-    s.popen.stdin.flush()
-    assert s.recv() == {"reading": True}
+    start_slow_read(s, cloud.path(ALPHA, "docs/report.txt"))
     wait_for("the fetch to start", cloud.calls, lambda calls: any(c.startswith("fetch") for c in calls))
     started = time.monotonic()
     env.revoke(ALPHA, grant)
@@ -369,9 +381,7 @@ def test_a_signal_interrupts_a_slow_download_with_eintr(env, cloud):
     env.grant(ALPHA, f"{CLOUD}:docs")
     s, _ = session(env, cloud)
     cloud.switch("slow-fetch", "30")
-    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": cloud.path(ALPHA, "docs/report.txt")}) + "\n").encode())
-    s.popen.stdin.flush()
-    assert s.recv() == {"reading": True}
+    start_slow_read(s, cloud.path(ALPHA, "docs/report.txt"))
     wait_for("the fetch to start", cloud.calls, lambda calls: any(c.startswith("fetch") for c in calls))
     app_pids = [
         p["pid"] for p in status(env)["daemon"]["processes"] if p["app"] == ALPHA and p.get("parent") is not None
@@ -394,15 +404,8 @@ def test_a_stalled_extension_gives_etimedout_and_the_mount_keeps_serving(env, cl
     s, _ = session(env, cloud)
     cloud.switch("stall-fetch", "")
     started = time.monotonic()
-    s.popen.stdin.write((json.dumps({"op": "slow-read", "path": cloud.path(ALPHA, "docs/report.txt")}) + "\n").encode())
-    s.popen.stdin.flush()
-    assert s.recv() == {"reading": True}
-    other = env.app_json(
-        ALPHA,
-        "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: os.listdir(sys.argv[1])))",
-        env.prov(ALPHA, "local", "docs"),
-        sandbox=True,
-    )
+    start_slow_read(s, cloud.path(ALPHA, "docs/report.txt"))
+    other = in_scope(env, ALPHA, env.prov(ALPHA, "local", "docs"), "os.listdir(path)")
     assert "ok" in other, other
     result = s.recv(timeout=30)
     assert result == {"errno": "ETIMEDOUT"}, result
@@ -543,12 +546,7 @@ def test_hostile_extensions_cost_themselves_not_the_daemon_or_other_providers(en
     found = sorted(str(path.relative_to(replica)) for path in replica.rglob("*"))
     assert found == ["folder", "folder/child", "good1", "link", "twin"], found
     assert os.readlink(replica / "link") == "/etc" and not (env.root / "escape").exists()
-    read = env.app_json(
-        ALPHA,
-        "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: read_text(sys.argv[1] + '/report.txt')))",
-        env.prov(ALPHA, "local", "docs"),
-        sandbox=True,
-    )
+    read = in_scope(env, ALPHA, env.prov(ALPHA, "local", "docs"), "read_text(path + '/report.txt')")
     assert "ok" in read, read
     # The flood: 10,000 `changed` a second cost at most ten pulls a second.
     daemon = status(env)["daemon"]["pid"]
@@ -663,11 +661,6 @@ def test_a_reference_and_a_bookmark_follow_a_remote_rename_through_the_extension
     )
     got = resolve_ok(env, ALPHA, token)
     assert got["isStale"] is True and got["pathInApp"] == f"Providers/{CLOUD}/docs/renamed.txt", got
-    read = env.app_json(
-        ALPHA,
-        "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: read_bytes(sys.argv[1]).decode()))",
-        ref,
-        sandbox=True,
-    )
+    read = in_scope(env, ALPHA, ref, "read_bytes(path).decode()")
     assert read == {"ok": REPORT.decode()}, read
     assert grant
