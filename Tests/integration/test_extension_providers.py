@@ -664,3 +664,50 @@ def test_a_reference_and_a_bookmark_follow_a_remote_rename_through_the_extension
     read = in_scope(env, ALPHA, ref, "read_bytes(path).decode()")
     assert read == {"ok": REPORT.decode()}, read
     assert grant
+
+
+def extension_pids(marker: Path) -> list[int]:
+    """The extension processes this test's daemon started: their command
+    line names the test's own remote folder."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"python3") and str(marker).encode() in argv:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_an_extension_killed_mid_upload_loses_nothing_and_uploads_once(env, cloud):
+    """S43: the extension is killed (SIGKILL) while it uploads an edit; the
+    daemon restarts it and sends the edit again: the store has it, with no
+    conflict copy (the second send met the first by content, or the first
+    never landed)."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("slow-modify", "3")
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/report.txt"), data="edited, then killed\n") == {
+        "ok": "written"
+    }
+    wait_for("the upload to start", cloud.calls, lambda calls: any(c.startswith("modify") for c in calls))
+    killed = extension_pids(cloud.remote)
+    assert killed, "no extension process found"
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    cloud.switch("slow-modify", None)
+    wait_for(
+        "the edit in the store after the restart",
+        lambda: (cloud.remote / "docs" / "report.txt").read_bytes(),
+        lambda data: data == b"edited, then killed\n",
+        timeout=20,
+    )
+    cloud.sync()
+    assert sorted(os.listdir(cloud.remote / "docs")) == ["big.bin", "report.txt"]
+    assert ask(s, op="attr", path=cloud.path(ALPHA, "docs/report.txt"), name="user.scopefs.state") == {
+        "ok": "materialized"
+    }
+    restarted = wait_events(env, lambda e: "extension.exited" in (e.get("operation") or ""), kind="extension")
+    assert restarted

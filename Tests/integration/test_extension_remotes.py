@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 
 import pytest
 from doc_scope_helpers import mount, wait_events
@@ -145,3 +146,33 @@ def test_an_app_edits_a_remote_document_meets_a_conflict_and_survives_a_dropped_
     assert store.get("docs/report.txt") == b"changed in the store while we were offline\n"
     # And what could not be read offline reads now.
     assert ask(app, op="read", name="other.txt") == {"ok": sha(b"not downloaded yet\n")}
+
+
+@pytest.mark.scopefs_timeout(180)
+def test_a_download_in_flight_when_the_link_drops_times_out_then_reads_again(remotes, env):
+    """S42 on a real network fault: the link slows to 4 Mbit/s and an app
+    reads a 16 MiB object; the link drops mid-download: with no progress
+    for the stall limit (5 s here) the read fails with ETIMEDOUT (or EIO
+    when the extension sees the failure first), and once the link is back
+    the same read works, byte for byte."""
+    store = Store(remotes, "s3")
+    data = bytes(range(256)) * (64 << 10)  # 16 MiB
+    store.put("docs/big.bin", data)
+    env.base_env.update(store.remote.env, SCOPEFS_EXTENSION_STALL_SECONDS="5", SCOPEFS_EXTENSION_RETRY_SECONDS="0.5")
+    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
+    mount(env)
+    env.cli("provider", "sync", CLOUD, timeout=120)
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env._record_daemon()
+    app = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
+    assert app.recv() == {"start": {"ok": "1"}}
+    store.remote.netem(rate="4mbit")
+    app.popen.stdin.write((json.dumps({"op": "read", "name": "big.bin"}) + "\n").encode())
+    app.popen.stdin.flush()
+    time.sleep(2)  # the download is under way (16 MiB take 30 s at this rate)
+    store.remote.link_down()
+    failed = app.recv(timeout=90)
+    assert failed in ({"errno": "ETIMEDOUT"}, {"errno": "EIO"}), failed
+    store.remote.link_up()
+    store.remote.netem()
+    assert ask(app, op="read", name="big.bin") == {"ok": sha(data)}

@@ -12,6 +12,8 @@ request looks at files in CONTROL, which the test writes:
   sending ``$/progress`` and honouring ``$/cancel`` meanwhile;
 - ``stall-fetch``: ``fetch`` never answers and ignores ``$/cancel`` (a hung
   extension; the daemon's stall limit must end the app's wait);
+- ``slow-modify``: a number of seconds each ``modify`` waits before it
+  writes (a test kills the extension meanwhile);
 
 and appends one line per request to ``CONTROL/calls`` ("METHOD ID"), so
 that a test can tell that a revoked or unscoped app caused no traffic.
@@ -89,6 +91,9 @@ class ControlledFolder(FolderExtension):
 
     def modify_item(self, identifier, base_version, fields, contents_path, request):
         self._note("modify", identifier)
+        slow = self._switch("slow-modify")
+        if slow:
+            time.sleep(float(slow))
         return super().modify_item(identifier, base_version, fields, contents_path, request)
 
     def delete_item(self, identifier, base_version, request):
