@@ -38,11 +38,13 @@ extension ExtensionProvider {
         inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl,
         interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws(ExtensionFailure) {
+        // Warm reads (the content is on disk) cost one lookup under the
+        // lock: no record is rewritten, and the LRU time moves once a second.
+        let now = Date().timeIntervalSince1970
         guard
             let (id, size) = lock.withLock({ () -> (String, Int64)? in
-                guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
-                record.lastUsed = Date().timeIntervalSince1970
-                index.put(record)
+                guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else { return nil }
+                if now - record.lastUsed > 1 { index.touch(id, at: now) }
                 return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
             })
         else { return }

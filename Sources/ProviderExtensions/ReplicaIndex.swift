@@ -31,6 +31,11 @@ struct ReplicaIndex {
         if let parent = record.item.parent { children[parent, default: []].insert(record.item.id) }
     }
 
+    /// The item was read or written now (the quota's LRU order).
+    mutating func touch(_ id: String, at time: Double) {
+        records[id]?.lastUsed = time
+    }
+
     /// Removes the record (not its descendants); returns it.
     @discardableResult
     mutating func remove(_ id: String) -> ReplicaRecord? {
