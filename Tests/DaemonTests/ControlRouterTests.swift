@@ -42,6 +42,7 @@ let sampleCommands: [ControlCommand] = [
     .faultAdd(FaultRule(operation: "read", errno: EIO), seed: 9),
     .faultList,
     .faultClear(id: nil),
+    .providerContent(provider: "cloud", action: .evict, path: "docs/a.txt"),
 ]
 
 /// The four kinds of sender the daemon meets.

@@ -711,3 +711,63 @@ def test_an_extension_killed_mid_upload_loses_nothing_and_uploads_once(env, clou
     }
     restarted = wait_events(env, lambda e: "extension.exited" in (e.get("operation") or ""), kind="extension")
     assert restarted
+
+
+def test_a_daemon_killed_after_the_store_took_an_edit_does_not_upload_it_twice(env, cloud):
+    """S43: the store has taken the edit, but the daemon is killed (SIGKILL)
+    before it hears so. The next daemon finds the edit still marked and
+    sends it again with the old base: the store answers `conflict`, the
+    daemon compares the content, finds its own edit, and keeps no conflict
+    copy: one edit, in the store once."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("linger-modify", "30")
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/report.txt"), data="saved once\n") == {"ok": "written"}
+    wait_for("the store to take the edit", cloud.calls, lambda calls: any(c.startswith("modified") for c in calls))
+    s.kill()
+    env.kill_daemon()
+    env.cli("unmount", env.mnt, expect=None)
+    env.mounted = False
+    cloud.switch("linger-modify", None)
+    mount(env)
+    cloud.sync()
+    wait_for(
+        "the edit to be settled",
+        cloud.extension_status,
+        lambda st: st["queued"] == 0 and st["conflicts"] == 0,
+        timeout=20,
+    )
+    assert (cloud.remote / "docs" / "report.txt").read_bytes() == b"saved once\n"
+    assert sorted(os.listdir(cloud.remote / "docs")) == ["big.bin", "report.txt"], "a conflict copy of our own edit"
+    calls = cloud.calls()
+    # Sent again after the restart, met by content (item, then fetch to compare).
+    again = calls[calls.index(next(c for c in calls if c.startswith("modified"))) + 1 :]
+    assert any(c.startswith("modify") for c in again) and any(c.startswith("fetch") for c in again), again
+
+
+RAW_CONTENT_OPS = """
+import socket
+answers = {}
+for label, path in (("owner", sys.argv[1]), ("app", sys.argv[2])):
+    for action in ("sync", "pin", "unpin", "evict"):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        request = {"op": "providerContent", "contentProvider": "cloud", "contentAction": action, "path": "docs"}
+        s.sendall(json.dumps(request).encode() + b"\\n")
+        answers[label + ":" + action] = json.loads(s.makefile().readline())
+        s.close()
+emit(answers)
+"""
+
+
+def test_an_app_process_cannot_sync_pin_or_evict(env, cloud):
+    """SPEC S5, S41: `providerContent` (sync, pin, unpin, evict) is the
+    owner's: an app that writes it to the owner's socket or to the app
+    socket gets code 77, and nothing it asked for happens (the pinned file
+    stays pinned)."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env.cli("pin", f"{CLOUD}:docs/report.txt")
+    got = env.app_json(ALPHA, RAW_CONTENT_OPS, env.state / "control.sock", env.state / "app.sock")
+    for key, answer in got.items():
+        assert answer.get("ok") is False and answer.get("code") == 77, (key, answer)
+    assert cloud.extension_status()["pinned"] == 1

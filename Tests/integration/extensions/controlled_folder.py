@@ -14,6 +14,9 @@ request looks at files in CONTROL, which the test writes:
   extension; the daemon's stall limit must end the app's wait);
 - ``slow-modify``: a number of seconds each ``modify`` waits before it
   writes (a test kills the extension meanwhile);
+- ``linger-modify``: a number of seconds each ``modify`` waits after it
+  wrote, before it answers (a test kills the daemon meanwhile: the store
+  has the edit, the daemon never heard);
 
 and appends one line per request to ``CONTROL/calls`` ("METHOD ID"), so
 that a test can tell that a revoked or unscoped app caused no traffic.
@@ -94,7 +97,13 @@ class ControlledFolder(FolderExtension):
         slow = self._switch("slow-modify")
         if slow:
             time.sleep(float(slow))
-        return super().modify_item(identifier, base_version, fields, contents_path, request)
+        answer = super().modify_item(identifier, base_version, fields, contents_path, request)
+        linger = self._switch("linger-modify")
+        if linger:
+            with open(self.control / "calls", "a") as calls:
+                calls.write(f"modified {identifier}\n")
+            time.sleep(float(linger))
+        return answer
 
     def delete_item(self, identifier, base_version, request):
         self._note("delete", identifier)
