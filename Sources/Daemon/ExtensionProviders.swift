@@ -207,6 +207,16 @@ final class ExtensionContent: ProviderContent {
     func synced(_ file: ContentFile) { replica.localChanged() }
     func namespaceChanged(provider: ProviderID) { replica.localChanged() }
 
+    func refusal(of operation: FileOperation, provider: ProviderID) -> Errno? {
+        guard let capabilities = replica.capabilities else { return nil }
+        switch operation {
+        case .link, .mknod: return .notPermitted
+        case .symlink: return capabilities.symlinks ? nil : .notPermitted
+        case .rename: return capabilities.rename ? nil : .improperLink
+        default: return nil
+        }
+    }
+
     func presentedBlocks(_ file: ContentFile, _ info: stat) -> blkcnt_t {
         blkcnt_t(replica.presentedBlocks(inode: file.inode, size: Int64(info.st_size), blocks: Int64(info.st_blocks)))
     }

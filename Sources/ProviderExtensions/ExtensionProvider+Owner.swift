@@ -16,6 +16,16 @@ extension ExtensionProvider {
         opened(inode: inode)
     }
 
+    /// What the extension can store, as it said when it last started (nil
+    /// before it ever did): the mount refuses what it cannot hold.
+    public var capabilities: ExtensionCapabilities? {
+        if case .running(let info) = calls.state {
+            lock.withLock { knownCapabilities = info.capabilities }
+            return info.capabilities
+        }
+        return lock.withLock { knownCapabilities }
+    }
+
     /// `stat`'s blocks: 1 for a non-empty file with nothing on disk.
     public func presentedBlocks(inode: UInt64, size: Int64, blocks: Int64) -> Int64 {
         size > 0 && blocks == 0 ? 1 : blocks

@@ -106,17 +106,22 @@ extension ExtensionProvider {
         for (record, fields) in moved.sorted(by: { depth($0.0.item.id) < depth($1.0.item.id) }) {
             var fields = fields
             if !capabilities.modify { continue }
-            if !capabilities.rename {
-                fields.name = nil
-                fields.parent = nil
-            }
+            // What the store cannot keep stays local (as chmod on a file
+            // system without modes), and is not asked for at every pass.
+            let settable = capabilities.settableFields
+            if !capabilities.rename || !settable.contains("name") { fields.name = nil }
+            if !capabilities.rename || !settable.contains("parent") { fields.parent = nil }
+            if !settable.contains("mode") { fields.mode = nil }
             if fields.isEmpty { continue }
             do {
                 let answer = try calls.modify(
                     record.item.id, baseVersion: record.item.version, fields: fields, contents: nil, RequestControl())
                 adopt(answer, for: record)
             } catch {
-                if error.code == .notSupported { continue }
+                if error.code == .notSupported {
+                    if fields.name != nil || fields.parent != nil { moveBack(record, tree) }
+                    continue
+                }
                 if error.code == .conflict || error.code == .noSuchItem {
                     try? store.setValue(nil, for: Self.anchorKey)
                     wake(pull: true)
@@ -124,6 +129,20 @@ extension ExtensionProvider {
                 }
                 if failsThePass(error, record) { throw error }
             }
+        }
+    }
+
+    /// The store cannot make this move (S3 moves no folders): the replica
+    /// puts the item back where the store has it, and says why, rather than
+    /// show a tree the store does not have.
+    private func moveBack(_ record: ReplicaRecord, _ tree: LocalTree) {
+        guard let here = tree.path(of: record.inode), let there = lock.withLock({ index.path(of: record.item.id) })
+        else { return }
+        do {
+            try writer.rename(here, to: there)
+            report(.error, there, "the store cannot move \(there) to \(here): moved back", errno: EXDEV)
+        } catch {
+            report(.error, here, "the store cannot move \(there) to \(here), nor could it be moved back: \(error)")
         }
     }
 

@@ -68,6 +68,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     var finished = DispatchSemaphore(value: 0)
     /// The queue's state for `status`.
     var sync = SyncState()
+    /// The capabilities of the extension's last start (`capabilities`).
+    var knownCapabilities: ExtensionCapabilities?
     /// Rounds of the sync thread taken and finished (`syncNow` waits for one).
     var roundsStarted = 0
     var roundsDone = 0

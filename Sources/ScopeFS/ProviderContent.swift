@@ -36,6 +36,11 @@ public protocol ProviderContent: AnyObject, Sendable {
     /// An app made, removed, renamed or changed the attributes of an item of
     /// the provider: the replica has changed, the remote must follow.
     func namespaceChanged(provider: ProviderID)
+    /// The errno for a change the store cannot hold, before it is made
+    /// (docs/PROVIDERS.md): a hard link, a device or FIFO, a symlink where
+    /// the extension keeps none (EPERM), a rename where it cannot rename
+    /// (EXDEV: `mv` copies and deletes). nil: go ahead.
+    func refusal(of operation: FileOperation, provider: ProviderID) -> Errno?
     /// The blocks `stat` shows for a replica file (S42: 1 while nothing of a
     /// non-empty file is on disk, so that sparse-aware tools do not take it
     /// for a hole).
@@ -148,6 +153,15 @@ extension ScopeFileSystem {
             content,
             ContentFile(provider: provider, app: app, device: identity.device, inode: identity.inode)
         )
+    }
+
+    /// Refuses, in a provider folder whose store cannot hold it, what the
+    /// app is about to make (`ProviderContent.refusal`).
+    func refuseUnstorable(_ operation: FileOperation, in folder: Node) throws(Errno) {
+        guard case .provider(_, let provider) = folder.place, let content = providerContents.content(of: provider),
+            let refusal = content.refusal(of: operation, provider: provider)
+        else { return }
+        throw refusal
     }
 
     /// The provider content behind a folder an app changes names in.

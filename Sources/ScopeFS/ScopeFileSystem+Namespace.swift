@@ -9,7 +9,9 @@ extension ScopeFileSystem {
     public func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno)
         -> Entry
     {
-        try make(request, parent, name, .mknod) { directory throws(Errno) in
+        // A regular file made by mknod is a file like any other; a device
+        // or a FIFO is what an extension's store cannot hold.
+        try make(request, parent, name, .mknod, unstorable: mode & S_IFMT != S_IFREG) { directory throws(Errno) in
             try Sys.mknodAt(directory, name, mode, device)
         }
     }
@@ -19,19 +21,21 @@ extension ScopeFileSystem {
     }
 
     public func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
-        try make(request, parent, name, .symlink) { directory throws(Errno) in
+        try make(request, parent, name, .symlink, unstorable: true) { directory throws(Errno) in
             try Sys.symlinkAt(target, directory, name)
         }
     }
 
     /// Creates `name` in a writable folder with `body`, hands it to the caller
     /// and looks it up.
+    /// `unstorable`: an extension's provider may refuse it (`refuseUnstorable`).
     private func make(
-        _ request: Request, _ parent: UInt64, _ name: String, _ operation: FileOperation,
+        _ request: Request, _ parent: UInt64, _ name: String, _ operation: FileOperation, unstorable: Bool = false,
         _ body: (Int32) throws(Errno) -> Void
     ) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller, operation)
+        if unstorable { try refuseUnstorable(operation, in: folder.node) }
         let lease = try backedDirectory(folder)
         defer { withExtendedLifetime(lease) {} }
         try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in try body(lease.number) }
@@ -45,6 +49,7 @@ extension ScopeFileSystem {
         let source = try gate(inode, .write, caller, .link)
         let folder = try gate(newParent, .write, caller, .link)
         try requireSameGrant(source, folder)
+        try refuseUnstorable(.link, in: folder.node)
         guard let sourceDirectory = try parentDescriptor(of: source.resolved) else { throw .notPermitted }
         let directory = try backedDirectory(folder)
         defer { withExtendedLifetime((sourceDirectory, directory)) {} }
@@ -85,6 +90,7 @@ extension ScopeFileSystem {
         let to = parent == newParent ? from : try gate(newParent, .write, caller, .rename)
         try requireSameGrant(from, to)
         try requireVisible(name, in: from)
+        try refuseUnstorable(.rename, in: from.node)
         let fromLease = try backedDirectory(from)
         let toLease = try backedDirectory(to)
         defer { withExtendedLifetime((fromLease, toLease)) {} }

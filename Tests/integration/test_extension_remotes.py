@@ -176,3 +176,69 @@ def test_a_download_in_flight_when_the_link_drops_times_out_then_reads_again(rem
     store.remote.link_up()
     store.remote.netem()
     assert ask(app, op="read", name="big.bin") == {"ok": sha(data)}
+
+
+CANNOT_HOLD = r"""
+import json
+folder = sys.argv[1]
+os.getxattr(folder, "user.scopefs.start")
+out = {
+    "symlink": outcome(os.symlink, "report.txt", os.path.join(folder, "link")),
+    "link": outcome(os.link, os.path.join(folder, "report.txt"), os.path.join(folder, "hard")),
+    "fifo": outcome(os.mkfifo, os.path.join(folder, "fifo")),
+    "mkdir": outcome(os.mkdir, os.path.join(folder, "sub")),
+}
+write_text(os.path.join(folder, "sub", "inside.txt"), "inside\n")
+out["rename-file"] = outcome(os.rename, os.path.join(folder, "report.txt"), os.path.join(folder, "renamed.txt"))
+emit(out)
+"""
+
+
+@pytest.mark.scopefs_timeout(120)
+def test_what_the_s3_store_cannot_hold_is_refused_or_put_back(remotes, env):
+    """docs/PROVIDERS.md "Errors": S3 keeps no symlinks, hard links or FIFOs
+    (EPERM at once); a file rename works (a new key); a folder rename, which
+    S3 cannot make, is moved back in the replica with an event (EXDEV)."""
+    store = Store(remotes, "s3")
+    store.put("docs/report.txt", V1)
+    env.base_env.update(store.remote.env, SCOPEFS_EXTENSION_POLL_SECONDS="1", SCOPEFS_EXTENSION_RETRY_SECONDS="0.5")
+    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
+    mount(env)
+    env.cli("provider", "sync", CLOUD, timeout=120)
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env._record_daemon()
+    got = env.app_json(ALPHA, CANNOT_HOLD, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
+    assert got == {
+        "symlink": {"errno": "EPERM"},
+        "link": {"errno": "EPERM"},
+        "fifo": {"errno": "EPERM"},
+        "mkdir": {"ok": None},
+        "rename-file": {"ok": None},
+    }, got
+    wait_for(
+        "the rename and the folder in the store",
+        lambda: sorted(store.remote.keys("docs/")),
+        lambda keys: "docs/renamed.txt" in keys and "docs/sub/inside.txt" in keys and "docs/report.txt" not in keys,
+        timeout=30,
+    )
+    moved = env.app_json(
+        ALPHA,
+        "os.getxattr(sys.argv[1], 'user.scopefs.start'); "
+        "emit(outcome(os.rename, os.path.join(sys.argv[1], 'sub'), os.path.join(sys.argv[1], 'moved')))",
+        env.prov(ALPHA, CLOUD, "docs"),
+        sandbox=True,
+    )
+    assert moved == {"ok": None}, moved
+    wait_events(env, lambda e: "moved back" in (e.get("operation") or ""), kind="extension", timeout=30)
+    listing = wait_for(
+        "the folder back in the app's view",
+        lambda: env.app_json(
+            ALPHA,
+            "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: sorted(os.listdir(sys.argv[1]))))",
+            env.prov(ALPHA, CLOUD, "docs"),
+            sandbox=True,
+        ),
+        lambda got: got.get("ok") == ["renamed.txt", "sub"],
+        timeout=30,
+    )
+    assert listing
