@@ -34,7 +34,7 @@ extension ExtensionProvider {
     public func state(inode: UInt64) -> String? {
         lock.withLock {
             guard let id = index.id(ofInode: inode), let record = index[id] else { return nil }
-            if record.dirty != 0, let path = index.path(of: id), sync.uploading == path { return "uploading" }
+            if record.dirty != 0, let path = index.path(of: id), sync.uploadingNow.contains(path) { return "uploading" }
             return record.state
         }
     }
@@ -107,7 +107,7 @@ extension ExtensionProvider {
                 provider: providerID, items: records.count - 1,
                 cachedBytes: records.reduce(0) { $0 + ($1.isFile ? $1.present.byteCount : 0) },
                 quotaBytes: quotaBytes, pinned: records.filter(\.pinned).count,
-                queued: records.filter { $0.dirty != 0 }.count, uploading: sync.uploading,
+                queued: records.filter { $0.dirty != 0 }.count, uploading: sync.uploadingNow.sorted().first,
                 conflicts: records.filter { $0.problem?.hasPrefix("conflict") ?? false }.count,
                 errors: records.filter { $0.problem?.hasPrefix("error") ?? false }.count,
                 offline: sync.offline, lastError: sync.lastError, lastSync: max(sync.lastPull ?? 0, sync.lastPush ?? 0))

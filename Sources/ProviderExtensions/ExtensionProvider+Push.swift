@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Local to remote: what apps changed in the replica through the mount
 /// goes to the extension with the base version it was made on (SPEC S43).
@@ -146,75 +147,131 @@ extension ExtensionProvider {
         }
     }
 
+    /// New items, a folder before what goes in it; the items of one depth
+    /// go up in parallel (the store's round trips overlap, as `rclone
+    /// copy`'s transfers do).
     private func pushCreations(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
         guard capabilities.create else { return }
-        for entry in tree.inTreeOrder {
-            let (known, parent) = lock.withLock {
-                (index.id(ofInode: entry.inode), index.id(ofInode: entry.parentInode))
-            }
-            guard known == nil, let parent else { continue }
-            if entry.kind == .symlink && !capabilities.symlinks { continue }
-            let path = tree.path(of: entry.inode) ?? entry.name
-            var snapshot: String?
-            if entry.kind == .file {
-                do { snapshot = try self.snapshot(path, inode: entry.inode) } catch { continue }
-            }
-            defer { if let snapshot { unlink(snapshot) } }
-            do {
-                let template = ItemTemplate(
-                    parent: parent, name: entry.name, kind: entry.kind, mtime: entry.mtime, mode: entry.mode,
-                    target: entry.target)
-                lock.withLock { sync.uploading = path }
-                defer { lock.withLock { sync.uploading = nil } }
-                let item = try calls.create(template, contents: snapshot, RequestControl())
-                var record = ReplicaRecord(item: item, inode: entry.inode)
-                record.cachedVersion = item.version.content
-                record.present = ByteRanges([0..<item.size])
-                lock.withLock { index.put(record) }
-                save([record])
-            } catch {
-                if error.code == .exists {
-                    // Taken remotely meanwhile: the local one gets a conflict name.
-                    let name = ConflictName.make(for: entry.name, at: Date())
-                    let parentPath = (path as NSString).deletingLastPathComponent
-                    let newPath = parentPath.isEmpty ? name : parentPath + "/" + name
-                    try? writer.rename(path, to: newPath)
-                    report(.conflict, newPath, "\(path) was made here and remotely")
-                    wake(pull: true, push: true)
-                    continue
-                }
-                if failsThePass(error, nil, path: path) { throw error }
+        let unknown = lock.withLock { tree.inTreeOrder.filter { index.id(ofInode: $0.inode) == nil } }
+        let levels = Dictionary(grouping: unknown) { tree.depth(of: $0.inode) }
+        for depth in levels.keys.sorted() {
+            try concurrently(levels[depth] ?? []) { entry throws(ExtensionFailure) in
+                try self.create(entry, tree, capabilities)
             }
         }
     }
 
+    private func create(_ entry: LocalTree.Entry, _ tree: LocalTree, _ capabilities: ExtensionCapabilities)
+        throws(ExtensionFailure)
+    {
+        guard let parent = lock.withLock({ index.id(ofInode: entry.parentInode) }) else { return }
+        if entry.kind == .symlink && !capabilities.symlinks { return }
+        let path = tree.path(of: entry.inode) ?? entry.name
+        var snapshot: String?
+        if entry.kind == .file {
+            do { snapshot = try self.snapshot(path, inode: entry.inode) } catch { return }
+        }
+        defer { if let snapshot { unlink(snapshot) } }
+        do {
+            let template = ItemTemplate(
+                parent: parent, name: entry.name, kind: entry.kind, mtime: entry.mtime, mode: entry.mode,
+                target: entry.target)
+            let item = try uploading(path) { () throws(ExtensionFailure) in
+                try calls.create(template, contents: snapshot, RequestControl())
+            }
+            var record = ReplicaRecord(item: item, inode: entry.inode)
+            record.cachedVersion = item.version.content
+            record.present = ByteRanges([0..<item.size])
+            lock.withLock { index.put(record) }
+            save([record])
+        } catch {
+            if error.code == .exists {
+                // Taken remotely meanwhile: the local one gets a conflict name.
+                let name = ConflictName.make(for: entry.name, at: Date())
+                let parentPath = (path as NSString).deletingLastPathComponent
+                let newPath = parentPath.isEmpty ? name : parentPath + "/" + name
+                try? writer.rename(path, to: newPath)
+                report(.conflict, newPath, "\(path) was made here and remotely")
+                wake(pull: true, push: true)
+                return
+            }
+            if failsThePass(error, nil, path: path) { throw error }
+        }
+    }
+
+    /// Runs `body` for each item, at most `limit` at a time, and waits;
+    /// the first failure is thrown once all have ended (no new one starts
+    /// after it).
+    func concurrently<T: Sendable>(
+        _ items: [T], limit: Int = 8, _ body: @escaping @Sendable (T) throws(ExtensionFailure) -> Void
+    ) throws(ExtensionFailure) {
+        if items.count <= 1 {
+            for item in items { try body(item) }
+            return
+        }
+        let group = DispatchGroup()
+        let slots = DispatchSemaphore(value: limit)
+        let failure = Mutex<ExtensionFailure?>(nil)
+        for item in items {
+            slots.wait()
+            if failure.withLock({ $0 }) != nil {
+                slots.signal()
+                break
+            }
+            group.enter()
+            DispatchQueue.global().async {
+                defer {
+                    slots.signal()
+                    group.leave()
+                }
+                do throws(ExtensionFailure) {
+                    try body(item)
+                } catch {
+                    failure.withLock { if $0 == nil { $0 = error } }
+                }
+            }
+        }
+        group.wait()
+        if let failure = failure.withLock({ $0 }) { throw failure }
+    }
+
+    /// Marks `path` uploading (its state, and `status`) while `body` sends it.
+    func uploading<T>(_ path: String, _ body: () throws(ExtensionFailure) -> T) throws(ExtensionFailure) -> T {
+        lock.withLock { _ = sync.uploadingNow.insert(path) }
+        onStateChange?(path)
+        defer { lock.withLock { _ = sync.uploadingNow.remove(path) } }
+        return try body()
+    }
+
+    /// Files whose content changed, in parallel.
     private func pushContent(_ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
+        guard capabilities.modify else { return }
         let dirty = lock.withLock { index.all.filter { $0.dirty != 0 && $0.problem == nil && $0.isFile } }
-        for record in dirty {
-            guard let path = lock.withLock({ index.path(of: record.item.id) }) else { continue }
-            guard capabilities.modify else { continue }
-            let snapshot: String
-            do { snapshot = try self.snapshot(path, inode: record.inode) } catch { continue }
-            defer { unlink(snapshot) }
-            lock.withLock { sync.uploading = path }
-            onStateChange?(path)
-            defer { lock.withLock { sync.uploading = nil } }
-            do {
-                let answer = try calls.modify(
+        try concurrently(dirty) { record throws(ExtensionFailure) in try self.upload(record) }
+    }
+
+    private func upload(_ record: ReplicaRecord) throws(ExtensionFailure) {
+        guard let path = lock.withLock({ index.path(of: record.item.id) }) else { return }
+        let snapshot: String
+        do { snapshot = try self.snapshot(path, inode: record.inode) } catch { return }
+        defer { unlink(snapshot) }
+        do {
+            let answer = try uploading(path) { () throws(ExtensionFailure) in
+                try calls.modify(
                     record.item.id, baseVersion: record.item.version, fields: ChangedFields(), contents: snapshot,
                     RequestControl())
-                adopt(answer, for: record, uploadedGeneration: record.dirty)
-            } catch {
-                switch error.code {
-                case .conflict: try resolveConflict(record, path: path, snapshot: snapshot)
-                case .noSuchItem:
-                    // Deleted elsewhere: the edit is not lost, it is made again.
-                    _ = lock.withLock { index.remove(record.item.id) }
-                    save([], removing: [record.item.id])
-                    wake(push: true)
-                default:
-                    if failsThePass(error, record) { throw error }
-                }
+            }
+            adopt(answer, for: record, uploadedGeneration: record.dirty)
+        } catch {
+            switch error.code {
+            case .conflict: try resolveConflict(record, path: path, snapshot: snapshot)
+            case .noSuchItem:
+                // Deleted elsewhere: the edit is not lost, it is made again.
+                _ = lock.withLock { index.remove(record.item.id) }
+                save([], removing: [record.item.id])
+                wake(push: true)
+            default:
+                if failsThePass(error, record) { throw error }
             }
         }
     }
@@ -348,8 +405,8 @@ extension ExtensionProvider {
 }
 
 /// The replica's tree as it is on disk now, by inode.
-struct LocalTree {
-    struct Entry {
+struct LocalTree: Sendable {
+    struct Entry: Sendable {
         var inode: UInt64
         var parentInode: UInt64
         var name: String
@@ -362,6 +419,17 @@ struct LocalTree {
     var entries: [UInt64: Entry] = [:]
     /// Parents before children.
     var inTreeOrder: [Entry] = []
+
+    /// How many folders down from the replica's root (1 for its children).
+    func depth(of inode: UInt64) -> Int {
+        var depth = 0
+        var current = inode
+        while let entry = entries[current], depth < 300 {
+            depth += 1
+            current = entry.parentInode
+        }
+        return depth
+    }
 
     func path(of inode: UInt64) -> String? {
         var names: [String] = []

@@ -301,5 +301,6 @@ public struct SyncState: Sendable, Equatable {
     public var lastPush: Double?
     /// Consecutive failed pushes (the back-off's exponent).
     public var failures = 0
-    public var uploading: String?
+    /// The items being uploaded now (several go up in parallel).
+    public var uploadingNow: Set<String> = []
 }

@@ -104,6 +104,22 @@ import Testing
         #expect(replica.state(inode: inode) == "materialized")
     }
 
+    @Test("new folders and files go up parents first, many at a time, and all arrive")
+    func manyCreations() throws {
+        try FileManager.default.createDirectory(
+            atPath: replicaRoot + "/new/deeper", withIntermediateDirectories: true)
+        for index in 0..<40 {
+            try Data("file \(index)\n".utf8).write(to: URL(filePath: replicaRoot + "/new/f\(index).txt"))
+        }
+        try Data("deep\n".utf8).write(to: URL(filePath: replicaRoot + "/new/deeper/d.txt"))
+        try replica.push()
+        let made = try FileManager.default.contentsOfDirectory(atPath: remote + "/new").sorted()
+        #expect(made.count == 41 && made.contains("deeper"))
+        #expect(try String(contentsOfFile: remote + "/new/f39.txt", encoding: .utf8) == "file 39\n")
+        #expect(try String(contentsOfFile: remote + "/new/deeper/d.txt", encoding: .utf8) == "deep\n")
+        #expect(replica.status.queued == 0 && replica.status.errors == 0)
+    }
+
     @Test("remote renames and deletes move and remove replica files; the inode stays")
     func remoteChanges() throws {
         let before = try #require(status("docs/a.txt")).st_ino

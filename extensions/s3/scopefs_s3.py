@@ -92,6 +92,17 @@ CHUNK = 1 << 20
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
 
 
+class _PastTheEnd(Exception):
+    """A GET whose range starts at or after the object's end (416)."""
+
+
+def _range_start(content_range) -> int:
+    """The first byte a ranged GET answered (``bytes 5-9/10``); 0 without one."""
+    if not content_range:
+        return 0
+    return int(content_range.split(" ", 1)[1].split("-", 1)[0])
+
+
 def protocol_error(error: Exception, conflict_means: type = Conflict) -> ExtensionError:
     """The protocol error for a boto3 failure."""
     if isinstance(error, ExtensionError):
@@ -318,6 +329,54 @@ class S3Extension(ReplicatedExtension):
         return self._changes.changes(anchor)
 
     def fetch_contents(self, identifier, version, byte_range, request) -> Fetched:
+        # One GET, not a HEAD and a GET: the version is its If-Match, the
+        # range its Range, and the answer says which bytes of which version
+        # came (a round trip less on every download). The rare cases one
+        # GET cannot say (an empty range, a range past the end, the current
+        # version of a conflict) ask the object first.
+        if identifier == ROOT_ID or identifier.endswith("/") or not self._servable(self._key(identifier)):
+            current = self.item(identifier)
+            self.fetch_range(current, version, byte_range)
+        if byte_range is not None and byte_range[1] == 0:
+            return self._fetch_checked(identifier, version, byte_range, request)
+        ask = {"Bucket": self.bucket, "Key": self._key(identifier)}
+        if byte_range is not None:
+            ask["Range"] = f"bytes={byte_range[0]}-{byte_range[0] + byte_range[1] - 1}"
+        if version is not None:
+            ask["IfMatch"] = version
+        fd, staged = self.staging_file()
+        try:
+            with os.fdopen(fd, "wb") as out:
+                try:
+                    response = self._client.get_object(**ask)
+                except botocore.exceptions.ClientError as error:
+                    if error.response.get("Error", {}).get("Code") == "InvalidRange":
+                        raise _PastTheEnd() from error
+                    raise
+                length = response["ContentLength"]
+                offset = _range_start(response.get("ContentRange"))
+                copied = 0
+                for block in response["Body"].iter_chunks(CHUNK):
+                    request.check_cancelled()
+                    out.write(block)
+                    copied += len(block)
+                    request.progress(copied, length)
+        except _PastTheEnd:
+            os.unlink(staged)
+            return self._fetch_checked(identifier, version, byte_range, request)
+        except BaseException as error:
+            os.unlink(staged)
+            if isinstance(error, Exception):
+                failure = protocol_error(error)
+                if isinstance(failure, Conflict):
+                    # The version that is there now, for the daemon.
+                    raise Conflict(str(failure), data={"version": self.item(identifier).content_version})
+                raise failure
+            raise
+        return Fetched(path=staged, version=response["ETag"], offset=offset, length=length)
+
+    def _fetch_checked(self, identifier, version, byte_range, request) -> Fetched:
+        """``fetch`` after asking the object: for ranges one GET cannot say."""
         current = self.item(identifier)
         offset, length = self.fetch_range(current, version, byte_range)
         fd, staged = self.staging_file()
@@ -330,12 +389,9 @@ class S3Extension(ReplicatedExtension):
                         Range=f"bytes={offset}-{offset + length - 1}",
                         IfMatch=current.content_version,
                     )
-                    copied = 0
                     for block in response["Body"].iter_chunks(CHUNK):
                         request.check_cancelled()
                         out.write(block)
-                        copied += len(block)
-                        request.progress(copied, length)
         except BaseException as error:
             os.unlink(staged)
             if isinstance(error, Exception):
