@@ -87,7 +87,7 @@ extension ExtensionProvider {
             enum Step {
                 case done
                 case wait(Download)
-                case fetch(Download, ReplicaRecord, prefetch: Download?)
+                case fetch(Download, ReplicaRecord, prefetch: [Download])
             }
             let step: Step = lock.withLock {
                 guard let record = index[id], record.isFile, record.dirty == 0 else { return .done }
@@ -106,7 +106,7 @@ extension ExtensionProvider {
             case .wait(let download): try wait(for: download, control, interrupted)
             case .fetch(let download, let record, let prefetch):
                 DispatchQueue.global().async { self.fetch(download, record) }
-                if let prefetch { DispatchQueue.global().async { self.fetch(prefetch, record) } }
+                for ahead in prefetch { DispatchQueue.global().async { self.fetch(ahead, record) } }
                 try wait(for: download, control, interrupted)
             }
         }
@@ -139,28 +139,40 @@ extension ExtensionProvider {
         return (range, window)
     }
 
-    /// A reader that goes on where it stopped gets the next window fetched
-    /// while it reads this one, so the store is never idle between them
-    /// (a ranged GET costs a round trip or more before its first byte).
-    /// Not the reader's: it runs to its end even if the reader goes.
+    /// A reader that goes on where it stopped gets the next windows fetched
+    /// while it reads this one (`prefetchWindows` of them, in parallel), so
+    /// the store is never idle between them and a window's wait for its
+    /// last byte overlaps the next ones (a ranged GET costs a round trip
+    /// before its first byte, and its bytes are usable only once all came).
+    /// Not the reader's: they run to their end even if the reader goes.
     private func prefetch(
         _ id: String, _ record: ReplicaRecord, after range: Range<Int64>, _ window: Int64, _ present: ByteRanges
-    ) -> Download? {
-        let size = record.item.size
-        let start = range.upperBound
-        guard window >= 2 * tunables.block, start < size, !present.covers(start, start + 1),
-            !downloads[id, default: []].contains(where: { $0.range.contains(start) })
-        else { return nil }
-        let next = min(tunables.maxWindow, window * 2)
-        var stop = min(size, start + next, present.missingRunEnd(from: start, limit: size))
-        for other in downloads[id, default: []] where other.range.lowerBound > start {
-            stop = min(stop, other.range.lowerBound)
+    ) -> [Download] {
+        // Only once the reader went on where it stopped: a read of a file's
+        // first page (a file manager's sniffing, a thumbnailer) costs one
+        // block, not the windows after it.
+        guard window >= 2 * tunables.block else { return [] }
+        var made: [Download] = []
+        var start = range.upperBound
+        var next = window
+        for _ in 0..<tunables.prefetchWindows {
+            let size = record.item.size
+            next = min(tunables.maxWindow, next * 2)
+            guard start < size, !present.covers(start, start + 1),
+                !downloads[id, default: []].contains(where: { $0.range.contains(start) })
+            else { break }
+            var stop = min(size, start + next, present.missingRunEnd(from: start, limit: size))
+            for other in downloads[id, default: []] where other.range.lowerBound > start {
+                stop = min(stop, other.range.lowerBound)
+            }
+            guard start < stop else { break }
+            let download = Download(range: start..<stop)
+            downloads[id, default: []].append(download)
+            readAhead[id] = (stop, next)
+            made.append(download)
+            start = stop
         }
-        guard start < stop else { return nil }
-        let download = Download(range: start..<stop)
-        downloads[id, default: []].append(download)
-        readAhead[id] = (stop, next)
-        return download
+        return made
     }
 
     /// Waits for `download`; the caller's cancel or signal ends the wait
