@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Downloads: a placeholder's bytes come from the extension when an app
 /// reads them, after the gate and the scope check (the mount calls only
@@ -11,11 +12,24 @@ extension ExtensionProvider {
     /// revoke), the fetch is cancelled.
     final class Download: @unchecked Sendable {
         let range: Range<Int64>
-        let control = RequestControl()
+        let control: RequestControl
+        /// Bytes the extension says it has (`$/progress`), for
+        /// `user.scopefs.progress` while the download runs.
+        let received = ReceivedBytes()
         var done = false
         var failure: ExtensionFailure?
         var waiters = 0
-        init(range: Range<Int64>) { self.range = range }
+
+        init(range: Range<Int64>) {
+            self.range = range
+            control = RequestControl(onProgress: { [received] completed, _ in
+                received.count.store(completed, ordering: .relaxed)
+            })
+        }
+    }
+
+    final class ReceivedBytes: Sendable {
+        let count = Atomic<Int64>(0)
     }
 
     /// The errno an app gets when its policy forbids downloads (Apple's

@@ -39,13 +39,15 @@ extension ExtensionProvider {
         }
     }
 
-    /// "DONE/TOTAL" bytes on disk of the current version.
+    /// "DONE/TOTAL" bytes of the current version: on disk, plus what the
+    /// downloads in flight have received (their `$/progress`).
     public func progress(inode: UInt64) -> String? {
         lock.withLock {
             guard let id = index.id(ofInode: inode), let record = index[id] else { return nil }
             guard record.isFile else { return "0/0" }
-            let done = record.isMaterialized || record.dirty != 0 ? record.item.size : record.present.byteCount
-            return "\(done)/\(record.item.size)"
+            if record.isMaterialized || record.dirty != 0 { return "\(record.item.size)/\(record.item.size)" }
+            let inFlight = (downloads[id] ?? []).reduce(Int64(0)) { $0 + $1.received.count.load(ordering: .relaxed) }
+            return "\(min(record.item.size, record.present.byteCount + inFlight))/\(record.item.size)"
         }
     }
 

@@ -287,7 +287,7 @@ public struct ReplicaTunables: Sendable {
     public var wholeFileLimit: Int64 = 8 << 20
     public var block: Int64 = 1 << 20
     /// The largest window a sequential reader's readahead grows to.
-    public var maxWindow: Int64 = 16 << 20
+    public var maxWindow: Int64 = 128 << 20
     /// How many windows ahead of a sequential reader are fetched.
     public var prefetchWindows = 2
 
