@@ -136,8 +136,12 @@ final class ExtensionProviders: Sendable {
     private func stop(_ id: ProviderID) {
         guard let entry = running.withLock({ $0.removeValue(forKey: id) }) else { return }
         fileSystem.setContent(nil, for: id)
-        entry.replica.stop()
+        // The host first: a pull or push the sync thread is inside ends
+        // with it (its calls fail), so the unmount never waits for a slow
+        // extension's answer, up to the stall limit.
+        entry.replica.beginStop()
         entry.host.stop()
+        entry.replica.stop()
         entry.writer.stop()
     }
 

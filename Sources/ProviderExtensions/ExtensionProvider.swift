@@ -129,13 +129,21 @@ public final class ExtensionProvider: @unchecked Sendable {
         thread.start()
     }
 
+    /// Stops the thread and waits for it; `beginStop` first when the
+    /// thread may be inside a call the extension is slow to answer.
     public func stop() {
+        beginStop()
+        if thread != nil { finished.wait() }
+        thread = nil
+    }
+
+    /// Tells the thread to stop after what it is doing (without waiting):
+    /// stopping the host then ends a call it is inside at once.
+    public func beginStop() {
         lock.withLock {
             stopping = true
             lock.broadcast()
         }
-        if thread != nil { finished.wait() }
-        thread = nil
     }
 
     /// The extension's `changed`: a pull, unless one is waiting out a
