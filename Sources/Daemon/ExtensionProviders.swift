@@ -179,6 +179,8 @@ final class ExtensionContent: ProviderContent {
     init(replica: ExtensionProvider) { self.replica = replica }
 
     func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno) {
+        // A warm read sets up no wait: no control, no libfuse interrupt hook.
+        guard replica.missingContent(inode: file.inode) != nil else { return }
         try waiting(interruption) { control throws(ExtensionFailure) in
             try replica.prepareRead(
                 inode: file.inode, offset: offset, length: length, app: file.app, control: control,
@@ -187,6 +189,11 @@ final class ExtensionContent: ProviderContent {
     }
 
     func prepareOpen(_ file: ContentFile, writes: Bool, truncates: Bool, interruption: Interruption) throws(Errno) {
+        // Only a writer that keeps the content waits for it.
+        guard writes && !truncates && replica.missingContent(inode: file.inode) != nil else {
+            replica.opened(inode: file.inode)
+            return
+        }
         try waiting(interruption) { control throws(ExtensionFailure) in
             try replica.prepareOpen(
                 inode: file.inode, writes: writes, truncates: truncates, app: file.app, control: control,

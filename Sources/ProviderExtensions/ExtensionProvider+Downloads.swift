@@ -52,16 +52,7 @@ extension ExtensionProvider {
         inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl,
         interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws(ExtensionFailure) {
-        // Warm reads (the content is on disk) cost one lookup under the
-        // lock: no record is rewritten, and the LRU time moves once a second.
-        let now = Date().timeIntervalSince1970
-        guard
-            let (id, size) = lock.withLock({ () -> (String, Int64)? in
-                guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else { return nil }
-                if now - record.lastUsed > 1 { index.touch(id, at: now) }
-                return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
-            })
-        else { return }
+        guard let (id, size) = missingContent(inode: inode) else { return }
         let end = min(size, offset + Int64(length))
         guard offset < end else { return }
         if let app, neverDownload.contains(app) {
@@ -70,6 +61,20 @@ extension ExtensionProvider {
         register(control, for: app)
         defer { unregister(control, for: app) }
         try materialize(id, offset, end, control, interrupted)
+    }
+
+    /// Whether a read of `inode` may have to wait for a download: its item
+    /// and size if its content is not all on disk, else nil. Warm reads
+    /// cost this one lookup under the lock (no record is rewritten; the LRU
+    /// time moves at most once a second), and the mount calls it before it
+    /// sets up anything a wait would need.
+    public func missingContent(inode: UInt64) -> (id: String, size: Int64)? {
+        let now = Date().timeIntervalSince1970
+        return lock.withLock {
+            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else { return nil }
+            if now - record.lastUsed > 1 { index.touch(id, at: now) }
+            return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
+        }
     }
 
     /// Downloads every missing byte of the item (for a writer, `pin`).
