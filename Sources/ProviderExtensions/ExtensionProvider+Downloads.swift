@@ -132,7 +132,7 @@ extension ExtensionProvider {
     }
 
     /// What to fetch for a read missing `missing...`: the whole of a small
-    /// file; else whole blocks from `missing`, a window that doubles while
+    /// file; else whole blocks from `missing`, a window that grows while
     /// the reader goes on where it stopped (readahead), never past bytes
     /// present or another download.
     private func fetchRange(
@@ -144,7 +144,9 @@ extension ExtensionProvider {
         }
         let previous = readAhead[id]
         let window =
-            previous.map { $0.end == missing ? min(tunables.maxWindow, $0.window * 2) : tunables.block }
+            previous.map {
+                $0.end == missing ? min(tunables.maxWindow, $0.window * tunables.windowGrowth) : tunables.block
+            }
             ?? tunables.block
         let start = missing / tunables.block * tunables.block
         var stop = min(size, max(end, start + window))
@@ -176,7 +178,7 @@ extension ExtensionProvider {
         var next = window
         for _ in 0..<tunables.prefetchWindows {
             let size = record.item.size
-            next = min(tunables.maxWindow, next * 2)
+            next = min(tunables.maxWindow, next * tunables.windowGrowth)
             guard start < size, !present.covers(start, start + 1),
                 !downloads[id, default: []].contains(where: { $0.range.contains(start) })
             else { break }

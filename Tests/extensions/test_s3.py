@@ -14,7 +14,16 @@ import uuid
 
 import boto3
 import pytest
-from conformance import CONFLICT, INVALID_PARAMS, NO_SUCH_ITEM, ExtensionProcess, RpcError, check_item, check_staged
+from conformance import (
+    CONFLICT,
+    EXISTS,
+    INVALID_PARAMS,
+    NO_SUCH_ITEM,
+    ExtensionProcess,
+    RpcError,
+    check_item,
+    check_staged,
+)
 from conftest import BUCKET, S3_EXTENSION, free_port
 
 UNREACHABLE = -32004
@@ -147,3 +156,30 @@ def test_changes_poll_sees_writes_made_elsewhere(launch, store):
     changes = process.call("changes", {"anchor": anchor})
     assert {item["id"] for item in changes["updated"]} == {"/new/", "/new/deep.txt"}
     assert changes["deleted"] == ["/gone.txt"]
+
+
+def test_create_checks_names_against_the_folders_of_the_last_snapshot(launch, store, tmp_path):
+    """A new file "x" where a folder "x/" exists is `exists`, with the
+    folders known from the last `currentAnchor` (no listing per create,
+    docs/PROVIDERS.md "S3"); a folder made through the extension since is
+    known too, and a parent made elsewhere since is still found."""
+    client, prefix = store
+    client.put_object(Bucket=BUCKET, Key=prefix + "seen/inside.txt", Body=b"1")
+    process = initialized(launch, prefix=prefix)
+    process.call("currentAnchor", {})
+    body = tmp_path / "body"
+    body.write_bytes(b"new")
+    with pytest.raises(RpcError) as raised:
+        process.call("create", {"parent": "root", "name": "seen", "kind": "file", "contentsPath": str(body)})
+    assert raised.value.code == EXISTS
+    made = process.call("create", {"parent": "root", "name": "made", "kind": "folder"})
+    with pytest.raises(RpcError) as raised:
+        process.call("create", {"parent": "root", "name": "made", "kind": "file", "contentsPath": str(body)})
+    assert raised.value.code == EXISTS
+    inside = process.call("create", {"parent": made["id"], "name": "a.txt", "kind": "file", "contentsPath": str(body)})
+    assert client.get_object(Bucket=BUCKET, Key=prefix + "made/a.txt")["Body"].read() == b"new", inside
+    client.put_object(Bucket=BUCKET, Key=prefix + "later/x.txt", Body=b"2")
+    process.call("create", {"parent": "/later/", "name": "y.txt", "kind": "file", "contentsPath": str(body)})
+    with pytest.raises(RpcError) as raised:
+        process.call("create", {"parent": "/never/", "name": "z.txt", "kind": "file", "contentsPath": str(body)})
+    assert raised.value.code == NO_SUCH_ITEM

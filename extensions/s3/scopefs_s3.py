@@ -145,6 +145,13 @@ class S3Extension(ReplicatedExtension):
         self._client = None
         self._client_lock = threading.Lock()
         self._changes = SnapshotChanges(self._snapshot)
+        # Folder keys known to exist: those of the last snapshot (each poll
+        # takes one) and those made since. None until the first snapshot.
+        # `create` asks it instead of listing the store twice: a prefix
+        # listing costs some stores (moto, Ceph RGW's bucket index shards)
+        # time in proportion to the bucket, and a create was four requests.
+        self._folders: set[str] | None = None
+        self._folders_lock = threading.Lock()
 
     def capabilities(self) -> dict:
         return {
@@ -250,6 +257,36 @@ class S3Extension(ReplicatedExtension):
         listing = self._client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1)
         return listing.get("KeyCount", 0) > 0
 
+    def _known_folder(self, key: str) -> bool:
+        """Whether folder `key` exists, from what is known when it can be."""
+        with self._folders_lock:
+            if key == self.prefix or (self._folders is not None and key in self._folders):
+                return True
+        if not self._folder_exists(key):
+            return False
+        self._remember_folder(key)
+        return True
+
+    def _folder_known_absent(self, key: str) -> bool:
+        """Whether folder `key` was not there at the last snapshot and was
+        not made since (a folder made elsewhere since the last poll is not
+        seen: the daemon has not seen it either)."""
+        with self._folders_lock:
+            known = self._folders
+            if known is not None:
+                return key not in known
+        return not self._folder_exists(key)
+
+    def _remember_folder(self, key: str) -> None:
+        with self._folders_lock:
+            if self._folders is not None:
+                self._folders.add(key)
+
+    def _forget_folder(self, key: str) -> None:
+        with self._folders_lock:
+            if self._folders is not None:
+                self._folders.discard(key)
+
     def _key_exists(self, key: str) -> bool:
         try:
             self._client.head_object(Bucket=self.bucket, Key=key)
@@ -320,6 +357,8 @@ class S3Extension(ReplicatedExtension):
                         tree[folder.id] = folder
         except Exception as error:
             raise protocol_error(error)
+        with self._folders_lock:
+            self._folders = {self._key(identifier) for identifier, item in tree.items() if item.kind == "folder"}
         return tree
 
     def current_anchor(self) -> str:
@@ -411,21 +450,28 @@ class S3Extension(ReplicatedExtension):
             self._client.put_object(Bucket=self.bucket, Key=key, Body=body, **condition)
 
     def create_item(self, parent, name, kind, mtime, mode, target, contents_path, request) -> Item:
-        folder = self.item(parent)
-        if folder.kind != "folder":
+        if parent != ROOT_ID and not parent.endswith("/"):
+            self.item(parent)  # noSuchItem, or:
             raise InvalidParams(f"{parent!r} is not a folder")
         if kind == "symlink":
             raise NotSupported("S3 has no symbolic links")
-        key = self._key(parent) + name
+        parent_key = self._key(parent)
+        key = parent_key + name
         try:
-            # "x" and "x/" are different keys in S3; on a file system they clash.
-            if self._folder_exists(key + "/") or (kind == "folder" and self._key_exists(key)):
+            if parent != ROOT_ID and (not self._servable(parent_key) or not self._known_folder(parent_key)):
+                raise NoSuchItem(f"no folder {parent!r}")
+            # "x" and "x/" are different keys in S3; on a file system they
+            # clash. A new file "x" is checked against the folders known
+            # (no request); a new folder against the store (rare).
+            if not self._folder_known_absent(key + "/") or (kind == "folder" and self._key_exists(key)):
                 raise Exists(f"{name!r} exists")
             if kind == "folder":
                 key += "/"
             self._put(key, contents_path if kind == "file" else None, {"IfNoneMatch": "*"})
         except Exception as error:
             raise protocol_error(error, conflict_means=Exists)
+        if kind == "folder":
+            self._remember_folder(key)
         return self.item(self._id(key))
 
     def modify_item(self, identifier, base_version, fields, contents_path, request) -> Item:
@@ -489,6 +535,7 @@ class S3Extension(ReplicatedExtension):
                 if any(entry["Key"] != key for entry in listing.get("Contents", [])):
                     raise NotEmpty("the folder has items")
                 self._client.delete_object(Bucket=self.bucket, Key=key)
+                self._forget_folder(key)
                 return
             # The store checks the base version (If-Match), as for modify.
             self._client.delete_object(Bucket=self.bucket, Key=key, IfMatch=base_version["content"])
