@@ -23,6 +23,8 @@ final class ExtensionProviders: Sendable {
     /// Presenters' `state` notices (S42): an item's state changed.
     private let stateChanged: @Sendable (ProviderID, String) -> Void
     private let running = Mutex<[ProviderID: Running]>([:])
+    /// Apps' waits for downloads, bounded across every provider (S40).
+    private let downloadWaits = DownloadWaits()
 
     struct Running: Sendable {
         var spec: ProviderExtensionSpec
@@ -129,7 +131,8 @@ final class ExtensionProviders: Sendable {
         running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer) }
         host.start()
         replica.start()
-        fileSystem.setContent(ExtensionContent(replica: replica), for: id)
+        fileSystem.setContent(
+            ExtensionContent(replica: replica, provider: id, waits: downloadWaits, events: events), for: id)
         logger.info("provider \(id): extension \(command.joined(separator: " ")) started")
     }
 
@@ -175,13 +178,21 @@ final class ExtensionProviders: Sendable {
 /// download (EINTR).
 final class ExtensionContent: ProviderContent {
     let replica: ExtensionProvider
+    private let provider: ProviderID
+    private let waits: DownloadWaits
+    private let events: any EventSink
 
-    init(replica: ExtensionProvider) { self.replica = replica }
+    init(replica: ExtensionProvider, provider: ProviderID, waits: DownloadWaits, events: any EventSink) {
+        self.replica = replica
+        self.provider = provider
+        self.waits = waits
+        self.events = events
+    }
 
     func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno) {
         // A warm read sets up no wait: no control, no libfuse interrupt hook.
         guard replica.missingContent(inode: file.inode) != nil else { return }
-        try waiting(interruption) { control throws(ExtensionFailure) in
+        try waiting(file, "read", interruption) { control throws(ExtensionFailure) in
             try replica.prepareRead(
                 inode: file.inode, offset: offset, length: length, app: file.app, control: control,
                 interrupted: { interruption.signalPending() })
@@ -194,7 +205,7 @@ final class ExtensionContent: ProviderContent {
             replica.opened(inode: file.inode)
             return
         }
-        try waiting(interruption) { control throws(ExtensionFailure) in
+        try waiting(file, "open", interruption) { control throws(ExtensionFailure) in
             try replica.prepareOpen(
                 inode: file.inode, writes: writes, truncates: truncates, app: file.app, control: control,
                 interrupted: { interruption.signalPending() })
@@ -203,7 +214,7 @@ final class ExtensionContent: ProviderContent {
 
     func prepareTruncate(_ file: ContentFile, toZero: Bool, interruption: Interruption) throws(Errno) {
         guard !toZero else { return }
-        try waiting(interruption) { control throws(ExtensionFailure) in
+        try waiting(file, "truncate", interruption) { control throws(ExtensionFailure) in
             try replica.materializeWhole(
                 inode: file.inode, app: file.app, control: control, interrupted: { interruption.signalPending() })
         }
@@ -235,9 +246,22 @@ final class ExtensionContent: ProviderContent {
     func state(_ file: ContentFile) -> String? { replica.state(inode: file.inode) }
     func progress(_ file: ContentFile) -> String? { replica.progress(inode: file.inode) }
 
-    private func waiting(_ interruption: Interruption, _ body: (RequestControl) throws(ExtensionFailure) -> Void)
-        throws(Errno)
-    {
+    /// Runs `body`, which may wait for a download, within the app's bound
+    /// of waits (S40) and ended by a signal to it.
+    private func waiting(
+        _ file: ContentFile, _ operation: String, _ interruption: Interruption,
+        _ body: (RequestControl) throws(ExtensionFailure) -> Void
+    ) throws(Errno) {
+        if let app = file.app {
+            guard waits.enter(app) else {
+                events.record(
+                    Event(
+                        time: Date().timeIntervalSince1970, kind: .downloadBudgetExhausted, app: app,
+                        path: "/Providers/\(provider)", operation: operation, errno: EAGAIN, count: waits.perApp))
+                throw .resourceTemporarilyUnavailable
+            }
+        }
+        defer { if let app = file.app { waits.leave(app) } }
         let control = RequestControl()
         do {
             try interruption.whileInterruptible({ control.cancel() }) { () throws(ExtensionFailure) in

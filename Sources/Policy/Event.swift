@@ -23,6 +23,9 @@ public struct Event: Sendable, Codable, Equatable {
         /// An app reached its budget of backing descriptors and got EMFILE
         /// (SPEC S40); `count` is the budget.
         case descriptorBudgetExhausted = "descriptor-budget-exhausted"
+        /// An app had as many reads waiting for downloads as it may and got
+        /// EAGAIN for one more (SPEC S40); `count` is the bound.
+        case downloadBudgetExhausted = "download-budget-exhausted"
         /// A provider extension's life and errors (SPEC S41): `operation`
         /// says what (started, restarting, failed, a method that failed),
         /// `path` is `/Providers/ID[/item]`, `errno` what an app got.
@@ -34,7 +37,8 @@ public struct Event: Sendable, Codable, Equatable {
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
             switch self {
-            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark, .descriptorBudgetExhausted:
+            case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark, .descriptorBudgetExhausted,
+                .downloadBudgetExhausted:
                 .routine
             case .denial, .leak, .policyFailedClosed, .stranded, .extension, .conflict: .incident
             case .grant, .revoke, .restore, .forget: .policyChange

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -771,3 +772,67 @@ def test_an_app_process_cannot_sync_pin_or_evict(env, cloud):
     for key, answer in got.items():
         assert answer.get("ok") is False and answer.get("code") == 77, (key, answer)
     assert cloud.extension_status()["pinned"] == 1
+
+
+READ_AT_ONCE = r"""
+import threading
+folder = sys.argv[1]
+os.getxattr(folder, "user.scopefs.start")
+results = {}
+
+def read(name):
+    # os.read, not a buffered file's read, which answers EAGAIN with None.
+    fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+    try:
+        results[name] = len(os.read(fd, 1 << 20))
+    except OSError as exc:
+        results[name] = ename(exc)
+    finally:
+        os.close(fd)
+
+threads = [threading.Thread(target=read, args=(f"wait{i}.txt",)) for i in range(int(sys.argv[2]))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+emit(sorted(map(str, results.values())))
+"""
+
+
+def test_an_app_waits_for_at_most_four_downloads_and_others_are_not_refused(env, cloud):
+    """S40: a read waiting for a download holds one of the mount's 16 FUSE
+    workers, so one app may have four waiting at once (across providers);
+    a fifth gets EAGAIN at once and a `download-budget-exhausted` event.
+    Another app's read meanwhile waits for its own download, unrefused.
+    On the old code all six of the app's reads waited (and 16 took every
+    worker)."""
+    for i in range(6):
+        (cloud.remote / "docs" / f"wait{i}.txt").write_bytes(b"%d\n" % i * 100)
+    cloud.sync()
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env.grant(BETA, f"{CLOUD}:docs")
+    cloud.switch("slow-fetch", "4")
+    outcome: dict = {}
+    reader = threading.Thread(
+        target=lambda: outcome.update(
+            alpha=env.app_json(ALPHA, READ_AT_ONCE, cloud.path(ALPHA, "docs"), 6, sandbox=True)
+        )
+    )
+    reader.start()
+    try:
+        wait_for(
+            "four fetches for the app's waits",
+            cloud.calls,
+            lambda calls: sum(c.startswith("fetch") for c in calls) >= 4,
+        )
+        other = in_scope(env, BETA, cloud.path(BETA, "docs/report.txt"), "len(open(path, 'rb').read())")
+    finally:
+        reader.join(timeout=60)
+    assert other == {"ok": len(REPORT)}, other
+    assert outcome.get("alpha") == ["200", "200", "200", "200", "EAGAIN", "EAGAIN"], outcome
+    refused = wait_events(env, lambda e: e.get("errno") == 11, kind="download-budget-exhausted", app=ALPHA)
+    assert refused[0].get("count") == 4 and refused[0].get("path") == f"/Providers/{CLOUD}", refused
+    # Its waits given back, the app reads the rest.
+    cloud.switch("slow-fetch", None)
+    again = env.app_json(ALPHA, READ_AT_ONCE, cloud.path(ALPHA, "docs"), 6, sandbox=True)
+    assert again == ["200"] * 6, again
