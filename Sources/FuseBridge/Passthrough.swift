@@ -1,4 +1,5 @@
 import CFuse3
+import Dispatch
 import Glibc
 import Synchronization
 import SystemPackage
@@ -35,12 +36,19 @@ public struct PassthroughReport: Sendable, Equatable {
 /// rule fails with EIO. So each inode with an open file taking part is in
 /// one mode until its last release: `.kernel` with the backing id of its
 /// first open (registered with FUSE_DEV_IOC_BACKING_OPEN), later opens
-/// answered with the same id, and the id closed at the last release (not
-/// at the reply: the kernel looks the id up only when the opener's thread
-/// processes the reply); or `.daemon`, where offered opens stay with the
-/// daemon until the inode is closed. The kernel drops its own hold of an
-/// inode's backing file before it sends the last RELEASE, so a new id for
-/// the next open never meets the old one.
+/// answered with the same id; or `.daemon`, where offered opens stay with
+/// the daemon until the inode is closed. The kernel drops its own hold of
+/// an inode's backing file before it sends the last RELEASE, so an open
+/// that takes the daemon's path after it never meets the old one.
+///
+/// An id is not closed at the reply (the kernel looks it up only when the
+/// opener's thread processes the reply), nor at once at the last release:
+/// registering and closing one around every open of a small file cost
+/// more than the READ it saved (docs/PERFORMANCE.md). An idle id waits
+/// `idleSeconds` for the next open, then a sweep closes it: it holds the
+/// file, so one deleted on the host keeps its space until then. (A FORGET
+/// does not say the kernel dropped the inode: it also returns the extra
+/// lookup of a revalidated entry.)
 ///
 /// Whether passthrough works at all is learnt once, after INIT: the file
 /// system's probe file is registered and unregistered (`probe`). Before
@@ -54,7 +62,8 @@ final class PassthroughFiles: Sendable {
     }
 
     private enum Mode {
-        case kernel(id: Int32, opens: Int)
+        /// `idleSince`: when `opens` fell to 0 (`monotonicSeconds`).
+        case kernel(id: Int32, opens: Int, idleSince: Double)
         case daemon(opens: Int)
     }
 
@@ -67,15 +76,23 @@ final class PassthroughFiles: Sendable {
         var probe: Int32?
         var fallbacks = 0
         var lastFallback: String?
+        var sweepScheduled = false
     }
+
+    /// How long an idle backing id waits for its file's next open.
+    static let idleSeconds = 5.0
 
     // A leaf lock: no system call runs while it is held.
     private let state = Mutex(State())
     /// False once passthrough was declined before any open: releases then
     /// skip the lock.
     private let tracksOpens = Atomic<Bool>(true)
-    /// The session's /dev/fuse descriptor, set at mount: the ioctls go to it.
+    /// The session's /dev/fuse descriptor, set at mount and cleared before
+    /// the session goes (the kernel then drops every id itself): the
+    /// ioctls go to it.
     let device = Atomic<Int32>(-1)
+    /// Where idle ids are closed, off the request threads.
+    private let sweeper = DispatchQueue(label: "scopefs.passthrough")
 
     // MARK: Negotiation (INIT)
 
@@ -149,25 +166,30 @@ final class PassthroughFiles: Sendable {
     func opening(inode: UInt64, handle: UInt64, _ offer: PassthroughOffer?) -> Int32? {
         guard let offer else { return nil }
         enum Next {
-            case answer(Int32?)
+            case answer(Int32?, closing: Int32?)
             case register(Int32)
         }
         let next: Next = state.withLock { state in
             switch state.availability {
-            case .off: return .answer(nil)
-            case .pending: return .answer(Self.count(inode, handle, &state, registered: nil))
+            case .off: return .answer(nil, closing: nil)
+            case .pending: return .answer(Self.count(inode, handle, &state, registered: nil), closing: nil)
             case .on:
-                if state.inodes[inode] == nil, case .descriptor(let descriptor) = offer {
-                    return .register(descriptor)
+                switch (state.inodes[inode], offer) {
+                case (nil, .descriptor(let descriptor)): return .register(descriptor)
+                case (.kernel(let id, opens: 0, _), .declined):
+                    // No open uses the idle id: this one may take the daemon's path.
+                    state.inodes[inode] = nil
+                    return .answer(Self.count(inode, handle, &state, registered: nil), closing: id)
+                default: return .answer(Self.count(inode, handle, &state, registered: nil), closing: nil)
                 }
-                return .answer(Self.count(inode, handle, &state, registered: nil))
             }
         }
-        guard case .register(let descriptor) = next else {
-            if case .answer(let id) = next { return id }
-            return nil
-        }
         let device = device.load(ordering: .acquiring)
+        guard case .register(let descriptor) = next else {
+            guard case .answer(let id, let closing) = next else { return nil }
+            if let closing { PassthroughWire.unregister(closing, on: device) }
+            return id
+        }
         let registered = PassthroughWire.register(descriptor, on: device)
         var surplus: Int32?
         let id = state.withLock { state in
@@ -189,39 +211,71 @@ final class PassthroughFiles: Sendable {
     private static func count(_ inode: UInt64, _ handle: UInt64, _ state: inout State, registered: Int32?) -> Int32? {
         state.handles.insert(handle)
         switch state.inodes[inode] {
-        case .kernel(let id, let opens):
-            state.inodes[inode] = .kernel(id: id, opens: opens + 1)
+        case .kernel(let id, let opens, _):
+            state.inodes[inode] = .kernel(id: id, opens: opens + 1, idleSince: 0)
             return id
         case .daemon(let opens):
             state.inodes[inode] = .daemon(opens: opens + 1)
             return nil
         case nil:
-            state.inodes[inode] = registered.map { .kernel(id: $0, opens: 1) } ?? .daemon(opens: 1)
+            state.inodes[inode] = registered.map { .kernel(id: $0, opens: 1, idleSince: 0) } ?? .daemon(opens: 1)
             return registered
         }
     }
 
     /// At a RELEASE (or a reply that did not reach its opener): the open
-    /// is no longer counted; the last one of an inode in passthrough
-    /// closes its backing id.
+    /// is no longer counted; an inode in passthrough keeps its id, idle.
     func released(inode: UInt64, handle: UInt64) {
         guard tracksOpens.load(ordering: .acquiring) else { return }
-        let closing: Int32? = state.withLock { state in
-            guard state.handles.remove(handle) != nil else { return nil }
+        let sweep = state.withLock { state in
+            guard state.handles.remove(handle) != nil else { return false }
             switch state.inodes[inode] {
-            case .kernel(let id, let opens) where opens > 1:
-                state.inodes[inode] = .kernel(id: id, opens: opens - 1)
-            case .kernel(let id, _):
-                state.inodes[inode] = nil
-                return id
+            case .kernel(let id, let opens, _) where opens > 1:
+                state.inodes[inode] = .kernel(id: id, opens: opens - 1, idleSince: 0)
+            case .kernel(let id, _, _):
+                state.inodes[inode] = .kernel(id: id, opens: 0, idleSince: Self.monotonicSeconds())
+                let schedule = !state.sweepScheduled
+                state.sweepScheduled = true
+                return schedule
             case .daemon(let opens) where opens > 1:
                 state.inodes[inode] = .daemon(opens: opens - 1)
             case .daemon, nil:
                 state.inodes[inode] = nil
             }
-            return nil
+            return false
         }
-        if let closing { PassthroughWire.unregister(closing, on: device.load(ordering: .acquiring)) }
+        if sweep { scheduleSweep() }
+    }
+
+    /// Closes, every `idleSeconds` while any are idle, the ids idle that long.
+    private func scheduleSweep() {
+        sweeper.asyncAfter(deadline: .now() + Self.idleSeconds) { [self] in
+            let now = Self.monotonicSeconds()
+            let (closing, idleLeft) = state.withLock { state in
+                var closing: [Int32] = []
+                var idleLeft = false
+                for (inode, mode) in state.inodes {
+                    guard case .kernel(let id, opens: 0, let since) = mode else { continue }
+                    if now - since >= Self.idleSeconds {
+                        state.inodes[inode] = nil
+                        closing.append(id)
+                    } else {
+                        idleLeft = true
+                    }
+                }
+                state.sweepScheduled = idleLeft
+                return (closing, idleLeft)
+            }
+            let device = device.load(ordering: .acquiring)
+            for id in closing { PassthroughWire.unregister(id, on: device) }
+            if idleLeft { scheduleSweep() }
+        }
+    }
+
+    private static func monotonicSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     // MARK: Status
@@ -235,7 +289,9 @@ final class PassthroughFiles: Sendable {
             case .pending: report.reason = "not agreed with the kernel yet"
             case .off(let reason): report.reason = reason
             }
-            report.openFiles = state.inodes.values.count { if case .kernel = $0 { true } else { false } }
+            report.openFiles = state.inodes.values.count {
+                if case .kernel(_, let opens, _) = $0 { opens > 0 } else { false }
+            }
             return report
         }
     }

@@ -122,6 +122,7 @@ enum PassthroughWire {
     /// Forgets backing id `id` (`FUSE_DEV_IOC_BACKING_CLOSE`); files open
     /// with it keep their backing file.
     static func unregister(_ id: Int32, on device: Int32) {
+        guard device >= 0 else { return }
         _ = scopefs_backing_close(device, id)
     }
 }

@@ -42,8 +42,9 @@ public final class FuseSession: Sendable {
     }
 
     deinit {
-        // No invalidation may reach a destroyed session.
+        // No invalidation or backing-file ioctl may reach a destroyed session.
         context.session.store(0, ordering: .releasing)
+        context.passthrough.device.store(-1, ordering: .releasing)
         context.invalidations.sync {}
         fuse_session_destroy(session)
     }

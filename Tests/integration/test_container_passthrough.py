@@ -196,9 +196,9 @@ emit({"closed": True, "link": link})
 
 def test_status_counts_the_container_files_open_through_passthrough(env):
     """Issue 33: one backing file per open container file, registered at
-    the open and given back at the last close: `status` counts it while an
-    app holds the file and not after (the daemon's descriptors are checked
-    at teardown). Where the kernel lacks passthrough none is counted. The
+    its first open: `status` counts it while an app holds the file and not
+    after its last close (the daemon's descriptors are checked at
+    teardown). Where the kernel lacks passthrough none is counted. The
     app's own write, which the host-change channel sees as a host change
     (the kernel made it, for the app's pid), does not drop the file's
     entry: its descriptor still names the file, not "... (deleted)"."""
