@@ -39,7 +39,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -106,6 +106,12 @@ bench-requests: deps
 bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
+
+# The per-request floor: µs and instructions per LOOKUP, GETATTR, OPEN,
+# READ 4 KiB and GETXATTR, ScopeFS beside passthrough_ll and native.
+bench-floor: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/floor.py
 
 # Layout and lint checks, configured in .swift-format and ruff.toml, and
 # the messages of the commits since tools/commit_messages.py's BASE. They
