@@ -1,0 +1,397 @@
+"""`scopefs portal`: org.freedesktop.portal.Documents on a real session bus
+(Debian's dbus-daemon), driven by Debian's `flatpak document-*` commands
+and by python3-dbus for the calls flatpak never makes. Portal documents are
+ScopeFS grants, revoked with ScopeFS semantics. SPEC S45, S14, S16a, S5.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from scopefs_harness import ALPHA, BETA, LOCAL, NOBODY, REPORT_BYTES, describe, run_bounded, wait_for, wait_for_exit
+
+# Debian's python3 with python3-dbus (the tests' own Python may be another one).
+SYSTEM_PYTHON = "/usr/bin/python3"
+CLIENT = Path(__file__).resolve().parent / "portal_client.py"
+
+NAME = "org.freedesktop.portal.Documents"
+PATH = "/org/freedesktop/portal/documents"
+ERROR = "org.freedesktop.portal.Error."
+AS_NOBODY = ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
+
+
+# A session bus that activates nothing: Debian's session.conf would start
+# xdg-document-portal for the first call to the name before the portal
+# under test owns it.
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>{address}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
+class SessionBus:
+    """A private session bus (Debian's dbus-daemon) at a fixed socket path,
+    so a test can stop it and start another one where clients look for it."""
+
+    def __init__(self, root: Path, prefix: list[str] | None = None):
+        self.socket = root / "bus"
+        self.address = f"unix:path={self.socket}"
+        self.config = root / "bus.conf"
+        self.config.write_text(BUS_CONFIG.format(address=self.address))
+        self.config.chmod(0o644)
+        self.prefix = prefix or []
+        self.process: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        if self.socket.exists():
+            self.socket.unlink()
+        self.process = subprocess.Popen(
+            [*self.prefix, "dbus-daemon", f"--config-file={self.config}", "--nofork"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for(f"dbus-daemon listening at {self.socket}", self.socket.exists, timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+class Portal:
+    """`scopefs portal` on a SessionBus, for one test's Env."""
+
+    def __init__(
+        self, env, bus: SessionBus, mountpoint: Path, prefix: list[str] | None = None, state=None, environ=None
+    ):
+        self.env, self.bus, self.mountpoint, self.prefix = env, bus, mountpoint, prefix or []
+        self.environ = dict(environ or env.base_env, DBUS_SESSION_BUS_ADDRESS=bus.address)
+        self.log = env.root / "portal.err"
+        argv = [*(prefix or []), *env.cli_argv("portal", "--mountpoint", mountpoint, state=state)]
+        with open(self.log, "w") as err:
+            self.process = subprocess.Popen(argv, stderr=err, env=self.environ, start_new_session=True)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        def serving():
+            assert self.process.poll() is None, "scopefs portal exited:\n" + self.log.read_text()
+            return self.gdbus("GetMountPoint", check=False).returncode == 0
+
+        wait_for("scopefs portal owning " + NAME, serving, timeout=15)
+
+    def gdbus(self, method: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        argv = ["gdbus", "call", "--session", "--dest", NAME, "--object-path", PATH, "--method", f"{NAME}.{method}"]
+        p = run_bounded([*self.prefix, *argv, *args], 20, self.environ, what=f"gdbus {method}")
+        if check:
+            assert p.returncode == 0, describe(p)
+        return p
+
+    def flatpak(self, *args, expect: int = 0) -> subprocess.CompletedProcess:
+        p = run_bounded(["flatpak", *map(str, args)], 30, self.environ, what=f"flatpak {args[0]}")
+        assert p.returncode == expect, describe(p)
+        return p
+
+    def calls(self, *specs, prefix: list[str] | None = None) -> list[dict]:
+        """Calls made by a client process (Debian's python3 with
+        python3-dbus); each spec is (method, signature, args[, interface])."""
+        wire = [
+            {"method": m, "signature": sig, "args": args, **({"interface": rest[0]} if rest else {})}
+            for m, sig, args, *rest in specs
+        ]
+        argv = [*(prefix or []), SYSTEM_PYTHON, CLIENT, self.bus.address, json.dumps(wire)]
+        p = run_bounded(argv, 60, self.environ, what="portal client")
+        assert p.returncode == 0, describe(p)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            how, _ = wait_for_exit(self.process.pid, 10)
+            assert how != "alive", "scopefs portal survived SIGTERM"
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def portal(env):
+    if not shutil.which("flatpak") or not shutil.which("dbus-daemon"):
+        pytest.fail("flatpak and dbus-daemon are needed (make deps installs them)")
+    bus = SessionBus(env.root)
+    # A mount point inside provider `local`, so exporting its ancestors can be tried.
+    served = Portal(env, bus, env.backing(LOCAL) / "work" / "doc")
+    yield served
+    served.stop()
+    bus.stop()
+
+
+def privacy(env, app: str | None = None) -> list[dict]:
+    return json.loads(env.cli("privacy", *([app] if app else []), "--json").stdout)
+
+
+def test_flatpak_document_commands_change_scopefs_grants(env, portal):
+    """SPEC S45: `flatpak document-export`, `documents`, `document-info` and
+    `document-unexport` work unchanged against `scopefs portal`, and what
+    they grant is a ScopeFS grant that `scopefs privacy` and `events` show."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    exported = portal.flatpak("document-export", report).stdout.strip()
+    doc_id = Path(exported).parent.name
+    assert exported == f"{portal.mountpoint}/{doc_id}/report.txt"
+    assert privacy(env) == [], "a document exported to no app grants nothing"
+
+    portal.flatpak("document-export", "--app", ALPHA, "--allow-write", report)
+    [grant] = privacy(env, ALPHA)
+    assert (grant["provider"], grant["path"], grant["access"]) == (LOCAL, "docs/report.txt", "read-write")
+    assert grant["lifetime"] != "session", "a persistent document's grant outlives the session"
+
+    info = portal.flatpak("document-info", report).stdout
+    assert f"id: {doc_id}" in info and f"origin: {report}" in info
+    assert f"\t{ALPHA}\tread, write" in info
+    listed = portal.flatpak("documents").stdout
+    assert doc_id in listed
+    events = env.cli("events", "--json").stdout
+    assert ALPHA in events and "docs/report.txt" in events
+
+    portal.flatpak("document-unexport", report)
+    assert "Not exported" in portal.flatpak("document-info", report).stdout
+    assert privacy(env, ALPHA) == [], "deleting the document removes its grants"
+
+
+def test_transient_document_is_a_session_grant(env, portal):
+    """SPEC S45, S16a: a non-persistent document (`--transient`) is a session grant."""
+    portal.flatpak("document-export", "--transient", "--app", BETA, env.backing(LOCAL) / "docs" / "secret.txt")
+    [grant] = privacy(env, BETA)
+    assert grant["lifetime"] == "session", grant
+
+
+def test_folder_document_is_a_folder_grant(env, portal):
+    """SPEC S45: exporting a folder (AddFull's export-directory flag) makes a folder grant."""
+    portal.flatpak("document-export", "--app", ALPHA, env.backing(LOCAL) / "deep" / "a")
+    [grant] = privacy(env, ALPHA)
+    assert (grant["path"], grant["kind"]) == ("deep/a", "folder"), grant
+
+
+OPEN_AND_WAIT = """
+fd = os.open(sys.argv[1], os.O_RDONLY)
+first = os.pread(fd, 16, 0)
+step({"read": first.hex()})
+emit({"again": outcome(lambda: os.pread(fd, 16, 0).hex())})
+"""
+
+
+@pytest.mark.parametrize("revoker", ["scopefs", "portal"])
+def test_revoke_either_way_cuts_open_descriptor(env, portal, revoker):
+    """SPEC S45, S14: an app reading a document through a descriptor it
+    opened loses it when the grant is revoked, through `scopefs revoke` or
+    through the portal's RevokePermissions (`flatpak document-export
+    --forbid-read`): the next read on the same descriptor fails with EPERM."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    portal.flatpak("document-export", "--app", ALPHA, report)
+    env.mount()
+    app = env.app_session(ALPHA, OPEN_AND_WAIT, env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    assert bytes.fromhex(app.recv()["read"]) == REPORT_BYTES[:16]
+    if revoker == "scopefs":
+        env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
+    else:
+        portal.flatpak("document-export", "--app", ALPHA, "--forbid-read", report)
+    app.send()
+    assert app.recv() == {"again": {"errno": "EPERM"}}
+    assert app.finish() == 0, app.stderr()
+    [grant] = privacy(env, ALPHA)
+    assert grant["state"] == "revoked"
+    assert f"\t{ALPHA}\t" not in portal.flatpak("document-info", report).stdout
+
+
+def test_every_method_refuses_bad_calls_and_grants_nothing(env, portal):
+    """SPEC S45, S33: wrong types, unknown ids, descriptors that prove no
+    access, `..` and exports holding the mount get clear D-Bus errors, and
+    nothing is granted by any of them."""
+    backing = env.backing(LOCAL)
+    report = {"fd": str(backing / "docs" / "report.txt"), "flags": ["O_PATH"]}
+    outside = {"fd": str(env.root / "backing" / "escape" / "outside.txt")}
+    folder = {"fd": str(backing / "docs"), "flags": ["O_PATH", "O_DIRECTORY"]}
+    work = {"fd": str(backing / "work"), "flags": ["O_PATH", "O_DIRECTORY"]}
+    write_only = {"fd": str(backing / "docs" / "secret.txt"), "flags": ["O_WRONLY"]}
+    link = backing / "docs" / "link.txt"
+    link.symlink_to("report.txt")
+    symlink_itself = {"fd": str(link), "flags": ["O_PATH", "O_NOFOLLOW"]}
+    bad = {
+        "Add with a string for the fd": ("Add", "sbb", ["x", True, True]),
+        "Add with too few arguments": ("Add", "h", [report]),
+        "Add of a pipe": ("Add", "hbb", [{"pipe": True}, True, True]),
+        "Add of a write-only fd": ("Add", "hbb", [write_only, True, True]),
+        "Add of a symlink's own fd": ("Add", "hbb", [symlink_itself, True, True]),
+        "Add outside every provider": ("Add", "hbb", [outside, True, True]),
+        "Add of a folder": ("Add", "hbb", [folder, True, True]),
+        "AddFull with unknown flags": ("AddFull", "ahusas", [[report], 0x100, ALPHA, ["read"]]),
+        "AddFull with an unknown permission": ("AddFull", "ahusas", [[report], 2, ALPHA, ["read", "own"]]),
+        "AddFull with a bad app id": ("AddFull", "ahusas", [[report], 2, "../evil", ["read"]]),
+        "AddFull of the mount's ancestor": ("AddFull", "ahusas", [[work], 8 | 2, ALPHA, ["read"]]),
+        "AddFull all or nothing": ("AddFull", "ahusas", [[report, outside], 2, ALPHA, ["read"]]),
+        "AddNamed with ..": ("AddNamed", "haybb", [folder, {"bytes": ".."}, True, True]),
+        "AddNamed with a slash": ("AddNamed", "haybb", [folder, {"bytes": "../escape"}, True, True]),
+        "AddNamed on a file fd": ("AddNamed", "haybb", [report, {"bytes": "x"}, True, True]),
+        "AddNamedFull of a missing name": (
+            "AddNamedFull",
+            "hayusas",
+            [folder, {"bytes": "nothing-here"}, 2, ALPHA, ["read"]],
+        ),
+        "GrantPermissions of an unknown id": ("GrantPermissions", "ssas", ["ffffffff", ALPHA, ["read"]]),
+        "RevokePermissions of an unknown id": ("RevokePermissions", "ssas", ["nope", ALPHA, ["read"]]),
+        "Delete of an unknown id": ("Delete", "s", ["nope"]),
+        "Info of an unknown id": ("Info", "s", ["nope"]),
+        "Info with a number": ("Info", "u", [7]),
+        "Lookup with ..": ("Lookup", "ay", [{"bytes": f"{backing}/docs/../docs/report.txt"}]),
+        "Lookup of a relative path": ("Lookup", "ay", [{"bytes": "docs/report.txt"}]),
+        "List with a number": ("List", "u", [1]),
+    }
+    answers = portal.calls(*bad.values())
+    outcomes = {what: answer.get("error", answer) for what, answer in zip(bad, answers, strict=True)}
+    invalid_args = "org.freedesktop.DBus.Error.InvalidArgs"
+    assert outcomes == {
+        "Add with a string for the fd": invalid_args,
+        "Add with too few arguments": invalid_args,
+        "Add of a pipe": ERROR + "InvalidArgument",
+        "Add of a write-only fd": ERROR + "NotAllowed",
+        "Add of a symlink's own fd": ERROR + "InvalidArgument",
+        "Add outside every provider": ERROR + "NotAllowed",
+        "Add of a folder": ERROR + "NotAllowed",
+        "AddFull with unknown flags": ERROR + "InvalidArgument",
+        "AddFull with an unknown permission": ERROR + "InvalidArgument",
+        "AddFull with a bad app id": ERROR + "InvalidArgument",
+        "AddFull of the mount's ancestor": ERROR + "NotAllowed",
+        "AddFull all or nothing": ERROR + "NotAllowed",
+        "AddNamed with ..": ERROR + "InvalidArgument",
+        "AddNamed with a slash": ERROR + "InvalidArgument",
+        "AddNamed on a file fd": ERROR + "InvalidArgument",
+        "AddNamedFull of a missing name": ERROR + "NotFound",
+        "GrantPermissions of an unknown id": ERROR + "NotFound",
+        "RevokePermissions of an unknown id": ERROR + "NotFound",
+        "Delete of an unknown id": ERROR + "NotFound",
+        "Info of an unknown id": ERROR + "NotFound",
+        "Info with a number": invalid_args,
+        "Lookup with ..": ERROR + "InvalidArgument",
+        "Lookup of a relative path": ERROR + "InvalidArgument",
+        "List with a number": invalid_args,
+    }
+    assert portal.calls(("List", "s", [""])) == [{"reply": {}}], "no bad call made a document"
+
+    # A real document, then bad changes of it.
+    [added] = portal.calls(("Add", "hbb", [report, True, True]))
+    doc = added["reply"]
+    assert len(doc) == 8, added
+    answers = portal.calls(
+        ("GrantPermissions", "ssas", [doc, "a/b", ["read"]]),
+        ("GrantPermissions", "ssas", [doc, ALPHA, ["everything"]]),
+        ("GetHostPaths", "as", [["nope", doc]]),
+        ("Lookup", "ay", [{"bytes": str(backing / "docs" / "report.txt")}]),
+        ("Lookup", "ay", [{"bytes": f"{portal.mountpoint}/{doc}/report.txt"}]),
+        ("Lookup", "ay", [{"bytes": str(backing / "docs" / "secret.txt")}]),
+    )
+    assert answers == [
+        {"error": ERROR + "InvalidArgument"},
+        {"error": ERROR + "InvalidArgument"},
+        {"reply": {doc: str(backing / "docs" / "report.txt")}},
+        {"reply": doc},
+        {"reply": doc},
+        {"reply": ""},
+    ]
+    assert privacy(env) == [], "no bad call granted anything"
+
+
+def test_version_and_add_full_reply(env, portal):
+    """SPEC S45: the interface is version 5; AddFull answers ids and the
+    mount point, and grants write only where the descriptor shows it."""
+    report = {"fd": str(env.backing(LOCAL) / "docs" / "report.txt"), "flags": ["O_RDONLY"]}
+    version, added = portal.calls(
+        ("Get", "ss", [NAME, "version"], "org.freedesktop.DBus.Properties"),
+        ("AddFull", "ahusas", [[report], 2, ALPHA, ["read", "write"]]),
+    )
+    assert version == {"reply": 5}
+    [ids, extra] = added["reply"]
+    assert extra == {"mountpoint": str(portal.mountpoint)}
+    [grant] = privacy(env, ALPHA)
+    # The descriptor was read-only: it proves no write access, so none is granted.
+    assert grant["access"] == "read", grant
+    assert portal.calls(("Info", "s", [ids[0]])) == [
+        {"reply": [str(env.backing(LOCAL) / "docs" / "report.txt"), {ALPHA: ["read"]}]}
+    ]
+
+
+def test_portal_survives_a_bus_restart(env, portal):
+    """SPEC S45: when the session bus goes and comes back, the portal takes
+    its name again and still knows its persistent documents."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    exported = portal.flatpak("document-export", report).stdout.strip()
+    portal.bus.stop()
+    portal.bus.start()
+    portal.wait_ready()
+    assert Path(exported).parent.name in portal.flatpak("documents").stdout
+
+
+def test_app_process_cannot_grant_itself_through_the_portal(env, portal):
+    """SPEC S45, S5: an app process of `scopefs run` that reaches the bus
+    (here without the sandbox) is refused: the portal acts with the owner's
+    rights, so it answers only the owner's own processes."""
+    env.mount()
+    secret = {"fd": str(env.backing(LOCAL) / "docs" / "secret.txt")}
+    prefix = env.run_argv(ALPHA, [])  # `scopefs run --app ALPHA --no-sandbox --`
+    answers = portal.calls(
+        ("AddFull", "ahusas", [[secret], 2, ALPHA, ["read", "write"]]),
+        ("List", "s", [""]),
+        prefix=prefix,
+    )
+    assert answers == [{"error": ERROR + "NotAllowed"}, {"error": ERROR + "NotAllowed"}]
+    assert privacy(env, ALPHA) == []
+
+
+def test_descriptor_of_a_file_the_caller_cannot_open_is_refused(env):
+    """SPEC S45: an O_PATH descriptor needs no permission on the file; the
+    portal checks that its caller could open it, as xdg-document-portal
+    does. An owner who is not root exports an unreadable file: refused."""
+    home = env.root / "nobody"
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    state, files = home / "state", home / "files"
+    as_nobody = dict(env.base_env, HOME=str(home), XDG_STATE_HOME=str(home / "xdg"))
+
+    def nobody(*argv, expect=0):
+        p = run_bounded([*AS_NOBODY, *map(str, argv)], 30, as_nobody, what=" ".join(map(str, argv))[:80])
+        assert p.returncode == expect, describe(p)
+        return p
+
+    nobody("mkdir", "-p", files)
+    nobody("sh", "-c", f"echo closed > {files}/closed.txt && chmod 000 {files}/closed.txt")
+    nobody("sh", "-c", f"echo open > {files}/open.txt")
+    nobody(env.bin, "--state", state, "init")
+    nobody(env.bin, "--state", state, "provider", "add", "files", files)
+    bus = SessionBus(home, AS_NOBODY)
+    served = Portal(env, bus, home / "doc", AS_NOBODY, state=state, environ=as_nobody)
+    try:
+        closed, opened = served.calls(
+            ("Add", "hbb", [{"fd": str(files / "closed.txt"), "flags": ["O_PATH"]}, True, True]),
+            ("Add", "hbb", [{"fd": str(files / "open.txt"), "flags": ["O_PATH"]}, True, True]),
+            prefix=AS_NOBODY,
+        )
+    finally:
+        served.stop()
+        bus.stop()
+    assert closed == {"error": ERROR + "NotAllowed"}
+    assert len(opened.get("reply", "")) == 8, opened
+    assert json.loads(nobody(env.bin, "--state", state, "privacy", "--json").stdout) == []
