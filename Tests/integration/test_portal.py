@@ -395,3 +395,23 @@ def test_descriptor_of_a_file_the_caller_cannot_open_is_refused(env):
     assert closed == {"error": ERROR + "NotAllowed"}
     assert len(opened.get("reply", "")) == 8, opened
     assert json.loads(nobody(env.bin, "--state", state, "privacy", "--json").stdout) == []
+
+
+READ_APP_INFO = """
+emit({"text": read_bytes("/.flatpak-info").decode(),
+      "mode": oct(os.stat("/.flatpak-info").st_mode & 0o7777),
+      "write": attempt(lambda: os.close(os.open("/.flatpak-info", os.O_WRONLY))),
+      "replace": attempt(os.rename, "/.flatpak-info", "/.flatpak-info.old")})
+"""
+
+
+def test_sandboxed_app_carries_its_flatpak_info(env):
+    """SPEC S45, S5: an app run in the sandbox has a read-only
+    `/.flatpak-info` naming its app id, where xdg-desktop-portal looks for
+    it (/proc/PID/root/.flatpak-info) to attribute the app's requests."""
+    env.mount()
+    info = env.app_json(ALPHA, READ_APP_INFO, sandbox=True)
+    assert info["text"] == f"[Application]\nname={ALPHA}\n"
+    assert info["mode"] == "0o444"
+    # Mode 0444 to the app's account, and the sandbox's root is not the app's to change.
+    assert (info["write"], info["replace"]) == ("EACCES", "EACCES"), info
