@@ -161,7 +161,8 @@ let package = Package(
         .target(
             name: "Portal",
             dependencies: [
-                "CPortalBus", "Control", "CommandErrors", "HostText", "Policy", "PolicyStore", "Processes",
+                "CPortalBus", "Control", "CommandErrors", "FuseBridge", "HostText", "Policy", "PolicyStore",
+                "Processes", .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
         ),

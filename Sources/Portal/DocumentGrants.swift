@@ -4,16 +4,34 @@ import Foundation
 import HostText
 import Policy
 import PolicyStore
+import Synchronization
 
 /// The portal's permissions as ScopeFS grants, changed through the same
 /// path as `scopefs grant`/`revoke`/`forget` (`ControlClient.policy`: the
 /// daemon's control socket when a daemon serves the state directory, so
 /// revocation cuts open descriptors at once; the store otherwise).
-struct DocumentGrants {
+final class DocumentGrants: Sendable {
     let state: StateDirectory
+    /// One connection for the portal's reads; changes go through `policy`.
+    private let store: PolicyRepository
+    /// Every grant, as of a policy version: the layout reads them on each
+    /// lookup and read, and only a changed version costs a query.
+    private let cached = Mutex<(version: Int64, grants: [Grant])?>(nil)
 
-    private func repository() throws(CommandError) -> PolicyRepository {
-        PolicyRepository(database: try PolicyDatabase.open(state))
+    init(state: StateDirectory) throws(CommandError) {
+        self.state = state
+        self.store = PolicyRepository(database: try PolicyDatabase.open(state))
+    }
+
+    private func repository() throws(CommandError) -> PolicyRepository { store }
+
+    /// Every grant of every app, current as of this call.
+    func allGrants() throws(CommandError) -> [Grant] {
+        let version = try store.policyVersion()
+        if let hit = cached.withLock({ $0 }), hit.version == version { return hit.grants }
+        let grants = try store.grants(app: nil)
+        cached.withLock { $0 = (version, grants) }
+        return grants
     }
 
     private func policy(_ command: ControlCommand) throws(PortalError) -> ControlResponse {
@@ -47,7 +65,7 @@ struct DocumentGrants {
     /// Every grant of the document's item, whatever its state.
     func grants(of document: PortalDocument) throws(PortalError) -> [Grant] {
         do {
-            return try repository().grants(app: nil).filter {
+            return try allGrants().filter {
                 $0.provider == document.provider && $0.relativePath == document.relativePath
             }
         } catch {

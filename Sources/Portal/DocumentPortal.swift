@@ -1,4 +1,5 @@
 import CPortalBus
+import CommandErrors
 import Foundation
 import Glibc
 import HostText
@@ -8,7 +9,7 @@ import PolicyStore
 /// The Documents interface's methods on Swift values: what each does to
 /// the document table and to ScopeFS's grants (docs/PORTAL.md). The D-Bus
 /// side (`DocumentsObject`) only reads arguments and writes replies.
-final class DocumentPortal {
+final class DocumentPortal: Sendable {
     /// AddFull's flags (xdg-desktop-portal's DocumentAddFullFlags).
     struct AddFlags: OptionSet {
         let rawValue: UInt32
@@ -28,13 +29,13 @@ final class DocumentPortal {
     }
 
     let mountPoint: String
-    private let table: DocumentTable
-    private let grants: DocumentGrants
+    let table: DocumentTable
+    let grants: DocumentGrants
 
-    init(state: StateDirectory, mountPoint: String) {
+    init(state: StateDirectory, mountPoint: String) throws(CommandError) {
         self.mountPoint = mountPoint
         self.table = DocumentTable(file: state.path + "/portal-documents.json")
-        self.grants = DocumentGrants(state: state)
+        self.grants = try DocumentGrants(state: state)
     }
 
     // MARK: Adding documents

@@ -1,6 +1,7 @@
 import Foundation
 import HostText
 import Policy
+import Synchronization
 
 /// One exported file or folder: what the document portal calls a
 /// document. Its access is not stored here: it is the ScopeFS grants of
@@ -26,8 +27,9 @@ public struct PortalDocument: Codable, Sendable, Equatable {
 /// The portal's documents: persistent ones in a JSON file of the state
 /// directory (written whole, through a rename, so a crash leaves the old
 /// or the new file), the others in memory for the portal's lifetime.
-final class DocumentTable {
-    private(set) var documents: [String: PortalDocument] = [:]
+/// The bus thread changes it while the layout's FUSE workers read it.
+final class DocumentTable: Sendable {
+    private let table = Mutex<[String: PortalDocument]>([:])
     private let file: String
 
     init(file: String) {
@@ -35,9 +37,11 @@ final class DocumentTable {
         if let data = FileManager.default.contents(atPath: file),
             let saved = try? JSONDecoder().decode([PortalDocument].self, from: data)
         {
-            for document in saved { documents[document.id] = document }
+            table.withLock { documents in for document in saved { documents[document.id] = document } }
         }
     }
+
+    var documents: [String: PortalDocument] { table.withLock { $0 } }
 
     func document(at hostPath: String) -> PortalDocument? {
         documents.values.first { $0.hostPath.sameHostName(as: hostPath) }
@@ -49,31 +53,33 @@ final class DocumentTable {
     func add(hostPath: String, provider: ProviderID, relativePath: String, isDirectory: Bool, persistent: Bool)
         throws -> PortalDocument
     {
-        if var existing = document(at: hostPath) {
-            if persistent && !existing.persistent {
+        let (document, changed) = table.withLock { documents -> (PortalDocument, Bool) in
+            if var existing = documents.values.first(where: { $0.hostPath.sameHostName(as: hostPath) }) {
+                guard persistent && !existing.persistent else { return (existing, false) }
                 existing.persistent = true
                 documents[existing.id] = existing
-                try save()
+                return (existing, true)
             }
-            return existing
+            var id: String
+            repeat {
+                id = String(format: "%08x", UInt32.random(in: 1...UInt32.max))
+            } while documents[id] != nil
+            let document = PortalDocument(
+                id: id, hostPath: hostPath, provider: provider, relativePath: relativePath, isDirectory: isDirectory,
+                persistent: persistent)
+            documents[id] = document
+            return (document, persistent)
         }
-        var id: String
-        repeat {
-            id = String(format: "%08x", UInt32.random(in: 1...UInt32.max))
-        } while documents[id] != nil
-        let document = PortalDocument(
-            id: id, hostPath: hostPath, provider: provider, relativePath: relativePath, isDirectory: isDirectory,
-            persistent: persistent)
-        documents[id] = document
-        if persistent { try save() }
+        if changed { try save() }
         return document
     }
 
     func remove(_ id: String) throws {
-        guard let removed = documents.removeValue(forKey: id) else { return }
+        guard let removed = table.withLock({ $0.removeValue(forKey: id) }) else { return }
         if removed.persistent { try save() }
     }
 
+    /// Written by the bus thread only, so two saves never race.
     private func save() throws {
         let kept = documents.values.filter(\.persistent).sorted { $0.id < $1.id }
         let encoder = JSONEncoder()

@@ -16,6 +16,8 @@ struct PortalCommand: ParsableCommand {
     @OptionGroup var options: StateOptions
     @Option(help: "The mount point GetMountPoint names (default: $XDG_RUNTIME_DIR/doc, else /run/user/UID/doc).")
     var mountpoint: String?
+    @Flag(help: "Serve the bus only: mount no document layout (GetMountPoint still names the mount point).")
+    var noMount = false
 
     func run() throws {
         try report { () throws(CommandError) in
@@ -29,7 +31,14 @@ struct PortalCommand: ParsableCommand {
             let chosen = mountpoint ?? ((runtime ?? "/run/user/\(getuid())") + "/doc")
             guard chosen.hasPrefix("/") else { throw CommandError(.usage, "--mountpoint must be an absolute path") }
             let resolved = URL(fileURLWithPath: chosen).standardizedFileURL.path
-            try PortalService(state: state, mountPoint: resolved, log: note).run()
+            let service = try PortalService(state: state, mountPoint: resolved, log: { note($0) })
+            if noMount { try service.run() }
+            // Like xdg-document-portal: the mount point is made when missing (0700).
+            if !FileManager.default.fileExists(atPath: resolved) {
+                try? FileManager.default.createDirectory(
+                    atPath: resolved, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            try service.runWithLayout()
         }
     }
 }
