@@ -316,6 +316,55 @@ def test_app_process_cannot_use_the_layout(env, portal):
     assert answer == {"list": "EACCES", "read": "EACCES"}
 
 
+STORM = """
+import errno, json, os, sys, time
+root, doc, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+path = os.path.join(root, "by-app", sys.argv[4], doc, "report.txt")
+seen, end = {}, time.monotonic() + seconds
+while time.monotonic() < end:
+    try:
+        os.listdir(root)
+        with open(path, "rb") as f:
+            data = f.read()
+        what = "ok" if data == open(sys.argv[5], "rb").read() else "WRONG BYTES"
+    except OSError as exc:
+        what = errno.errorcode[exc.errno]
+    seen[what] = seen.get(what, 0) + 1
+print(json.dumps(seen))
+"""
+
+
+def test_layout_under_concurrent_use_and_revocation(env, portal):
+    """SPEC S45, S14 (xdg-desktop-portal#1871, flatpak#6166: the reference
+    mount hangs under concurrent use): 24 processes list the layout and
+    read a document while its grant is revoked and restored 10 times; none
+    hangs, each read gives the file's bytes or a denial (EPERM, ENOENT),
+    and the portal answers afterwards."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    doc = Path(portal.flatpak("document-export", "--app", ALPHA, report).stdout.strip()).parent.name
+    readers = [
+        subprocess.Popen(
+            ["python3", "-c", STORM, str(portal.mountpoint), doc, "6", ALPHA, str(report)],
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        for _ in range(24)
+    ]
+    for _ in range(10):
+        env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
+        env.cli("restore", ALPHA, f"{LOCAL}:docs/report.txt")
+    totals: dict[str, int] = {}
+    for reader in readers:
+        out, _ = reader.communicate(timeout=60)
+        assert reader.returncode == 0
+        for what, count in json.loads(out).items():
+            totals[what] = totals.get(what, 0) + count
+    assert set(totals) <= {"ok", "EPERM", "ENOENT"}, totals
+    assert totals.get("ok", 0) > 0, totals
+    assert portal.gdbus("GetMountPoint").returncode == 0
+    assert (portal.mountpoint / "by-app" / ALPHA / doc / "report.txt").read_bytes() == REPORT_BYTES
+
+
 def test_every_method_refuses_bad_calls_and_grants_nothing(env, portal):
     """SPEC S45, S33: wrong types, unknown ids, descriptors that prove no
     access, `..` and exports holding the mount get clear D-Bus errors, and
