@@ -568,3 +568,41 @@ def test_sandboxed_app_carries_its_flatpak_info(env):
     assert info["mode"] == "0o444"
     # Mode 0444 to the app's account, and the sandbox's root is not the app's to change.
     assert (info["write"], info["replace"]) == ("EACCES", "EACCES"), info
+
+
+def test_portal_exit_codes(env, portal):
+    """SPEC S45, S34 (docs/CLI.md): without `scopefs init` 66, without a
+    session bus 69, while another process owns the name 77 (and the first
+    portal's layout is left alone)."""
+    no_state = env.cli("portal", "--no-mount", state=env.root / "nothing", expect=66)
+    assert "scopefs init" in no_state.stderr
+    no_bus = run_bounded(
+        env.cli_argv("portal", "--no-mount"),
+        30,
+        dict(env.base_env, DBUS_SESSION_BUS_ADDRESS=f"unix:path={env.root}/no-bus"),
+        what="scopefs portal without a bus",
+    )
+    assert no_bus.returncode == 69, describe(no_bus)
+    second = run_bounded(
+        env.cli_argv("portal", "--mountpoint", env.root / "doc2"), 30, portal.environ, what="a second portal"
+    )
+    assert second.returncode == 77, describe(second)
+    assert "another document portal" in second.stderr
+    assert mount_count(env.root / "doc2") == 0
+    assert mount_count(portal.mountpoint) == 1
+
+
+def test_persistent_documents_outlive_the_portal(env, portal):
+    """SPEC S45, S16a: a restarted portal knows its persistent documents;
+    a transient one was the portal's only, and its grant a session grant."""
+    kept = portal.flatpak("document-export", env.backing(LOCAL) / "docs" / "report.txt").stdout.strip()
+    gone = portal.flatpak("document-export", "--transient", env.backing(LOCAL) / "docs" / "secret.txt").stdout
+    portal.stop()
+    again = Portal(env, portal.bus, portal.mountpoint)
+    try:
+        listed = again.flatpak("documents").stdout
+        assert Path(kept).parent.name in listed
+        assert Path(gone.strip()).parent.name not in listed
+        assert (portal.mountpoint / Path(kept).parent.name / "report.txt").read_bytes() == REPORT_BYTES
+    finally:
+        again.stop()
