@@ -13,9 +13,12 @@ BIN := .build/debug/scopefs
 # iproute2, iptables: those remotes in network namespaces with faults on
 # their links (Tests/integration/netns_link.py; iptables stands in for
 # the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
-# benchmark's s3fs-fuse column (bench/remote.py).
+# benchmark's s3fs-fuse column (bench/remote.py); dbus (dbus-daemon),
+# flatpak (its document-* commands), python3-dbus, libglib2.0-bin (gdbus):
+# `scopefs portal` on a real session bus (Tests/integration/test_portal.py).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
+	dbus flatpak python3-dbus libglib2.0-bin
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
