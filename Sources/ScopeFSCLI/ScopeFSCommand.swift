@@ -22,7 +22,7 @@ struct ScopeFSCommand: ParsableCommand {
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,
-            PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self,
+            PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self, SettingsCommand.self,
         ])
 
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the

@@ -1,0 +1,283 @@
+import Control
+import HTTPTypes
+import HostText
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Policy
+import XCTest
+
+@testable import SettingsPage
+
+/// The page's routes through Hummingbird's router test client (no
+/// sockets), on a backend in memory (SPEC S46, S16, S29, S33a).
+final class SettingsRouteTests: XCTestCase {
+    static let secrets = SettingsSecrets(token: "t0ken", csrf: "csrf0")
+    static let hostile = "<script>alert(1)</script>"
+    static let ansi = "\u{1b}[31mred"
+    static let notUTF8 = HostName.string([0x63, 0x61, 0x66, 0xE9, 0x2E, 0x74, 0x78, 0x74])  // "caf\xe9.txt"
+
+    static func backend() -> FakeBackend {
+        FakeBackend(
+            .init(
+                apps: [App(id: "com.example.editor", name: "Editor"), App(id: "org.other", name: "org.other")],
+                providers: [Provider(id: "drive", name: "Drive", directory: "/srv/drive")],
+                grants: [
+                    Grant(
+                        id: 1, app: "com.example.editor", provider: "drive", item: "i1", relativePath: "notes.txt",
+                        isDirectory: false, access: .readWrite, state: .active, grantedAt: 1_700_000_000),
+                    Grant(
+                        id: 2, app: "com.example.editor", provider: "drive", item: "i2", relativePath: hostile,
+                        isDirectory: false, access: .read, state: .active, grantedAt: 1_700_000_000),
+                    Grant(
+                        id: 3, app: "com.example.editor", provider: "drive", item: "i3", relativePath: ansi,
+                        isDirectory: true, access: .read, state: .revoked, grantedAt: 1_700_000_000),
+                    Grant(
+                        id: 4, app: "org.other", provider: "drive", item: "i4", relativePath: notUTF8,
+                        isDirectory: false, access: .read, state: .active, grantedAt: 1_700_000_000),
+                ],
+                events: [
+                    Event(
+                        time: 1_700_000_100, kind: .start, app: "com.example.editor", pid: 42, path: "drive/notes.txt"),
+                    Event(
+                        time: 1_700_000_200, kind: .denial, app: "com.example.editor", pid: 42, path: hostile,
+                        operation: "open", errno: 1),
+                ]))
+    }
+
+    typealias Client = any TestClientProtocol
+
+    func withPage(_ backend: FakeBackend, _ test: @Sendable (Client) async throws -> Void) async throws {
+        let app = Application(router: SettingsRoutes.router(backend: backend, secrets: Self.secrets))
+        try await app.test(.router, test)
+    }
+
+    static let cookie: HTTPFields = [.cookie: "\(SettingsSecrets.cookieName)=t0ken"]
+
+    static func post(_ body: String, origin: String? = "http://localhost", cookie: Bool = true) -> HTTPFields {
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        if cookie { headers[.cookie] = "\(SettingsSecrets.cookieName)=t0ken" }
+        if let origin { headers[.origin] = origin }
+        return headers
+    }
+
+    // MARK: who gets in
+
+    func testWithoutTheTokenNothingIsShown() async throws {
+        try await withPage(Self.backend()) { client in
+            for path in ["/", "/app?id=com.example.editor", "/items", "/providers", "/activity"] {
+                let response = try await client.execute(uri: path, method: .get)
+                XCTAssertEqual(response.status, .unauthorized, path)
+                XCTAssertFalse(String(buffer: response.body).contains("com.example.editor"), path)
+            }
+        }
+    }
+
+    func testTheTokenSetsAStrictHttpOnlyCookieAndLeavesTheAddress() async throws {
+        try await withPage(Self.backend()) { client in
+            let response = try await client.execute(uri: "/activity?token=t0ken", method: .get)
+            XCTAssertEqual(response.status, .seeOther)
+            XCTAssertEqual(response.headers[.location], "/activity")
+            let cookie = try XCTUnwrap(response.headers[.setCookie])
+            XCTAssertTrue(cookie.hasPrefix("scopefs_settings=t0ken;"), cookie)
+            XCTAssertTrue(cookie.contains("HttpOnly"), cookie)
+            XCTAssertTrue(cookie.contains("SameSite=Strict"), cookie)
+            let page = try await client.execute(uri: "/", method: .get, headers: Self.cookie)
+            XCTAssertEqual(page.status, .ok)
+            XCTAssertEqual(page.headers[.contentSecurityPolicy]?.contains("frame-ancestors 'none'"), true)
+        }
+    }
+
+    func testAnOldOrWrongTokenIsRefused() async throws {
+        try await withPage(Self.backend()) { client in
+            let old = try await client.execute(uri: "/?token=tokenOfAnEarlierStart", method: .get)
+            XCTAssertEqual(old.status, .forbidden)
+            XCTAssertNil(old.headers[.setCookie])
+            let stale = try await client.execute(
+                uri: "/", method: .get, headers: [.cookie: "scopefs_settings=tokenOfAnEarlierStart"])
+            XCTAssertEqual(stale.status, .unauthorized)
+        }
+    }
+
+    func testARequestFromAnotherSiteIsRefused() async throws {
+        try await withPage(Self.backend()) { client in
+            var headers = Self.cookie
+            headers[HTTPField.Name("Sec-Fetch-Site")!] = "cross-site"
+            let response = try await client.execute(uri: "/", method: .get, headers: headers)
+            XCTAssertEqual(response.status, .forbidden)
+        }
+    }
+
+    func testAnAppProcessIsRefusedEvenWithTheCookie() async throws {
+        let app = Application(
+            router: SettingsRoutes.router(backend: Self.backend(), secrets: Self.secrets) { _ in "an app process" })
+        try await app.test(.router) { client in
+            let response = try await client.execute(uri: "/", method: .get, headers: Self.cookie)
+            XCTAssertEqual(response.status, .forbidden)
+            XCTAssertTrue(String(buffer: response.body).contains("an app process"))
+        }
+    }
+
+    // MARK: changes
+
+    func testRevokeAndRestoreOneGrantThroughTheOwnersCommands() async throws {
+        let backend = Self.backend()
+        try await withPage(backend) { client in
+            let revoke = try await client.execute(
+                uri: "/revoke", method: .post, headers: Self.post(""),
+                body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor&grant=1"))
+            XCTAssertEqual(revoke.status, .seeOther)
+            XCTAssertEqual(revoke.headers[.location], "/app?id=com.example.editor&done=revoked")
+            XCTAssertEqual(backend.changes, [.revoke(app: "com.example.editor", grant: 1)])
+            let page = try await client.execute(
+                uri: "/app?id=com.example.editor&done=revoked", method: .get, headers: Self.cookie)
+            let body = String(buffer: page.body)
+            XCTAssertTrue(body.contains("next access fails with EPERM"))
+            let restore = try await client.execute(
+                uri: "/restore", method: .post, headers: Self.post(""),
+                body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor"))
+            XCTAssertEqual(restore.headers[.location], "/app?id=com.example.editor&done=restored")
+            XCTAssertEqual(backend.changes.last, .restore(app: "com.example.editor", grant: nil))
+            XCTAssertEqual(backend.grantStates, [.active, .active, .active, .active])
+        }
+    }
+
+    func testForgetNeedsItsConfirmationStep() async throws {
+        let backend = Self.backend()
+        try await withPage(backend) { client in
+            let confirm = try await client.execute(
+                uri: "/forget?app=com.example.editor&grant=1", method: .get, headers: Self.cookie)
+            XCTAssertEqual(confirm.status, .ok)
+            XCTAssertTrue(String(buffer: confirm.body).contains("name=\"confirm\" value=\"yes\""))
+            let unconfirmed = try await client.execute(
+                uri: "/forget", method: .post, headers: Self.post(""),
+                body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor&grant=1"))
+            XCTAssertEqual(unconfirmed.status, .badRequest)
+            XCTAssertEqual(backend.changes, [])
+            let confirmed = try await client.execute(
+                uri: "/forget", method: .post, headers: Self.post(""),
+                body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor&grant=1&confirm=yes"))
+            XCTAssertEqual(confirmed.headers[.location], "/app?id=com.example.editor&done=forgotten")
+            XCTAssertEqual(backend.changes, [.forget(app: "com.example.editor", grant: 1)])
+        }
+    }
+
+    func testAChangeWithoutTheCSRFTokenOrFromAnotherOriginChangesNothing() async throws {
+        let backend = Self.backend()
+        try await withPage(backend) { client in
+            let cases: [(HTTPFields, String, HTTPResponse.Status)] = [
+                (Self.post(""), "app=com.example.editor&grant=1", .forbidden),
+                (Self.post(""), "csrf=csrf-of-an-earlier-start&app=com.example.editor&grant=1", .forbidden),
+                (Self.post("", origin: "http://evil.example"), "csrf=csrf0&app=com.example.editor&grant=1", .forbidden),
+                (Self.post("", origin: "http://127.0.0.1:9999"), "csrf=csrf0&app=com.example.editor", .forbidden),
+                (Self.post("", origin: nil), "csrf=csrf0&app=com.example.editor&grant=1", .forbidden),
+                (Self.post("", cookie: false), "csrf=csrf0&app=com.example.editor&grant=1", .unauthorized),
+            ]
+            for (headers, body, status) in cases {
+                let response = try await client.execute(
+                    uri: "/revoke", method: .post, headers: headers, body: ByteBuffer(string: body))
+                XCTAssertEqual(response.status, status, body)
+            }
+        }
+        XCTAssertEqual(backend.changes, [])
+        XCTAssertEqual(backend.grantStates, [.active, .active, .revoked, .active])
+    }
+
+    func testBadInputGetsAClearErrorAndChangesNothing() async throws {
+        let backend = Self.backend()
+        try await withPage(backend) { client in
+            let posts: [(String, String, HTTPResponse.Status)] = [
+                ("/revoke", "csrf=csrf0&app=com.example.editor&grant=abc", .badRequest),
+                ("/revoke", "csrf=csrf0&app=com.example.editor&grant=-1", .badRequest),
+                ("/revoke", "csrf=csrf0&app=..%2Fetc&grant=1", .badRequest),
+                ("/revoke", "csrf=csrf0&grant=1", .badRequest),
+                ("/revoke", "csrf=csrf0&app=com.example.editor&app=org.other", .badRequest),
+                ("/restore", "csrf=csrf0&app=com.example.editor&grant=%zz", .badRequest),
+                ("/restore", "csrf=csrf0&app=com.example.editor%00&grant=1", .badRequest),
+                ("/forget", "csrf=csrf0&app=com.example.editor&confirm=maybe", .badRequest),
+                ("/revoke", "csrf=csrf0&" + String(repeating: "x=1&", count: 40), .badRequest),
+                ("/revoke", String(repeating: "x=1&", count: 5000), .contentTooLarge),
+            ]
+            for (path, body, status) in posts {
+                let response = try await client.execute(
+                    uri: path, method: .post, headers: Self.post(""), body: ByteBuffer(string: body))
+                XCTAssertEqual(response.status, status, "\(path) \(body.prefix(60))")
+                XCTAssertTrue(String(buffer: response.body).contains("Nothing was changed."), String(body.prefix(60)))
+            }
+            let gets: [(String, HTTPResponse.Status)] = [
+                ("/app", .badRequest), ("/app?id=com.unknown", .notFound), ("/activity?kind=nope", .badRequest),
+                ("/activity?app=com.unknown", .notFound), ("/activity?live=2", .badRequest),
+                ("/items?provider=nope", .notFound), ("/forget?app=com.example.editor&grant=99", .notFound),
+                ("/app?id=com.example.editor&done=%3Cb%3E", .badRequest), ("/nowhere", .notFound),
+            ]
+            for (path, status) in gets {
+                let response = try await client.execute(uri: path, method: .get, headers: Self.cookie)
+                XCTAssertEqual(response.status, status, path)
+            }
+            let put = try await client.execute(uri: "/revoke", method: .put, headers: Self.cookie)
+            XCTAssertEqual(put.status, .methodNotAllowed)
+        }
+        XCTAssertEqual(backend.changes, [])
+    }
+
+    // MARK: what is shown
+
+    func testHostileNamesAreTextShownAsLsB() async throws {
+        try await withPage(Self.backend()) { client in
+            for path in ["/app?id=com.example.editor", "/app?id=org.other", "/items", "/activity"] {
+                let body = String(buffer: try await client.execute(uri: path, method: .get, headers: Self.cookie).body)
+                XCTAssertFalse(body.contains("<script>"), path)
+                XCTAssertFalse(body.contains("\u{1b}"), path)
+                XCTAssertFalse(
+                    body.unicodeScalars.contains { HostName.string([0xE9]).unicodeScalars.first == $0 }, path)
+            }
+            let editor = String(
+                buffer: try await client.execute(uri: "/app?id=com.example.editor", method: .get, headers: Self.cookie)
+                    .body)
+            XCTAssertTrue(editor.contains("drive:&lt;script&gt;alert(1)&lt;/script&gt;"))
+            XCTAssertTrue(editor.contains("drive:\\x1b[31mred"))
+            let other = String(
+                buffer: try await client.execute(uri: "/app?id=org.other", method: .get, headers: Self.cookie).body)
+            XCTAssertTrue(other.contains("drive:caf\\xe9.txt"))
+        }
+    }
+
+    func testItemsPageFindsAnItemByItsBytes() async throws {
+        try await withPage(Self.backend()) { client in
+            let response = try await client.execute(
+                uri: "/items?provider=drive&path=caf%E9.txt", method: .get, headers: Self.cookie)
+            let body = String(buffer: response.body)
+            XCTAssertEqual(response.status, .ok)
+            XCTAssertTrue(body.contains("org.other"), body)
+            XCTAssertFalse(body.contains(">com.example.editor<"))
+        }
+    }
+
+    func testAppsPageAndActivityFilters() async throws {
+        try await withPage(Self.backend()) { client in
+            let apps = String(buffer: try await client.execute(uri: "/", method: .get, headers: Self.cookie).body)
+            XCTAssertTrue(apps.contains("com.example.editor"))
+            XCTAssertTrue(apps.contains("2 active, 1 revoked"))
+            XCTAssertTrue(apps.contains("2023-11-14T22:16:40.000Z"), apps)  // the last access: the denial
+            let denials = String(
+                buffer: try await client.execute(
+                    uri: "/activity?app=com.example.editor&kind=denial", method: .get, headers: Self.cookie
+                ).body)
+            XCTAssertTrue(denials.contains("class=\"event-denial\""))
+            XCTAssertFalse(denials.contains("class=\"event-start\""))
+            XCTAssertTrue(denials.contains("errno=EPERM"))
+            let live = String(
+                buffer: try await client.execute(uri: "/activity?live=1", method: .get, headers: Self.cookie).body)
+            XCTAssertTrue(live.contains("http-equiv=\"refresh\""))
+        }
+    }
+
+    func testOnlyLoopbackHostsAreServed() {
+        for host in ["127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:80", "127.0.0.1"] {
+            XCTAssertTrue(AccessGuard.isLoopback(host), host)
+        }
+        for host in ["evil.example", "127.0.0.1.evil.example:80", "localhost:x", "10.0.0.1:80", "[::2]:80", ""] {
+            XCTAssertFalse(AccessGuard.isLoopback(host), host)
+        }
+    }
+}
