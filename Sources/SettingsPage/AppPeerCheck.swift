@@ -53,8 +53,27 @@ public struct AppPeerCheck: Sendable {
     func socketOwner(remote: SocketAddress, local: SocketAddress) -> SocketOwner? {
         guard let remoteKey = Self.procKey(remote), let localKey = Self.procKey(local) else { return nil }
         let file = remote.protocol == .inet6 ? "/net/tcp6" : "/net/tcp"
-        guard let text = try? String(contentsOfFile: procRoot + file, encoding: .utf8) else { return nil }
+        guard let text = Self.readWhole(procRoot + file) else { return nil }
         return Self.find(in: text, local: remoteKey, remote: localKey)
+    }
+
+    /// A /proc file read to its end. Its size says 0 and the kernel hands
+    /// it out a page or so per read, so a reader that trusts the size or
+    /// reads once gets the first sockets only.
+    static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += chunk[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Parses `/proc/net/tcp`'s table: `sl local rem st tx:rx tr:when retr uid timeout inode ...`.
