@@ -5,13 +5,13 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Policy
-import XCTest
+import Testing
 
 @testable import SettingsPage
 
 /// The page's routes through Hummingbird's router test client (no
 /// sockets), on a backend in memory (SPEC S46, S16, S29, S33a).
-final class SettingsRouteTests: XCTestCase {
+@Suite struct SettingsRouteTests {
     static let secrets = SettingsSecrets(token: "t0ken", csrf: "csrf0")
     static let hostile = "<script>alert(1)</script>"
     static let ansi = "\u{1b}[31mred"
@@ -63,106 +63,106 @@ final class SettingsRouteTests: XCTestCase {
 
     // MARK: who gets in
 
-    func testWithoutTheTokenNothingIsShown() async throws {
+    @Test func testWithoutTheTokenNothingIsShown() async throws {
         try await withPage(Self.backend()) { client in
             for path in ["/", "/app?id=com.example.editor", "/items", "/providers", "/activity"] {
                 let response = try await client.execute(uri: path, method: .get)
-                XCTAssertEqual(response.status, .unauthorized, path)
-                XCTAssertFalse(String(buffer: response.body).contains("com.example.editor"), path)
+                #expect(response.status == .unauthorized, "\(path)")
+                #expect(!String(buffer: response.body).contains("com.example.editor"), "\(path)")
             }
         }
     }
 
-    func testTheTokenSetsAStrictHttpOnlyCookieAndLeavesTheAddress() async throws {
+    @Test func testTheTokenSetsAStrictHttpOnlyCookieAndLeavesTheAddress() async throws {
         try await withPage(Self.backend()) { client in
             let response = try await client.execute(uri: "/activity?token=t0ken", method: .get)
-            XCTAssertEqual(response.status, .seeOther)
-            XCTAssertEqual(response.headers[.location], "/activity")
-            let cookie = try XCTUnwrap(response.headers[.setCookie])
-            XCTAssertTrue(cookie.hasPrefix("scopefs_settings=t0ken;"), cookie)
-            XCTAssertTrue(cookie.contains("HttpOnly"), cookie)
-            XCTAssertTrue(cookie.contains("SameSite=Strict"), cookie)
+            #expect(response.status == .seeOther)
+            #expect(response.headers[.location] == "/activity")
+            let cookie = try #require(response.headers[.setCookie])
+            #expect(cookie.hasPrefix("scopefs_settings=t0ken;"), "\(cookie)")
+            #expect(cookie.contains("HttpOnly"), "\(cookie)")
+            #expect(cookie.contains("SameSite=Strict"), "\(cookie)")
             let page = try await client.execute(uri: "/", method: .get, headers: Self.cookie)
-            XCTAssertEqual(page.status, .ok)
-            XCTAssertEqual(page.headers[.contentSecurityPolicy]?.contains("frame-ancestors 'none'"), true)
+            #expect(page.status == .ok)
+            #expect(page.headers[.contentSecurityPolicy]?.contains("frame-ancestors 'none'") == true)
         }
     }
 
-    func testAnOldOrWrongTokenIsRefused() async throws {
+    @Test func testAnOldOrWrongTokenIsRefused() async throws {
         try await withPage(Self.backend()) { client in
             let old = try await client.execute(uri: "/?token=tokenOfAnEarlierStart", method: .get)
-            XCTAssertEqual(old.status, .forbidden)
-            XCTAssertNil(old.headers[.setCookie])
+            #expect(old.status == .forbidden)
+            #expect(old.headers[.setCookie] == nil)
             let stale = try await client.execute(
                 uri: "/", method: .get, headers: [.cookie: "scopefs_settings=tokenOfAnEarlierStart"])
-            XCTAssertEqual(stale.status, .unauthorized)
+            #expect(stale.status == .unauthorized)
         }
     }
 
-    func testARequestFromAnotherSiteIsRefused() async throws {
+    @Test func testARequestFromAnotherSiteIsRefused() async throws {
         try await withPage(Self.backend()) { client in
             var headers = Self.cookie
             headers[HTTPField.Name("Sec-Fetch-Site")!] = "cross-site"
             let response = try await client.execute(uri: "/", method: .get, headers: headers)
-            XCTAssertEqual(response.status, .forbidden)
+            #expect(response.status == .forbidden)
         }
     }
 
-    func testAnAppProcessIsRefusedEvenWithTheCookie() async throws {
+    @Test func testAnAppProcessIsRefusedEvenWithTheCookie() async throws {
         let app = Application(
             router: SettingsRoutes.router(backend: Self.backend(), secrets: Self.secrets) { _ in "an app process" })
         try await app.test(.router) { client in
             let response = try await client.execute(uri: "/", method: .get, headers: Self.cookie)
-            XCTAssertEqual(response.status, .forbidden)
-            XCTAssertTrue(String(buffer: response.body).contains("an app process"))
+            #expect(response.status == .forbidden)
+            #expect(String(buffer: response.body).contains("an app process"))
         }
     }
 
     // MARK: changes
 
-    func testRevokeAndRestoreOneGrantThroughTheOwnersCommands() async throws {
+    @Test func testRevokeAndRestoreOneGrantThroughTheOwnersCommands() async throws {
         let backend = Self.backend()
         try await withPage(backend) { client in
             let revoke = try await client.execute(
                 uri: "/revoke", method: .post, headers: Self.post(""),
                 body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor&grant=1"))
-            XCTAssertEqual(revoke.status, .seeOther)
-            XCTAssertEqual(revoke.headers[.location], "/app?id=com.example.editor&done=revoked")
-            XCTAssertEqual(backend.changes, [.revoke(app: "com.example.editor", grant: 1)])
+            #expect(revoke.status == .seeOther)
+            #expect(revoke.headers[.location] == "/app?id=com.example.editor&done=revoked")
+            #expect(backend.changes == [.revoke(app: "com.example.editor", grant: 1)])
             let page = try await client.execute(
                 uri: "/app?id=com.example.editor&done=revoked", method: .get, headers: Self.cookie)
             let body = String(buffer: page.body)
-            XCTAssertTrue(body.contains("next access fails with EPERM"))
+            #expect(body.contains("next access fails with EPERM"))
             let restore = try await client.execute(
                 uri: "/restore", method: .post, headers: Self.post(""),
                 body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor"))
-            XCTAssertEqual(restore.headers[.location], "/app?id=com.example.editor&done=restored")
-            XCTAssertEqual(backend.changes.last, .restore(app: "com.example.editor", grant: nil))
-            XCTAssertEqual(backend.grantStates, [.active, .active, .active, .active])
+            #expect(restore.headers[.location] == "/app?id=com.example.editor&done=restored")
+            #expect(backend.changes.last == .restore(app: "com.example.editor", grant: nil))
+            #expect(backend.grantStates == [.active, .active, .active, .active])
         }
     }
 
-    func testForgetNeedsItsConfirmationStep() async throws {
+    @Test func testForgetNeedsItsConfirmationStep() async throws {
         let backend = Self.backend()
         try await withPage(backend) { client in
             let confirm = try await client.execute(
                 uri: "/forget?app=com.example.editor&grant=1", method: .get, headers: Self.cookie)
-            XCTAssertEqual(confirm.status, .ok)
-            XCTAssertTrue(String(buffer: confirm.body).contains("name=\"confirm\" value=\"yes\""))
+            #expect(confirm.status == .ok)
+            #expect(String(buffer: confirm.body).contains("name=\"confirm\" value=\"yes\""))
             let unconfirmed = try await client.execute(
                 uri: "/forget", method: .post, headers: Self.post(""),
                 body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor&grant=1"))
-            XCTAssertEqual(unconfirmed.status, .badRequest)
-            XCTAssertEqual(backend.changes, [])
+            #expect(unconfirmed.status == .badRequest)
+            #expect(backend.changes == [])
             let confirmed = try await client.execute(
                 uri: "/forget", method: .post, headers: Self.post(""),
                 body: ByteBuffer(string: "csrf=csrf0&app=com.example.editor&grant=1&confirm=yes"))
-            XCTAssertEqual(confirmed.headers[.location], "/app?id=com.example.editor&done=forgotten")
-            XCTAssertEqual(backend.changes, [.forget(app: "com.example.editor", grant: 1)])
+            #expect(confirmed.headers[.location] == "/app?id=com.example.editor&done=forgotten")
+            #expect(backend.changes == [.forget(app: "com.example.editor", grant: 1)])
         }
     }
 
-    func testAChangeWithoutTheCSRFTokenOrFromAnotherOriginChangesNothing() async throws {
+    @Test func testAChangeWithoutTheCSRFTokenOrFromAnotherOriginChangesNothing() async throws {
         let backend = Self.backend()
         try await withPage(backend) { client in
             let cases: [(HTTPFields, String, HTTPResponse.Status)] = [
@@ -176,14 +176,14 @@ final class SettingsRouteTests: XCTestCase {
             for (headers, body, status) in cases {
                 let response = try await client.execute(
                     uri: "/revoke", method: .post, headers: headers, body: ByteBuffer(string: body))
-                XCTAssertEqual(response.status, status, body)
+                #expect(response.status == status, "\(body)")
             }
         }
-        XCTAssertEqual(backend.changes, [])
-        XCTAssertEqual(backend.grantStates, [.active, .active, .revoked, .active])
+        #expect(backend.changes == [])
+        #expect(backend.grantStates == [.active, .active, .revoked, .active])
     }
 
-    func testBadInputGetsAClearErrorAndChangesNothing() async throws {
+    @Test func testBadInputGetsAClearErrorAndChangesNothing() async throws {
         let backend = Self.backend()
         try await withPage(backend) { client in
             let posts: [(String, String, HTTPResponse.Status)] = [
@@ -201,8 +201,8 @@ final class SettingsRouteTests: XCTestCase {
             for (path, body, status) in posts {
                 let response = try await client.execute(
                     uri: path, method: .post, headers: Self.post(""), body: ByteBuffer(string: body))
-                XCTAssertEqual(response.status, status, "\(path) \(body.prefix(60))")
-                XCTAssertTrue(String(buffer: response.body).contains("Nothing was changed."), String(body.prefix(60)))
+                #expect(response.status == status, "\(path) \(body.prefix(60))")
+                #expect(String(buffer: response.body).contains("Nothing was changed."), "\(String(body.prefix(60)))")
             }
             let gets: [(String, HTTPResponse.Status)] = [
                 ("/app", .badRequest), ("/app?id=com.unknown", .notFound), ("/activity?kind=nope", .badRequest),
@@ -212,72 +212,71 @@ final class SettingsRouteTests: XCTestCase {
             ]
             for (path, status) in gets {
                 let response = try await client.execute(uri: path, method: .get, headers: Self.cookie)
-                XCTAssertEqual(response.status, status, path)
+                #expect(response.status == status, "\(path)")
             }
             let put = try await client.execute(uri: "/revoke", method: .put, headers: Self.cookie)
-            XCTAssertEqual(put.status, .methodNotAllowed)
+            #expect(put.status == .methodNotAllowed)
         }
-        XCTAssertEqual(backend.changes, [])
+        #expect(backend.changes == [])
     }
 
     // MARK: what is shown
 
-    func testHostileNamesAreTextShownAsLsB() async throws {
+    @Test func testHostileNamesAreTextShownAsLsB() async throws {
         try await withPage(Self.backend()) { client in
             for path in ["/app?id=com.example.editor", "/app?id=org.other", "/items", "/activity"] {
                 let body = String(buffer: try await client.execute(uri: path, method: .get, headers: Self.cookie).body)
-                XCTAssertFalse(body.contains("<script>"), path)
-                XCTAssertFalse(body.contains("\u{1b}"), path)
-                XCTAssertFalse(
-                    body.unicodeScalars.contains { HostName.string([0xE9]).unicodeScalars.first == $0 }, path)
+                #expect(!body.contains("<script>"), "\(path)")
+                #expect(!body.contains("\u{1b}"), "\(path)")
+                #expect(!body.unicodeScalars.contains(HostName.string([0xE9]).unicodeScalars.first!), "\(path)")
             }
             let editor = String(
                 buffer: try await client.execute(uri: "/app?id=com.example.editor", method: .get, headers: Self.cookie)
                     .body)
-            XCTAssertTrue(editor.contains("drive:&lt;script&gt;alert(1)&lt;/script&gt;"))
-            XCTAssertTrue(editor.contains("drive:\\x1b[31mred"))
+            #expect(editor.contains("drive:&lt;script&gt;alert(1)&lt;/script&gt;"))
+            #expect(editor.contains("drive:\\x1b[31mred"))
             let other = String(
                 buffer: try await client.execute(uri: "/app?id=org.other", method: .get, headers: Self.cookie).body)
-            XCTAssertTrue(other.contains("drive:caf\\xe9.txt"))
+            #expect(other.contains("drive:caf\\xe9.txt"))
         }
     }
 
-    func testItemsPageFindsAnItemByItsBytes() async throws {
+    @Test func testItemsPageFindsAnItemByItsBytes() async throws {
         try await withPage(Self.backend()) { client in
             let response = try await client.execute(
                 uri: "/items?provider=drive&path=caf%E9.txt", method: .get, headers: Self.cookie)
             let body = String(buffer: response.body)
-            XCTAssertEqual(response.status, .ok)
-            XCTAssertTrue(body.contains("org.other"), body)
-            XCTAssertFalse(body.contains(">com.example.editor<"))
+            #expect(response.status == .ok)
+            #expect(body.contains("org.other"), "\(body)")
+            #expect(!body.contains(">com.example.editor<"))
         }
     }
 
-    func testAppsPageAndActivityFilters() async throws {
+    @Test func testAppsPageAndActivityFilters() async throws {
         try await withPage(Self.backend()) { client in
             let apps = String(buffer: try await client.execute(uri: "/", method: .get, headers: Self.cookie).body)
-            XCTAssertTrue(apps.contains("com.example.editor"))
-            XCTAssertTrue(apps.contains("2 active, 1 revoked"))
-            XCTAssertTrue(apps.contains("2023-11-14T22:16:40.000Z"), apps)  // the last access: the denial
+            #expect(apps.contains("com.example.editor"))
+            #expect(apps.contains("2 active, 1 revoked"))
+            #expect(apps.contains("2023-11-14T22:16:40.000Z"), "\(apps)")  // the last access: the denial
             let denials = String(
                 buffer: try await client.execute(
                     uri: "/activity?app=com.example.editor&kind=denial", method: .get, headers: Self.cookie
                 ).body)
-            XCTAssertTrue(denials.contains("class=\"event-denial\""))
-            XCTAssertFalse(denials.contains("class=\"event-start\""))
-            XCTAssertTrue(denials.contains("errno=EPERM"))
+            #expect(denials.contains("class=\"event-denial\""))
+            #expect(!denials.contains("class=\"event-start\""))
+            #expect(denials.contains("errno=EPERM"))
             let live = String(
                 buffer: try await client.execute(uri: "/activity?live=1", method: .get, headers: Self.cookie).body)
-            XCTAssertTrue(live.contains("http-equiv=\"refresh\""))
+            #expect(live.contains("http-equiv=\"refresh\""))
         }
     }
 
-    func testOnlyLoopbackHostsAreServed() {
+    @Test func testOnlyLoopbackHostsAreServed() {
         for host in ["127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:80", "127.0.0.1"] {
-            XCTAssertTrue(AccessGuard.isLoopback(host), host)
+            #expect(AccessGuard.isLoopback(host), "\(host)")
         }
         for host in ["evil.example", "127.0.0.1.evil.example:80", "localhost:x", "10.0.0.1:80", "[::2]:80", ""] {
-            XCTAssertFalse(AccessGuard.isLoopback(host), host)
+            #expect(!AccessGuard.isLoopback(host), "\(host)")
         }
     }
 }
