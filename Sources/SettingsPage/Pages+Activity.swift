@@ -34,9 +34,16 @@ struct ActivityPage {
         let names = Dictionary(apps.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
         let table: HTML = events.isEmpty ? "<p>No events match.</p>" : EventTable.html(Array(events), names: names)
         let head: HTML = live ? "<meta http-equiv=\"refresh\" content=\"1\">" : ""
+        var chart: HTML = ""
+        if let app {
+            let now = Date().timeIntervalSince1970
+            let recent = try backend.events(
+                .init(app: app, kinds: [.start, .denial], since: now - Double(AccessChart.hours) * 3600, limit: 10_000))
+            chart = AccessChart.html(recent, now: now)
+        }
         return Layout.page(
             "Activity", section: .activity, head: head,
-            "\(form)<p class=\"muted\">The newest \(Self.limit) events, as <code>scopefs events</code> shows them.</p>\(table)"
+            "\(form)\(chart)<h2>Events</h2><p class=\"muted\">The newest \(Self.limit) events, as <code>scopefs events</code> shows them.</p>\(table)"
         )
     }
 }

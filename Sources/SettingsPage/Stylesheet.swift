@@ -37,6 +37,9 @@ enum Stylesheet {
           background: var(--chip); color: var(--fg); cursor: pointer; }
         button.danger { border-color: var(--danger); color: var(--danger); }
         label { margin-right: 0.5rem; } input, select { font: inherit; max-width: 100%; }
+        meter { width: 8rem; max-width: 50%; vertical-align: middle; }
+        meter.denials::-webkit-meter-suboptimum-value, meter.denials::-webkit-meter-optimum-value { background: var(--danger); }
+        meter.denials:-moz-meter-sub-optimum::-moz-meter-bar { background: var(--danger); }
         .filters { display: flex; flex-wrap: wrap; gap: 0.5rem 1rem; align-items: end; }
         @media (max-width: 40rem) {
           table, thead, tbody, tr, th, td { display: block; }

@@ -35,6 +35,7 @@ final class FakeBackend: SettingsBackend {
         let matching = store.withLock {
             $0.events.filter { event in
                 (filter.app == nil || event.app == filter.app) && (filter.kinds?.contains(event.kind) ?? true)
+                    && (filter.since.map { (event.lastTime ?? event.time) >= $0 } ?? true)
             }
         }
         return Array(matching.suffix(filter.limit ?? matching.count))

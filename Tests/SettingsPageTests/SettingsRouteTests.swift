@@ -1,4 +1,5 @@
 import Control
+import Foundation
 import HTTPTypes
 import HostText
 import Hummingbird
@@ -268,6 +269,32 @@ import Testing
             let live = String(
                 buffer: try await client.execute(uri: "/activity?live=1", method: .get, headers: Self.cookie).body)
             #expect(live.contains("http-equiv=\"refresh\""))
+        }
+    }
+
+    @Test func testAnAppsActivityHasItsAccessesAndDenialsPerHour() async throws {
+        let backend = Self.backend()
+        let now = Date().timeIntervalSince1970
+        backend.store.withLock {
+            $0.events += [
+                Event(time: now - 5, kind: .start, app: "com.example.editor", pid: 42, path: "a", occurrences: 3),
+                Event(time: now - 4, kind: .denial, app: "com.example.editor", pid: 42, path: "b", errno: 1),
+                Event(time: now - 3, kind: .start, app: "org.other", pid: 43, path: "c"),
+            ]
+        }
+        try await withPage(backend) { client in
+            let page = String(
+                buffer: try await client.execute(
+                    uri: "/activity?app=com.example.editor", method: .get, headers: Self.cookie
+                ).body)
+            #expect(page.contains("The last 24 hours"))
+            #expect(page.contains("value=\"3\"></meter> 3"), "\(page)")
+            #expect(page.contains("value=\"1\" high=\"0\"></meter> 1"), "\(page)")
+            // The 2023 events are outside the day; the other app's are not its.
+            #expect(page.components(separatedBy: "<meter").count == 3)
+            let all = String(
+                buffer: try await client.execute(uri: "/activity", method: .get, headers: Self.cookie).body)
+            #expect(!all.contains("The last 24 hours"))
         }
     }
 

@@ -178,6 +178,7 @@ def test_revoke_and_restore_from_the_page_reach_the_reading_app(env, page, brows
     while time.monotonic() - restored_at < 1.0 and not {"event-revoke", "event-restore"} <= seen:
         seen = activity_rows(tab, page.base, ALPHA)
     assert {"event-revoke", "event-restore"} <= seen, f"activity within 1 s shows {seen}"
+    assert tab.locator("table.chart meter").count() == 2, "the app's accesses and denials per hour"
     shoot(tab, "activity")
     for name, path in (("items", "/items"), ("providers", "/providers")):
         tab.goto(page.base + path)
