@@ -13,6 +13,7 @@ import http.client
 import os
 import select
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -304,3 +305,19 @@ def test_an_app_process_is_refused_even_with_the_token(env, page, how):
     else:
         assert got.get("status") == 403, got
         assert "app process" in got["body"] or "another user" in got["body"], got
+
+
+def test_the_command_refuses_app_processes_and_a_taken_port(env):
+    """docs/CLI.md: `scopefs settings` in an app process exits 77 (it would
+    be the owner's hand, S46); a port already taken exits 74 with the
+    reason; a port out of range is a usage error (64)."""
+    mount_with_scopes(env)  # `scopefs run` needs the mount
+    p = env.run_app(ALPHA, [str(env.bin), "--state", str(env.state), "settings", "--no-open"])
+    assert p.returncode == 77, describe(p)
+    assert "refused: this is an app process" in p.stderr, describe(p)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        p = env.cli("settings", "--port", taken.getsockname()[1], "--no-open", expect=74)
+        assert "Address already in use" in p.stderr, describe(p)
+    env.cli("settings", "--port", "70000", expect=64)
