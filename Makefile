@@ -15,18 +15,22 @@ BIN := .build/debug/scopefs
 # the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
 # benchmark's s3fs-fuse column (bench/remote.py); dbus (dbus-daemon),
 # flatpak (its document-* commands), python3-dbus, libglib2.0-bin (gdbus):
-# `scopefs portal` on a real session bus (Tests/integration/test_portal.py).
+# `scopefs portal` on a real session bus (Tests/integration/test_portal.py);
+# chromium: the browser Playwright drives in the settings page's tests
+# (Tests/settings; its bundled browser download is not used).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
-	dbus flatpak python3-dbus libglib2.0-bin
+	dbus flatpak python3-dbus libglib2.0-bin chromium
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
 # PIP_BREAK_SYSTEM_PACKAGES lets Debian 12's pip install for the system's
 # python3 (PEP 668); a virtual environment's or pyenv's pip ignores it.
 EXTENSION_REQUIREMENTS := extensions/requirements.txt
-PINS_INSTALLED := import sys, importlib.metadata as m; \
-	pins = [line.split("\#")[0].strip().split("==") for line in open("$(EXTENSION_REQUIREMENTS)")]; \
+# Playwright for Python, pinned, for the settings page's browser tests.
+SETTINGS_REQUIREMENTS := Tests/settings/requirements.txt
+PINS_INSTALLED = import sys, importlib.metadata as m; \
+	pins = [line.split("\#")[0].strip().split("==") for line in open("$(1)")]; \
 	sys.exit(any(m.version(name.split("[")[0]) != version for name, version in (p for p in pins if p != [""])))
 
 # The version lives in Sources/ScopeFSCLI/Version.swift; `scopefs --version`
@@ -42,7 +46,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-settings bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -55,8 +59,10 @@ deps:
 	fi
 	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || \
 	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore pytest pexpect
-	@$(PYTHON) -c '$(PINS_INSTALLED)' >/dev/null 2>&1 || \
+	@$(PYTHON) -c '$(call PINS_INSTALLED,$(EXTENSION_REQUIREMENTS))' >/dev/null 2>&1 || \
 	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -r $(EXTENSION_REQUIREMENTS)
+	@$(PYTHON) -c '$(call PINS_INSTALLED,$(SETTINGS_REQUIREMENTS))' >/dev/null 2>&1 || \
+	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -r $(SETTINGS_REQUIREMENTS)
 	@# Root's apps run as this system account, never as root (SECURITY.md).
 	@./packaging/app-account.sh
 
@@ -67,7 +73,7 @@ demo: build
 	./mount-scripts/demo.sh
 
 # Lint first: it takes seconds and names a layout slip before the long suite.
-test: lint build test-unit test-extensions test-integration
+test: lint build test-unit test-extensions test-integration test-settings
 
 test-unit: deps
 	$(SWIFT) test
@@ -87,6 +93,13 @@ test-extensions: build
 # and stays well under CI's 90 minutes.
 test-integration: build
 	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
+
+# The settings page end to end (issue 36): a real mount and daemon, app
+# processes, `scopefs settings`, and Debian's chromium driven by Playwright.
+# Its own target, outside the integration suite's time budget (~1 min).
+# Screenshots of every page land in .build/test-artifacts/settings.
+test-settings: build
+	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q -p no:cacheprovider Tests/settings
 
 # BENCH_ARGS go to bench/run.py: BENCH_ARGS="--set remote" runs the
 # cloud-storage set (bench/remote.py), as `make bench-remote` does.

@@ -37,6 +37,14 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         // Scenario files of `scopefs test` (issue 18), with line numbers for errors.
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
+        // `scopefs settings` (issue 36): the owner's web page. Without the
+        // ConfigurationSupport trait, which would build swift-configuration
+        // for nothing the page reads.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
+        // Named by the page's code (socket addresses, header names); already
+        // in the build as Hummingbird's own dependencies.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -178,6 +186,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `scopefs settings` (issue 36): the "Files and Folders" page, server-
+        // rendered HTML on Hummingbird, talking to the daemon through the
+        // same control client as the CLI.
+        .target(
+            name: "SettingsPage",
+            dependencies: [
+                "HostText", "Control", "Policy", "PolicyStore", "Documents", "Processes", "CommandErrors",
+                "CSystemShims",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The `scopefs` command (the product keeps that name; the target's
         // differs from the `ScopeFS` module by more than case).
         .executableTarget(
@@ -186,6 +209,7 @@ let package = Package(
                 "HostText",
                 "Daemon", "Launcher", "Processes", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS",
                 "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions", "Portal",
+                "SettingsPage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -287,6 +311,18 @@ let package = Package(
             name: "ProviderExtensionsTests",
             dependencies: ["ProviderExtensions", .product(name: "Logging", package: "swift-log")],
             exclude: ["hostile"]
+        ),
+        // The settings page's routes through Hummingbird's test client (no
+        // sockets) on a fake daemon: tokens, CSRF, origins, escaping.
+        .testTarget(
+            name: "SettingsPageTests",
+            dependencies: [
+                "SettingsPage", "Control", "Policy", "PolicyStore", "CommandErrors", "HostText",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(

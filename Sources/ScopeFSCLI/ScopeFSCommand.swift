@@ -23,6 +23,7 @@ struct ScopeFSCommand: ParsableCommand {
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,
             PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self, PortalCommand.self,
+            SettingsCommand.self,
         ])
 
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the
