@@ -13,9 +13,11 @@ BIN := .build/debug/scopefs
 # iproute2, iptables: those remotes in network namespaces with faults on
 # their links (Tests/integration/netns_link.py; iptables stands in for
 # the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
-# benchmark's s3fs-fuse column (bench/remote.py).
+# benchmark's s3fs-fuse column (bench/remote.py); postgresql-15, openssl:
+# the fleet's shared store and its TLS in `make test-fleet` (Tests/fleet).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
+	postgresql-15 openssl
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
@@ -39,7 +41,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-fleet bench bench-remote bench-quick bench-requests bench-instructions \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -64,7 +66,7 @@ demo: build
 	./mount-scripts/demo.sh
 
 # Lint first: it takes seconds and names a layout slip before the long suite.
-test: lint build test-unit test-extensions test-integration
+test: lint build test-unit test-extensions test-integration test-fleet
 
 test-unit: deps
 	$(SWIFT) test
@@ -84,6 +86,13 @@ test-extensions: build
 # and stays well under CI's 90 minutes.
 test-integration: build
 	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
+
+# A fleet on one machine (SPEC S44): a real PostgreSQL server started by
+# the tests (Debian's postgresql-15, as the postgres user, in a temp
+# folder), two hosts with their own daemons and mounts, one of them in a
+# network namespace whose link the tests cut. About 2 minutes.
+test-fleet: build
+	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q -p no:cacheprovider -p no:benchmark Tests/fleet
 
 # BENCH_ARGS go to bench/run.py: BENCH_ARGS="--set remote" runs the
 # cloud-storage set (bench/remote.py), as `make bench-remote` does.
