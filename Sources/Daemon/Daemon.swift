@@ -123,9 +123,11 @@ public enum Daemon {
         // must reach it once to start, then keeps it in memory as always.
         let fleet: FleetLink?
         if let configuration = try FleetConfiguration.load(state) {
-            let link = FleetLink(repository: FleetRepository(database: try FleetDatabase(configuration)), logger: logger)
+            let link = FleetLink(
+                repository: FleetRepository(database: try FleetDatabase(configuration)), logger: logger)
             try link.repository.checkSchema()
-            logger.info("host \(link.hostName) serves the fleet's policy from \(link.description), lease \(link.lease) s")
+            logger.info(
+                "host \(link.hostName) serves the fleet's policy from \(link.description), lease \(link.lease) s")
             fleet = link
         } else {
             fleet = nil

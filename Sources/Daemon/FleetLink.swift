@@ -78,7 +78,8 @@ final class FleetLink: Sendable {
             defer { value = nil }
             return value
         }
-        connection?.close().whenComplete { _ in }
+        // Ends the listener's loop, which closes it again (harmless) and frees it.
+        connection?.close().whenComplete { _ in _ = connection }
     }
 
     /// LISTENs on its own connection and wakes the reloader for each
@@ -91,10 +92,16 @@ final class FleetLink: Sendable {
             let done = DispatchSemaphore(value: 0)
             Task { [self] in
                 defer { done.signal() }
+                let connection: PostgresConnection
                 do {
-                    let connection = try await database.listeningConnection()
-                    listening.withLock { $0 = connection }
-                    wake.signal()  // anything missed while not listening
+                    connection = try await database.listeningConnection()
+                } catch {
+                    logger.debug("fleet LISTEN connection failed: \(error)")
+                    return
+                }
+                listening.withLock { $0 = connection }
+                wake.signal()  // anything missed while not listening
+                do {
                     try await connection.listen(on: FleetRepository.channel) { notifications in
                         for try await _ in notifications {
                             wake.signal()
@@ -104,7 +111,9 @@ final class FleetLink: Sendable {
                 } catch {
                     logger.debug("fleet LISTEN connection ended: \(error)")
                 }
-                dropListener()
+                listening.withLock { if $0 === connection { $0 = nil } }
+                // postgres-nio requires a close before the connection is freed.
+                try? await connection.close()
             }
             done.wait()
             if !stop() { usleep(200_000) }

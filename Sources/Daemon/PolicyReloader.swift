@@ -237,7 +237,8 @@ final class PolicyReloader: Sendable {
             installed.version = loaded
             if let failure = installed.failure {
                 installed.failure = nil
-                logger.notice("serving the fleet's policy again (failed closed since \(failure.since)): \(failure.reason)")
+                logger.notice(
+                    "serving the fleet's policy again (failed closed since \(failure.since)): \(failure.reason)")
                 events.record(
                     Event(
                         time: failure.since, kind: .policyFailedClosed, app: nil, path: fleet.description,

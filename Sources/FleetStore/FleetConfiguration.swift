@@ -40,7 +40,8 @@ public struct FleetConfiguration: Codable, Sendable, Equatable {
         do {
             return try JSONDecoder().decode(FleetConfiguration.self, from: data)
         } catch {
-            throw CommandError(.badState, "\(path) is not a fleet configuration (\(error)); run `scopefs init --database` again")
+            throw CommandError(
+                .badState, "\(path) is not a fleet configuration (\(error)); run `scopefs init --database` again")
         }
     }
 

@@ -42,7 +42,7 @@ public final class FleetDatabase: Sendable {
                 // broke leaves the connection in doubt: the next call makes a new one.
                 if connection.isClosed || error is TimedOut {
                     self.connection.withLock { $0 = nil }
-                    connection.close().whenComplete { _ in }
+                    connection.close().whenComplete { _ in _ = connection }  // alive until closed
                 }
                 throw error
             }
@@ -67,6 +67,9 @@ public final class FleetDatabase: Sendable {
             }
         }
     }
+
+    // postgres-nio requires a connection to be closed before it is freed.
+    deinit { disconnect() }
 
     /// Drops the connection (a test's partition, a daemon's reconnect).
     public func disconnect() {
@@ -108,7 +111,13 @@ public final class FleetDatabase: Sendable {
     private func connected() async throws -> PostgresConnection {
         if let existing = connection.withLock({ $0 }), !existing.isClosed { return existing }
         let made = try await openConnection()
-        connection.withLock { $0 = made }
+        // A connect that outlived its caller's timeout may land after
+        // another one: the connection it replaces must be closed, not dropped.
+        let replaced = connection.withLock { current -> PostgresConnection? in
+            defer { current = made }
+            return current
+        }
+        if let replaced, replaced !== made { replaced.close().whenComplete { _ in _ = replaced } }
         return made
     }
 

@@ -300,7 +300,9 @@ public struct FleetRepository: Sendable {
             FROM grants g JOIN items i ON i.id = g.item_id
             WHERE (\(app)::text IS NULL OR g.app_id = \(app)) ORDER BY g.id
             """, logger: FleetDatabase.logger)
-        for try await row in rows.decode((Int64, String, String, String, String, Bool, String, String, Double, Bool).self) {
+        for try await row in rows.decode(
+            (Int64, String, String, String, String, Bool, String, String, Double, Bool).self)
+        {
             grants.append(
                 Grant(
                     id: row.0, app: row.1, provider: row.2, item: row.3, relativePath: row.4, isDirectory: row.5,

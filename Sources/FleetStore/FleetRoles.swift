@@ -7,7 +7,9 @@ import PostgresNIO
 /// schema; only the owner's role, which owns the tables, can.
 extension FleetRepository {
     /// The tables a host's daemon reads.
-    static let readable = ["providers", "apps", "items", "grants", "policy_version", "hosts", "events", "scopefs_migrations"]
+    static let readable = [
+        "providers", "apps", "items", "grants", "policy_version", "hosts", "events", "scopefs_migrations",
+    ]
 
     /// Creates (or updates the password of) a host's role; run as the owner.
     public func createHostRole(_ role: String, password: String) throws(CommandError) {
@@ -15,7 +17,8 @@ extension FleetRepository {
             role.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_") })
         else {
             throw CommandError(
-                .usage, "a host role is scopefs_host_ followed by lower-case letters, digits and _ (at most 63), not \(role)")
+                .usage,
+                "a host role is scopefs_host_ followed by lower-case letters, digits and _ (at most 63), not \(role)")
         }
         try database.transaction { connection in
             var exists = false

@@ -70,7 +70,9 @@ struct FleetCommand: ParsableCommand {
             try report { () throws(CommandError) in
                 let added = try fleetRepository(options, "add a provider").addProvider(
                     id: provider, directory: directory, name: name)
-                print("provider \(added.id.escapedForTerminal) added to the fleet at \(added.directory.escapedForTerminal)")
+                print(
+                    "provider \(added.id.escapedForTerminal) added to the fleet at \(added.directory.escapedForTerminal)"
+                )
             }
         }
     }
@@ -91,7 +93,8 @@ struct FleetCommand: ParsableCommand {
                 let grant = try fleetRepository(options, "grant").grant(
                     app: app, provider: String(item[..<colon]), path: String(item[item.index(after: colon)...]),
                     access: readWrite ? .readWrite : .read)
-                print("grant \(grant.id): \(app.escapedForTerminal) \(grant.access.rawValue) \(item.escapedForTerminal)")
+                print(
+                    "grant \(grant.id): \(app.escapedForTerminal) \(grant.access.rawValue) \(item.escapedForTerminal)")
             }
         }
     }

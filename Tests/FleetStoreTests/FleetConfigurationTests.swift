@@ -65,7 +65,8 @@ import Testing
     @Test func aLeaseOutOfRangeIsRefused() {
         for lease in [0.0, -1, 100_000] {
             let error = failure { () throws(CommandError) in
-                _ = try FleetConfiguration(url: "postgresql://u@127.0.0.1/db", passwordFile: nil, hostName: "h", leaseSeconds: lease)
+                _ = try FleetConfiguration(
+                    url: "postgresql://u@127.0.0.1/db", passwordFile: nil, hostName: "h", leaseSeconds: lease)
             }
             #expect(error?.kind == .usage)
         }

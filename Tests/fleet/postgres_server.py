@@ -80,7 +80,9 @@ class PostgresServer:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses='{','.join(self.addresses)}' -c ssl=on"
-        self._as_postgres([self.bin / "pg_ctl", "-D", self.data, "-l", self.root / "server.log", "-o", options, "-w", "start"])
+        self._as_postgres(
+            [self.bin / "pg_ctl", "-D", self.data, "-l", self.root / "server.log", "-o", options, "-w", "start"]
+        )
 
     def stop(self, mode: str = "immediate") -> None:
         """`immediate` is a crash as far as the clients see: no goodbye."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import statistics
 import subprocess
 import threading
@@ -30,12 +31,21 @@ PROPAGATION_BOUND = 2.0  # seconds from the revoke's start to EPERM on the other
 FAIL_CLOSED_SLACK = 4.0  # a tick, a timed-out call and scheduling beyond the lease
 
 # An app process that reads one file over and over and prints each change
-# between readable and denied, with the time (a JSON line each).
+# between readable and denied, with the time (a JSON line each). It starts
+# a scope on the file while it cannot read it (strict scopes, the default).
 READER = r"""
-import errno, json, sys, time
-path, last = sys.argv[1], None
+import errno, json, os, sys, time
+path, last, tried = sys.argv[1], None, 0.0
 deadline = time.time() + float(sys.argv[2])
 while time.time() < deadline:
+    if last != "ok" and time.time() - tried > 0.05:
+        # The default mount is strict: a read needs a scope (SPEC S6-S9),
+        # started by reading the control attribute, until this process exits.
+        tried = time.time()
+        try:
+            os.getxattr(path, "user.scopefs.start-until-exit")
+        except OSError:
+            pass
     try:
         with open(path, "rb") as f:
             f.read(16)
@@ -115,6 +125,10 @@ def fleet():
         mount(b, link)
         yield hosts
     finally:
+        for name, host in (("a", a), ("b", b)):
+            log = host.state / "daemon.log"
+            if log.exists():
+                shutil.copy(log, f"/tmp/fleet-daemon-{name}.log")
         problems = a.teardown() + b.teardown()
         server.close()
         link.close()
@@ -190,7 +204,7 @@ def test_a_host_role_cannot_grant(fleet):
 def test_local_policy_commands_are_refused_on_a_fleet_state(fleet):
     """A revoke written to the local SQLite file would reach no daemon: refused (exit 78)."""
     a = fleet["a"]
-    p = a.cli("revoke", ALPHA, expect=78)
+    p = a.cli("revoke", ALPHA, "--all", expect=78)
     assert "scopefs fleet" in p.stderr, describe(p)
     a.cli("grant", ALPHA, f"{LOCAL}:docs/report.txt", expect=78)
 
