@@ -303,28 +303,42 @@ def test_daemon_killed_mid_change_serves_the_store_after_remount(fleet):
         reader.close()
 
 
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
 def test_revocation_propagation_figures(fleet):
-    """docs/PERFORMANCE.md: revoke on A (the CLI's start) to EPERM on B,
-    over many revokes; printed, and bounded."""
+    """docs/PERFORMANCE.md: revoke on A to EPERM on B, over many revokes
+    (SCOPEFS_FLEET_ROUNDS, default 40), measured two ways: from the start
+    of A's `scopefs fleet revoke` (a new process, its connection and
+    login included), and from the revoke's event time, taken in its
+    transaction just before the commit (what the fleet's path costs)."""
     a, b = fleet["a"], fleet["b"]
     target = "docs/report.txt"
     grant_id = grant(a, target)
-    reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=600)
+    reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=1800)
     rounds = int(os.environ.get("SCOPEFS_FLEET_ROUNDS", "40"))
-    samples = []
+    started, denied = [], []
     try:
         for _ in range(rounds):
             reader.wait_for("ok", 10)
             reader.forget()
-            started = time.time()
+            started.append(time.time())
             a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
-            samples.append(reader.wait_for("EPERM", 10)["t"] - started)
+            denied.append(reader.wait_for("EPERM", 10)["t"])
             reader.forget()
             a.cli("fleet", "restore", ALPHA, "--grant", grant_id)
     finally:
         reader.close()
-    samples.sort()
-    p50 = statistics.median(samples)
-    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
-    print(f"\nrevocation propagation A->B over {rounds} revokes: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms")
-    assert p99 < PROPAGATION_BOUND, samples
+    events = json.loads(a.cli("fleet", "events", "--app", ALPHA, "--limit", 4 * rounds + 10, "--json").stdout)
+    committed = [e["time"] for e in events if e["kind"] == "revoke" and e.get("grant") == int(grant_id)][-rounds:]
+    assert len(committed) == rounds, events
+    from_cli = percentiles([d - s for d, s in zip(denied, started, strict=True)])
+    from_commit = percentiles([d - c for d, c in zip(denied, committed, strict=True)])
+    print(
+        f"\nrevocation propagation A->B over {rounds} revokes: from the CLI's start p50 {from_cli[0] * 1000:.0f} ms, "
+        f"p99 {from_cli[1] * 1000:.0f} ms; from the commit p50 {from_commit[0] * 1000:.1f} ms, "
+        f"p99 {from_commit[1] * 1000:.1f} ms"
+    )
+    assert from_cli[1] < PROPAGATION_BOUND, (denied, started)
