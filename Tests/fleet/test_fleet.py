@@ -319,6 +319,10 @@ def test_revocation_propagation_figures(fleet):
     grant_id = grant(a, target)
     reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=1800)
     rounds = int(os.environ.get("SCOPEFS_FLEET_ROUNDS", "40"))
+    # SCOPEFS_FLEET_DELAY_MS: each packet to and from host B waits that long (netns_link).
+    delay = float(os.environ.get("SCOPEFS_FLEET_DELAY_MS", "0"))
+    if delay:
+        fleet["link"].shape(delay_ms=delay)
     started, denied = [], []
     try:
         for _ in range(rounds):
@@ -331,13 +335,15 @@ def test_revocation_propagation_figures(fleet):
             a.cli("fleet", "restore", ALPHA, "--grant", grant_id)
     finally:
         reader.close()
+        if delay:
+            fleet["link"].shape()
     events = json.loads(a.cli("fleet", "events", "--app", ALPHA, "--limit", 4 * rounds + 10, "--json").stdout)
     committed = [e["time"] for e in events if e["kind"] == "revoke" and e.get("grant") == int(grant_id)][-rounds:]
     assert len(committed) == rounds, events
     from_cli = percentiles([d - s for d, s in zip(denied, started, strict=True)])
     from_commit = percentiles([d - c for d, c in zip(denied, committed, strict=True)])
     print(
-        f"\nrevocation propagation A->B over {rounds} revokes: from the CLI's start p50 {from_cli[0] * 1000:.0f} ms, "
+        f"\nrevocation propagation A->B (link delay {delay:g} ms) over {rounds} revokes: from the CLI's start p50 {from_cli[0] * 1000:.0f} ms, "
         f"p99 {from_cli[1] * 1000:.0f} ms; from the commit p50 {from_commit[0] * 1000:.1f} ms, "
         f"p99 {from_commit[1] * 1000:.1f} ms"
     )
