@@ -239,10 +239,14 @@ final class PolicyReloader: Sendable {
                 installed.failure = nil
                 logger.notice(
                     "serving the fleet's policy again (failed closed since \(failure.since)): \(failure.reason)")
-                events.record(
-                    Event(
-                        time: failure.since, kind: .policyFailedClosed, app: nil, path: fleet.description,
-                        operation: failure.reason, errno: EPERM, lastTime: Date().timeIntervalSince1970))
+                let event = Event(
+                    time: failure.since, kind: .policyFailedClosed, app: nil, path: fleet.description,
+                    operation: failure.reason, errno: EPERM, lastTime: Date().timeIntervalSince1970)
+                events.record(event)
+                // The fleet hears of it too, with this host's name (its role may write events).
+                do throws(CommandError) { try fleet.repository.record(event) } catch {
+                    logger.warning("cannot record the fail-closed period in the fleet's events: \(error.message)")
+                }
             }
             install(snapshot)
         } catch {

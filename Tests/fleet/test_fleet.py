@@ -236,6 +236,11 @@ def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
         other.wait_for("EPERM", 1)
         time.sleep(1.5)
         assert [t["state"] for t in other.transitions if "state" in t][-1] == "EPERM", other.transitions
+        # The fail-closed period is the fleet's event too, naming host B.
+        events = json.loads(a.cli("fleet", "events", "--json").stdout)
+        closed = [e for e in events if e["kind"] == "policy-failed-closed"]
+        assert closed and closed[-1]["host"] == "host-b" and closed[-1]["role"] == HOST_ROLE, events
+        assert "lost the fleet database" in closed[-1]["operation"], closed
     finally:
         if link.state != "up":
             link.up()

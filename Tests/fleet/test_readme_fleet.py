@@ -1,5 +1,7 @@
 """The README's "Many machines" block runs as printed (issue 31), against
-a real PostgreSQL server on the default port, as a new user pastes it."""
+a real PostgreSQL server on the port it names (5433: Debian's package may
+start its own cluster on 5432 when `make deps` installs it), as a new user
+pastes it."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from scopefs_harness import describe
 
 def test_readme_fleet_block_runs_verbatim(tmp_path):
     with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", 5432)) == 0:
-            pytest.fail("port 5432 is taken: the README's block names the default port")
-    server = PostgresServer(port=5432)
+        if probe.connect_ex(("127.0.0.1", 5433)) == 0:
+            pytest.fail("port 5433 is taken: the README's block names it")
+    server = PostgresServer(port=5433)
     try:
         home = tmp_path / "home"
         secret = home / ".config" / "scopefs" / "fleet-owner.pw"
