@@ -2,7 +2,8 @@
 
 Host A (the owner's) talks to the server on loopback with the owner's role;
 host B runs in its own network namespace behind a veth (netns_link.Link),
-with a host role of least rights over TLS (sslmode=require). Each host has
+with a host role of least rights over TLS (sslmode=require); host C is on
+loopback with a host role whose password comes from PGPASSWORD. Each host has
 its own state directory, daemon and mount (default strict scopes), and its
 app processes run in the default sandbox. A revoke on A reaches an app
 reading on B through LISTEN/NOTIFY; a partition or a dead server makes a
@@ -97,13 +98,13 @@ class Reader:
 
 
 @pytest.fixture(scope="module")
-def fleet():
+def fleet(tmp_path_factory):
     link = Link()
     server = PostgresServer(extra_addresses=[link.host_address])
-    a, b = Env(), Env()
-    hosts = {"a": a, "b": b, "link": link, "server": server}
+    a, b, c = Env(), Env(), Env()
+    hosts = {"a": a, "b": b, "c": c, "link": link, "server": server}
     try:
-        for host in (a, b):
+        for host in (a, b, c):
             host.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
         # The owner's host: the owner's role, migrations, the apps and providers.
         a.cli(
@@ -123,15 +124,24 @@ def fleet():
             "--host-name", "host-b", "--lease", LEASE,
         )  # fmt: skip
         hosts["b_password"] = b_password.read_text().strip()
+        # Host C: on loopback, its role's password from the environment (PGPASSWORD).
+        c_password = c.root / "host.pw"
+        c_password.write_text("host-c-" + os.urandom(8).hex() + "\n")
+        os.chmod(c_password, 0o600)
+        a.cli("fleet", "add-host", "scopefs_host_c", "--password-file", c_password)
+        c.base_env["PGPASSWORD"] = c_password.read_text().strip()
+        c.cli("init", "--database", server.url("scopefs_host_c"), "--host-name", "host-c", "--lease", LEASE)
         mount(a)
         mount(b, link)
+        mount(c)
         yield hosts
     finally:
-        for name, host in (("a", a), ("b", b)):
+        logs = tmp_path_factory.mktemp("daemon-logs")
+        for name, host in (("a", a), ("b", b), ("c", c)):
             log = host.state / "daemon.log"
             if log.exists():
-                shutil.copy(log, f"/tmp/fleet-daemon-{name}.log")
-        problems = a.teardown() + b.teardown()
+                shutil.copy(log, logs / f"{name}.log")
+        problems = a.teardown() + b.teardown() + c.teardown()
         server.close()
         link.close()
         assert not problems, problems
@@ -153,22 +163,26 @@ def grant(host: Env, rel: str) -> str:
     return p.stdout.split()[1].rstrip(":")
 
 
-def test_grant_and_revoke_on_a_reach_an_app_reading_on_b(fleet):
-    """A grant made on A shows on B; a revoke on A cuts B's reading app
-    (EPERM) within the bound, through LISTEN/NOTIFY."""
-    a, b = fleet["a"], fleet["b"]
+def test_grant_and_revoke_on_a_reach_apps_reading_on_b_and_c(fleet):
+    """A grant made on A shows on B and C; a revoke on A cuts the apps
+    reading there (EPERM) within the bound, through LISTEN/NOTIFY."""
+    a, b, c = fleet["a"], fleet["b"], fleet["c"]
     target = "docs/report.txt"
-    reader = Reader(b, b.prov(ALPHA, LOCAL, target))
+    readers = [Reader(host, host.prov(ALPHA, LOCAL, target)) for host in (b, c)]
     try:
-        reader.wait_for("ENOENT", 20)  # not granted: not even there (SPEC S2)
+        for reader in readers:
+            reader.wait_for("ENOENT", 20)  # not granted: not even there (SPEC S2)
         grant_id = grant(a, target)
-        reader.wait_for("ok", PROPAGATION_BOUND + 3)
+        for reader in readers:
+            reader.wait_for("ok", PROPAGATION_BOUND + 3)
         started = time.time()
         a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
-        denied = reader.wait_for("EPERM", PROPAGATION_BOUND + 3)
-        assert denied["t"] - started < PROPAGATION_BOUND, reader.transitions
+        for reader in readers:
+            denied = reader.wait_for("EPERM", PROPAGATION_BOUND + 3)
+            assert denied["t"] - started < PROPAGATION_BOUND, reader.transitions
     finally:
-        reader.close()
+        for reader in readers:
+            reader.close()
     # The events of A's CLI are the fleet's: B lists them, naming host-a.
     events = json.loads(b.cli("fleet", "events", "--app", ALPHA, "--json").stdout)
     kinds = [(e["kind"], e["host"]) for e in events if e.get("grant") == int(grant_id)]
@@ -176,7 +190,8 @@ def test_grant_and_revoke_on_a_reach_an_app_reading_on_b(fleet):
     status = json.loads(b.cli("status", "--json").stdout)["daemon"]
     assert status.get("fleetHost") == "host-b" and not status.get("policyFailure"), status
     hosts = {h["name"]: h for h in json.loads(a.cli("fleet", "hosts", "--json").stdout)}
-    assert set(hosts) >= {"host-a", "host-b"} and hosts["host-b"]["role"] == HOST_ROLE, hosts
+    assert set(hosts) == {"host-a", "host-b", "host-c"} and hosts["host-b"]["role"] == HOST_ROLE, hosts
+    assert all(h.get("failure") is None for h in hosts.values()), hosts
 
 
 def test_a_host_role_cannot_grant(fleet):
