@@ -188,7 +188,14 @@ public enum Daemon {
                     provider: provider, path: path, writer: nil, in: fileSystem.snapshot, kind: .state)
             })
         extensions.follow(snapshot)
-        if fleet != nil { Daemon.createContainers(of: snapshot, in: state) }
+        if let fleet {
+            Daemon.createContainers(of: snapshot, in: state)
+            fleet.reportProcesses {
+                tracker.appProcesses.filter { !ProcFS.isBubblewrap(pid: $0.key.pid) }.map {
+                    FleetProcess(app: $0.app, pid: $0.key.pid)
+                }
+            }
+        }
         reloader.onInstall { previous, current in
             if previous.providers != current.providers || previous.apps != current.apps { extensions.follow(current) }
             if fleet != nil && previous.apps != current.apps { Daemon.createContainers(of: current, in: state) }

@@ -18,6 +18,12 @@ final class FleetLink: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     /// The LISTEN connection, closed to make the listener connect again.
     private let listening = Mutex<PostgresConnection?>(nil)
+    /// This host's app processes, for the heartbeat (`scopefs fleet hosts`).
+    private let processes = Mutex<(@Sendable () -> [FleetProcess])?>(nil)
+
+    func reportProcesses(_ list: @escaping @Sendable () -> [FleetProcess]) {
+        processes.withLock { $0 = list }
+    }
 
     init(repository: FleetRepository, logger: Logger) {
         self.repository = repository
@@ -68,7 +74,9 @@ final class FleetLink: Sendable {
             let now = Date().timeIntervalSince1970
             if now - lastBeat > 2 {
                 lastBeat = now
-                try? repository.heartbeat(version: reloader.servedVersion, failure: reloader.failure, lease: lease)
+                let live = processes.withLock { $0 }?() ?? []
+                try? repository.heartbeat(
+                    version: reloader.servedVersion, failure: reloader.failure, lease: lease, processes: live)
             }
         }
     }

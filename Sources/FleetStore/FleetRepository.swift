@@ -211,16 +211,20 @@ public struct FleetRepository: Sendable {
         }
     }
 
-    /// Tells the fleet this host serves `version` (or why it does not).
-    public func heartbeat(version: Int64?, failure: String?, lease: Double) throws(CommandError) {
+    /// Tells the fleet this host serves `version` (or why it does not),
+    /// and which app processes run on it.
+    public func heartbeat(version: Int64?, failure: String?, lease: Double, processes: [FleetProcess])
+        throws(CommandError)
+    {
         let host = self.host
+        let listed = String(decoding: (try? JSONEncoder().encode(processes)) ?? Data("[]".utf8), as: UTF8.self)
         try database.run { connection in
             _ = try await connection.query(
                 """
-                INSERT INTO hosts (name, last_seen, version, failure, lease)
-                VALUES (\(host), extract(epoch from now()), \(version ?? -1), \(failure), \(lease))
+                INSERT INTO hosts (name, last_seen, version, failure, lease, processes)
+                VALUES (\(host), extract(epoch from now()), \(version ?? -1), \(failure), \(lease), \(listed))
                 ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen, version = excluded.version,
-                    failure = excluded.failure, lease = excluded.lease
+                    failure = excluded.failure, lease = excluded.lease, processes = excluded.processes
                 """, logger: FleetDatabase.logger)
         }
     }
@@ -229,13 +233,14 @@ public struct FleetRepository: Sendable {
         try database.run { connection in
             var hosts: [FleetHost] = []
             for try await row in try await connection.query(
-                "SELECT name, db_role, last_seen, version, failure, lease, extract(epoch from now())::float8 FROM hosts ORDER BY name",
+                "SELECT name, db_role, last_seen, version, failure, lease, extract(epoch from now())::float8, processes FROM hosts ORDER BY name",
                 logger: FleetDatabase.logger
-            ).decode((String, String, Double, Int64, String?, Double, Double).self) {
+            ).decode((String, String, Double, Int64, String?, Double, Double, String).self) {
+                let processes = (try? JSONDecoder().decode([FleetProcess].self, from: Data(row.7.utf8))) ?? []
                 hosts.append(
                     FleetHost(
                         name: row.0, role: row.1, lastSeen: row.2, version: row.3, failure: row.4, lease: row.5,
-                        secondsSinceSeen: row.6 - row.2))
+                        secondsSinceSeen: row.6 - row.2, processes: processes))
             }
             return hosts
         }
@@ -358,4 +363,17 @@ public struct FleetHost: Sendable, Codable, Equatable {
     public var failure: String?
     public var lease: Double
     public var secondsSinceSeen: Double
+    /// The app processes live on the host at its last heartbeat.
+    public var processes: [FleetProcess]
+}
+
+/// An app process on a host, as its daemon reports it.
+public struct FleetProcess: Sendable, Codable, Equatable {
+    public var app: String
+    public var pid: Int32
+
+    public init(app: String, pid: Int32) {
+        self.app = app
+        self.pid = pid
+    }
 }

@@ -39,7 +39,7 @@ extension FleetRepository {
                 """
                 SELECT format('GRANT SELECT ON %s TO %I', \(Self.readable.joined(separator: ", ")), \(role)::text)
                 UNION ALL SELECT format('GRANT INSERT ON events, hosts TO %I', \(role)::text)
-                UNION ALL SELECT format('GRANT UPDATE (last_seen, version, failure, lease) ON hosts TO %I', \(role)::text)
+                UNION ALL SELECT format('GRANT UPDATE (last_seen, version, failure, lease, processes) ON hosts TO %I', \(role)::text)
                 UNION ALL SELECT format('GRANT USAGE ON SEQUENCE events_id_seq TO %I', \(role)::text)
                 UNION ALL SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), \(role)::text)
                 """, logger: FleetDatabase.logger

@@ -48,7 +48,7 @@ enum FleetSchema {
                 """
                 CREATE TABLE hosts (name TEXT PRIMARY KEY, db_role TEXT NOT NULL DEFAULT current_user,
                     last_seen DOUBLE PRECISION NOT NULL, version BIGINT NOT NULL, failure TEXT,
-                    lease DOUBLE PRECISION NOT NULL)
+                    lease DOUBLE PRECISION NOT NULL, processes TEXT NOT NULL DEFAULT '[]')
                 """,
                 "CREATE TABLE policy_version (id INTEGER PRIMARY KEY CHECK (id = 1), version BIGINT NOT NULL)",
                 "INSERT INTO policy_version (id, version) VALUES (1, 0)",

@@ -174,6 +174,9 @@ struct FleetCommand: ParsableCommand {
                     print(
                         "\(host.name.escapedForTerminal)\t\(host.role)\tseen \(Int(host.secondsSinceSeen)) s ago\t\(state.escapedForTerminal)"
                     )
+                    for process in host.processes {
+                        print("  \(process.app.escapedForTerminal) pid \(process.pid)")
+                    }
                 }
             }
         }

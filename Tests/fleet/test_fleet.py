@@ -180,6 +180,16 @@ def test_grant_and_revoke_on_a_reach_apps_reading_on_b_and_c(fleet):
         for reader in readers:
             denied = reader.wait_for("EPERM", PROPAGATION_BOUND + 3)
             assert denied["t"] - started < PROPAGATION_BOUND, reader.transitions
+        # The owner sees which host each app process runs on (heartbeats, every 2 s).
+        deadline = time.time() + 6
+        while True:
+            hosts = {h["name"]: h for h in json.loads(a.cli("fleet", "hosts", "--json").stdout)}
+            running = {name: {p["app"] for p in h.get("processes", [])} for name, h in hosts.items()}
+            if (ALPHA in running.get("host-b", ()) and ALPHA in running.get("host-c", ())) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert ALPHA in running["host-b"] and ALPHA in running["host-c"], hosts
+        assert ALPHA not in running.get("host-a", ()), hosts
     finally:
         for reader in readers:
             reader.close()
