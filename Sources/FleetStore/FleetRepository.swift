@@ -26,29 +26,99 @@ public struct FleetRepository: Sendable {
 
     // MARK: Snapshot
 
-    /// The snapshot and the version it reflects, read in one repeatable-read
-    /// transaction: a change committed later has a later version.
+    /// The snapshot and the version it reflects, read by one statement (one
+    /// round trip, one consistent view of the tables): a change committed
+    /// later has a later version. The rows come as one JSON document.
     public func versionedSnapshot(generation: UInt64) throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64)
     {
-        let (apps, providers, grants, items, version) = try database.run { connection in
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: FleetDatabase.logger)
-            do {
-                let result = (
-                    try await Self.fetchApps(connection), try await Self.fetchProviders(connection),
-                    try await Self.fetchGrants(connection, app: nil), try await Self.fetchItems(connection),
-                    try await Self.version(connection)
-                )
-                try await connection.query("COMMIT", logger: FleetDatabase.logger)
-                return result
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: FleetDatabase.logger)
-                throw error
+        let (version, document) = try database.run { connection in
+            for try await row in try await connection.query(
+                PostgresQuery(unsafeSQL: Self.snapshotQuery), logger: FleetDatabase.logger
+            ).decode((Int64, String).self) {
+                return row
             }
+            return (Int64(0), "{}")
         }
-        return (
-            PolicySnapshot(generation: generation, apps: apps, providers: providers, grants: grants, items: items),
-            version
-        )
+        let rows: SnapshotRows
+        do {
+            rows = try JSONDecoder().decode(SnapshotRows.self, from: Data(document.utf8))
+        } catch {
+            throw CommandError(
+                .badState, "fleet database \(database.endpoint.description): unreadable policy (\(error))")
+        }
+        var items: [ItemIdentifier: ItemLocation] = [:]
+        for item in rows.items {
+            items[item.id] = ItemLocation(
+                provider: item.provider, path: item.path, isDirectory: item.directory, exists: !item.missing,
+                file: ItemFile(device: UInt64(bitPattern: item.device), inode: UInt64(bitPattern: item.inode)))
+        }
+        let snapshot = PolicySnapshot(
+            generation: generation,
+            apps: rows.apps.map { App(id: $0.id, name: $0.name, downloads: $0.downloads.flatMap(DownloadPolicy.init)) },
+            providers: rows.providers.map { Provider(id: $0.id, name: $0.name, directory: $0.directory) },
+            grants: rows.grants.map {
+                Grant(
+                    id: $0.id, app: $0.app, provider: $0.provider, item: $0.item, relativePath: $0.path,
+                    isDirectory: $0.directory, access: Access(rawValue: $0.access) ?? .read,
+                    state: GrantState(rawValue: $0.state) ?? .revoked, grantedAt: $0.granted, isSession: $0.session)
+            },
+            items: items)
+        return (snapshot, version)
+    }
+
+    static let snapshotQuery = """
+        SELECT (SELECT version FROM policy_version), json_build_object(
+            'apps', (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'name', name, 'downloads', downloads) ORDER BY id), '[]') FROM apps),
+            'providers', (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'name', name, 'directory', directory) ORDER BY id), '[]') FROM providers),
+            'items', (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'provider', provider_id, 'path', relative_path, 'directory', is_directory,
+                'missing', missing, 'device', device, 'inode', inode)), '[]') FROM items),
+            'grants', (SELECT coalesce(json_agg(json_build_object(
+                'id', g.id, 'app', g.app_id, 'provider', i.provider_id, 'item', g.item_id,
+                'path', i.relative_path, 'directory', i.is_directory, 'access', g.access, 'state', g.state,
+                'granted', g.granted_at, 'session', g.session) ORDER BY g.id), '[]')
+                FROM grants g JOIN items i ON i.id = g.item_id))::text
+        """
+
+    /// The rows of `snapshotQuery`'s document.
+    private struct SnapshotRows: Decodable {
+        struct AppRow: Decodable {
+            var id: String
+            var name: String
+            var downloads: String?
+        }
+        struct ProviderRow: Decodable {
+            var id: String
+            var name: String
+            var directory: String
+        }
+        struct ItemRow: Decodable {
+            var id: String
+            var provider: String
+            var path: String
+            var directory: Bool
+            var missing: Bool
+            var device: Int64
+            var inode: Int64
+        }
+        struct GrantRow: Decodable {
+            var id: Int64
+            var app: String
+            var provider: String
+            var item: String
+            var path: String
+            var directory: Bool
+            var access: String
+            var state: String
+            var granted: Double
+            var session: Bool
+        }
+        var apps: [AppRow]
+        var providers: [ProviderRow]
+        var items: [ItemRow]
+        var grants: [GrantRow]
     }
 
     public func policyVersion() throws(CommandError) -> Int64 {
@@ -261,39 +331,6 @@ public struct FleetRepository: Sendable {
             return version
         }
         return 0
-    }
-
-    static func fetchApps(_ connection: PostgresConnection) async throws -> [App] {
-        var apps: [App] = []
-        for try await (id, name, downloads) in try await connection.query(
-            "SELECT id, name, downloads FROM apps ORDER BY id", logger: FleetDatabase.logger
-        ).decode((String, String, String?).self) {
-            apps.append(App(id: id, name: name, downloads: downloads.flatMap(DownloadPolicy.init)))
-        }
-        return apps
-    }
-
-    static func fetchProviders(_ connection: PostgresConnection) async throws -> [Provider] {
-        var providers: [Provider] = []
-        for try await (id, name, directory) in try await connection.query(
-            "SELECT id, name, directory FROM providers ORDER BY id", logger: FleetDatabase.logger
-        ).decode((String, String, String).self) {
-            providers.append(Provider(id: id, name: name, directory: directory))
-        }
-        return providers
-    }
-
-    static func fetchItems(_ connection: PostgresConnection) async throws -> [ItemIdentifier: ItemLocation] {
-        var items: [ItemIdentifier: ItemLocation] = [:]
-        for try await (id, provider, path, isDirectory, missing, device, inode) in try await connection.query(
-            "SELECT id, provider_id, relative_path, is_directory, missing, device, inode FROM items",
-            logger: FleetDatabase.logger
-        ).decode((String, String, String, Bool, Bool, Int64, Int64).self) {
-            items[id] = ItemLocation(
-                provider: provider, path: path, isDirectory: isDirectory, exists: !missing,
-                file: ItemFile(device: UInt64(bitPattern: device), inode: UInt64(bitPattern: inode)))
-        }
-        return items
     }
 
     static func fetchGrants(_ connection: PostgresConnection, app: AppID?) async throws -> [Grant] {
