@@ -13,11 +13,14 @@ BIN := .build/debug/scopefs
 # iproute2, iptables: those remotes in network namespaces with faults on
 # their links (Tests/integration/netns_link.py; iptables stands in for
 # the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
-# benchmark's s3fs-fuse column (bench/remote.py); postgresql-15, openssl:
-# the fleet's shared store and its TLS in `make test-fleet` (Tests/fleet).
+# benchmark's s3fs-fuse column (bench/remote.py); dbus (dbus-daemon),
+# flatpak (its document-* commands), python3-dbus, libglib2.0-bin (gdbus):
+# `scopefs portal` on a real session bus (Tests/integration/test_portal.py);
+# postgresql-15, openssl: the fleet's shared store and its TLS in `make
+# test-fleet` (Tests/fleet).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
-	postgresql-15 openssl
+	dbus flatpak python3-dbus libglib2.0-bin postgresql-15 openssl
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
@@ -41,7 +44,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration test-fleet bench bench-remote bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-fleet bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -115,6 +118,12 @@ bench-requests: deps
 bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
+
+# The per-request floor: µs and instructions per LOOKUP, GETATTR, OPEN,
+# READ 4 KiB and GETXATTR, ScopeFS beside passthrough_ll and native.
+bench-floor: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/floor.py
 
 # Layout and lint checks, configured in .swift-format and ruff.toml, and
 # the messages of the commits since tools/commit_messages.py's BASE. They

@@ -58,6 +58,12 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // The document portal's sd-bus vtable and descriptor checks
+        // (Sources/Portal): C, where sd-bus's macros and O_PATH live.
+        .target(
+            name: "CPortalBus",
+            linkerSettings: [.linkedLibrary("systemd")]
+        ),
         .target(
             name: "CBuildInfo",
             cSettings: gitDescribe.map { [.define("SCOPEFS_GIT_DESCRIBE", to: "\"\($0)\"")] } ?? []
@@ -162,6 +168,17 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `scopefs portal` (SPEC S45, docs/PORTAL.md): org.freedesktop.portal.Documents
+        // on the session bus, its documents ScopeFS grants changed through
+        // the owner's policy path (Control).
+        .target(
+            name: "Portal",
+            dependencies: [
+                "CPortalBus", "Control", "CommandErrors", "FuseBridge", "HostText", "Policy", "PolicyStore",
+                "Processes", .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
         // The daemon: the mount, the control socket and its handlers.
         .target(
             name: "Daemon",
@@ -182,7 +199,7 @@ let package = Package(
             dependencies: [
                 "HostText",
                 "Daemon", "Launcher", "Processes", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS",
-                "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions", "FleetStore",
+                "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions", "Portal", "FleetStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),

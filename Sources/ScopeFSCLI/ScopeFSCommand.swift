@@ -23,7 +23,8 @@ struct ScopeFSCommand: ParsableCommand {
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,
-            PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self, FleetCommand.self,
+            PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self, PortalCommand.self,
+            FleetCommand.self,
         ])
 
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the
