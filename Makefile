@@ -17,10 +17,13 @@ BIN := .build/debug/scopefs
 # flatpak (its document-* commands), python3-dbus, libglib2.0-bin (gdbus):
 # `scopefs portal` on a real session bus (Tests/integration/test_portal.py);
 # chromium: the browser Playwright drives in the settings page's tests
-# (Tests/settings; its bundled browser download is not used).
+# (Tests/settings; its bundled browser download is not used);
+# postgresql-15, openssl: the fleet's shared store and its TLS in `make
+# test-fleet` (Tests/fleet).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
-	dbus flatpak python3-dbus libglib2.0-bin chromium
+	dbus flatpak python3-dbus libglib2.0-bin chromium \
+	postgresql-15 openssl
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
@@ -46,7 +49,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration test-settings bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-settings test-fleet bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -73,7 +76,7 @@ demo: build
 	./mount-scripts/demo.sh
 
 # Lint first: it takes seconds and names a layout slip before the long suite.
-test: lint build test-unit test-extensions test-integration test-settings
+test: lint build test-unit test-extensions test-integration test-settings test-fleet
 
 test-unit: deps
 	$(SWIFT) test
@@ -100,6 +103,13 @@ test-integration: build
 # Screenshots of every page land in .build/test-artifacts/settings.
 test-settings: build
 	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q -p no:cacheprovider Tests/settings
+
+# A fleet on one machine (SPEC S44): a real PostgreSQL server started by
+# the tests (Debian's postgresql-15, as the postgres user, in a temp
+# folder), two hosts with their own daemons and mounts, one of them in a
+# network namespace whose link the tests cut. About 2 minutes.
+test-fleet: build
+	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q -p no:cacheprovider -p no:benchmark Tests/fleet
 
 # BENCH_ARGS go to bench/run.py: BENCH_ARGS="--set remote" runs the
 # cloud-storage set (bench/remote.py), as `make bench-remote` does.

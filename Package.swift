@@ -45,6 +45,8 @@ let package = Package(
         // in the build as Hummingbird's own dependencies.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // The fleet's shared isolation layer on PostgreSQL (issue 34, SPEC S44).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -106,6 +108,17 @@ let package = Package(
             name: "PolicyStore",
             dependencies: [
                 "HostText", "Policy", "CommandErrors", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        // The fleet's isolation layer on PostgreSQL (SPEC S44): the shared
+        // store many hosts' daemons serve from, its LISTEN/NOTIFY follower
+        // and the per-host roles. Only the CLI and the daemon link it.
+        .target(
+            name: "FleetStore",
+            dependencies: [
+                "HostText", "Policy", "PolicyStore", "CommandErrors",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strict
         ),
@@ -180,7 +193,8 @@ let package = Package(
             dependencies: [
                 "HostText",
                 "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CommandErrors", "Control", "CSystemShims",
-                "CSystemd", "Documents", "Processes", "ProviderExtensions",
+                "CSystemd", "Documents", "Processes", "ProviderExtensions", "FleetStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -209,7 +223,7 @@ let package = Package(
                 "HostText",
                 "Daemon", "Launcher", "Processes", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS",
                 "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions", "Portal",
-                "SettingsPage",
+                "SettingsPage", "FleetStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -273,6 +287,12 @@ let package = Package(
         .testTarget(
             name: "PolicyTests",
             dependencies: ["HostText", "Policy", "PolicyStore", "Documents", "CommandErrors"]
+        ),
+        // The fleet store's configuration: URLs, TLS modes, password files
+        // (the store itself is tested against a real server: `make test-fleet`).
+        .testTarget(
+            name: "FleetStoreTests",
+            dependencies: ["FleetStore", "CommandErrors"]
         ),
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(
