@@ -54,7 +54,7 @@ enum EventTable {
         let rows = events.map { event -> HTML in
             var details: [String] = []
             if let operation = event.operation { details.append("op=\(operation)") }
-            if let code = event.errno { details.append("errno=\(ErrnoName.name(code))") }
+            if let code = event.errno { details.append("errno=\(Event.errnoName(code))") }
             if let count = event.count { details.append("count=\(count)") }
             if let grant = event.grant { details.append("grant=\(grant)") }
             if event.occurrences > 1 { details.append("×\(event.occurrences)") }
@@ -73,20 +73,5 @@ enum EventTable {
             <th scope="col">App</th><th scope="col">Pid</th><th scope="col">Path</th><th scope="col">Details</th></tr>
             </thead><tbody>\(rows)</tbody></table></div>
             """
-    }
-}
-
-/// Errno names as `scopefs events` prints them.
-enum ErrnoName {
-    static func name(_ code: Int32) -> String {
-        switch code {
-        case EPERM: "EPERM"
-        case ENOENT: "ENOENT"
-        case EROFS: "EROFS"
-        case EXDEV: "EXDEV"
-        case EDQUOT: "EDQUOT"
-        case EACCES: "EACCES"
-        default: FaultRule.errnoNames.first { $0.value == code }?.name ?? String(code)
-        }
     }
 }
