@@ -13,17 +13,27 @@ BIN := .build/debug/scopefs
 # iproute2, iptables: those remotes in network namespaces with faults on
 # their links (Tests/integration/netns_link.py; iptables stands in for
 # the netem qdisc, which Debian's cloud kernels lack); s3fs: the remote
-# benchmark's s3fs-fuse column (bench/remote.py).
+# benchmark's s3fs-fuse column (bench/remote.py); dbus (dbus-daemon),
+# flatpak (its document-* commands), python3-dbus, libglib2.0-bin (gdbus):
+# `scopefs portal` on a real session bus (Tests/integration/test_portal.py);
+# chromium: the browser Playwright drives in the settings page's tests
+# (Tests/settings; its bundled browser download is not used);
+# postgresql-15, openssl: the fleet's shared store and its TLS in `make
+# test-fleet` (Tests/fleet).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
-	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs
+	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
+	dbus flatpak python3-dbus libglib2.0-bin chromium \
+	postgresql-15 openssl
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.
 # PIP_BREAK_SYSTEM_PACKAGES lets Debian 12's pip install for the system's
 # python3 (PEP 668); a virtual environment's or pyenv's pip ignores it.
 EXTENSION_REQUIREMENTS := extensions/requirements.txt
-PINS_INSTALLED := import sys, importlib.metadata as m; \
-	pins = [line.split("\#")[0].strip().split("==") for line in open("$(EXTENSION_REQUIREMENTS)")]; \
+# Playwright for Python, pinned, for the settings page's browser tests.
+SETTINGS_REQUIREMENTS := Tests/settings/requirements.txt
+PINS_INSTALLED = import sys, importlib.metadata as m; \
+	pins = [line.split("\#")[0].strip().split("==") for line in open("$(1)")]; \
 	sys.exit(any(m.version(name.split("[")[0]) != version for name, version in (p for p in pins if p != [""])))
 
 # The version lives in Sources/ScopeFSCLI/Version.swift; `scopefs --version`
@@ -39,7 +49,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration bench bench-remote bench-quick bench-requests bench-instructions \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-settings test-fleet bench bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -52,8 +62,10 @@ deps:
 	fi
 	@$(PYTHON) -c 'import pytest, pexpect' >/dev/null 2>&1 || \
 	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore pytest pexpect
-	@$(PYTHON) -c '$(PINS_INSTALLED)' >/dev/null 2>&1 || \
+	@$(PYTHON) -c '$(call PINS_INSTALLED,$(EXTENSION_REQUIREMENTS))' >/dev/null 2>&1 || \
 	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -r $(EXTENSION_REQUIREMENTS)
+	@$(PYTHON) -c '$(call PINS_INSTALLED,$(SETTINGS_REQUIREMENTS))' >/dev/null 2>&1 || \
+	  PIP_BREAK_SYSTEM_PACKAGES=1 $(PYTHON) -m pip install -q --root-user-action=ignore -r $(SETTINGS_REQUIREMENTS)
 	@# Root's apps run as this system account, never as root (SECURITY.md).
 	@./packaging/app-account.sh
 
@@ -64,7 +76,7 @@ demo: build
 	./mount-scripts/demo.sh
 
 # Lint first: it takes seconds and names a layout slip before the long suite.
-test: lint build test-unit test-extensions test-integration
+test: lint build test-unit test-extensions test-integration test-settings test-fleet
 
 test-unit: deps
 	$(SWIFT) test
@@ -84,6 +96,20 @@ test-extensions: build
 # and stays well under CI's 90 minutes.
 test-integration: build
 	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
+
+# The settings page end to end (issue 36): a real mount and daemon, app
+# processes, `scopefs settings`, and Debian's chromium driven by Playwright.
+# Its own target, outside the integration suite's time budget (~1 min).
+# Screenshots of every page land in .build/test-artifacts/settings.
+test-settings: build
+	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q -p no:cacheprovider Tests/settings
+
+# A fleet on one machine (SPEC S44): a real PostgreSQL server started by
+# the tests (Debian's postgresql-15, as the postgres user, in a temp
+# folder), two hosts with their own daemons and mounts, one of them in a
+# network namespace whose link the tests cut. About 2 minutes.
+test-fleet: build
+	SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q -p no:cacheprovider -p no:benchmark Tests/fleet
 
 # BENCH_ARGS go to bench/run.py: BENCH_ARGS="--set remote" runs the
 # cloud-storage set (bench/remote.py), as `make bench-remote` does.
@@ -106,6 +132,12 @@ bench-requests: deps
 bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
+
+# The per-request floor: µs and instructions per LOOKUP, GETATTR, OPEN,
+# READ 4 KiB and GETXATTR, ScopeFS beside passthrough_ll and native.
+bench-floor: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/floor.py
 
 # Layout and lint checks, configured in .swift-format and ruff.toml, and
 # the messages of the commits since tools/commit_messages.py's BASE. They

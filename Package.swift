@@ -37,6 +37,16 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         // Scenario files of `scopefs test` (issue 18), with line numbers for errors.
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
+        // `scopefs settings` (issue 36): the owner's web page. Without the
+        // ConfigurationSupport trait, which would build swift-configuration
+        // for nothing the page reads.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
+        // Named by the page's code (socket addresses, header names); already
+        // in the build as Hummingbird's own dependencies.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // The fleet's shared isolation layer on PostgreSQL (issue 34, SPEC S44).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -55,6 +65,12 @@ let package = Package(
             name: "CSystemd",
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
+        ),
+        // The document portal's sd-bus vtable and descriptor checks
+        // (Sources/Portal): C, where sd-bus's macros and O_PATH live.
+        .target(
+            name: "CPortalBus",
+            linkerSettings: [.linkedLibrary("systemd")]
         ),
         .target(
             name: "CBuildInfo",
@@ -92,6 +108,17 @@ let package = Package(
             name: "PolicyStore",
             dependencies: [
                 "HostText", "Policy", "CommandErrors", "CSystemShims", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        // The fleet's isolation layer on PostgreSQL (SPEC S44): the shared
+        // store many hosts' daemons serve from, its LISTEN/NOTIFY follower
+        // and the per-host roles. Only the CLI and the daemon link it.
+        .target(
+            name: "FleetStore",
+            dependencies: [
+                "HostText", "Policy", "PolicyStore", "CommandErrors",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strict
         ),
@@ -149,15 +176,42 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `scopefs portal` (SPEC S45, docs/PORTAL.md): org.freedesktop.portal.Documents
+        // on the session bus, its documents ScopeFS grants changed through
+        // the owner's policy path (Control).
+        .target(
+            name: "Portal",
+            dependencies: [
+                "CPortalBus", "Control", "CommandErrors", "FuseBridge", "HostText", "Policy", "PolicyStore",
+                "Processes", .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
         // The daemon: the mount, the control socket and its handlers.
         .target(
             name: "Daemon",
             dependencies: [
                 "HostText",
                 "ScopeFS", "FuseBridge", "Policy", "PolicyStore", "CommandErrors", "Control", "CSystemShims",
-                "CSystemd", "Documents", "Processes", "ProviderExtensions",
+                "CSystemd", "Documents", "Processes", "ProviderExtensions", "FleetStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+        // `scopefs settings` (issue 36): the "Files and Folders" page, server-
+        // rendered HTML on Hummingbird, talking to the daemon through the
+        // same control client as the CLI.
+        .target(
+            name: "SettingsPage",
+            dependencies: [
+                "HostText", "Control", "Policy", "PolicyStore", "Documents", "Processes", "CommandErrors",
+                "CSystemShims",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -168,7 +222,8 @@ let package = Package(
             dependencies: [
                 "HostText",
                 "Daemon", "Launcher", "Processes", "Control", "CommandErrors", "Policy", "PolicyStore", "ScopeFS",
-                "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions",
+                "CSystemShims", "CBuildInfo", "Documents", "ProviderExtensions", "Portal",
+                "SettingsPage", "FleetStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -233,6 +288,12 @@ let package = Package(
             name: "PolicyTests",
             dependencies: ["HostText", "Policy", "PolicyStore", "Documents", "CommandErrors"]
         ),
+        // The fleet store's configuration: URLs, TLS modes, password files
+        // (the store itself is tested against a real server: `make test-fleet`).
+        .testTarget(
+            name: "FleetStoreTests",
+            dependencies: ["FleetStore", "CommandErrors"]
+        ),
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(
             name: "ScopeFSTests",
@@ -270,6 +331,18 @@ let package = Package(
             name: "ProviderExtensionsTests",
             dependencies: ["ProviderExtensions", .product(name: "Logging", package: "swift-log")],
             exclude: ["hostile"]
+        ),
+        // The settings page's routes through Hummingbird's test client (no
+        // sockets) on a fake daemon: tokens, CSRF, origins, escaping.
+        .testTarget(
+            name: "SettingsPageTests",
+            dependencies: [
+                "SettingsPage", "Control", "Policy", "PolicyStore", "CommandErrors", "HostText",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
         // The command line's pure parts: the picker's model (no terminal).
         .testTarget(

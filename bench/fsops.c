@@ -16,6 +16,12 @@
  *   fsops [-o RESULTFILE] randread FILE COUNT   COUNT preads of 4 KiB at random
  *                                               4 KiB-aligned offsets (fixed seed)
  *   fsops [-o RESULTFILE] run CMD [ARGS...]     run CMD (stdout to /dev/null), time it
+ *   fsops [-o RESULTFILE] floor KIND FILE N     N requests of one kind (bench/floor.py):
+ *                                               lookup (stat of N names that do not
+ *                                               exist, next to FILE), getattr (statx
+ *                                               FORCE_SYNC), open (open + close),
+ *                                               read4k (O_DIRECT pread of 4 KiB),
+ *                                               getxattr (system.posix_acl_access)
  *   fsops revoke-reader FILE EVENTS CONTROL [SCOPEPATH]
  *                                               see revoke_reader() below
  *
@@ -303,6 +309,50 @@ static void start_at(double start) {
     late = now() - start;
 }
 
+/* One FUSE request per iteration, whatever the kernel caches: distinct
+ * missing names (LOOKUP), a forced attribute refresh (GETATTR), an open
+ * (OPEN, then RELEASE and, for some daemons, FLUSH), a direct read (READ),
+ * an ACL query (GETXATTR: the kernel caches no ACL of a FUSE file whose
+ * daemon did not take FUSE_POSIX_ACL). */
+static int op_floor(const char *kind, const char *file, long n) {
+    char path[4096];
+    struct statx stx;
+    void *block = NULL;
+    int fd = -1;
+    if (!strcmp(kind, "read4k")) {
+        if (posix_memalign(&block, 4096, 4096) != 0) die("posix_memalign", NULL);
+        fd = open(file, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (fd < 0) die("open O_DIRECT", file);
+    }
+    double t0 = now();
+    for (long i = 0; i < n; i++) {
+        if (!strcmp(kind, "lookup")) {
+            snprintf(path, sizeof path, "%s.missing%07ld", file, i);
+            if (statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &stx) == 0 || errno != ENOENT) die("lookup", path);
+        } else if (!strcmp(kind, "getattr")) {
+            if (statx(AT_FDCWD, file, AT_STATX_FORCE_SYNC, STATX_BASIC_STATS, &stx) != 0) die("statx", file);
+        } else if (!strcmp(kind, "open")) {
+            int f = open(file, O_RDONLY | O_CLOEXEC);
+            if (f < 0) die("open", file);
+            close(f);
+        } else if (!strcmp(kind, "read4k")) {
+            if (pread(fd, block, 4096, 0) != 4096) die("pread", file);
+        } else if (!strcmp(kind, "getxattr")) {
+            if (getxattr(file, "system.posix_acl_access", NULL, 0) >= 0 || (errno != ENODATA && errno != EOPNOTSUPP))
+                die("getxattr", file);
+        } else {
+            fprintf(stderr, "fsops: unknown floor kind %s\n", kind);
+            return 64;
+        }
+    }
+    double elapsed = now() - t0;
+    if (fd >= 0) close(fd);
+    free(block);
+    snprintf(path, sizeof path, "floor-%s", kind);
+    report(path, elapsed, n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int a = 1;
     double start = 0;
@@ -323,6 +373,7 @@ int main(int argc, char **argv) {
     if (n >= 3 && !strcmp(v[0], "read")) return op_read(v[1], v[2]);
     if (n >= 3 && !strcmp(v[0], "randread")) return op_randread(v[1], num(v[2]));
     if (n >= 2 && !strcmp(v[0], "run")) return op_run(v + 1);
+    if (n >= 4 && !strcmp(v[0], "floor")) return op_floor(v[1], v[2], num(v[3]));
     if (n >= 4 && !strcmp(v[0], "revoke-reader"))
         return revoke_reader(v[1], v[2], v[3], n >= 5 ? v[4] : NULL);
     fprintf(stderr, "usage: see the comment at the top of bench/fsops.c\n");

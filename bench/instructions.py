@@ -81,19 +81,24 @@ class Daemon:
         self.out = os.path.join(tmp, name, "callgrind.out")
         os.makedirs(os.path.join(self.backing, "work"))
         os.makedirs(self.mnt)
+        self.ptll_path = ptll
         if name == "passthrough_ll":
             argv = callgrind(self.out, PTLL_HANDLERS) + [ptll, "-f", "-o", "source=" + self.backing, self.mnt]
             self.root, self.wrap, self.env = os.path.join(self.mnt, "work"), [], None
         else:
             argv = self.scopefs(tmp)
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+        self.process = subprocess.Popen(
+            self.start_argv(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env
+        )
         wait_mounted(self.mnt, self.process)
         self.dumps = 0
 
     def scopefs(self, tmp):
         cli = scopefs_binary()
         stripped = os.path.join(tmp, "scopefs-stripped")
-        subprocess.run(["strip", "--strip-debug", "-o", stripped, cli], check=True)
+        if not os.path.exists(stripped):
+            subprocess.run(["strip", "--strip-debug", "-o", stripped, cli], check=True)
+        self.stripped = stripped
         state = os.path.join(tmp, "scopefs-state")
         self.env = dict(os.environ, SCOPEFS_STATE=state)
         for args in (
@@ -127,6 +132,10 @@ class Daemon:
             "--",
         ]
         return callgrind(self.out, SCOPEFS_HANDLERS) + [stripped, "--state", state, "mount", self.mnt, "--foreground"]
+
+    def start_argv(self, argv):
+        """The daemon's command line (bench/floor.py changes it)."""
+        return argv
 
     def untar(self, tarball, tag):
         """Instructions the handlers executed for one untar into a new folder."""

@@ -83,7 +83,8 @@ chmod 0755 "$DESTDIR$SBINDIR/mount.scopefs"
 # `mount -t fuse.scopefs` (the type findmnt shows) runs mount.fuse.scopefs.
 ln -sf mount.scopefs "$DESTDIR$SBINDIR/mount.fuse.scopefs"
 
-for unit in scopefs@.service:"$SYSTEMDSYSTEMDIR" scopefs.service:"$SYSTEMDUSERDIR"; do
+for unit in scopefs@.service:"$SYSTEMDSYSTEMDIR" scopefs.service:"$SYSTEMDUSERDIR" \
+  scopefs-portal.service:"$SYSTEMDUSERDIR"; do
   sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" "$repo/mount-scripts/systemd/${unit%%:*}" > "$DESTDIR${unit#*:}/${unit%%:*}"
   chmod 0644 "$DESTDIR${unit#*:}/${unit%%:*}"
 done

@@ -293,6 +293,10 @@ public struct DaemonStatus: Codable, Sendable {
     /// Why the daemon serves every grant as revoked (its database is gone,
     /// replaced or corrupt); nil while it serves the database (issue 15).
     public var policyFailure: String?
+    /// A fleet host's name and its shared store (SPEC S44); nil for a
+    /// state directory on its own SQLite file.
+    public var fleetHost: String?
+    public var fleetDatabase: String?
     public var inodes: Int
     public var processes: [AppProcessStatus]
     /// App processes of a previous daemon that outlived it, on its dead

@@ -1,6 +1,7 @@
 import CommandErrors
 import Control
 import Documents
+import FleetStore
 import Foundation
 import FuseBridge
 import Glibc
@@ -122,7 +123,23 @@ public enum Daemon {
             descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
             folderDescriptors: descriptors.folders)
         configuration.containerPassthrough = options.containerPassthrough
-        let (snapshot, policyVersion) = try repository.versionedSnapshot(generation: 1)
+        // A fleet's daemon serves the shared store's policy (SPEC S44); it
+        // must reach it once to start, then keeps it in memory as always.
+        let fleet: FleetLink?
+        if let configuration = try FleetConfiguration.load(state) {
+            let link = FleetLink(
+                repository: FleetRepository(database: try FleetDatabase(configuration)), logger: logger)
+            try link.repository.checkSchema()
+            logger.info(
+                "host \(link.hostName) serves the fleet's policy from \(link.description), lease \(link.lease) s")
+            fleet = link
+        } else {
+            fleet = nil
+        }
+        let (snapshot, policyVersion) =
+            if let fleet { try fleet.repository.versionedSnapshot(generation: 1) } else {
+                try repository.versionedSnapshot(generation: 1)
+            }
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(
@@ -146,7 +163,7 @@ public enum Daemon {
 
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
-            logger: logger, notices: notices)
+            logger: logger, notices: notices, fleet: fleet)
         if let hostChanges {
             // inotify reports the mount's own changes too (fanotify tells
             // them by pid): presenters must not hear them twice.
@@ -175,8 +192,17 @@ public enum Daemon {
                     provider: provider, path: path, writer: nil, in: fileSystem.snapshot, kind: .state)
             })
         extensions.follow(snapshot)
+        if let fleet {
+            Daemon.createContainers(of: snapshot, in: state)
+            fleet.reportProcesses {
+                tracker.appProcesses.filter { !ProcFS.isBubblewrap(pid: $0.key.pid) }.map {
+                    FleetProcess(app: $0.app, pid: $0.key.pid)
+                }
+            }
+        }
         reloader.onInstall { previous, current in
             if previous.providers != current.providers || previous.apps != current.apps { extensions.follow(current) }
+            if fleet != nil && previous.apps != current.apps { Daemon.createContainers(of: current, in: state) }
             // A revoke ends the app's downloads at once (S42).
             for (id, grant) in previous.grantsByID where grant.state == .active {
                 if current.grantsByID[id]?.state != .active { extensions.cancelDownloads(of: grant.app) }
@@ -230,6 +256,12 @@ public enum Daemon {
         DaemonInfo.remove(from: state)
         logger.info("unmounted \(mountpoint) (loop result \(result))")
         return 0
+    }
+
+    /// A fleet's apps are added on one host (`scopefs fleet add-app`): each
+    /// host makes their containers when it first sees them (S44).
+    private static func createContainers(of snapshot: PolicySnapshot, in state: StateDirectory) {
+        for app in snapshot.apps.keys { try? state.createContainer(for: app) }
     }
 
     /// The owner's socket and the app endpoints (the state directory's, and

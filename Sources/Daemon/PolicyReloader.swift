@@ -1,5 +1,6 @@
 import CommandErrors
 import Control
+import FleetStore
 import Foundation
 import FuseBridge
 import Logging
@@ -37,6 +38,10 @@ final class PolicyReloader: Sendable {
     }
 
     let repository: PolicyRepository
+    /// The fleet's shared store when the state directory has one (SPEC
+    /// S44): the snapshot comes from there, and the SQLite file keeps only
+    /// what is this host's own (events, documents).
+    let fleet: FleetLink?
     private let fileSystem: ScopeFileSystem
     private let session: FuseSession
     private let events: any EventSink
@@ -50,8 +55,9 @@ final class PolicyReloader: Sendable {
     /// `version`: the policy version of the snapshot the file system started with.
     init(
         repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64,
-        events: any EventSink, logger: Logger, notices: NoticeBoard = NoticeBoard()
+        events: any EventSink, logger: Logger, notices: NoticeBoard = NoticeBoard(), fleet: FleetLink? = nil
     ) {
+        self.fleet = fleet
         self.notices = notices
         self.repository = repository
         self.fileSystem = fileSystem
@@ -75,6 +81,7 @@ final class PolicyReloader: Sendable {
     /// a write behind SQLite's back that the daemon's page cache would hide).
     func reload() throws(CommandError) {
         try installed.withLock { installed throws(CommandError) in
+            if let fleet { return reloadFleet(&installed, fleet) }
             let path = repository.database.location
             let file = FileState(path: path)
             // Failed closed and nothing new at the path: nothing to try again.
@@ -161,7 +168,7 @@ final class PolicyReloader: Sendable {
         // opened. A corrupt file still at the path keeps its connections:
         // closing the last one would checkpoint the daemon's WAL into it,
         // and S34 leaves a corrupt database untouched.
-        if !(file.map(isOpened) ?? false) { repository.database.release() }
+        if fleet == nil && !(file.map(isOpened) ?? false) { repository.database.release() }
         guard installed.version != nil else { return }
         let current = fileSystem.snapshot
         let generation = installed.generation + 1
@@ -178,6 +185,12 @@ final class PolicyReloader: Sendable {
     func revoke(app: AppID, grant: GrantID?, state: StateDirectory, requester: Int32 = getpid()) throws(CommandError)
         -> (grants: [Grant], held: Bool)
     {
+        if let fleet {
+            // Stored in the shared store or refused: never held here (SPEC S44).
+            let changed = try fleet.repository.setState(.revoked, app: app, grant: grant)
+            try reload()
+            return (changed, false)
+        }
         do throws(CommandError) {
             let changed =
                 try OwnerPolicy.apply(
@@ -209,6 +222,44 @@ final class PolicyReloader: Sendable {
             return (targets.map { $0.with(state: .revoked) }, true)
         }
     }
+
+    /// The fleet's version of `reload`: a new snapshot when the shared
+    /// store's version moved; without the store, the grants stay served
+    /// until the lease runs out, then every one is served as revoked.
+    private func reloadFleet(_ installed: inout Installed, _ fleet: FleetLink) {
+        do throws(CommandError) {
+            let version = try fleet.repository.policyVersion()
+            fleet.reached()
+            guard version != installed.version || installed.failure != nil else { return }
+            let generation = installed.generation + 1
+            let (snapshot, loaded) = try fleet.repository.versionedSnapshot(generation: generation)
+            installed.generation = generation
+            installed.version = loaded
+            if let failure = installed.failure {
+                installed.failure = nil
+                logger.notice(
+                    "serving the fleet's policy again (failed closed since \(failure.since)): \(failure.reason)")
+                let event = Event(
+                    time: failure.since, kind: .policyFailedClosed, app: nil, path: fleet.description,
+                    operation: failure.reason, errno: EPERM, lastTime: Date().timeIntervalSince1970)
+                events.record(event)
+                // The fleet hears of it too, with this host's name (its role may write events).
+                do throws(CommandError) { try fleet.repository.record(event) } catch {
+                    logger.warning("cannot record the fail-closed period in the fleet's events: \(error.message)")
+                }
+            }
+            install(snapshot)
+        } catch {
+            fleet.lost(error.message)
+            if let expired = fleet.leaseExpired() {
+                return failClosed(&installed, expired, file: nil)
+            }
+            logger.warning("fleet database unreachable, serving within the lease: \(error.message)")
+        }
+    }
+
+    /// The policy version served; nil while failed closed.
+    var servedVersion: Int64? { installed.withLock { $0.version } }
 
     private func isOpened(_ file: FileState) -> Bool {
         repository.database.identity?.isSameFile(as: file) ?? false
@@ -265,7 +316,8 @@ final class PolicyReloader: Sendable {
     /// Polls for policy changes made without telling the daemon (a CLI
     /// that could not reach it, another tool writing the database) and for
     /// the database file going away.
-    func follow(until stop: @Sendable () -> Bool) {
+    func follow(until stop: @escaping @Sendable () -> Bool) {
+        if let fleet { return fleet.follow(self, until: stop) }
         while !stop() {
             usleep(DaemonTunables.policyPollPeriod)
             do { try reload() } catch { logger.error("reload failed: \(error)") }

@@ -60,6 +60,8 @@ enum ProcessHandling {
             processes: processes, stranded: strandedStatus(services.tracker),
             faults: services.fileSystem.faults.rules, hostChanges: services.channel.name,
             cacheTimeout: services.channel.cacheTimeout)
+        status.fleetHost = services.reloader.fleet?.hostName
+        status.fleetDatabase = services.reloader.fleet?.description
         let extensions = services.extensions.statuses
         status.extensions = extensions.isEmpty ? nil : extensions
         let passthrough = services.session.passthrough

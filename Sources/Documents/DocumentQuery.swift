@@ -84,7 +84,7 @@ public struct DocumentQuery: Sendable {
         return results.sorted { $0.urlInLocalContainer < $1.urlInLocalContainer }
     }
 
-    static func stub(at path: String) -> ReferenceStub? {
+    package static func stub(at path: String) -> ReferenceStub? {
         let descriptor = path.withHostCString { open($0, O_RDONLY | O_CLOEXEC) }
         guard descriptor >= 0 else { return nil }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
@@ -95,7 +95,7 @@ public struct DocumentQuery: Sendable {
 
     /// Regular files below `root`, relative to it, hidden files skipped.
     /// Read with readdir: names are bytes (SPEC S33a).
-    static func files(under root: String) -> [String] {
+    package static func files(under root: String) -> [String] {
         var files: [String] = []
         var folders = [""]
         while let folder = folders.popLast() {

@@ -134,8 +134,13 @@ public enum AppLauncher {
                 access($0, F_OK) == 0 && !Sandbox.systemDirectories.contains(where: $0.hasPrefix)
             }
         }
+        let appInfo = try InheritedPipe { descriptor throws(CommandError) in
+            try InheritedPipe.writeAll(Array(sandbox.appInfo.utf8), to: descriptor)
+        }
+        defer { appInfo.close() }
         let options = sandbox.options(
-            seccompDescriptor: filter.descriptor, binaryDescriptor: binary, environment: environment)
+            seccompDescriptor: filter.descriptor, binaryDescriptor: binary, appInfoDescriptor: appInfo.descriptor,
+            environment: environment)
         // Options (a few kilobytes) go through a pipe too: bubblewrap's own
         // command line is the sandbox's /proc/1/cmdline.
         let optionBytes: [UInt8] = options.reduce(into: []) { $0 += $1.hostBytes + [0] }

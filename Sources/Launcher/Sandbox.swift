@@ -66,6 +66,10 @@ public struct Sandbox: Sendable {
     package var commandLibraryFolders: [String] = []
 
     package var appDirectory: String { mountpoint + "/" + app }
+    /// `/.flatpak-info` of the app's sandbox: Flatpak's keyfile, with the
+    /// one key portals read to attribute a request (the app id; ids are
+    /// letters, digits, `.`, `-`, `_`, so nothing can be injected).
+    package var appInfo: String { "[Application]\nname=\(app)\n" }
     /// Where the command starts: `--cwd`, else the app's container.
     package var workingDirectory: String { shape.workingDirectory ?? appDirectory + "/" + MountLayout.container }
 
@@ -85,9 +89,12 @@ public struct Sandbox: Sendable {
     /// The sandbox's options for bubblewrap, which reads them from a
     /// descriptor (`--args`) so that its command line, the sandbox's
     /// /proc/1/cmdline, shows no host path. `seccompDescriptor` holds the
-    /// filter, `binaryDescriptor` this very `scopefs` when it is copied in.
-    package func options(seccompDescriptor: Int32, binaryDescriptor: Int32?, environment: [String: String]) -> [String]
-    {
+    /// filter, `binaryDescriptor` this very `scopefs` when it is copied in,
+    /// `appInfoDescriptor` the text of `/.flatpak-info` (`appInfo`).
+    package func options(
+        seccompDescriptor: Int32, binaryDescriptor: Int32?, appInfoDescriptor: Int32? = nil,
+        environment: [String: String]
+    ) -> [String] {
         var arguments = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
         if runAs != nil {
             // bubblewrap runs as root to build the sandbox (it reaches the
@@ -144,6 +151,12 @@ public struct Sandbox: Sendable {
             arguments += ["--perms", "0755", "--ro-bind-data", "\(binaryDescriptor)", Self.binaryInside + "/scopefs"]
         } else if let executable = Self.executable {
             arguments += ["--symlink", executable, Self.binaryInside + "/scopefs"]
+        }
+        // `/.flatpak-info` naming the app, read-only, where Flatpak's sandbox
+        // has it: xdg-desktop-portal reads /proc/PID/root/.flatpak-info to
+        // tell which app a portal request comes from (docs/PORTAL.md).
+        if let appInfoDescriptor {
+            arguments += ["--perms", "0444", "--ro-bind-data", "\(appInfoDescriptor)", "/.flatpak-info"]
         }
         // The folders of the shared libraries it loaded from outside the
         // system directories (Swift's runtime): read-only.

@@ -1,3 +1,4 @@
+import Glibc
 /// What a tester sees of what the app under test did (SPEC S29).
 public struct Event: Sendable, Codable, Equatable {
     public enum Kind: String, Sendable, Codable, CaseIterable {
@@ -110,4 +111,12 @@ public struct Event: Sendable, Codable, Equatable {
 /// them in batches off the hot path.
 public protocol EventSink: Sendable {
     func record(_ event: Event)
+}
+
+extension Event {
+    /// An event's errno as `scopefs events` and the settings page print it:
+    /// its name where ScopeFS answers or injects it, else the number.
+    public static func errnoName(_ code: Int32) -> String {
+        code == EXDEV ? "EXDEV" : FaultRule.errnoNames.first { $0.value == code }?.name ?? String(code)
+    }
 }

@@ -53,3 +53,20 @@ struct ProviderFile {
 extension String {
     fileprivate var dropFirstSlash: String { utf8.first == UInt8(ascii: "/") ? String(dropFirst()) : self }
 }
+
+/// A provider item's file identity for a store outside this module (the
+/// fleet's, SPEC S44), checked as `ProviderFile.inspect` checks it.
+public struct ProviderItemIdentity: Sendable, Equatable {
+    public var device: Int64
+    public var inode: Int64
+    public var birthSeconds: Int64
+    public var birthNanoseconds: Int64
+    public var isDirectory: Bool
+
+    public static func inspect(provider: Provider, path: String) throws(CommandError) -> ProviderItemIdentity {
+        let file = try ProviderFile.inspect(provider: provider, path: path)
+        return ProviderItemIdentity(
+            device: file.key.device, inode: file.key.inode, birthSeconds: file.key.birthSeconds,
+            birthNanoseconds: file.key.birthNanoseconds, isDirectory: file.isDirectory)
+    }
+}

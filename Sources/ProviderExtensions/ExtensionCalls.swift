@@ -73,6 +73,9 @@ public struct ExtensionCapabilities: Sendable, Equatable {
     public var maxPageSize = 1000
     public var symlinks = false
     public var renameKeepsId = true
+    /// `fetch`'s `$/progress` names the staged file while it is written
+    /// (`staged`), so readers get bytes as they come (docs/PROVIDERS.md).
+    public var streamsFetch = false
     /// Which of `name`, `parent`, `mtime`, `mode` `modify` can set (the
     /// answer's list, else the documented default from `modify` and
     /// `rename`).
@@ -280,6 +283,23 @@ public struct ExtensionFailure: Error, Sendable, Equatable {
     }
 }
 
+/// The part of a fetch's staged file written so far (a `$/progress`
+/// with `staged`): `length` bytes from the file's start, which hold the
+/// item's bytes from `offset`. `descriptor` is open for reading, checked
+/// as a staged file (regular, one link, in the staging folder); the
+/// receiver closes it.
+public struct StagedPrefix: Sendable {
+    public var descriptor: Int32
+    public var offset: Int64
+    public var length: Int64
+
+    public init(descriptor: Int32, offset: Int64, length: Int64) {
+        self.descriptor = descriptor
+        self.offset = offset
+        self.length = length
+    }
+}
+
 /// One call's cancellation and progress, shared by the caller and the host.
 public final class RequestControl: @unchecked Sendable {
     private let lock = NSLock()
@@ -287,9 +307,15 @@ public final class RequestControl: @unchecked Sendable {
     private var cancelHandler: (@Sendable () -> Void)?
     /// Called with (completed, total) for each `$/progress` of the call.
     public let onProgress: (@Sendable (Int64, Int64) -> Void)?
+    /// Called for each `$/progress` of a fetch that names its staged file;
+    /// nil: the host does not open it.
+    public let onStaged: (@Sendable (StagedPrefix) -> Void)?
 
-    public init(onProgress: (@Sendable (Int64, Int64) -> Void)? = nil) {
+    public init(
+        onProgress: (@Sendable (Int64, Int64) -> Void)? = nil, onStaged: (@Sendable (StagedPrefix) -> Void)? = nil
+    ) {
         self.onProgress = onProgress
+        self.onStaged = onStaged
     }
 
     public var isCancelled: Bool { lock.withLock { cancelled } }

@@ -184,7 +184,12 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     var context: HostContext {
         HostContext(
             providerID: providerID, tunables: tunables, logger: logger, emit: { [weak self] in self?.emit($0) },
-            changed: { [weak self] in self?.onChanged?() }, kick: { [weak self] in self?.kick() })
+            changed: { [weak self] in self?.onChanged?() }, kick: { [weak self] in self?.kick() },
+            openStaged: { [weak self] path in self?.stagedFiles?.openPrefix(path) })
+    }
+
+    private var stagedFiles: StagedFiles? {
+        monitor.withLock { staged }
     }
 
     // MARK: - Calls

@@ -19,13 +19,39 @@ extension ExtensionProvider {
         var done = false
         var failure: ExtensionFailure?
         var waiters = 0
+        /// A streamed fetch (`streamsFetch`): its staged bytes go into the
+        /// replica as they come, in order, on this queue; `streamedFrom`
+        /// is the item offset of the staged file's first byte,
+        /// `streamedThrough` the end of what is in the replica. Touched on
+        /// `delivery` only (and after it drained).
+        let delivery = DispatchQueue(label: "scopefs.download.delivery")
+        var streamedFrom: Int64?
+        var streamedThrough: Int64?
 
-        init(range: Range<Int64>) {
+        init(range: Range<Int64>, deliver: (@Sendable (Download, StagedPrefix) -> Void)? = nil) {
             self.range = range
-            control = RequestControl(onProgress: { [received] completed, _ in
-                received.count.store(completed, ordering: .relaxed)
-            })
+            let owner = DownloadReference()
+            var onStaged: (@Sendable (StagedPrefix) -> Void)?
+            if let deliver {
+                onStaged = { prefix in
+                    if let download = owner.download {
+                        deliver(download, prefix)
+                    } else {
+                        close(prefix.descriptor)
+                    }
+                }
+            }
+            let received = received
+            control = RequestControl(
+                onProgress: { completed, _ in received.count.store(completed, ordering: .relaxed) },
+                onStaged: onStaged)
+            owner.download = self
         }
+    }
+
+    /// The download a control's `onStaged` belongs to (made before it).
+    final class DownloadReference: @unchecked Sendable {
+        weak var download: Download?
     }
 
     final class ReceivedBytes: Sendable {
@@ -101,33 +127,54 @@ extension ExtensionProvider {
         _ id: String, _ offset: Int64, _ end: Int64, _ control: RequestControl,
         _ interrupted: @escaping @Sendable () -> Bool
     ) throws(ExtensionFailure) {
+        let streams = capabilities?.streamsFetch ?? false
         while true {
             if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
             enum Step {
                 case done
-                case wait(Download)
-                case fetch(Download, ReplicaRecord, prefetch: [Download])
+                case wait(Download, missing: Int64)
+                case fetch(Download, ReplicaRecord, prefetch: [Download], missing: Int64)
             }
             let step: Step = lock.withLock {
                 guard let record = index[id], record.isFile, record.dirty == 0 else { return .done }
                 let present = record.cachedVersion == record.item.version.content ? record.present : ByteRanges()
                 guard let missing = present.firstMissing(from: offset, to: end) else { return .done }
                 if let download = downloads[id]?.first(where: { $0.range.contains(missing) }) {
-                    return .wait(download)
+                    return .wait(download, missing: missing)
                 }
-                let (range, window) = fetchRange(id, record, missing, end, present)
-                let download = Download(range: range)
+                let (range, window) = fetchRange(id, record, missing, end, present, streams: streams)
+                let download = makeDownload(range, record, streams: streams)
                 downloads[id, default: []].append(download)
-                return .fetch(download, record, prefetch: prefetch(id, record, after: range, window, present))
+                let ahead = streams ? [] : prefetch(id, record, after: range, window, present)
+                return .fetch(download, record, prefetch: ahead, missing: missing)
             }
             switch step {
             case .done: return
-            case .wait(let download): try wait(for: download, control, interrupted)
-            case .fetch(let download, let record, let prefetch):
+            case .wait(let download, let missing):
+                try wait(for: download, control, interrupted) { self.isPresent(id, missing) }
+            case .fetch(let download, let record, let prefetch, let missing):
                 DispatchQueue.global().async { self.fetch(download, record) }
                 for ahead in prefetch { DispatchQueue.global().async { self.fetch(ahead, record) } }
-                try wait(for: download, control, interrupted)
+                try wait(for: download, control, interrupted) { self.isPresent(id, missing) }
             }
+        }
+    }
+
+    /// Whether byte `offset` of the current version of `id` is on disk
+    /// (under the lock).
+    private func isPresent(_ id: String, _ offset: Int64) -> Bool {
+        guard let record = index[id], record.cachedVersion == record.item.version.content else { return false }
+        return record.present.covers(offset, offset + 1)
+    }
+
+    private func makeDownload(_ range: Range<Int64>, _ record: ReplicaRecord, streams: Bool) -> Download {
+        guard streams else { return Download(range: range) }
+        return Download(range: range) { [weak self] download, prefix in
+            guard let self else {
+                close(prefix.descriptor)
+                return
+            }
+            download.delivery.async { self.deliver(prefix, of: download, record) }
         }
     }
 
@@ -135,19 +182,23 @@ extension ExtensionProvider {
     /// file; else whole blocks from `missing`, a window that grows while
     /// the reader goes on where it stopped (readahead), never past bytes
     /// present or another download.
+    /// An extension that streams its fetches (`streamsFetch`) serves a
+    /// reader that goes on with one request for the rest of the file (up
+    /// to `streamedWindow`): its bytes are usable as they come, so one
+    /// large window costs the reader no wait, and the store one request.
     private func fetchRange(
-        _ id: String, _ record: ReplicaRecord, _ missing: Int64, _ end: Int64, _ present: ByteRanges
+        _ id: String, _ record: ReplicaRecord, _ missing: Int64, _ end: Int64, _ present: ByteRanges,
+        streams: Bool = false
     ) -> (Range<Int64>, window: Int64) {
         let size = record.item.size
         if size <= tunables.wholeFileLimit && present.isEmpty && downloads[id, default: []].isEmpty {
             return (0..<size, size)
         }
         let previous = readAhead[id]
-        let window =
-            previous.map {
-                $0.end == missing ? min(tunables.maxWindow, $0.window * tunables.windowGrowth) : tunables.block
-            }
-            ?? tunables.block
+        let grown: (Int64) -> Int64 = { window in
+            streams ? self.tunables.streamedWindow : min(self.tunables.maxWindow, window * self.tunables.windowGrowth)
+        }
+        let window = previous.map { $0.end == missing ? grown($0.window) : tunables.block } ?? tunables.block
         let start = missing / tunables.block * tunables.block
         var stop = min(size, max(end, start + window))
         stop = (stop + tunables.block - 1) / tunables.block * tunables.block
@@ -196,19 +247,28 @@ extension ExtensionProvider {
         return made
     }
 
-    /// Waits for `download`; the caller's cancel or signal ends the wait
-    /// (EINTR), and the download with it when nobody else waits.
-    private func wait(for download: Download, _ control: RequestControl, _ interrupted: @Sendable () -> Bool)
-        throws(ExtensionFailure)
-    {
+    /// Waits for `download`, or until `satisfied` (under the lock: the
+    /// bytes the reader needs came, from a streamed fetch). The caller's
+    /// cancel or signal ends the wait (EINTR), and the download with it
+    /// when nobody else waits; a satisfied reader leaves it running (it
+    /// comes back for the next bytes).
+    private func wait(
+        for download: Download, _ control: RequestControl, _ interrupted: @Sendable () -> Bool,
+        satisfied: () -> Bool
+    ) throws(ExtensionFailure) {
         lock.lock()
         download.waiters += 1
+        var gaveUp = true
         defer {
             download.waiters -= 1
-            if !download.done && download.waiters == 0 { download.control.cancel() }
+            if gaveUp && !download.done && download.waiters == 0 { download.control.cancel() }
             lock.unlock()
         }
         while !download.done {
+            if satisfied() {
+                gaveUp = false
+                return
+            }
             if control.isCancelled { throw ExtensionFailure(.cancelled, "the wait was cancelled") }
             lock.unlock()
             let signalled = interrupted()
@@ -216,7 +276,54 @@ extension ExtensionProvider {
             if signalled { throw ExtensionFailure(.cancelled, "interrupted by a signal") }
             _ = lock.wait(until: Date().addingTimeInterval(0.05))
         }
-        if let failure = download.failure { throw failure }
+        gaveUp = false
+        if let failure = download.failure, !satisfied() { throw failure }
+    }
+
+    /// Puts the bytes a streamed fetch staged so far into the replica (on
+    /// the download's delivery queue, in order) and wakes its readers. A
+    /// failure here only loses the head start: the answer's copy writes
+    /// whatever is not in yet.
+    private func deliver(_ prefix: StagedPrefix, of download: Download, _ record: ReplicaRecord) {
+        defer { close(prefix.descriptor) }
+        if download.streamedFrom == nil {
+            download.streamedFrom = prefix.offset
+            download.streamedThrough = prefix.offset
+        }
+        guard prefix.offset == download.streamedFrom, let through = download.streamedThrough else { return }
+        let end = min(prefix.offset + prefix.length, record.item.size)
+        guard end > through, let path = lock.withLock({ index.path(of: record.item.id) }) else { return }
+        do {
+            ownWrite(record.inode)
+            try folder.withFile(path, O_WRONLY, inode: record.inode) { target throws(ReplicaFolder.Failure) in
+                try ReplicaFolder.copyContent(
+                    prefix.descriptor, from: through - prefix.offset, to: target, at: through, length: end - through,
+                    path)
+                try ReplicaFolder.restoreTime(target, record.item.mtime, path)
+            }
+        } catch {
+            return
+        }
+        download.streamedThrough = end
+        lock.withLock {
+            markPresent(through..<end, of: record)
+            lock.broadcast()
+        }
+    }
+
+    /// Records bytes of `record`'s version as on disk (under the lock);
+    /// the record as now indexed, or nil when the item changed meanwhile.
+    @discardableResult
+    private func markPresent(_ bytes: Range<Int64>, of record: ReplicaRecord) -> ReplicaRecord? {
+        guard var current = index[record.item.id], current.item.version.content == record.item.version.content
+        else { return nil }
+        if current.cachedVersion != current.item.version.content {
+            current.cachedVersion = current.item.version.content
+            current.present = ByteRanges()
+        }
+        current.present.insert(bytes)
+        index.put(current)
+        return current
     }
 
     /// Fetches `download.range` and writes it into the replica file (on a
@@ -229,7 +336,9 @@ extension ExtensionProvider {
             let range = ByteRange(offset: download.range.lowerBound, length: Int64(download.range.count))
             let file = try calls.fetch(record.item.id, version: record.item.version.content, range: range, control)
             defer { unlink(file.path) }
-            fetched = try write(file, into: record)
+            download.delivery.sync {}  // what was streamed is in the replica
+            let streamed = download.streamedFrom == file.offset ? download.streamedThrough : nil
+            fetched = try write(file, into: record, from: streamed)
         } catch {
             failure = error
             if error.code != .cancelled {
@@ -238,21 +347,15 @@ extension ExtensionProvider {
                     errno: error.errno)
             }
         }
+        download.delivery.sync {}
+        let streamed = download.streamedFrom.flatMap { from in download.streamedThrough.map { from..<$0 } }
         var saved: ReplicaRecord?
         lock.withLock {
             download.done = true
             download.failure = failure
             downloads[record.item.id]?.removeAll { $0 === download }
-            if let fetched, var current = index[record.item.id],
-                current.item.version.content == record.item.version.content
-            {
-                if current.cachedVersion != current.item.version.content {
-                    current.cachedVersion = current.item.version.content
-                    current.present = ByteRanges()
-                }
-                current.present.insert(fetched)
-                index.put(current)
-                saved = current
+            if let bytes = fetched ?? streamed, !bytes.isEmpty {
+                saved = markPresent(bytes, of: record)
             }
             lock.broadcast()
         }
@@ -261,8 +364,11 @@ extension ExtensionProvider {
     }
 
     /// Copies the staged bytes into the replica file at their offset and
-    /// puts its time back (a download changes no item).
-    private func write(_ file: FetchedFile, into record: ReplicaRecord) throws(ExtensionFailure) -> Range<Int64> {
+    /// puts its time back (a download changes no item); those before item
+    /// offset `from` are there already (streamed).
+    private func write(_ file: FetchedFile, into record: ReplicaRecord, from: Int64? = nil) throws(ExtensionFailure)
+        -> Range<Int64>
+    {
         guard let path = lock.withLock({ index.path(of: record.item.id) }) else {
             throw ExtensionFailure(.noSuchItem, "the item is gone")
         }
@@ -270,11 +376,12 @@ extension ExtensionProvider {
         guard source >= 0 else { throw ExtensionFailure(.internalError, "cannot open the staged file") }
         defer { close(source) }
         let length = min(file.length, max(0, record.item.size - file.offset))
+        let skipped = min(length, max(0, (from ?? file.offset) - file.offset))
         do {
             ownWrite(record.inode)
             try folder.withFile(path, O_WRONLY, inode: record.inode) { target throws(ReplicaFolder.Failure) in
                 try ReplicaFolder.copyContent(
-                    source, from: 0, to: target, at: file.offset, length: length, path)
+                    source, from: skipped, to: target, at: file.offset + skipped, length: length - skipped, path)
                 try ReplicaFolder.restoreTime(target, record.item.mtime, path)
             }
         } catch {

@@ -301,6 +301,9 @@ public struct ReplicaTunables: Sendable {
     /// windows), not 10 by doubling; a store's per-request cost (moto: 0.45 s
     /// for a ranged GET of a large object, whatever the range) dominated.
     public var windowGrowth: Int64 = 8
+    /// The window of a reader that goes on, from an extension that streams
+    /// its fetches (`streamsFetch`): the rest of the file, up to this.
+    public var streamedWindow: Int64 = 1 << 30
     /// How many windows ahead of a sequential reader are fetched.
     public var prefetchWindows = 2
 

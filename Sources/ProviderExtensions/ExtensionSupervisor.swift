@@ -4,7 +4,20 @@ import Glibc
 /// The supervisor thread: start, `initialize`, watch, restart with
 /// back-off, give up (docs/PROVIDERS.md, "Life cycle").
 extension ExtensionHost {
-    static let protocolVersion = "1.0"
+    /// 1.1 added `streamsFetch` and `$/progress`'s `staged`.
+    static let protocolVersion = "1.1"
+
+    /// Whether an extension's answer is one this daemon speaks: the same
+    /// major, a minor no higher than offered (docs/PROVIDERS.md, "Versions").
+    static func speaks(_ answered: String) -> Bool {
+        func parts(_ version: String) -> (Int, Int)? {
+            let numbers = version.split(separator: ".", omittingEmptySubsequences: false)
+            guard numbers.count == 2, let major = Int(numbers[0]), let minor = Int(numbers[1]) else { return nil }
+            return (major, minor)
+        }
+        guard let own = parts(protocolVersion), let theirs = parts(answered) else { return false }
+        return theirs.0 == own.0 && theirs.1 <= own.1
+    }
 
     enum RunOutcome {
         /// The process ended; it may be started again.
@@ -141,7 +154,7 @@ extension ExtensionHost {
             connection.violation("an initialize answer that is not usable: \(error.reason)", line: answer.encoded)
             return .ended("an initialize answer that is not usable: \(error.reason)")
         }
-        guard info.protocolVersion == Self.protocolVersion else {
+        guard Self.speaks(info.protocolVersion) else {
             connection.shutdown()
             return .failed("asked for protocol \(Self.protocolVersion), it answered \(info.protocolVersion)")
         }
@@ -243,6 +256,7 @@ extension ExtensionCapabilities {
         conditionalWrites = try flag("conditionalWrites", false)
         symlinks = try flag("symlinks", false)
         renameKeepsId = try flag("renameKeepsId", true)
+        streamsFetch = try flag("streamsFetch", false)
         if let field = value["maxPageSize"], !field.isNull {
             guard let size = field.int, (1...1000).contains(size) else {
                 throw AnswerRefusal("maxPageSize is not an integer from 1 to 1000")

@@ -24,6 +24,12 @@ struct NotificationGate {
             guard let id = params["id"]?.int, let control = signOfLife(id), allowed else { break }
             if let completed = params["completed"]?.int, let total = params["total"]?.int {
                 control.onProgress?(completed, total)
+                if let onStaged = control.onStaged, let staged = params["staged"],
+                    let path = staged["path"]?.string, let offset = staged["offset"]?.int, offset >= 0, completed >= 0,
+                    let descriptor = context.openStaged(path)
+                {
+                    onStaged(StagedPrefix(descriptor: descriptor, offset: offset, length: completed))
+                }
             }
         case "changed" where allowed:
             context.changed()

@@ -56,4 +56,7 @@ struct HostContext: Sendable {
     /// Wakes the host's supervisor: a call was cancelled (the kill-after-
     /// cancel clock runs) or the connection ended.
     var kick: @Sendable () -> Void
+    /// Opens a staged file a `$/progress` names, if it passes the checks
+    /// of a fetch's answer (`StagedFiles.openPrefix`).
+    var openStaged: @Sendable (String) -> Int32? = { _ in nil }
 }

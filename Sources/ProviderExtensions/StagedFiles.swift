@@ -74,6 +74,22 @@ final class StagedFiles: @unchecked Sendable {
         return file
     }
 
+    /// A staged file still being written (a fetch's `$/progress` names
+    /// it), opened for reading if it is a regular file of one link directly
+    /// in the staging folder; nil otherwise. Never blocks (a FIFO), never
+    /// follows a symlink.
+    func openPrefix(_ path: String) -> Int32? {
+        guard let name = try? nameInStaging(path) else { return nil }
+        let descriptor = openat(stagingDescriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_nlink == 1 else {
+            close(descriptor)
+            return nil
+        }
+        return descriptor
+    }
+
     /// Removes a staged file nobody will take (the answer to a call its
     /// caller gave up on), if it is directly in the staging folder.
     func discard(_ path: String) {

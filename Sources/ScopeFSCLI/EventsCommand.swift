@@ -115,7 +115,7 @@ struct EventsCommand: ParsableCommand {
             (event.path ?? "-").escapedForTerminal,
         ]
         if let operation = event.operation { fields.append("op=\(operation.escapedForTerminal)") }
-        if let code = event.errno { fields.append("errno=\(Errno.name(code))") }
+        if let code = event.errno { fields.append("errno=\(Event.errnoName(code))") }
         if let count = event.count { fields.append("count=\(count)") }
         if let grant = event.grant { fields.append("grant=\(grant)") }
         if event.occurrences > 1 {
@@ -129,20 +129,5 @@ struct EventsCommand: ParsableCommand {
 
     static func json(_ event: Event, names: AppNames) -> String {
         JSONOutput.text(EventJSON(event, appName: event.app.flatMap(names.name)), .line)
-    }
-}
-
-enum Errno {
-    static func name(_ code: Int32) -> String {
-        switch code {
-        case EPERM: "EPERM"
-        case ENOENT: "ENOENT"
-        case EROFS: "EROFS"
-        case EXDEV: "EXDEV"
-        case EDQUOT: "EDQUOT"
-        case EACCES: "EACCES"
-        // Injected faults (issue 18) may carry any errno a rule names.
-        default: FaultRule.errnoNames.first { $0.value == code }?.name ?? String(code)
-        }
     }
 }

@@ -83,7 +83,7 @@ struct EventJSON: Encodable {
         path = event.path
         operation = event.operation
         errno = event.errno
-        errnoName = event.errno.map(Errno.name)
+        errnoName = event.errno.map(Event.errnoName)
         grant = event.grant
         count = event.count
         occurrences = event.occurrences

@@ -135,6 +135,9 @@ struct StatusCommand: ParsableCommand {
     private func printText(_ status: DaemonStatus?, databaseError: CommandError?, leaks: [Event], names: AppNames) {
         if let status {
             print("mounted at \(status.mountpoint.escapedForTerminal) by daemon \(status.pid)")
+            if let host = status.fleetHost, let database = status.fleetDatabase {
+                print("  fleet host \(host.escapedForTerminal), policy from \(database.escapedForTerminal) (SPEC S44)")
+            }
             if let failure = status.policyFailure {
                 print(
                     "  policy: FAILED CLOSED, every grant is denied (EPERM) until a valid database returns: \(failure.escapedForTerminal)"

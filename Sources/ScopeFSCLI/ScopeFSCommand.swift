@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandErrors
 import Control
 import Documents
+import FleetStore
 import Foundation
 import HostText
 import Launcher
@@ -22,7 +23,9 @@ struct ScopeFSCommand: ParsableCommand {
             StatusCommand.self, EventsCommand.self, ScopeCommand.self, OpenCommand.self, ImportCommand.self,
             ExportCommand.self, MoveCommand.self, QueryCommand.self, BookmarkCommand.self,
             PickCommand.self, AgentCommand.self, FaultCommand.self, ChaosCommand.self, TestCommand.self,
-            PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self,
+            PinCommand.self, UnpinCommand.self, EvictCommand.self, ReplicaWriterCommand.self, PortalCommand.self,
+            SettingsCommand.self,
+            FleetCommand.self,
         ])
 
     // Declared here too so that `scopefs --state DIR COMMAND` parses: the
@@ -71,6 +74,7 @@ struct StateOptions: ParsableArguments {
     /// refused with exit 77 inside an app process (SPEC S5).
     func repositoryForChange(_ action: String) throws(CommandError) -> PolicyRepository {
         try OwnerCheck.require(directory, to: action)
+        try refuseFleetChange(action)
         return try repository()
     }
 
@@ -80,9 +84,23 @@ struct StateOptions: ParsableArguments {
     /// app process reads the same refusal either way (SPEC S5).
     func policy(_ command: ControlCommand, _ action: String) throws(CommandError) -> ControlResponse {
         try OwnerCheck.requireOutsideRuns(to: action)
+        try refuseFleetChange(action)
         // The local path runs only when no daemon answers, so the daemon's
         // `whoami` (the rest of `repositoryForChange`'s check) has nothing to add.
         return try ControlClient.policy(command, state: directory) { () throws(CommandError) in try repository() }
+    }
+}
+
+extension StateOptions {
+    /// A state directory on the fleet's store changes its policy only
+    /// through `scopefs fleet`: a change written to the local SQLite file
+    /// would reach no daemon, and a revoke must never be local only (SPEC S44).
+    func refuseFleetChange(_ action: String) throws(CommandError) {
+        guard FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName) else { return }
+        throw CommandError(
+            .badState,
+            "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database; use `scopefs fleet` (see docs/CLI.md)"
+        )
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandErrors
 import Control
 import Daemon
+import FleetStore
 import Foundation
 import HostText
 import Launcher
@@ -13,11 +14,33 @@ struct InitCommand: ParsableCommand {
         commandName: "init", abstract: "Create the state directory and its database.")
     @OptionGroup var options: StateOptions
     @Flag(help: "Print the state directory as JSON.") var json = false
+    @OptionGroup var fleet: FleetOptions
 
     func run() throws {
         try report { () throws(CommandError) in
             let state = options.directory
             try OwnerCheck.require(state, to: "initialise a state directory")
+            if let configuration = try fleet.configuration() {
+                // The shared isolation layer (SPEC S44): migrated as the owner's role.
+                _ = try PolicyDatabase.create(state)  // this host's own events and documents
+                try FleetRepository(database: try FleetDatabase(configuration)).migrate()
+                try configuration.save(state)
+                if json {
+                    struct Initialised: Encodable {
+                        var stateDirectory: String
+                        var database: String
+                        var host: String
+                    }
+                    return printJSON(
+                        Initialised(
+                            stateDirectory: state.path, database: try configuration.endpoint().description,
+                            host: configuration.hostName))
+                }
+                print(
+                    "initialised \(state.path.escapedForTerminal) on the fleet database \(try configuration.endpoint().description.escapedForTerminal) as host \(configuration.hostName.escapedForTerminal)"
+                )
+                return
+            }
             if DaemonLock.isHeld(state) {
                 // Issue 15: the daemon serves this directory's database. With
                 // the database present, init has nothing to create and would

@@ -27,7 +27,7 @@ import Testing
             return
         }
         #expect(info.name == "folder")
-        #expect(info.protocolVersion == "1.0")
+        #expect(info.protocolVersion == "1.1", "the Python SDK speaks 1.1, the daemon offers it")
         #expect(info.capabilities.changes == .poll)
         #expect(info.capabilities.ranges && info.capabilities.create && info.capabilities.rename)
         #expect(info.capabilities.maxPageSize == 500)

@@ -95,6 +95,12 @@ def revocation_block() -> str:
     return re.search(r"```\n(.*?)```", section, re.S).group(1)
 
 
+def fleet_block() -> str:
+    """The README's "Many machines" block (Tests/fleet/test_readme_fleet.py runs it)."""
+    text = README.read_text(encoding="utf-8")
+    return re.search(r"```\n(.*?)```", text[text.index("## Many machines") :], re.S).group(1)
+
+
 def traversable_root() -> Path:
     """A temporary folder the app account can walk into (0755): a root
     owner's apps run as `scopefs-app`, and an `--expose`d folder of the
@@ -109,12 +115,18 @@ def remove_root(root: Path) -> None:
 
 
 def run_as_a_new_user(
-    tmp_path: Path, script: str, cwd: Path | None = None, timeout: float = 180, extra_env: dict | None = None
+    tmp_path: Path,
+    script: str,
+    cwd: Path | None = None,
+    timeout: float = 180,
+    extra_env: dict | None = None,
+    home_ready: bool = False,
 ):
     """Runs `script` with bash in a fresh home folder, with `scopefs` on
-    PATH, as a new user pastes a README block; the mount goes after."""
+    PATH, as a new user pastes a README block; the mount goes after.
+    `home_ready`: the caller made the home folder (with files the block expects)."""
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=home_ready)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "scopefs").symlink_to(scopefs_bin())

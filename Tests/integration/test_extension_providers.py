@@ -836,3 +836,34 @@ def test_an_app_waits_for_at_most_four_downloads_and_others_are_not_refused(env,
     cloud.switch("slow-fetch", None)
     again = env.app_json(ALPHA, READ_AT_ONCE, cloud.path(ALPHA, "docs"), 6, sandbox=True)
     assert again == ["200"] * 6, again
+
+
+def test_a_streamed_fetch_serves_readers_before_it_ends(env):
+    """S42, docs/PROVIDERS.md `streamsFetch`: an extension that names its
+    staged file in `$/progress` has its bytes served as they come. A reader
+    that goes on past the first block gets the rest of the file in one
+    fetch, and reads its first half while the extension still holds the
+    second; the rest comes when it is released. Two fetches for the file."""
+    cloud = Cloud(env)
+    cloud.switch("streams", "1")
+    mount(env)
+    cloud.sync()
+    env._record_daemon()
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    path = cloud.path(ALPHA, "docs/big.bin")
+    big = (cloud.remote / "docs" / "big.bin").read_bytes()
+    mib = 1 << 20
+    assert ask(s, op="read", path=path, offset=0, length=4096) == {"ok": sha(big[:4096])}
+    started = time.monotonic()
+    assert ask(s, op="read", path=path, offset=mib, length=4096) == {"ok": sha(big[mib : mib + 4096])}
+    streamed = [c for c in cloud.calls() if c.startswith("streamed")]
+    assert [c.split()[2:] for c in streamed] == [[str(mib), str((BIG - mib) // 2)]], cloud.calls()
+    assert not (cloud.control / "release-fetch").exists() and time.monotonic() - started < 20
+    assert ask(s, op="read", path=path, offset=5 * mib, length=mib) == {"ok": sha(big[5 * mib : 6 * mib])}
+    cloud.switch("release-fetch", "1")
+    assert ask(s, op="read", path=path, offset=BIG - mib, length=mib) == {"ok": sha(big[-mib:])}
+    assert ask(s, op="read", path=path) == {"ok": sha(big)}
+    fetches = [c for c in cloud.calls() if c.startswith("fetch")]
+    assert len(fetches) == 2, cloud.calls()
+    assert ask(s, op="attr", path=path, name="user.scopefs.state") == {"ok": "materialized"}

@@ -409,6 +409,8 @@ def test_deb_contents(deb):
         "/usr/share/fish/vendor_completions.d/scopefs.fish",
         "/lib/systemd/system/scopefs@.service",
         "/usr/lib/systemd/user/scopefs.service",
+        "/usr/lib/systemd/user/scopefs-portal.service",
+        "/usr/share/doc/scopefs/PORTAL.md",
         f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}",
         "/usr/lib/x86_64-linux-gnu/libscopefs.so.0",
         "/usr/lib/x86_64-linux-gnu/libscopefs.so",

@@ -70,6 +70,11 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
         ["--user", "--man=no", "verify", str(units / "scopefs.service")], dict(env, XDG_RUNTIME_DIR=str(runtime))
     )
     assert user.returncode == 0 and not user.stderr.strip(), describe(user)
+    portal = _verify(
+        ["--user", "--man=no", "verify", str(units / "scopefs-portal.service")],
+        dict(env, XDG_RUNTIME_DIR=str(runtime)),
+    )
+    assert portal.returncode == 0 and not portal.stderr.strip(), describe(portal)
 
     template = _directives(units / "scopefs@.service")
     assert template["Type"] == ["notify"]
@@ -81,6 +86,10 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     user_unit = _directives(units / "scopefs.service")
     assert user_unit["Type"] == ["notify"] and user_unit["WantedBy"] == ["default.target"]
     assert user_unit["ExecStart"][0].endswith("/scopefs mount %h/scopefs --foreground")
+    # The document portal (SPEC S45): ready once it owns the name.
+    portal_unit = _directives(units / "scopefs-portal.service")
+    assert (portal_unit["Type"], portal_unit["BusName"]) == (["dbus"], ["org.freedesktop.portal.Documents"])
+    assert portal_unit["ExecStart"][0].endswith("/scopefs portal")
 
 
 def _datagrams(sock: socket.socket, until, timeout: float) -> list[str]:

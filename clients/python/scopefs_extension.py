@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 # A line longer than this (without its "\n") is a protocol error both ways.
 MAX_LINE_BYTES = 1 << 20
 MAX_NAME_BYTES = 255
@@ -292,12 +292,20 @@ class Request:
         if self._cancelled.is_set():
             raise Cancelled("the daemon cancelled the request")
 
-    def progress(self, completed: int, total: int) -> None:
+    def progress(self, completed: int, total: int, staged: tuple[str, int] | None = None) -> None:
+        """Work done (throttled to 10 a second). For a ``fetch`` of an
+        extension that declares ``streamsFetch``, ``staged`` is (path of
+        the staged file, the item offset of its first byte): its first
+        ``completed`` bytes are written (flushed) and final, and the daemon
+        hands them to readers before the answer."""
         now = time.monotonic()
         if completed < total and now - self._last_progress < PROGRESS_INTERVAL:
             return
         self._last_progress = now
-        self._server.notify("$/progress", {"id": self.id, "completed": completed, "total": total})
+        params = {"id": self.id, "completed": completed, "total": total}
+        if staged is not None:
+            params["staged"] = {"path": staged[0], "offset": staged[1]}
+        self._server.notify("$/progress", params)
 
 
 # -- The base class ----------------------------------------------------------

@@ -166,6 +166,7 @@ class S3Extension(ReplicatedExtension):
             "settableFields": ["name", "parent"],
             "symlinks": False,
             "renameKeepsId": False,
+            "streamsFetch": True,
         }
 
     def initialize(self, provider_id, staging_directory, options) -> None:
@@ -399,7 +400,9 @@ class S3Extension(ReplicatedExtension):
                     request.check_cancelled()
                     out.write(block)
                     copied += len(block)
-                    request.progress(copied, length)
+                    # Flushed first: the daemon reads what progress names.
+                    out.flush()
+                    request.progress(copied, length, staged=(staged, offset))
         except _PastTheEnd:
             os.unlink(staged)
             return self._fetch_checked(identifier, version, byte_range, request)

@@ -17,6 +17,10 @@ request looks at files in CONTROL, which the test writes:
 - ``linger-modify``: a number of seconds each ``modify`` waits after it
   wrote, before it answers (a test kills the daemon meanwhile: the store
   has the edit, the daemon never heard);
+- ``streams`` (read once, at ``initialize``): the extension declares
+  ``streamsFetch``; each ``fetch`` of more than 1 MiB then stages its first
+  half, names it in ``$/progress`` (``staged``) and holds the rest until
+  ``release-fetch`` exists (at most 30 s), then stages and answers;
 
 and appends one line per request to ``CONTROL/calls`` ("METHOD ID"), so
 that a test can tell that a revoked or unscoped app caused no traffic.
@@ -34,7 +38,7 @@ sys.path.insert(0, str(ROOT / "docs" / "examples" / "extensions"))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
 from folder import FolderExtension  # noqa: E402 - the example sits in docs/examples/extensions
-from scopefs_extension import Cancelled, Unreachable, run  # noqa: E402
+from scopefs_extension import Cancelled, Fetched, Unreachable, run  # noqa: E402
 
 
 class ControlledFolder(FolderExtension):
@@ -56,6 +60,33 @@ class ControlledFolder(FolderExtension):
         if self._switch("offline") is not None:
             raise Unreachable("the test took the store offline")
 
+    def capabilities(self):
+        capabilities = super().capabilities()
+        if self._switch("streams") is not None:
+            capabilities["streamsFetch"] = True
+        return capabilities
+
+    def _streamed_fetch(self, identifier, version, byte_range, request):
+        """A fetch whose first half readers get while the rest is held."""
+        path = self._path_of(identifier)
+        current = self._item_at(path, None)
+        offset, length = self.fetch_range(current, version, byte_range)
+        fd, staged = self.staging_file()
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as out:
+            source.seek(offset)
+            half = length // 2
+            out.write(source.read(half))
+            out.flush()
+            with open(self.control / "calls", "a") as calls:
+                calls.write(f"streamed {identifier} {offset} {half}\n")
+            request.progress(half, length, staged=(staged, offset))
+            deadline = time.monotonic() + 30
+            while not (self.control / "release-fetch").exists() and time.monotonic() < deadline:
+                request.check_cancelled()
+                time.sleep(0.05)
+            out.write(source.read(length - half))
+        return Fetched(path=staged, version=current.content_version, offset=offset, length=length)
+
     def item(self, identifier):
         self._note("item", identifier)
         return super().item(identifier)
@@ -73,9 +104,11 @@ class ControlledFolder(FolderExtension):
         return super().enumerate_changes(anchor)
 
     def fetch_contents(self, identifier, version, byte_range, request):
-        self._note("fetch", identifier)
+        self._note("fetch", f"{identifier} {byte_range[0]} {byte_range[1]}" if byte_range else identifier)
         if self._switch("stall-fetch") is not None:
             time.sleep(3600)
+        if self._switch("streams") is not None and (byte_range is None or byte_range[1] > 1 << 20):
+            return self._streamed_fetch(identifier, version, byte_range, request)
         slow = self._switch("slow-fetch")
         if slow:
             deadline = time.monotonic() + float(slow)

@@ -1,0 +1,45 @@
+// The document portal's D-Bus object on sd-bus (Debian's libsystemd-dev).
+// sd-bus describes an object with a vtable built from C macros, which Swift
+// cannot expand; this shim builds it once and sends every method call to
+// one handler, which Swift supplies (Sources/Portal/DocumentsObject.swift).
+#ifndef SCOPEFS_PORTAL_BUS_H
+#define SCOPEFS_PORTAL_BUS_H
+
+#include <systemd/sd-bus.h>
+
+/// Handles one method call of org.freedesktop.portal.Documents; the method
+/// is `sd_bus_message_get_member(message)`. sd-bus has already checked the
+/// arguments' signature against the vtable (a mismatch is answered with
+/// org.freedesktop.DBus.Error.InvalidArgs before this runs).
+typedef int (*scopefs_portal_handler)(sd_bus_message *message, void *context, sd_bus_error *error);
+
+/// Adds the Documents object (interface version 5) at `path`, calling
+/// `handler` with `context` for each method; its `version` property is 5.
+int scopefs_portal_add_object(
+    sd_bus *bus, sd_bus_slot **slot, const char *path, scopefs_portal_handler handler, void *context);
+
+/// Who sent `message`: pid and effective uid, from the bus's credentials
+/// (SO_PEERCRED of the caller's connection). 0 or a negative errno.
+int scopefs_portal_caller(sd_bus_message *message, pid_t *pid, uid_t *uid);
+
+/// What a descriptor passed in a call shows of its file. The descriptor
+/// proves the caller can reach the file, as xdg-document-portal reads it:
+/// `readable`/`writable` come from its access mode, or for an O_PATH
+/// descriptor (which needs no permission on the file itself) from
+/// access(2) on the path, as the portal's own user, which is the caller's.
+struct scopefs_portal_fd_info {
+    char path[4096];
+    int is_directory;
+    int is_regular;
+    int readable;
+    int writable;
+    int is_o_path;
+};
+
+/// Fills `info` for `fd`: the path /proc/self/fd names, checked to still
+/// be the descriptor's file (same device and inode, not deleted). 0, or
+/// -EBADF (not a descriptor), -ELOOP (a symlink itself, O_NOFOLLOW),
+/// -ENOENT (file gone or renamed away), -ENAMETOOLONG.
+int scopefs_portal_inspect_fd(int fd, struct scopefs_portal_fd_info *info);
+
+#endif

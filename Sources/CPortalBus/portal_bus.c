@@ -1,0 +1,93 @@
+#define _GNU_SOURCE
+#include "portal_bus.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// One object per process: the handler and its context live here so the
+// vtable's entries (which take the object's userdata) can reach them.
+static scopefs_portal_handler current_handler;
+
+static int dispatch(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    if (current_handler == NULL) return -ENOSYS;
+    return current_handler(message, userdata, error);
+}
+
+static int get_version(
+    sd_bus *bus, const char *path, const char *interface, const char *property, sd_bus_message *reply,
+    void *userdata, sd_bus_error *error) {
+    (void)bus, (void)path, (void)interface, (void)property, (void)userdata, (void)error;
+    return sd_bus_message_append_basic(reply, 'u', &(uint32_t){5});
+}
+
+// The signatures of xdg-desktop-portal's data/org.freedesktop.portal.Documents.xml, version 5.
+static const sd_bus_vtable documents_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_PROPERTY("version", "u", get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_METHOD("GetMountPoint", "", "ay", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Add", "hbb", "s", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("AddNamed", "haybb", "s", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("AddFull", "ahusas", "asa{sv}", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("AddNamedFull", "hayusas", "sa{sv}", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("GrantPermissions", "ssas", "", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("RevokePermissions", "ssas", "", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Delete", "s", "", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Lookup", "ay", "s", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Info", "s", "aya{sas}", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("List", "s", "a{say}", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("GetHostPaths", "as", "a{say}", dispatch, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_VTABLE_END,
+};
+
+int scopefs_portal_add_object(
+    sd_bus *bus, sd_bus_slot **slot, const char *path, scopefs_portal_handler handler, void *context) {
+    current_handler = handler;
+    return sd_bus_add_object_vtable(bus, slot, path, "org.freedesktop.portal.Documents", documents_vtable, context);
+}
+
+int scopefs_portal_caller(sd_bus_message *message, pid_t *pid, uid_t *uid) {
+    sd_bus_creds *creds = NULL;
+    int r = sd_bus_query_sender_creds(message, SD_BUS_CREDS_PID | SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
+    if (r < 0) return r;
+    r = sd_bus_creds_get_pid(creds, pid);
+    if (r >= 0) r = sd_bus_creds_get_euid(creds, uid);
+    sd_bus_creds_unref(creds);
+    return r < 0 ? r : 0;
+}
+
+int scopefs_portal_inspect_fd(int fd, struct scopefs_portal_fd_info *info) {
+    memset(info, 0, sizeof *info);
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -EBADF;
+    struct stat by_fd, by_path;
+    if (fstat(fd, &by_fd) != 0) return -EBADF;
+    // An O_PATH|O_NOFOLLOW descriptor of a symlink names the link, not a file.
+    if (S_ISLNK(by_fd.st_mode)) return -ELOOP;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t length = readlink(proc, info->path, sizeof info->path - 1);
+    if (length < 0) return -errno;
+    if ((size_t)length >= sizeof info->path - 1) return -ENAMETOOLONG;
+    info->path[length] = 0;
+    // Not a path (a socket, a pipe, an anonymous inode) or a deleted file.
+    if (info->path[0] != '/') return -ENOENT;
+    if (stat(info->path, &by_path) != 0 || by_path.st_dev != by_fd.st_dev || by_path.st_ino != by_fd.st_ino)
+        return -ENOENT;
+    info->is_directory = S_ISDIR(by_fd.st_mode);
+    info->is_regular = S_ISREG(by_fd.st_mode);
+    info->is_o_path = (flags & O_PATH) == O_PATH;
+    if (info->is_o_path) {
+        info->readable = access(info->path, R_OK) == 0;
+        info->writable = access(info->path, W_OK) == 0;
+    } else {
+        int mode = flags & O_ACCMODE;
+        info->readable = mode == O_RDONLY || mode == O_RDWR;
+        info->writable = mode == O_WRONLY || mode == O_RDWR;
+    }
+    return 0;
+}

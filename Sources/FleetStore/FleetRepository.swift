@@ -1,0 +1,416 @@
+import CommandErrors
+import Foundation
+import Policy
+import PolicyStore
+import PostgresNIO
+
+/// The fleet's isolation layer (SPEC S44): the same model as the SQLite
+/// store (`PolicyRepository`), in PostgreSQL, shared by every host. Each
+/// method is one transaction; grants, revokes and restores write their
+/// event in the same transaction, naming the host that made them.
+public struct FleetRepository: Sendable {
+    public let database: FleetDatabase
+    /// The channel each change is notified on (LISTEN).
+    public static let channel = FleetSchema.channel
+    var host: String { database.configuration.hostName }
+
+    public init(database: FleetDatabase) {
+        self.database = database
+    }
+
+    /// Creates or upgrades the schema (the owner's `scopefs init --database`).
+    public func migrate() throws(CommandError) { try FleetSchema.migrate(database) }
+
+    /// Checks the schema without changing it (a daemon's role cannot).
+    public func checkSchema() throws(CommandError) { try FleetSchema.check(database) }
+
+    // MARK: Snapshot
+
+    /// The snapshot and the version it reflects, read by one statement (one
+    /// round trip, one consistent view of the tables): a change committed
+    /// later has a later version. The rows come as one JSON document.
+    public func versionedSnapshot(generation: UInt64) throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64)
+    {
+        let (version, document) = try database.run { connection in
+            for try await row in try await connection.query(
+                PostgresQuery(unsafeSQL: Self.snapshotQuery), logger: FleetDatabase.logger
+            ).decode((Int64, String).self) {
+                return row
+            }
+            return (Int64(0), "{}")
+        }
+        let rows: SnapshotRows
+        do {
+            rows = try JSONDecoder().decode(SnapshotRows.self, from: Data(document.utf8))
+        } catch {
+            throw CommandError(
+                .badState, "fleet database \(database.endpoint.description): unreadable policy (\(error))")
+        }
+        var items: [ItemIdentifier: ItemLocation] = [:]
+        for item in rows.items {
+            items[item.id] = ItemLocation(
+                provider: item.provider, path: item.path, isDirectory: item.directory, exists: !item.missing,
+                file: ItemFile(device: UInt64(bitPattern: item.device), inode: UInt64(bitPattern: item.inode)))
+        }
+        let snapshot = PolicySnapshot(
+            generation: generation,
+            apps: rows.apps.map { App(id: $0.id, name: $0.name, downloads: $0.downloads.flatMap(DownloadPolicy.init)) },
+            providers: rows.providers.map { Provider(id: $0.id, name: $0.name, directory: $0.directory) },
+            grants: rows.grants.map {
+                Grant(
+                    id: $0.id, app: $0.app, provider: $0.provider, item: $0.item, relativePath: $0.path,
+                    isDirectory: $0.directory, access: Access(rawValue: $0.access) ?? .read,
+                    state: GrantState(rawValue: $0.state) ?? .revoked, grantedAt: $0.granted, isSession: $0.session)
+            },
+            items: items)
+        return (snapshot, version)
+    }
+
+    static let snapshotQuery = """
+        SELECT (SELECT version FROM policy_version), json_build_object(
+            'apps', (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'name', name, 'downloads', downloads) ORDER BY id), '[]') FROM apps),
+            'providers', (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'name', name, 'directory', directory) ORDER BY id), '[]') FROM providers),
+            'items', (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'provider', provider_id, 'path', relative_path, 'directory', is_directory,
+                'missing', missing, 'device', device, 'inode', inode)), '[]') FROM items),
+            'grants', (SELECT coalesce(json_agg(json_build_object(
+                'id', g.id, 'app', g.app_id, 'provider', i.provider_id, 'item', g.item_id,
+                'path', i.relative_path, 'directory', i.is_directory, 'access', g.access, 'state', g.state,
+                'granted', g.granted_at, 'session', g.session) ORDER BY g.id), '[]')
+                FROM grants g JOIN items i ON i.id = g.item_id))::text
+        """
+
+    /// The rows of `snapshotQuery`'s document.
+    private struct SnapshotRows: Decodable {
+        struct AppRow: Decodable {
+            var id: String
+            var name: String
+            var downloads: String?
+        }
+        struct ProviderRow: Decodable {
+            var id: String
+            var name: String
+            var directory: String
+        }
+        struct ItemRow: Decodable {
+            var id: String
+            var provider: String
+            var path: String
+            var directory: Bool
+            var missing: Bool
+            var device: Int64
+            var inode: Int64
+        }
+        struct GrantRow: Decodable {
+            var id: Int64
+            var app: String
+            var provider: String
+            var item: String
+            var path: String
+            var directory: Bool
+            var access: String
+            var state: String
+            var granted: Double
+            var session: Bool
+        }
+        var apps: [AppRow]
+        var providers: [ProviderRow]
+        var items: [ItemRow]
+        var grants: [GrantRow]
+    }
+
+    public func policyVersion() throws(CommandError) -> Int64 {
+        try database.run { connection in try await Self.version(connection) }
+    }
+
+    // MARK: Apps and providers
+
+    public func addApp(id: AppID, name: String?) throws(CommandError) -> App {
+        try Identifier.validate(id, what: "app")
+        let app = App(id: id, name: name ?? id)
+        let inserted = try database.run { connection in
+            try await Self.count(
+                connection,
+                "INSERT INTO apps (id, name, created_at) VALUES (\(app.id), \(app.name), extract(epoch from now())) ON CONFLICT DO NOTHING RETURNING 1"
+            )
+        }
+        if inserted == 0 {
+            throw CommandError(.alreadyExists, "app \(id) already exists; remove it first or pick another ID")
+        }
+        return app
+    }
+
+    /// A provider is a folder at the same path on every host (shared
+    /// storage, or a copy of it): grants name items by path and identity.
+    public func addProvider(id: ProviderID, directory: String, name: String?) throws(CommandError) -> Provider {
+        try Identifier.validate(id, what: "provider")
+        let resolved = URL(fileURLWithPath: directory).resolvingSymlinksInPath().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CommandError(.noInput, "provider directory \(resolved) does not exist or is not a directory")
+        }
+        let provider = Provider(id: id, name: name ?? id, directory: resolved)
+        let inserted = try database.run { connection in
+            try await Self.count(
+                connection,
+                "INSERT INTO providers (id, name, directory, created_at) VALUES (\(provider.id), \(provider.name), \(provider.directory), extract(epoch from now())) ON CONFLICT DO NOTHING RETURNING 1"
+            )
+        }
+        if inserted == 0 {
+            throw CommandError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
+        }
+        return provider
+    }
+
+    // MARK: Grants
+
+    /// Grants an item, or re-activates the app's grant of it (SPEC S17).
+    public func grant(app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access)
+        throws(CommandError) -> Grant
+    {
+        guard let path = RelativePath.normalize(rawPath) else {
+            throw CommandError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
+        }
+        let snapshot = try versionedSnapshot(generation: 0).snapshot
+        guard snapshot.apps[app] != nil else { throw CommandError.unknownApp(app) }
+        guard let provider = snapshot.providers[providerID] else { throw CommandError.unknownProvider(providerID) }
+        let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
+        let host = self.host
+        let newID = UUID().uuidString.lowercased()
+        let grants = try database.transaction { connection in
+            // The item at this path, unless its file identity changed (a new file).
+            var itemID: String?
+            for try await (id, device, inode, seconds, nanoseconds) in try await connection.query(
+                "SELECT id, device, inode, birth_seconds, birth_nanoseconds FROM items WHERE provider_id = \(providerID) AND relative_path = \(path) FOR UPDATE",
+                logger: FleetDatabase.logger
+            ).decode((String, Int64, Int64, Int64, Int64).self) {
+                if device == file.device && inode == file.inode && seconds == file.birthSeconds
+                    && nanoseconds == file.birthNanoseconds
+                {
+                    itemID = id
+                } else {
+                    try await connection.query(
+                        "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')' WHERE id = \(id)",
+                        logger: FleetDatabase.logger)
+                }
+            }
+            let item = itemID ?? newID
+            if itemID == nil {
+                try await connection.query(
+                    """
+                    INSERT INTO items (id, provider_id, relative_path, is_directory, device, inode, birth_seconds, birth_nanoseconds)
+                    VALUES (\(item), \(providerID), \(path), \(file.isDirectory), \(file.device), \(file.inode), \(file.birthSeconds), \(file.birthNanoseconds))
+                    """, logger: FleetDatabase.logger)
+            }
+            let now = Date().timeIntervalSince1970
+            try await connection.query(
+                """
+                INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at)
+                VALUES (\(app), \(item), \(access.rawValue), 'active', \(now), \(now))
+                ON CONFLICT (app_id, item_id) DO UPDATE
+                SET access = excluded.access, state = 'active', changed_at = excluded.changed_at
+                """, logger: FleetDatabase.logger)
+            let grants = try await Self.fetchGrants(connection, app: app).filter { $0.item == item }
+            for grant in grants { try await Self.recordChange(connection, .grant, grant, host: host) }
+            return grants
+        }
+        return grants[0]
+    }
+
+    /// Sets the state of one grant or all of an app's; returns those that
+    /// changed. Committed when this returns, or an error: never local only.
+    public func setState(_ state: GrantState, app: AppID, grant grantID: GrantID?) throws(CommandError) -> [Grant] {
+        let host = self.host
+        let outcome = try database.transaction { connection -> Result<[Grant], CommandError> in
+            guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
+                return .failure(CommandError.unknownApp(app))
+            }
+            let grants = try await Self.fetchGrants(connection, app: app)
+            let targets = grants.filter { grantID == nil || $0.id == grantID }
+            if let grantID, targets.isEmpty {
+                return .failure(
+                    CommandError(.unknown, "app \(app) has no grant \(grantID); see `scopefs fleet grants \(app)`"))
+            }
+            let changed = targets.filter { $0.state != state }
+            let now = Date().timeIntervalSince1970
+            for grant in changed {
+                try await connection.query(
+                    "UPDATE grants SET state = \(state.rawValue), changed_at = \(now) WHERE id = \(grant.id)",
+                    logger: FleetDatabase.logger)
+                try await Self.recordChange(connection, state == .active ? .restore : .revoke, grant, host: host)
+            }
+            return .success(changed.map { $0.with(state: state) })
+        }
+        return try outcome.get()
+    }
+
+    public func grants(app: AppID?) throws(CommandError) -> [Grant] {
+        try database.run { connection in try await Self.fetchGrants(connection, app: app) }
+    }
+
+    // MARK: Events and hosts
+
+    /// Records an event of this host (a daemon's fail-closed, say).
+    public func record(_ event: Event) throws(CommandError) {
+        let host = self.host
+        try database.run { connection in
+            try await Self.insert(connection, event, host: host)
+        }
+    }
+
+    /// The newest events of every host, oldest first.
+    public func events(app: AppID?, limit: Int) throws(CommandError) -> [FleetEvent] {
+        try database.run { connection in
+            var events: [FleetEvent] = []
+            let rows = try await connection.query(
+                """
+                SELECT id, time, host, db_role, kind, app, pid, path, operation, errno, grant_id FROM events
+                WHERE (\(app)::text IS NULL OR app = \(app)) ORDER BY id DESC LIMIT \(limit)
+                """, logger: FleetDatabase.logger)
+            for try await row in rows.decode(
+                (Int64, Double, String, String, String, String?, Int32?, String?, String?, Int32?, Int64?).self)
+            {
+                events.append(
+                    FleetEvent(
+                        id: row.0, time: row.1, host: row.2, role: row.3, kind: row.4, app: row.5, pid: row.6,
+                        path: row.7, operation: row.8, errno: row.9, grant: row.10))
+            }
+            return events.reversed()
+        }
+    }
+
+    /// Tells the fleet this host serves `version` (or why it does not),
+    /// and which app processes run on it.
+    public func heartbeat(version: Int64?, failure: String?, lease: Double, processes: [FleetProcess])
+        throws(CommandError)
+    {
+        let host = self.host
+        let listed = String(decoding: (try? JSONEncoder().encode(processes)) ?? Data("[]".utf8), as: UTF8.self)
+        try database.run { connection in
+            _ = try await connection.query(
+                """
+                INSERT INTO hosts (name, last_seen, version, failure, lease, processes)
+                VALUES (\(host), extract(epoch from now()), \(version ?? -1), \(failure), \(lease), \(listed))
+                ON CONFLICT (name) DO UPDATE SET last_seen = excluded.last_seen, version = excluded.version,
+                    failure = excluded.failure, lease = excluded.lease, processes = excluded.processes
+                """, logger: FleetDatabase.logger)
+        }
+    }
+
+    public func hosts() throws(CommandError) -> [FleetHost] {
+        try database.run { connection in
+            var hosts: [FleetHost] = []
+            for try await row in try await connection.query(
+                "SELECT name, db_role, last_seen, version, failure, lease, extract(epoch from now())::float8, processes FROM hosts ORDER BY name",
+                logger: FleetDatabase.logger
+            ).decode((String, String, Double, Int64, String?, Double, Double, String).self) {
+                let processes = (try? JSONDecoder().decode([FleetProcess].self, from: Data(row.7.utf8))) ?? []
+                hosts.append(
+                    FleetHost(
+                        name: row.0, role: row.1, lastSeen: row.2, version: row.3, failure: row.4, lease: row.5,
+                        secondsSinceSeen: row.6 - row.2, processes: processes))
+            }
+            return hosts
+        }
+    }
+
+    // MARK: Rows
+
+    static func count(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> Int {
+        var rows = 0
+        for try await _ in try await connection.query(query, logger: FleetDatabase.logger) { rows += 1 }
+        return rows
+    }
+
+    static func version(_ connection: PostgresConnection) async throws -> Int64 {
+        for try await version in try await connection.query(
+            "SELECT version FROM policy_version", logger: FleetDatabase.logger
+        ).decode(Int64.self) {
+            return version
+        }
+        return 0
+    }
+
+    static func fetchGrants(_ connection: PostgresConnection, app: AppID?) async throws -> [Grant] {
+        var grants: [Grant] = []
+        let rows = try await connection.query(
+            """
+            SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
+                   g.access, g.state, g.granted_at, g.session
+            FROM grants g JOIN items i ON i.id = g.item_id
+            WHERE (\(app)::text IS NULL OR g.app_id = \(app)) ORDER BY g.id
+            """, logger: FleetDatabase.logger)
+        for try await row in rows.decode(
+            (Int64, String, String, String, String, Bool, String, String, Double, Bool).self)
+        {
+            grants.append(
+                Grant(
+                    id: row.0, app: row.1, provider: row.2, item: row.3, relativePath: row.4, isDirectory: row.5,
+                    access: Access(rawValue: row.6) ?? .read, state: GrantState(rawValue: row.7) ?? .revoked,
+                    grantedAt: row.8, isSession: row.9))
+        }
+        return grants
+    }
+
+    static func recordChange(_ connection: PostgresConnection, _ kind: Event.Kind, _ grant: Grant, host: String)
+        async throws
+    {
+        let path = MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath)
+        try await insert(
+            connection,
+            Event(
+                time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(), path: path,
+                operation: kind.rawValue, grant: grant.id), host: host)
+    }
+
+    static func insert(_ connection: PostgresConnection, _ event: Event, host: String) async throws {
+        try await connection.query(
+            """
+            INSERT INTO events (time, host, kind, app, pid, path, operation, errno, grant_id)
+            VALUES (\(event.time), \(host), \(event.kind.rawValue), \(event.app), \(event.pid), \(event.path),
+                    \(event.operation), \(event.errno), \(event.grant))
+            """, logger: FleetDatabase.logger)
+    }
+}
+
+/// An event as the fleet stores it: with the host that wrote it and the
+/// database role it wrote as (which a host cannot forge).
+public struct FleetEvent: Sendable, Codable, Equatable {
+    public var id: Int64
+    public var time: Double
+    public var host: String
+    public var role: String
+    public var kind: String
+    public var app: String?
+    public var pid: Int32?
+    public var path: String?
+    public var operation: String?
+    public var errno: Int32?
+    public var grant: Int64?
+}
+
+/// A host's last word to the fleet (`scopefs fleet hosts`).
+public struct FleetHost: Sendable, Codable, Equatable {
+    public var name: String
+    public var role: String
+    public var lastSeen: Double
+    public var version: Int64
+    public var failure: String?
+    public var lease: Double
+    public var secondsSinceSeen: Double
+    /// The app processes live on the host at its last heartbeat.
+    public var processes: [FleetProcess]
+}
+
+/// An app process on a host, as its daemon reports it.
+public struct FleetProcess: Sendable, Codable, Equatable {
+    public var app: String
+    public var pid: Int32
+
+    public init(app: String, pid: Int32) {
+        self.app = app
+        self.pid = pid
+    }
+}

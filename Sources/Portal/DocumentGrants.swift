@@ -1,0 +1,111 @@
+import CommandErrors
+import Control
+import Foundation
+import HostText
+import Policy
+import PolicyStore
+import Synchronization
+
+/// The portal's permissions as ScopeFS grants, changed through the same
+/// path as `scopefs grant`/`revoke`/`forget` (`ControlClient.policy`: the
+/// daemon's control socket when a daemon serves the state directory, so
+/// revocation cuts open descriptors at once; the store otherwise).
+final class DocumentGrants: Sendable {
+    let state: StateDirectory
+    /// One connection for the portal's reads; changes go through `policy`.
+    private let store: PolicyRepository
+    /// Every grant, as of a policy version: the layout reads them on each
+    /// lookup and read, and only a changed version costs a query.
+    private let cached = Mutex<(version: Int64, grants: [Grant])?>(nil)
+
+    init(state: StateDirectory) throws(CommandError) {
+        self.state = state
+        self.store = PolicyRepository(database: try PolicyDatabase.open(state))
+    }
+
+    private func repository() throws(CommandError) -> PolicyRepository { store }
+
+    /// Every grant of every app, current as of this call.
+    func allGrants() throws(CommandError) -> [Grant] {
+        let version = try store.policyVersion()
+        if let hit = cached.withLock({ $0 }), hit.version == version { return hit.grants }
+        let grants = try store.grants(app: nil)
+        cached.withLock { $0 = (version, grants) }
+        return grants
+    }
+
+    private func policy(_ command: ControlCommand) throws(PortalError) -> ControlResponse {
+        do {
+            return try ControlClient.policy(command, state: state) { () throws(CommandError) in try repository() }
+        } catch {
+            throw .failed(error.message)
+        }
+    }
+
+    /// The local provider whose folder holds `hostPath`, and the path
+    /// inside it: the deepest one when providers nest. Extension providers
+    /// are not host folders of the owner's and hold no exported file.
+    func locate(_ hostPath: String) throws(PortalError) -> (provider: ProviderID, relativePath: String) {
+        let providers: [Provider]
+        do { providers = try repository().providers() } catch { throw .failed(error.message) }
+        let holding = providers.filter { provider in
+            provider.extension == nil
+                && (hostPath.sameHostName(as: provider.directory) || hostPath.hasHostPrefix(provider.directory + "/")
+                    || provider.directory == "/")
+        }
+        guard let provider = holding.max(by: { $0.directory.count < $1.directory.count }) else {
+            throw .notAllowed(
+                "\(hostPath) is in no ScopeFS provider: add one for its folder (`scopefs provider add`) to export it")
+        }
+        // By bytes: the prefix was compared as bytes.
+        let rest = hostPath.utf8.dropFirst(provider.directory.utf8.count).drop { $0 == UInt8(ascii: "/") }
+        return (provider.id, HostName.string(rest))
+    }
+
+    /// Every grant of the document's item, whatever its state.
+    func grants(of document: PortalDocument) throws(PortalError) -> [Grant] {
+        do {
+            return try allGrants().filter {
+                $0.provider == document.provider && $0.relativePath == document.relativePath
+            }
+        } catch {
+            throw .failed(error.message)
+        }
+    }
+
+    /// Grants `app` the document (`readWrite`: also write), registering
+    /// the app first if ScopeFS does not know it yet.
+    func grant(_ document: PortalDocument, to app: AppID, access: Access) throws(PortalError) {
+        do {
+            let repository = try repository()
+            if try !repository.apps().contains(where: { $0.id == app }) {
+                _ = try repository.addApp(id: app, name: nil)
+            }
+        } catch {
+            throw .failed(error.message)
+        }
+        let order = GrantOrder(
+            app: app, provider: document.provider, path: document.relativePath, access: access,
+            session: !document.persistent, wholeProvider: true)
+        _ = try policy(.grant(order))
+    }
+
+    /// Revokes `app`'s grant of the document (kept, revoked: `scopefs
+    /// restore` brings it back), or narrows it to read-only.
+    func revoke(_ document: PortalDocument, from app: AppID, keepRead: Bool) throws(PortalError) {
+        for grant in try grants(of: document) where grant.app == app && grant.state == .active {
+            if keepRead {
+                try self.grant(document, to: app, access: .read)
+            } else {
+                _ = try policy(.revoke(app: app, grant: grant.id))
+            }
+        }
+    }
+
+    /// Removes every grant of the document for good (the portal's Delete).
+    func forgetAll(_ document: PortalDocument) throws(PortalError) {
+        for grant in try grants(of: document) {
+            _ = try policy(.forget(app: grant.app, grant: grant.id))
+        }
+    }
+}

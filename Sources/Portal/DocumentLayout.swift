@@ -1,0 +1,344 @@
+import FuseBridge
+import Glibc
+import HostText
+import Policy
+import Synchronization
+import SystemPackage
+
+/// The document store's mount layout (SPEC S45, docs/PORTAL.md), served
+/// by `scopefs portal` from the document table and ScopeFS's grants, read
+/// only: `DOC_ID/NAME` for the owner, `by-app/APP/DOC_ID/NAME` for each
+/// app holding an active grant of the document, with the grant's access
+/// as mode bits and `user.document-portal.host-path` naming the file.
+///
+/// Content under `by-app/APP` is served only while APP's grant is active,
+/// checked at open and at every read, so a revoke (either way) cuts a
+/// descriptor opened before it (EPERM, S14). Writes go through the app's
+/// view of the ScopeFS mount, never here (EROFS). App processes of
+/// `scopefs run` are refused outright (EACCES): they read their documents
+/// through their app view.
+final class DocumentLayout: FileSystem {
+    private let portal: DocumentPortal
+    private let ownerUID = getuid()
+    /// App ids by number: an inode names an app by its index here.
+    private let apps = Mutex<[AppID]>([])
+    private let handles = Mutex<(next: UInt64, open: [UInt64: OpenDocument])>((1, [:]))
+
+    static let hostPathAttribute = "user.document-portal.host-path"
+    /// FUSE's root inode (FUSE_ROOT_ID).
+    private static let rootInode: UInt64 = 1
+    /// Entries and attributes change with the policy: short timeouts keep
+    /// a revoke visible within a second without notifications.
+    private static let timeout = 1.0
+
+    private struct OpenDocument {
+        var descriptor: Int32
+        var app: AppID?
+        var documentID: String
+    }
+
+    init(portal: DocumentPortal) {
+        self.portal = portal
+    }
+
+    // MARK: Inodes
+
+    /// What an inode names; its number encodes the kind, the app's index
+    /// and the document id (eight hex digits), so no table is needed.
+    private enum Node: Equatable {
+        case root
+        case byApp
+        case appFolder(AppID)
+        case documentFolder(String, app: AppID?)
+        case documentFile(String, app: AppID?)
+    }
+
+    private func appIndex(_ app: AppID) -> UInt64 {
+        apps.withLock { list in
+            if let index = list.firstIndex(of: app) { return UInt64(index) }
+            list.append(app)
+            return UInt64(list.count - 1)
+        }
+    }
+
+    private func inode(_ node: Node) -> UInt64 {
+        func id(_ text: String) -> UInt64 { UInt64(text, radix: 16) ?? 0 }
+        func app(_ app: AppID?) -> UInt64 { app.map { (appIndex($0) + 1) << 32 } ?? 0 }
+        switch node {
+        case .root: return Self.rootInode
+        case .byApp: return 2
+        case .appFolder(let name): return 3 << 56 | app(name)
+        case .documentFolder(let doc, let owner): return 4 << 56 | app(owner) | id(doc)
+        case .documentFile(let doc, let owner): return 5 << 56 | app(owner) | id(doc)
+        }
+    }
+
+    private func node(_ inode: UInt64) throws(Errno) -> Node {
+        if inode == Self.rootInode { return .root }
+        if inode == 2 { return .byApp }
+        let appNumber = (inode >> 32) & 0xff_ffff
+        let app: AppID? = try appNumber == 0 ? nil : appName(appNumber - 1)
+        let doc = String(format: "%08x", UInt32(inode & 0xffff_ffff))
+        switch inode >> 56 {
+        case 3: if let app { return .appFolder(app) }
+        case 4: return .documentFolder(doc, app: app)
+        case 5: return .documentFile(doc, app: app)
+        default: break
+        }
+        throw Errno.noSuchFileOrDirectory
+    }
+
+    private func appName(_ index: UInt64) throws(Errno) -> AppID {
+        guard let name = apps.withLock({ Int(index) < $0.count ? $0[Int(index)] : nil }) else {
+            throw Errno.noSuchFileOrDirectory
+        }
+        return name
+    }
+
+    // MARK: What the layout shows
+
+    /// The apps' access to documents: document id -> app -> access.
+    private func access() throws(Errno) -> [String: [AppID: Access]] {
+        let grants: [Grant]
+        do { grants = try portal.grants.allGrants() } catch { throw Errno.ioError }
+        var byItem: [String: [AppID: Access]] = [:]
+        for grant in grants where grant.state == .active {
+            byItem["\(grant.provider)\u{0}\(grant.relativePath)", default: [:]][grant.app] = grant.access
+        }
+        var result: [String: [AppID: Access]] = [:]
+        for document in portal.table.documents.values {
+            result[document.id] = byItem["\(document.provider)\u{0}\(document.relativePath)"] ?? [:]
+        }
+        return result
+    }
+
+    private func document(_ id: String, app: AppID?) throws(Errno) -> (PortalDocument, Access?) {
+        guard let document = portal.table.documents[id] else { throw Errno.noSuchFileOrDirectory }
+        guard let app else { return (document, nil) }
+        guard let access = try access()[id]?[app] else { throw Errno.noSuchFileOrDirectory }
+        return (document, access)
+    }
+
+    private func folderAttributes(_ inode: UInt64) -> stat {
+        var attributes = stat()
+        attributes.st_ino = __ino_t(inode)
+        attributes.st_mode = S_IFDIR | 0o500
+        attributes.st_nlink = 2
+        attributes.st_uid = ownerUID
+        attributes.st_gid = getgid()
+        return attributes
+    }
+
+    private func attributes(_ node: Node) throws(Errno) -> stat {
+        let number = inode(node)
+        switch node {
+        case .root, .byApp, .appFolder:
+            if case .appFolder(let app) = node, !(try access().values.contains { $0[app] != nil }) {
+                throw Errno.noSuchFileOrDirectory
+            }
+            return folderAttributes(number)
+        case .documentFolder(let id, let app):
+            _ = try document(id, app: app)
+            return folderAttributes(number)
+        case .documentFile(let id, let app):
+            let (document, access) = try document(id, app: app)
+            var attributes = stat()
+            guard document.hostPath.withHostCString({ stat($0, &attributes) }) == 0 else {
+                throw Errno(rawValue: errno)
+            }
+            // Permissions as mode bits: read for every grant, write only for read-write.
+            let writable: mode_t = access == .read ? 0 : 0o200
+            attributes.st_mode = (attributes.st_mode & S_IFMT) | 0o400 | (attributes.st_mode & writable)
+            attributes.st_ino = __ino_t(number)
+            attributes.st_uid = ownerUID
+            return attributes
+        }
+    }
+
+    private func children(_ node: Node) throws(Errno) -> [(name: String, node: Node)] {
+        switch node {
+        case .root:
+            return [("by-app", .byApp)]
+                + portal.table.documents.keys.sorted().map { ($0, .documentFolder($0, app: nil)) }
+        case .byApp:
+            let holders = Set(try access().values.flatMap(\.keys))
+            return holders.sorted().map { ($0, .appFolder($0)) }
+        case .appFolder(let app):
+            return try access().filter { $0.value[app] != nil }.keys.sorted().map {
+                ($0, .documentFolder($0, app: app))
+            }
+        case .documentFolder(let id, let app):
+            let (document, _) = try document(id, app: app)
+            return [(document.name, .documentFile(id, app: app))]
+        case .documentFile:
+            throw Errno.notDirectory
+        }
+    }
+
+    /// Owner processes only, and never an app process of `scopefs run`.
+    private func checkCaller(_ request: Request) throws(Errno) {
+        guard request.uid == ownerUID else { throw Errno.permissionDenied }
+        if let cgroup = try? String(contentsOfFile: "/proc/\(request.threadID)/cgroup", encoding: .utf8),
+            cgroup.contains("/scopefs-run-")
+        {
+            throw Errno.permissionDenied
+        }
+    }
+
+    // MARK: FileSystem
+
+    func initialize(_ connection: inout ConnectionSettings) {
+        connection.wantSplice = false
+        connection.wantReaddirplus = false
+    }
+
+    func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
+        try checkCaller(request)
+        guard let child = try children(try node(parent)).first(where: { $0.name.sameHostName(as: name) }) else {
+            throw Errno.noSuchFileOrDirectory
+        }
+        return Entry(
+            inode: inode(child.node), attributes: try attributes(child.node), attributeTimeout: Self.timeout,
+            entryTimeout: Self.timeout)
+    }
+
+    func forget(_ inode: UInt64, count: UInt64) {}
+
+    func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
+        Attributes(stat: try attributes(try node(inode)), timeout: Self.timeout)
+    }
+
+    func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
+        try checkCaller(request)
+        guard case .documentFile(let id, let app) = try node(inode) else { throw Errno.isDirectory }
+        guard flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0 else { throw Errno.readOnlyFileSystem }
+        let (document, _) = try document(id, app: app)
+        let descriptor = document.hostPath.withHostCString { Glibc.open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+        let handle = handles.withLock { state -> UInt64 in
+            let handle = state.next
+            state.next += 1
+            state.open[handle] = OpenDocument(descriptor: descriptor, app: app, documentID: id)
+            return handle
+        }
+        // An app's reads bypass the page cache, so each one reaches `read`
+        // and its grant check: no page read before a revoke is served after.
+        return OpenFile(handle: handle, directIO: app != nil)
+    }
+
+    func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
+        guard let open = handles.withLock({ $0.open[handle] }) else { throw Errno.badFileDescriptor }
+        // The grant is checked again at every read: a revoke cuts this descriptor.
+        if let app = open.app, (try? document(open.documentID, app: app)) == nil { throw Errno.notPermitted }
+        return .descriptor(open.descriptor, offset: offset, size: size)
+    }
+
+    func release(inode: UInt64, handle: UInt64) {
+        if let open = handles.withLock({ $0.open.removeValue(forKey: handle) }) { close(open.descriptor) }
+    }
+
+    func opendir(_ request: Request, inode: UInt64) throws(Errno) -> OpenDirectory {
+        try checkCaller(request)
+        _ = try attributes(try node(inode))
+        return OpenDirectory(handle: 0)
+    }
+
+    func readdir(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, listing: inout DirectoryListing)
+        throws(Errno)
+    {
+        let folder = try node(inode)
+        let entries = [(".", folder), ("..", Node.root)] + (try children(folder))
+        for (index, entry) in entries.enumerated().dropFirst(Int(offset)) {
+            var attributes = stat()
+            attributes.st_ino = __ino_t(self.inode(entry.1))
+            if case .documentFile = entry.1 { attributes.st_mode = S_IFREG } else { attributes.st_mode = S_IFDIR }
+            // readdirplus entries go without attributes (no lookup count
+            // to return): the kernel looks each name up when it is used.
+            let added = entry.0.withHostCString { name in
+                listing.isPlus
+                    ? listing.addPlus(name: name, entry: nil, fallback: attributes, nextOffset: Int64(index + 1))
+                    : listing.add(name: name, attributes: attributes, nextOffset: Int64(index + 1))
+            }
+            if !added { break }
+        }
+    }
+
+    func releasedir(inode: UInt64, handle: UInt64) {}
+
+    /// The file system of the documents' files: what `df` and a file
+    /// manager's free-space check ask (xdg-desktop-portal#553).
+    func statfs(_ request: Request, inode: UInt64) throws(Errno) -> statvfs {
+        var result = statvfs()
+        var path = "/"
+        if case .documentFile(let id, _) = try node(inode), let document = portal.table.documents[id] {
+            path = document.hostPath
+        }
+        guard path.withHostCString({ statvfsOf($0, &result) }) == 0 else { throw Errno(rawValue: errno) }
+        return result
+    }
+
+    func getxattr(_ request: Request, inode: UInt64, name: String, size: Int) throws(Errno) -> [UInt8] {
+        guard name == Self.hostPathAttribute else { throw Errno(rawValue: ENODATA) }
+        switch try node(inode) {
+        case .documentFile(let id, let app), .documentFolder(let id, let app):
+            return try document(id, app: app).0.hostPath.hostBytes
+        default:
+            throw Errno(rawValue: ENODATA)
+        }
+    }
+
+    func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
+        switch try node(inode) {
+        case .documentFile, .documentFolder: return Array(Self.hostPathAttribute.utf8) + [0]
+        default: return []
+        }
+    }
+
+    // Everything that would change the layout or a document: read only.
+    func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
+        throws(Errno) -> Attributes
+    { throw Errno.readOnlyFileSystem }
+    func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String { throw Errno.invalidArgument }
+    func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry {
+        throw Errno.readOnlyFileSystem
+    }
+    func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
+        throw Errno.readOnlyFileSystem
+    }
+    func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
+        throw Errno.readOnlyFileSystem
+    }
+    func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry {
+        throw Errno.readOnlyFileSystem
+    }
+    func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
+    func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
+    func rename(_ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
+        throws(Errno)
+    { throw Errno.readOnlyFileSystem }
+    func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
+        throws(Errno) -> (Entry, OpenFile)
+    { throw Errno.readOnlyFileSystem }
+    func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
+        throw Errno.readOnlyFileSystem
+    }
+    func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {}
+    func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)
+        throws(Errno)
+    { throw Errno.readOnlyFileSystem }
+    func copyFileRange(
+        _ request: Request, from: (inode: UInt64, handle: UInt64, offset: Int64),
+        to: (inode: UInt64, handle: UInt64, offset: Int64), length: Int, flags: Int32
+    ) throws(Errno) -> Int { throw Errno.readOnlyFileSystem }
+    func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {}
+    func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
+        throws(Errno)
+    { throw Errno.readOnlyFileSystem }
+    func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
+}
+
+/// statvfs(3): inside `DocumentLayout.statfs`, whose result is a `statvfs`
+/// value, the name means the type.
+private func statvfsOf(_ path: UnsafePointer<CChar>, _ result: inout statvfs) -> Int32 {
+    statvfs(path, &result)
+}

@@ -1,0 +1,247 @@
+import CPortalBus
+import CommandErrors
+import Foundation
+import Glibc
+import HostText
+import Policy
+import PolicyStore
+
+/// The Documents interface's methods on Swift values: what each does to
+/// the document table and to ScopeFS's grants (docs/PORTAL.md). The D-Bus
+/// side (`DocumentsObject`) only reads arguments and writes replies.
+final class DocumentPortal: Sendable {
+    /// AddFull's flags (xdg-desktop-portal's DocumentAddFullFlags).
+    struct AddFlags: OptionSet {
+        let rawValue: UInt32
+        static let reuseExisting = AddFlags(rawValue: 1)
+        static let persistent = AddFlags(rawValue: 2)
+        static let asNeededByApp = AddFlags(rawValue: 4)
+        static let exportDirectory = AddFlags(rawValue: 8)
+        static let known: AddFlags = [.reuseExisting, .persistent, .asNeededByApp, .exportDirectory]
+    }
+
+    /// The permissions the portal names, and what ScopeFS keeps of them.
+    enum Permission: String, CaseIterable {
+        case read
+        case write
+        case grantPermissions = "grant-permissions"
+        case delete
+    }
+
+    let mountPoint: String
+    let table: DocumentTable
+    let grants: DocumentGrants
+
+    init(state: StateDirectory, mountPoint: String) throws(CommandError) {
+        self.mountPoint = mountPoint
+        self.table = DocumentTable(file: state.path + "/portal-documents.json")
+        self.grants = try DocumentGrants(state: state)
+    }
+
+    // MARK: Adding documents
+
+    /// Add, AddNamed, AddFull and AddNamedFull: one document per file,
+    /// checked all before any is added (nothing is granted when one fails).
+    /// `app` ("" for none) gets `permissions`.
+    func add(
+        _ files: [ExportedFile], flags: AddFlags, app: AppID, permissions: [String]
+    ) throws(PortalError) -> [PortalDocument] {
+        guard flags.isSubset(of: .known) else {
+            throw .invalidArgument("unknown flags 0x\(String(flags.subtracting(.known).rawValue, radix: 16))")
+        }
+        let access = try Self.access(of: permissions)
+        if !app.isEmpty { try Self.validate(app: app) }
+        var located: [(file: ExportedFile, provider: ProviderID, relativePath: String)] = []
+        for file in files {
+            if file.isDirectory && !flags.contains(.exportDirectory) {
+                throw .notAllowed("\(file.path) is a folder: export folders with AddFull's export-directory flag")
+            }
+            try refuseMountAncestor(file.path)
+            let (provider, relativePath) = try grants.locate(file.path)
+            located.append((file, provider, relativePath))
+        }
+        var documents: [PortalDocument] = []
+        for entry in located {
+            let document: PortalDocument
+            do {
+                document = try table.add(
+                    hostPath: entry.file.path, provider: entry.provider, relativePath: entry.relativePath,
+                    isDirectory: entry.file.isDirectory, persistent: flags.contains(.persistent))
+            } catch {
+                throw .failed("cannot save the document store: \(error)")
+            }
+            if !app.isEmpty, let access {
+                // Write access only where the caller's descriptor showed it could write.
+                try grants.grant(document, to: app, access: entry.file.writable ? access : .read)
+            }
+            documents.append(document)
+        }
+        return documents
+    }
+
+    // MARK: Permissions
+
+    func grantPermissions(_ id: String, app: AppID, permissions: [String]) throws(PortalError) {
+        let document = try document(id)
+        try Self.validate(app: app)
+        guard let access = try Self.access(of: permissions) else { return }
+        try grants.grant(document, to: app, access: access)
+    }
+
+    func revokePermissions(_ id: String, app: AppID, permissions: [String]) throws(PortalError) {
+        let document = try document(id)
+        try Self.validate(app: app)
+        let asked = try Self.permissions(permissions)
+        if asked.contains(.read) {
+            try grants.revoke(document, from: app, keepRead: false)
+        } else if asked.contains(.write) {
+            try grants.revoke(document, from: app, keepRead: true)
+        }
+    }
+
+    func delete(_ id: String) throws(PortalError) {
+        let document = try document(id)
+        try grants.forgetAll(document)
+        do { try table.remove(id) } catch { throw .failed("cannot save the document store: \(error)") }
+    }
+
+    // MARK: Reading the store
+
+    /// The id of the document of `path` (a host path, or a path inside the
+    /// mount layout), "" when there is none.
+    func lookup(_ path: String) throws(PortalError) -> String {
+        guard path.hasPrefix("/") else { throw .invalidArgument("\(path) is not an absolute path") }
+        guard !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }) else {
+            throw .invalidArgument("\(path) has . or .. components")
+        }
+        if path.hasHostPrefix(mountPoint + "/") {
+            let inside = HostName.string(path.utf8.dropFirst(mountPoint.utf8.count + 1))
+            var components = inside.split(separator: "/")
+            if components.first == "by-app", components.count >= 3 { components.removeFirst(2) }
+            if let id = components.first, table.documents[String(id)] != nil { return String(id) }
+            return ""
+        }
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        return table.document(at: resolved)?.id ?? table.document(at: path)?.id ?? ""
+    }
+
+    /// Info: the document's host path and each app's permissions (active
+    /// grants only: a revoked grant gives nothing).
+    func info(_ id: String) throws(PortalError) -> (path: String, apps: [AppID: [String]]) {
+        let document = try document(id)
+        var apps: [AppID: [String]] = [:]
+        for grant in try grants.grants(of: document) where grant.state == .active {
+            apps[grant.app] = grant.access == .readWrite ? ["read", "write"] : ["read"]
+        }
+        return (document.hostPath, apps)
+    }
+
+    /// List: every document ("" app) or those `app` holds an active grant of.
+    func list(app: AppID) throws(PortalError) -> [String: String] {
+        var listed: [String: String] = [:]
+        for document in table.documents.values {
+            if !app.isEmpty {
+                let held = try grants.grants(of: document).contains { $0.app == app && $0.state == .active }
+                if !held { continue }
+            }
+            listed[document.id] = document.hostPath
+        }
+        return listed
+    }
+
+    /// GetHostPaths: the host paths of the ids that name documents (others are left out).
+    func hostPaths(_ ids: [String]) -> [String: String] {
+        var paths: [String: String] = [:]
+        for id in ids { if let document = table.documents[id] { paths[id] = document.hostPath } }
+        return paths
+    }
+
+    // MARK: Checks
+
+    private func document(_ id: String) throws(PortalError) -> PortalDocument {
+        guard let document = table.documents[id] else { throw .notFound("no document \(id)") }
+        return document
+    }
+
+    /// The mount layout cannot hold itself: exporting the mount point, a
+    /// folder above it or anything inside it is refused.
+    private func refuseMountAncestor(_ path: String) throws(PortalError) {
+        if path == "/" || mountPoint.sameHostName(as: path) || mountPoint.hasHostPrefix(path + "/")
+            || path.hasHostPrefix(mountPoint + "/")
+        {
+            throw .notAllowed("\(path) holds or is inside the document mount \(mountPoint)")
+        }
+    }
+
+    static func validate(app: AppID) throws(PortalError) {
+        do { try Identifier.validate(app, what: "app") } catch { throw .invalidArgument(error.message) }
+    }
+
+    static func permissions(_ names: [String]) throws(PortalError) -> Set<Permission> {
+        var set = Set<Permission>()
+        for name in names {
+            guard let permission = Permission(rawValue: name) else {
+                throw .invalidArgument("unknown permission \(name) (read, write, grant-permissions, delete)")
+            }
+            set.insert(permission)
+        }
+        return set
+    }
+
+    /// The ScopeFS access `permissions` amount to: write is read-write,
+    /// read alone is read; nil when neither is named (nothing to grant).
+    static func access(of names: [String]) throws(PortalError) -> Access? {
+        let set = try permissions(names)
+        if set.contains(.write) { return .readWrite }
+        return set.contains(.read) ? .read : nil
+    }
+}
+
+/// A file a caller passed a descriptor of, as the descriptor proved it.
+struct ExportedFile {
+    var path: String
+    var isDirectory: Bool
+    var writable: Bool
+
+    /// The file of `fd` (or `name` in the folder of `fd` for the Named
+    /// methods), refused unless the descriptor shows the caller could open
+    /// it: readable by its access mode, or for O_PATH by the file's mode.
+    init(descriptor fd: Int32, name: String? = nil) throws(PortalError) {
+        var info = scopefs_portal_fd_info()
+        let result = scopefs_portal_inspect_fd(fd, &info)
+        guard result == 0 else {
+            throw .invalidArgument(
+                "the descriptor names no file the caller can reach (\(String(cString: strerror(-result))))")
+        }
+        let path = withUnsafeBytes(of: &info.path) {
+            HostName.string(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+        }
+        guard info.is_regular != 0 || info.is_directory != 0 else {
+            throw .notAllowed("\(path) is neither a regular file nor a folder")
+        }
+        guard info.readable != 0 else { throw .notAllowed("the caller could not open \(path) for reading") }
+        if let name {
+            guard info.is_directory != 0 else { throw .invalidArgument("the descriptor of a Named call is a folder's") }
+            guard !name.isEmpty, name != ".", name != "..", !name.contains("/") else {
+                throw .invalidArgument("\(name) is not a file name (no /, . or ..)")
+            }
+            let full = (path == "/" ? "" : path) + "/" + name
+            var status = stat()
+            guard full.withHostCString({ lstat($0, &status) }) == 0 else {
+                throw .notFound("\(full) does not exist: ScopeFS grants existing items only")
+            }
+            guard (status.st_mode & S_IFMT) == S_IFREG else { throw .notAllowed("\(full) is not a regular file") }
+            self.init(
+                path: full, isDirectory: false,
+                writable: full.withHostCString({ access($0, W_OK) }) == 0 && info.writable != 0)
+        } else {
+            self.init(path: path, isDirectory: info.is_directory != 0, writable: info.writable != 0)
+        }
+    }
+
+    init(path: String, isDirectory: Bool, writable: Bool) {
+        self.path = path
+        self.isDirectory = isDirectory
+        self.writable = writable
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import HostText
+import Policy
+import Synchronization
+
+/// One exported file or folder: what the document portal calls a
+/// document. Its access is not stored here: it is the ScopeFS grants of
+/// the item (SPEC S45), so `scopefs privacy`, `revoke` and the portal's
+/// own methods read and change one isolation layer.
+public struct PortalDocument: Codable, Sendable, Equatable {
+    /// The document's id: eight lowercase hex digits, unique in the store.
+    public var id: String
+    /// The file's absolute path on the host when it was exported.
+    public var hostPath: String
+    /// The ScopeFS provider holding the item, and its path inside it.
+    public var provider: ProviderID
+    public var relativePath: String
+    public var isDirectory: Bool
+    /// Whether the document (and its grants) outlive the portal process and
+    /// the apps' sessions; otherwise its grants are session grants (S16a).
+    public var persistent: Bool
+
+    /// The document's name inside its folder of the mount layout.
+    public var name: String { (hostPath as NSString).lastPathComponent }
+}
+
+/// The portal's documents: persistent ones in a JSON file of the state
+/// directory (written whole, through a rename, so a crash leaves the old
+/// or the new file), the others in memory for the portal's lifetime.
+/// The bus thread changes it while the layout's FUSE workers read it.
+final class DocumentTable: Sendable {
+    private let table = Mutex<[String: PortalDocument]>([:])
+    private let file: String
+
+    init(file: String) {
+        self.file = file
+        if let data = FileManager.default.contents(atPath: file),
+            let saved = try? JSONDecoder().decode([PortalDocument].self, from: data)
+        {
+            table.withLock { documents in for document in saved { documents[document.id] = document } }
+        }
+    }
+
+    var documents: [String: PortalDocument] { table.withLock { $0 } }
+
+    func document(at hostPath: String) -> PortalDocument? {
+        documents.values.first { $0.hostPath.sameHostName(as: hostPath) }
+    }
+
+    /// A new document with a fresh id, or the existing one for the same
+    /// file (one document per item: ScopeFS grants are per item), made
+    /// persistent when `persistent` asks for it.
+    func add(hostPath: String, provider: ProviderID, relativePath: String, isDirectory: Bool, persistent: Bool)
+        throws -> PortalDocument
+    {
+        let (document, changed) = table.withLock { documents -> (PortalDocument, Bool) in
+            if var existing = documents.values.first(where: { $0.hostPath.sameHostName(as: hostPath) }) {
+                guard persistent && !existing.persistent else { return (existing, false) }
+                existing.persistent = true
+                documents[existing.id] = existing
+                return (existing, true)
+            }
+            var id: String
+            repeat {
+                id = String(format: "%08x", UInt32.random(in: 1...UInt32.max))
+            } while documents[id] != nil
+            let document = PortalDocument(
+                id: id, hostPath: hostPath, provider: provider, relativePath: relativePath, isDirectory: isDirectory,
+                persistent: persistent)
+            documents[id] = document
+            return (document, persistent)
+        }
+        if changed { try save() }
+        return document
+    }
+
+    func remove(_ id: String) throws {
+        guard let removed = table.withLock({ $0.removeValue(forKey: id) }) else { return }
+        if removed.persistent { try save() }
+    }
+
+    /// Written by the bus thread only, so two saves never race.
+    private func save() throws {
+        let kept = documents.values.filter(\.persistent).sorted { $0.id < $1.id }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = try encoder.encode(kept)
+        let temporary = file + ".new"
+        guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600])
+        else { throw CocoaError(.fileWriteUnknown) }
+        guard rename(temporary, file) == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
+}

@@ -1,0 +1,125 @@
+import CPortalBus
+import CommandErrors
+import Foundation
+import FuseBridge
+import Glibc
+import PolicyStore
+import Synchronization
+
+/// `scopefs portal`: owns org.freedesktop.portal.Documents on the session
+/// bus and serves it until killed. A lost bus (the session's dbus-daemon
+/// restarted or gone) is not the end: the service reconnects every
+/// second and takes the name again, so clients' next call finds it.
+///
+/// `@unchecked Sendable`: once `runWithLayout` starts it, only the bus
+/// thread runs `run` (and touches `served`); the layout shares only the
+/// `DocumentPortal`, which is Sendable.
+public final class PortalService: @unchecked Sendable {
+    public static let busName = "org.freedesktop.portal.Documents"
+    public static let objectPath = "/org/freedesktop/portal/documents"
+
+    private let object: DocumentsObject
+    private let log: @Sendable (String) -> Void
+
+    public init(state: StateDirectory, mountPoint: String, log: @escaping @Sendable (String) -> Void)
+        throws(CommandError)
+    {
+        self.object = DocumentsObject(portal: try DocumentPortal(state: state, mountPoint: mountPoint))
+        self.log = log
+    }
+
+    /// Mounts the document layout at the mount point and serves it on this
+    /// thread, the bus on another, until SIGTERM, SIGINT or SIGHUP; then
+    /// unmounts. The name is owned before the mount is made, so a second
+    /// portal fails before it touches the mount point.
+    public func runWithLayout() throws(CommandError) -> Never {
+        let ready = DispatchSemaphore(value: 0)
+        let failure = Mutex<CommandError?>(nil)
+        let bus = Thread { [self] in
+            do throws(CommandError) {
+                try run(announce: { ready.signal() })
+            } catch {
+                failure.withLock { $0 = error }
+                ready.signal()
+            }
+        }
+        bus.start()
+        ready.wait()
+        if let error = failure.withLock({ $0 }) { throw error }
+        let mountPoint = object.portal.mountPoint
+        let session: FuseSession
+        do {
+            session = try FuseSession(
+                fileSystem: DocumentLayout(portal: object.portal),
+                options: ["fsname=scopefs-portal", "subtype=scopefs-portal", "ro", "default_permissions"])
+            try session.mount(at: mountPoint)
+        } catch {
+            throw CommandError(.cannotMount, "cannot mount the document layout at \(mountPoint): \(error)")
+        }
+        session.installSignalHandlers()
+        log("portal: document layout mounted at \(mountPoint)")
+        let status = session.loop(maxThreads: 8, maxIdleThreads: 2)
+        session.unmount()
+        exit(status == 0 ? 0 : 1)
+    }
+
+    /// Whether the name was ever owned: before that, a failure ends the
+    /// command (no session bus, the name taken); after, it is a lost bus.
+    private var served = false
+
+    /// Serves until the process ends; throws only when the first
+    /// connection fails.
+    public func run(announce: () -> Void = {}) throws(CommandError) -> Never {
+        while true {
+            do throws(CommandError) {
+                try serveOneConnection(announce: announce)
+            } catch {
+                if !served { throw error }
+                log("portal: \(error.message); connecting again in 1 s")
+            }
+            sleep(1)
+        }
+    }
+
+    /// Connects, takes the name and processes calls until the bus goes.
+    private func serveOneConnection(announce: () -> Void) throws(CommandError) {
+        var bus: OpaquePointer?
+        var result = sd_bus_open_user(&bus)
+        guard result >= 0, let bus else {
+            throw CommandError(.noDaemon, "no session bus (\(String(cString: strerror(-result))))")
+        }
+        defer { sd_bus_flush_close_unref(bus) }
+        let context = Unmanaged.passUnretained(object).toOpaque()
+        result = scopefs_portal_add_object(
+            bus, nil, Self.objectPath,
+            { message, context, error in
+                guard let message, let context else { return -EINVAL }
+                return Unmanaged<DocumentsObject>.fromOpaque(context).takeUnretainedValue().handle(message, error)
+            }, context)
+        guard result >= 0 else {
+            throw CommandError(
+                .internalError, "cannot add the Documents object (\(String(cString: strerror(-result))))")
+        }
+        result = sd_bus_request_name(bus, Self.busName, 0)
+        guard result >= 0 else {
+            throw CommandError(
+                .refused,
+                "cannot own \(Self.busName) (\(String(cString: strerror(-result)))): another document portal runs; see docs/PORTAL.md"
+            )
+        }
+        if !served { announce() }
+        served = true
+        log("portal: serving \(Self.busName) at \(Self.objectPath), mount point \(object.portal.mountPoint)")
+        while true {
+            result = sd_bus_process(bus, nil)
+            if result < 0 {
+                throw CommandError(.noDaemon, "lost the session bus (\(String(cString: strerror(-result))))")
+            }
+            if result > 0 { continue }
+            result = sd_bus_wait(bus, UInt64.max)
+            if result < 0 && result != -EINTR {
+                throw CommandError(.noDaemon, "lost the session bus (\(String(cString: strerror(-result))))")
+            }
+        }
+    }
+}

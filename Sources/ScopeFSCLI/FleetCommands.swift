@@ -1,0 +1,224 @@
+import ArgumentParser
+import CommandErrors
+import FleetStore
+import Foundation
+import HostText
+import Launcher
+import Policy
+
+/// `scopefs init --database`: where the fleet's store is and how to log in.
+struct FleetOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "The fleet's shared isolation layer: postgresql://USER@HOST[:PORT]/DATABASE[?sslmode=MODE] (no password).",
+            valueName: "url"))
+    var database: String?
+    @Option(help: "A file holding the database password (mode 0600); else $PGPASSWORD.", completion: .file())
+    var passwordFile: String?
+    @Option(help: "This host's name in the fleet's events and status (default: the hostname).")
+    var hostName: String?
+    @Option(help: "Seconds a daemon keeps serving its grants without the database (default 30).")
+    var lease: Double?
+
+    func configuration() throws(CommandError) -> FleetConfiguration? {
+        guard let database else {
+            if passwordFile != nil || hostName != nil || lease != nil {
+                throw CommandError(.usage, "--password-file, --host-name and --lease go with --database")
+            }
+            return nil
+        }
+        let file = passwordFile.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
+        return try FleetConfiguration(url: database, passwordFile: file, hostName: hostName, leaseSeconds: lease)
+    }
+}
+
+/// `scopefs fleet`: the policy of a state directory on the fleet's store
+/// (SPEC S44). Each change is committed to PostgreSQL before the command
+/// succeeds, and reaches every host's daemon through LISTEN/NOTIFY; when
+/// the database cannot be reached it fails with exit code 74 and changes nothing.
+struct FleetCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fleet", abstract: "Change and read a fleet's shared isolation layer (PostgreSQL).",
+        subcommands: [
+            AddApp.self, AddProvider.self, Grant.self, Revoke.self, Restore.self, Grants.self, Events.self,
+            Hosts.self, AddHost.self,
+        ])
+
+    struct AddApp: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "add-app", abstract: "Register an app fleet-wide.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "App ID (reverse-DNS).") var app: String
+        @Option(help: "Display name.") var name: String?
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                let added = try fleetRepository(options, "add an app").addApp(id: app, name: name)
+                print("app \(added.id.escapedForTerminal) added to the fleet")
+            }
+        }
+    }
+
+    struct AddProvider: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-provider", abstract: "Register a folder (the same path on every host) fleet-wide.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "Provider ID.") var provider: String
+        @Argument(help: "Backing directory.", completion: .directory) var directory: String
+        @Option(help: "Display name.") var name: String?
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                let added = try fleetRepository(options, "add a provider").addProvider(
+                    id: provider, directory: directory, name: name)
+                print(
+                    "provider \(added.id.escapedForTerminal) added to the fleet at \(added.directory.escapedForTerminal)"
+                )
+            }
+        }
+    }
+
+    struct Grant: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Grant an app a file or folder on every host.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "App ID.") var app: String
+        @Argument(help: "PROVIDER:RELPATH.") var item: String
+        @Flag(help: "Read-write (default: read-only).") var readWrite = false
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                guard let colon = item.firstIndex(of: ":") else {
+                    throw CommandError(.usage, "name the item as PROVIDER:RELPATH, not \(item)")
+                }
+                let grant = try fleetRepository(options, "grant").grant(
+                    app: app, provider: String(item[..<colon]), path: String(item[item.index(after: colon)...]),
+                    access: readWrite ? .readWrite : .read)
+                print(
+                    "grant \(grant.id): \(app.escapedForTerminal) \(grant.access.rawValue) \(item.escapedForTerminal)")
+            }
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a grant (or all of an app's) on every host; exit 74 if it cannot be stored.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "App ID.") var app: String
+        @Option(help: "Only this grant (default: all of the app's).") var grant: Int64?
+
+        func run() throws { try changeState(.revoked, options, app, grant) }
+    }
+
+    struct Restore: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Restore a revoked grant on every host.")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "App ID.") var app: String
+        @Option(help: "Only this grant (default: all of the app's).") var grant: Int64?
+
+        func run() throws { try changeState(.active, options, app, grant) }
+    }
+
+    struct Grants: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the fleet's grants (of one app).")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "App ID.") var app: String?
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                let grants = try fleetRepository(options, nil).grants(app: app)
+                if json { return printJSON(grants) }
+                for grant in grants {
+                    print(
+                        "\(grant.id)\t\(grant.app.escapedForTerminal)\t\(grant.provider.escapedForTerminal):\(grant.relativePath.escapedForTerminal)\t\(grant.access.rawValue)\t\(grant.state.rawValue)"
+                    )
+                }
+            }
+        }
+    }
+
+    struct Events: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The fleet's events, from every host, with the host that wrote each.")
+        @OptionGroup var options: StateOptions
+        @Option(help: "Only this app's.") var app: String?
+        @Option(help: "At most this many (newest).") var limit = 100
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                let events = try fleetRepository(options, nil).events(app: app, limit: max(1, limit))
+                if json { return printJSON(events) }
+                for event in events {
+                    let time = Date(timeIntervalSince1970: event.time).formatted(.iso8601)
+                    print(
+                        "\(time)\t\(event.host.escapedForTerminal)\t\(event.kind)\t\((event.app ?? "-").escapedForTerminal)\t\((event.path ?? "").escapedForTerminal)"
+                    )
+                }
+            }
+        }
+    }
+
+    struct Hosts: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The fleet's hosts: the policy version each serves, or why it fails closed.")
+        @OptionGroup var options: StateOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                let hosts = try fleetRepository(options, nil).hosts()
+                if json { return printJSON(hosts) }
+                for host in hosts {
+                    let state = host.failure.map { "failed closed: \($0)" } ?? "serving version \(host.version)"
+                    print(
+                        "\(host.name.escapedForTerminal)\t\(host.role)\tseen \(Int(host.secondsSinceSeen)) s ago\t\(state.escapedForTerminal)"
+                    )
+                    for process in host.processes {
+                        print("  \(process.app.escapedForTerminal) pid \(process.pid)")
+                    }
+                }
+            }
+        }
+    }
+
+    struct AddHost: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-host",
+            abstract: "Create a host's database role: reads the policy, writes only its own events (run as the owner).")
+        @OptionGroup var options: StateOptions
+        @Argument(help: "The role, scopefs_host_NAME.") var role: String
+        @Option(help: "A file holding the role's password (mode 0600).", completion: .file()) var passwordFile: String
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                let password = try FleetConfiguration.readSecret(passwordFile)
+                try fleetRepository(options, "add a host role").createHostRole(role, password: password)
+                print("role \(role) may read the fleet's policy and write its own events")
+            }
+        }
+    }
+}
+
+/// The repository of a fleet state directory; `action` (a change) is
+/// refused inside an app process (SPEC S5).
+private func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandError) -> FleetRepository {
+    if let action { try OwnerCheck.require(options.directory, to: action) }
+    guard let configuration = try FleetConfiguration.load(options.directory) else {
+        throw CommandError(
+            .badState,
+            "\(options.directory.path) is not on a fleet database; run `scopefs --state \(options.directory.path) init --database postgresql://...` first"
+        )
+    }
+    return FleetRepository(database: try FleetDatabase(configuration))
+}
+
+private func changeState(_ state: GrantState, _ options: StateOptions, _ app: String, _ grant: Int64?) throws {
+    try report { () throws(CommandError) in
+        let changed = try fleetRepository(options, state == .revoked ? "revoke grants" : "restore grants").setState(
+            state, app: app, grant: grant)
+        let verb = state == .revoked ? "revoked" : "restored"
+        if changed.isEmpty { print("nothing to change: \(app.escapedForTerminal) has no such grant left to \(verb)") }
+        for grant in changed { print("grant \(grant.id) \(verb) on every host") }
+    }
+}

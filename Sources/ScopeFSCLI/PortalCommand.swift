@@ -1,0 +1,44 @@
+import ArgumentParser
+import CommandErrors
+import Foundation
+import Glibc
+import Launcher
+import Portal
+
+/// `scopefs portal` (SPEC S45, docs/PORTAL.md): ScopeFS as the desktop's
+/// document store, so `flatpak document-*` and portal-aware apps change
+/// ScopeFS grants.
+struct PortalCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "portal",
+        abstract: "Serve org.freedesktop.portal.Documents on the session bus; its documents are ScopeFS grants.",
+        discussion: "Runs until killed. See docs/PORTAL.md for making it the desktop's document store.")
+    @OptionGroup var options: StateOptions
+    @Option(help: "The mount point GetMountPoint names (default: $XDG_RUNTIME_DIR/doc, else /run/user/UID/doc).")
+    var mountpoint: String?
+    @Flag(help: "Serve the bus only: mount no document layout (GetMountPoint still names the mount point).")
+    var noMount = false
+
+    func run() throws {
+        try report { () throws(CommandError) in
+            // The portal grants with the owner's rights: never from inside a run (SPEC S5).
+            try OwnerCheck.requireOutsideRuns(to: "serve the document portal")
+            let state = options.directory
+            guard FileManager.default.fileExists(atPath: state.databasePath) else {
+                throw CommandError(.noInput, "no ScopeFS state at \(state.path); run `scopefs init` first")
+            }
+            let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            let chosen = mountpoint ?? ((runtime ?? "/run/user/\(getuid())") + "/doc")
+            guard chosen.hasPrefix("/") else { throw CommandError(.usage, "--mountpoint must be an absolute path") }
+            let resolved = URL(fileURLWithPath: chosen).standardizedFileURL.path
+            let service = try PortalService(state: state, mountPoint: resolved, log: { note($0) })
+            if noMount { try service.run() }
+            // Like xdg-document-portal: the mount point is made when missing (0700).
+            if !FileManager.default.fileExists(atPath: resolved) {
+                try? FileManager.default.createDirectory(
+                    atPath: resolved, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            try service.runWithLayout()
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import CommandErrors
+import Control
+import HostText
+import Policy
+
+/// Which apps hold a given file or folder: a grant on the item itself, or
+/// on a folder that contains it. Without a query, every granted item.
+struct ItemsPage {
+    let backend: any SettingsBackend
+
+    func render(provider: ProviderID?, path: String?) throws(CommandError) -> HTML {
+        let providers = try backend.providers().sorted { $0.id < $1.id }
+        let grants = try backend.grants(app: nil)
+        let options = providers.map { option -> HTML in
+            let selected: HTML = option.id == provider ? " selected" : ""
+            return "<option value=\"\(option.id)\"\(selected)>\(option.id)</option>"
+        }
+        let form: HTML = """
+            <form class="filters" method="get" action="/items">
+            <label>Provider <select name="provider">\(options)</select></label>
+            <label>Path <input type="text" name="path" value="\(path ?? "")" placeholder="Documents/report.odt"></label>
+            <button type="submit">Who holds it?</button></form>
+            """
+        guard let provider else {
+            let byItem = Dictionary(grouping: grants, by: ItemText.label).sorted { $0.key < $1.key }
+            let rows = byItem.map { item, holders -> HTML in
+                let apps = holders.map { grant -> HTML in Self.holder(grant, how: "") }
+                return
+                    "<tr><td data-label=\"Item\"><span class=\"name\">\(item)</span></td><td data-label=\"Held by\">\(apps)</td></tr>"
+            }
+            let table: HTML =
+                rows.isEmpty
+                ? "<p>No app holds any item.</p>"
+                : "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Item</th><th scope=\"col\">Held by</th></tr></thead><tbody>\(rows)</tbody></table></div>"
+            return Layout.page("Items", section: .items, "\(form)<h2>Every granted item</h2>\(table)")
+        }
+        guard providers.contains(where: { $0.id == provider }) else {
+            throw CommandError(.unknown, "unknown provider \(provider)")
+        }
+        let wanted = Self.normalized(path ?? "")
+        let holders = grants.filter { $0.provider == provider }.compactMap { grant -> HTML? in
+            let granted = grant.relativePath
+            if granted.sameHostName(as: wanted) { return Self.holder(grant, how: "the item itself") }
+            if granted.isEmpty || wanted.hasHostPrefix(granted + "/") {
+                return Self.holder(grant, how: "inside \(ItemText.label(grant))")
+            }
+            return nil
+        }
+        let answer: HTML =
+            holders.isEmpty
+            ? "<p>No app holds <span class=\"name\">\(provider):\(wanted)</span>.</p>"
+            : "<ul>\(holders.map { "<li>\($0)</li>" as HTML })</ul>"
+        return Layout.page(
+            "Items", section: .items,
+            "\(form)<h2>Who holds <span class=\"name\">\(provider):\(wanted.isEmpty ? "." : wanted)</span></h2>\(answer)"
+        )
+    }
+
+    private static func holder(_ grant: Grant, how: String) -> HTML {
+        let howText: HTML = how.isEmpty ? "" : " <span class=\"muted\">(\(how))</span>"
+        return """
+            <a href="/app\(URLText.query([("id", grant.app)]))"><span class="name">\(grant.app)</span></a> \
+            <span class="state-\(grant.state.rawValue)">\(grant.state.rawValue)</span> \(grant.access.rawValue)\(howText)<br>
+            """
+    }
+
+    /// "a//b/./c/" as "a/b/c"; "." and "" are the provider's root.
+    static func normalized(_ path: String) -> String {
+        path.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
+    }
+}

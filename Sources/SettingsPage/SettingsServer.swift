@@ -1,0 +1,84 @@
+import CommandErrors
+import Foundation
+import Glibc
+import Hummingbird
+import Logging
+import NIOCore
+import PolicyStore
+
+/// `scopefs settings`: serves the page until SIGINT or SIGTERM, on a
+/// loopback port or a unix socket, and tells the owner where (with this
+/// start's token) once it listens.
+public struct SettingsServer: Sendable {
+    public enum Endpoint: Sendable {
+        /// 127.0.0.1 and a port (0: one the kernel picks).
+        case loopback(port: Int)
+        case unixSocket(path: String)
+    }
+
+    public let state: StateDirectory
+    public let endpoint: Endpoint
+    public let secrets: SettingsSecrets
+
+    public init(state: StateDirectory, endpoint: Endpoint, secrets: SettingsSecrets = SettingsSecrets()) {
+        self.state = state
+        self.endpoint = endpoint
+        self.secrets = secrets
+    }
+
+    /// The file that holds the address with the token, 0600, removed when
+    /// the server stops: for the owner's scripts and a second look.
+    public var tokenFilePath: String { state.path + "/settings.url" }
+
+    /// Runs until a signal; `ready` gets the address with the token once
+    /// the socket listens.
+    public func run(ready: @escaping @Sendable (String) -> Void) async throws {
+        let backend = LiveSettingsBackend(state: state)
+        let peerCheck = AppPeerCheck {
+            Set((backend.status()?.processes ?? []).map(\.pid))
+        }
+        let router = SettingsRoutes.router(backend: backend, secrets: secrets) { context in
+            peerCheck.refusal(remote: context.remoteAddress, local: context.localAddress)
+        }
+        let address: BindAddress
+        switch endpoint {
+        case .loopback(let port): address = .hostname("127.0.0.1", port: port)
+        case .unixSocket(let path):
+            unlink(path)  // a socket a stopped page left; bind refuses to replace it
+            address = .unixDomainSocket(path: path)
+        }
+        var logger = Logger(label: "scopefs.settings")
+        logger.logLevel = .error
+        let tokenFile = tokenFilePath
+        let token = secrets.token
+        let endpoint = endpoint
+        let app = Application(
+            router: router, configuration: .init(address: address, serverName: nil),
+            onServerRunning: { channel in
+                let url: String
+                switch endpoint {
+                case .loopback:
+                    url = "http://127.0.0.1:\(channel.localAddress?.port ?? 0)/?token=\(token)"
+                case .unixSocket(let path):
+                    // Only its owner may connect (the token still applies).
+                    chmod(path, 0o600)
+                    url = "unix:\(path) http://localhost/?token=\(token)"
+                }
+                Self.writePrivate(url + "\n", to: tokenFile)
+                ready(url)
+            },
+            logger: logger)
+        defer { unlink(tokenFile) }
+        try await app.runService()
+    }
+
+    /// Writes `text` to a new file only its owner can read.
+    static func writePrivate(_ text: String, to path: String) {
+        unlink(path)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        fchmod(fd, 0o600)  // whatever the umask said
+        _ = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+    }
+}

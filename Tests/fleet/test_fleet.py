@@ -1,0 +1,382 @@
+"""SPEC S44: one isolation layer for a fleet, on a real PostgreSQL server.
+
+Host A (the owner's) talks to the server on loopback with the owner's role;
+host B runs in its own network namespace behind a veth (netns_link.Link),
+with a host role of least rights over TLS (sslmode=require); host C is on
+loopback with a host role whose password comes from PGPASSWORD. Each host has
+its own state directory, daemon and mount (default strict scopes), and its
+app processes run in the default sandbox. A revoke on A reaches an app
+reading on B through LISTEN/NOTIFY; a partition or a dead server makes a
+host fail closed once its lease runs out, and healing brings back exactly
+the grants the store holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+
+import pytest
+from netns_link import Link
+from postgres_server import PostgresServer
+from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count, run_bounded
+
+LEASE = 3.0  # seconds; the default is 30 (FleetConfiguration.defaultLease)
+HOST_ROLE = "scopefs_host_b"
+PROPAGATION_BOUND = 2.0  # seconds from the revoke's start to EPERM on the other host
+FAIL_CLOSED_SLACK = 4.0  # a tick, a timed-out call and scheduling beyond the lease
+
+# An app process that reads one file over and over and prints each change
+# between readable and denied, with the time (a JSON line each). It starts
+# a scope on the file while it cannot read it (strict scopes, the default).
+READER = r"""
+import errno, json, os, sys, time
+path, last, tried = sys.argv[1], None, 0.0
+deadline = time.time() + float(sys.argv[2])
+while time.time() < deadline:
+    if last != "ok" and time.time() - tried > 0.05:
+        # The default mount is strict: a read needs a scope (SPEC S6-S9),
+        # started by reading the control attribute, until this process exits.
+        tried = time.time()
+        try:
+            os.getxattr(path, "user.scopefs.start-until-exit")
+            print(json.dumps({"start": "ok", "t": time.time()}), flush=True)
+        except OSError as e:
+            print(json.dumps({"start": errno.errorcode.get(e.errno), "t": time.time()}), flush=True)
+    try:
+        with open(path, "rb") as f:
+            f.read(16)
+        state = "ok"
+    except OSError as e:
+        state = errno.errorcode.get(e.errno, str(e.errno))
+    if state != last:
+        print(json.dumps({"state": state, "t": time.time()}), flush=True)
+        last = state
+    time.sleep(0.002)
+"""
+
+
+class Reader:
+    """A READER app process on a host, and the transitions it printed."""
+
+    def __init__(self, host: Env, path: str, seconds: float = 110):
+        argv = host.run_argv(ALPHA, ["python3", "-u", "-c", READER, path, str(seconds)], sandbox=True)
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=host.base_env)
+        self.transitions: list[dict] = []
+        self.pending = b""
+
+    def wait_for(self, state: str, timeout: float) -> dict:
+        """The first transition to STATE (already seen or within TIMEOUT)."""
+        end = time.time() + timeout
+        while True:
+            for seen in self.transitions:
+                if seen.get("state") == state:
+                    return seen
+            left = end - time.time()
+            if left <= 0 or self.process.poll() is not None:
+                raise AssertionError(f"no {state!r} within {timeout} s; saw {self.transitions}")
+            # Raw reads: a buffered readline would keep lines select() cannot see.
+            ready, _, _ = select.select([self.process.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.process.stdout.fileno(), 65536)
+                self.pending += chunk
+                *lines, self.pending = self.pending.split(b"\n")
+                self.transitions += [json.loads(line) for line in lines if line]
+
+    def forget(self) -> None:
+        self.transitions.clear()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    link = Link()
+    server = PostgresServer(extra_addresses=[link.host_address])
+    a, b, c = Env(), Env(), Env()
+    hosts = {"a": a, "b": b, "c": c, "link": link, "server": server}
+    try:
+        for host in (a, b, c):
+            host.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
+        # The owner's host: the owner's role, migrations, the apps and providers.
+        a.cli(
+            "init", "--database", server.url(), "--password-file", server.password_file,
+            "--host-name", "host-a", "--lease", LEASE,
+        )  # fmt: skip
+        a._make_backing_tree()
+        a.cli("fleet", "add-provider", LOCAL, a.backing(LOCAL))
+        a.cli("fleet", "add-app", ALPHA)
+        # Host B: its own role, created by the owner, reaching the server over TLS.
+        b_password = b.root / "host.pw"
+        b_password.write_text("host-b-" + os.urandom(8).hex() + "\n")
+        os.chmod(b_password, 0o600)
+        a.cli("fleet", "add-host", HOST_ROLE, "--password-file", b_password)
+        b.cli(
+            "init", "--database", server.url(HOST_ROLE, link.host_address, "require"), "--password-file", b_password,
+            "--host-name", "host-b", "--lease", LEASE,
+        )  # fmt: skip
+        hosts["b_password"] = b_password.read_text().strip()
+        # Host C: on loopback, its role's password from the environment (PGPASSWORD).
+        c_password = c.root / "host.pw"
+        c_password.write_text("host-c-" + os.urandom(8).hex() + "\n")
+        os.chmod(c_password, 0o600)
+        a.cli("fleet", "add-host", "scopefs_host_c", "--password-file", c_password)
+        c.base_env["PGPASSWORD"] = c_password.read_text().strip()
+        c.cli("init", "--database", server.url("scopefs_host_c"), "--host-name", "host-c", "--lease", LEASE)
+        mount(a)
+        mount(b, link)
+        mount(c)
+        yield hosts
+    finally:
+        logs = tmp_path_factory.mktemp("daemon-logs")
+        for name, host in (("a", a), ("b", b), ("c", c)):
+            log = host.state / "daemon.log"
+            if log.exists():
+                shutil.copy(log, logs / f"{name}.log")
+        problems = a.teardown() + b.teardown() + c.teardown()
+        server.close()
+        link.close()
+        assert not problems, problems
+
+
+def mount(host: Env, link: Link | None = None) -> None:
+    """`scopefs mount` in the default strict mode; host B's daemon inside its namespace."""
+    argv = host.cli_argv("mount", host.mnt)
+    if link is not None:
+        argv = ["nsenter", f"--net=/run/netns/{link.namespace}", "--", *argv]
+    p = run_bounded(argv, MOUNT_TIMEOUT, host.base_env, out_dir=host.root, what="scopefs mount")
+    assert p.returncode == 0, describe(p)
+    host.mounted = True
+    host._record_daemon()
+
+
+def grant(host: Env, rel: str) -> str:
+    p = host.cli("fleet", "grant", ALPHA, f"{LOCAL}:{rel}")
+    return p.stdout.split()[1].rstrip(":")
+
+
+def test_grant_and_revoke_on_a_reach_apps_reading_on_b_and_c(fleet):
+    """A grant made on A shows on B and C; a revoke on A cuts the apps
+    reading there (EPERM) within the bound, through LISTEN/NOTIFY."""
+    a, b, c = fleet["a"], fleet["b"], fleet["c"]
+    target = "docs/report.txt"
+    readers = [Reader(host, host.prov(ALPHA, LOCAL, target)) for host in (b, c)]
+    try:
+        for reader in readers:
+            reader.wait_for("ENOENT", 20)  # not granted: not even there (SPEC S2)
+        grant_id = grant(a, target)
+        for reader in readers:
+            reader.wait_for("ok", PROPAGATION_BOUND + 3)
+        started = time.time()
+        a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+        for reader in readers:
+            denied = reader.wait_for("EPERM", PROPAGATION_BOUND + 3)
+            assert denied["t"] - started < PROPAGATION_BOUND, reader.transitions
+        # The owner sees which host each app process runs on (heartbeats, every 2 s).
+        deadline = time.time() + 6
+        while True:
+            hosts = {h["name"]: h for h in json.loads(a.cli("fleet", "hosts", "--json").stdout)}
+            running = {name: {p["app"] for p in h.get("processes", [])} for name, h in hosts.items()}
+            if (ALPHA in running.get("host-b", ()) and ALPHA in running.get("host-c", ())) or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert ALPHA in running["host-b"] and ALPHA in running["host-c"], hosts
+        assert ALPHA not in running.get("host-a", ()), hosts
+    finally:
+        for reader in readers:
+            reader.close()
+    # The events of A's CLI are the fleet's: B lists them, naming host-a.
+    events = json.loads(b.cli("fleet", "events", "--app", ALPHA, "--json").stdout)
+    kinds = [(e["kind"], e["host"]) for e in events if e.get("grant") == int(grant_id)]
+    assert ("grant", "host-a") in kinds and ("revoke", "host-a") in kinds, events
+    status = json.loads(b.cli("status", "--json").stdout)["daemon"]
+    assert status.get("fleetHost") == "host-b" and not status.get("policyFailure"), status
+    hosts = {h["name"]: h for h in json.loads(a.cli("fleet", "hosts", "--json").stdout)}
+    assert set(hosts) == {"host-a", "host-b", "host-c"} and hosts["host-b"]["role"] == HOST_ROLE, hosts
+    assert all(h.get("failure") is None for h in hosts.values()), hosts
+
+
+def test_a_host_role_cannot_grant(fleet):
+    """Least rights (SECURITY.md): B's role reads the policy and writes its
+    own rows; a grant, an app or a forged event of another role is refused."""
+    a, b, server = fleet["a"], fleet["b"], fleet["server"]
+    grant(a, "docs/secret.txt")
+    p = b.cli("fleet", "grant", ALPHA, f"{LOCAL}:docs/report.txt", expect=77)
+    assert "permission denied" in p.stderr, describe(p)
+    b.cli("fleet", "add-app", "com.example.intruder", expect=77)
+    password = fleet["b_password"]
+    attacks = [
+        "UPDATE grants SET state = 'active'",
+        "INSERT INTO apps (id, name, created_at) VALUES ('x', 'x', 0)",
+        "INSERT INTO events (time, host, db_role, kind) VALUES (0, 'host-a', 'scopefs_owner', 'grant')",
+        "UPDATE hosts SET db_role = 'scopefs_owner' WHERE name = 'host-b'",
+        "CREATE TABLE planted (x int)",
+    ]
+    for sql in attacks:
+        p = server.psql(sql, role=HOST_ROLE, password=password)
+        assert p.returncode != 0 and ("permission denied" in p.stderr or "row-level security" in p.stderr), (sql, p)
+    # What it may do: read the policy.
+    p = server.psql("SELECT count(*) FROM grants", role=HOST_ROLE, password=password)
+    assert p.returncode == 0, p.stderr
+
+
+def test_local_policy_commands_are_refused_on_a_fleet_state(fleet):
+    """A revoke written to the local SQLite file would reach no daemon: refused (exit 78)."""
+    a = fleet["a"]
+    p = a.cli("revoke", ALPHA, "--all", expect=78)
+    assert "scopefs fleet" in p.stderr, describe(p)
+    a.cli("grant", ALPHA, f"{LOCAL}:docs/report.txt", expect=78)
+
+
+def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
+    """Link down: B serves for its lease, then denies everything (EPERM,
+    status says why); a revoke made on A meanwhile holds after healing."""
+    a, b, link = fleet["a"], fleet["b"], fleet["link"]
+    kept, revoked = "deep/a/b/target.txt", "deep/a/b/sibling.txt"
+    kept_id, revoked_id = grant(a, kept), grant(a, revoked)
+    reader = Reader(b, b.prov(ALPHA, LOCAL, kept))
+    other = Reader(b, b.prov(ALPHA, LOCAL, revoked))
+    try:
+        reader.wait_for("ok", 10)
+        other.wait_for("ok", 10)
+        reader.forget()
+        cut = time.time()
+        link.down()
+        a.cli("fleet", "revoke", ALPHA, "--grant", revoked_id)  # B cannot hear it
+        denied = reader.wait_for("EPERM", LEASE + FAIL_CLOSED_SLACK + 3)
+        assert LEASE - 0.5 <= denied["t"] - cut <= LEASE + FAIL_CLOSED_SLACK, (denied["t"] - cut, reader.transitions)
+        status = json.loads(b.cli("status", "--json").stdout)
+        assert "lost the fleet database" in (status["daemon"].get("policyFailure") or ""), status
+        reader.forget()
+        link.up()
+        reader.wait_for("ok", 15)
+        other.wait_for("EPERM", 1)
+        time.sleep(1.5)
+        assert [t["state"] for t in other.transitions if "state" in t][-1] == "EPERM", other.transitions
+        # The fail-closed period is the fleet's event too, naming host B.
+        events = json.loads(a.cli("fleet", "events", "--json").stdout)
+        closed = [e for e in events if e["kind"] == "policy-failed-closed"]
+        assert closed and closed[-1]["host"] == "host-b" and closed[-1]["role"] == HOST_ROLE, events
+        assert "lost the fleet database" in closed[-1]["operation"], closed
+    finally:
+        if link.state != "up":
+            link.up()
+        reader.close()
+        other.close()
+    a.cli("fleet", "restore", ALPHA, "--grant", kept_id)
+
+
+def test_server_killed_and_restarted(fleet):
+    """The server dies (immediate stop): a revoke is refused with exit 74,
+    never local; both hosts fail closed after the lease and serve again,
+    from the store, once it is back."""
+    a, b, server = fleet["a"], fleet["b"], fleet["server"]
+    target = "photos/p.jpg"
+    grant_id = grant(a, target)
+    readers = [Reader(a, a.prov(ALPHA, LOCAL, target)), Reader(b, b.prov(ALPHA, LOCAL, target))]
+    try:
+        for r in readers:
+            r.wait_for("ok", 10)
+            r.forget()
+        server.stop("immediate")
+        p = a.cli("fleet", "revoke", ALPHA, "--grant", grant_id, expect=74)
+        assert "fleet database" in p.stderr, describe(p)
+        for r in readers:
+            r.wait_for("EPERM", LEASE + FAIL_CLOSED_SLACK + 3)
+            r.forget()
+        server.start()
+        for r in readers:
+            r.wait_for("ok", 15)
+        a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+        for r in readers:
+            r.wait_for("EPERM", PROPAGATION_BOUND + 3)
+    finally:
+        for r in readers:
+            r.close()
+
+
+def test_daemon_killed_mid_change_serves_the_store_after_remount(fleet):
+    """kill -9 of B's daemon while A revokes and restores: the new daemon
+    serves the store's last word, nothing the dead one held."""
+    a, b, link = fleet["a"], fleet["b"], fleet["link"]
+    target = "docs/secret.txt"
+    grant_id = grant(a, target)
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+            a.cli("fleet", "restore", ALPHA, "--grant", grant_id)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        time.sleep(1)
+        b.kill_daemon()
+    finally:
+        stop.set()
+        flipper.join(60)
+    a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+    subprocess.run(["fusermount3", "-u", "-z", str(b.mnt)], capture_output=True, timeout=30)
+    mount(b, link)
+    assert mount_count(b.mnt) == 1
+    reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=20)
+    try:
+        reader.wait_for("EPERM", 10)
+    finally:
+        reader.close()
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def test_revocation_propagation_figures(fleet):
+    """docs/PERFORMANCE.md: revoke on A to EPERM on B, over many revokes
+    (SCOPEFS_FLEET_ROUNDS, default 40), measured two ways: from the start
+    of A's `scopefs fleet revoke` (a new process, its connection and
+    login included), and from the revoke's event time, taken in its
+    transaction just before the commit (what the fleet's path costs)."""
+    a, b = fleet["a"], fleet["b"]
+    target = "docs/report.txt"
+    grant_id = grant(a, target)
+    reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=1800)
+    rounds = int(os.environ.get("SCOPEFS_FLEET_ROUNDS", "40"))
+    # SCOPEFS_FLEET_DELAY_MS: each packet to and from host B waits that long (netns_link).
+    delay = float(os.environ.get("SCOPEFS_FLEET_DELAY_MS", "0"))
+    if delay:
+        fleet["link"].shape(delay_ms=delay)
+    started, denied = [], []
+    try:
+        for _ in range(rounds):
+            reader.wait_for("ok", 10)
+            reader.forget()
+            started.append(time.time())
+            a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+            denied.append(reader.wait_for("EPERM", 10)["t"])
+            reader.forget()
+            a.cli("fleet", "restore", ALPHA, "--grant", grant_id)
+    finally:
+        reader.close()
+        if delay:
+            fleet["link"].shape()
+    events = json.loads(a.cli("fleet", "events", "--app", ALPHA, "--limit", 4 * rounds + 10, "--json").stdout)
+    committed = [e["time"] for e in events if e["kind"] == "revoke" and e.get("grant") == int(grant_id)][-rounds:]
+    assert len(committed) == rounds, events
+    from_cli = percentiles([d - s for d, s in zip(denied, started, strict=True)])
+    from_commit = percentiles([d - c for d, c in zip(denied, committed, strict=True)])
+    print(
+        f"\nrevocation propagation A->B (link delay {delay:g} ms) over {rounds} revokes: from the CLI's start p50 {from_cli[0] * 1000:.0f} ms, "
+        f"p99 {from_cli[1] * 1000:.0f} ms; from the commit p50 {from_commit[0] * 1000:.1f} ms, "
+        f"p99 {from_commit[1] * 1000:.1f} ms"
+    )
+    assert from_cli[1] < PROPAGATION_BOUND, (denied, started)
