@@ -32,4 +32,45 @@ static inline ssize_t scopefs_write_to_fd(struct fuse_bufvec *in, int fd, off_t 
 static inline size_t scopefs_bufvec_size(const struct fuse_bufvec *bufv) {
     return fuse_buf_size(bufv);
 }
+// FUSE passthrough (Linux 6.9+): the kernel reads and writes a file that the
+// daemon registered, without asking the daemon. Debian 12's headers
+// (linux/fuse.h of 6.1) and libfuse 3.14 know neither the ioctls nor the
+// struct, so they are spelled here once, as the kernel's uapi has them.
+#include <linux/capability.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct scopefs_backing_map {
+    int32_t fd;
+    uint32_t flags;
+    uint64_t padding;
+};
+#define SCOPEFS_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct scopefs_backing_map)
+#define SCOPEFS_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+/// Registers `fd` as a backing file on the connection of `device` (a
+/// /dev/fuse descriptor); returns its backing id, or -1 with errno (EPERM
+/// without CAP_SYS_ADMIN or when passthrough was not agreed in INIT, ELOOP
+/// when the file's file system stacks too deep).
+static inline int scopefs_backing_open(int device, int fd) {
+    struct scopefs_backing_map map = {.fd = fd, .flags = 0, .padding = 0};
+    return ioctl(device, SCOPEFS_DEV_IOC_BACKING_OPEN, &map);
+}
+
+/// Forgets backing id `id`; opens that use it keep their backing file.
+static inline int scopefs_backing_close(int device, int id) {
+    uint32_t backing = (uint32_t)id;
+    return ioctl(device, SCOPEFS_DEV_IOC_BACKING_CLOSE, &backing);
+}
+
+/// Whether this process holds CAP_SYS_ADMIN in its effective set, which
+/// registering a backing file needs (in the initial user namespace).
+static inline int scopefs_has_cap_sys_admin(void) {
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
+    if (syscall(SYS_capget, &header, data) != 0) return 0;
+    return (data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) != 0;
+}
 #endif

@@ -187,3 +187,9 @@ int scopefs_open_by_handle(int mount_fd, const unsigned char *bytes, int length,
     memcpy(buffer.handle.f_handle, bytes, (size_t)length);
     return open_by_handle_at(mount_fd, &buffer.handle, flags);
 }
+
+long scopefs_file_system_type(int fd) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    return (long)info.f_type;
+}

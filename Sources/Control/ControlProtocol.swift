@@ -338,6 +338,8 @@ public struct DaemonStatus: Codable, Sendable {
     public var cacheTimeout: Double?
     /// Each extension provider's state, cache and queue (SPEC S41).
     public var extensions: [ProviderExtensionStatus]?
+    /// Whether the kernel reads and writes container files itself (issue 33).
+    public var containerPassthrough: ContainerPassthroughStatus?
 
     package init(
         pid: Int32,
@@ -373,6 +375,29 @@ public struct DaemonStatus: Codable, Sendable {
         self.faults = faults
         self.hostChanges = hostChanges
         self.cacheTimeout = cacheTimeout
+    }
+}
+
+/// Kernel passthrough for the apps' container files in `scopefs status`
+/// (issue 33): on, or off and why (the reads and writes then go through
+/// the daemon, as for provider files).
+public struct ContainerPassthroughStatus: Codable, Sendable, Equatable {
+    public var on: Bool
+    /// Why it is off (nil while on).
+    public var reason: String?
+    /// Container files open through it now.
+    public var openFiles: Int
+    /// Opens served by the daemon because their file could not be given
+    /// to the kernel, and why the last one could not (nil: none).
+    public var fallbacks: Int
+    public var lastFallback: String?
+
+    package init(on: Bool, reason: String?, openFiles: Int, fallbacks: Int, lastFallback: String?) {
+        self.on = on
+        self.reason = reason
+        self.openFiles = openFiles
+        self.fallbacks = fallbacks
+        self.lastFallback = lastFallback
     }
 }
 

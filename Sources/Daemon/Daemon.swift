@@ -35,13 +35,16 @@ public struct DaemonOptions: Sendable {
     /// Folders that keep a descriptor at a time (SPEC S40); nil: the
     /// default (`DescriptorLimits`).
     public var folderDescriptors: Int?
+    /// Container files are offered to the kernel for passthrough (issue 33).
+    public var containerPassthrough: Bool
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
         scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
         hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil,
-        folderDescriptors: Int? = nil
+        folderDescriptors: Int? = nil, containerPassthrough: Bool = true
     ) {
+        self.containerPassthrough = containerPassthrough
         self.folderDescriptors = folderDescriptors
         self.descriptorsPerApp = descriptorsPerApp
         self.hostChanges = hostChanges
@@ -113,12 +116,13 @@ public enum Daemon {
             state: state, repository: repository, inbox: inbox, events: recorder, logger: logger, notices: notices)
         let hostChanges = try HostChangeChannel.open(options.hostChanges, probe: state.containersPath, logger: logger)
         let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
-        let configuration = MountConfiguration(
+        var configuration = MountConfiguration(
             openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
             hostChanges: hostChanges,
             unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout),
             descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
             folderDescriptors: descriptors.folders)
+        configuration.containerPassthrough = options.containerPassthrough
         // A fleet's daemon serves the shared store's policy (SPEC S44); it
         // must reach it once to start, then keeps it in memory as always.
         let fleet: FleetLink?
@@ -213,7 +217,7 @@ public enum Daemon {
         let services = DaemonServices(
             options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
             inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
-            channel: channel, extensions: extensions)
+            channel: channel, extensions: extensions, session: session)
         followAppExits(services, repository: repository, logger: logger)
         let router = ControlRouter(handler: DaemonControl(services: services))
         let servers: [ControlServer]

@@ -2,6 +2,7 @@ import CommandErrors
 import Control
 import Documents
 import Foundation
+import FuseBridge
 import Policy
 import PolicyStore
 import ScopeFS
@@ -21,6 +22,8 @@ struct DaemonServices: Sendable {
     let coordinator: Coordinator
     let channel: ChannelStatus
     let extensions: ExtensionProviders
+    /// The FUSE session: whether container files go through passthrough.
+    let session: FuseSession
 
     var state: StateDirectory { options.state }
 }

@@ -1,6 +1,7 @@
 import CommandErrors
 import Control
 import Foundation
+import FuseBridge
 import Glibc
 import Policy
 import Processes
@@ -63,6 +64,11 @@ enum ProcessHandling {
         status.fleetDatabase = services.reloader.fleet?.description
         let extensions = services.extensions.statuses
         status.extensions = extensions.isEmpty ? nil : extensions
+        let passthrough = services.session.passthrough
+        let reason = options.containerPassthrough ? passthrough.reason : "turned off (--no-container-passthrough)"
+        status.containerPassthrough = ContainerPassthroughStatus(
+            on: passthrough.isOn, reason: reason, openFiles: passthrough.openFiles,
+            fallbacks: passthrough.fallbacks, lastFallback: passthrough.lastFallback)
         return ControlResponse(ok: true, mountpoint: services.mountpoint, status: status)
     }
 

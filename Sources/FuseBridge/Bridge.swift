@@ -79,6 +79,30 @@ enum Bridge {
         info.pointee.direct_io = open.directIO ? 1 : 0
     }
 
+    /// Answers an OPEN or CREATE with `send`, through passthrough where
+    /// the session has it for this file (`PassthroughFiles`). A reply that
+    /// does not reach its opener (it was interrupted) is released here, as
+    /// the kernel sends no RELEASE for it; returns whether it was sent.
+    @discardableResult
+    static func replyOpen(
+        _ request: fuse_req_t, inode: UInt64, _ open: OpenFile, _ info: UnsafeMutablePointer<fuse_file_info>,
+        send: () -> Int32
+    ) -> Bool {
+        let context = BridgeContext.from(fuse_req_userdata(request)!)
+        apply(open, to: info)
+        let backing = context.passthrough.opening(inode: inode, handle: open.handle, open.passthrough)
+        // The inode's pages are the daemon path's; a passthrough open
+        // drops whatever an earlier one left (reads go to the backing file).
+        if backing != nil { info.pointee.keep_cache = 0 }
+        let reply = backing.map { PassthroughWire.OpenReply(handle: open.handle, backingID: $0) }
+        guard PassthroughWire.sending(reply, send) != -ENOENT else {
+            context.passthrough.released(inode: inode, handle: open.handle)
+            context.fileSystem.release(inode: inode, handle: open.handle)
+            return false
+        }
+        return true
+    }
+
     /// A name or path from the kernel, kept losslessly: its bytes need not
     /// be UTF-8 (SPEC S33a, `HostName`).
     static func string(_ pointer: UnsafePointer<CChar>?) -> String {

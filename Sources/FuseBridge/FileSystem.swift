@@ -132,11 +132,15 @@ public struct OpenFile: Sendable {
     /// Keep the page cache from earlier opens (the file did not change).
     public var keepCache: Bool
     public var directIO: Bool
+    /// Whether the kernel may read and write the file without the daemon
+    /// (FUSE passthrough, where the session has it); nil: never.
+    public var passthrough: PassthroughOffer?
 
-    public init(handle: UInt64, keepCache: Bool = false, directIO: Bool = false) {
+    public init(handle: UInt64, keepCache: Bool = false, directIO: Bool = false, passthrough: PassthroughOffer? = nil) {
         self.handle = handle
         self.keepCache = keepCache
         self.directIO = directIO
+        self.passthrough = passthrough
     }
 }
 
@@ -190,6 +194,14 @@ public struct ConnectionSettings {
     /// How many background requests (RELEASE above all) the kernel keeps
     /// in flight at once; 0 keeps the kernel's default of 12.
     public var maxBackground: UInt32 = 0
+    /// A regular file on the file system whose files the file system will
+    /// offer for FUSE passthrough (`OpenFile.passthrough`): the bridge
+    /// registers it once after INIT to learn whether the kernel takes them,
+    /// and closes it. Nil: no passthrough.
+    public var passthroughProbe: Int32?
+    /// How deep that file system stacks on others, plus one (the kernel's
+    /// `max_stack_depth`, 1 or 2): 2 for an overlay or a FUSE file system.
+    public var passthroughStackDepth: UInt32 = 1
 
     public init(
         maxWrite: UInt32, maxReadahead: UInt32, wantSplice: Bool, wantReaddirplus: Bool, clearsSetIDBits: Bool = false

@@ -152,8 +152,7 @@ enum Operations {
                     try fs.open(Bridge.changingCaller(req!), inode: UInt64(ino), flags: fi!.pointee.flags)
                 },
                 reply: { open in
-                    Bridge.apply(open, to: fi!)
-                    if fuse_reply_open(req!, fi) == -ENOENT { fs.release(inode: UInt64(ino), handle: open.handle) }
+                    Bridge.replyOpen(req!, inode: UInt64(ino), open, fi!) { fuse_reply_open(req!, fi) }
                 })
         }
         ops.create = { req, parent, name, mode, fi in
@@ -166,12 +165,11 @@ enum Operations {
                         flags: fi!.pointee.flags)
                 },
                 reply: { entry, open in
-                    Bridge.apply(open, to: fi!)
                     var param = Bridge.entryParam(entry, for: req!)
-                    if fuse_reply_create(req!, &param, fi) == -ENOENT {
-                        fs.release(inode: entry.inode, handle: open.handle)
-                        fs.forget(entry.inode, count: 1)
+                    let sent = Bridge.replyOpen(req!, inode: entry.inode, open, fi!) {
+                        fuse_reply_create(req!, &param, fi)
                     }
+                    if !sent { fs.forget(entry.inode, count: 1) }
                 })
         }
         ops.read = { req, ino, size, offset, fi in
@@ -211,7 +209,9 @@ enum Operations {
         // on close. Writes go straight to the host file and locks are the
         // kernel's, so a close has nothing to do here but the round trip.
         ops.release = { req, ino, fi in
-            Bridge.fileSystem(req!).release(inode: UInt64(ino), handle: fi!.pointee.fh)
+            let context = BridgeContext.from(fuse_req_userdata(req!)!)
+            context.passthrough.released(inode: UInt64(ino), handle: fi!.pointee.fh)
+            context.fileSystem.release(inode: UInt64(ino), handle: fi!.pointee.fh)
             _ = fuse_reply_err(req!, 0)
         }
         ops.fsync = { req, ino, datasync, fi in
@@ -329,8 +329,12 @@ enum Negotiation {
         var settings = ConnectionSettings(
             maxWrite: 1 << 20, maxReadahead: connection.pointee.max_readahead, wantSplice: true, wantReaddirplus: true)
         context.fileSystem.initialize(&settings)
-        // The INIT reply is built from `want` below; the wire hook adds this flag.
+        // The INIT reply is built from `want` below; the wire hook adds these flags.
         context.wire.clearsSetIDBits.store(settings.clearsSetIDBits, ordering: .releasing)
+        let depth = context.passthrough.negotiate(
+            probe: settings.passthroughProbe, stackDepth: settings.passthroughStackDepth,
+            kernelOffers: context.wire.kernelOffersPassthrough.load(ordering: .relaxed))
+        context.wire.passthroughDepth.store(depth, ordering: .releasing)
         let capable = connection.pointee.capable
         var want = connection.pointee.want
         func enable(_ flag: UInt32) { if capable & flag != 0 { want |= flag } }

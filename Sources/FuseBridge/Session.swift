@@ -42,8 +42,9 @@ public final class FuseSession: Sendable {
     }
 
     deinit {
-        // No invalidation may reach a destroyed session.
+        // No invalidation or backing-file ioctl may reach a destroyed session.
         context.session.store(0, ordering: .releasing)
+        context.passthrough.device.store(-1, ordering: .releasing)
         context.invalidations.sync {}
         fuse_session_destroy(session)
     }
@@ -59,7 +60,14 @@ public final class FuseSession: Sendable {
             fuse_session_unmount(session)
             throw Errno(rawValue: -installed)
         }
+        // The backing-file ioctls go to the session's own descriptor: the
+        // workers' clones of it come and go with the workers.
+        context.passthrough.device.store(fuse_session_fd(session), ordering: .releasing)
     }
+
+    /// Whether the kernel reads and writes the files the file system
+    /// offers for it itself (FUSE passthrough, `PassthroughFiles`).
+    public var passthrough: PassthroughReport { context.passthrough.report }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (libfuse's handlers).
     public func installSignalHandlers() {
@@ -148,6 +156,7 @@ final class BridgeContext: Sendable {
     let alias: OwnerAlias?
     let admittedUsers: AdmittedUsers?
     let wire = WireState()
+    let passthrough = PassthroughFiles()
     /// The session, once made (0 before and after): for invalidations the
     /// bridge sends itself (`RefusedWrites`).
     let session = Atomic<UInt>(0)

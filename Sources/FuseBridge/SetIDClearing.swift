@@ -20,6 +20,9 @@ import Synchronization
 ///   `Request.clearsSetIDBits` (libfuse workers read a request and handle
 ///   it on the same thread).
 ///
+/// The same `writev` hook adds FUSE passthrough to the INIT, OPEN and
+/// CREATE replies (`PassthroughWire`).
+///
 /// Without splice_receive libfuse reads every request through the hook
 /// (no SPLICE_READ); replies are still spliced, through `spliceSend`.
 enum SetIDClearing {
@@ -71,12 +74,33 @@ enum SetIDClearing {
     private static let writev:
         @convention(c) (Int32, UnsafeMutablePointer<iovec>?, Int32, UnsafeMutableRawPointer?)
             -> Int = { fd, vector, count, userdata in
-                if let vector, let userdata {
-                    let wire = BridgeContext.from(userdata).wire
-                    if wire.initPending.load(ordering: .relaxed) { patchInitReply(vector, count, wire) }
+                guard let vector, let userdata else { return Glibc.writev(fd, vector, count) }
+                let context = BridgeContext.from(userdata)
+                let wire = context.wire
+                var initReply = false
+                if wire.initPending.load(ordering: .relaxed) {
+                    patchInitReply(vector, count, wire)
+                    initReply = !wire.initPending.load(ordering: .relaxed)
                 }
-                return Glibc.writev(fd, vector, count)
+                PassthroughWire.patchOpenReply(vector, count)
+                let written = Glibc.writev(fd, vector, count)
+                // The kernel took the INIT reply within the write: a backing
+                // file can be registered now.
+                if initReply { settlePassthrough(context, replyWritten: written >= 0) }
+                return written
             }
+
+    /// After the INIT reply: tries passthrough if the reply agreed it, and
+    /// otherwise says why it is off.
+    private static func settlePassthrough(_ context: BridgeContext, replyWritten: Bool) {
+        let agreed = context.wire.passthroughAgreed.exchange(false, ordering: .acquiring)
+        if agreed && replyWritten {
+            context.passthrough.probe()
+        } else if context.wire.passthroughDepth.load(ordering: .acquiring) > 0 {
+            context.passthrough.decline(
+                agreed ? "the INIT reply did not reach the kernel" : "libfuse's INIT reply has no room for it")
+        }
+    }
 
     private static let spliceSend:
         @convention(c) (
@@ -92,8 +116,12 @@ enum SetIDClearing {
         if opcode == .initialize {
             guard request.count >= inHeaderSize + 16 else { return }
             let flags = request.loadUnaligned(fromByteOffset: inHeaderSize + 12, as: UInt32.self)
+            let passthrough = PassthroughWire.offered(
+                initBody: UnsafeRawBufferPointer(rebasing: request[inHeaderSize...]))
             wire.initUnique.store(request.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
-            wire.initPending.store(flags & handleKillPrivV2 != 0, ordering: .releasing)
+            wire.kernelOffersKillPriv.store(flags & handleKillPrivV2 != 0, ordering: .relaxed)
+            wire.kernelOffersPassthrough.store(passthrough, ordering: .relaxed)
+            wire.initPending.store(flags & handleKillPrivV2 != 0 || passthrough, ordering: .releasing)
             return
         }
         guard let (offset, mask) = killBit(opcode) else { return }
@@ -102,19 +130,26 @@ enum SetIDClearing {
         pthread_setspecific(threadFlag, bits & mask == mask ? UnsafeRawPointer(bitPattern: 1) : nil)
     }
 
-    /// Adds the flag to a successful INIT reply; libfuse built the reply
-    /// after the file system's `initialize` said whether it clears the bits.
+    /// Adds the flag (and FUSE passthrough, `PassthroughWire`) to a
+    /// successful INIT reply; libfuse built the reply after the file
+    /// system's `initialize` said whether it clears the bits.
     static func patchInitReply(_ vector: UnsafeMutablePointer<iovec>, _ count: Int32, _ wire: WireState) {
         guard count >= 2, vector[0].iov_len >= outHeaderSize, vector[1].iov_len >= 16,
             let header = vector[0].iov_base, let body = vector[1].iov_base,
             header.loadUnaligned(fromByteOffset: 8, as: UInt64.self) == wire.initUnique.load(ordering: .relaxed)
         else { return }
         wire.initPending.store(false, ordering: .relaxed)
-        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0,
-            wire.clearsSetIDBits.load(ordering: .acquiring)
-        else { return }
-        let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
-        body.storeBytes(of: flags | handleKillPrivV2, toByteOffset: 12, as: UInt32.self)
+        guard header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0 else { return }
+        if wire.kernelOffersKillPriv.load(ordering: .relaxed), wire.clearsSetIDBits.load(ordering: .acquiring) {
+            let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
+            body.storeBytes(of: flags | handleKillPrivV2, toByteOffset: 12, as: UInt32.self)
+        }
+        let depth = wire.passthroughDepth.load(ordering: .acquiring)
+        if depth > 0, wire.kernelOffersPassthrough.load(ordering: .relaxed),
+            PassthroughWire.agree(initReplyBody: body, length: vector[1].iov_len, stackDepth: depth)
+        {
+            wire.passthroughAgreed.store(true, ordering: .releasing)
+        }
     }
 
     private static let threadFlag: pthread_key_t = {
@@ -128,8 +163,17 @@ enum SetIDClearing {
 final class WireState: Sendable {
     /// The INIT request's id, between its read and its reply.
     let initUnique = Atomic<UInt64>(0)
-    /// The kernel offered FUSE_HANDLE_KILLPRIV_V2 and the reply is not sent yet.
+    /// The kernel offered a flag the hook adds and the reply is not sent yet.
     let initPending = Atomic<Bool>(false)
+    /// What the kernel offered: FUSE_HANDLE_KILLPRIV_V2, FUSE_PASSTHROUGH.
+    let kernelOffersKillPriv = Atomic<Bool>(false)
+    let kernelOffersPassthrough = Atomic<Bool>(false)
     /// The file system asked for it (set by `initialize`, before the reply).
     let clearsSetIDBits = Atomic<Bool>(false)
+    /// The `max_stack_depth` to agree passthrough with (0: not asked for;
+    /// set at negotiation, before the reply).
+    let passthroughDepth = Atomic<UInt32>(0)
+    /// The INIT reply agreed passthrough and is being written: once it is,
+    /// the hook tries a backing file (`PassthroughFiles.probe`).
+    let passthroughAgreed = Atomic<Bool>(false)
 }

@@ -125,6 +125,10 @@ extension ScopeFileSystem {
         var invalidation = CacheInvalidation()
         let folders = table.directoryNodes(of: change.folder.identity)
         guard !folders.isEmpty, !change.onlyIfShared || folders.count > 1 else { return invalidation }
+        if let written = containerFileWritten(change, in: folders) {
+            invalidation.inodes = written
+            return invalidation
+        }
         // The folder's pages too: they hold its cached listing (FOPEN_CACHE_DIR).
         for folder in folders { invalidation.inodes.append(folder.inode) }
         guard let name = change.name, !name.isEmpty, name != "." else { return invalidation }
@@ -142,6 +146,21 @@ extension ScopeFileSystem {
             if change.content { invalidation.inodes += inodes } else { invalidation.attributes += inodes }
         }
         return invalidation
+    }
+
+    /// The nodes of a container file whose content changed while an app
+    /// holds it open for writing: most likely that app's own write, which
+    /// the kernel made itself (kernel passthrough) and so reports as a host
+    /// change, with the app's pid. Its name and its folder did not change:
+    /// only its attributes and pages go, not its entry (an open file's
+    /// entry dropped reads as "(deleted)" in /proc/PID/fd, and costs a
+    /// LOOKUP), nor the folder's listing. Nil for any other change.
+    private func containerFileWritten(_ change: HostChange, in folders: [Node]) -> [UInt64]? {
+        guard change.content, change.naming == nil, !change.isFolder, let name = change.name, !name.isEmpty,
+            folders.allSatisfy({ Self.isContainer($0.place) }), let info = statInFolder(folders, name),
+            table.isOpenForWriting(FileIdentity(info))
+        else { return nil }
+        return table.nodes(of: FileIdentity(info))
     }
 
     /// The provider items whose content a host change changed, for

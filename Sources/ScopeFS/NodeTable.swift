@@ -527,6 +527,16 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// Whether a node of the host file is open for writing through the mount.
+    func isOpenForWriting(_ identity: FileIdentity) -> Bool {
+        state.withLock { state in
+            state.views.values.contains { view in
+                guard let inode = Self.inode(of: identity, view: view, in: state) else { return false }
+                return state.records[inode]?.openFiles.contains { $0.writable } ?? false
+            }
+        }
+    }
+
     /// A write through the mount that no handle's close records (a
     /// truncate by path) left the file at `version`.
     func wroteThroughMount(_ identity: FileIdentity, as version: FileVersion) {

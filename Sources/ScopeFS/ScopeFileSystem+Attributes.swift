@@ -36,7 +36,9 @@ extension ScopeFileSystem {
             descriptor, isSymlink throws(Errno) in
             if let mode = changes.mode {
                 if isSymlink { throw Errno.notSupported }
-                try Sys.chmod(descriptor, mode & 0o7777)
+                let node = target.node
+                let allowed = Self.modeAllowed(mode & 0o7777, in: node.place, isDirectory: node.isDirectory)
+                try Sys.chmod(descriptor, allowed)
             }
             if changes.uid != nil || changes.gid != nil {
                 try Sys.chownAt(descriptor, "", changes.uid ?? uid_t.max, changes.gid ?? gid_t.max)

@@ -55,7 +55,8 @@ extension ScopeFileSystem {
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
         return OpenFile(
-            handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version)
+            handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version,
+            passthrough: passthroughOffer(target.node, info, descriptor: descriptor))
     }
 
     public func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
@@ -67,8 +68,9 @@ extension ScopeFileSystem {
         defer { withExtendedLifetime(lease) {} }
         let directory = lease.number
         let charge = try chargeDescriptor(caller, folder.resolved, .create)
+        let allowed = Self.modeAllowed(mode, in: folder.node.place, isDirectory: false)
         let descriptor = try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in
-            try BackingStore.createEntry(directory, name, flags: flags, mode: mode)
+            try BackingStore.createEntry(directory, name, flags: flags, mode: allowed)
         }
         do {
             try clearSetIDBits(descriptor, for: request)
@@ -78,7 +80,11 @@ extension ScopeFileSystem {
                 descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller),
                 charge: charge)
             _ = table.opened(node.inode, handle, version: FileVersion(info))
-            return (entry(node, info, in: folder.node), OpenFile(handle: handle.retainedHandle()))
+            let passthrough = passthroughOffer(node, info, descriptor: descriptor)
+            return (
+                entry(node, info, in: folder.node),
+                OpenFile(handle: handle.retainedHandle(), passthrough: passthrough)
+            )
         } catch {
             Sys.close(descriptor)
             throw error

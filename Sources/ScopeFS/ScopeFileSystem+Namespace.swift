@@ -11,17 +11,18 @@ extension ScopeFileSystem {
     {
         // A regular file made by mknod is a file like any other; a device
         // or a FIFO is what an extension's store cannot hold.
-        try make(request, parent, name, .mknod, unstorable: mode & S_IFMT != S_IFREG) { directory throws(Errno) in
-            try Sys.mknodAt(directory, name, mode, device)
+        try make(request, parent, name, .mknod, unstorable: mode & S_IFMT != S_IFREG) {
+            directory, folder throws(Errno) in
+            try Sys.mknodAt(directory, name, Self.modeAllowed(mode, in: folder.place, isDirectory: false), device)
         }
     }
 
     public func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
-        try make(request, parent, name, .mkdir) { directory throws(Errno) in try Sys.mkdirAt(directory, name, mode) }
+        try make(request, parent, name, .mkdir) { directory, _ throws(Errno) in try Sys.mkdirAt(directory, name, mode) }
     }
 
     public func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
-        try make(request, parent, name, .symlink, unstorable: true) { directory throws(Errno) in
+        try make(request, parent, name, .symlink, unstorable: true) { directory, _ throws(Errno) in
             try Sys.symlinkAt(target, directory, name)
         }
     }
@@ -31,14 +32,16 @@ extension ScopeFileSystem {
     /// `unstorable`: an extension's provider may refuse it (`refuseUnstorable`).
     private func make(
         _ request: Request, _ parent: UInt64, _ name: String, _ operation: FileOperation, unstorable: Bool = false,
-        _ body: (Int32) throws(Errno) -> Void
+        _ body: (_ directory: Int32, _ folder: Node) throws(Errno) -> Void
     ) throws(Errno) -> Entry {
         let caller = callers.caller(of: request)
         let folder = try gate(parent, .write, caller, operation)
         if unstorable { try refuseUnstorable(operation, in: folder.node) }
         let lease = try backedDirectory(folder)
         defer { withExtendedLifetime(lease) {} }
-        try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in try body(lease.number) }
+        try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in
+            try body(lease.number, folder.node)
+        }
         try giveToCaller(lease.number, name, request, folder: folder.node)
         let (node, info) = try backedChild(of: folder.node, named: name)
         return entry(node, info, in: folder.node)

@@ -77,6 +77,9 @@ public struct MountConfiguration: Sendable {
     public var descriptorsForApps: Int
     /// Folders that keep a descriptor at a time (`FolderDescriptorCache`).
     public var folderDescriptors: Int
+    /// Container files are offered to the kernel for passthrough
+    /// (`passthroughOffer`); it takes them where it can.
+    public var containerPassthrough: Bool = true
 
     public init(
         openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60,
@@ -157,6 +160,10 @@ public final class ScopeFileSystem: FileSystem {
     public func initialize(_ connection: inout ConnectionSettings) {
         connection.clearsSetIDBits = true
         connection.maxBackground = Self.maxBackgroundRequests
+        if configuration.containerPassthrough {
+            connection.passthroughProbe = passthroughProbe()
+            connection.passthroughStackDepth = passthroughStackDepth
+        }
     }
 
     /// The kernel sends RELEASE, the close that gives a backing descriptor

@@ -60,6 +60,12 @@ struct MountCommand: ParsableCommand {
             host-change channel (every change drops them at once), 1 without.
             """)
     var cacheTimeout: Double?
+    @Flag(
+        help: """
+            Serve every read and write of container files through the daemon, as for provider files, \
+            where the kernel would otherwise do them itself (FUSE passthrough; `status` says which).
+            """)
+    var noContainerPassthrough = false
     @Option(help: .hidden) var readyFd: Int32?
     @Option(help: "Seconds to wait for a background daemon to be ready.") var timeout: Int32 = 20
     @Option(
@@ -106,7 +112,7 @@ struct MountCommand: ParsableCommand {
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
             scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
             hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp,
-            folderDescriptors: folderDescriptors)
+            folderDescriptors: folderDescriptors, containerPassthrough: !noContainerPassthrough)
         do throws(CommandError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -130,6 +136,7 @@ struct MountCommand: ParsableCommand {
         if let descriptorsPerApp { arguments += ["--descriptors-per-app", String(descriptorsPerApp)] }
         if let folderDescriptors { arguments += ["--folder-descriptors", String(folderDescriptors)] }
         if allowOther { arguments.append("--allow-other") }
+        if noContainerPassthrough { arguments.append("--no-container-passthrough") }
         let destination = DaemonLog.resolve(log, foreground: false)
         arguments += ["--log", destination.rawValue]
         // Output before the daemon's logging is up (and a journal daemon's

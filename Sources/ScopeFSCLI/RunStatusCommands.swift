@@ -152,6 +152,7 @@ struct StatusCommand: ParsableCommand {
             if let channel = status.hostChanges, let timeout = status.cacheTimeout {
                 print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
             }
+            if let passthrough = status.containerPassthrough { print("  " + Self.describe(passthrough)) }
             print("app processes: \(status.processes.count)")
             for process in status.processes { print(Self.describe(process, names: names)) }
             let stranded = status.stranded ?? []
@@ -178,6 +179,20 @@ struct StatusCommand: ParsableCommand {
         }
         print("recent leaks: \(leaks.count)")
         for leak in leaks { print("  " + EventsCommand.line(leak, names: names)) }
+    }
+
+    /// Whether container files go through kernel passthrough (issue 33).
+    static func describe(_ passthrough: ContainerPassthroughStatus) -> String {
+        guard passthrough.on else {
+            return "container files: through the daemon (kernel passthrough off: "
+                + "\((passthrough.reason ?? "").escapedForTerminal))"
+        }
+        var text = "container files: kernel passthrough on, \(passthrough.openFiles) open"
+        if passthrough.fallbacks > 0 {
+            text +=
+                "; \(passthrough.fallbacks) opens served by the daemon (\((passthrough.lastFallback ?? "").escapedForTerminal))"
+        }
+        return text
     }
 
     /// Each extension provider: its process, cache and queue (SPEC S41).

@@ -52,6 +52,10 @@ struct scopefs_identity {
 /// statx(dirfd, path, AT_SYMLINK_NOFOLLOW); 0 or -1 with errno.
 int scopefs_identity_at(int dirfd, const char *path, struct scopefs_identity *identity);
 
+/// The type of the file system of the file open as `fd` (fstatfs's
+/// f_type, a linux/magic.h number), or -1 with errno.
+long scopefs_file_system_type(int fd);
+
 /// fchmodat2(2) (Linux 6.6+): with AT_EMPTY_PATH it changes the mode of an
 /// O_PATH descriptor's file. -1 with ENOSYS on older kernels.
 int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags);
