@@ -634,11 +634,15 @@ def test_the_cache_quota_evicts_least_recently_used_never_pinned(env):
     for name in ("two", "three"):
         data = (remote / "docs" / f"{name}.bin").read_bytes()
         assert ask(s, op="read", path=env.prov(ALPHA, CLOUD, f"docs/{name}.bin")) == {"ok": sha(data)}
-    states = {
-        name: ask(s, op="attr", path=env.prov(ALPHA, CLOUD, f"docs/{name}.bin"), name="user.scopefs.state")["ok"]
-        for name in ("one", "two", "three")
-    }
-    assert states == {"one": "pinned", "two": "dataless", "three": "materialized"}, states
+    # The quota is enforced after a download completes, beside the reader.
+    wait_for(
+        "the quota's eviction",
+        lambda: {
+            name: ask(s, op="attr", path=env.prov(ALPHA, CLOUD, f"docs/{name}.bin"), name="user.scopefs.state")["ok"]
+            for name in ("one", "two", "three")
+        },
+        lambda states: states == {"one": "pinned", "two": "dataless", "three": "materialized"},
+    )
     status_line = next(e for e in status(env)["daemon"]["extensions"] if e["provider"] == CLOUD)
     assert status_line["cachedBytes"] <= 7 << 20 and status_line["quotaBytes"] == 7 << 20, status_line
 
