@@ -84,7 +84,7 @@ chmod 0755 "$DESTDIR$SBINDIR/mount.scopefs"
 ln -sf mount.scopefs "$DESTDIR$SBINDIR/mount.fuse.scopefs"
 
 for unit in scopefs@.service:"$SYSTEMDSYSTEMDIR" scopefs.service:"$SYSTEMDUSERDIR" \
-  scopefs-portal.service:"$SYSTEMDUSERDIR"; do
+  scopefs-portal.service:"$SYSTEMDUSERDIR" scopefs-settings.service:"$SYSTEMDUSERDIR"; do
   sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" "$repo/mount-scripts/systemd/${unit%%:*}" > "$DESTDIR${unit#*:}/${unit%%:*}"
   chmod 0644 "$DESTDIR${unit#*:}/${unit%%:*}"
 done

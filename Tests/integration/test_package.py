@@ -410,6 +410,7 @@ def test_deb_contents(deb):
         "/lib/systemd/system/scopefs@.service",
         "/usr/lib/systemd/user/scopefs.service",
         "/usr/lib/systemd/user/scopefs-portal.service",
+        "/usr/lib/systemd/user/scopefs-settings.service",
         "/usr/share/doc/scopefs/PORTAL.md",
         f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}",
         "/usr/lib/x86_64-linux-gnu/libscopefs.so.0",

@@ -75,6 +75,11 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
         dict(env, XDG_RUNTIME_DIR=str(runtime)),
     )
     assert portal.returncode == 0 and not portal.stderr.strip(), describe(portal)
+    settings = _verify(
+        ["--user", "--man=no", "verify", str(units / "scopefs-settings.service")],
+        dict(env, XDG_RUNTIME_DIR=str(runtime)),
+    )
+    assert settings.returncode == 0 and not settings.stderr.strip(), describe(settings)
 
     template = _directives(units / "scopefs@.service")
     assert template["Type"] == ["notify"]
@@ -90,6 +95,10 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     portal_unit = _directives(units / "scopefs-portal.service")
     assert (portal_unit["Type"], portal_unit["BusName"]) == (["dbus"], ["org.freedesktop.portal.Documents"])
     assert portal_unit["ExecStart"][0].endswith("/scopefs portal")
+    # The settings page (SPEC S46): the owner's, never opening a browser.
+    settings_unit = _directives(units / "scopefs-settings.service")
+    assert settings_unit["ExecStart"][0].endswith("/scopefs settings --no-open")
+    assert settings_unit["WantedBy"] == ["default.target"]
 
 
 def _datagrams(sock: socket.socket, until, timeout: float) -> list[str]:
