@@ -26,8 +26,8 @@ from scopefs_harness import (
     FUSE_DEVICE,
     REPO_ROOT,
     Env,
-    binary_problem,
     describe,
+    fresh_world,
     mounts_under,
     run_bounded,
     set_child_subreaper,
@@ -100,24 +100,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture
 def env():
-    """A fresh, initialised ScopeFS world (SPEC S1): state dir, providers
-    `local` and `drive`, apps ALPHA and BETA, nothing granted, not mounted.
-    Tests call env.grant(...) and env.mount(...). Teardown unmounts with
-    bounded retries, fails on a leftover mount, checks that the daemon
-    exited with status 0 and did not leak file descriptors."""
-    problem = binary_problem()
-    if problem:
-        pytest.fail(problem)
-    world = Env()
-    try:
-        world.init_world()
-    except BaseException:
-        world.teardown()
-        raise
-    yield world
-    problems = world.teardown()
-    if problems:
-        pytest.fail("teardown problems:\n- " + "\n- ".join(problems), pytrace=False)
+    """A fresh ScopeFS world (`scopefs_harness.fresh_world`); tests call
+    env.grant(...) and env.mount(...)."""
+    yield from fresh_world()
 
 
 @pytest.fixture(scope="session")

@@ -863,3 +863,26 @@ class Env:
         if not safe_rmtree(self.root):
             problems.append(f"not removing {self.root}: mounts still inside: {mounts_under(self.root)}")
         return problems
+
+
+def fresh_world():
+    """The body of the `env` fixture (Tests/integration, Tests/settings): a
+    fresh, initialised world (SPEC S1): state dir, providers `local` and
+    `drive`, apps ALPHA and BETA, nothing granted, not mounted. Teardown
+    unmounts with bounded retries, fails on a leftover mount, checks that
+    the daemon exited with status 0 and did not leak file descriptors."""
+    import pytest  # the harness itself runs outside pytest too (bench, scripts)
+
+    problem = binary_problem()
+    if problem:
+        pytest.fail(problem)
+    world = Env()
+    try:
+        world.init_world()
+    except BaseException:
+        world.teardown()
+        raise
+    yield world
+    problems = world.teardown()
+    if problems:
+        pytest.fail("teardown problems:\n- " + "\n- ".join(problems), pytrace=False)

@@ -16,7 +16,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
 
-from scopefs_harness import FUSE_DEVICE, Env, binary_problem, set_child_subreaper  # noqa: E402
+from scopefs_harness import FUSE_DEVICE, fresh_world, set_child_subreaper  # noqa: E402
 
 
 def pytest_configure(config):
@@ -33,16 +33,4 @@ def pytest_collection_modifyitems(config, items):
 def env():
     """A fresh ScopeFS world (the integration suite's `env`): state dir,
     providers `local` and `drive`, apps ALPHA and BETA, not mounted."""
-    problem = binary_problem()
-    if problem:
-        pytest.fail(problem)
-    world = Env()
-    try:
-        world.init_world()
-    except BaseException:
-        world.teardown()
-        raise
-    yield world
-    problems = world.teardown()
-    if problems:
-        pytest.fail("teardown problems:\n- " + "\n- ".join(problems), pytrace=False)
+    yield from fresh_world()
