@@ -19,6 +19,10 @@ extension ExtensionProvider {
         var done = false
         var failure: ExtensionFailure?
         var waiters = 0
+        /// Every reader left it with its bytes (a stream runs on for the
+        /// next ones); counted against `maxLeftStreams` until one returns.
+        var readersLeft = false
+        let started = DispatchTime.now().uptimeNanoseconds
         /// A streamed fetch (`streamsFetch`): its staged bytes go into the
         /// replica as they come, in order, on this queue; `streamedFrom`
         /// is the item offset of the staged file's first byte,
@@ -169,6 +173,7 @@ extension ExtensionProvider {
 
     private func makeDownload(_ range: Range<Int64>, _ record: ReplicaRecord, streams: Bool) -> Download {
         guard streams else { return Download(range: range) }
+        cancelLeftStreams(keeping: tunables.maxLeftStreams - 1)
         return Download(range: range) { [weak self] download, prefix in
             guard let self else {
                 close(prefix.descriptor)
@@ -247,6 +252,16 @@ extension ExtensionProvider {
         return made
     }
 
+    /// A stream its readers left runs on (they come back for the next
+    /// bytes), up to 1 GiB: an app that starts streams and moves on would
+    /// hold every call the extension takes in flight, and other apps'
+    /// downloads would wait. Past `keeping` left streams, the oldest are
+    /// cancelled (under the lock; S40).
+    private func cancelLeftStreams(keeping: Int) {
+        let left = downloads.values.joined().filter { $0.readersLeft && !$0.done }.sorted { $0.started < $1.started }
+        for download in left.dropLast(max(0, keeping)) { download.control.cancel() }
+    }
+
     /// Waits for `download`, or until `satisfied` (under the lock: the
     /// bytes the reader needs came, from a streamed fetch). The caller's
     /// cancel or signal ends the wait (EINTR), and the download with it
@@ -258,10 +273,13 @@ extension ExtensionProvider {
     ) throws(ExtensionFailure) {
         lock.lock()
         download.waiters += 1
+        download.readersLeft = false
         var gaveUp = true
         defer {
             download.waiters -= 1
-            if gaveUp && !download.done && download.waiters == 0 { download.control.cancel() }
+            if !download.done && download.waiters == 0 {
+                if gaveUp { download.control.cancel() } else { download.readersLeft = true }
+            }
             lock.unlock()
         }
         while !download.done {

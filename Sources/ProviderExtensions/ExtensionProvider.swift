@@ -304,6 +304,9 @@ public struct ReplicaTunables: Sendable {
     /// The window of a reader that goes on, from an extension that streams
     /// its fetches (`streamsFetch`): the rest of the file, up to this.
     public var streamedWindow: Int64 = 1 << 30
+    /// Streams whose readers left with their bytes that may run on at once
+    /// (per provider); a new stream cancels the oldest past it.
+    public var maxLeftStreams = 4
     /// How many windows ahead of a sequential reader are fetched.
     public var prefetchWindows = 2
 

@@ -871,3 +871,39 @@ def test_a_streamed_fetch_serves_readers_before_it_ends(env):
     fetches = [c for c in cloud.calls() if c.startswith("fetch")]
     assert len(fetches) == 2, cloud.calls()
     assert ask(s, op="attr", path=path, name="user.scopefs.state") == {"ok": "materialized"}
+
+
+def test_streams_their_readers_left_are_bounded(env):
+    """S40: a stream whose reader got its bytes and left runs on (the
+    reader comes back for the next ones), but an app that starts streams
+    and moves on cannot hold every call the extension takes: past four
+    such streams, a new one cancels the oldest."""
+    cloud = Cloud(env)
+    names = [f"stream{i}.bin" for i in range(6)]
+    for name in names:
+        (cloud.remote / "docs" / name).write_bytes(os.urandom(10 << 20))
+    cloud.switch("streams", "1")
+    mount(env)
+    cloud.sync()
+    env._record_daemon()
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    mib = 1 << 20
+    streamed_ids = []
+    for name in names:
+        path = cloud.path(ALPHA, f"docs/{name}")
+        data = (cloud.remote / "docs" / name).read_bytes()
+        assert ask(s, op="read", path=path, offset=0, length=4096) == {"ok": sha(data[:4096])}
+        assert ask(s, op="read", path=path, offset=mib, length=4096) == {"ok": sha(data[mib : mib + 4096])}
+        streamed_ids.append([c for c in cloud.calls() if c.startswith("streamed")][-1].split()[1])
+    assert len(set(streamed_ids)) == 6, cloud.calls()
+    cancelled = wait_for(
+        "the two oldest streams cancelled",
+        lambda: {c.split()[1] for c in cloud.calls() if c.startswith("cancelled")},
+        lambda ids: len(ids) >= 2,
+    )
+    assert cancelled == set(streamed_ids[:2]), (cancelled, streamed_ids)
+    cloud.switch("release-fetch", "1")
+    for name in names:
+        data = (cloud.remote / "docs" / name).read_bytes()
+        assert ask(s, op="read", path=cloud.path(ALPHA, f"docs/{name}")) == {"ok": sha(data)}

@@ -82,8 +82,12 @@ class ControlledFolder(FolderExtension):
             request.progress(half, length, staged=(staged, offset))
             deadline = time.monotonic() + 30
             while not (self.control / "release-fetch").exists() and time.monotonic() < deadline:
-                request.check_cancelled()
-                time.sleep(0.05)
+                if request.cancelled:
+                    with open(self.control / "calls", "a") as calls:
+                        calls.write(f"cancelled {identifier}\n")
+                    raise Cancelled("the daemon cancelled the fetch")
+                request.progress(half, length, staged=(staged, offset))  # alive: no stall
+                time.sleep(0.2)
             out.write(source.read(length - half))
         return Fetched(path=staged, version=current.content_version, offset=offset, length=length)
 
