@@ -14,9 +14,22 @@ final class DocumentGrants: Sendable {
     let state: StateDirectory
     /// One connection for the portal's reads; changes go through `policy`.
     private let store: PolicyRepository
-    /// Every grant, as of a policy version: the layout reads them on each
-    /// lookup and read, and only a changed version costs a query.
-    private let cached = Mutex<(version: Int64, grants: [Grant])?>(nil)
+    /// Every grant, and the active ones' access by item, as of a policy
+    /// version: the layout asks on each lookup and read, and only a changed
+    /// version costs more than the version's query (which stays per read:
+    /// a revoke must cut the next read, S13).
+    private let cached = Mutex<Snapshot?>(nil)
+
+    private struct Snapshot {
+        var version: Int64
+        var grants: [Grant]
+        var activeAccess: [String: [AppID: Access]]
+    }
+
+    /// The key of an item in `activeAccess`.
+    static func itemKey(provider: ProviderID, relativePath: String) -> String {
+        "\(provider)\u{0}\(relativePath)"
+    }
 
     init(state: StateDirectory) throws(CommandError) {
         self.state = state
@@ -26,12 +39,23 @@ final class DocumentGrants: Sendable {
     private func repository() throws(CommandError) -> PolicyRepository { store }
 
     /// Every grant of every app, current as of this call.
-    func allGrants() throws(CommandError) -> [Grant] {
+    func allGrants() throws(CommandError) -> [Grant] { try current().grants }
+
+    /// The apps' access to each item (`itemKey`) through active grants.
+    func activeAccess() throws(CommandError) -> [String: [AppID: Access]] { try current().activeAccess }
+
+    private func current() throws(CommandError) -> Snapshot {
         let version = try store.policyVersion()
-        if let hit = cached.withLock({ $0 }), hit.version == version { return hit.grants }
+        if let hit = cached.withLock({ $0 }), hit.version == version { return hit }
         let grants = try store.grants(app: nil)
-        cached.withLock { $0 = (version, grants) }
-        return grants
+        var active: [String: [AppID: Access]] = [:]
+        for grant in grants where grant.state == .active {
+            active[Self.itemKey(provider: grant.provider, relativePath: grant.relativePath), default: [:]][grant.app] =
+                grant.access
+        }
+        let snapshot = Snapshot(version: version, grants: grants, activeAccess: active)
+        cached.withLock { $0 = snapshot }
+        return snapshot
     }
 
     private func policy(_ command: ControlCommand) throws(PortalError) -> ControlResponse {

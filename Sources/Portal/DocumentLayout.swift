@@ -99,23 +99,30 @@ final class DocumentLayout: FileSystem {
 
     /// The apps' access to documents: document id -> app -> access.
     private func access() throws(Errno) -> [String: [AppID: Access]] {
-        let grants: [Grant]
-        do { grants = try portal.grants.allGrants() } catch { throw Errno.ioError }
-        var byItem: [String: [AppID: Access]] = [:]
-        for grant in grants where grant.state == .active {
-            byItem["\(grant.provider)\u{0}\(grant.relativePath)", default: [:]][grant.app] = grant.access
-        }
+        let byItem = try activeAccess()
         var result: [String: [AppID: Access]] = [:]
         for document in portal.table.documents.values {
-            result[document.id] = byItem["\(document.provider)\u{0}\(document.relativePath)"] ?? [:]
+            result[document.id] = byItem[Self.itemKey(document)] ?? [:]
         }
         return result
     }
 
+    private func activeAccess() throws(Errno) -> [String: [AppID: Access]] {
+        do { return try portal.grants.activeAccess() } catch { throw Errno.ioError }
+    }
+
+    private static func itemKey(_ document: PortalDocument) -> String {
+        DocumentGrants.itemKey(provider: document.provider, relativePath: document.relativePath)
+    }
+
+    /// One document, and `app`'s access to it: a lookup in the grants of
+    /// the current policy version (every read asks: a revoke cuts it).
     private func document(_ id: String, app: AppID?) throws(Errno) -> (PortalDocument, Access?) {
         guard let document = portal.table.documents[id] else { throw Errno.noSuchFileOrDirectory }
         guard let app else { return (document, nil) }
-        guard let access = try access()[id]?[app] else { throw Errno.noSuchFileOrDirectory }
+        guard let access = try activeAccess()[Self.itemKey(document)]?[app] else {
+            throw Errno.noSuchFileOrDirectory
+        }
         return (document, access)
     }
 
