@@ -56,6 +56,42 @@ int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags)
     return (int)syscall(SYS_fchmodat2, dirfd, path, mode, flags);
 }
 
+/* Linux 6.13; the numbers are the generic table's, the same on every
+   architecture. */
+#ifndef SYS_setxattrat
+#define SYS_setxattrat 463
+#define SYS_getxattrat 464
+#define SYS_listxattrat 465
+#define SYS_removexattrat 466
+#endif
+
+/* include/uapi/linux/xattr.h of 6.13: where the value is and how big. */
+struct scopefs_xattr_args {
+    uint64_t value;
+    uint32_t size;
+    uint32_t flags;
+};
+
+ssize_t scopefs_getxattrat(int dirfd, const char *path, unsigned int at_flags, const char *name, void *value,
+                           size_t size) {
+    struct scopefs_xattr_args args = {(uint64_t)(uintptr_t)value, (uint32_t)size, 0};
+    return syscall(SYS_getxattrat, dirfd, path, at_flags, name, &args, sizeof args);
+}
+
+ssize_t scopefs_listxattrat(int dirfd, const char *path, unsigned int at_flags, char *list, size_t size) {
+    return syscall(SYS_listxattrat, dirfd, path, at_flags, list, size);
+}
+
+int scopefs_setxattrat(int dirfd, const char *path, unsigned int at_flags, const char *name, const void *value,
+                       size_t size, int flags) {
+    struct scopefs_xattr_args args = {(uint64_t)(uintptr_t)value, (uint32_t)size, (uint32_t)flags};
+    return (int)syscall(SYS_setxattrat, dirfd, path, at_flags, name, &args, sizeof args);
+}
+
+int scopefs_removexattrat(int dirfd, const char *path, unsigned int at_flags, const char *name) {
+    return (int)syscall(SYS_removexattrat, dirfd, path, at_flags, name);
+}
+
 int scopefs_fanotify_init(void) {
     return fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK, O_RDONLY | O_LARGEFILE);
 }

@@ -36,9 +36,9 @@ enum BackingStore {
     /// descriptor (followed to the folder), or its parent's descriptor plus
     /// its name (a final symlink not followed); see `Sys.XattrPath`.
     static func xattrPath(directory: Int32?, parent: Int32?, name: String) throws(Errno) -> Sys.XattrPath {
-        if let directory { return .descriptor(Sys.procPath(directory)) }
+        if let directory { return .folder(directory) }
         guard let parent else { throw .staleNFSFileHandle }
-        return .entry(Sys.procPath(parent, name))
+        return .entry(parent: parent, name: name)
     }
 
     /// The permission bits a regular file keeps when a caller without

@@ -74,13 +74,13 @@ extension ScopeFileSystem {
         try xattrPath(target) { path throws(Errno) in try Sys.removexattr(path, name) }
     }
 
-    /// The /proc path naming the node's host file: the folder's own
-    /// descriptor (followed to the folder), or the parent's descriptor plus
-    /// the name (a final symlink not followed); see `Sys.XattrPath`.
+    /// Where the node's host file is for an xattr call: the folder's own
+    /// descriptor, or the parent's descriptor plus the name (a final
+    /// symlink not followed); see `Sys.XattrPath`.
     private func xattrPath<T>(_ target: Target, _ body: (Sys.XattrPath) throws(Errno) -> T) throws(Errno) -> T {
         guard target.node.place.isBacked else { throw .notSupported }
-        // The /proc path names the descriptor: it must stay open until
-        // `body` returns.
+        // The path names the descriptor: it must stay open until `body`
+        // returns.
         let directory = target.node.folder != nil ? try folderDescriptor(of: target.node) : nil
         let parent = directory == nil ? try parentDescriptor(of: target.resolved) : nil
         defer { withExtendedLifetime((directory, parent)) {} }

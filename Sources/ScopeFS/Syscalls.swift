@@ -2,6 +2,7 @@ import CSystemShims
 import Glibc
 import HostText
 import Policy
+import Synchronization
 import SystemPackage
 
 /// One wrapper per system call used on the backing store: retried on EINTR
@@ -191,37 +192,58 @@ enum Sys {
 
     // MARK: Extended attributes
     //
-    // A file is named through its parent's /proc/self/fd path plus its
-    // name, with the l* calls, so that no symlink in the backing store is
-    // followed. A folder is named by its own O_PATH descriptor's
-    // /proc/self/fd path with the plain calls: that path is a magic link to
-    // the descriptor's folder, which the plain calls follow (the l* calls
-    // would act on the link itself, and refuse user.* names with EPERM);
-    // it cannot be swapped, so following it leads nowhere else. No extra
-    // system call either way.
+    // A file is named by its parent's descriptor and its name, and a final
+    // symlink is not followed, so that no symlink in the backing store is
+    // followed. A folder is named by its own O_PATH descriptor (as ".").
+    // The *xattrat calls (Linux 6.13) take the descriptor itself; older
+    // kernels get the descriptor's /proc/self/fd path, with the l* calls
+    // for an entry and the plain calls for a folder (that path is a magic
+    // link to the descriptor's folder, which the plain calls follow; the
+    // l* calls would act on the link itself and refuse user.* names with
+    // EPERM; it cannot be swapped, so following it leads nowhere else).
+    // The /proc walk costs about 3 µs a call on this machine's kernel
+    // (`ls -l` asks every file for its ACL; docs/PERFORMANCE.md).
 
     /// Where an extended attribute call is aimed.
     enum XattrPath {
-        /// `/proc/self/fd/PARENT/NAME`: a final symlink is not followed.
-        case entry(String)
-        /// `/proc/self/fd/N` of a folder's own descriptor: followed to it.
-        case descriptor(String)
+        /// The entry `name` of the folder open as `parent`: a final symlink is not followed.
+        case entry(parent: Int32, name: String)
+        /// A folder through its own O_PATH descriptor.
+        case folder(Int32)
 
-        fileprivate func withHostCString<T>(_ body: (UnsafePointer<CChar>, _ follow: Bool) -> T) -> T {
-            switch self {
-            case .entry(let path): path.withHostCString { body($0, false) }
-            case .descriptor(let path): path.withHostCString { body($0, true) }
+        /// `atCall(dirfd, path, at_flags)` where the kernel has the *xattrat
+        /// calls, else `pathCall(path, follow)` with the /proc path.
+        fileprivate func call(
+            _ atCall: (Int32, UnsafePointer<CChar>, UInt32) -> Int,
+            _ pathCall: (UnsafePointer<CChar>, _ follow: Bool) -> Int
+        ) -> Int {
+            if !Sys.xattrAtMissing.load(ordering: .relaxed) {
+                let result =
+                    switch self {
+                    case .entry(let parent, let name): name.withHostCString { atCall(parent, $0, UInt32(Sys.noFollow)) }
+                    case .folder(let folder): atCall(folder, ".", 0)
+                    }
+                guard result == -1 && errno == ENOSYS else { return result }
+                Sys.xattrAtMissing.store(true, ordering: .relaxed)
+            }
+            return switch self {
+            case .entry(let parent, let name): Sys.procPath(parent, name).withHostCString { pathCall($0, false) }
+            case .folder(let folder): Sys.procPath(folder).withHostCString { pathCall($0, true) }
             }
         }
     }
 
-    /// The corresponding C functions are `lgetxattr` and `getxattr`.
+    /// Set once a *xattrat call answered ENOSYS (a kernel before 6.13);
+    /// tests set it to try the /proc paths.
+    static let xattrAtMissing = Atomic<Bool>(false)
+
+    /// The corresponding C functions are `getxattrat`, `lgetxattr` and `getxattr`.
     static func getxattr(_ path: XattrPath, _ name: String) throws(Errno) -> [UInt8] {
         try readXattr { buffer, size in
-            path.withHostCString { path, follow in
-                name.withHostCString {
-                    follow ? CSystemShims.getxattr(path, $0, buffer, size) : lgetxattr(path, $0, buffer, size)
-                }
+            name.withHostCString { name in
+                path.call(
+                    { scopefs_getxattrat($0, $1, $2, name, buffer, size) },
+                    { $1 ? CSystemShims.getxattr($0, name, buffer, size) : lgetxattr($0, name, buffer, size) })
             }
         }
     }
@@ -247,36 +269,42 @@ enum Sys {
         }
     }
 
-    /// The corresponding C functions are `llistxattr` and `listxattr`.
+    /// The corresponding C functions are `listxattrat`, `llistxattr` and `listxattr`.
     static func listxattr(_ path: XattrPath) throws(Errno) -> [UInt8] {
         try readXattr { buffer, size in
-            path.withHostCString { path, follow in
-                let names = buffer?.assumingMemoryBound(to: CChar.self)
-                return follow ? CSystemShims.listxattr(path, names, size) : llistxattr(path, names, size)
-            }
+            let names = buffer?.assumingMemoryBound(to: CChar.self)
+            return path.call(
+                { scopefs_listxattrat($0, $1, $2, names, size) },
+                { $1 ? CSystemShims.listxattr($0, names, size) : llistxattr($0, names, size) })
         }
     }
 
-    /// The corresponding C functions are `lsetxattr` and `setxattr`.
+    /// The corresponding C functions are `setxattrat`, `lsetxattr` and `setxattr`.
     static func setxattr(_ path: XattrPath, _ name: String, _ value: UnsafeRawBufferPointer, _ flags: Int32)
         throws(Errno)
     {
+        let (bytes, count) = (value.baseAddress, value.count)
         _ = try retrying {
-            path.withHostCString { path, follow in
-                name.withHostCString {
-                    follow
-                        ? CSystemShims.setxattr(path, $0, value.baseAddress, value.count, flags)
-                        : lsetxattr(path, $0, value.baseAddress, value.count, flags)
-                }
+            name.withHostCString { name in
+                path.call(
+                    { Int(scopefs_setxattrat($0, $1, $2, name, bytes, count, flags)) },
+                    {
+                        Int(
+                            $1
+                                ? CSystemShims.setxattr($0, name, bytes, count, flags)
+                                : lsetxattr($0, name, bytes, count, flags))
+                    })
             }
         }
     }
 
-    /// The corresponding C functions are `lremovexattr` and `removexattr`.
+    /// The corresponding C functions are `removexattrat`, `lremovexattr` and `removexattr`.
     static func removexattr(_ path: XattrPath, _ name: String) throws(Errno) {
         _ = try retrying {
-            path.withHostCString { path, follow in
-                name.withHostCString { follow ? CSystemShims.removexattr(path, $0) : lremovexattr(path, $0) }
+            name.withHostCString { name in
+                path.call(
+                    { Int(scopefs_removexattrat($0, $1, $2, name)) },
+                    { Int($1 ? CSystemShims.removexattr($0, name) : lremovexattr($0, name)) })
             }
         }
     }

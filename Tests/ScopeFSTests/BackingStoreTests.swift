@@ -1,6 +1,7 @@
 import CSystemShims
 import Foundation
 import Glibc
+import Synchronization
 import SystemPackage
 import Testing
 
@@ -91,8 +92,14 @@ import Testing
         }
     }
 
-    @Test("xattrs of a folder go through its own descriptor; of an entry, never through a final symlink")
-    func extendedAttributes() throws {
+    @Test(
+        "xattrs of a folder go through its own descriptor; of an entry, never through a final symlink",
+        .serialized, arguments: [false, true])
+    func extendedAttributes(procPaths: Bool) throws {
+        // Both ways give the same answers: the *xattrat calls, and the
+        // /proc paths that kernels before 6.13 get.
+        let before = Sys.xattrAtMissing.exchange(procPaths, ordering: .relaxed)
+        defer { Sys.xattrAtMissing.store(before, ordering: .relaxed) }
         let scratch = try Scratch()
         try FileManager.default.createDirectory(atPath: scratch.path + "/folder", withIntermediateDirectories: false)
         let folder = open(scratch.path + "/folder", Sys.pathOnly | O_DIRECTORY | O_CLOEXEC)

@@ -60,6 +60,18 @@ long scopefs_file_system_type(int fd);
 /// O_PATH descriptor's file. -1 with ENOSYS on older kernels.
 int scopefs_fchmodat2(int dirfd, const char *path, unsigned int mode, int flags);
 
+/// getxattrat(2), listxattrat, setxattrat and removexattrat (Linux 6.13+):
+/// an extended attribute of `path` under `dirfd` (`at_flags`:
+/// AT_SYMLINK_NOFOLLOW), so the kernel walks one name instead of a
+/// /proc/self/fd path. glibc 2.36 has neither wrappers nor numbers. -1 with
+/// ENOSYS on older kernels; otherwise what the *xattr calls return.
+ssize_t scopefs_getxattrat(int dirfd, const char *path, unsigned int at_flags, const char *name, void *value,
+                           size_t size);
+ssize_t scopefs_listxattrat(int dirfd, const char *path, unsigned int at_flags, char *list, size_t size);
+int scopefs_setxattrat(int dirfd, const char *path, unsigned int at_flags, const char *name, const void *value,
+                       size_t size, int flags);
+int scopefs_removexattrat(int dirfd, const char *path, unsigned int at_flags, const char *name);
+
 /// A file's handle (name_to_handle_at of the descriptor itself, AT_EMPTY_PATH):
 /// its bytes into `bytes` (at most `capacity`), its type into `type`.
 /// Returns the number of bytes, or -1 with errno (EOPNOTSUPP where the file
