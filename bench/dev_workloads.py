@@ -175,7 +175,7 @@ def templates(ctx):
 
 
 def git_status(ctx, system, tag):
-    native = os.path.join(ctx.workdir, tag)
+    native = os.path.join(system.host_workdir, tag)
     templates(ctx).copy("repo", native)
     # The index matches the files as seen natively (a repository in use on
     # the host); a mount that reports other inode numbers makes git re-read
@@ -195,10 +195,10 @@ git_status.lockstep = False
 def find_walk(ctx, system, tag):
     """`find -type f -printf '%s\\n'` (a readdir and a stat per file) over
     folders of 1,000 empty files, on a fresh tree and again after expiry."""
-    os.mkdir(os.path.join(ctx.workdir, tag))
+    os.mkdir(os.path.join(system.host_workdir, tag))
     n, per = ctx.sizes.find_files, 1000
     for i in range(0, n, per):
-        ctx.native_create(os.path.join(tag, f"d{i // per:03d}"), min(per, n - i), 0)
+        ctx.native_create(system, os.path.join(tag, f"d{i // per:03d}"), min(per, n - i), 0)
     find = ["run", "find", os.path.join(system.root, tag), "-type", "f", "-printf", "%s\\n"]
     # The kernel forgets what earlier workloads left it holding: through
     # passthrough_ll and the portal each inode it holds is a descriptor,
@@ -214,17 +214,44 @@ find_walk.lockstep = False
 
 
 def python_import(ctx, system, tag):
-    templates(ctx).copy("pylib", os.path.join(ctx.workdir, tag))
+    templates(ctx).copy("pylib", os.path.join(system.host_workdir, tag))
     cmd = ["run", "env", "PYTHONPATH=" + os.path.join(system.root, tag), python_binary(), "-s", "-B", "-c", PY_IMPORT]
     yield "py-import", ctx.phase(system, cmd)
     yield "py-import-expired", ctx.phase(system, cmd, gap=AFTER_EXPIRY)
 
 
 def c_build(ctx, system, tag):
-    templates(ctx).copy("cproject", os.path.join(ctx.workdir, tag))
+    templates(ctx).copy("cproject", os.path.join(system.host_workdir, tag))
     make = ["run", "make", "-s", "-j2", "-C", os.path.join(system.root, tag)]
     yield "make", ctx.phase(system, make)
     yield "make-noop", ctx.phase(system, make, gap=AFTER_EXPIRY)
+
+
+# An app's own database as Core Data keeps one: WAL, SQLite's default
+# synchronous=FULL, a transaction per insert, so each commit appends to
+# the -wal file and syncs it, and checkpoints write the database itself.
+SQLITE_INSERTS = r"""
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body BLOB)")
+for i in range(int(sys.argv[2])):
+    db.execute("BEGIN")
+    db.execute("INSERT INTO notes (title, body) VALUES (?, ?)", ("note %d" % i, b"x" * 512))
+    db.execute("COMMIT")
+db.close()
+"""
+
+
+def sqlite_inserts(ctx, system, tag):
+    """SQLite inserts, one transaction each, into a new database (the
+    interpreter's start-up is in every system's time alike)."""
+    os.mkdir(os.path.join(system.host_workdir, tag))
+    db = os.path.join(system.root, tag, "notes.db")
+    yield (
+        "sqlite",
+        ctx.phase(system, ["run", python_binary(), "-s", "-B", "-c", SQLITE_INSERTS, db, ctx.sizes.sqlite_rows]),
+    )
 
 
 def label_values(sizes, repo_files):
@@ -254,4 +281,5 @@ GROUPS = [
         ],
     ),
     (c_build, [("make", "make -j2 of {c_files} C files"), ("make-noop", "make again after 2 s (nothing to do)")]),
+    (sqlite_inserts, [("sqlite", "SQLite: {sqlite_rows:,} inserts, a transaction each (WAL)")]),
 ]

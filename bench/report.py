@@ -2,6 +2,7 @@
 docs/PERFORMANCE.md."""
 
 import json
+import math
 import os
 import shutil
 import statistics
@@ -49,6 +50,7 @@ def rate(key, median, sizes):
         "ls-lR-expired": sizes.small,
         "find-first": sizes.find_files,
         "find-expired": sizes.find_files,
+        "sqlite": sizes.sqlite_rows,
     }
     if key in BYTES:
         return f"{sizes.big_mib / median:,.0f} MiB/s"
@@ -164,6 +166,50 @@ def chart(plt, results, systems, labels, path):
     return True
 
 
+def median_ratio(results, key, system, base):
+    """SYSTEM's median of workload KEY over BASE's, or None."""
+    per = results["workloads"].get(key, {})
+    a, b = ((per.get(name) or {}).get("summary") for name in (system, base))
+    return a["median"] / b["median"] if a and b and b["median"] else None
+
+
+# Issue 33's goals for one full run: (what, workload, system, base, limit).
+GOALS = [
+    ("app's container: cold read", "read-cold", "scopefs-container", "native", 1.2),
+    ("app's container: write", "write", "scopefs-container", "native", 1.2),
+    ("app's container: SQLite inserts", "sqlite", "scopefs-container", "native", 1.3),
+    ("provider folder: cold read", "read-cold", "scopefs", "native", 2.0),
+    ("provider folder: write", "write", "scopefs", "native", 2.0),
+    ("`git status` again at once", "git-again", "scopefs", "native", 1.5),
+    ("`git status` again after 2 s", "git-expired", "scopefs", "native", 1.5),
+]
+BASE_NAMES = {"native": "native", "passthrough_ll": "passthrough_ll"}
+
+
+def goals_section(results, labels):
+    """The goal table: each goal's ratio in this run, met or not. ScopeFS
+    here is the app view of a provider folder (`scopefs`) unless a row
+    names the container."""
+    lines = ["| goal | ratio in this run | limit | met |", "|---|---|---|---|"]
+
+    def row(what, ratio, limit):
+        met = "-" if ratio is None else ("met" if ratio <= limit else "**not met**")
+        lines.append(f"| {what} | {fmt_ratio(ratio)} | ≤ {limit:g}× | {met} |")
+
+    for what, key, system, base, limit in GOALS:
+        row(f"{what} × {BASE_NAMES[base]}", median_ratio(results, key, system, base), limit)
+    to_ptll = {key: median_ratio(results, key, "scopefs", "passthrough_ll") for key in KEYS}
+    to_ptll = {key: r for key, r in to_ptll.items() if r is not None}
+    if to_ptll:
+        over = sorted((k for k, r in to_ptll.items() if r > 1.0), key=lambda k: -to_ptll[k])
+        worst = max(to_ptll.values())
+        named = "; over: " + ", ".join(f"{labels[k]} {fmt_ratio(to_ptll[k])}" for k in over) if over else ""
+        row(f"every workload × passthrough_ll (the worst{named})", worst, 1.0)
+        geomean = math.exp(statistics.mean(math.log(r) for r in to_ptll.values()))
+        row(f"geometric mean over the {len(to_ptll)} workloads × passthrough_ll", geomean, 0.6)
+    return "\n".join(lines)
+
+
 def write_json(results, path):
     with open(path, "w") as f:
         json.dump(results, f, indent=2, sort_keys=False)
@@ -268,7 +314,7 @@ def steal_line(config, machine):
     )
 
 
-def performance_md(results, table, chart_name):
+def performance_md(results, table, chart_name, labels):
     m, c = results["machine"], results["config"]
     skipped = [
         f"- {v['label']}: skipped — {v['reason']}" for v in results["systems"].values() if v["status"] == "skipped"
@@ -312,6 +358,8 @@ def performance_md(results, table, chart_name):
     parts += [markdown_table(table), ""]
     if chart_name:
         parts += [f"![time relative to native]({chart_name})", ""]
+    if not c["quick"]:
+        parts += ["## Goals (issue 33)", "", goals_section(results, labels), ""]
     section = scopefs_section(results)
     if section:
         parts += ["## ScopeFS-specific costs", "", section]
@@ -321,7 +369,7 @@ def performance_md(results, table, chart_name):
 NOTES_MARKER = "<!-- notes below are kept by make bench -->"
 
 
-def write_docs(results, table, chart_path, repo):
+def write_docs(results, table, chart_path, repo, labels):
     docs = os.path.join(repo, "docs")
     name = None
     if chart_path and os.path.exists(chart_path):
@@ -337,6 +385,6 @@ def write_docs(results, table, chart_path, repo):
         if NOTES_MARKER in old:
             kept = old[old.index(NOTES_MARKER) :]
     with open(path, "w") as f:
-        f.write(performance_md(results, table, name))
+        f.write(performance_md(results, table, name, labels))
         if kept:
             f.write("\n" + kept)

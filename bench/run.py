@@ -238,7 +238,7 @@ class GroupRun:
 
     def _finish(self):
         self.finished = True
-        self.ctx.clean(self.tag)
+        self.ctx.clean(self.tag, self.system)
         return False
 
 
@@ -382,22 +382,24 @@ def main():
             entry["summary"] = report.summarise(entry["samples"])
     results["config"]["drop_method"] = ctx.drop_method
     names = [n for n, v in results["systems"].items() if v["status"] != "skipped"]
-    table = report.rows(results, names, wl.labels(sizes, ctx.repo_files), sizes)
+    labels = wl.labels(sizes, ctx.repo_files)
+    table = report.rows(results, names, labels, sizes)
 
     os.makedirs(args.out, exist_ok=True)
     chart_path = os.path.join(args.out, "chart.png")
-    if not (plt and report.chart(plt, results, names, wl.labels(sizes, ctx.repo_files), chart_path)):
+    if not (plt and report.chart(plt, results, names, labels, chart_path)):
         chart_path = None
     results["total_seconds"] = time.monotonic() - t_start
     report.write_json(results, os.path.join(args.out, "results.json"))
     if args.docs:
-        report.write_docs(results, table, chart_path, REPO)
+        report.write_docs(results, table, chart_path, REPO, labels)
 
     print()
     for v in results["systems"].values():
         if v["status"] != "ok":
             print(f"{v['label']}: {v['status']} — {v['reason']}")
     print(report.text_table(table))
+    print("\nGoals (issue 33)\n" + report.goals_section(results, labels))
     extra = report.scopefs_section(results)
     if extra:
         print("\nScopeFS-specific costs\n" + extra)

@@ -189,7 +189,7 @@ def memory(ctx, sfs, nfiles):
     per_dir = 1000
     os.makedirs(os.path.join(ctx.workdir, "walk"))
     for d in range(math.ceil(nfiles / per_dir)):
-        ctx.native_create(f"walk/d{d:03d}", min(per_dir, nfiles - d * per_dir), 0)
+        ctx.native_create(sfs, f"walk/d{d:03d}", min(per_dir, nfiles - d * per_dir), 0)
     out["before"] = sample(pid)
     peak, stop = {"rss_kib": 0, "fds": 0, "threads": 0}, threading.Event()
 

@@ -119,6 +119,10 @@ class System:
     def __init__(self, ctx):
         self.ctx = ctx
         self.root = None
+        # Where the workloads' set-up puts files on the host, for the
+        # system to show at `root`: the shared backing folder, except for
+        # a system that keeps its files elsewhere (an app's container).
+        self.host_workdir = os.path.join(ctx.backing, WORKDIR)
 
     def setup(self):
         pass
@@ -388,4 +392,25 @@ class ScopeFSShared(ScopeFS):
     VIEW = ["--shared-view"]
 
 
-ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared]
+class ScopeFSContainer(ScopeFS):
+    """The app's own container (issue 33): never revoked, so the kernel
+    reads, writes and maps its files through FUSE passthrough where it can
+    (decision 56), and the rows say what an app pays for its own data. Its
+    host folder is STATE/containers/APP, on the same file system as the
+    backing folder (the bench's temporary folder)."""
+
+    name, label = "scopefs-container", "ScopeFS (app's own container)"
+
+    def setup(self):
+        super().setup()
+        self.host_workdir = os.path.join(self.state, "containers", self.APP, WORKDIR)
+        os.makedirs(self.host_workdir, exist_ok=True)
+        self.root = os.path.join(self.mnt, self.APP, "Container", WORKDIR)
+        status = json.loads(self.run_cli("status", "--json"))
+        self.passthrough = json.dumps(status.get("containerPassthrough", status.get("passthrough", "?")))
+
+    def info(self):
+        return {**super().info(), "container passthrough (status)": getattr(self, "passthrough", "?")}
+
+
+ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared, ScopeFSContainer]

@@ -34,6 +34,7 @@ class Sizes:
     reps: int
     find_files: int = 1_000  # find walk (dev_workloads)
     c_files: int = 10  # C files built by make
+    sqlite_rows: int = 1_000  # rows inserted, one transaction each (dev_workloads)
     repo_usr_include: bool = False  # the git repository holds a copy of /usr/include too
 
 
@@ -48,6 +49,7 @@ FULL = Sizes(
     reps=5,
     find_files=50_000,
     c_files=30,
+    sqlite_rows=5_000,
     repo_usr_include=True,
 )
 QUICK = Sizes(
@@ -195,16 +197,17 @@ class Context:
         except OSError:
             self.drop_method = "posix_fadvise(POSIX_FADV_DONTNEED) on the file only (not root)"
 
-    def native_create(self, rel, n, size):
-        """Creates N files directly in the backing directory (set-up, untimed)."""
-        path = os.path.join(self.workdir, rel)
+    def native_create(self, system, rel, n, size):
+        """Creates N files directly in SYSTEM's host folder (set-up, untimed)."""
+        path = os.path.join(system.host_workdir, rel)
         subprocess.run(
             [self.fsops, "-o", "/dev/null", "create", path, str(n), str(size)], check=True, stdout=subprocess.DEVNULL
         )
 
-    def clean(self, rel):
-        """Removes a workload's leftovers from the backing directory (not a mount)."""
-        path = os.path.join(self.workdir, rel)
+    def clean(self, rel, system=None):
+        """Removes a workload's leftovers from SYSTEM's host folder (the
+        backing directory unless given; never a mount)."""
+        path = os.path.join(system.host_workdir if system else self.workdir, rel)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         elif os.path.lexists(path):
@@ -220,7 +223,7 @@ def many_files(ctx, system, tag):
 
 
 def small_files(ctx, system, tag):
-    ctx.native_create(tag, ctx.sizes.small, 4096)
+    ctx.native_create(system, tag, ctx.sizes.small, 4096)
     d = os.path.join(system.root, tag)
     yield "ls-lR", ctx.phase(system, ["run", "ls", "-lR", d])
     yield "ls-lR-expired", ctx.phase(system, ["run", "ls", "-lR", d], gap=dev_workloads.AFTER_EXPIRY)
@@ -247,7 +250,7 @@ big_file.lockstep = False
 
 
 def source_tree(ctx, system, tag):
-    os.mkdir(os.path.join(ctx.workdir, tag))
+    os.mkdir(os.path.join(system.host_workdir, tag))
     d = os.path.join(system.root, tag)
     yield "untar", ctx.phase(system, ["run", "tar", "--no-same-owner", "-xf", ctx.tarball, "-C", d])
     yield "rm-rf", ctx.phase(system, ["run", "rm", "-rf", os.path.join(d, "tree")])
