@@ -133,7 +133,7 @@ bench-instructions: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/instructions.py
 
-# The per-request floor: µs and instructions per LOOKUP, GETATTR, OPEN,
+# The per-request floor: µs and instructions per LOOKUP, GETATTR, OPEN, OPENDIR,
 # READ 4 KiB and GETXATTR, ScopeFS beside passthrough_ll and native.
 bench-floor: deps
 	$(SWIFT) build -c release

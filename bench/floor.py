@@ -2,7 +2,7 @@
 """The per-request floor: what one FUSE round trip of each kind costs in
 ScopeFS next to libfuse's passthrough_ll and the native directory (issue
 33). One process issues N requests of one kind (`fsops floor`: a LOOKUP of
-a missing name, a forced GETATTR, an OPEN with its RELEASE, a direct READ
+a missing name, a forced GETATTR, an OPEN with its RELEASE, an OPENDIR with its RELEASEDIR, a direct READ
 of 4 KiB, a GETXATTR of the ACL that `ls -l` asks of every file), so
 
 - microseconds per request: the wall time of 20,000, median of three
@@ -33,17 +33,19 @@ sys.path.insert(0, BENCH)
 import deps  # noqa: E402
 import instructions  # noqa: E402
 
-KINDS = ("lookup", "getattr", "open", "read4k", "getxattr")
+KINDS = ("lookup", "getattr", "open", "opendir", "read4k", "getxattr")
 REQUESTS = {
     "lookup": "LOOKUP (a missing name)",
     "getattr": "GETATTR (statx FORCE_SYNC)",
     "open": "OPEN + RELEASE (+ FLUSH: passthrough_ll)",
+    "opendir": "OPENDIR + RELEASEDIR",
     "read4k": "READ of 4 KiB (O_DIRECT)",
     "getxattr": "GETXATTR system.posix_acl_access",
 }
 # passthrough_ll's handlers these requests reach.
 PTLL_FLOOR_HANDLERS = (
-    "lo_lookup lo_getattr lo_open lo_read lo_flush lo_release lo_getxattr lo_forget lo_forget_multi".split()
+    "lo_lookup lo_getattr lo_open lo_read lo_flush lo_release lo_opendir lo_releasedir lo_getxattr lo_forget "
+    "lo_forget_multi".split()
 )
 FILE_BYTES = 1 << 20
 

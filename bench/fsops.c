@@ -313,12 +313,18 @@ static void start_at(double start) {
  * missing names (LOOKUP), a forced attribute refresh (GETATTR), an open
  * (OPEN, then RELEASE and, for some daemons, FLUSH), a direct read (READ),
  * an ACL query (GETXATTR: the kernel caches no ACL of a FUSE file whose
- * daemon did not take FUSE_POSIX_ACL). */
+ * daemon did not take FUSE_POSIX_ACL), an open of the file's folder
+ * (OPENDIR, then RELEASEDIR: what a repeated `git status` pays per
+ * folder). */
 static int op_floor(const char *kind, const char *file, long n) {
     char path[4096];
     struct statx stx;
     void *block = NULL;
     int fd = -1;
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", file);
+    char *slash = strrchr(folder, '/');
+    if (slash) *slash = 0;
     if (!strcmp(kind, "read4k")) {
         if (posix_memalign(&block, 4096, 4096) != 0) die("posix_memalign", NULL);
         fd = open(file, O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -337,6 +343,10 @@ static int op_floor(const char *kind, const char *file, long n) {
             close(f);
         } else if (!strcmp(kind, "read4k")) {
             if (pread(fd, block, 4096, 0) != 4096) die("pread", file);
+        } else if (!strcmp(kind, "opendir")) {
+            DIR *d = opendir(folder);
+            if (!d) die("opendir", folder);
+            closedir(d);
         } else if (!strcmp(kind, "getxattr")) {
             if (getxattr(file, "system.posix_acl_access", NULL, 0) >= 0 || (errno != ENODATA && errno != EOPNOTSUPP))
                 die("getxattr", file);
