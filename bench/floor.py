@@ -2,8 +2,9 @@
 """The per-request floor: what one FUSE round trip of each kind costs in
 ScopeFS next to libfuse's passthrough_ll and the native directory (issue
 33). One process issues N requests of one kind (`fsops floor`: a LOOKUP of
-a missing name, a forced GETATTR, an OPEN with its RELEASE, an OPENDIR with its RELEASEDIR, a direct READ
-of 4 KiB, a GETXATTR of the ACL that `ls -l` asks of every file), so
+a missing name, a forced GETATTR, an OPEN with its RELEASE, an OPENDIR
+with its RELEASEDIR, a direct READ of 4 KiB, a GETXATTR of the ACL that
+`ls -l` asks of every file), so
 
 - microseconds per request: the wall time of 20,000, median of three
   runs, each daemon as `make bench` runs it (release build, no valgrind);
