@@ -232,6 +232,7 @@ public enum Daemon {
         startFollowers(services, session: session, recorder: recorder, logger: logger) {
             stopping.load(ordering: .relaxed)
         }
+        ReadaheadWindow.widen(mountpoint: mountpoint, to: Int(ScopeFileSystem.readaheadBytes >> 10), logger: logger)
         DaemonInfo(pid: getpid(), mountpoint: mountpoint).write(to: state)
         Self.reportStranded(tracker, recorder: recorder, logger: logger)
         logger.info("mounted \(mountpoint) for \(state.path) (process events: \(tracker.followsEvents))")

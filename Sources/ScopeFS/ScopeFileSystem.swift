@@ -160,6 +160,7 @@ public final class ScopeFileSystem: FileSystem {
     public func initialize(_ connection: inout ConnectionSettings) {
         connection.clearsSetIDBits = true
         connection.maxBackground = Self.maxBackgroundRequests
+        connection.maxReadahead = max(connection.maxReadahead, Self.readaheadBytes)
         if configuration.containerPassthrough {
             connection.passthroughProbe = passthroughProbe()
             connection.passthroughStackDepth = passthroughStackDepth
@@ -177,6 +178,14 @@ public final class ScopeFileSystem: FileSystem {
     /// open and per close in flight (docs/PERFORMANCE.md, the storm).
     /// Without CAP_SYS_ADMIN the kernel lowers it to `max_user_bgreq`.
     static let maxBackgroundRequests: UInt32 = 1024
+
+    /// The readahead window the mount asks for: the largest READ the
+    /// kernel sends for page-cache reads of a provider file. The kernel
+    /// takes the smaller of this and its bdi's window (128 KiB unless root
+    /// widened it before the INIT reply: the daemon's `ReadaheadWindow`),
+    /// so a non-root owner keeps 128 KiB. docs/PERFORMANCE.md has the
+    /// figures for 128 KiB to 4 MiB.
+    public static let readaheadBytes: UInt32 = 512 << 10
 
     // MARK: Policy
 
