@@ -41,6 +41,13 @@ final class HostDirectoryStream {
 
     deinit { closedir(stream) }
 
+    /// The folder's size as the host file system reports it (st_size: for
+    /// most, a measure of its entries), or nil.
+    var hostSize: Int64? {
+        var info = stat()
+        return fstat(dirfd(stream), &info) == 0 ? Int64(info.st_size) : nil
+    }
+
     /// Moves to `offset`, a cookie this stream handed out (or 0, the start,
     /// which reads the folder afresh). Reading on from where the last reply
     /// ended does not seek.

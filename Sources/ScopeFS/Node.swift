@@ -117,6 +117,9 @@ final class Node: Sendable {
     /// changes: only then may the kernel cache its entries (and their
     /// attributes) for long (`ScopeFileSystem.timeout(under:)`).
     let changesWatched = Atomic<Bool>(false)
+    /// Set at a backed folder's first opendir: a large folder's listing is
+    /// kept by the kernel only from its second (`cachesListing`).
+    let openedBefore = Atomic<Bool>(false)
     /// When a file's content was last written through the mount (coarse
     /// monotonic milliseconds): a host-change channel that cannot say who
     /// wrote (inotify) leaves those changes to the writer's release.

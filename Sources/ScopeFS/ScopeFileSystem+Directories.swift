@@ -14,9 +14,9 @@ extension ScopeFileSystem {
         guard target.node.isDirectory else { throw .notDirectory }
         // A backed folder is read through a descriptor of its own.
         let charge = target.node.place.isBacked ? try chargeDescriptor(caller, target.resolved, .opendir) : nil
-        let handle = DirectoryHandle(
-            node: target.node, entries: try entries(of: target, caller: caller), charge: charge)
-        return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node))
+        let entries = try entries(of: target, caller: caller)
+        let handle = DirectoryHandle(node: target.node, entries: entries, charge: charge)
+        return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node, entries))
     }
 
     /// Whether listings may be kept by the kernel at all (docs/ARCHITECTURE.md,
@@ -30,10 +30,28 @@ extension ScopeFileSystem {
     /// the same to every caller the gate lets in; a policy change drops the
     /// listings it changes (`install`). The root lists per caller and the
     /// other synthetic folders are cheap: never kept.
-    func cachesListing(of folder: Node) -> Bool {
-        Self.kernelKeepsListings && folder.place.isBacked && folder.changesWatched.load(ordering: .relaxed)
-            && configuration.cacheTimeout > configuration.unwatchedTimeout
+    ///
+    /// A large folder's (`largeFolderBytes` on the host) only from its
+    /// second opendir on: the kernel copies each entry into the kept pages
+    /// as the listing goes by, which made the first listing of 10,000
+    /// entries 1.27x passthrough_ll's, against 0.91x with nothing kept
+    /// (issue 33); a folder listed once never wins that back, one listed
+    /// again pays it once more. Small folders (what `git status` walks) are
+    /// kept from their first listing, so a repeat finds them kept.
+    func cachesListing(of folder: Node, _ entries: DirectoryHandle.Entries) -> Bool {
+        guard
+            Self.kernelKeepsListings && folder.place.isBacked && folder.changesWatched.load(ordering: .relaxed)
+                && configuration.cacheTimeout > configuration.unwatchedTimeout
+        else { return false }
+        if folder.openedBefore.exchange(true, ordering: .relaxed) { return true }
+        guard case .host(let stream, _, _) = entries, let size = stream.hostSize else { return true }
+        return size < Self.largeFolderBytes
     }
+
+    /// A folder this large on the host is not kept at its first listing:
+    /// about 3,000 entries on tmpfs (20 bytes an entry) or on ext4 with
+    /// short names.
+    static let largeFolderBytes: Int64 = 64 << 10
 
     public func readdir(
         _ request: Request, inode: UInt64, handle: UInt64, offset: Int64, listing: inout DirectoryListing

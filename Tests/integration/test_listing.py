@@ -3,6 +3,9 @@ as the kernel asks, across many replies, with the host's own positions.
 SPEC S2 (what a listing shows), S35 (readdir, seekdir, telldir and
 rewinddir behave as on the backing filesystem)."""
 
+import os
+
+from request_trace import RequestTrace
 from scopefs_harness import ALPHA, LOCAL
 
 # Long names so that a listing needs many readdir replies (a reply holds a
@@ -39,6 +42,41 @@ def test_large_granted_folder_lists_every_entry_once(env):
     assert got["plain"] == expected
     assert got["plus"] == expected
     assert got["inodes_agree"]
+
+
+LIST_ONCE = """
+emit({"count": len(os.listdir(sys.argv[1]))})
+"""
+
+
+def test_a_large_folder_is_kept_from_its_second_listing(env):
+    """Issue 33: the kernel keeps a listing (FOPEN_CACHE_DIR) by copying
+    each entry as the first listing goes by, which made that listing of a
+    large folder slower than passthrough_ll's. So a folder of 64 KiB or
+    more on the host is kept from its second listing on: the first and
+    second reach the daemon, the third is the kernel's alone. A small
+    folder is kept from its first, so its second reaches no daemon. Every
+    listing shows every entry (SPEC S2)."""
+    make_files(env.backing(LOCAL) / "docs" / "big", 3000)
+    make_files(env.backing(LOCAL) / "docs" / "small", 20)
+    assert os.stat(env.backing(LOCAL) / "docs" / "big").st_size >= 64 << 10
+    assert os.stat(env.backing(LOCAL) / "docs" / "small").st_size < 64 << 10
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+
+    def listings(folder, count):
+        reached = []
+        for _ in range(count):
+            with RequestTrace(env.mnt) as trace:
+                got = env.app_json(ALPHA, LIST_ONCE, env.prov(ALPHA, LOCAL, f"docs/{folder}"))
+            reached.append(trace.counts["READDIR"] + trace.counts["READDIRPLUS"])
+            assert got["count"] == (3000 if folder == "big" else 20)
+        return reached
+
+    big = listings("big", 3)
+    assert big[0] > 0 and big[1] > 0 and big[2] == 0, big
+    small = listings("small", 2)
+    assert small[0] > 0 and small[1] == 0, small
 
 
 def test_bare_folder_with_many_siblings_shows_only_the_way_to_the_grant(env):
