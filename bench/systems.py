@@ -115,6 +115,9 @@ class System:
     # True for a system whose phases leave work for the machine after they
     # end: it runs last in each repetition (run.run_all).
     leaves_work_behind = False
+    # True for a system shown for comparison only: a workload it cannot run
+    # is reported in its row, not as the run's failure.
+    comparison_only = False
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -191,6 +194,8 @@ class DocumentPortal(System):
     # Its phases leave work behind that its own CPU time does not show (the
     # kernel freeing a deleted tree's inodes and pages): see run_all.
     leaves_work_behind = True
+    # It cannot host a SQLite database in WAL mode ("disk I/O error").
+    comparison_only = True
 
     def setup(self):
         for need in (PORTAL_BIN, shutil.which("dbus-daemon")):

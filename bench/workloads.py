@@ -177,7 +177,10 @@ class Context:
             lines = [ln.split() for ln in f if ln.startswith("RESULT ")]
         if r.returncode != 0 or not lines:
             err = r.stderr.strip().splitlines()
-            raise PhaseError(f"{argv[0]} exited {r.returncode}: {err[-1] if err else 'no output'}")
+            # fsops says last that its command failed; the command's own
+            # last words (a traceback's error line) come before.
+            said = " — ".join(err[-2:]) if len(err) > 1 else err[-1] if err else "no output"
+            raise PhaseError(f"{argv[0]} exited {r.returncode}: {said}")
         late = float(lines[-1][4]) if len(lines[-1]) > 4 else 0.0
         if late > 0.05:
             log(
