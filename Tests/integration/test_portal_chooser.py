@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from scopefs_harness import ALPHA, LOCAL, describe, run_bounded
+from scopefs_harness import ALPHA, BETA, LOCAL, describe, run_bounded
 from test_pick_requests import Agent
 from test_portal import SYSTEM_PYTHON, Portal, SessionBus, privacy
 
@@ -80,3 +80,52 @@ def test_open_file_becomes_a_pick_the_agent_answers(env, chooser):
     assert ALPHA in out
     [grant] = privacy(env, ALPHA)
     assert grant["path"] == "docs/report.txt"
+
+
+def test_cancelled_pick_answers_1_and_grants_nothing(env, chooser):
+    """SPEC S21a: the owner cancels: response 1 (the impl interface's
+    "cancelled by the user"), no URI, no grant."""
+    agent = Agent(env, [{"cancel": True}], count=1)
+    answer = call_backend(chooser, "OpenFile", ALPHA, "{'multiple': <true>}")
+    agent.finish()
+    assert answer == {"response": 1, "results": {}}
+    assert privacy(env, ALPHA) == []
+
+
+def test_no_agent_answers_2(env, chooser):
+    """SPEC S21a: nobody to ask (no `scopefs agent`): response 2, ended otherwise."""
+    assert call_backend(chooser, "OpenFile", ALPHA) == {"response": 2, "results": {}}
+    assert privacy(env, ALPHA) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "raw", "app", "error"),
+    [
+        ("{'multiple': <'yes'>}", None, ALPHA, ERROR + "InvalidArgument"),
+        ("{'filters': <[('x', [(uint32 7, '*')])]>}", None, ALPHA, ERROR + "InvalidArgument"),
+        ("{'current_folder': <b'relative'>}", None, ALPHA, ERROR + "InvalidArgument"),
+        ("@a{sv} {}", None, "", ERROR + "NotAllowed"),
+        ("@a{sv} {}", None, "../etc", ERROR + "InvalidArgument"),
+        ("@a{sv} {}", "('not-a-path', 'a', '', '', @a{sv} {})", ALPHA, "org.freedesktop.DBus.Error.InvalidArgs"),
+    ],
+)
+def test_backend_refuses_bad_calls_and_grants_nothing(env, chooser, options, raw, app, error):
+    """SPEC S45: wrong types, a pattern kind that is neither glob nor MIME
+    type, a relative folder, no app or a bad app id: a clear D-Bus error
+    before the agent is asked, nothing granted."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    answer = call_backend(chooser, "OpenFile", app, options, raw=raw)
+    assert answer == {"error": error}
+    assert privacy(env, ALPHA) == []
+    agent.popen.kill()
+    agent.finish()
+
+
+def test_app_process_cannot_call_the_backend(env, chooser):
+    """SPEC S5: the backend trusts the app id its caller names, so it
+    answers the owner's processes (the portal frontend) only: an app process
+    of `scopefs run` naming another app (or itself) is refused."""
+    prefix = env.run_argv(ALPHA, [])
+    for app in (BETA, ALPHA):
+        assert call_backend(chooser, "OpenFile", app, prefix=prefix) == {"error": ERROR + "NotAllowed"}
+    assert privacy(env, ALPHA) == [] and privacy(env, BETA) == []
