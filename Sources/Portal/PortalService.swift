@@ -58,7 +58,7 @@ public final class PortalService: @unchecked Sendable {
         do {
             session = try FuseSession(
                 fileSystem: DocumentLayout(portal: object.portal),
-                options: ["fsname=scopefs-portal", "subtype=scopefs-portal", "ro", "default_permissions"])
+                options: ["fsname=scopefs-portal", "subtype=scopefs-portal", "ro"] + Self.accessOptions)
             try session.mount(at: mountPoint)
         } catch {
             throw CommandError(.cannotMount, "cannot mount the document layout at \(mountPoint): \(error)")
@@ -69,6 +69,13 @@ public final class PortalService: @unchecked Sendable {
         session.unmount()
         exit(status == 0 ? 0 : 1)
     }
+
+    /// A root owner's apps run as app accounts (`scopefs run`), which
+    /// reach their `by-app/APP` folder only through `allow_other`; the
+    /// layout then checks every caller itself (`DocumentLayout`), as mode
+    /// bits of the owner's would refuse the app's account. Another owner's
+    /// apps keep the owner's uid: the kernel's own checks stay.
+    private static var accessOptions: [String] { geteuid() == 0 ? ["allow_other"] : ["default_permissions"] }
 
     /// Whether the name was ever owned: before that, a failure ends the
     /// command (no session bus, the name taken); after, it is a lost bus.
@@ -122,18 +129,19 @@ public final class PortalService: @unchecked Sendable {
             throw CommandError(
                 .internalError, "cannot add the FileChooser backend (\(String(cString: strerror(-result))))")
         }
-        result = sd_bus_request_name(bus, Self.backendName, 0)
-        guard result >= 0 else {
-            throw CommandError(
-                .refused,
-                "cannot own \(Self.backendName) (\(String(cString: strerror(-result)))): another scopefs portal runs")
-        }
         result = sd_bus_request_name(bus, Self.busName, 0)
         guard result >= 0 else {
             throw CommandError(
                 .refused,
                 "cannot own \(Self.busName) (\(String(cString: strerror(-result)))): another document portal runs; see docs/PORTAL.md"
             )
+        }
+        // The backend's name after the store's: a second portal fails on the first.
+        result = sd_bus_request_name(bus, Self.backendName, 0)
+        guard result >= 0 else {
+            throw CommandError(
+                .refused,
+                "cannot own \(Self.backendName) (\(String(cString: strerror(-result)))): another document portal runs")
         }
         if !served { announce() }
         served = true

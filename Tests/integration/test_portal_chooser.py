@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
-from scopefs_harness import ALPHA, BETA, LOCAL, describe, run_bounded
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, run_bounded, wait_for
 from test_pick_requests import Agent
-from test_portal import SYSTEM_PYTHON, Portal, SessionBus, privacy
+from test_portal import BUS_CONFIG, SYSTEM_PYTHON, Portal, SessionBus, privacy
 
 BACKEND = "org.freedesktop.impl.portal.desktop.scopefs"
 IMPL = "org.freedesktop.impl.portal.FileChooser"
@@ -129,3 +131,200 @@ def test_app_process_cannot_call_the_backend(env, chooser):
     for app in (BETA, ALPHA):
         assert call_backend(chooser, "OpenFile", app, prefix=prefix) == {"error": ERROR + "NotAllowed"}
     assert privacy(env, ALPHA) == [] and privacy(env, BETA) == []
+
+
+# An app's FileChooser.OpenFile through the portal frontend, from inside
+# `scopefs run --portal-bus` (Debian's python3 with python3-gi): waits for
+# the Request's Response, reads the first returned file, then after the
+# test's go reads it again on the same descriptor.
+OPEN_THROUGH_FRONTEND = """
+from gi.repository import Gio, GLib
+bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+token = "scopefs1"
+handle = "/org/freedesktop/portal/desktop/request/%s/%s" % (bus.get_unique_name()[1:].replace(".", "_"), token)
+loop, got = GLib.MainLoop(), {}
+def on_response(connection, sender, path, interface, name, parameters, *rest):
+    got["response"], got["results"] = parameters.unpack()
+    loop.quit()
+bus.signal_subscribe(None, "org.freedesktop.portal.Request", "Response", handle, None, 0, on_response)
+options = sys.argv[1].replace("TOKEN", token)
+arguments = GLib.Variant.parse(GLib.VariantType("(ssa{sv})"), "('', 'Open', %s)" % options, None, None)
+bus.call_sync("org.freedesktop.portal.Desktop", "/org/freedesktop/portal/desktop",
+              "org.freedesktop.portal.FileChooser", "OpenFile", arguments, None, 0, 60000, None)
+GLib.timeout_add_seconds(60, loop.quit)
+loop.run()
+uris = got.get("results", {}).get("uris", [])
+result = {"response": got.get("response"), "uris": uris}
+if uris:
+    path = GLib.filename_from_uri(uris[0])[0]
+    fd = os.open(path, os.O_RDONLY)
+    result["read"] = os.pread(fd, 16, 0).hex()
+step(result)
+if uris:
+    emit({"again": outcome(lambda: os.pread(fd, 16, 0).hex())})
+else:
+    emit({})
+"""
+
+
+class AppAccountBus(SessionBus):
+    """A SessionBus that also accepts connections of other users: a root
+    owner's apps run as the app account, and so does their bus proxy."""
+
+    def __init__(self, root: Path):
+        self.socket = root / "bus"
+        self.address = f"unix:path={self.socket}"
+        self.config = root / "bus.conf"
+        config = BUS_CONFIG.format(address=self.address)
+        self.config.write_text(config.replace('<allow own="*"/>', '<allow own="*"/>\n    <allow user="*"/>'))
+        self.config.chmod(0o644)
+        self.prefix = []
+        self.process = None
+        self.start()
+
+
+class Frontend:
+    """Debian's xdg-desktop-portal (1.16) on the test's bus, finding only
+    ScopeFS's backend: XDG_DESKTOP_PORTAL_DIR names the folder of .portal
+    files it reads, XDG_CURRENT_DESKTOP the desktop whose `UseIn=` it picks."""
+
+    BINARY = "/usr/libexec/xdg-desktop-portal"
+
+    def __init__(self, env, portal):
+        portals = env.root / "portals"
+        portals.mkdir()
+        shutil.copy(Path(__file__).resolve().parents[2] / "mount-scripts" / "portal" / "scopefs.portal", portals)
+        environ = dict(portal.environ, XDG_DESKTOP_PORTAL_DIR=str(portals), XDG_CURRENT_DESKTOP="scopefs")
+        self.log = env.root / "frontend.err"
+        with open(self.log, "w") as err:
+            self.process = subprocess.Popen(
+                [self.BINARY, "--replace"], stdout=err, stderr=err, env=environ, start_new_session=True
+            )
+
+        def owned():
+            assert self.process.poll() is None, "xdg-desktop-portal exited:\n" + self.log.read_text()
+            p = run_bounded(
+                [
+                    "gdbus",
+                    "call",
+                    "--session",
+                    "--dest",
+                    "org.freedesktop.DBus",
+                    "--object-path",
+                    "/org/freedesktop/DBus",
+                    "--method",
+                    "org.freedesktop.DBus.NameHasOwner",
+                    "org.freedesktop.portal.Desktop",
+                ],
+                10,
+                portal.environ,
+                what="NameHasOwner",
+            )
+            return "true" in p.stdout
+
+        wait_for("xdg-desktop-portal owning org.freedesktop.portal.Desktop", owned, timeout=20)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def desktop(env):
+    """A session bus with `scopefs portal` (its layout at the default place,
+    $XDG_RUNTIME_DIR/doc), the frontend, and a mounted ScopeFS."""
+    if not Path(Frontend.BINARY).exists() or not shutil.which("xdg-dbus-proxy"):
+        pytest.fail("xdg-desktop-portal and xdg-dbus-proxy are needed (make deps installs them)")
+    env.mount()
+    runtime = env.root / "run"
+    runtime.mkdir(mode=0o700)
+    (runtime / "doc").mkdir()
+    bus = AppAccountBus(env.root)
+    env.base_env.update(DBUS_SESSION_BUS_ADDRESS=bus.address, XDG_RUNTIME_DIR=str(runtime))
+    served = Portal(env, bus, runtime / "doc")
+    frontend = Frontend(env, served)
+    yield served
+    frontend.stop()
+    served.stop()
+    bus.stop()
+
+
+@pytest.mark.parametrize("revoker", ["scopefs", "portal"])
+def test_app_opens_a_file_through_the_portal_and_loses_it(env, desktop, revoker):
+    """SPEC S45, S21a, S14: an app in the default sandbox (strict scopes)
+    calls org.freedesktop.portal.FileChooser.OpenFile on the frontend
+    through its filtered bus; ScopeFS's backend asks the scripted agent;
+    the frontend exports the choice through the Documents portal (ScopeFS
+    again) and hands the app a document path, which it reads. The owner
+    revokes (`scopefs revoke`, or the portal's RevokePermissions): the next
+    read on the same descriptor fails with EPERM."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    options = "{'handle_token': <'TOKEN'>, 'filters': <[('Text', [(uint32 0, '*.txt')])]>}"
+    app = env.app_session(ALPHA, OPEN_THROUGH_FRONTEND, options, sandbox=True, extra=("--portal-bus",))
+    first = app.recv(timeout=60)
+    agent.finish()
+    [uri] = first["uris"]
+    assert first["response"] == 0, first
+    document = Path(uri.removeprefix("file://"))
+    assert document.parent.parent == desktop.mountpoint, "a document path of the Documents portal"
+    assert bytes.fromhex(first["read"]) == REPORT_BYTES[:16]
+    [grant] = privacy(env, ALPHA)
+    assert grant["path"] == "docs/report.txt" and grant["state"] == "active"
+    if revoker == "scopefs":
+        env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
+    else:
+        [answer] = desktop.calls(("RevokePermissions", "ssas", [document.parent.name, ALPHA, ["read"]]))
+        assert answer == {"reply": None}, answer
+    app.send()
+    assert app.recv() == {"again": {"errno": "EPERM"}}
+    assert app.finish() == 0, app.stderr()
+
+
+# From inside the sandbox: what the app's bus lets it reach.
+PROBE_BUS = """
+from gi.repository import Gio, GLib
+result = {"address": os.environ.get("DBUS_SESSION_BUS_ADDRESS"), "raw": os.path.exists(sys.argv[1])}
+if result["address"]:
+    bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    def call(name, path, interface, method, arguments):
+        try:
+            bus.call_sync(name, path, interface, method, arguments, None, 0, 20000, None)
+            return "ok"
+        except GLib.Error as error:
+            return Gio.DBusError.get_remote_error(error)
+    names = bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "ListNames",
+                          None, None, 0, 20000, None).unpack()[0]
+    result["names"] = sorted(n for n in names if not n.startswith(":"))
+    result["backend"] = call(sys.argv[2], "/org/freedesktop/portal/desktop", "org.freedesktop.impl.portal.FileChooser",
+                             "OpenFile", GLib.Variant.parse(None, "(objectpath '/org/freedesktop/portal/desktop/request/1_1/x', '%s', '', '', @a{sv} {})" % sys.argv[3]))
+    result["portal"] = call("org.freedesktop.portal.Documents", "/org/freedesktop/portal/documents",
+                            "org.freedesktop.portal.Documents", "GetMountPoint", None)
+    result["own"] = call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "RequestName",
+                         GLib.Variant("(su)", ("org.freedesktop.portal.Desktop", 4)))
+emit(result)
+"""
+
+
+def test_app_bus_reaches_the_portals_only(env, desktop):
+    """SPEC S5, S45 (attack): an app given the bus (`--portal-bus`) talks
+    through xdg-dbus-proxy: it sees and calls the portals, but not another
+    name (ScopeFS's own FileChooser backend, which would let it name any
+    app), and cannot own a portal's name to impersonate it; nothing is
+    granted. Without `--portal-bus` the sandbox shows no bus at all."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    bus_socket = str(desktop.bus.socket)
+    session = env.app_session(ALPHA, PROBE_BUS, bus_socket, BACKEND, BETA, sandbox=True, extra=("--portal-bus",))
+    probe = session.recv(timeout=60)
+    assert session.finish() == 0, session.stderr()
+    agent.popen.kill()
+    agent.finish()
+    assert probe["address"] == "unix:path=/run/scopefs/bus" and not probe["raw"], probe
+    assert BACKEND not in probe["names"], probe
+    assert all(name.startswith("org.freedesktop.portal.") or name == "org.freedesktop.DBus" for name in probe["names"])
+    assert probe["backend"] == "org.freedesktop.DBus.Error.ServiceUnknown", probe
+    assert probe["portal"] == "ok", "the portals are reachable"
+    assert probe["own"] != "ok", probe
+    assert privacy(env, BETA) == [] and privacy(env, ALPHA) == []
+    plain = env.app_json(ALPHA, PROBE_BUS, bus_socket, BACKEND, BETA, sandbox=True)
+    assert plain == {"address": None, "raw": False}
