@@ -328,3 +328,37 @@ def test_app_bus_reaches_the_portals_only(env, desktop):
     assert privacy(env, BETA) == [] and privacy(env, ALPHA) == []
     plain = env.app_json(ALPHA, PROBE_BUS, bus_socket, BACKEND, BETA, sandbox=True)
     assert plain == {"address": None, "raw": False}
+
+
+def test_open_several_files_and_a_folder(env, chooser):
+    """SPEC S21a: `multiple` lets the agent choose several items, each
+    answered as a URI; `directory` picks a folder."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt", f"{LOCAL}:docs/secret.txt"]}], count=1)
+    several = call_backend(chooser, "OpenFile", ALPHA, "{'multiple': <true>}")
+    agent.finish()
+    docs = env.backing(LOCAL) / "docs"
+    assert several == {"response": 0, "results": {"uris": [f"file://{docs}/report.txt", f"file://{docs}/secret.txt"]}}
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    one = call_backend(chooser, "OpenFile", BETA, "{'directory': <true>}")
+    agent.finish()
+    assert one == {"response": 2, "results": {}}, "a file is no answer to a folder request"
+    assert privacy(env, BETA) == []
+    agent = Agent(env, [{"choose": [f"{LOCAL}:deep"]}], count=1)
+    folder = call_backend(chooser, "OpenFile", BETA, "{'directory': <true>}")
+    agent.finish()
+    assert folder == {"response": 0, "results": {"uris": [f"file://{env.backing(LOCAL)}/deep"]}}
+
+
+def test_save_file_makes_the_file_in_the_chosen_folder(env, chooser):
+    """SPEC S21a: SaveFile asks the agent for a folder and answers the file
+    to save there, made (empty) so the Documents portal can export it; a
+    name with a slash is refused before the agent is asked."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs"]}], count=1)
+    saved = call_backend(chooser, "SaveFile", ALPHA, "{'current_name': <'new note.txt'>}")
+    agent.finish()
+    target = env.backing(LOCAL) / "docs" / "new note.txt"
+    assert saved == {"response": 0, "results": {"uris": [f"file://{env.backing(LOCAL)}/docs/new%20note.txt"]}}
+    assert target.exists() and target.stat().st_size == 0
+    bad = call_backend(chooser, "SaveFile", ALPHA, "{'current_name': <'../escape.txt'>}")
+    assert bad == {"error": ERROR + "InvalidArgument"}
+    assert not (env.backing(LOCAL) / "escape.txt").exists()
