@@ -67,6 +67,7 @@ final class FileChooserObject {
             }
             try portal.grants.register(app)
             waiting[handle] = HeldMessage(message: sd_bus_message_ref(message))
+            log("portal: \(method.rawValue) for \(app) (request \(handle)) asks the agent")
             start(pick, app: app, handle: handle)
             return 1
         } catch {

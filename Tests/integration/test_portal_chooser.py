@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -362,3 +363,37 @@ def test_save_file_makes_the_file_in_the_chosen_folder(env, chooser):
     bad = call_backend(chooser, "SaveFile", ALPHA, "{'current_name': <'../escape.txt'>}")
     assert bad == {"error": ERROR + "InvalidArgument"}
     assert not (env.backing(LOCAL) / "escape.txt").exists()
+
+
+def test_closed_request_answers_2_at_once(env, chooser):
+    """The impl Request's Close (the frontend's, when the app closes its
+    request) answers the waiting call with response 2 without waiting for
+    the agent, whose answer is then dropped."""
+    handle = "/org/freedesktop/portal/desktop/request/1_1/closing"
+    agent = Agent(env, [{"waitMs": 4000, "cancel": True}], count=1)
+    argv = [SYSTEM_PYTHON, "-c", BACKEND_CALL, chooser.bus.address, "OpenFile", handle, ALPHA, "@a{sv} {}"]
+    waiting = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=chooser.environ)
+    wait_for("the backend to hold the request", lambda: f"(request {handle}) asks the agent" in chooser.log.read_text())
+    started = time.monotonic()
+    closed = run_bounded(
+        [
+            "gdbus",
+            "call",
+            "--session",
+            "--dest",
+            BACKEND,
+            "--object-path",
+            handle,
+            "--method",
+            "org.freedesktop.impl.portal.Request.Close",
+        ],
+        20,
+        chooser.environ,
+        what="Close",
+    )
+    assert closed.returncode == 0, describe(closed)
+    out, _ = waiting.communicate(timeout=20)
+    assert json.loads(out.strip().splitlines()[-1]) == {"response": 2, "results": {}}
+    assert time.monotonic() - started < 3, "answered at Close, not when the agent answered"
+    agent.finish()
+    assert privacy(env, ALPHA) == []
