@@ -397,3 +397,18 @@ def test_closed_request_answers_2_at_once(env, chooser):
     assert time.monotonic() - started < 3, "answered at Close, not when the agent answered"
     agent.finish()
     assert privacy(env, ALPHA) == []
+
+
+def test_filters_reach_the_agent_as_types(env, chooser):
+    """SPEC S21a: the filters' types (a glob through shared-mime-info) are
+    the pick's: the agent cannot hand a text file to a request for PNG
+    images (response 2, nothing granted), and can for `*.txt`."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    images = call_backend(chooser, "OpenFile", ALPHA, "{'filters': <[('Images', [(uint32 0, '*.png')])]>}")
+    out = agent.finish()
+    assert images == {"response": 2, "results": {}}, out
+    assert privacy(env, ALPHA) == []
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    text = call_backend(chooser, "OpenFile", ALPHA, "{'current_filter': <('Text', [(uint32 0, '*.TXT')])>}")
+    agent.finish()
+    assert text["response"] == 0, text
