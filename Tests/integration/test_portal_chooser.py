@@ -412,3 +412,37 @@ def test_filters_reach_the_agent_as_types(env, chooser):
     text = call_backend(chooser, "OpenFile", ALPHA, "{'current_filter': <('Text', [(uint32 0, '*.TXT')])>}")
     agent.finish()
     assert text["response"] == 0, text
+
+
+SAVE_THROUGH_FRONTEND = OPEN_THROUGH_FRONTEND.replace('"OpenFile", arguments', '"SaveFile", arguments').replace(
+    """    fd = os.open(path, os.O_RDONLY)
+    result["read"] = os.pread(fd, 16, 0).hex()""",
+    """    result["write"] = attempt(lambda: os.close(os.open(path, os.O_WRONLY)))
+    view = os.path.join(os.environ["SCOPEFS_MOUNT"], "Providers", sys.argv[2], "docs", os.path.basename(path))
+    with open(view, "w") as saved:
+        saved.write("saved by the app")
+    fd = os.open(path, os.O_RDONLY)
+    result["read"] = os.pread(fd, 64, 0).decode()""",
+)
+
+
+def test_app_saves_through_the_portal(env, desktop):
+    """SPEC S45, S21a: SaveFile through the frontend: the agent picks the
+    folder, the backend makes the file, the frontend exports it
+    (AddNamedFull) and the app gets its document path. The layout is
+    read-only (EROFS, docs/PORTAL.md); the app writes through its ScopeFS
+    view, and the document path shows what it wrote."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs"]}], count=1)
+    options = "{'handle_token': <'TOKEN'>, 'current_name': <'saved.txt'>}"
+    app = env.app_session(ALPHA, SAVE_THROUGH_FRONTEND, options, LOCAL, sandbox=True, extra=("--portal-bus",))
+    result = app.recv(timeout=60)
+    agent.finish()
+    assert result["response"] == 0, result
+    [uri] = result["uris"]
+    assert Path(uri.removeprefix("file://")).parent.parent == desktop.mountpoint
+    assert result["write"] == "EROFS"
+    assert result["read"] == "saved by the app"
+    assert (env.backing(LOCAL) / "docs" / "saved.txt").read_text() == "saved by the app"
+    app.send()
+    app.recv()
+    assert app.finish() == 0, app.stderr()
