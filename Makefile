@@ -16,13 +16,16 @@ BIN := .build/debug/scopefs
 # benchmark's s3fs-fuse column (bench/remote.py); dbus (dbus-daemon),
 # flatpak (its document-* commands), python3-dbus, libglib2.0-bin (gdbus):
 # `scopefs portal` on a real session bus (Tests/integration/test_portal.py);
+# xdg-desktop-portal (the frontend), xdg-dbus-proxy (`scopefs run
+# --portal-bus`), python3-gi (the apps' GDBus client): the FileChooser
+# backend end to end (Tests/integration/test_portal_chooser.py);
 # chromium: the browser Playwright drives in the settings page's tests
 # (Tests/settings; its bundled browser download is not used);
 # postgresql-15, openssl: the fleet's shared store and its TLS in `make
 # test-fleet` (Tests/fleet).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
-	dbus flatpak python3-dbus libglib2.0-bin chromium \
+	dbus flatpak python3-dbus libglib2.0-bin chromium xdg-desktop-portal xdg-dbus-proxy python3-gi \
 	postgresql-15 openssl
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own

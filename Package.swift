@@ -182,8 +182,8 @@ let package = Package(
         .target(
             name: "Portal",
             dependencies: [
-                "CPortalBus", "Control", "CommandErrors", "FuseBridge", "HostText", "Policy", "PolicyStore",
-                "Processes", .product(name: "SystemPackage", package: "swift-system"),
+                "CPortalBus", "Control", "CommandErrors", "Documents", "FuseBridge", "HostText", "Policy",
+                "PolicyStore", "Processes", .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
         ),

@@ -11,7 +11,7 @@
 # GENERATED_DIR holds man/*.1 and completions/scopefs.{bash,zsh,fish}
 # (`make generated`). Layout variables (defaults for /usr/local):
 #   DESTDIR PREFIX BINDIR SBINDIR MANDIR DOCDIR EXAMPLESDIR BASHCOMPDIR
-#   ZSHCOMPDIR FISHCOMPDIR SYSTEMDSYSTEMDIR SYSTEMDUSERDIR RUNTIMEDIR
+#   ZSHCOMPDIR FISHCOMPDIR SYSTEMDSYSTEMDIR SYSTEMDUSERDIR RUNTIMEDIR PORTALDIR DBUSSERVICEDIR
 #   LIBDIR INCLUDEDIR PYTHONDIR CBUILD STRIP=0|1
 # PYTHONDIR defaults to the folder Debian's python3 reads for PREFIX
 # (/usr/local/lib/python3.X/dist-packages); CBUILD is where the C library
@@ -35,6 +35,11 @@ FISHCOMPDIR=${FISHCOMPDIR:-$PREFIX/share/fish/vendor_completions.d}
 SYSTEMDSYSTEMDIR=${SYSTEMDSYSTEMDIR:-$PREFIX/lib/systemd/system}
 SYSTEMDUSERDIR=${SYSTEMDUSERDIR:-$PREFIX/lib/systemd/user}
 RUNTIMEDIR=${RUNTIMEDIR:-$PREFIX/lib/scopefs}
+# xdg-desktop-portal (1.16) reads backends' .portal files from its own
+# data folder only (/usr/share/...) unless XDG_DESKTOP_PORTAL_DIR says
+# otherwise; D-Bus finds services under every XDG_DATA_DIRS entry.
+PORTALDIR=${PORTALDIR:-$PREFIX/share/xdg-desktop-portal/portals}
+DBUSSERVICEDIR=${DBUSSERVICEDIR:-$PREFIX/share/dbus-1/services}
 EXAMPLESDIR=${EXAMPLESDIR:-$DOCDIR/examples}
 LIBDIR=${LIBDIR:-$PREFIX/lib}
 INCLUDEDIR=${INCLUDEDIR:-$PREFIX/include}
@@ -53,7 +58,7 @@ strip_elf() {
 }
 
 for dir in "$BINDIR" "$SBINDIR" "$MANDIR/man1" "$MANDIR/man8" "$DOCDIR" "$BASHCOMPDIR" "$ZSHCOMPDIR" "$FISHCOMPDIR" \
-           "$SYSTEMDSYSTEMDIR" "$SYSTEMDUSERDIR"; do
+           "$SYSTEMDSYSTEMDIR" "$SYSTEMDUSERDIR" "$PORTALDIR" "$DBUSSERVICEDIR"; do
   install -d "$DESTDIR$dir"
 done
 
@@ -88,6 +93,12 @@ for unit in scopefs@.service:"$SYSTEMDSYSTEMDIR" scopefs.service:"$SYSTEMDUSERDI
   sed -e "s|@BINDIR@|$BINDIR|g" -e "s|@DOCDIR@|$DOCDIR|g" "$repo/mount-scripts/systemd/${unit%%:*}" > "$DESTDIR${unit#*:}/${unit%%:*}"
   chmod 0644 "$DESTDIR${unit#*:}/${unit%%:*}"
 done
+
+# The FileChooser backend of `scopefs portal` (docs/PORTAL.md).
+install -m 0644 "$repo/mount-scripts/portal/scopefs.portal" "$DESTDIR$PORTALDIR/scopefs.portal"
+sed "s|@BINDIR@|$BINDIR|g" "$repo/mount-scripts/portal/org.freedesktop.impl.portal.desktop.scopefs.service" \
+  > "$DESTDIR$DBUSSERVICEDIR/org.freedesktop.impl.portal.desktop.scopefs.service"
+chmod 0644 "$DESTDIR$DBUSSERVICEDIR/org.freedesktop.impl.portal.desktop.scopefs.service"
 
 for page in "$generated"/man/*.1; do
   gzip -9n < "$page" > "$DESTDIR$MANDIR/man1/$(basename "$page").gz"

@@ -9,13 +9,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// One object per process: the handler and its context live here so the
-// vtable's entries (which take the object's userdata) can reach them.
+// One object of each kind per process: the handlers live here so the
+// vtables' entries (which take the object's userdata) can reach them.
 static scopefs_portal_handler current_handler;
+static scopefs_portal_handler chooser_handler;
+static scopefs_portal_handler request_handler;
 
 static int dispatch(sd_bus_message *message, void *userdata, sd_bus_error *error) {
     if (current_handler == NULL) return -ENOSYS;
     return current_handler(message, userdata, error);
+}
+
+static int dispatch_chooser(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    if (chooser_handler == NULL) return -ENOSYS;
+    return chooser_handler(message, userdata, error);
+}
+
+static int dispatch_request(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    if (request_handler == NULL) return -ENOSYS;
+    return request_handler(message, userdata, error);
 }
 
 static int get_version(
@@ -48,6 +60,39 @@ int scopefs_portal_add_object(
     sd_bus *bus, sd_bus_slot **slot, const char *path, scopefs_portal_handler handler, void *context) {
     current_handler = handler;
     return sd_bus_add_object_vtable(bus, slot, path, "org.freedesktop.portal.Documents", documents_vtable, context);
+}
+
+// The signatures of xdg-desktop-portal's
+// data/org.freedesktop.impl.portal.FileChooser.xml (1.16): handle,
+// app_id, parent_window, title, options; the reply is response, results.
+static const sd_bus_vtable chooser_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_METHOD("OpenFile", "osssa{sv}", "ua{sv}", dispatch_chooser, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("SaveFile", "osssa{sv}", "ua{sv}", dispatch_chooser, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("SaveFiles", "osssa{sv}", "ua{sv}", dispatch_chooser, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_VTABLE_END,
+};
+
+// org.freedesktop.impl.portal.Request: the frontend closes a request the
+// client gave up on.
+static const sd_bus_vtable request_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_METHOD("Close", "", "", dispatch_request, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_VTABLE_END,
+};
+
+int scopefs_portal_add_chooser(
+    sd_bus *bus, const char *path, scopefs_portal_handler chooser, scopefs_portal_handler request,
+    void *context) {
+    chooser_handler = chooser;
+    request_handler = request;
+    int r = sd_bus_add_object_vtable(
+        bus, NULL, path, "org.freedesktop.impl.portal.FileChooser", chooser_vtable, context);
+    if (r < 0) return r;
+    // Every request handle lives below /org/freedesktop/portal/desktop/request.
+    return sd_bus_add_fallback_vtable(
+        bus, NULL, "/org/freedesktop/portal/desktop/request", "org.freedesktop.impl.portal.Request",
+        request_vtable, NULL, context);
 }
 
 int scopefs_portal_caller(sd_bus_message *message, pid_t *pid, uid_t *uid) {

@@ -20,7 +20,7 @@ extension ControlRequest.Operation {
     /// The one place that says who may send what.
     public var audience: Audience {
         switch self {
-        case .register, .reload, .status, .grant, .revoke, .restore, .forget, .agentNext, .agentAnswer,
+        case .register, .reload, .status, .grant, .revoke, .restore, .forget, .agentNext, .agentAnswer, .pickForApp,
             .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent:
             .owner
         case .resolve, .pick, .watch, .coordinate, .query:
@@ -69,6 +69,8 @@ public enum ControlCommand: Sendable, Equatable {
     case pick(PickRequest, wait: Double?)
     case agentNext(app: AppID?, wait: Double?)
     case agentAnswer(pick: UInt64, answer: PickAnswer)
+    /// The owner's portal backend asks the agent to pick for `app` (docs/PORTAL.md).
+    case pickForApp(app: AppID, PickRequest, wait: Double?)
     case watch(after: UInt64?, wait: Double?)
     case coordinate(path: String, intent: String, wait: Double?)
     case release(claim: UInt64)
@@ -99,6 +101,9 @@ public enum ControlCommand: Sendable, Equatable {
         case .forget: self = .forget(app: try need(request.app, "an app"), grant: request.grant)
         case .pick: self = .pick(try need(request.pick, "a request"), wait: request.waitSeconds)
         case .agentNext: self = .agentNext(app: request.app, wait: request.waitSeconds)
+        case .pickForApp:
+            self = .pickForApp(
+                app: try need(request.app, "an app"), try need(request.pick, "a request"), wait: request.waitSeconds)
         case .agentAnswer:
             self = .agentAnswer(pick: try need(request.pickID, "pickID"), answer: try need(request.answer, "answer"))
         case .watch: self = .watch(after: request.after, wait: request.waitSeconds)
@@ -141,6 +146,10 @@ public enum ControlCommand: Sendable, Equatable {
             request.waitSeconds = wait
         case .agentNext(let app, let wait):
             request.app = app
+            request.waitSeconds = wait
+        case .pickForApp(let app, let pick, let wait):
+            request.app = app
+            request.pick = pick
             request.waitSeconds = wait
         case .agentAnswer(let id, let answer):
             request.pickID = id
@@ -187,6 +196,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .pick: .pick
         case .agentNext: .agentNext
         case .agentAnswer: .agentAnswer
+        case .pickForApp: .pickForApp
         case .watch: .watch
         case .coordinate: .coordinate
         case .release: .release

@@ -32,6 +32,9 @@ public struct ControlRequest: Codable, Sendable {
         case agentNext
         /// The owner's agent answers a pick request it took.
         case agentAnswer
+        /// The owner's FileChooser portal backend asks the agent to pick
+        /// for the app the portal frontend named (docs/PORTAL.md).
+        case pickForApp
         /// An app's presenter waits for notices about its documents.
         case watch
         /// An app process claims an item for reading or writing (file

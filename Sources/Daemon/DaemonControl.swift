@@ -58,7 +58,7 @@ struct DaemonControl: ControlHandling {
             return QueryHandling.handle(
                 app: sender.app!, scope: scope, name: name, digest: digest, wait: wait, state: services.state
             ) { services.fileSystem.snapshot }
-        case .pick, .agentNext, .agentAnswer:
+        case .pick, .agentNext, .agentAnswer, .pickForApp:
             return PickHandling.handle(command, from: sender, picks: services.picks)
         case .coordinate, .release:
             return CoordinationHandling.handle(

@@ -17,32 +17,12 @@ enum PickHandling {
         let peer = sender
         switch command {
         case .pick(let pick, let waitSeconds):
-            let app = sender.app!  // the router admits `pick` from app processes only
-            if let problem = pick.validated() {
-                return .failure(CommandError.Kind.usage.rawValue, "bad pick request: \(problem)")
-            }
-            let wait = min(max(waitSeconds ?? defaultPickWait, 0), longestPickWait)
-            switch picks.submit(pick, app: app, pid: peer.pid, timeout: wait) {
-            case .answered(let answer):
-                var response = ControlResponse(ok: answer.error == nil)
-                if let error = answer.error {
-                    response.code = CommandError.Kind.refused.rawValue
-                    response.message = "the picker could not do what was chosen: \(error)"
-                }
-                response.picked = answer
-                return response
-            case .noAgent:
-                return .failure(
-                    CommandError.Kind.noDaemon.rawValue,
-                    "no picker agent is running for this mount; its owner starts one with `scopefs agent`")
-            case .timedOut:
-                return .failure(
-                    CommandError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
-            case .tooMany:
-                return .failure(
-                    CommandError.Kind.timedOut.rawValue,
-                    "this app already has \(PickBroker.maximumPendingPerApp) pick requests waiting; try again later")
-            }
+            // The router admits `pick` from app processes only.
+            return submit(pick, app: sender.app!, pid: peer.pid, waitSeconds: waitSeconds, picks: picks)
+        case .pickForApp(let app, let pick, let waitSeconds):
+            // The owner's FileChooser portal backend, for the app the portal
+            // frontend attributed the request to (the router admits the owner only).
+            return submit(pick, app: app, pid: peer.pid, waitSeconds: waitSeconds, picks: picks)
         case .agentNext(let app, let waitSeconds):
             let wait = min(max(waitSeconds ?? longestAgentPoll, 0), longestAgentPoll)
             var response = ControlResponse(ok: true)
@@ -56,6 +36,37 @@ enum PickHandling {
             return ControlResponse(ok: true)
         default:
             return .failure(CommandError.Kind.internalError.rawValue, "not a pick request")
+        }
+    }
+
+    /// Queues the request for the owner's agent and waits for its answer.
+    private static func submit(
+        _ pick: PickRequest, app: AppID, pid: Int32, waitSeconds: Double?, picks: PickBroker
+    ) -> ControlResponse {
+        if let problem = pick.validated() {
+            return .failure(CommandError.Kind.usage.rawValue, "bad pick request: \(problem)")
+        }
+        let wait = min(max(waitSeconds ?? defaultPickWait, 0), longestPickWait)
+        switch picks.submit(pick, app: app, pid: pid, timeout: wait) {
+        case .answered(let answer):
+            var response = ControlResponse(ok: answer.error == nil)
+            if let error = answer.error {
+                response.code = CommandError.Kind.refused.rawValue
+                response.message = "the picker could not do what was chosen: \(error)"
+            }
+            response.picked = answer
+            return response
+        case .noAgent:
+            return .failure(
+                CommandError.Kind.noDaemon.rawValue,
+                "no picker agent is running for this mount; its owner starts one with `scopefs agent`")
+        case .timedOut:
+            return .failure(
+                CommandError.Kind.timedOut.rawValue, "nobody answered the pick request in \(Int(wait)) s")
+        case .tooMany:
+            return .failure(
+                CommandError.Kind.timedOut.rawValue,
+                "this app already has \(PickBroker.maximumPendingPerApp) pick requests waiting; try again later")
         }
     }
 }

@@ -123,12 +123,24 @@ public enum AppLauncher {
             if descriptor >= 0 { binary = descriptor }
         }
         defer { if let binary { close(binary) } }
-        let environment = sandbox.environment(from: HostEnvironment.current)
+        var environment = sandbox.environment(from: HostEnvironment.current)
         if let folder = sandbox.shape.workingDirectory, !sandbox.shows(folder) {
             throw CommandError(
                 .noInput, "--cwd \(folder): the sandbox does not show it; --expose it (or a folder above it)")
         }
         var sandbox = sandbox
+        var proxy: PortalBusProxy?
+        defer { proxy?.stop() }
+        if sandbox.shape.portalBus {
+            let owners = HostEnvironment.current
+            let started = try PortalBusProxy(
+                app: sandbox.app, appInfo: sandbox.appInfo, bubblewrap: bubblewrap, environment: owners,
+                account: sandbox.runAs, becomeAccount: sandbox.commandPrefix)
+            proxy = started
+            sandbox.portalBusSocket = started.socket
+            sandbox.documentMount = PortalBusProxy.documentMount(owners)
+            environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=" + PortalBusProxy.socketInside
+        }
         if let program = try sandbox.checkCommand(command[0], environment: environment) {
             sandbox.commandLibraryFolders = ElfRunPath.folders(of: program).filter {
                 access($0, F_OK) == 0 && !Sandbox.systemDirectories.contains(where: $0.hasPrefix)

@@ -64,6 +64,10 @@ public struct Sandbox: Sendable {
     /// The run path of the app's program, when it is an ELF file outside
     /// the system directories (`ElfRunPath`), found with the command.
     package var commandLibraryFolders: [String] = []
+    /// `--portal-bus`: the bus proxy's socket on the host, and the mount
+    /// point of `scopefs portal`'s document layout (when one is mounted).
+    package var portalBusSocket: String?
+    package var documentMount: String?
 
     package var appDirectory: String { mountpoint + "/" + app }
     /// `/.flatpak-info` of the app's sandbox: Flatpak's keyfile, with the
@@ -171,6 +175,15 @@ public struct Sandbox: Sendable {
         // The app's own view of the mount, at the same path as outside.
         arguments += folders(above: appDirectory) + ["--bind", appDirectory, appDirectory]
         arguments += ["--bind", appEndpoint ?? state.appSocketPath, Self.stateInside + "/control.sock"]
+        // The filtered bus, and at the document mount point the app's own
+        // folder of the layout, as Flatpak's sandbox shows
+        // /run/user/UID/doc: the paths the portal frontend hands the app.
+        if let socket = portalBusSocket {
+            arguments += folders(above: PortalBusProxy.socketInside) + ["--bind", socket, PortalBusProxy.socketInside]
+        }
+        if let documents = documentMount {
+            arguments += folders(above: documents) + ["--bind", documents + "/by-app/" + app, documents]
+        }
         arguments += ["--chdir", workingDirectory, "--clearenv"]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) { arguments += ["--setenv", name, value] }
         arguments += ["--seccomp", "\(seccompDescriptor)"]

@@ -31,11 +31,15 @@ public struct SandboxShape: Sendable, Equatable {
     public var environment: [String: String] = [:]
     /// The working directory inside (nil: the app's container).
     public var workingDirectory: String?
+    /// The session bus through xdg-dbus-proxy, portals only, and the
+    /// app's documents folder of `scopefs portal` (`--portal-bus`).
+    public var portalBus = false
 
     public init(
         shareNetwork: Bool = false, exposed: [Exposure] = [], environment: [String: String] = [:],
-        workingDirectory: String? = nil
+        workingDirectory: String? = nil, portalBus: Bool = false
     ) {
+        self.portalBus = portalBus
         self.shareNetwork = shareNetwork
         self.exposed = exposed
         self.environment = environment

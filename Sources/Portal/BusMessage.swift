@@ -109,6 +109,11 @@ final class ReplyWriter {
         try check(bytes.withUnsafeBytes { sd_bus_message_append_array(reply, type("y"), $0.baseAddress, $0.count) })
     }
 
+    func uint32(_ value: UInt32) throws(PortalError) {
+        var value = value
+        try check(sd_bus_message_append_basic(reply, type("u"), &value))
+    }
+
     func strings(_ values: [String]) throws(PortalError) {
         try container("a", "s") { () throws(PortalError) in for value in values { try string(value) } }
     }

@@ -97,9 +97,9 @@ final class DocumentGrants: Sendable {
         }
     }
 
-    /// Grants `app` the document (`readWrite`: also write), registering
-    /// the app first if ScopeFS does not know it yet.
-    func grant(_ document: PortalDocument, to app: AppID, access: Access) throws(PortalError) {
+    /// Adds `app` to ScopeFS's apps if it is not there yet: Flatpak app
+    /// ids named by the portal become ScopeFS apps.
+    func register(_ app: AppID) throws(PortalError) {
         do {
             let repository = try repository()
             if try !repository.apps().contains(where: { $0.id == app }) {
@@ -108,6 +108,12 @@ final class DocumentGrants: Sendable {
         } catch {
             throw .failed(error.message)
         }
+    }
+
+    /// Grants `app` the document (`readWrite`: also write), registering
+    /// the app first if ScopeFS does not know it yet.
+    func grant(_ document: PortalDocument, to app: AppID, access: Access) throws(PortalError) {
+        try register(app)
         let order = GrantOrder(
             app: app, provider: document.provider, path: document.relativePath, access: access,
             session: !document.persistent, wholeProvider: true)

@@ -15,8 +15,9 @@ import SystemPackage
 /// checked at open and at every read, so a revoke (either way) cuts a
 /// descriptor opened before it (EPERM, S14). Writes go through the app's
 /// view of the ScopeFS mount, never here (EROFS). App processes of
-/// `scopefs run` are refused outright (EACCES): they read their documents
-/// through their app view.
+/// `scopefs run` are refused (EACCES) everywhere but below `by-app/APP`
+/// of their own app, which a sandbox given the portal bus shows at the
+/// mount point, as Flatpak's does (`scopefs run --portal-bus`).
 final class DocumentLayout: FileSystem {
     private let portal: DocumentPortal
     private let ownerUID = getuid()
@@ -140,9 +141,6 @@ final class DocumentLayout: FileSystem {
         let number = inode(node)
         switch node {
         case .root, .byApp, .appFolder:
-            if case .appFolder(let app) = node, !(try access().values.contains { $0[app] != nil }) {
-                throw Errno.noSuchFileOrDirectory
-            }
             return folderAttributes(number)
         case .documentFolder(let id, let app):
             _ = try document(id, app: app)
@@ -182,14 +180,38 @@ final class DocumentLayout: FileSystem {
         }
     }
 
-    /// Owner processes only, and never an app process of `scopefs run`.
-    private func checkCaller(_ request: Request) throws(Errno) {
-        guard request.uid == ownerUID else { throw Errno.permissionDenied }
-        if let cgroup = try? String(contentsOfFile: "/proc/\(request.threadID)/cgroup", encoding: .utf8),
-            cgroup.contains("/scopefs-run-")
-        {
-            throw Errno.permissionDenied
+    /// Who may reach `node`: the owner's own processes, all of it; an app
+    /// process of `scopefs run`, only what is below `by-app/APP` of its own
+    /// app, as named by its sandbox's read-only `/.flatpak-info` (what the
+    /// portal frontend reads to attribute its requests). `binding`: a
+    /// lookup of `by-app` or `by-app/APP`, which bubblewrap (the owner's
+    /// uid, already in the run's cgroup) makes to show that folder.
+    private func checkCaller(_ request: Request, reaching node: Node, binding: Bool = false) throws(Errno) {
+        let inRun =
+            (try? String(contentsOfFile: "/proc/\(request.threadID)/cgroup", encoding: .utf8))?.contains(
+                "/scopefs-run-") ?? false
+        if request.uid == ownerUID && (!inRun || binding) { return }
+        let app: AppID?
+        switch node {
+        case .appFolder(let folder): app = folder
+        case .documentFolder(_, let folder), .documentFile(_, let folder): app = folder
+        case .root, .byApp: app = nil
         }
+        guard inRun, let app, Self.sandboxApp(of: request.threadID) == app else { throw Errno.permissionDenied }
+    }
+
+    /// The app id in `/.flatpak-info` of the thread's root: a sandbox of
+    /// `scopefs run` binds it read-only; on the host there is none.
+    private static func sandboxApp(of thread: Int32) -> AppID? {
+        guard let text = try? String(contentsOfFile: "/proc/\(thread)/root/.flatpak-info", encoding: .utf8) else {
+            return nil
+        }
+        var group = ""
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("[") { group = String(line) }
+            if group == "[Application]", line.hasPrefix("name=") { return String(line.dropFirst(5)) }
+        }
+        return nil
     }
 
     // MARK: FileSystem
@@ -200,10 +222,18 @@ final class DocumentLayout: FileSystem {
     }
 
     func lookup(_ request: Request, parent: UInt64, name: String) throws(Errno) -> Entry {
-        try checkCaller(request)
-        guard let child = try children(try node(parent)).first(where: { $0.name.sameHostName(as: name) }) else {
-            throw Errno.noSuchFileOrDirectory
+        let parentNode = try node(parent)
+        let binding = (parentNode == .root && name == "by-app") || parentNode == .byApp
+        try checkCaller(request, reaching: parentNode, binding: binding)
+        // Every app has its folder, empty until it holds a document: a
+        // sandbox shows it from the start, before the app picks anything.
+        let child: (name: String, node: Node)?
+        if parentNode == .byApp, (try? DocumentPortal.validate(app: name)) != nil {
+            child = (name, .appFolder(name))
+        } else {
+            child = try children(parentNode).first(where: { $0.name.sameHostName(as: name) })
         }
+        guard let child else { throw Errno.noSuchFileOrDirectory }
         return Entry(
             inode: inode(child.node), attributes: try attributes(child.node), attributeTimeout: Self.timeout,
             entryTimeout: Self.timeout)
@@ -216,8 +246,9 @@ final class DocumentLayout: FileSystem {
     }
 
     func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
-        try checkCaller(request)
-        guard case .documentFile(let id, let app) = try node(inode) else { throw Errno.isDirectory }
+        let file = try node(inode)
+        try checkCaller(request, reaching: file)
+        guard case .documentFile(let id, let app) = file else { throw Errno.isDirectory }
         guard flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0 else { throw Errno.readOnlyFileSystem }
         let (document, _) = try document(id, app: app)
         let descriptor = document.hostPath.withHostCString { Glibc.open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
@@ -245,8 +276,9 @@ final class DocumentLayout: FileSystem {
     }
 
     func opendir(_ request: Request, inode: UInt64) throws(Errno) -> OpenDirectory {
-        try checkCaller(request)
-        _ = try attributes(try node(inode))
+        let folder = try node(inode)
+        try checkCaller(request, reaching: folder)
+        _ = try attributes(folder)
         return OpenDirectory(handle: 0)
     }
 

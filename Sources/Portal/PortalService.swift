@@ -17,14 +17,21 @@ import Synchronization
 public final class PortalService: @unchecked Sendable {
     public static let busName = "org.freedesktop.portal.Documents"
     public static let objectPath = "/org/freedesktop/portal/documents"
+    /// The FileChooser backend's name; `scopefs.portal` (installed in
+    /// xdg-desktop-portal's portals folder) tells the frontend about it.
+    public static let backendName = "org.freedesktop.impl.portal.desktop.scopefs"
 
     private let object: DocumentsObject
+    private let chooser: FileChooserObject
+    private let mailbox = BusMailbox()
     private let log: @Sendable (String) -> Void
 
     public init(state: StateDirectory, mountPoint: String, log: @escaping @Sendable (String) -> Void)
         throws(CommandError)
     {
-        self.object = DocumentsObject(portal: try DocumentPortal(state: state, mountPoint: mountPoint))
+        let portal = try DocumentPortal(state: state, mountPoint: mountPoint)
+        self.object = DocumentsObject(portal: portal)
+        self.chooser = FileChooserObject(portal: portal, mailbox: mailbox, log: log)
         self.log = log
     }
 
@@ -51,7 +58,7 @@ public final class PortalService: @unchecked Sendable {
         do {
             session = try FuseSession(
                 fileSystem: DocumentLayout(portal: object.portal),
-                options: ["fsname=scopefs-portal", "subtype=scopefs-portal", "ro", "default_permissions"])
+                options: ["fsname=scopefs-portal", "subtype=scopefs-portal", "ro"] + Self.accessOptions)
             try session.mount(at: mountPoint)
         } catch {
             throw CommandError(.cannotMount, "cannot mount the document layout at \(mountPoint): \(error)")
@@ -62,6 +69,13 @@ public final class PortalService: @unchecked Sendable {
         session.unmount()
         exit(status == 0 ? 0 : 1)
     }
+
+    /// A root owner's apps run as app accounts (`scopefs run`), which
+    /// reach their `by-app/APP` folder only through `allow_other`; the
+    /// layout then checks every caller itself (`DocumentLayout`), as mode
+    /// bits of the owner's would refuse the app's account. Another owner's
+    /// apps keep the owner's uid: the kernel's own checks stay.
+    private static var accessOptions: [String] { geteuid() == 0 ? ["allow_other"] : ["default_permissions"] }
 
     /// Whether the name was ever owned: before that, a failure ends the
     /// command (no session bus, the name taken); after, it is a lost bus.
@@ -100,12 +114,34 @@ public final class PortalService: @unchecked Sendable {
             throw CommandError(
                 .internalError, "cannot add the Documents object (\(String(cString: strerror(-result))))")
         }
+        let chooserContext = Unmanaged.passUnretained(chooser).toOpaque()
+        result = scopefs_portal_add_chooser(
+            bus, FileChooserObject.objectPath,
+            { message, context, error in
+                guard let message, let context else { return -EINVAL }
+                return Unmanaged<FileChooserObject>.fromOpaque(context).takeUnretainedValue().handle(message, error)
+            },
+            { message, context, error in
+                guard let message, let context else { return -EINVAL }
+                return Unmanaged<FileChooserObject>.fromOpaque(context).takeUnretainedValue().close(message, error)
+            }, chooserContext)
+        guard result >= 0 else {
+            throw CommandError(
+                .internalError, "cannot add the FileChooser backend (\(String(cString: strerror(-result))))")
+        }
         result = sd_bus_request_name(bus, Self.busName, 0)
         guard result >= 0 else {
             throw CommandError(
                 .refused,
                 "cannot own \(Self.busName) (\(String(cString: strerror(-result)))): another document portal runs; see docs/PORTAL.md"
             )
+        }
+        // The backend's name after the store's: a second portal fails on the first.
+        result = sd_bus_request_name(bus, Self.backendName, 0)
+        guard result >= 0 else {
+            throw CommandError(
+                .refused,
+                "cannot own \(Self.backendName) (\(String(cString: strerror(-result)))): another document portal runs")
         }
         if !served { announce() }
         served = true
@@ -116,10 +152,33 @@ public final class PortalService: @unchecked Sendable {
                 throw CommandError(.noDaemon, "lost the session bus (\(String(cString: strerror(-result))))")
             }
             if result > 0 { continue }
-            result = sd_bus_wait(bus, UInt64.max)
+            result = wait(bus)
             if result < 0 && result != -EINTR {
                 throw CommandError(.noDaemon, "lost the session bus (\(String(cString: strerror(-result))))")
             }
+            mailbox.deliver()
         }
+    }
+
+    /// sd_bus_wait, also woken by replies posted to the mailbox.
+    private func wait(_ bus: OpaquePointer) -> Int32 {
+        let events = sd_bus_get_events(bus)
+        if events < 0 { return events }
+        var deadline: UInt64 = 0
+        var result = sd_bus_get_timeout(bus, &deadline)
+        if result < 0 { return result }
+        var timeout: Int32 = -1
+        if deadline != UInt64.max {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let microseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+            timeout = deadline <= microseconds ? 0 : Int32(min((deadline - microseconds + 999) / 1000, 60_000))
+        }
+        var descriptors = [
+            pollfd(fd: sd_bus_get_fd(bus), events: Int16(events), revents: 0),
+            pollfd(fd: mailbox.wakeDescriptor, events: Int16(POLLIN), revents: 0),
+        ]
+        result = poll(&descriptors, 2, timeout)
+        return result < 0 ? -errno : 0
     }
 }

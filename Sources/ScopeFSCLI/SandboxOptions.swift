@@ -28,9 +28,16 @@ struct SandboxOptions: ParsableArguments {
             valueName: "folder"),
         completion: .directory)
     var workingDirectory: String?
+    @Flag(
+        help: ArgumentHelp(
+            "Give the app the session bus through xdg-dbus-proxy, limited to the portals (org.freedesktop.portal.*), and its documents of `scopefs portal` at the document mount point."
+        ))
+    var portalBus = false
 
     /// Whether any option shapes the sandbox (they mean nothing without it).
-    var shapesSandbox: Bool { shareNet || !exposed.isEmpty || !environment.isEmpty || workingDirectory != nil }
+    var shapesSandbox: Bool {
+        shareNet || !exposed.isEmpty || !environment.isEmpty || workingDirectory != nil || portalBus
+    }
 
     func validate() throws {
         for text in exposed {
@@ -63,7 +70,7 @@ struct SandboxOptions: ParsableArguments {
         }
         return SandboxShape(
             shareNetwork: shareNet, exposed: exposed.map(SandboxShape.Exposure.parse), environment: variables,
-            workingDirectory: folder)
+            workingDirectory: folder, portalBus: portalBus)
     }
 
     /// The same options for a `scopefs run` that `test` and `chaos` start.
@@ -72,6 +79,7 @@ struct SandboxOptions: ParsableArguments {
         for path in exposed { arguments += ["--expose", path] }
         for entry in environment { arguments += ["--env", entry] }
         if let folder = shape.workingDirectory { arguments += ["--cwd", folder] }
+        if portalBus { arguments.append("--portal-bus") }
         return arguments
     }
 }

@@ -46,6 +46,33 @@ import Testing
         #expect(answer.code == CommandError.Kind.unknown.rawValue)
     }
 
+    @Test("issue 35, S21a: the portal backend's pick reaches the agent for the app it names")
+    func pickForApp() {
+        let broker = PickBroker()
+        let other = "com.example.other"
+        #expect(
+            PickHandling.handle(.pickForApp(app: other, PickRequest(mode: .open), wait: 0), from: owner, picks: broker)
+                .code == CommandError.Kind.noDaemon.rawValue)
+        let agent = ControlSender(endpoint: .owner, pid: getpid(), app: nil)
+        let seen = NSLock()
+        nonisolated(unsafe) var seenApp: String?
+        let answering = Thread {
+            let next = PickHandling.handle(.agentNext(app: nil, wait: 5), from: agent, picks: broker)
+            guard let pending = next.pending else { return }
+            seen.withLock { seenApp = pending.app }
+            _ = PickHandling.handle(
+                .agentAnswer(pick: pending.id, answer: PickAnswer(paths: ["Providers/local/a.txt"])), from: agent,
+                picks: broker)
+        }
+        answering.start()
+        usleep(200_000)  // the agent is polling before the request arrives
+        let response = PickHandling.handle(
+            .pickForApp(app: other, PickRequest(mode: .open), wait: 5), from: owner, picks: broker)
+        #expect(response.ok)
+        #expect(response.picked?.paths == ["Providers/local/a.txt"])
+        #expect(seen.withLock { seenApp } == other)
+    }
+
     @Test("issue 17: a claim is released only by the process that holds it; coordination needs a known intent")
     func coordination() {
         let coordinator = Coordinator(notices: NoticeBoard())

@@ -34,6 +34,7 @@ let sampleCommands: [ControlCommand] = [
     .pick(PickRequest(mode: .open, contentTypes: ["public.text"]), wait: 5),
     .agentNext(app: nil, wait: 1),
     .agentAnswer(pick: 7, answer: PickAnswer(cancelled: true)),
+    .pickForApp(app: "com.example.app", PickRequest(mode: .open), wait: 5),
     .watch(after: 12, wait: 2),
     .coordinate(path: "Providers/local/docs/a", intent: "read", wait: 1),
     .release(claim: 4),

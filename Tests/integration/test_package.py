@@ -410,6 +410,8 @@ def test_deb_contents(deb):
         "/lib/systemd/system/scopefs@.service",
         "/usr/lib/systemd/user/scopefs.service",
         "/usr/lib/systemd/user/scopefs-portal.service",
+        "/usr/share/xdg-desktop-portal/portals/scopefs.portal",
+        "/usr/share/dbus-1/services/org.freedesktop.impl.portal.desktop.scopefs.service",
         "/usr/lib/systemd/user/scopefs-settings.service",
         "/usr/share/doc/scopefs/PORTAL.md",
         f"/usr/lib/x86_64-linux-gnu/libscopefs.so.{VERSION}",

@@ -18,6 +18,14 @@ typedef int (*scopefs_portal_handler)(sd_bus_message *message, void *context, sd
 int scopefs_portal_add_object(
     sd_bus *bus, sd_bus_slot **slot, const char *path, scopefs_portal_handler handler, void *context);
 
+/// Adds org.freedesktop.impl.portal.FileChooser at `path` (OpenFile,
+/// SaveFile, SaveFiles to `chooser`) and org.freedesktop.impl.portal.Request
+/// on every object below /org/freedesktop/portal/desktop/request (Close to
+/// `request`), both with `context`.
+int scopefs_portal_add_chooser(
+    sd_bus *bus, const char *path, scopefs_portal_handler chooser, scopefs_portal_handler request,
+    void *context);
+
 /// Who sent `message`: pid and effective uid, from the bus's credentials
 /// (SO_PEERCRED of the caller's connection). 0 or a negative errno.
 int scopefs_portal_caller(sd_bus_message *message, pid_t *pid, uid_t *uid);
