@@ -208,6 +208,12 @@ def test_the_page_reads_at_400_percent_zoom_in_dark_mode_without_script(env, pag
     background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(21, 21, 21)", background
     shoot(tab, "app-dark-320px")
+    tab.goto(f"{page.base}/activity?app={ALPHA}&live=1")
+    tab.wait_for_load_state("load")
+    width = tab.evaluate("document.documentElement.scrollWidth")
+    assert width <= 320, f"the activity page is {width} px wide at 320 px"
+    shoot(tab, "activity-dark-320px")
+    tab.goto(f"{page.base}/app?id={ALPHA}")
     tab.keyboard.press("Tab")
     assert tab.evaluate("document.activeElement.textContent") == "Skip to content"
     tab.locator("tr", has_text=REPORT).get_by_role("button", name="Revoke").click()
