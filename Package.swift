@@ -45,6 +45,9 @@ let package = Package(
         // in the build as Hummingbird's own dependencies.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // The page's live streams end on SIGTERM through its graceful
+        // shutdown (already in the build as Hummingbird's dependency).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // The fleet's shared isolation layer on PostgreSQL (issue 34, SPEC S44).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
@@ -212,6 +215,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

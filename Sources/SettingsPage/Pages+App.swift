@@ -54,7 +54,7 @@ struct AppPage {
         body.append(
             recent.isEmpty
                 ? "<p>None recorded.</p>"
-                : EventTable.html(Array(recent), names: [:])
+                : EventTable.html(Array(recent))
                     + "<p><a href=\"/activity\(URLText.query([("app", id)]))\">All of this app's activity</a></p>")
         return Layout.page("App", section: .apps, HTML(joining: body))
     }

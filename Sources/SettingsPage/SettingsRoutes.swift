@@ -10,12 +10,13 @@ import PolicyStore
 /// failed change a page with the CLI's message; neither changes anything.
 public enum SettingsRoutes {
     public static func router(
-        backend: any SettingsBackend, secrets: SettingsSecrets,
+        backend: any SettingsBackend, secrets: SettingsSecrets, live: LiveActivity? = nil,
         peerCheck: @escaping @Sendable (SettingsContext) -> String? = { _ in nil }
     ) -> Router<SettingsContext> {
         let router = Router(context: SettingsContext.self)
         router.add(middleware: AccessGuard(secrets: secrets, peerCheck: peerCheck))
         router.get("/style.css") { _, _ in Stylesheet.response() }
+        addLiveRoutes(to: router, live: live ?? LiveActivity(backend: backend), backend: backend)
         router.get("/") { _, _ in page { () throws(CommandError) in try AppsPage(backend: backend).render() } }
         router.get("/app") { request, _ in
             page { () throws(CommandError) in

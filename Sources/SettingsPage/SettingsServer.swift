@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import PolicyStore
+import ServiceLifecycle
 
 /// `scopefs settings`: serves the page until SIGINT or SIGTERM, on a
 /// loopback port or a unix socket, and tells the owner where (with this
@@ -37,7 +38,8 @@ public struct SettingsServer: Sendable {
         let peerCheck = AppPeerCheck {
             Set((backend.status()?.processes ?? []).map(\.pid))
         }
-        let router = SettingsRoutes.router(backend: backend, secrets: secrets) { context in
+        let live = LiveActivity(backend: backend)
+        let router = SettingsRoutes.router(backend: backend, secrets: secrets, live: live) { context in
             peerCheck.refusal(remote: context.remoteAddress, local: context.localAddress)
         }
         let address: BindAddress
@@ -54,6 +56,7 @@ public struct SettingsServer: Sendable {
         let endpoint = endpoint
         let app = Application(
             router: router, configuration: .init(address: address, serverName: nil),
+            services: [LiveActivityTicker(live: live)],
             onServerRunning: { channel in
                 let url: String
                 switch endpoint {
@@ -70,6 +73,23 @@ public struct SettingsServer: Sendable {
             logger: logger)
         defer { unlink(tokenFile) }
         try await app.runService()
+    }
+
+    /// The live view's one reader of the event log: a tick each period
+    /// while the server runs (streams end on SIGTERM in their route).
+    struct LiveActivityTicker: Service {
+        let live: LiveActivity
+
+        func run() async throws {
+            let live = live
+            await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: live.limits.period)
+                    live.tick()
+                }
+            }
+            live.close()
+        }
     }
 
     /// Writes `text` to a new file only its owner can read.

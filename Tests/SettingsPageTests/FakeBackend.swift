@@ -31,15 +31,24 @@ final class FakeBackend: SettingsBackend {
     func grants(app: AppID?) throws(CommandError) -> [Grant] {
         store.withLock { $0.grants.filter { app == nil || $0.app == app } }
     }
+    /// The log as the store keeps it: each event's id is its place (from 1).
     func events(_ filter: EventStore.Filter) throws(CommandError) -> [Event] {
         let matching = store.withLock {
-            $0.events.filter { event in
+            $0.events.enumerated().map { index, event in
+                var stored = event
+                stored.id = stored.id ?? Int64(index + 1)
+                return stored
+            }.filter { event in
                 (filter.app == nil || event.app == filter.app) && (filter.kinds?.contains(event.kind) ?? true)
                     && (filter.since.map { (event.lastTime ?? event.time) >= $0 } ?? true)
+                    && (filter.afterID.map { event.id! > $0 } ?? true)
             }
         }
         return Array(matching.suffix(filter.limit ?? matching.count))
     }
+
+    /// Records an event, as the daemon does.
+    func record(_ event: Event) { store.withLock { $0.events.append(event) } }
     func references(app: AppID) -> [ItemIdentifier: [String]] { [:] }
     func status() -> DaemonStatus? { nil }
 

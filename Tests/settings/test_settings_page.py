@@ -208,6 +208,12 @@ def test_the_page_reads_at_400_percent_zoom_in_dark_mode_without_script(env, pag
     background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(21, 21, 21)", background
     shoot(tab, "app-dark-320px")
+    tab.goto(f"{page.base}/activity?app={ALPHA}&live=1")
+    tab.wait_for_load_state("load")
+    width = tab.evaluate("document.documentElement.scrollWidth")
+    assert width <= 320, f"the activity page is {width} px wide at 320 px"
+    shoot(tab, "activity-dark-320px")
+    tab.goto(f"{page.base}/app?id={ALPHA}")
     tab.keyboard.press("Tab")
     assert tab.evaluate("document.activeElement.textContent") == "Skip to content"
     tab.locator("tr", has_text=REPORT).get_by_role("button", name="Revoke").click()
@@ -321,3 +327,163 @@ def test_the_command_refuses_app_processes_and_a_taken_port(env):
         p = env.cli("settings", "--port", taken.getsockname()[1], "--no-open", expect=74)
         assert "Address already in use" in p.stderr, describe(p)
     env.cli("settings", "--port", "70000", expect=64)
+
+
+def open_stream(page, path: str = "/activity/events") -> socket.socket:
+    """An SSE stream of the page's, as a browser opens it (with the cookie);
+    returns the socket once the stream's first bytes came."""
+    connection = socket.create_connection(("127.0.0.1", page.port), timeout=10)
+    connection.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{page.port}\r\nAccept: text/event-stream\r\n"
+        f"Cookie: scopefs_settings={page.token}\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head or (head.startswith(b"HTTP/1.1 200") and b"retry: 1000" not in head):
+        chunk = connection.recv(4096)
+        assert chunk, f"the stream closed before it began: {head!r}"
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 200"):
+        connection.close()
+        raise AssertionError(f"no stream: {head[:200]!r}")
+    assert b"text/event-stream" in head, head
+    return connection
+
+
+def read_to_end(connection: socket.socket, deadline: float) -> bytes:
+    """What the server sends until it closes the connection (or the deadline)."""
+    received = b""
+    while time.monotonic() < deadline:
+        connection.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = connection.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            return received
+        received += chunk
+    raise AssertionError(f"the stream did not end: {received[-300:]!r}")
+
+
+def test_activity_shows_new_events_live_without_a_reload(env, page, browser):
+    """Issue 36: the Activity view is live. With the page open (script on),
+    the owner revokes the reading app's grant on the command line; the app's
+    next read fails with EPERM (S13, S14); the revoke's row and the denial's
+    row appear within a second of each, in the same document (no
+    navigation: a marker set on window survives), with the texts
+    `scopefs events` prints (S29); the app's chart counts the denial."""
+    reader = env.app_session(ALPHA, READER, env.prov(ALPHA, LOCAL, REPORT), sandbox=True)
+    reader.send()
+    assert reader.recv() == {"ok": len(REPORT_BYTES)}, reader.stderr()
+
+    context = browser.new_context(viewport={"width": 1100, "height": 720})
+    tab = context.new_page()
+    tab.goto(page.url)
+    tab.goto(f"{page.base}/activity?app={ALPHA}")
+    tab.wait_for_function("document.getElementById('live-state').textContent.startsWith('Live')", timeout=5000)
+    tab.evaluate("window.__sameDocument = 'marker'")
+    navigations: list[str] = []
+    tab.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == tab.main_frame else None)
+    denials_before = tab.evaluate(
+        "Array.from(document.querySelectorAll('table.chart .count')).filter((_, i) => i % 2 == 1)"
+        ".reduce((sum, c) => sum + Number(c.textContent), 0)"
+    )
+
+    revoked_at = time.monotonic()
+    env.cli("revoke", ALPHA, f"{LOCAL}:{REPORT}")
+    tab.wait_for_selector("table.events tbody tr.event-revoke", timeout=5000)
+    revoke_shown = time.monotonic() - revoked_at
+
+    denied_at = time.monotonic()
+    reader.send()
+    assert reader.recv() == {"errno": "EPERM"}, "the app's next read after the revoke must fail with EPERM"
+    tab.wait_for_selector("table.events tbody tr.event-denial", timeout=5000)
+    denial_shown = time.monotonic() - denied_at
+    assert revoke_shown < 1.0 and denial_shown < 1.0, (revoke_shown, denial_shown)
+
+    assert tab.evaluate("window.__sameDocument") == "marker", "the page was reloaded"
+    assert navigations == [], navigations
+    shoot(tab, "activity-live")
+    # The live row says what `scopefs events` says about the same event.
+    denial = tab.locator("table.events tbody tr.event-denial").first
+    cells = denial.locator("td").all_inner_texts()
+    printed = env.cli("events", "--app", ALPHA, "--kind", "denial", "--limit", "1").stdout.strip().split("\t")
+    assert cells[1:5] == ["denial", ALPHA, printed[3], printed[4]], (cells, printed)
+    assert "errno=EPERM" in cells[5] and "errno=EPERM" in printed, (cells, printed)
+    denials_after = tab.evaluate(
+        "Array.from(document.querySelectorAll('table.chart .count')).filter((_, i) => i % 2 == 1)"
+        ".reduce((sum, c) => sum + Number(c.textContent), 0)"
+    )
+    assert denials_after == denials_before + 1, (denials_before, denials_after)
+    # A reload shows the same rows the stream added.
+    live_ids = set(tab.locator("table.events tbody tr").evaluate_all("rows => rows.map(r => r.dataset.id)"))
+    tab.reload()
+    assert set(tab.locator("table.events tbody tr").evaluate_all("rows => rows.map(r => r.dataset.id)")) == live_ids
+    reader.kill()
+
+
+@pytest.mark.parametrize(
+    "how",
+    [pytest.param(("--share-net",), id="sandbox-share-net"), pytest.param((), id="no-sandbox")],
+)
+def test_an_app_process_gets_no_live_stream_even_with_the_token(env, page, how):
+    """SPEC S46: the live stream is guarded as every route: an app run with
+    --share-net or --no-sandbox reaches the port with this start's token
+    (as cookie) and is refused by the peer check, no stream opened."""
+    code = snippet(
+        """
+import http.client
+port, token = int(sys.argv[1]), sys.argv[2]
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+c.request("GET", "/activity/events", headers={"Cookie": "scopefs_settings=" + token})
+r = c.getresponse()
+emit({"status": r.status, "type": r.getheader("Content-Type"), "body": r.read(2000).decode(errors="replace")})
+"""
+    )
+    args = ["python3", "-c", code, str(page.port), page.token]
+    argv = env.run_argv(ALPHA, args, sandbox=how != (), extra=how)
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=60, env=env.base_env)
+    assert p.returncode == 0, describe(p)
+    got = last_json_line(p)
+    assert got["status"] == 403, got
+    assert got["type"].startswith("text/html") and "event: activity" not in got["body"], got
+    assert "app process" in got["body"] or "another user" in got["body"], got
+
+
+def test_sigterm_ends_open_streams_and_the_page_exits_0_at_once(env, page):
+    """Clean shutdown (decision 54): with two live streams open,
+    `scopefs settings` gets SIGTERM, ends both streams and exits 0 within
+    2 s; the token file is gone."""
+    streams = [open_stream(page), open_stream(page, f"/activity/events?app={ALPHA}&after=0")]
+    began = time.monotonic()
+    page.proc.send_signal(signal.SIGTERM)
+    for stream in streams:
+        tail = read_to_end(stream, began + 2.0)
+        assert tail.endswith(b"0\r\n\r\n"), f"the stream did not end cleanly (chunked end): {tail[-200:]!r}"
+        stream.close()
+    code = page.proc.wait(timeout=max(0.1, began + 2.0 - time.monotonic()))
+    took = time.monotonic() - began
+    assert code == 0 and took < 2.0, (code, took, page.proc.stderr.read1(4000))
+    assert not page.token_file.exists()
+
+
+def test_streams_beyond_the_cap_get_503_and_a_closed_one_frees_its_place(env, page):
+    """The bound on streams (docs/CLI.md: at most 8 live views): the ninth
+    gets 503 with a body that says why. A stream whose reader went away is
+    noticed at its next write (an event, or the heartbeat) and frees its
+    place."""
+    streams = [open_stream(page) for _ in range(8)]
+    cookie = {"Cookie": f"scopefs_settings={page.token}"}
+    status, _, body = page.request("GET", "/activity/events", headers=cookie)
+    assert status == 503 and "8 live views are open already" in body, (status, body[:500])
+    streams.pop().close()
+    deadline = time.monotonic() + 10
+    while True:
+        env.grant(BETA, f"{LOCAL}:{REPORT}")  # an event: a write to every stream
+        time.sleep(0.6)
+        try:
+            streams.append(open_stream(page))
+            break
+        except AssertionError:
+            assert time.monotonic() < deadline, "a closed stream's place was not freed"
+    for stream in streams:
+        stream.close()
