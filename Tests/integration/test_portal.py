@@ -90,7 +90,10 @@ class SessionBus:
 
 
 class Portal:
-    """`scopefs portal` on a SessionBus, for one test's Env."""
+    """`scopefs portal` on a SessionBus, for one test's Env. PREFIX runs the
+    portal and the test's own calls to it (gdbus) as another user; CALLER
+    runs only the calls so, for an Env whose commands already run as the
+    owner."""
 
     def __init__(
         self,
@@ -101,8 +104,9 @@ class Portal:
         state=None,
         environ=None,
         mount: bool = True,
+        caller: list[str] | None = None,
     ):
-        self.env, self.bus, self.mountpoint, self.prefix = env, bus, mountpoint, prefix or []
+        self.env, self.bus, self.mountpoint, self.prefix = env, bus, mountpoint, caller or prefix or []
         self.environ = dict(environ or env.base_env, DBUS_SESSION_BUS_ADDRESS=bus.address)
         self.log = env.root / "portal.err"
         options = ["--mountpoint", mountpoint] + ([] if mount else ["--no-mount"])

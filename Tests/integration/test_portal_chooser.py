@@ -5,16 +5,30 @@ answers, on a real session bus (Debian's dbus-daemon). SPEC S45, S21a, S14.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, run_bounded, wait_for
+from scopefs_harness import (
+    ALPHA,
+    BETA,
+    LOCAL,
+    NOBODY,
+    REPORT_BYTES,
+    Env,
+    binary_problem,
+    describe,
+    run_bounded,
+    wait_for,
+)
 from test_pick_requests import Agent
-from test_portal import BUS_CONFIG, SYSTEM_PYTHON, Portal, SessionBus, privacy
+from test_portal import AS_NOBODY, BUS_CONFIG, SYSTEM_PYTHON, Portal, SessionBus, privacy
 
 BACKEND = "org.freedesktop.impl.portal.desktop.scopefs"
 IMPL = "org.freedesktop.impl.portal.FileChooser"
@@ -187,11 +201,13 @@ class AppAccountBus(SessionBus):
 class Frontend:
     """Debian's xdg-desktop-portal (1.16) on the test's bus, finding only
     ScopeFS's backend: XDG_DESKTOP_PORTAL_DIR names the folder of .portal
-    files it reads, XDG_CURRENT_DESKTOP the desktop whose `UseIn=` it picks."""
+    files it reads, XDG_CURRENT_DESKTOP the desktop whose `UseIn=` it picks.
+    PREFIX runs it as the owner when the owner is not root."""
 
     BINARY = "/usr/libexec/xdg-desktop-portal"
 
-    def __init__(self, env, portal):
+    def __init__(self, env, portal, prefix: list[str] | None = None):
+        self.prefix = prefix or []
         portals = env.root / "portals"
         portals.mkdir()
         shutil.copy(Path(__file__).resolve().parents[2] / "mount-scripts" / "portal" / "scopefs.portal", portals)
@@ -199,13 +215,18 @@ class Frontend:
         self.log = env.root / "frontend.err"
         with open(self.log, "w") as err:
             self.process = subprocess.Popen(
-                [self.BINARY, "--replace"], stdout=err, stderr=err, env=environ, start_new_session=True
+                [*(prefix or []), self.BINARY, "--replace"],
+                stdout=err,
+                stderr=err,
+                env=environ,
+                start_new_session=True,
             )
 
         def owned():
             assert self.process.poll() is None, "xdg-desktop-portal exited:\n" + self.log.read_text()
             p = run_bounded(
                 [
+                    *self.prefix,
                     "gdbus",
                     "call",
                     "--session",
@@ -231,24 +252,56 @@ class Frontend:
             self.process.wait(timeout=10)
 
 
-@pytest.fixture
-def desktop(env):
+def serve_desktop(env, runtime: Path, prefix: list[str] | None = None):
     """A session bus with `scopefs portal` (its layout at the default place,
-    $XDG_RUNTIME_DIR/doc), the frontend, and a mounted ScopeFS."""
+    $XDG_RUNTIME_DIR/doc, RUNTIME/doc), the frontend, and a mounted
+    ScopeFS, all run by PREFIX (the owner's account when it is not root)."""
     if not Path(Frontend.BINARY).exists() or not shutil.which("xdg-dbus-proxy"):
         pytest.fail("xdg-desktop-portal and xdg-dbus-proxy are needed (make deps installs them)")
     env.mount()
-    runtime = env.root / "run"
-    runtime.mkdir(mode=0o700)
-    (runtime / "doc").mkdir()
-    bus = AppAccountBus(env.root)
+    # A root owner's apps (and their bus proxies) run as the app account; a
+    # non-root owner's bus is a plain session bus, its owner's alone.
+    bus = SessionBus(runtime.parent, prefix) if prefix else AppAccountBus(runtime.parent)
     env.base_env.update(DBUS_SESSION_BUS_ADDRESS=bus.address, XDG_RUNTIME_DIR=str(runtime))
-    served = Portal(env, bus, runtime / "doc")
-    frontend = Frontend(env, served)
+    served = Portal(env, bus, runtime / "doc", caller=prefix)
+    frontend = Frontend(env, served, prefix)
     yield served
     frontend.stop()
     served.stop()
     bus.stop()
+
+
+@pytest.fixture
+def desktop(env):
+    runtime = env.root / "run"
+    runtime.mkdir(mode=0o700)
+    (runtime / "doc").mkdir()
+    yield from serve_desktop(env, runtime)
+
+
+def open_read_and_lose(env, desktop, revoker: str, owner: list[str] | None = None) -> None:
+    """The body of the end-to-end OpenFile tests: OWNER runs the owner's
+    own calls to the portal (the owner's account when it is not root)."""
+    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
+    options = "{'handle_token': <'TOKEN'>, 'filters': <[('Text', [(uint32 0, '*.txt')])]>}"
+    app = env.app_session(ALPHA, OPEN_THROUGH_FRONTEND, options, sandbox=True, extra=("--portal-bus",))
+    first = app.recv(timeout=60)
+    log = agent.finish()
+    assert first["response"] == 0, (first, log, desktop.log.read_text())
+    [uri] = first["uris"]
+    document = Path(uri.removeprefix("file://"))
+    assert document.parent.parent == desktop.mountpoint, "a document path of the Documents portal"
+    assert bytes.fromhex(first["read"]) == REPORT_BYTES[:16]
+    [grant] = privacy(env, ALPHA)
+    assert grant["path"] == "docs/report.txt" and grant["state"] == "active"
+    if revoker == "scopefs":
+        env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
+    else:
+        [answer] = desktop.calls(("RevokePermissions", "ssas", [document.parent.name, ALPHA, ["read"]]), prefix=owner)
+        assert answer == {"reply": None}, answer
+    app.send()
+    assert app.recv() == {"again": {"errno": "EPERM"}}
+    assert app.finish() == 0, app.stderr()
 
 
 @pytest.mark.parametrize("revoker", ["scopefs", "portal"])
@@ -260,26 +313,169 @@ def test_app_opens_a_file_through_the_portal_and_loses_it(env, desktop, revoker)
     again) and hands the app a document path, which it reads. The owner
     revokes (`scopefs revoke`, or the portal's RevokePermissions): the next
     read on the same descriptor fails with EPERM."""
-    agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
-    options = "{'handle_token': <'TOKEN'>, 'filters': <[('Text', [(uint32 0, '*.txt')])]>}"
-    app = env.app_session(ALPHA, OPEN_THROUGH_FRONTEND, options, sandbox=True, extra=("--portal-bus",))
-    first = app.recv(timeout=60)
-    agent.finish()
-    [uri] = first["uris"]
-    assert first["response"] == 0, first
-    document = Path(uri.removeprefix("file://"))
-    assert document.parent.parent == desktop.mountpoint, "a document path of the Documents portal"
-    assert bytes.fromhex(first["read"]) == REPORT_BYTES[:16]
-    [grant] = privacy(env, ALPHA)
-    assert grant["path"] == "docs/report.txt" and grant["state"] == "active"
-    if revoker == "scopefs":
-        env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
-    else:
-        [answer] = desktop.calls(("RevokePermissions", "ssas", [document.parent.name, ALPHA, ["read"]]))
-        assert answer == {"reply": None}, answer
-    app.send()
-    assert app.recv() == {"again": {"errno": "EPERM"}}
-    assert app.finish() == 0, app.stderr()
+    open_read_and_lose(env, desktop, revoker)
+
+
+# ---------------------------------------------------------------------------
+# a non-root owner
+
+
+class OwnerNamespace:
+    """A private mount namespace whose /dev/fuse any user may open, as
+    test_attacks_host_root.py's NOBODY_SESSION arranges it (/dev/fuse may be
+    0600, and libfuse does not fall back to fusermount3 on EACCES). The test
+    process itself enters it while a non-root owner's session runs, so the
+    helpers (mount checks, reads of the document layout) and every process
+    they start see that owner's mounts; leaving restores the test's own."""
+
+    CLONE_NEWNS = 0x00020000
+    ARRANGE = r"""
+set -e
+mount -t tmpfs -o mode=755 tmpfs "$1"
+mknod -m 666 "$1/fuse" c 10 229
+mount --bind "$1/fuse" /dev/fuse
+echo ready
+exec cat
+"""
+
+    def __init__(self):
+        self.dev = Path(tempfile.mkdtemp(prefix="scopefs-ns-dev-", dir="/tmp"))
+        # The holder keeps the namespace until its stdin closes.
+        self.holder = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", self.ARRANGE, "arrange", str(self.dev)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.cwd = os.getcwd()
+        self.home = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            assert self.holder.stdout.readline().strip() == "ready", "the owner's mount namespace was not arranged"
+            self._enter(f"/proc/{self.holder.pid}/ns/mnt")
+        except BaseException:
+            self._end_holder()
+            raise
+
+    def _enter(self, namespace: str | int) -> None:
+        fd = namespace if isinstance(namespace, int) else os.open(namespace, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if self.libc.setns(fd, self.CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {namespace}")
+        finally:
+            if fd != namespace:
+                os.close(fd)
+        os.chdir(self.cwd)  # setns moves the working directory to the namespace's root
+
+    def leave(self) -> None:
+        self._enter(self.home)
+        self._end_holder()
+
+    def _end_holder(self) -> None:
+        os.close(self.home)
+        self.holder.stdin.close()
+        self.holder.stdout.close()
+        self.holder.wait(timeout=10)
+        os.rmdir(self.dev)
+
+
+class NonRootOwnerEnv(Env):
+    """An Env whose owner is uid 65534 (NOBODY): every `scopefs` it runs
+    (init, mount, agent, run, privacy, revoke, portal) runs as that user,
+    with a home, state, mount point and XDG_RUNTIME_DIR of its own, and its
+    files are the owner's. Its mount is the default one (strict scopes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mnt.rmdir()
+        home = self.root / "owner"
+        self.state, self.mnt, self.runtime = home / "state", home / "mnt", home / "run"
+        for folder in (home, self.mnt, self.runtime, self.runtime / "doc"):
+            folder.mkdir()
+            os.chown(folder, NOBODY, NOBODY)
+        self.runtime.chmod(0o700)
+        self.base_env.update(HOME=str(home), XDG_STATE_HOME=str(home / "xdg-state"), XDG_RUNTIME_DIR=str(self.runtime))
+
+    def cli_argv(self, *args, state: Path | None = None) -> list[str]:
+        return [*AS_NOBODY, "--", *super().cli_argv(*args, state=state)]
+
+    def mount_args(self, open_files: str | None = None, allow_other: bool = False) -> list:
+        return ["mount", self.mnt]
+
+    def _make_backing_tree(self) -> None:
+        super()._make_backing_tree()
+        for folder, _, files in os.walk(self.root / "backing"):
+            for path in [folder, *(os.path.join(folder, name) for name in files)]:
+                os.chown(path, NOBODY, NOBODY)
+
+
+@pytest.fixture
+def nobody_env():
+    """The `env` fixture's world, owned by NOBODY, inside OwnerNamespace."""
+    problem = binary_problem()
+    if problem:
+        pytest.fail(problem)
+    namespace = OwnerNamespace()
+    try:
+        world = NonRootOwnerEnv()
+        try:
+            world.init_world()
+            yield world
+        finally:
+            problems = world.teardown()
+    finally:
+        namespace.leave()
+    if problems:
+        pytest.fail("teardown problems:\n- " + "\n- ".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def nobody_desktop(nobody_env):
+    yield from serve_desktop(nobody_env, nobody_env.runtime, AS_NOBODY)
+
+
+@pytest.mark.parametrize("revoker", ["scopefs", "portal"])
+def test_a_non_root_owners_app_opens_a_file_through_the_portal_and_loses_it(nobody_env, nobody_desktop, revoker):
+    """SPEC S45, S21a, S14 with a non-root owner (uid 65534): its session
+    bus, `scopefs portal`, the frontend, `scopefs mount` (the default
+    mount), the scripted agent and `scopefs run --portal-bus` all run as
+    that user; the app, in the default sandbox with the owner's uid, opens
+    a file through the frontend, reads it, and loses it at the revoke."""
+    names = ("org.freedesktop.portal.Desktop", "org.freedesktop.portal.Documents", BACKEND)
+    owners = {name: name_owner_uid(nobody_desktop, name) for name in names}
+    assert owners == dict.fromkeys(names, NOBODY), owners
+    assert {process_uid(nobody_env.daemon.pid), process_uid(nobody_desktop.bus.process.pid)} == {NOBODY}
+    assert json.loads(nobody_env.cli("status", "--json").stdout)["daemon"]["scopes"] == "strict"
+    open_read_and_lose(nobody_env, nobody_desktop, revoker, owner=AS_NOBODY)
+
+
+def name_owner_uid(portal, name: str) -> int:
+    """The uid of the process owning NAME on the portal's bus."""
+    p = run_bounded(
+        [
+            *portal.prefix,
+            "gdbus",
+            "call",
+            "--session",
+            "--dest",
+            "org.freedesktop.DBus",
+            "--object-path",
+            "/org/freedesktop/DBus",
+            "--method",
+            "org.freedesktop.DBus.GetConnectionUnixUser",
+            name,
+        ],
+        10,
+        portal.environ,
+        what="GetConnectionUnixUser",
+    )
+    assert p.returncode == 0, describe(p)
+    return int(p.stdout.strip().strip("(),").split()[-1])
+
+
+def process_uid(pid: int) -> int:
+    return os.stat(f"/proc/{pid}").st_uid
 
 
 # From inside the sandbox: what the app's bus lets it reach.
