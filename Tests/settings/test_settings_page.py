@@ -379,7 +379,12 @@ def test_activity_shows_new_events_live_without_a_reload(env, page, browser):
     tab = context.new_page()
     tab.goto(page.url)
     tab.goto(f"{page.base}/activity?app={ALPHA}")
-    tab.wait_for_function("document.getElementById('live-state').textContent.startsWith('Live')", timeout=5000)
+    # Polled from here: wait_for_function's polling evaluates a string,
+    # which the page's CSP (no 'unsafe-eval') refuses once it must repeat.
+    deadline = time.monotonic() + 5
+    while not (tab.text_content("#live-state") or "").startswith("Live"):
+        assert time.monotonic() < deadline, "the page did not go live within 5 s"
+        time.sleep(0.05)
     tab.evaluate("window.__sameDocument = 'marker'")
     navigations: list[str] = []
     tab.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == tab.main_frame else None)
