@@ -34,17 +34,9 @@ final class DocumentsObject {
     /// processes, never another user's nor an app process of a `scopefs
     /// run` (which could otherwise grant itself what it names, SPEC S5).
     private func checkCaller(_ message: OpaquePointer) throws(PortalError) {
-        var pid: pid_t = 0
-        var uid: uid_t = 0
-        guard scopefs_portal_caller(message, &pid, &uid) == 0 else {
-            throw .notAllowed("the caller's credentials cannot be read")
-        }
-        guard uid == geteuid() else { throw .notAllowed("the document store serves its owner's processes only") }
-        if let cgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-            cgroup.contains("/" + AppCgroups.leafPrefix)
-        {
-            throw .notAllowed("app processes of scopefs run cannot change the document store")
-        }
+        try OwnerCaller.check(
+            message, otherUser: "the document store serves its owner's processes only",
+            appProcess: "app processes of scopefs run cannot change the document store")
     }
 
     private func run(_ method: String, _ arguments: ArgumentReader, _ reply: ReplyWriter) throws(PortalError) {

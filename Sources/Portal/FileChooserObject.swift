@@ -99,19 +99,11 @@ final class FileChooserObject {
     /// user's process, and an app process of `scopefs run` (which would
     /// name any app it liked), are refused.
     private func checkCaller(_ message: OpaquePointer) throws(PortalError) {
-        var pid: pid_t = 0
-        var uid: uid_t = 0
-        guard scopefs_portal_caller(message, &pid, &uid) == 0 else {
-            throw .notAllowed("the caller's credentials cannot be read")
-        }
-        guard uid == geteuid() else { throw .notAllowed("the file chooser serves its owner's processes only") }
-        if let cgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-            cgroup.contains("/" + AppCgroups.leafPrefix)
-        {
-            throw .notAllowed(
+        try OwnerCaller.check(
+            message, otherUser: "the file chooser serves its owner's processes only",
+            appProcess:
                 "app processes of scopefs run call org.freedesktop.portal.FileChooser, not its backend: the frontend names the app"
-            )
-        }
+        )
     }
 
     /// Asks the agent on a thread of its own; the reply goes back through
