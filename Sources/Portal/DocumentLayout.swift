@@ -6,15 +6,17 @@ import Synchronization
 import SystemPackage
 
 /// The document store's mount layout (SPEC S45, docs/PORTAL.md), served
-/// by `scopefs portal` from the document table and ScopeFS's grants, read
-/// only: `DOC_ID/NAME` for the owner, `by-app/APP/DOC_ID/NAME` for each
-/// app holding an active grant of the document, with the grant's access
-/// as mode bits and `user.document-portal.host-path` naming the file.
+/// by `scopefs portal` from the document table and ScopeFS's grants:
+/// `DOC_ID/NAME` for the owner, `by-app/APP/DOC_ID/NAME` for each app
+/// holding an active grant of the document, with the grant's access as
+/// mode bits and `user.document-portal.host-path` naming the file.
 ///
 /// Content under `by-app/APP` is served only while APP's grant is active,
-/// checked at open and at every read, so a revoke (either way) cuts a
-/// descriptor opened before it (EPERM, S14). Writes go through the app's
-/// view of the ScopeFS mount, never here (EROFS). App processes of
+/// checked at open and at every read and write, so a revoke (either way)
+/// cuts a descriptor opened before it (EPERM, S14). A document's content
+/// may be written (a read-write grant: what a portal app does with the
+/// path SaveFile gave it); the layout itself, names and folders, never
+/// changes (EROFS). App processes of
 /// `scopefs run` are refused (EACCES) everywhere but below `by-app/APP`
 /// of their own app, which a sandbox given the portal bus shows at the
 /// mount point, as Flatpak's does (`scopefs run --portal-bus`).
@@ -36,6 +38,7 @@ final class DocumentLayout: FileSystem {
         var descriptor: Int32
         var app: AppID?
         var documentID: String
+        var writable: Bool
     }
 
     init(portal: DocumentPortal) {
@@ -249,26 +252,42 @@ final class DocumentLayout: FileSystem {
         let file = try node(inode)
         try checkCaller(request, reaching: file)
         guard case .documentFile(let id, let app) = file else { throw Errno.isDirectory }
-        guard flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0 else { throw Errno.readOnlyFileSystem }
-        let (document, _) = try document(id, app: app)
-        let descriptor = document.hostPath.withHostCString { Glibc.open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+        let (document, access) = try document(id, app: app)
+        // Write needs a read-write grant (the mode shows 0400 otherwise);
+        // the owner writes as the host file's mode lets it.
+        if writing, access == .read { throw Errno.permissionDenied }
+        let hostFlags =
+            (writing ? (flags & O_ACCMODE == O_RDONLY ? O_RDWR : flags & O_ACCMODE) : O_RDONLY)
+            | (flags & (O_TRUNC | O_APPEND)) | O_CLOEXEC | O_NOFOLLOW
+        let descriptor = document.hostPath.withHostCString { Glibc.open($0, hostFlags) }
         guard descriptor >= 0 else { throw Errno(rawValue: errno) }
         let handle = handles.withLock { state -> UInt64 in
             let handle = state.next
             state.next += 1
-            state.open[handle] = OpenDocument(descriptor: descriptor, app: app, documentID: id)
+            state.open[handle] = OpenDocument(descriptor: descriptor, app: app, documentID: id, writable: writing)
             return handle
         }
-        // An app's reads bypass the page cache, so each one reaches `read`
-        // and its grant check: no page read before a revoke is served after.
+        // An app's reads and writes bypass the page cache, so each one
+        // reaches `read` or `writeTarget` and its grant check: nothing read
+        // or written before a revoke is served after it.
         return OpenFile(handle: handle, directIO: app != nil)
     }
 
     func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
+        .descriptor(try checkedDescriptor(handle, writing: false), offset: offset, size: size)
+    }
+
+    /// The host descriptor behind HANDLE, once its app's grant is checked
+    /// again (every read and write: a revoke cuts this descriptor, EPERM),
+    /// and for a write, that the grant still allows writing.
+    private func checkedDescriptor(_ handle: UInt64, writing: Bool) throws(Errno) -> Int32 {
         guard let open = handles.withLock({ $0.open[handle] }) else { throw Errno.badFileDescriptor }
-        // The grant is checked again at every read: a revoke cuts this descriptor.
-        if let app = open.app, (try? document(open.documentID, app: app)) == nil { throw Errno.notPermitted }
-        return .descriptor(open.descriptor, offset: offset, size: size)
+        if writing, !open.writable { throw Errno.badFileDescriptor }
+        guard let app = open.app else { return open.descriptor }
+        guard let granted = try? document(open.documentID, app: app) else { throw Errno.notPermitted }
+        if writing, granted.1 == .read { throw Errno.notPermitted }
+        return open.descriptor
     }
 
     func release(inode: UInt64, handle: UInt64) {
@@ -333,10 +352,47 @@ final class DocumentLayout: FileSystem {
         }
     }
 
-    // Everything that would change the layout or a document: read only.
+    /// A document's size and times may change as its content does
+    /// (`truncate`, `touch`, an editor's save); its mode and owner are the
+    /// grant's, never set here (EPERM).
     func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
         throws(Errno) -> Attributes
-    { throw Errno.readOnlyFileSystem }
+    {
+        let file = try node(inode)
+        try checkCaller(request, reaching: file)
+        guard case .documentFile(let id, let app) = file else { throw Errno.readOnlyFileSystem }
+        guard changes.mode == nil, changes.uid == nil, changes.gid == nil else { throw Errno.notPermitted }
+        // Through a descriptor (`ftruncate`, `futimens`): its checks, as a
+        // write's (EPERM once revoked); by name: the grant as it is now.
+        let descriptor: Int32
+        var opened: Int32? = nil
+        defer { if let opened { close(opened) } }
+        if let handle, handles.withLock({ $0.open[handle] }) != nil {
+            descriptor = try checkedDescriptor(handle, writing: true)
+        } else {
+            let (document, access) = try document(id, app: app)
+            if access == .read { throw Errno.permissionDenied }
+            descriptor = document.hostPath.withHostCString { Glibc.open($0, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) }
+            guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+            opened = descriptor
+        }
+        if let size = changes.size, ftruncate(descriptor, off_t(size)) != 0 { throw Errno(rawValue: errno) }
+        if changes.accessTime != nil || changes.modificationTime != nil {
+            let times = [Self.timespec(changes.accessTime), Self.timespec(changes.modificationTime)]
+            guard futimens(descriptor, times) == 0 else { throw Errno(rawValue: errno) }
+        }
+        return Attributes(stat: try attributes(file), timeout: Self.timeout)
+    }
+
+    private static func timespec(_ change: AttributeChanges.TimeChange?) -> timespec {
+        switch change {
+        case nil: return Glibc.timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT))
+        case .now: return Glibc.timespec(tv_sec: 0, tv_nsec: Int(UTIME_NOW))
+        case .time(let time): return time
+        }
+    }
+
+    // Everything that would change the layout's names and folders: read only.
     func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String { throw Errno.invalidArgument }
     func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry {
         throw Errno.readOnlyFileSystem
@@ -359,16 +415,27 @@ final class DocumentLayout: FileSystem {
         throws(Errno) -> (Entry, OpenFile)
     { throw Errno.readOnlyFileSystem }
     func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
-        throw Errno.readOnlyFileSystem
+        try checkedDescriptor(handle, writing: true)
     }
-    func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {}
+    func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
+        guard let open = handles.withLock({ $0.open[handle] }), open.writable else { return }
+        guard (dataOnly ? fdatasync(open.descriptor) : Glibc.fsync(open.descriptor)) == 0 else {
+            throw Errno(rawValue: errno)
+        }
+    }
     func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)
         throws(Errno)
-    { throw Errno.readOnlyFileSystem }
+    {
+        let descriptor = try checkedDescriptor(handle, writing: true)
+        guard Glibc.fallocate(descriptor, mode, off_t(offset), off_t(length)) == 0 else {
+            throw Errno(rawValue: errno)
+        }
+    }
+    /// EXDEV: `cp` and the kernel copy through read and write, each checked.
     func copyFileRange(
         _ request: Request, from: (inode: UInt64, handle: UInt64, offset: Int64),
         to: (inode: UInt64, handle: UInt64, offset: Int64), length: Int, flags: Int32
-    ) throws(Errno) -> Int { throw Errno.readOnlyFileSystem }
+    ) throws(Errno) -> Int { throw Errno.improperLink }
     func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {}
     func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)

@@ -58,7 +58,7 @@ public final class PortalService: @unchecked Sendable {
         do {
             session = try FuseSession(
                 fileSystem: DocumentLayout(portal: object.portal),
-                options: ["fsname=scopefs-portal", "subtype=scopefs-portal", "ro"] + Self.accessOptions)
+                options: ["fsname=scopefs-portal", "subtype=scopefs-portal"] + Self.accessOptions)
             try session.mount(at: mountPoint)
         } catch {
             throw CommandError(.cannotMount, "cannot mount the document layout at \(mountPoint): \(error)")

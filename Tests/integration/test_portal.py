@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from doc_scope_helpers import mount
 from scopefs_harness import (
     ALPHA,
     BETA,
@@ -221,6 +222,7 @@ def test_folder_document_is_a_folder_grant(env, portal):
 
 
 OPEN_AND_WAIT = """
+os.setxattr(sys.argv[1], "user.scopefs.start", b"")  # startAccessingSecurityScopedResource
 fd = os.open(sys.argv[1], os.O_RDONLY)
 first = os.pread(fd, 16, 0)
 step({"read": first.hex()})
@@ -236,7 +238,7 @@ def test_revoke_either_way_cuts_open_descriptor(env, portal, revoker):
     --forbid-read`): the next read on the same descriptor fails with EPERM."""
     report = env.backing(LOCAL) / "docs" / "report.txt"
     portal.flatpak("document-export", "--app", ALPHA, report)
-    env.mount()
+    mount(env)  # the default mount: strict scopes
     app = env.app_session(ALPHA, OPEN_AND_WAIT, env.prov(ALPHA, LOCAL, "docs/report.txt"))
     assert bytes.fromhex(app.recv()["read"]) == REPORT_BYTES[:16]
     if revoker == "scopefs":
@@ -255,8 +257,9 @@ def test_document_layout_shows_documents_and_grants(env, portal):
     """SPEC S45: the mount at the mount point has the document store's
     layout: DOC_ID/NAME, by-app/APP/DOC_ID/NAME for the apps holding an
     active grant, the grant's access as mode bits, the host path in
-    user.document-portal.host-path; statfs works; it is read-only; and a
-    revoke takes the app's entries away."""
+    user.document-portal.host-path; statfs works; a read-write document
+    takes writes, a read-only one refuses them, the layout's names never
+    change; and a revoke takes the app's entries away."""
     report = env.backing(LOCAL) / "docs" / "report.txt"
     secret = env.backing(LOCAL) / "docs" / "secret.txt"
     doc = Path(portal.flatpak("document-export", "--app", ALPHA, "--allow-write", report).stdout.strip()).parent.name
@@ -275,12 +278,23 @@ def test_document_layout_shows_documents_and_grants(env, portal):
         str(report), "utf-8"
     )
     assert os.statvfs(root).f_blocks > 0 and os.statvfs(root / doc / "report.txt").f_bsize > 0
+    # A read-write document takes writes (what an app does with the path
+    # SaveFile gave it); a read-only one refuses them (EACCES); the
+    # layout's names and folders never change (EROFS).
+    (root / "by-app" / ALPHA / doc / "report.txt").write_bytes(b"written through the layout")
+    assert report.read_bytes() == b"written through the layout"
     with pytest.raises(OSError) as write:
-        os.open(root / "by-app" / ALPHA / doc / "report.txt", os.O_WRONLY)
-    assert write.value.errno == errno.EROFS
+        os.open(root / "by-app" / BETA / other / "secret.txt", os.O_WRONLY)
+    assert write.value.errno == errno.EACCES
+    with pytest.raises(OSError) as truncate:
+        os.truncate(root / "by-app" / BETA / other / "secret.txt", 0)
+    assert truncate.value.errno == errno.EACCES
     with pytest.raises(OSError) as make:
         (root / "new").mkdir()
     assert make.value.errno == errno.EROFS
+    with pytest.raises(OSError) as rename:
+        os.rename(root / "by-app" / ALPHA / doc / "report.txt", root / "by-app" / ALPHA / doc / "moved.txt")
+    assert rename.value.errno == errno.EROFS
     env.cli("revoke", BETA, f"{LOCAL}:docs/secret.txt")
     wait_for("BETA's entries gone after the revoke", lambda: BETA not in os.listdir(root / "by-app"))
     assert other in os.listdir(root), "the document itself stays"
@@ -303,6 +317,36 @@ def test_layout_descriptor_is_cut_by_a_revoke(env, portal):
         os.close(fd)
 
 
+@pytest.mark.parametrize("revoker", ["scopefs", "portal-write", "portal-read"])
+def test_layout_write_descriptor_is_cut_by_a_revoke(env, portal, revoker):
+    """SPEC S45, S14: a descriptor opened for writing under by-app/APP
+    writes while the app's read-write grant stands, and its next write
+    fails with EPERM once the grant is revoked (`scopefs revoke`, or the
+    portal's RevokePermissions of read) or narrowed to read-only
+    (RevokePermissions of write, `--forbid-write`); the host file keeps
+    only what was written before."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    exported = portal.flatpak("document-export", "--app", ALPHA, "--allow-write", report).stdout.strip()
+    doc = Path(exported).parent.name
+    fd = os.open(portal.mountpoint / "by-app" / ALPHA / doc / "report.txt", os.O_WRONLY | os.O_TRUNC)
+    try:
+        assert os.pwrite(fd, b"before", 0) == 6
+        if revoker == "scopefs":
+            env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
+        else:
+            forbid = "--forbid-write" if revoker == "portal-write" else "--forbid-read"
+            portal.flatpak("document-export", "--app", ALPHA, forbid, report)
+        with pytest.raises(OSError) as cut:
+            os.pwrite(fd, b" and after", 6)
+        assert cut.value.errno == errno.EPERM
+        with pytest.raises(OSError) as grow:
+            os.ftruncate(fd, 100)
+        assert grow.value.errno == errno.EPERM, "no size change without the grant"
+    finally:
+        os.close(fd)
+    assert report.read_bytes() == b"before"
+
+
 LAYOUT_FROM_APP = """
 emit({"list": attempt(os.listdir, sys.argv[1]),
       "read": attempt(read_bytes, sys.argv[2])})
@@ -315,7 +359,7 @@ def test_app_process_cannot_use_the_layout(env, portal):
     show it at all) gets EACCES and reads its documents through its view."""
     report = env.backing(LOCAL) / "docs" / "report.txt"
     exported = portal.flatpak("document-export", "--app", ALPHA, report).stdout.strip()
-    env.mount()
+    mount(env)  # the default mount: strict scopes
     answer = env.app_json(ALPHA, LAYOUT_FROM_APP, portal.mountpoint, exported)
     assert answer == {"list": "EACCES", "read": "EACCES"}
 
@@ -505,7 +549,7 @@ def test_app_process_cannot_grant_itself_through_the_portal(env, portal):
     """SPEC S45, S5: an app process of `scopefs run` that reaches the bus
     (here without the sandbox) is refused: the portal acts with the owner's
     rights, so it answers only the owner's own processes."""
-    env.mount()
+    mount(env)  # the default mount: strict scopes
     secret = {"fd": str(env.backing(LOCAL) / "docs" / "secret.txt")}
     prefix = env.run_argv(ALPHA, [])  # `scopefs run --app ALPHA --no-sandbox --`
     answers = portal.calls(
@@ -566,7 +610,7 @@ def test_sandboxed_app_carries_its_flatpak_info(env):
     """SPEC S45, S5: an app run in the sandbox has a read-only
     `/.flatpak-info` naming its app id, where xdg-desktop-portal looks for
     it (/proc/PID/root/.flatpak-info) to attribute the app's requests."""
-    env.mount()
+    mount(env)  # the default mount: strict scopes
     info = env.app_json(ALPHA, READ_APP_INFO, sandbox=True)
     assert info["text"] == f"[Application]\nname={ALPHA}\n"
     assert info["mode"] == "0o444"

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from doc_scope_helpers import mount
 from scopefs_harness import (
     ALPHA,
     BETA,
@@ -59,7 +60,7 @@ except GLib.Error as error:
 def chooser(env):
     if not shutil.which("dbus-daemon"):
         pytest.fail("dbus-daemon is needed (make deps installs it)")
-    env.mount()
+    mount(env)  # the default mount: strict scopes
     bus = SessionBus(env.root)
     (env.root / "doc").mkdir()
     served = Portal(env, bus, env.root / "doc")
@@ -258,7 +259,7 @@ def serve_desktop(env, runtime: Path, prefix: list[str] | None = None):
     ScopeFS, all run by PREFIX (the owner's account when it is not root)."""
     if not Path(Frontend.BINARY).exists() or not shutil.which("xdg-dbus-proxy"):
         pytest.fail("xdg-desktop-portal and xdg-dbus-proxy are needed (make deps installs them)")
-    env.mount()
+    mount(env)  # the default mount: strict scopes
     # A root owner's apps (and their bus proxies) run as the app account; a
     # non-root owner's bus is a plain session bus, its owner's alone.
     bus = SessionBus(runtime.parent, prefix) if prefix else AppAccountBus(runtime.parent)
@@ -613,9 +614,7 @@ def test_filters_reach_the_agent_as_types(env, chooser):
 SAVE_THROUGH_FRONTEND = OPEN_THROUGH_FRONTEND.replace('"OpenFile", arguments', '"SaveFile", arguments').replace(
     """    fd = os.open(path, os.O_RDONLY)
     result["read"] = os.pread(fd, 16, 0).hex()""",
-    """    result["write"] = attempt(lambda: os.close(os.open(path, os.O_WRONLY)))
-    view = os.path.join(os.environ["SCOPEFS_MOUNT"], "Providers", sys.argv[2], "docs", os.path.basename(path))
-    with open(view, "w") as saved:
+    """    with open(path, "w") as saved:  # as any portal app saves: to the path it was given
         saved.write("saved by the app")
     fd = os.open(path, os.O_RDONLY)
     result["read"] = os.pread(fd, 64, 0).decode()""",
@@ -623,20 +622,19 @@ SAVE_THROUGH_FRONTEND = OPEN_THROUGH_FRONTEND.replace('"OpenFile", arguments', '
 
 
 def test_app_saves_through_the_portal(env, desktop):
-    """SPEC S45, S21a: SaveFile through the frontend: the agent picks the
-    folder, the backend makes the file, the frontend exports it
-    (AddNamedFull) and the app gets its document path. The layout is
-    read-only (EROFS, docs/PORTAL.md); the app writes through its ScopeFS
-    view, and the document path shows what it wrote."""
+    """SPEC S45, S21a: SaveFile through the frontend, on the default mount
+    (strict scopes): the agent picks the folder, the backend makes the
+    file, the frontend exports it (AddNamedFull) and the app gets its
+    document path, writes to it as an unchanged portal app does, and the
+    file in the chosen folder holds what it wrote."""
     agent = Agent(env, [{"choose": [f"{LOCAL}:docs"]}], count=1)
     options = "{'handle_token': <'TOKEN'>, 'current_name': <'saved.txt'>}"
-    app = env.app_session(ALPHA, SAVE_THROUGH_FRONTEND, options, LOCAL, sandbox=True, extra=("--portal-bus",))
+    app = env.app_session(ALPHA, SAVE_THROUGH_FRONTEND, options, sandbox=True, extra=("--portal-bus",))
     result = app.recv(timeout=60)
     agent.finish()
     assert result["response"] == 0, result
     [uri] = result["uris"]
     assert Path(uri.removeprefix("file://")).parent.parent == desktop.mountpoint
-    assert result["write"] == "EROFS"
     assert result["read"] == "saved by the app"
     assert (env.backing(LOCAL) / "docs" / "saved.txt").read_text() == "saved by the app"
     app.send()
