@@ -185,7 +185,8 @@ let package = Package(
         .target(
             name: "Portal",
             dependencies: [
-                "CPortalBus", "Control", "CommandErrors", "Documents", "FuseBridge", "HostText", "Policy",
+                "CPortalBus", "CSystemShims", "Control", "CommandErrors", "Documents", "FuseBridge", "HostText",
+                "Policy",
                 "PolicyStore", "Processes", .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict

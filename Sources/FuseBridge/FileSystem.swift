@@ -178,6 +178,23 @@ public struct AttributeChanges {
         case time(timespec)
     }
 
+    // UTIME_NOW and UTIME_OMIT do not import into Swift.
+    private static let nowTime = (1 << 30) - 1
+    private static let omitTime = (1 << 30) - 2
+
+    /// The access and modification times as `utimensat(2)` takes them:
+    /// UTIME_OMIT for a time left alone, UTIME_NOW for "now".
+    public var utimensTimes: [timespec] {
+        func spec(_ change: TimeChange?) -> timespec {
+            switch change {
+            case nil: timespec(tv_sec: 0, tv_nsec: Self.omitTime)
+            case .now: timespec(tv_sec: 0, tv_nsec: Self.nowTime)
+            case .time(let time): time
+            }
+        }
+        return [spec(accessTime), spec(modificationTime)]
+    }
+
     public init() {}
 }
 

@@ -1,3 +1,4 @@
+import CSystemShims
 import FuseBridge
 import Glibc
 import HostText
@@ -378,18 +379,9 @@ final class DocumentLayout: FileSystem {
         }
         if let size = changes.size, ftruncate(descriptor, off_t(size)) != 0 { throw Errno(rawValue: errno) }
         if changes.accessTime != nil || changes.modificationTime != nil {
-            let times = [Self.timespec(changes.accessTime), Self.timespec(changes.modificationTime)]
-            guard futimens(descriptor, times) == 0 else { throw Errno(rawValue: errno) }
+            guard futimens(descriptor, changes.utimensTimes) == 0 else { throw Errno(rawValue: errno) }
         }
         return Attributes(stat: try attributes(file), timeout: Self.timeout)
-    }
-
-    private static func timespec(_ change: AttributeChanges.TimeChange?) -> timespec {
-        switch change {
-        case nil: return Glibc.timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT))
-        case .now: return Glibc.timespec(tv_sec: 0, tv_nsec: Int(UTIME_NOW))
-        case .time(let time): return time
-        }
     }
 
     // Everything that would change the layout's names and folders: read only.
@@ -427,7 +419,7 @@ final class DocumentLayout: FileSystem {
         throws(Errno)
     {
         let descriptor = try checkedDescriptor(handle, writing: true)
-        guard Glibc.fallocate(descriptor, mode, off_t(offset), off_t(length)) == 0 else {
+        guard CSystemShims.fallocate(descriptor, mode, off_t(offset), off_t(length)) == 0 else {
             throw Errno(rawValue: errno)
         }
     }

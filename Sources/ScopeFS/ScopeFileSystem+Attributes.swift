@@ -76,14 +76,7 @@ extension ScopeFileSystem {
 
     private func setTimes(_ changes: AttributeChanges, target: Target, descriptor: Int32, isSymlink: Bool) throws(Errno)
     {
-        func spec(_ change: AttributeChanges.TimeChange?) -> timespec {
-            switch change {
-            case nil: timespec(tv_sec: 0, tv_nsec: Self.omitTime)
-            case .now: timespec(tv_sec: 0, tv_nsec: Self.nowTime)
-            case .time(let time): time
-            }
-        }
-        let times = [spec(changes.accessTime), spec(changes.modificationTime)]
+        let times = changes.utimensTimes
         if isSymlink, let parent = try parentDescriptor(of: target.resolved) {
             defer { withExtendedLifetime(parent) {} }
             try Sys.utimens(parent.number, target.resolved.name, times, flags: Sys.noFollow)
@@ -91,10 +84,6 @@ extension ScopeFileSystem {
             try Sys.utimens(descriptor, times)
         }
     }
-
-    // UTIME_NOW and UTIME_OMIT do not import into Swift.
-    static let nowTime = (1 << 30) - 1
-    static let omitTime = (1 << 30) - 2
 
     /// Runs `body` with a descriptor of the node's own file: the folder's
     /// descriptor, a descriptor of the file open (`open`), or an O_PATH
