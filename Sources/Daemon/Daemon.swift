@@ -136,10 +136,10 @@ public enum Daemon {
         } else {
             fleet = nil
         }
-        let (snapshot, policyVersion) =
-            if let fleet { try fleet.repository.versionedSnapshot(generation: 1) } else {
-                try repository.versionedSnapshot(generation: 1)
-            }
+        // Whichever store holds the policy (decision 59), read once here;
+        // the FUSE path serves this snapshot and its successors from memory.
+        let store: any IsolationStore = fleet?.repository ?? repository
+        let (snapshot, policyVersion) = try store.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(

@@ -5,6 +5,7 @@ import Foundation
 import HostText
 import Launcher
 import Policy
+import PolicyStore
 
 /// `scopefs init --database`: where the fleet's store is and how to log in.
 struct FleetOptions: ParsableArguments {
@@ -220,5 +221,24 @@ private func changeState(_ state: GrantState, _ options: StateOptions, _ app: St
         let verb = state == .revoked ? "revoked" : "restored"
         if changed.isEmpty { print("nothing to change: \(app.escapedForTerminal) has no such grant left to \(verb)") }
         for grant in changed { print("grant \(grant.id) \(verb) on every host") }
+    }
+}
+
+/// `scopefs mount --database`: a state directory joins the fleet's store
+/// as `init --database` records it, without changing the schema (a host's
+/// role cannot: it must be migrated by the owner's `init --database`).
+enum FleetMembership {
+    static func join(_ state: StateDirectory, _ configuration: FleetConfiguration) throws(CommandError) {
+        if let recorded = try FleetConfiguration.load(state), recorded.url != configuration.url {
+            throw CommandError(
+                .badState,
+                "\(state.path) is on the fleet database \(recorded.url) already, not \(configuration.url); mount without --database, or use another state directory"
+            )
+        }
+        _ = try PolicyDatabase.create(state)  // this host's own events and documents
+        let database = try FleetDatabase(configuration)
+        defer { database.disconnect() }
+        try FleetRepository(database: database).checkSchema()
+        try configuration.save(state)
     }
 }
