@@ -151,7 +151,7 @@ public struct FleetClaims: Sendable {
     public func remove(_ rows: [Int64]) throws(CommandError) {
         guard !rows.isEmpty else { return }
         try database.run { connection in
-            try await connection.query(
+            _ = try await connection.query(
                 "DELETE FROM claims WHERE id = ANY(\(rows)) AND db_role = current_user", logger: FleetDatabase.logger)
         }
     }
@@ -161,7 +161,7 @@ public struct FleetClaims: Sendable {
     public func removeAllOfThisHost() throws(CommandError) {
         let host = self.host
         try database.run { connection in
-            try await connection.query(
+            _ = try await connection.query(
                 "DELETE FROM claims WHERE host = \(host) AND db_role = current_user", logger: FleetDatabase.logger)
         }
     }
