@@ -213,7 +213,18 @@ public enum Daemon {
         sweepPartialCopies(state: state)
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
-        let coordinator = Coordinator(notices: reloader.notices)
+        // Claims on a fleet's shared provider items are the fleet's (issue 34).
+        let fleetClaims = try fleet.map { link throws(CommandError) in
+            try FleetCoordination(
+                configuration: link.repository.database.configuration, notices: reloader.notices, logger: logger)
+        }
+        fleetClaims?.start()
+        if let fleet {
+            let forwarder = try FleetEvents(
+                configuration: fleet.repository.database.configuration, logger: logger)
+            recorder.forwardBatches { forwarder.tell($0) }
+        }
+        let coordinator = Coordinator(notices: reloader.notices, fleet: fleetClaims)
         let services = DaemonServices(
             options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
             inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,

@@ -42,7 +42,7 @@ struct FleetCommand: ParsableCommand {
         commandName: "fleet", abstract: "Change and read a fleet's shared isolation layer (PostgreSQL).",
         subcommands: [
             AddApp.self, AddProvider.self, Grant.self, Revoke.self, Restore.self, Grants.self, Events.self,
-            Hosts.self, AddHost.self,
+            Hosts.self, AddHost.self, Processes.self, Claims.self,
         ])
 
     struct AddApp: ParsableCommand {
@@ -203,7 +203,7 @@ struct FleetCommand: ParsableCommand {
 
 /// The repository of a fleet state directory; `action` (a change) is
 /// refused inside an app process (SPEC S5).
-private func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandError) -> FleetRepository {
+func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandError) -> FleetRepository {
     if let action { try OwnerCheck.require(options.directory, to: action) }
     guard let configuration = try FleetConfiguration.load(options.directory) else {
         throw CommandError(
