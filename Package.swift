@@ -299,6 +299,15 @@ let package = Package(
             name: "FleetStoreTests",
             dependencies: ["FleetStore", "CommandErrors"]
         ),
+        // One body of repository tests against both stores (decision 59):
+        // SQLite in a temporary folder, PostgreSQL on a server of its own.
+        .testTarget(
+            name: "IsolationStoreTests",
+            dependencies: [
+                "Policy", "PolicyStore", "FleetStore", "CommandErrors",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
         // The node table against a model of the host and the kernel (no mount).
         .testTarget(
             name: "ScopeFSTests",

@@ -63,7 +63,7 @@ public enum ControlClient {
     /// against the store here with the same code. Either way the answer
     /// has the same shape, and a refusal becomes its exit code.
     public static func policy(
-        _ command: ControlCommand, state: StateDirectory, store: () throws(CommandError) -> PolicyRepository
+        _ command: ControlCommand, state: StateDirectory, store: () throws(CommandError) -> any IsolationStore
     ) throws(CommandError) -> ControlResponse {
         precondition(OwnerPolicy.isPolicyCommand(command))
         if FileManager.default.fileExists(atPath: state.controlSocketPath) {

@@ -22,7 +22,7 @@ public enum OwnerPolicy {
     /// which the change's event names. The caller installs the change (the
     /// daemon before it answers, SPEC S13).
     public static func apply(
-        _ command: ControlCommand, repository: PolicyRepository, state: StateDirectory, requester: Int32 = getpid()
+        _ command: ControlCommand, repository: any IsolationStore, state: StateDirectory, requester: Int32 = getpid()
     ) throws(CommandError) -> ControlResponse {
         var response = ControlResponse(ok: true)
         switch command {

@@ -32,6 +32,9 @@ final class Coordinator: Sendable {
         /// `force`: the wait ended with these apps still holding claims; the
         /// claim was taken anyway.
         case overridden(UInt64, holders: [AppID])
+        /// The fleet's store, which holds claims across hosts, could not
+        /// be reached: no claim was taken.
+        case unreachable(String)
     }
 
     /// How long an owner's claim can outlive a command that never released it.
@@ -99,16 +102,43 @@ final class Coordinator: Sendable {
     private let state = Mutex(State())
     private let changed = NSCondition()
     private let notices: NoticeBoard
+    /// Claims across hosts when the policy is a fleet's (FleetCoordination.swift).
+    private let fleet: FleetCoordination?
 
-    init(notices: NoticeBoard) {
+    init(notices: NoticeBoard, fleet: FleetCoordination? = nil) {
         self.notices = notices
+        self.fleet = fleet
     }
 
     /// Waits until `pid` may read or write `item` (a provider-relative key
-    /// the same for every app), telling holders in the way to relinquish.
+    /// the same for every app), telling holders in the way to relinquish:
+    /// this host's processes first, then, for a provider item of a fleet,
+    /// other hosts' within what is left of the same wait. The owner's
+    /// forced claims stay on this host.
     func claim(
         _ item: ItemKey, _ intent: Intent, pid: Int32, app: AppID, path: String, timeout: Double, force: Bool = false,
         lease: Double? = nil
+    ) -> Outcome {
+        let deadline = Date().addingTimeInterval(timeout)
+        let here = claimOnThisHost(
+            item, intent, pid: pid, app: app, path: path, timeout: timeout, force: force, lease: lease)
+        guard let fleet, !force, item.location.hasPrefix("p/"), case .granted(let id) = here else { return here }
+        switch fleet.acquire(
+            item: item.location, intent: intent, pid: pid, app: app, path: path, claim: id, until: deadline)
+        {
+        case .granted: return here
+        case .timedOut:
+            _ = release(id, pid: pid)
+            return .timedOut
+        case .unreachable(let why):
+            _ = release(id, pid: pid)
+            return .unreachable(why)
+        }
+    }
+
+    private func claimOnThisHost(
+        _ item: ItemKey, _ intent: Intent, pid: Int32, app: AppID, path: String, timeout: Double, force: Bool,
+        lease: Double?
     ) -> Outcome {
         let admitted = state.withLock { state in
             let count = state.held.values.filter { $0.pid == pid }.count + state.waiting[pid, default: 0]
@@ -202,12 +232,16 @@ final class Coordinator: Sendable {
             state.held[id] = nil
             return true
         }
-        if released { wakeWaiters() }
+        if released {
+            fleet?.release(claim: id)
+            wakeWaiters()
+        }
         return released
     }
 
     /// A process ended: its claims end with it.
     func processExited(pid: Int32) {
+        fleet?.processExited(pid: pid)
         let any = state.withLock { state in
             let before = state.held.count
             state.held = state.held.filter { $0.value.pid != pid }
@@ -267,6 +301,8 @@ enum CoordinationHandling {
                 CommandError.Kind.timedOut.rawValue, "\(raw) is claimed by another app; gave up after \(Int(wait)) s")
         case .tooMany:
             return .failure(CommandError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
+        case .unreachable(let why):
+            return .failure(CommandError.Kind.ioError.rawValue, "\(raw) was not claimed: \(why)")
         case .overridden:
             preconditionFailure("an app's claim is never forced")
         }
@@ -350,7 +386,7 @@ enum CoordinationHandling {
             case .overridden(let claim, let holders):
                 claims.append(claim)
                 overridden.formUnion(holders)
-            case .timedOut, .tooMany:
+            case .timedOut, .tooMany, .unreachable:
                 for claim in claims { _ = coordinator.release(claim, pid: pid) }
                 return .failure(CommandError.Kind.timedOut.rawValue, "this process holds or waits for too many claims")
             }

@@ -136,10 +136,10 @@ public enum Daemon {
         } else {
             fleet = nil
         }
-        let (snapshot, policyVersion) =
-            if let fleet { try fleet.repository.versionedSnapshot(generation: 1) } else {
-                try repository.versionedSnapshot(generation: 1)
-            }
+        // Whichever store holds the policy (decision 59), read once here;
+        // the FUSE path serves this snapshot and its successors from memory.
+        let store: any IsolationStore = fleet?.repository ?? repository
+        let (snapshot, policyVersion) = try store.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(
@@ -213,7 +213,18 @@ public enum Daemon {
         sweepPartialCopies(state: state)
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
-        let coordinator = Coordinator(notices: reloader.notices)
+        // Claims on a fleet's shared provider items are the fleet's (issue 34).
+        let fleetClaims = try fleet.map { link throws(CommandError) in
+            try FleetCoordination(
+                configuration: link.repository.database.configuration, notices: reloader.notices, logger: logger)
+        }
+        fleetClaims?.start()
+        if let fleet {
+            let forwarder = try FleetEvents(
+                configuration: fleet.repository.database.configuration, logger: logger)
+            recorder.forwardBatches { forwarder.tell($0) }
+        }
+        let coordinator = Coordinator(notices: reloader.notices, fleet: fleetClaims)
         let services = DaemonServices(
             options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
             inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,

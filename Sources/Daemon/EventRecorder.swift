@@ -14,6 +14,12 @@ final class EventRecorder: EventSink {
     private let dropped = Atomic<Int>(0)
     private let logger: Logger
     private static let maximumPending = 50_000
+    /// On a fleet, where each batch is also told (FleetEvents.swift).
+    private let forward = Mutex<(@Sendable ([Event]) -> Void)?>(nil)
+
+    func forwardBatches(_ body: @escaping @Sendable ([Event]) -> Void) {
+        forward.withLock { $0 = body }
+    }
 
     init(store: EventStore, logger: Logger) {
         self.store = store
@@ -45,6 +51,7 @@ final class EventRecorder: EventSink {
         }
         guard !batch.isEmpty else { return }
         do { try store.append(batch) } catch { logger.error("events not stored: \(error)") }
+        forward.withLock { $0 }?(batch)
         batch.forEach(log)
         let lost = dropped.exchange(0, ordering: .relaxed)
         if lost > 0 { logger.warning("\(lost) events dropped: the event log could not keep up") }

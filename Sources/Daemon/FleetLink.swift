@@ -72,7 +72,9 @@ final class FleetLink: Sendable {
             _ = wake.wait(timeout: .now() + tick)
             do { try reloader.reload() } catch { logger.error("fleet reload failed: \(error)") }
             let now = Date().timeIntervalSince1970
-            if now - lastBeat > 2 {
+            // At least three beats a lease: other hosts judge this host's
+            // claims live by its heartbeat (FleetClaims.live).
+            if now - lastBeat > min(2, lease / 3) {
                 lastBeat = now
                 let live = processes.withLock { $0 }?() ?? []
                 try? repository.heartbeat(

@@ -9,9 +9,9 @@ import PolicyStore
 /// terminal picker perform them once the user has chosen.
 public struct PickerActions: Sendable {
     public let state: StateDirectory
-    public let repository: PolicyRepository
+    public let repository: any IsolationStore
 
-    public init(state: StateDirectory, repository: PolicyRepository) {
+    public init(state: StateDirectory, repository: any IsolationStore) {
         self.state = state
         self.repository = repository
     }

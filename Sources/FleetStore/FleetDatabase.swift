@@ -125,7 +125,7 @@ public final class FleetDatabase: Sendable {
     static func wait<T: Sendable>(timeout: Double = 30, _ body: @escaping @Sendable () async throws -> T) throws -> T {
         let result = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        Task {
+        Task(executorPreference: BridgeExecutor.shared) {
             let outcome: Result<T, any Error>
             do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
             result.withLock { $0 = outcome }
@@ -153,5 +153,20 @@ public final class FleetDatabase: Sendable {
                 .ioError, "fleet database \(endpoint.description) is unreachable: \(String(reflecting: error.code))")
         }
         return CommandError(.ioError, "fleet database \(endpoint.description) is unreachable: \(error)")
+    }
+}
+
+/// Where the async bodies of `FleetDatabase.wait` run: threads of their
+/// own, not Swift's cooperative pool. A caller that blocks a cooperative
+/// thread (a test function; anything called from async code) would
+/// otherwise wait for a task that has no thread left to run on, on a
+/// machine with as few threads in the pool as cores.
+final class BridgeExecutor: TaskExecutor {
+    static let shared = BridgeExecutor()
+    private let queue = DispatchQueue(label: "scopefs.fleet.bridge", attributes: .concurrent)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

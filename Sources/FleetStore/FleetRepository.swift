@@ -8,7 +8,7 @@ import PostgresNIO
 /// store (`PolicyRepository`), in PostgreSQL, shared by every host. Each
 /// method is one transaction; grants, revokes and restores write their
 /// event in the same transaction, naming the host that made them.
-public struct FleetRepository: Sendable {
+public struct FleetRepository: IsolationStore {
     public let database: FleetDatabase
     /// The channel each change is notified on (LISTEN).
     public static let channel = FleetSchema.channel
@@ -55,7 +55,10 @@ public struct FleetRepository: Sendable {
         let snapshot = PolicySnapshot(
             generation: generation,
             apps: rows.apps.map { App(id: $0.id, name: $0.name, downloads: $0.downloads.flatMap(DownloadPolicy.init)) },
-            providers: rows.providers.map { Provider(id: $0.id, name: $0.name, directory: $0.directory) },
+            providers: rows.providers.map {
+                Provider(
+                    id: $0.id, name: $0.name, directory: $0.directory, extension: Self.decodeExtension($0.extension))
+            },
             grants: rows.grants.map {
                 Grant(
                     id: $0.id, app: $0.app, provider: $0.provider, item: $0.item, relativePath: $0.path,
@@ -71,7 +74,8 @@ public struct FleetRepository: Sendable {
             'apps', (SELECT coalesce(json_agg(json_build_object(
                 'id', id, 'name', name, 'downloads', downloads) ORDER BY id), '[]') FROM apps),
             'providers', (SELECT coalesce(json_agg(json_build_object(
-                'id', id, 'name', name, 'directory', directory) ORDER BY id), '[]') FROM providers),
+                'id', id, 'name', name, 'directory', directory, 'extension', extension) ORDER BY id), '[]')
+                FROM providers),
             'items', (SELECT coalesce(json_agg(json_build_object(
                 'id', id, 'provider', provider_id, 'path', relative_path, 'directory', is_directory,
                 'missing', missing, 'device', device, 'inode', inode)), '[]') FROM items),
@@ -93,6 +97,7 @@ public struct FleetRepository: Sendable {
             var id: String
             var name: String
             var directory: String
+            var `extension`: String?
         }
         struct ItemRow: Decodable {
             var id: String
@@ -136,118 +141,198 @@ public struct FleetRepository: Sendable {
                 "INSERT INTO apps (id, name, created_at) VALUES (\(app.id), \(app.name), extract(epoch from now())) ON CONFLICT DO NOTHING RETURNING 1"
             )
         }
-        if inserted == 0 {
-            throw CommandError(.alreadyExists, "app \(id) already exists; remove it first or pick another ID")
-        }
+        if inserted == 0 { throw IsolationRequest.appExists(id) }
         return app
+    }
+
+    public func apps() throws(CommandError) -> [App] {
+        try database.run { connection in try await Self.fetchApps(connection) }
+    }
+
+    public func setDownloads(_ policy: DownloadPolicy, of id: AppID) throws(CommandError) {
+        let value: String? = policy == .onDemand ? nil : policy.rawValue
+        let changed = try database.run { connection in
+            try await Self.count(connection, "UPDATE apps SET downloads = \(value) WHERE id = \(id) RETURNING 1")
+        }
+        if changed == 0 { throw CommandError.unknownApp(id) }
+    }
+
+    /// Removes an app with its grants (ON DELETE CASCADE), on every host.
+    public func removeApp(id: AppID) throws(CommandError) {
+        let removed = try database.run { connection in
+            try await Self.count(connection, "DELETE FROM apps WHERE id = \(id) RETURNING 1")
+        }
+        if removed == 0 { throw CommandError.unknownApp(id) }
     }
 
     /// A provider is a folder at the same path on every host (shared
     /// storage, or a copy of it): grants name items by path and identity.
-    public func addProvider(id: ProviderID, directory: String, name: String?) throws(CommandError) -> Provider {
+    public func addProvider(id: ProviderID, directory: String, name: String?, extension spec: ProviderExtensionSpec?)
+        throws(CommandError) -> Provider
+    {
         try Identifier.validate(id, what: "provider")
-        let resolved = URL(fileURLWithPath: directory).resolvingSymlinksInPath().path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CommandError(.noInput, "provider directory \(resolved) does not exist or is not a directory")
-        }
-        let provider = Provider(id: id, name: name ?? id, directory: resolved)
+        let resolved = try IsolationRequest.providerDirectory(directory)
+        let provider = Provider(id: id, name: name ?? id, directory: resolved, extension: spec)
+        let encoded = spec.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
         let inserted = try database.run { connection in
             try await Self.count(
                 connection,
-                "INSERT INTO providers (id, name, directory, created_at) VALUES (\(provider.id), \(provider.name), \(provider.directory), extract(epoch from now())) ON CONFLICT DO NOTHING RETURNING 1"
-            )
+                """
+                INSERT INTO providers (id, name, directory, extension, created_at)
+                VALUES (\(provider.id), \(provider.name), \(provider.directory), \(encoded), extract(epoch from now()))
+                ON CONFLICT DO NOTHING RETURNING 1
+                """)
         }
-        if inserted == 0 {
-            throw CommandError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
-        }
+        if inserted == 0 { throw IsolationRequest.providerExists(id) }
         return provider
+    }
+
+    public func providers() throws(CommandError) -> [Provider] {
+        try database.run { connection in try await Self.fetchProviders(connection) }
+    }
+
+    public func removeProvider(id: ProviderID) throws(CommandError) {
+        let removed = try database.run { connection in
+            try await Self.count(connection, "DELETE FROM providers WHERE id = \(id) RETURNING 1")
+        }
+        if removed == 0 { throw CommandError.unknownProvider(id) }
     }
 
     // MARK: Grants
 
-    /// Grants an item, or re-activates the app's grant of it (SPEC S17).
-    public func grant(app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access)
-        throws(CommandError) -> Grant
-    {
-        guard let path = RelativePath.normalize(rawPath) else {
-            throw CommandError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
-        }
-        let snapshot = try versionedSnapshot(generation: 0).snapshot
-        guard snapshot.apps[app] != nil else { throw CommandError.unknownApp(app) }
-        guard let provider = snapshot.providers[providerID] else { throw CommandError.unknownProvider(providerID) }
-        let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
+    /// Grants an item, or updates the app's grant of it as `update` says
+    /// (SPEC S17): the same rules as the SQLite store's, one transaction.
+    public func grant(
+        app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access, session: Bool,
+        update: GrantUpdate, wholeProvider: Bool
+    ) throws(CommandError) -> GrantChange {
+        let path = try IsolationRequest.grantPath(rawPath, provider: providerID, wholeProvider: wholeProvider)
         let host = self.host
-        let newID = UUID().uuidString.lowercased()
-        let grants = try database.transaction { connection in
-            // The item at this path, unless its file identity changed (a new file).
-            var itemID: String?
-            for try await (id, device, inode, seconds, nanoseconds) in try await connection.query(
-                "SELECT id, device, inode, birth_seconds, birth_nanoseconds FROM items WHERE provider_id = \(providerID) AND relative_path = \(path) FOR UPDATE",
-                logger: FleetDatabase.logger
-            ).decode((String, Int64, Int64, Int64, Int64).self) {
-                if device == file.device && inode == file.inode && seconds == file.birthSeconds
-                    && nanoseconds == file.birthNanoseconds
-                {
-                    itemID = id
-                } else {
-                    try await connection.query(
-                        "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')' WHERE id = \(id)",
-                        logger: FleetDatabase.logger)
-                }
+        return try database.transaction { connection in
+            guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
+                throw CommandError.unknownApp(app)
             }
-            let item = itemID ?? newID
-            if itemID == nil {
-                try await connection.query(
-                    """
-                    INSERT INTO items (id, provider_id, relative_path, is_directory, device, inode, birth_seconds, birth_nanoseconds)
-                    VALUES (\(item), \(providerID), \(path), \(file.isDirectory), \(file.device), \(file.inode), \(file.birthSeconds), \(file.birthNanoseconds))
-                    """, logger: FleetDatabase.logger)
+            guard let provider = try await Self.fetchProviders(connection).first(where: { $0.id == providerID }) else {
+                throw CommandError.unknownProvider(providerID)
             }
+            let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
+            let item = try await Self.upsertItem(connection, provider: providerID, path: path, file: file)
+            let previous = try await Self.fetchGrants(connection, app: app).first { $0.item == item }
+            let (access, session) = GrantChange.resolved(
+                asked: access, session: session, existing: previous, update: update)
             let now = Date().timeIntervalSince1970
             try await connection.query(
                 """
-                INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at)
-                VALUES (\(app), \(item), \(access.rawValue), 'active', \(now), \(now))
+                INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at, session)
+                VALUES (\(app), \(item), \(access.rawValue), 'active', \(now), \(now), \(session))
                 ON CONFLICT (app_id, item_id) DO UPDATE
-                SET access = excluded.access, state = 'active', changed_at = excluded.changed_at
+                SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
+                    session = excluded.session
                 """, logger: FleetDatabase.logger)
-            let grants = try await Self.fetchGrants(connection, app: app).filter { $0.item == item }
-            for grant in grants { try await Self.recordChange(connection, .grant, grant, host: host) }
-            return grants
+            guard let grant = try await Self.fetchGrants(connection, app: app).first(where: { $0.item == item }) else {
+                throw CommandError(.internalError, "grant of \(providerID):\(path) vanished in its transaction")
+            }
+            try await Self.recordChange(connection, .grant, grant, host: host)
+            return GrantChange(grant: grant, previous: previous)
         }
-        return grants[0]
+    }
+
+    /// Removes one grant or all of an app's for good, on every host.
+    @discardableResult
+    public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool, reason: String)
+        throws(CommandError) -> [Grant]
+    {
+        let host = self.host
+        return try database.transaction { connection in
+            guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
+                throw CommandError.unknownApp(app)
+            }
+            var targets = try await Self.fetchGrants(connection, app: app)
+            if let grantID {
+                targets = targets.filter { $0.id == grantID }
+                if targets.isEmpty { throw IsolationRequest.noSuchGrant(grantID, of: app) }
+            }
+            if sessionOnly { targets = targets.filter(\.isSession) }
+            for grant in targets {
+                try await connection.query("DELETE FROM grants WHERE id = \(grant.id)", logger: FleetDatabase.logger)
+                try await Self.recordChange(connection, .forget, grant, host: host, operation: reason)
+            }
+            return targets
+        }
     }
 
     /// Sets the state of one grant or all of an app's; returns those that
     /// changed. Committed when this returns, or an error: never local only.
-    public func setState(_ state: GrantState, app: AppID, grant grantID: GrantID?) throws(CommandError) -> [Grant] {
+    @discardableResult
+    public func setState(_ state: GrantState, app: AppID, grant grantID: GrantID?, requester: Int32)
+        throws(CommandError) -> [Grant]
+    {
         let host = self.host
-        let outcome = try database.transaction { connection -> Result<[Grant], CommandError> in
+        return try database.transaction { connection in
             guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
-                return .failure(CommandError.unknownApp(app))
+                throw CommandError.unknownApp(app)
             }
             let grants = try await Self.fetchGrants(connection, app: app)
             let targets = grants.filter { grantID == nil || $0.id == grantID }
-            if let grantID, targets.isEmpty {
-                return .failure(
-                    CommandError(.unknown, "app \(app) has no grant \(grantID); see `scopefs fleet grants \(app)`"))
-            }
+            if let grantID, targets.isEmpty { throw IsolationRequest.noSuchGrant(grantID, of: app) }
             let changed = targets.filter { $0.state != state }
             let now = Date().timeIntervalSince1970
             for grant in changed {
                 try await connection.query(
                     "UPDATE grants SET state = \(state.rawValue), changed_at = \(now) WHERE id = \(grant.id)",
                     logger: FleetDatabase.logger)
-                try await Self.recordChange(connection, state == .active ? .restore : .revoke, grant, host: host)
+                try await Self.recordChange(
+                    connection, state == .active ? .restore : .revoke, grant, host: host, pid: requester)
             }
-            return .success(changed.map { $0.with(state: state) })
+            return changed.map { $0.with(state: state) }
         }
-        return try outcome.get()
     }
 
     public func grants(app: AppID?) throws(CommandError) -> [Grant] {
-        try database.run { connection in try await Self.fetchGrants(connection, app: app) }
+        try database.run { connection in
+            if let app, try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") == 0 {
+                throw CommandError.unknownApp(app)
+            }
+            return try await Self.fetchGrants(connection, app: app)
+        }
+    }
+
+    public func itemIdentifier(provider providerID: ProviderID, path: String) throws(CommandError) -> ItemIdentifier {
+        try database.transaction { connection in
+            guard let provider = try await Self.fetchProviders(connection).first(where: { $0.id == providerID }) else {
+                throw CommandError.unknownProvider(providerID)
+            }
+            let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
+            return try await Self.upsertItem(connection, provider: providerID, path: path, file: file)
+        }
+    }
+
+    /// Finds the item at `path`, or records a new one: an item whose file
+    /// identity changed (deleted and re-created) gets a new identifier.
+    static func upsertItem(
+        _ connection: PostgresConnection, provider: ProviderID, path: String, file: ProviderItemIdentity
+    ) async throws -> ItemIdentifier {
+        for try await (id, device, inode, seconds, nanoseconds) in try await connection.query(
+            "SELECT id, device, inode, birth_seconds, birth_nanoseconds FROM items WHERE provider_id = \(provider) AND relative_path = \(path) FOR UPDATE",
+            logger: FleetDatabase.logger
+        ).decode((String, Int64, Int64, Int64, Int64).self) {
+            if device == file.device && inode == file.inode && seconds == file.birthSeconds
+                && nanoseconds == file.birthNanoseconds
+            {
+                return id
+            }
+            // Same path, new file: the old item no longer lives here.
+            try await connection.query(
+                "UPDATE items SET relative_path = relative_path || ' (gone ' || id || ')' WHERE id = \(id)",
+                logger: FleetDatabase.logger)
+        }
+        let id = UUID().uuidString.lowercased()
+        try await connection.query(
+            """
+            INSERT INTO items (id, provider_id, relative_path, is_directory, device, inode, birth_seconds, birth_nanoseconds)
+            VALUES (\(id), \(provider), \(path), \(file.isDirectory), \(file.device), \(file.inode), \(file.birthSeconds), \(file.birthNanoseconds))
+            """, logger: FleetDatabase.logger)
+        return id
     }
 
     // MARK: Events and hosts
@@ -354,15 +439,40 @@ public struct FleetRepository: Sendable {
         return grants
     }
 
-    static func recordChange(_ connection: PostgresConnection, _ kind: Event.Kind, _ grant: Grant, host: String)
-        async throws
-    {
+    static func recordChange(
+        _ connection: PostgresConnection, _ kind: Event.Kind, _ grant: Grant, host: String, operation: String? = nil,
+        pid: Int32 = getpid()
+    ) async throws {
         let path = MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath)
         try await insert(
             connection,
             Event(
-                time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: getpid(), path: path,
-                operation: kind.rawValue, grant: grant.id), host: host)
+                time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: pid, path: path,
+                operation: operation ?? kind.rawValue, grant: grant.id), host: host)
+    }
+
+    static func fetchApps(_ connection: PostgresConnection) async throws -> [App] {
+        var apps: [App] = []
+        for try await (id, name, downloads) in try await connection.query(
+            "SELECT id, name, downloads FROM apps ORDER BY id", logger: FleetDatabase.logger
+        ).decode((String, String, String?).self) {
+            apps.append(App(id: id, name: name, downloads: downloads.flatMap(DownloadPolicy.init)))
+        }
+        return apps
+    }
+
+    static func fetchProviders(_ connection: PostgresConnection) async throws -> [Provider] {
+        var providers: [Provider] = []
+        for try await (id, name, directory, spec) in try await connection.query(
+            "SELECT id, name, directory, extension FROM providers ORDER BY id", logger: FleetDatabase.logger
+        ).decode((String, String, String, String?).self) {
+            providers.append(Provider(id: id, name: name, directory: directory, extension: decodeExtension(spec)))
+        }
+        return providers
+    }
+
+    static func decodeExtension(_ spec: String?) -> ProviderExtensionSpec? {
+        spec.flatMap { try? JSONDecoder().decode(ProviderExtensionSpec.self, from: Data($0.utf8)) }
     }
 
     static func insert(_ connection: PostgresConnection, _ event: Event, host: String) async throws {

@@ -46,6 +46,14 @@ extension FleetRepository {
             ).decode(String.self) {
                 statements.append(statement)
             }
+            // The claims table's rights (FleetClaims.swift): its own rows only, by RLS.
+            for grant in FleetClaims.hostRoleGrants {
+                for try await statement in try await connection.query(
+                    "SELECT format(\(grant), \(role)::text)", logger: FleetDatabase.logger
+                ).decode(String.self) {
+                    statements.append(statement)
+                }
+            }
             for statement in statements {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: FleetDatabase.logger)
             }

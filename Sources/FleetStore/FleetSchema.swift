@@ -8,7 +8,11 @@ import PostgresNIO
 enum FleetSchema {
     static let channel = "scopefs_policy"
 
-    static let migrations: [(name: String, statements: [String])] = [
+    /// Every migration, in order: the core ones, then the claims table's
+    /// (FleetClaims.swift, issue 34).
+    static var migrations: [(name: String, statements: [String])] { core + FleetClaims.migrations }
+
+    static let core: [(name: String, statements: [String])] = [
         (
             "v1-fleet",
             [

@@ -3,8 +3,9 @@ import Foundation
 import GRDB
 import Policy
 
-/// Reads and changes the isolation layer. Every method is one transaction.
-public struct PolicyRepository: Sendable {
+/// The isolation layer in the embedded SQLite file (SPEC S13), the
+/// default store (`IsolationStore`). Every method is one transaction.
+public struct PolicyRepository: IsolationStore {
     public let database: PolicyDatabase
 
     public init(database: PolicyDatabase) {
@@ -12,11 +13,6 @@ public struct PolicyRepository: Sendable {
     }
 
     // MARK: Snapshot
-
-    /// Builds the in-memory index the daemon decides from (SPEC S36).
-    public func snapshot(generation: UInt64) throws(CommandError) -> PolicySnapshot {
-        try versionedSnapshot(generation: generation).snapshot
-    }
 
     /// The snapshot and the policy version it reflects, read in one
     /// transaction: a change committed later has a later version.
@@ -61,16 +57,16 @@ public struct PolicyRepository: Sendable {
 
     // MARK: Providers
 
-    public func addProvider(
-        id: ProviderID, directory: String, name: String?, extension spec: ProviderExtensionSpec? = nil
-    ) throws(CommandError) -> Provider {
+    public func addProvider(id: ProviderID, directory: String, name: String?, extension spec: ProviderExtensionSpec?)
+        throws(CommandError) -> Provider
+    {
         try Identifier.validate(id, what: "provider")
-        let resolved = try Self.existingDirectory(directory)
+        let resolved = try IsolationRequest.providerDirectory(directory)
         let provider = Provider(id: id, name: name ?? id, directory: resolved, extension: spec)
         let encoded = spec.flatMap { try? JSONEncoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) }
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM providers WHERE id = ?", arguments: [id]) == true {
-                throw CommandError(.alreadyExists, "provider \(id) already exists; remove it first or pick another ID")
+                throw IsolationRequest.providerExists(id)
             }
             try db.execute(
                 sql: "INSERT INTO providers (id, name, directory, created_at, extension) VALUES (?, ?, ?, ?, ?)",
@@ -97,7 +93,7 @@ public struct PolicyRepository: Sendable {
         let app = App(id: id, name: name ?? id)
         try database.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM apps WHERE id = ?", arguments: [id]) == true {
-                throw CommandError(.alreadyExists, "app \(id) already exists; remove it first or pick another ID")
+                throw IsolationRequest.appExists(id)
             }
             try db.execute(
                 sql: "INSERT INTO apps (id, name, created_at) VALUES (?, ?, ?)",
@@ -129,30 +125,14 @@ public struct PolicyRepository: Sendable {
 
     // MARK: Grants
 
-    /// Grants an item (file or folder) to an app, or re-activates and updates
-    /// an existing grant of the same item (SPEC S17).
-    public func grant(app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access)
-        throws(CommandError) -> Grant
-    {
-        try grant(app: app, provider: providerID, path: rawPath, access: access, wholeProvider: true).grant
-    }
-
     /// Grants an item, or updates the app's grant of it as `update` says
     /// (one grant per item per app). A provider's root folder is granted
     /// only with `wholeProvider`: it is every file the provider holds.
     public func grant(
-        app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access, session: Bool = false,
-        update: GrantUpdate = .replace, wholeProvider: Bool
+        app: AppID, provider providerID: ProviderID, path rawPath: String, access: Access, session: Bool,
+        update: GrantUpdate, wholeProvider: Bool
     ) throws(CommandError) -> GrantChange {
-        guard let path = RelativePath.normalize(rawPath) else {
-            throw CommandError(.badData, "path \(rawPath) leaves provider \(providerID) (no absolute paths, no ..)")
-        }
-        if path.isEmpty && !wholeProvider {
-            throw CommandError(
-                .usage,
-                "\(providerID):\(rawPath) is the provider's root: it would grant every file of \(providerID); pass --whole-provider if that is meant, or name a folder inside it"
-            )
-        }
+        let path = try IsolationRequest.grantPath(rawPath, provider: providerID, wholeProvider: wholeProvider)
         return try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
             guard let provider = try Self.fetchProviders(db).first(where: { $0.id == providerID }) else {
@@ -183,7 +163,7 @@ public struct PolicyRepository: Sendable {
     /// `sessionOnly` removes only session grants (their app's last process
     /// exited): then no grant is not an error.
     @discardableResult
-    public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool = false, reason: String = "forget")
+    public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool, reason: String)
         throws(CommandError) -> [Grant]
     {
         try database.write { db in
@@ -192,7 +172,7 @@ public struct PolicyRepository: Sendable {
             if let grantID {
                 targets = targets.filter { $0.id == grantID }
                 if targets.isEmpty {
-                    throw CommandError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
+                    throw IsolationRequest.noSuchGrant(grantID, of: app)
                 }
             }
             if sessionOnly { targets = targets.filter(\.isSession) }
@@ -210,7 +190,7 @@ public struct PolicyRepository: Sendable {
     /// `requester`: the process that asked for the change, which its event
     /// names (this process unless the daemon changes it for a CLI).
     public func setState(
-        _ state: GrantState, app: AppID, grant grantID: GrantID?, requester: Int32 = getpid()
+        _ state: GrantState, app: AppID, grant grantID: GrantID?, requester: Int32
     ) throws(CommandError) -> [Grant] {
         try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
@@ -218,7 +198,7 @@ public struct PolicyRepository: Sendable {
             let targets: [Grant]
             if let grantID {
                 guard let grant = grants.first(where: { $0.id == grantID }) else {
-                    throw CommandError(.unknown, "app \(app) has no grant \(grantID); see `scopefs privacy \(app)`")
+                    throw IsolationRequest.noSuchGrant(grantID, of: app)
                 }
                 targets = [grant]
             } else {
@@ -331,18 +311,6 @@ public struct PolicyRepository: Sendable {
             return try Self.upsertItem(
                 db, provider: providerID, path: path, file: try ProviderFile.inspect(provider: provider, path: path))
         }
-    }
-
-    private static func existingDirectory(_ directory: String) throws(CommandError) -> String {
-        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: absolute, isDirectory: &isDirectory) else {
-            throw CommandError(.noInput, "provider directory \(absolute) does not exist")
-        }
-        guard isDirectory.boolValue else {
-            throw CommandError(.noInput, "provider directory \(absolute) is not a directory")
-        }
-        return URL(fileURLWithPath: absolute).resolvingSymlinksInPath().path
     }
 }
 

@@ -13,7 +13,7 @@ struct AppNames {
         names = Dictionary(apps.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     }
 
-    init(_ repository: PolicyRepository) throws(CommandError) {
+    init(_ repository: any IsolationStore) throws(CommandError) {
         self.init(try repository.apps())
     }
 

@@ -52,7 +52,7 @@ struct DocumentActions {
 
     /// The line every picker operation that grants prints, and on stderr
     /// what it reused or changed (one grant and reference per item, SPEC S17).
-    private func report(_ opened: PickerActions.Opened, repository: PolicyRepository) throws(CommandError) {
+    private func report(_ opened: PickerActions.Opened, repository: any IsolationStore) throws(CommandError) {
         if opened.reusedReference, let reference = opened.reference {
             note(
                 "grant \(opened.grant): reused; the app already has it, with its reference \(MountLayout.containerPath(reference))"

@@ -5,6 +5,7 @@ import Foundation
 import HostText
 import Launcher
 import Policy
+import PolicyStore
 
 /// `scopefs init --database`: where the fleet's store is and how to log in.
 struct FleetOptions: ParsableArguments {
@@ -41,7 +42,7 @@ struct FleetCommand: ParsableCommand {
         commandName: "fleet", abstract: "Change and read a fleet's shared isolation layer (PostgreSQL).",
         subcommands: [
             AddApp.self, AddProvider.self, Grant.self, Revoke.self, Restore.self, Grants.self, Events.self,
-            Hosts.self, AddHost.self,
+            Hosts.self, AddHost.self, Processes.self, Claims.self,
         ])
 
     struct AddApp: ParsableCommand {
@@ -202,7 +203,7 @@ struct FleetCommand: ParsableCommand {
 
 /// The repository of a fleet state directory; `action` (a change) is
 /// refused inside an app process (SPEC S5).
-private func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandError) -> FleetRepository {
+func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandError) -> FleetRepository {
     if let action { try OwnerCheck.require(options.directory, to: action) }
     guard let configuration = try FleetConfiguration.load(options.directory) else {
         throw CommandError(
@@ -220,5 +221,24 @@ private func changeState(_ state: GrantState, _ options: StateOptions, _ app: St
         let verb = state == .revoked ? "revoked" : "restored"
         if changed.isEmpty { print("nothing to change: \(app.escapedForTerminal) has no such grant left to \(verb)") }
         for grant in changed { print("grant \(grant.id) \(verb) on every host") }
+    }
+}
+
+/// `scopefs mount --database`: a state directory joins the fleet's store
+/// as `init --database` records it, without changing the schema (a host's
+/// role cannot: it must be migrated by the owner's `init --database`).
+enum FleetMembership {
+    static func join(_ state: StateDirectory, _ configuration: FleetConfiguration) throws(CommandError) {
+        if let recorded = try FleetConfiguration.load(state), recorded.url != configuration.url {
+            throw CommandError(
+                .badState,
+                "\(state.path) is on the fleet database \(recorded.url) already, not \(configuration.url); mount without --database, or use another state directory"
+            )
+        }
+        _ = try PolicyDatabase.create(state)  // this host's own events and documents
+        let database = try FleetDatabase(configuration)
+        defer { database.disconnect() }
+        try FleetRepository(database: database).checkSchema()
+        try configuration.save(state)
     }
 }

@@ -205,6 +205,7 @@ struct PrivacyCommand: ParsableCommand {
                     "\(row.grant)\t\(names.label(row.app))\t\(item)\t\(row.kind)\t\(row.access)\t\(row.state)\t\(granted)\t\(row.lifetime)"
                 )
             }
+            FleetCommand.Processes.printWhereAppsRun(options, app: app)
             let shown = Set(rows.map(\.provider))
             for line in StatusCommand.describe(
                 extensions.values.filter { shown.contains($0.provider) }.sorted {

@@ -76,6 +76,8 @@ struct MountCommand: ParsableCommand {
             """)
     var log: LogDestination = .auto
     @Flag(help: "In the background: print the mount and its daemon as JSON once it is ready.") var json = false
+    /// `--database` and its options: join the fleet's store, then mount (SPEC S44).
+    @OptionGroup var fleet: FleetOptions
 
     func validate() throws {
         if json && foreground {
@@ -97,6 +99,9 @@ struct MountCommand: ParsableCommand {
     func run() throws {
         try report { () throws(CommandError) in
             try OwnerCheck.require(options.directory, to: "mount")
+            if let configuration = try fleet.configuration() {
+                try FleetMembership.join(options.directory, configuration)
+            }
             if foreground { return try serve() }
             try startInBackground()
         }

@@ -153,7 +153,9 @@ struct StatusCommand: ParsableCommand {
                 print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
             }
             if let passthrough = status.containerPassthrough { print("  " + Self.describe(passthrough)) }
-            print("app processes: \(status.processes.count)")
+            // On a fleet, which host these processes run on (issue 34).
+            let here = status.fleetHost.map { " on host \($0.escapedForTerminal)" } ?? ""
+            print("app processes\(here): \(status.processes.count)")
             for process in status.processes { print(Self.describe(process, names: names)) }
             let stranded = status.stranded ?? []
             if !stranded.isEmpty {

@@ -4,7 +4,8 @@ import Policy
 import PolicyStore
 import Testing
 
-/// The isolation layer on SQLite (SPEC S13, S16, S34), in temporary folders.
+/// What only the SQLite store has (SPEC S13, S29, S34), in temporary
+/// folders. What both stores share is Tests/IsolationStoreTests.
 @Suite struct StoreTests {
     func fixture() throws -> (StateDirectory, PolicyRepository, String) {
         let root = NSTemporaryDirectory() + "scopefs-store-\(UUID().uuidString)"
@@ -16,41 +17,6 @@ import Testing
         _ = try repository.addProvider(id: "local", directory: provider, name: nil)
         _ = try repository.addApp(id: "com.example.app", name: nil)
         return (state, repository, root)
-    }
-
-    @Test("SPEC S16/S14/S15: grant, revoke, restore change the snapshot")
-    func grantRevokeRestore() throws {
-        let (_, repository, root) = try fixture()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let grant = try repository.grant(app: "com.example.app", provider: "local", path: "docs", access: .readWrite)
-        #expect(
-            try repository.snapshot(generation: 2).coverage(
-                app: "com.example.app", provider: "local", path: "docs/a.txt") == .granted(grant))
-        try repository.setState(.revoked, app: "com.example.app", grant: grant.id)
-        #expect(try repository.snapshot(generation: 3).grantsByID[grant.id]?.state == .revoked)
-        try repository.setState(.active, app: "com.example.app", grant: nil)
-        #expect(try repository.snapshot(generation: 4).grantsByID[grant.id]?.state == .active)
-    }
-
-    @Test("SPEC S34: unknown apps, missing paths and escapes are clear errors with their exit codes")
-    func badInput() throws {
-        let (_, repository, root) = try fixture()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        #expect(throws: CommandError.self) {
-            try repository.grant(app: "nope", provider: "local", path: "docs", access: .read)
-        }
-        do {
-            _ = try repository.grant(app: "com.example.app", provider: "local", path: "../x", access: .read)
-            Issue.record("escape accepted")
-        } catch { #expect(error.exitCode == 65) }
-        do {
-            _ = try repository.grant(app: "com.example.app", provider: "local", path: "missing", access: .read)
-            Issue.record("missing path accepted")
-        } catch { #expect(error.exitCode == 66) }
-        do {
-            _ = try repository.grant(app: "com.example.app", provider: "nope", path: "docs", access: .read)
-            Issue.record("unknown provider accepted")
-        } catch { #expect(error.exitCode == 67) }
     }
 
     @Test("SPEC S34: a corrupt database is an error (78) and is left untouched")
@@ -116,69 +82,5 @@ import Testing
             ])
         #expect(events[0].time == 1 && events[0].lastTime == 5)
         #expect(try store.events(.init(since: 4.5)).map(\.occurrences).prefix(2) == [5, 2])
-    }
-}
-
-/// Grant lifecycle in SQLite (issue 16): one grant per item per app,
-/// forget, session grants, and the provider's root.
-@Suite struct GrantLifecycleStoreTests {
-    let app = "com.example.app"
-
-    func fixture() throws -> (PolicyRepository, String) {
-        let (_, repository, root) = try StoreTests().fixture()
-        return (repository, root)
-    }
-
-    @Test("Granting an item again reuses its grant; the picker only widens, `grant` replaces")
-    func reuse() throws {
-        let (repository, root) = try fixture()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let first = try repository.grant(
-            app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
-        #expect(first.previous == nil)
-        let again = try repository.grant(
-            app: app, provider: "local", path: "docs/a.txt", access: .readWrite, update: .widen, wholeProvider: false)
-        #expect(again.grant.id == first.grant.id)
-        #expect(again.changes == ["access read-only -> read-write"])
-        let narrowed = try repository.grant(
-            app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
-        #expect(narrowed.grant.access == .readWrite && narrowed.changes.isEmpty)
-        let replaced = try repository.grant(
-            app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false)
-        #expect(replaced.changes == ["access read-write -> read-only", "lifetime persistent -> session"])
-        #expect(try repository.grants(app: app).count == 1)
-        #expect(try repository.grants(app: app).first?.isSession == true)
-    }
-
-    @Test("A provider's root needs wholeProvider (exit 64)")
-    func wholeProvider() throws {
-        let (repository, root) = try fixture()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        for path in [".", "", "./", "./."] {
-            do {
-                _ = try repository.grant(app: app, provider: "local", path: path, access: .read, wholeProvider: false)
-                Issue.record("root granted without wholeProvider: \(path)")
-            } catch { #expect(error.exitCode == 64) }
-        }
-        #expect(
-            try repository.grant(app: app, provider: "local", path: ".", access: .read, wholeProvider: true).grant
-                .relativePath == "")
-    }
-
-    @Test("Forget removes grants for good; session-only forgets only session grants")
-    func forget() throws {
-        let (repository, root) = try fixture()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let kept = try repository.grant(app: app, provider: "local", path: "docs", access: .read, wholeProvider: false)
-            .grant
-        let session = try repository.grant(
-            app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false
-        ).grant
-        #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).map(\.id) == [session.id])
-        #expect(try repository.grants(app: app).map(\.id) == [kept.id])
-        #expect(try repository.forget(app: app, grant: nil, sessionOnly: true).isEmpty)
-        #expect(throws: CommandError.self) { try repository.forget(app: app, grant: 999) }
-        #expect(try repository.forget(app: app, grant: kept.id).map(\.id) == [kept.id])
-        #expect(try repository.snapshot(generation: 9).grantsByID.isEmpty)
     }
 }

@@ -130,10 +130,10 @@ def fleet(tmp_path_factory):
         os.chmod(c_password, 0o600)
         a.cli("fleet", "add-host", "scopefs_host_c", "--password-file", c_password)
         c.base_env["PGPASSWORD"] = c_password.read_text().strip()
-        c.cli("init", "--database", server.url("scopefs_host_c"), "--host-name", "host-c", "--lease", LEASE)
         mount(a)
         mount(b, link)
-        mount(c)
+        # Host C joins with the mount option alone, no `init` (issue 34: "and a mount option").
+        mount(c, fleet_options=["--database", server.url("scopefs_host_c"), "--host-name", "host-c", "--lease", LEASE])
         yield hosts
     finally:
         logs = tmp_path_factory.mktemp("daemon-logs")
@@ -147,9 +147,9 @@ def fleet(tmp_path_factory):
         assert not problems, problems
 
 
-def mount(host: Env, link: Link | None = None) -> None:
+def mount(host: Env, link: Link | None = None, fleet_options: list[str] = ()) -> None:
     """`scopefs mount` in the default strict mode; host B's daemon inside its namespace."""
-    argv = host.cli_argv("mount", host.mnt)
+    argv = host.cli_argv("mount", host.mnt, *fleet_options)
     if link is not None:
         argv = ["nsenter", f"--net=/run/netns/{link.namespace}", "--", *argv]
     p = run_bounded(argv, MOUNT_TIMEOUT, host.base_env, out_dir=host.root, what="scopefs mount")
@@ -202,6 +202,21 @@ def test_grant_and_revoke_on_a_reach_apps_reading_on_b_and_c(fleet):
     hosts = {h["name"]: h for h in json.loads(a.cli("fleet", "hosts", "--json").stdout)}
     assert set(hosts) == {"host-a", "host-b", "host-c"} and hosts["host-b"]["role"] == HOST_ROLE, hosts
     assert all(h.get("failure") is None for h in hosts.values()), hosts
+
+
+def test_the_mount_option_joins_the_fleet_and_refuses_another(fleet):
+    """SPEC S44: `scopefs mount --database` records the fleet as `init
+    --database` does (host C joined so, and serves the fleet's policy in
+    the test above); a state directory on one fleet refuses another's URL
+    (exit 78) and keeps its own."""
+    c = fleet["c"]
+    recorded = json.loads((c.state / "fleet.json").read_text())
+    assert recorded["hostName"] == "host-c" and "scopefs_host_c@" in recorded["url"], recorded
+    other = c.root / "other-mnt"
+    other.mkdir(exist_ok=True)
+    p = c.cli("mount", other, "--database", "postgresql://someone@127.0.0.1:1/elsewhere", expect=78)
+    assert "already" in p.stderr, p.stderr
+    assert json.loads((c.state / "fleet.json").read_text()) == recorded
 
 
 def test_a_host_role_cannot_grant(fleet):

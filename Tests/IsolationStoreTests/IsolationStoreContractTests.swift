@@ -1,0 +1,189 @@
+import CommandErrors
+import Foundation
+import Policy
+import PolicyStore
+import Testing
+
+/// One body of tests for the isolation layer, run against the SQLite store
+/// and the fleet's PostgreSQL store alike (issue 34, decision 59): the
+/// daemon and the commands may use either without a difference they could see.
+@Suite struct IsolationStoreContractTests {
+    /// The exit code the call failed with (nil: it did not fail; -1: not a CommandError).
+    func exitCode(_ body: () throws -> Void) -> Int32? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return (error as? CommandError)?.exitCode ?? -1
+        }
+    }
+
+    @Test("SPEC S16/S14/S15: grant, revoke, restore change the snapshot", arguments: StoreKind.allCases)
+    func grantRevokeRestore(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        let grant = try store.grant(app: app, provider: "local", path: "docs", access: .readWrite)
+        #expect(
+            try store.snapshot(generation: 2).coverage(app: app, provider: "local", path: "docs/a.txt")
+                == .granted(grant))
+        #expect(try store.setState(.revoked, app: app, grant: grant.id).map(\.id) == [grant.id])
+        #expect(try store.snapshot(generation: 3).grantsByID[grant.id]?.state == .revoked)
+        #expect(try store.setState(.revoked, app: app, grant: grant.id).isEmpty, "revoked twice: no change")
+        try store.setState(.active, app: app, grant: nil)
+        #expect(try store.snapshot(generation: 4).grantsByID[grant.id]?.state == .active)
+    }
+
+    @Test(
+        "SPEC S34: unknown apps, missing paths and escapes are clear errors with their exit codes",
+        arguments: StoreKind.allCases)
+    func badInput(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        #expect(exitCode { _ = try store.grant(app: "nope", provider: "local", path: "docs", access: .read) } == 67)
+        #expect(exitCode { _ = try store.grant(app: app, provider: "local", path: "../x", access: .read) } == 65)
+        #expect(exitCode { _ = try store.grant(app: app, provider: "local", path: "missing", access: .read) } == 66)
+        #expect(exitCode { _ = try store.grant(app: app, provider: "nope", path: "docs", access: .read) } == 67)
+        #expect(exitCode { _ = try store.setState(.revoked, app: "nope", grant: nil) } == 67)
+        #expect(exitCode { _ = try store.setState(.revoked, app: app, grant: 999) } == 67)
+        #expect(exitCode { _ = try store.grants(app: "nope") } == 67)
+        #expect(exitCode { _ = try store.addApp(id: "bad/id", name: nil) } == 65)
+        #expect(exitCode { _ = try store.addProvider(id: "p", directory: fixture.root + "/none", name: nil) } == 66)
+        #expect(try store.grants(app: nil).isEmpty, "a refused request leaves nothing behind")
+    }
+
+    @Test(
+        "Apps and providers: added once, listed in order, removed with their grants",
+        arguments: StoreKind.allCases)
+    func appsAndProviders(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let store = fixture.store
+        let alreadyExists = CommandError.Kind.alreadyExists.rawValue
+        #expect(exitCode { _ = try store.addApp(id: fixture.app, name: nil) } == alreadyExists)
+        #expect(
+            exitCode { _ = try store.addProvider(id: "local", directory: fixture.providerDirectory, name: nil) }
+                == alreadyExists)
+        #expect(try store.addApp(id: "a.first", name: "First").name == "First")
+        #expect(try store.apps().map(\.id) == ["a.first", fixture.app])
+        let other = try store.addProvider(id: "other", directory: fixture.providerDirectory + "/docs/..", name: nil)
+        #expect(other.directory == fixture.providerDirectory, "stored absolute, resolved")
+        #expect(try store.providers().map(\.id) == ["local", "other"])
+
+        try store.setDownloads(.never, of: fixture.app)
+        #expect(try store.apps().first { $0.id == fixture.app }?.downloads == .never)
+        #expect(try store.snapshot(generation: 2).apps[fixture.app]?.downloads == .never)
+        try store.setDownloads(.onDemand, of: fixture.app)
+        #expect(try store.apps().first { $0.id == fixture.app }?.downloads == nil)
+        #expect(exitCode { try store.setDownloads(.never, of: "nope") } == 67)
+
+        _ = try store.grant(app: fixture.app, provider: "other", path: "docs", access: .read)
+        try store.removeProvider(id: "other")
+        #expect(try store.grants(app: nil).isEmpty, "a provider's grants go with it")
+        _ = try store.grant(app: fixture.app, provider: "local", path: "docs", access: .read)
+        try store.removeApp(id: fixture.app)
+        #expect(try store.grants(app: nil).isEmpty, "an app's grants go with it")
+        #expect(exitCode { try store.removeApp(id: fixture.app) } == 67)
+        #expect(exitCode { try store.removeProvider(id: "other") } == 67)
+    }
+
+    @Test(
+        "Issue 16: granting an item again reuses its grant; the picker only widens, `grant` replaces",
+        arguments: StoreKind.allCases)
+    func reuse(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        let first = try store.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
+        #expect(first.previous == nil)
+        let again = try store.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .readWrite, update: .widen, wholeProvider: false)
+        #expect(again.grant.id == first.grant.id)
+        #expect(again.changes == ["access read-only -> read-write"])
+        let narrowed = try store.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, update: .widen, wholeProvider: false)
+        #expect(narrowed.grant.access == .readWrite && narrowed.changes.isEmpty)
+        let replaced = try store.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false)
+        #expect(replaced.changes == ["access read-write -> read-only", "lifetime persistent -> session"])
+        #expect(try store.grants(app: app).count == 1)
+        #expect(try store.grants(app: app).first?.isSession == true)
+    }
+
+    @Test("A provider's root needs wholeProvider (exit 64)", arguments: StoreKind.allCases)
+    func wholeProvider(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        for path in [".", "", "./", "./."] {
+            #expect(
+                exitCode {
+                    _ = try store.grant(app: app, provider: "local", path: path, access: .read, wholeProvider: false)
+                } == 64, "\(path)")
+        }
+        #expect(
+            try store.grant(app: app, provider: "local", path: ".", access: .read, wholeProvider: true).grant
+                .relativePath == "")
+    }
+
+    @Test("Forget removes grants for good; session-only forgets only session grants", arguments: StoreKind.allCases)
+    func forget(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        let kept = try store.grant(app: app, provider: "local", path: "docs", access: .read, wholeProvider: false).grant
+        let session = try store.grant(
+            app: app, provider: "local", path: "docs/a.txt", access: .read, session: true, wholeProvider: false
+        ).grant
+        #expect(try store.forget(app: app, grant: nil, sessionOnly: true).map(\.id) == [session.id])
+        #expect(try store.grants(app: app).map(\.id) == [kept.id])
+        #expect(try store.forget(app: app, grant: nil, sessionOnly: true).isEmpty)
+        #expect(exitCode { try store.forget(app: app, grant: 999) } == 67)
+        #expect(try store.forget(app: app, grant: kept.id).map(\.id) == [kept.id])
+        #expect(try store.snapshot(generation: 9).grantsByID.isEmpty)
+    }
+
+    @Test(
+        "SPEC S13/S44: the policy version moves with each change and with nothing else",
+        arguments: StoreKind.allCases)
+    func policyVersion(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        let start = try store.policyVersion()
+        _ = try store.grants(app: nil)
+        _ = try store.snapshot(generation: 2)
+        #expect(try store.policyVersion() == start, "reads move nothing")
+        let grant = try store.grant(app: app, provider: "local", path: "docs", access: .read)
+        let granted = try store.policyVersion()
+        #expect(granted > start)
+        try store.setState(.revoked, app: app, grant: grant.id)
+        let (snapshot, version) = try store.versionedSnapshot(generation: 3)
+        #expect(version > granted)
+        #expect(try store.policyVersion() == version)
+        #expect(snapshot.grantsByID[grant.id]?.state == .revoked, "the snapshot is of the version it names")
+    }
+
+    @Test(
+        "An item keeps its identifier while its file stays; a new file at the path is a new item",
+        arguments: StoreKind.allCases)
+    func itemIdentity(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let store = fixture.store
+        let first = try store.itemIdentifier(provider: "local", path: "docs/a.txt")
+        #expect(try store.itemIdentifier(provider: "local", path: "docs/a.txt") == first)
+        let grant = try store.grant(app: fixture.app, provider: "local", path: "docs/a.txt", access: .read)
+        #expect(grant.item == first)
+        let file = fixture.providerDirectory + "/docs/a.txt"
+        try FileManager.default.removeItem(atPath: file)
+        _ = FileManager.default.createFile(atPath: file, contents: Data("new".utf8))
+        let second = try store.itemIdentifier(provider: "local", path: "docs/a.txt")
+        #expect(second != first)
+        let location = try store.snapshot(generation: 2).items[first]
+        #expect(location?.path != "docs/a.txt", "the old item no longer lives at the path")
+        #expect(exitCode { _ = try store.itemIdentifier(provider: "nope", path: "docs") } == 67)
+    }
+}

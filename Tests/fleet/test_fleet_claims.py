@@ -1,0 +1,281 @@
+"""Coordination across hosts (issue 34; SPEC S27a, S27b, S40, S44): claims on
+a shared provider's items are held in the fleet's PostgreSQL store, so a
+coordinated writer on host A waits for a coordinated reader on host B, B's
+reader hears `save` then `relinquish`, a wait is bounded by the same timeout
+(exit code 75, ETIMEDOUT) as on one host, and the claims of a host whose
+daemon is killed end with its lease. Hosts are named: the fleet's processes
+and claims say where each app process runs. A host's role cannot delete or
+forge another host's claims or processes (row-level security).
+
+Host A is the owner's (loopback, owner's role); host B runs in its own
+network namespace behind a veth, with a host role over TLS. Each has its own
+state directory, daemon and default (strict) mount; apps run through
+`scopefs run` in the default sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+from netns_link import Link
+from postgres_server import PostgresServer
+from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count, run_bounded
+
+LEASE = 3.0  # seconds; short, so a dead host's claims end within the test
+HOST_ROLE = "scopefs_host_b"
+ITEM = "Providers/local/docs/report.txt"
+TIMED_OUT = 75  # CommandError.Kind.timedOut, ETIMEDOUT in the client libraries
+SLACK = 3.0  # polls, a heartbeat period and scheduling on a 2-core machine
+
+ASK = """
+import socket
+def ask(request, timeout=60):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(os.path.join(os.environ["SCOPEFS_STATE"], "control.sock"))
+    s.sendall(json.dumps(request).encode() + b"\\n")
+    line = s.makefile().readline()
+    s.close()
+    return json.loads(line)
+"""
+
+# Claims PATH with INTENT, reports, and once told to go on listens for
+# notices until `relinquish` (or LISTEN seconds), then releases and reports
+# what it heard.
+HOLD_AND_LISTEN = (
+    ASK
+    + """
+import time
+path, intent, listen = sys.argv[1], sys.argv[2], float(sys.argv[3])
+cursor = ask({"op": "watch"})["cursor"]
+claim = ask({"op": "coordinate", "path": path, "intent": intent, "waitSeconds": 5})
+step({"claim": claim})
+cursor = ask({"op": "watch"})["cursor"]  # only what comes after the test's go
+heard = []
+deadline = time.time() + listen
+while time.time() < deadline and not any(n["kind"] == "relinquish" for n in heard):
+    got = ask({"op": "watch", "after": cursor, "waitSeconds": 1})
+    cursor = got["cursor"]
+    heard += [{"kind": n["kind"], "path": n["path"], "t": time.time()} for n in got["notices"]]
+released = time.time()
+ask({"op": "release", "claim": claim["claim"]})
+emit({"heard": heard, "released": released})
+"""
+)
+
+# Claims PATH for writing, waiting up to WAIT seconds; reports the answer.
+CLAIM = (
+    ASK
+    + """
+import time
+started = time.time()
+answer = ask({"op": "coordinate", "path": sys.argv[1], "intent": "write", "waitSeconds": float(sys.argv[2])})
+emit({"answer": answer, "started": started, "answered": time.time()})
+"""
+)
+
+DENIED_READ = """
+emit(outcome(lambda p: open(p, "rb").read(1) and None, sys.argv[1]))
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    link = Link()
+    server = PostgresServer(extra_addresses=[link.host_address])
+    a, b = Env(), Env()
+    hosts = {"a": a, "b": b, "link": link, "server": server}
+    try:
+        for host in (a, b):
+            host.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
+        a.cli(
+            "init", "--database", server.url(), "--password-file", server.password_file,
+            "--host-name", "host-a", "--lease", LEASE,
+        )  # fmt: skip
+        a._make_backing_tree()
+        a.cli("fleet", "add-provider", LOCAL, a.backing(LOCAL))
+        a.cli("fleet", "add-app", ALPHA)
+        a.cli("fleet", "grant", ALPHA, f"{LOCAL}:docs/report.txt")
+        b_password = b.root / "host.pw"
+        b_password.write_text("host-b-" + os.urandom(8).hex() + "\n")
+        os.chmod(b_password, 0o600)
+        a.cli("fleet", "add-host", HOST_ROLE, "--password-file", b_password)
+        b.cli(
+            "init", "--database", server.url(HOST_ROLE, link.host_address, "require"), "--password-file", b_password,
+            "--host-name", "host-b", "--lease", LEASE,
+        )  # fmt: skip
+        hosts["b_password"] = b_password.read_text().strip()
+        mount(a)
+        mount(b, link)
+        yield hosts
+    finally:
+        logs = tmp_path_factory.mktemp("claims-daemon-logs")
+        for name, host in (("a", a), ("b", b)):
+            log = host.state / "daemon.log"
+            if log.exists():
+                subprocess.run(["cp", log, logs / f"{name}.log"], check=False)
+        problems = a.teardown() + b.teardown()
+        server.close()
+        link.close()
+        assert not problems, problems
+
+
+def mount(host: Env, link: Link | None = None) -> None:
+    argv = host.cli_argv("mount", host.mnt)
+    if link is not None:
+        argv = ["nsenter", f"--net=/run/netns/{link.namespace}", "--", *argv]
+    p = run_bounded(argv, MOUNT_TIMEOUT, host.base_env, out_dir=host.root, what="scopefs mount")
+    assert p.returncode == 0, describe(p)
+    host.mounted = True
+    host._record_daemon()
+
+
+def claim(host: Env, wait: float) -> dict:
+    return host.app_json(ALPHA, CLAIM, ITEM, str(wait), sandbox=True)
+
+
+def claims(host: Env) -> list[dict]:
+    return json.loads(host.cli("fleet", "claims", "--json").stdout)
+
+
+def test_a_writer_on_a_waits_for_a_reader_on_b_which_hears_save_and_relinquish(fleet):
+    """SPEC S27a/S27b across hosts: B's coordinated reader holds the item;
+    A's coordinated writer first gives up after its timeout (75, as on one
+    host), then, with a longer wait, is granted only after B's reader —
+    told `save` then `relinquish` naming its path — released."""
+    a, b = fleet["a"], fleet["b"]
+    reader = b.app_session(ALPHA, HOLD_AND_LISTEN, ITEM, "read", "20", sandbox=True)
+    try:
+        assert reader.recv()["claim"].get("ok") is True
+        held = [c for c in claims(a) if c["state"] == "held"]
+        assert [(c["host"], c["intent"], c["item"]) for c in held] == [("host-b", "read", "p/local/docs/report.txt")], (
+            held
+        )
+        # A bounded wait: the same answer as on one host.
+        got = claim(a, 1)
+        assert got["answer"].get("ok") is False and got["answer"].get("code") == TIMED_OUT, got
+        assert 0.9 <= got["answered"] - got["started"] <= 1 + SLACK, got
+        # B's reader now listens (until relinquish); A waits long enough.
+        reader.send()
+        got = claim(a, 20)
+        heard = reader.recv()
+    finally:
+        reader.kill()
+    assert got["answer"].get("ok") is True and got["answer"].get("claim"), got
+    kinds = [n["kind"] for n in heard["heard"]]
+    assert kinds[-2:] == ["save", "relinquish"], heard
+    assert all(n["path"] == ITEM for n in heard["heard"] if n["kind"] in ("save", "relinquish")), heard
+    # Granted after B let go, not before; and promptly after.
+    assert got["answered"] >= heard["released"] - 0.05, (got, heard)
+    assert got["answered"] - heard["released"] <= SLACK, (got, heard)
+    # Every claim ended with its release or its process.
+    deadline = time.time() + 5
+    while claims(a) and time.time() < deadline:
+        time.sleep(0.1)
+    assert claims(a) == [], claims(a)
+
+
+def test_processes_and_claims_name_the_host(fleet):
+    """Hosts are named (issue 34, SPEC S44): B's app process shows under
+    host-b in `fleet processes` on A, its claim under host-b in `fleet
+    claims`, and `status` on B says it is host-b."""
+    a, b = fleet["a"], fleet["b"]
+    holder = b.app_session(ALPHA, HOLD_AND_LISTEN, ITEM, "write", "30", sandbox=True)
+    try:
+        assert holder.recv()["claim"].get("ok") is True
+        deadline = time.time() + 10
+        listed = []
+        while time.time() < deadline:
+            listed = json.loads(a.cli("fleet", "processes", "--app", ALPHA, "--json").stdout)
+            if any(p["host"] == "host-b" for p in listed):
+                break
+            time.sleep(0.2)
+        assert any(p["host"] == "host-b" and p["app"] == ALPHA and p["current"] for p in listed), listed
+        assert not any(p["host"] == "host-a" for p in listed), listed
+        text = a.cli("fleet", "processes").stdout
+        assert "host-b\t" + ALPHA in text, text
+        held = claims(a)
+        assert [(c["host"], c["app"], c["intent"], c["live"]) for c in held] == [("host-b", ALPHA, "write", True)], held
+        status = json.loads(b.cli("status", "--json").stdout)["daemon"]
+        assert status.get("fleetHost") == "host-b", status
+        assert "app processes on host host-b: " in b.cli("status").stdout
+        privacy = a.cli("privacy", ALPHA).stdout
+        assert f"live: {ALPHA} pid " in privacy and " on host host-b" in privacy, privacy
+    finally:
+        holder.kill()
+    # An app process's incident on B is in the fleet's events, naming host-b.
+    denied = b.app_json(ALPHA, DENIED_READ, b.prov(ALPHA, LOCAL, "docs/report.txt"), sandbox=True)
+    assert denied.get("errno") == "EPERM", denied  # strict scopes: no scope started (SPEC S6)
+    deadline, events = time.time() + 10, []
+    while time.time() < deadline:
+        events = json.loads(a.cli("fleet", "events", "--app", ALPHA, "--json").stdout)
+        if any(e["kind"] == "denial" for e in events):
+            break
+        time.sleep(0.3)
+    denials = [e for e in events if e["kind"] == "denial"]
+    assert denials and all(e["host"] == "host-b" and e["role"] == HOST_ROLE and e["pid"] for e in denials), events
+
+
+def test_a_host_role_cannot_delete_or_forge_anothers_claims_or_processes(fleet):
+    """Row-level security (SECURITY.md): B's role can neither end A's claim
+    nor write one as A's role, nor rewrite A's published processes; a row it
+    labels with A's host name is still its own and does not count as A's."""
+    a, server = fleet["a"], fleet["server"]
+    password = fleet["b_password"]
+    holder = a.app_session(ALPHA, HOLD_AND_LISTEN, ITEM, "write", "30", sandbox=True)
+    try:
+        assert holder.recv()["claim"].get("ok") is True
+        mine = [c for c in claims(a) if c["host"] == "host-a"]
+        assert len(mine) == 1, claims(a)
+        p = server.psql("DELETE FROM claims WHERE host = 'host-a' RETURNING id", role=HOST_ROLE, password=password)
+        assert p.returncode == 0 and p.stdout.strip() == "", p  # no row of another role is visible to delete
+        p = server.psql("UPDATE claims SET state = 'waiting' RETURNING id", role=HOST_ROLE, password=password)
+        assert p.returncode == 0 and p.stdout.strip() == "", p
+        forged = [
+            "INSERT INTO claims (host, db_role, item, intent, state, app, pid, path)"
+            " VALUES ('host-a', 'scopefs_owner', 'p/local/docs/report.txt', 'write', 'held', 'x', 1, 'x')",
+            "UPDATE hosts SET processes = '[]' WHERE name = 'host-a'",
+            "UPDATE claims SET db_role = 'scopefs_owner'",
+        ]
+        for sql in forged:
+            p = server.psql(sql, role=HOST_ROLE, password=password)
+            refused = "permission denied" in p.stderr or "row-level security" in p.stderr
+            assert (p.returncode != 0 and refused) or p.stdout.strip() in ("", "UPDATE 0"), (sql, p)
+        assert [c["id"] for c in claims(a) if c["host"] == "host-a"] == [mine[0]["id"]], claims(a)
+        # A row B's role labels "host-a" is B's, never live as A's: it blocks nobody.
+        p = server.psql(
+            "INSERT INTO claims (host, item, intent, state, app, pid, path)"
+            " VALUES ('host-a', 'p/local/docs/other.txt', 'write', 'held', 'x', 1, 'x') RETURNING db_role",
+            role=HOST_ROLE,
+            password=password,
+        )
+        assert p.returncode == 0 and p.stdout.strip() == HOST_ROLE, p
+        assert [c["live"] for c in claims(a) if c["item"] == "p/local/docs/other.txt"] == [False], claims(a)
+    finally:
+        holder.kill()
+        server.psql("DELETE FROM claims WHERE item = 'p/local/docs/other.txt'")
+
+
+def test_a_killed_hosts_claims_end_with_its_lease(fleet):
+    """kill -9 of B's daemon while B's app holds a write claim: A's writer
+    waits, then is granted once B's lease has run out since its last
+    heartbeat (SPEC S44), not before."""
+    a, b, link = fleet["a"], fleet["b"], fleet["link"]
+    holder = b.app_session(ALPHA, HOLD_AND_LISTEN, ITEM, "write", "60", sandbox=True)
+    try:
+        assert holder.recv()["claim"].get("ok") is True
+        killed_at = time.time()
+        b.kill_daemon()
+        got = claim(a, 20)
+    finally:
+        holder.kill()
+    assert got["answer"].get("ok") is True, got
+    waited = got["answered"] - killed_at
+    # Its last heartbeat was at most a beat (lease/3) before the kill.
+    assert LEASE - LEASE / 3 - 0.5 <= waited <= LEASE + SLACK, (waited, got)
+    subprocess.run(["fusermount3", "-u", "-z", str(b.mnt)], capture_output=True, timeout=30)
+    mount(b, link)
+    assert mount_count(b.mnt) == 1
