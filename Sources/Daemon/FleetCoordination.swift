@@ -54,6 +54,7 @@ final class FleetCoordination: Sendable {
         Thread.detachNewThread { [self] in
             while true {
                 Thread.sleep(forTimeInterval: lookEvery)
+                dropEndedProcesses()
                 askHoldersWanted()
             }
         }
@@ -107,6 +108,15 @@ final class FleetCoordination: Sendable {
             return mine.values.map(\.row)
         }
         remove(ended)
+    }
+
+    /// Rows of processes that ended: the process tracker reports only the
+    /// processes it follows, and a claim may come from one that never
+    /// touched the mount (a coordinate request over the control socket).
+    /// The single-host coordinator drops such claims lazily the same way.
+    private func dropEndedProcesses() {
+        let pids = Set(rows.withLock { $0.values.map(\.pid) })
+        for pid in pids where kill(pid, 0) != 0 && errno == ESRCH { processExited(pid: pid) }
     }
 
     private func remove(_ ended: [Int64]) {

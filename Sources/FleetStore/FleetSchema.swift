@@ -8,9 +8,12 @@ import PostgresNIO
 enum FleetSchema {
     static let channel = "scopefs_policy"
 
-    /// Every migration, in order: the core ones, then the claims table's
-    /// (FleetClaims.swift, issue 34).
-    static var migrations: [(name: String, statements: [String])] { core + FleetClaims.migrations }
+    /// Every migration, in order: the core ones, the claims table's
+    /// (FleetClaims.swift), then the bounds on a host role's rows
+    /// (FleetBounds.swift, issue 34).
+    static var migrations: [(name: String, statements: [String])] {
+        core + FleetClaims.migrations + FleetBounds.migrations
+    }
 
     static let core: [(name: String, statements: [String])] = [
         (

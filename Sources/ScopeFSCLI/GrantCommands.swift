@@ -185,7 +185,7 @@ struct PrivacyCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(CommandError) in
-            let repository = try options.repository()
+            let repository = try options.isolationStore()
             let names = try AppNames(repository)
             // Extension providers' state, queue and errors, from the daemon
             // that runs them (SPEC S41); none without one.

@@ -70,6 +70,16 @@ struct StateOptions: ParsableArguments {
         return repository
     }
 
+    /// The isolation layer this state directory is on, for reading: the
+    /// fleet's store once `init --database` put it there (issue 34),
+    /// else its own SQLite file.
+    func isolationStore() throws(CommandError) -> any IsolationStore {
+        if let configuration = try FleetConfiguration.load(directory) {
+            return FleetRepository(database: try FleetDatabase(configuration))
+        }
+        return try repository()
+    }
+
     /// The repository for a command that changes the isolation layer:
     /// refused with exit 77 inside an app process (SPEC S5).
     func repositoryForChange(_ action: String) throws(CommandError) -> PolicyRepository {

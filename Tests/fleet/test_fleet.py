@@ -194,7 +194,8 @@ def test_grant_and_revoke_on_a_reach_apps_reading_on_b_and_c(fleet):
         for reader in readers:
             reader.close()
     # The events of A's CLI are the fleet's: B lists them, naming host-a.
-    events = json.loads(b.cli("fleet", "events", "--app", ALPHA, "--json").stdout)
+    # --limit: the readers' denials on B and C are the fleet's events too.
+    events = json.loads(b.cli("fleet", "events", "--app", ALPHA, "--limit", "20000", "--json").stdout)
     kinds = [(e["kind"], e["host"]) for e in events if e.get("grant") == int(grant_id)]
     assert ("grant", "host-a") in kinds and ("revoke", "host-a") in kinds, events
     status = json.loads(b.cli("status", "--json").stdout)["daemon"]
@@ -277,7 +278,7 @@ def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
         time.sleep(1.5)
         assert [t["state"] for t in other.transitions if "state" in t][-1] == "EPERM", other.transitions
         # The fail-closed period is the fleet's event too, naming host B.
-        events = json.loads(a.cli("fleet", "events", "--json").stdout)
+        events = json.loads(a.cli("fleet", "events", "--limit", "20000", "--json").stdout)
         closed = [e for e in events if e["kind"] == "policy-failed-closed"]
         assert closed and closed[-1]["host"] == "host-b" and closed[-1]["role"] == HOST_ROLE, events
         assert "lost the fleet database" in closed[-1]["operation"], closed
@@ -384,7 +385,7 @@ def test_revocation_propagation_figures(fleet):
         reader.close()
         if delay:
             fleet["link"].shape()
-    events = json.loads(a.cli("fleet", "events", "--app", ALPHA, "--limit", 4 * rounds + 10, "--json").stdout)
+    events = json.loads(a.cli("fleet", "events", "--app", ALPHA, "--limit", "20000", "--json").stdout)
     committed = [e["time"] for e in events if e["kind"] == "revoke" and e.get("grant") == int(grant_id)][-rounds:]
     assert len(committed) == rounds, events
     from_cli = percentiles([d - s for d, s in zip(denied, started, strict=True)])
