@@ -445,6 +445,8 @@ def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how, sandbox):
 
 # --- Finding 4: a thread's identity outlives its exec -----------------------
 
+# Reports the thread's id (in a sandbox: in its pid namespace) and waits
+# for the test to take note before the exec.
 THREAD_THEN_EXEC = """
 import threading
 probe = sys.argv[1]
@@ -453,11 +455,24 @@ def run():
         os.stat(probe)  # a request from this thread: its identity is cached
     except OSError:
         pass
-    emit({"tid": threading.get_native_id()})
+    step({"tid": threading.get_native_id()})
     os.execv("/bin/true", ["/bin/true"])  # from a non-leader thread: its ID is freed
 threading.Thread(target=run).start()
 threading.Event().wait(30)
 """
+
+
+def host_thread_id(tid: int, marker: str) -> int:
+    """The host's id of thread `tid` (an id in its sandbox's pid namespace)
+    of the sandboxed python whose command line holds `marker`: the id the
+    daemon sees in its requests."""
+    pid = app_host_pid(marker)
+    for task in os.listdir(f"/proc/{pid}/task"):
+        status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        if int(nspid[-1]) == tid:
+            return int(task)
+    raise AssertionError(f"no thread {tid} in the sandboxed process {pid}")
 
 
 def fork_with_pid(target: int, body) -> int | None:
@@ -481,19 +496,20 @@ def fork_with_pid(target: int, body) -> int | None:
     return None
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "shared-view"])
 @pytest.mark.parametrize("who", ["owner", "nobody"])
-def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
+def test_a_reused_thread_id_is_not_served_as_the_app(env, who, sandbox):
     """Finding 4, SPEC S5, S36, S3, S4: a thread of ALPHA makes a request, then
     execs; a later process that gets that thread id (forced here through
     ns_last_pid instead of 32k forks) is not ALPHA. As the owner it is the
     inspector, whose writes get EROFS; as `nobody` on an --allow-other mount
-    it meets ENOENT at ALPHA's directory. Seen failing on the old main: the
-    owner's process created a file in ALPHA's container as ALPHA, and
-    nobody's read ALPHA's container. `--no-sandbox --shared-view`: the test
-    needs the host's id of the app's thread to hand it to another process,
-    and a sandboxed app sees only its own pid namespace's ids (the identity
-    cache under attack is the same in both modes)."""
-    env.view = "shared"
+    it meets ENOENT at ALPHA's directory. In the default sandbox (the
+    thread's host id taken from its NSpid), and with `--no-sandbox
+    --shared-view` (what the finding was seen with). Seen failing on the
+    old main: the owner's process created a file in ALPHA's container as
+    ALPHA, and nobody's read ALPHA's container."""
+    if not sandbox:
+        env.view = "shared"
     env.mount(allow_other=(who == "nobody"), defaults=True)
     private = env.state / "containers" / ALPHA / "Documents" / "private.txt"
     private.write_text("ALPHA's own")
@@ -514,9 +530,14 @@ def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
 
     # Another process of the machine may take the freed id first: then try
     # again with a new one.
-    for _ in range(3):
-        p = env.app_py(ALPHA, THREAD_THEN_EXEC, env.container(ALPHA, "Documents/probe-does-not-exist"))
-        tid = next(json.loads(line)["tid"] for line in p.stdout.splitlines() if line.startswith("{"))
+    for attempt in range(3):
+        probe = env.container(ALPHA, f"Documents/probe-does-not-exist-{attempt}")
+        app = env.app_session(ALPHA, THREAD_THEN_EXEC, probe, sandbox=sandbox)
+        tid = app.recv()["tid"]
+        if sandbox:
+            tid = host_thread_id(tid, probe)
+        app.send()
+        assert app.finish() == 0, app.stderr()
         code = fork_with_pid(tid, as_reused_thread)
         if code is not None:
             break
