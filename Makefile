@@ -52,7 +52,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration test-settings test-fleet bench bench-fleet bench-remote bench-quick bench-requests bench-instructions bench-floor \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-settings test-fleet bench bench-fleet bench-fleet-scale bench-fleet-quick bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -125,6 +125,19 @@ bench: deps
 bench-fleet: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/fleet.py $(BENCH_ARGS)
+
+# Grants at scale (issue 34): 100 apps x 10,000 grants on a throwaway
+# PostgreSQL and on SQLite: install time, daemon RSS, revoke to EPERM.
+# BENCH_ARGS="--apps 10 --grants 1000" scales it down.
+bench-fleet-scale: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/fleet_scale.py $(BENCH_ARGS)
+
+# The quick bench with ScopeFS on the fleet's store beside SQLite's (it
+# starts a PostgreSQL server, which plain `make bench` does not).
+bench-fleet-quick: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/run.py --quick --systems native,scopefs,scopefs-fleet $(BENCH_ARGS)
 
 bench-remote: deps
 	$(SWIFT) build -c release

@@ -210,6 +210,31 @@ def goals_section(results, labels):
     return "\n".join(lines)
 
 
+def fleet_section(results, labels):
+    """scopefs-fleet against scopefs, workload by workload: the same FUSE
+    path serving a snapshot of the fleet's PostgreSQL store instead of
+    SQLite's (issue 34, SPEC S36, S44). Empty unless both ran."""
+    lines = ["| workload | scopefs | scopefs-fleet | × scopefs | paired × scopefs |", "|---|---|---|---|---|"]
+    ratios = []
+    for key in KEYS:
+        per = results["workloads"].get(key, {})
+        sqlite, fleet = (per.get(name) or {} for name in ("scopefs", "scopefs-fleet"))
+        if not sqlite.get("summary") or not fleet.get("summary"):
+            continue
+        ratio = fleet["summary"]["median"] / sqlite["summary"]["median"]
+        ratios.append(ratio)
+        paired = paired_ratio(fleet["samples"], sqlite["samples"])
+        lines.append(
+            f"| {labels[key]} | {fmt_time(sqlite['summary']['median'])} | {fmt_time(fleet['summary']['median'])} "
+            f"| {fmt_ratio(ratio)} | {fmt_ratio(paired)} |"
+        )
+    if not ratios:
+        return ""
+    geomean = math.exp(statistics.mean(math.log(r) for r in ratios))
+    lines.append(f"| geometric mean over {len(ratios)} workloads | | | {fmt_ratio(geomean)} | |")
+    return "\n".join(lines)
+
+
 def write_json(results, path):
     with open(path, "w") as f:
         json.dump(results, f, indent=2, sort_keys=False)

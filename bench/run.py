@@ -60,8 +60,12 @@ def parse_args():
     p.add_argument("--reps", type=int, help="repetitions (default 5, or 1 with --quick)")
     p.add_argument(
         "--systems",
-        default=",".join(c.name for c in sysmod.ALL),
-        help="comma-separated subset of: " + ", ".join(c.name for c in sysmod.ALL),
+        default=",".join(c.name for c in sysmod.DEFAULT),
+        help="comma-separated subset of: "
+        + ", ".join(c.name for c in sysmod.ALL)
+        + " (default: all but "
+        + ", ".join(c.name for c in sysmod.ALL if c not in sysmod.DEFAULT)
+        + ", which starts a PostgreSQL server)",
     )
     group_names = [g.__name__ for g, _ in wl.GROUPS]
     p.add_argument(
@@ -326,7 +330,7 @@ def main():
     if args.reps:
         sizes = wl.Sizes(**{**vars(sizes), "reps": args.reps})
     sizes = fit_descriptor_limit(sizes)
-    scopefs = scopefs_binary() if {"scopefs", "scopefs-shared"} & set(args.systems) else None
+    scopefs = scopefs_binary() if any(name.startswith("scopefs") for name in args.systems) else None
     if scopefs and not os.access(scopefs, os.X_OK):
         sys.exit(
             f"bench: no ScopeFS binary at {scopefs}: build it (swift build -c release), set "
@@ -400,6 +404,9 @@ def main():
             print(f"{v['label']}: {v['status']} — {v['reason']}")
     print(report.text_table(table))
     print("\nGoals (issue 33)\n" + report.goals_section(results, labels))
+    fleet = report.fleet_section(results, labels)
+    if fleet:
+        print("\nThe fleet's shared store against SQLite (issue 34)\n" + fleet)
     extra = report.scopefs_section(results)
     if extra:
         print("\nScopeFS-specific costs\n" + extra)

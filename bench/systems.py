@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import dbus_wire
@@ -307,7 +308,11 @@ class ScopeFS(System):
         self.run_cli("app", "add", self.APP)
         out = self.run_cli("grant", self.APP, f"{self.PROVIDER}:{WORKDIR}").strip()
         self.grant = out.split()[-1] if out else ""
-        self.run_cli("mount", *self.ctx.mount_args, self.mnt, timeout=120)
+        self.mount_and_probe([])
+
+    def mount_and_probe(self, extra):
+        """Mounts (EXTRA: more `scopefs mount` arguments) and learns what the binary offers."""
+        self.run_cli("mount", *self.ctx.mount_args, *extra, self.mnt, timeout=120)
         if not is_mounted(self.mnt):
             raise SetupError("scopefs mount returned but nothing is mounted at " + self.mnt)
         self.mounted = True
@@ -418,4 +423,65 @@ class ScopeFSContainer(ScopeFS):
         return {**super().info(), "container passthrough (status)": getattr(self, "passthrough", "?")}
 
 
-ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared, ScopeFSContainer]
+class ScopeFSFleet(ScopeFS):
+    """ScopeFS on a fleet's shared isolation layer (issue 34, SPEC S44): a
+    throwaway PostgreSQL 15 server (Tests/fleet/postgres_server.py) holds
+    the policy; the owner's state directory sets it up (`init --database`,
+    `fleet add-provider/add-app/grant`), and the mounted host joins with
+    `scopefs mount --database` and a host role of its own, as a second
+    machine would. The FUSE path is the same code as `scopefs`'s (the
+    snapshot in memory, S36), and this row shows it. Opt-in (`--systems`):
+    it starts a database server."""
+
+    name, label = "scopefs-fleet", "ScopeFS (strict, app view, fleet's PostgreSQL)"
+    opt_in = True
+    HOST_ROLE = "scopefs_host_bench"
+
+    def setup(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "fleet"))
+        from postgres_server import PostgresServer
+
+        try:
+            self.server = PostgresServer()
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            raise SetupError(f"the PostgreSQL server did not start: {e}") from e
+        self.state = os.path.join(self.ctx.tmp, self.name + "-owner")
+        self.env = dict(os.environ, SCOPEFS_STATE=self.state)
+        url, password = self.server.url(), str(self.server.password_file)
+        self.run_cli("init", "--database", url, "--password-file", password, "--host-name", "bench-owner")
+        self.run_cli("fleet", "add-provider", self.PROVIDER, self.ctx.backing)
+        self.run_cli("fleet", "add-app", self.APP)
+        out = self.run_cli("fleet", "grant", self.APP, f"{self.PROVIDER}:{WORKDIR}", "--read-write")
+        self.grant = out.split()[1].rstrip(":")
+        host_password = os.path.join(self.ctx.tmp, self.name + "-host.pw")
+        with open(host_password, "w") as f:
+            f.write("host-" + os.urandom(8).hex() + "\n")
+        os.chmod(host_password, 0o600)
+        self.run_cli("fleet", "add-host", self.HOST_ROLE, "--password-file", host_password)
+        # The mounted host: a state directory of its own, joined at mount.
+        self.state = os.path.join(self.ctx.tmp, self.name + "-state")
+        self.env = dict(os.environ, SCOPEFS_STATE=self.state)
+        self.mnt = os.path.join(self.ctx.tmp, "mnt-" + self.name)
+        os.makedirs(self.mnt)
+        self.database_args = ["--database", self.server.url(self.HOST_ROLE), "--password-file", host_password,
+                              "--host-name", "bench-host"]  # fmt: skip
+        self.mount_and_probe(self.database_args)
+
+    def teardown(self):
+        super().teardown()
+        if hasattr(self, "server"):
+            self.server.close()
+
+    def info(self):
+        return {
+            **super().info(),
+            "store": "PostgreSQL 15 (throwaway, loopback TCP, scram-sha-256), the host with a host role",
+            "mount": "scopefs mount --database postgresql://scopefs_host_bench@127.0.0.1:PORT/scopefs "
+            + "--password-file FILE --host-name bench-host "
+            + " ".join(self.ctx.mount_args + ["MNT"]),
+        }
+
+
+ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared, ScopeFSContainer, ScopeFSFleet]
+# What runs without --systems: every system but the opt-in ones.
+DEFAULT = [c for c in ALL if not getattr(c, "opt_in", False)]

@@ -121,7 +121,9 @@ final class PolicyReloader: Sendable {
             do throws(CommandError) {
                 guard try repository.policyVersion() != installed.version else { return }
                 let generation = installed.generation + 1
+                let reading = ContinuousClock.now
                 var (snapshot, version) = try repository.versionedSnapshot(generation: generation)
+                let read = ContinuousClock.now - reading
                 installed.held = installed.held.filter { id, held in
                     snapshot.grantsByID[id].map { $0.state == .active && $0.app == held.app && $0.item == held.item }
                         ?? false
@@ -142,7 +144,7 @@ final class PolicyReloader: Sendable {
                             operation: failure.reason,
                             errno: EPERM, lastTime: Date().timeIntervalSince1970))
                 }
-                install(snapshot)
+                install(snapshot, version: version, read: read)
             } catch {
                 if error.kind == .badState || error.kind == .ioError {
                     return failClosed(&installed, error.message, file: file)
@@ -232,7 +234,9 @@ final class PolicyReloader: Sendable {
             fleet.reached()
             guard version != installed.version || installed.failure != nil else { return }
             let generation = installed.generation + 1
+            let reading = ContinuousClock.now
             let (snapshot, loaded) = try fleet.repository.versionedSnapshot(generation: generation)
+            let read = ContinuousClock.now - reading
             installed.generation = generation
             installed.version = loaded
             if let failure = installed.failure {
@@ -248,7 +252,7 @@ final class PolicyReloader: Sendable {
                     logger.warning("cannot record the fail-closed period in the fleet's events: \(error.message)")
                 }
             }
-            install(snapshot)
+            install(snapshot, version: loaded, read: read)
         } catch {
             fleet.lost(error.message)
             if let expired = fleet.leaseExpired() {
@@ -296,6 +300,22 @@ final class PolicyReloader: Sendable {
     /// (extension providers follow the policy's providers and revokes).
     func onInstall(_ handler: @escaping @Sendable (PolicySnapshot, PolicySnapshot) -> Void) {
         afterInstall.withLock { $0 = handler }
+    }
+
+    /// `install` of a snapshot read from the store: logs how long the read
+    /// and the install took (at scale, what bounds a change's way to EPERM).
+    private func install(_ snapshot: PolicySnapshot, version: Int64, read: Duration) {
+        let installing = ContinuousClock.now
+        install(snapshot)
+        let installed = ContinuousClock.now - installing
+        logger.debug(
+            "policy version \(version): read \(snapshot.grantsByID.count) grants in \(Self.milliseconds(read)) ms, installed in \(Self.milliseconds(installed)) ms"
+        )
+    }
+
+    private static func milliseconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return String(format: "%.1f", Double(seconds) * 1000 + Double(attoseconds) / 1e15)
     }
 
     private func install(_ snapshot: PolicySnapshot) {

@@ -27,8 +27,10 @@ public final class FleetDatabase: Sendable {
         self.password = try configuration.password()
     }
 
-    /// Runs `body` on the connection (made now if needed), waiting for it.
-    public func run<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T)
+    /// Runs `body` on the connection (made now if needed), waiting for it
+    /// at most `timeout` seconds (`SCOPEFS_FLEET_TIMEOUT`) and `extra` more
+    /// (a body that moves many rows).
+    public func run<T: Sendable>(extra: Double = 0, _ body: @escaping @Sendable (PostgresConnection) async throws -> T)
         throws(CommandError) -> T
     {
         serial.lock()
@@ -36,7 +38,7 @@ public final class FleetDatabase: Sendable {
         do {
             let connection = try Self.wait(timeout: timeout) { try await self.connected() }
             do {
-                return try Self.wait(timeout: timeout) { try await body(connection) }
+                return try Self.wait(timeout: timeout + extra) { try await body(connection) }
             } catch {
                 // A call that timed out (a partition: TCP waits minutes) or
                 // broke leaves the connection in doubt: the next call makes a new one.
@@ -52,10 +54,10 @@ public final class FleetDatabase: Sendable {
     }
 
     /// `body` in one transaction: committed when it returns, rolled back when it throws.
-    public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T)
-        throws(CommandError) -> T
-    {
-        try run { connection in
+    public func transaction<T: Sendable>(
+        extra: Double = 0, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) throws(CommandError) -> T {
+        try run(extra: extra) { connection in
             try await connection.query("BEGIN", logger: Self.logger)
             do {
                 let value = try await body(connection)

@@ -418,14 +418,20 @@ public struct FleetRepository: IsolationStore {
         return 0
     }
 
-    static func fetchGrants(_ connection: PostgresConnection, app: AppID?) async throws -> [Grant] {
+    /// The grants of `app` (nil: every app's), only the one with `id` or
+    /// only those of `items` when given, in the order they were made.
+    static func fetchGrants(
+        _ connection: PostgresConnection, app: AppID?, id: GrantID? = nil, items: [ItemIdentifier]? = nil
+    ) async throws -> [Grant] {
         var grants: [Grant] = []
         let rows = try await connection.query(
             """
             SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
                    g.access, g.state, g.granted_at, g.session
             FROM grants g JOIN items i ON i.id = g.item_id
-            WHERE (\(app)::text IS NULL OR g.app_id = \(app)) ORDER BY g.id
+            WHERE (\(app)::text IS NULL OR g.app_id = \(app)) AND (\(id)::int8 IS NULL OR g.id = \(id))
+                AND (\(items)::text[] IS NULL OR g.item_id = ANY(\(items)::text[]))
+            ORDER BY g.id
             """, logger: FleetDatabase.logger)
         for try await row in rows.decode(
             (Int64, String, String, String, String, Bool, String, String, Double, Bool).self)

@@ -41,6 +41,15 @@ public protocol IsolationStore: Sendable {
         wholeProvider: Bool
     ) throws(CommandError) -> GrantChange
 
+    /// Grants `app` many items in one transaction (`grant --from FILE`), each
+    /// as the plain `grant` does (persistent; an existing grant of the item
+    /// is replaced): all of them, or none when one is refused. The error
+    /// names that item by its `origin` and has the exit code a grant of it
+    /// alone would have (SPEC S34). An item named twice is granted once.
+    /// Returns one change per distinct item, in the order given.
+    func grantAll(app: AppID, items: [GrantItem], access: Access, wholeProvider: Bool) throws(CommandError)
+        -> [GrantChange]
+
     /// Removes one grant or all of an app's for good; returns them.
     /// `sessionOnly`: only session grants, and none is not an error.
     func forget(app: AppID, grant: GrantID?, sessionOnly: Bool, reason: String) throws(CommandError) -> [Grant]
@@ -115,6 +124,20 @@ extension IsolationStore {
     }
 }
 
+/// One item of a bulk grant (`IsolationStore.grantAll`).
+public struct GrantItem: Sendable, Hashable {
+    public var provider: ProviderID
+    public var path: String
+    /// Where the item was asked for ("items.txt line 12"), named in its error.
+    public var origin: String
+
+    public init(provider: ProviderID, path: String, origin: String) {
+        self.provider = provider
+        self.path = path
+        self.origin = origin
+    }
+}
+
 /// What both stores check of a request before they touch their tables,
 /// so that they refuse the same input with the same error.
 public enum IsolationRequest {
@@ -133,6 +156,42 @@ public enum IsolationRequest {
             )
         }
         return path
+    }
+
+    /// The items of a bulk grant with their normalised paths, each checked
+    /// as `grantPath` checks one, and each distinct item once (the first
+    /// time it is named): what both stores' `grantAll` start from.
+    public static func grantPaths(_ items: [GrantItem], wholeProvider: Bool) throws(CommandError)
+        -> [(item: GrantItem, path: String)]
+    {
+        var seen = Set<String>()  // PROVIDER:PATH (a provider ID has no colon)
+        var distinct: [(item: GrantItem, path: String)] = []
+        for item in items {
+            let path: String
+            do throws(CommandError) {
+                path = try grantPath(item.path, provider: item.provider, wholeProvider: wholeProvider)
+            } catch {
+                throw refusal(error, of: item)
+            }
+            if seen.insert("\(item.provider):\(path)").inserted { distinct.append((item, path)) }
+        }
+        return distinct
+    }
+
+    /// Runs `body` for one item of a bulk grant (inside a store's
+    /// transaction): a refusal names the item and says that nothing was
+    /// granted, since the transaction rolls back.
+    public static func naming<T>(_ item: GrantItem, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CommandError {
+            throw refusal(error, of: item)
+        }
+    }
+
+    /// A bulk grant's refusal of one item: its error, naming where it was asked for.
+    public static func refusal(_ error: CommandError, of item: GrantItem) -> CommandError {
+        CommandError(error.kind, "\(item.origin): \(error.message); nothing was granted")
     }
 
     /// A provider's folder as stored: absolute, symbolic links resolved;

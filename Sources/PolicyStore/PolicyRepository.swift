@@ -143,20 +143,67 @@ public struct PolicyRepository: IsolationStore {
             let previous = try Self.fetchGrants(db, app: app).first { $0.item == itemID }
             let (access, session) = GrantChange.resolved(
                 asked: access, session: session, existing: previous, update: update)
-            let now = Date().timeIntervalSince1970
-            try db.execute(
-                sql: """
-                    INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at, session)
-                    VALUES (?, ?, ?, 'active', ?, ?, ?)
-                    ON CONFLICT (app_id, item_id) DO UPDATE
-                    SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
-                        session = excluded.session
-                    """,
-                arguments: [app, itemID, access.rawValue, now, now, session])
+            try Self.upsertGrant(db, app: app, item: itemID, access: access, session: session)
             let grant = try Self.fetchGrants(db, app: app).first { $0.item == itemID }!
             try Self.recordChange(db, .grant, grant)
             return GrantChange(grant: grant, previous: previous)
         }
+    }
+
+    /// Grants many items in one transaction (`grant --from FILE`): the
+    /// app's grants are read once, and each item costs a few statements
+    /// prepared once, where a `grant` each would read all of the app's
+    /// grants for each (10,000 grants: 10,000 reads of up to 10,000 rows).
+    public func grantAll(app: AppID, items: [GrantItem], access: Access, wholeProvider: Bool) throws(CommandError)
+        -> [GrantChange]
+    {
+        let requests = try IsolationRequest.grantPaths(items, wholeProvider: wholeProvider)
+        return try database.write { db in
+            guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
+            let providers = Dictionary(
+                try Self.fetchProviders(db).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            let existing = Dictionary(
+                try Self.fetchGrants(db, app: app).map { ($0.item, $0) }, uniquingKeysWith: { first, _ in first })
+            let now = Date().timeIntervalSince1970
+            var changes: [GrantChange] = []
+            changes.reserveCapacity(requests.count)
+            for (item, path) in requests {
+                let (itemID, file) = try IsolationRequest.naming(item) {
+                    guard let provider = providers[item.provider] else {
+                        throw CommandError.unknownProvider(item.provider)
+                    }
+                    let file = try ProviderFile.inspect(provider: provider, path: path)
+                    return (try Self.upsertItem(db, provider: item.provider, path: path, file: file), file)
+                }
+                // A replacing grant: this access, persistent (GrantChange.resolved with `.replace`).
+                let previous = existing[itemID]
+                try Self.upsertGrant(db, app: app, item: itemID, access: access, session: false, now: now)
+                let grant = Grant(
+                    id: previous?.id ?? db.lastInsertedRowID, app: app, provider: item.provider, item: itemID,
+                    relativePath: path, isDirectory: file.isDirectory, access: access, state: .active,
+                    grantedAt: previous?.grantedAt ?? now)
+                try Self.recordChange(db, .grant, grant)
+                changes.append(GrantChange(grant: grant, previous: previous))
+            }
+            return changes
+        }
+    }
+
+    /// Inserts the app's grant of the item, or makes its existing one active
+    /// with this access and lifetime (it keeps its id and grant date).
+    private static func upsertGrant(
+        _ db: Database, app: AppID, item: ItemIdentifier, access: Access, session: Bool,
+        now: Double = Date().timeIntervalSince1970
+    ) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at, session)
+                VALUES (?, ?, ?, 'active', ?, ?, ?)
+                ON CONFLICT (app_id, item_id) DO UPDATE
+                SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
+                    session = excluded.session
+                """
+        ).execute(arguments: [app, item, access.rawValue, now, now, session])
     }
 
     /// Removes one grant (by id) or all of an app's for good; returns them.
@@ -253,15 +300,33 @@ public struct PolicyRepository: IsolationStore {
         }
     }
 
-    static func fetchGrants(_ db: Database, app: AppID?) throws -> [Grant] {
+    /// The grants of `app` (nil: every app's), only the one with `id` or
+    /// only the one of `item` when given, in the order they were made.
+    static func fetchGrants(_ db: Database, app: AppID?, id: GrantID? = nil, item: ItemIdentifier? = nil) throws
+        -> [Grant]
+    {
+        var conditions: [String] = []
+        var arguments = StatementArguments()
+        if let app {
+            conditions.append("g.app_id = ?")
+            arguments += [app]
+        }
+        if let id {
+            conditions.append("g.id = ?")
+            arguments += [id]
+        }
+        if let item {
+            conditions.append("g.item_id = ?")
+            arguments += [item]
+        }
         let sql = """
             SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
                    g.access, g.state, g.granted_at, g.session
             FROM grants g JOIN items i ON i.id = g.item_id
-            \(app == nil ? "" : "WHERE g.app_id = ?")
+            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
             ORDER BY g.id
             """
-        return try Row.fetchAll(db, sql: sql, arguments: app.map { [$0] } ?? []).map { row in
+        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
             Grant(
                 id: row["id"], app: row["app_id"], provider: row["provider_id"], item: row["item_id"],
                 relativePath: row["relative_path"], isDirectory: row["is_directory"],

@@ -83,17 +83,40 @@ struct FleetCommand: ParsableCommand {
             abstract: "Grant an app a file or folder on every host.")
         @OptionGroup var options: StateOptions
         @Argument(help: "App ID.") var app: String
-        @Argument(help: "PROVIDER:RELPATH.") var item: String
+        @Argument(help: "PROVIDER:RELPATH.") var item: String?
+        @Option(
+            help: ArgumentHelp(
+                "Grant every item listed in FILE, one PROVIDER:RELPATH a line ('-': standard input), in one transaction: all or none.",
+                valueName: "file"),
+            completion: .file())
+        var from: String?
         @Flag(help: "Read-write (default: read-only).") var readWrite = false
+        @Flag(help: "With --from: a provider's root may be listed ('PROVIDER:.').") var wholeProvider = false
+        @Flag(help: "With --from: print the grants as JSON.") var json = false
+
+        func validate() throws {
+            if (item == nil) == (from == nil) {
+                throw ValidationError("name one item (PROVIDER:RELPATH) or --from FILE")
+            }
+        }
 
         func run() throws {
             try report { () throws(CommandError) in
+                let repository = try fleetRepository(options, "grant")
+                let access: Access = readWrite ? .readWrite : .read
+                if let from {
+                    let changes = try repository.grantAll(
+                        app: app, items: try GrantList.read(from), access: access, wholeProvider: wholeProvider)
+                    if json { return printJSON(changes.map { GrantJSON($0.grant) }) }
+                    return print(GrantList.summary(changes, app: app, access: access, whereTo: "on every host "))
+                }
+                guard let item else { return }
                 guard let colon = item.firstIndex(of: ":") else {
                     throw CommandError(.usage, "name the item as PROVIDER:RELPATH, not \(item)")
                 }
-                let grant = try fleetRepository(options, "grant").grant(
+                let grant = try repository.grant(
                     app: app, provider: String(item[..<colon]), path: String(item[item.index(after: colon)...]),
-                    access: readWrite ? .readWrite : .read)
+                    access: access)
                 print(
                     "grant \(grant.id): \(app.escapedForTerminal) \(grant.access.rawValue) \(item.escapedForTerminal)")
             }

@@ -34,13 +34,28 @@ struct GrantCommand: ParsableCommand {
         help: ArgumentHelp(
             "The item, as PROVIDER:RELPATH ('.' for the provider's root).", valueName: "provider:relpath"),
         completion: Completions.items)
-    var item: ItemReference
+    var item: ItemReference?
+    @Option(
+        help: ArgumentHelp(
+            "Grant every item listed in FILE, one PROVIDER:RELPATH a line ('-': standard input), in one transaction: all or none.",
+            valueName: "file"),
+        completion: .file())
+    var from: String?
     @Flag(help: "Grant read access only.") var readOnly = false
     @OptionGroup var lifetime: GrantLifetime
-    @Flag(help: "Print the grant as JSON (as in `privacy --json`).") var json = false
+    @Flag(help: "Print the grant as JSON (as in `privacy --json`; with --from, a list).") var json = false
+
+    func validate() throws {
+        if (item == nil) == (from == nil) { throw ValidationError("name one item (PROVIDER:RELPATH) or --from FILE") }
+        if from != nil && lifetime.session {
+            throw ValidationError("--from makes persistent grants; --session is for one item")
+        }
+    }
 
     func run() throws {
         try report { () throws(CommandError) in
+            if let from { return try grantAll(from) }
+            guard let item else { return }
             let order = GrantOrder(
                 app: app, provider: item.provider, path: item.path, access: readOnly ? .read : .readWrite,
                 session: lifetime.session, wholeProvider: lifetime.wholeProvider)
@@ -54,6 +69,23 @@ struct GrantCommand: ParsableCommand {
             }
             print(change.grant.id)
         }
+    }
+
+    /// `--from FILE`: written here, in one transaction, then installed by
+    /// the daemon serving the state directory before this returns (SPEC
+    /// S13), as `app add` does; the control socket carries one change at a time.
+    private func grantAll(_ source: String) throws(CommandError) {
+        let repository = try options.repositoryForChange("grant access")
+        let items = try GrantList.read(source)
+        let access: Access = readOnly ? .read : .readWrite
+        let changes = try repository.grantAll(
+            app: app, items: items, access: access, wholeProvider: lifetime.wholeProvider)
+        try ControlClient.notifyChange(state: options.directory)
+        if json {
+            let names = try AppNames(repository)
+            return printJSON(changes.map { GrantJSON($0.grant, appName: names.name(app)) })
+        }
+        print(GrantList.summary(changes, app: app, access: access, whereTo: ""))
     }
 }
 

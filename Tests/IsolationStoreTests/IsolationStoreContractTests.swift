@@ -112,6 +112,90 @@ import Testing
         #expect(try store.grants(app: app).first?.isSession == true)
     }
 
+    /// The error the call failed with (nil: it did not fail with a CommandError).
+    func refusal(_ body: () throws -> Void) -> CommandError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error as? CommandError
+        }
+    }
+
+    @Test(
+        "Issue 34, SPEC S34: a bulk grant is one transaction: every item, or none with the bad one named",
+        arguments: StoreKind.allCases)
+    func grantAll(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        for index in 0..<40 {
+            _ = FileManager.default.createFile(
+                atPath: fixture.providerDirectory + "/docs/f\(index).txt", contents: Data("\(index)".utf8))
+        }
+        let earlier = try store.grant(app: app, provider: "local", path: "docs/a.txt", access: .read)
+        let items =
+            (0..<40).map { GrantItem(provider: "local", path: "docs/f\($0).txt", origin: "list line \($0 + 1)") }
+            + [
+                GrantItem(provider: "local", path: "docs/./a.txt", origin: "list line 41"),
+                GrantItem(provider: "local", path: "docs/f0.txt", origin: "list line 42"),
+            ]
+        let before = try store.policyVersion()
+        let changes = try store.grantAll(app: app, items: items, access: .readWrite, wholeProvider: false)
+        #expect(changes.count == 41, "an item named twice is granted once")
+        #expect(changes.map(\.grant.relativePath).last == "docs/a.txt")
+        #expect(changes.last?.grant.id == earlier.id && changes.last?.previous?.access == .read)
+        #expect(changes.dropLast().allSatisfy { $0.previous == nil && $0.grant.access == .readWrite })
+        #expect(try store.policyVersion() > before)
+        let stored = Dictionary(try store.grants(app: app).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        #expect(stored.count == 41)
+        for change in changes {
+            #expect(stored[change.grant.id] == change.grant, "what it returns is what it stored")
+        }
+        let snapshot = try store.snapshot(generation: 2)
+        #expect(
+            snapshot.coverage(app: app, provider: "local", path: "docs/f7.txt")
+                == .granted(stored[changes[7].grant.id]!))
+
+        // A bad item anywhere: nothing of the list is granted, and the error names it.
+        for index in 0..<3 {
+            _ = FileManager.default.createFile(atPath: fixture.providerDirectory + "/docs/g\(index).txt", contents: nil)
+        }
+        let good = (0..<3).map { GrantItem(provider: "local", path: "docs/g\($0).txt", origin: "list line \($0 + 1)") }
+        let bad: [(item: GrantItem, code: Int32, wholeProvider: Bool)] = [
+            (GrantItem(provider: "local", path: "docs/missing.txt", origin: "list line 2"), 66, false),
+            (GrantItem(provider: "local", path: "../x", origin: "list line 2"), 65, false),
+            (GrantItem(provider: "nope", path: "docs", origin: "list line 2"), 67, false),
+            (GrantItem(provider: "local", path: ".", origin: "list line 2"), 64, false),
+        ]
+        let version = try store.policyVersion()
+        for (item, code, wholeProvider) in bad {
+            let list = [good[0], item, good[1], good[2]]
+            let error = refusal {
+                _ = try store.grantAll(app: app, items: list, access: .read, wholeProvider: wholeProvider)
+            }
+            #expect(error?.exitCode == code, "\(item.path)")
+            #expect(error?.message.hasPrefix("list line 2: ") == true, "\(error?.message ?? "")")
+            #expect(error?.message.hasSuffix("nothing was granted") == true, "\(error?.message ?? "")")
+        }
+        #expect(
+            exitCode { _ = try store.grantAll(app: "nope", items: good, access: .read, wholeProvider: false) } == 67)
+        #expect(try store.grants(app: app).count == 41, "nothing of a refused list was granted")
+        #expect(try store.policyVersion() == version, "and nothing changed")
+        #expect(
+            try store.grantAll(
+                app: app, items: [GrantItem(provider: "local", path: ".", origin: "root")], access: .read,
+                wholeProvider: true
+            ).first?.grant.relativePath == "")
+
+        // A new file at a granted path is a new item, as for one grant.
+        let file = fixture.providerDirectory + "/docs/f3.txt"
+        try FileManager.default.removeItem(atPath: file)
+        _ = FileManager.default.createFile(atPath: file, contents: Data("new".utf8))
+        let again = try store.grantAll(app: app, items: [items[3]], access: .read, wholeProvider: false)
+        #expect(again.first?.grant.item != changes[3].grant.item && again.first?.previous == nil)
+    }
+
     @Test("A provider's root needs wholeProvider (exit 64)", arguments: StoreKind.allCases)
     func wholeProvider(_ kind: StoreKind) throws {
         let fixture = try StoreUnderTest(kind)
