@@ -75,8 +75,13 @@ while time.time() < deadline:
     time.sleep(0.002)
 """
 
-# The daemon's line after each snapshot it installs (PolicyReloader, debug level).
-RELOAD_LINE = re.compile(r"policy version (\d+): read (\d+) grants in ([\d.]+) ms, installed in ([\d.]+) ms")
+# The daemon's line after each snapshot it installs (PolicyReloader, debug
+# level): what it read (the changes, or the whole policy), how long that and
+# the install took.
+RELOAD_LINE = re.compile(
+    r"policy version (\d+): read (\d+ changed grants of \d+|the whole policy) in ([\d.]+) ms, "
+    r"installed in ([\d.]+) ms"
+)
 
 
 def load() -> str:
@@ -182,7 +187,7 @@ def reloads(state: State, since: int) -> list[dict]:
     """The daemon's reload lines logged after byte SINCE of its log."""
     text = (state.path / "daemon.log").read_bytes()[since:].decode(errors="replace")
     return [
-        {"version": int(m[1]), "grants": int(m[2]), "read_ms": float(m[3]), "install_ms": float(m[4])}
+        {"version": int(m[1]), "read": m[2], "read_ms": float(m[3]), "install_ms": float(m[4])}
         for m in RELOAD_LINE.finditer(text)
     ]
 
@@ -393,7 +398,7 @@ def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int
         result["daemon_reload"] = {
             "read_ms": percentiles([r["read_ms"] for r in seen]),
             "install_ms": percentiles([r["install_ms"] for r in seen]),
-            "grants": seen[-1]["grants"],
+            "reads": sorted({r["read"] for r in seen}),
         }
     result["after_rounds"] = memory(pid)
     log(f"{store.name}: {result}")

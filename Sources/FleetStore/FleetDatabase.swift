@@ -53,12 +53,15 @@ public final class FleetDatabase: Sendable {
         }
     }
 
-    /// `body` in one transaction: committed when it returns, rolled back when it throws.
+    /// `body` in one transaction: committed when it returns, rolled back
+    /// when it throws. `snapshot`: a read-only one whose statements all see
+    /// the tables as they were at its first (REPEATABLE READ).
     public func transaction<T: Sendable>(
-        extra: Double = 0, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        extra: Double = 0, snapshot: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) throws(CommandError) -> T {
         try run(extra: extra) { connection in
-            try await connection.query("BEGIN", logger: Self.logger)
+            try await connection.query(
+                snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: Self.logger)
             do {
                 let value = try await body(connection)
                 try await connection.query("COMMIT", logger: Self.logger)
