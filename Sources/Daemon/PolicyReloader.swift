@@ -326,12 +326,26 @@ final class PolicyReloader: Sendable {
         _ store: any IsolationStore, since served: Int64?, generation: UInt64,
         whole: () throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64)
     ) throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64, changed: Int?) {
-        if let served, let changes = try store.changes(since: served) {
+        if let served, let changes = try changesUnlessRefused(store, since: served) {
             let snapshot = fileSystem.snapshot.applying(changes, generation: generation)
             return (snapshot, changes.version, changes.grants.count + changes.removedGrants.count)
         }
         let (snapshot, version) = try whole()
         return (snapshot, version, nil)
+    }
+
+    /// `store.changes(since:)`, or nil where the store refuses it (a fleet
+    /// host role without the right to read the change log): the whole
+    /// policy is read then, as before the log existed, never failed closed.
+    private func changesUnlessRefused(_ store: any IsolationStore, since served: Int64) throws(CommandError)
+        -> PolicyChanges?
+    {
+        do {
+            return try store.changes(since: served)
+        } catch  where error.kind == .refused {
+            logger.warning("reading the whole policy after each change: \(error.message)")
+            return nil
+        }
     }
 
     /// `install` of a snapshot read from the store: logs how long the read

@@ -303,11 +303,14 @@ public struct FleetRepository: IsolationStore {
     }
 
     /// How much longer than one change a change of all of an app's grants
-    /// may take (seconds): 10,000 rows take a fraction of a second.
+    /// may take (seconds): 10,000 rows take a fraction of a second in a
+    /// release build, more in a debug build on a busy machine.
     static let allGrantsExtra = 30.0
 
+    /// An app's grants or every app's: as many rows as there are, so with
+    /// the allowance of a change of all of an app's grants.
     public func grants(app: AppID?) throws(CommandError) -> [Grant] {
-        try database.run { connection in
+        try database.run(extra: Self.allGrantsExtra) { connection in
             if let app, try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") == 0 {
                 throw CommandError.unknownApp(app)
             }
@@ -363,9 +366,10 @@ public struct FleetRepository: IsolationStore {
         }
     }
 
-    /// The newest events of every host, oldest first.
+    /// The newest events of every host, oldest first (many: with the
+    /// allowance of a listing of many grants).
     public func events(app: AppID?, limit: Int) throws(CommandError) -> [FleetEvent] {
-        try database.run { connection in
+        try database.run(extra: limit > 1_000 ? Self.allGrantsExtra : 0) { connection in
             var events: [FleetEvent] = []
             let rows = try await connection.query(
                 """
