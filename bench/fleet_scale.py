@@ -264,7 +264,8 @@ class FleetStore(Store):
         return int(out)
 
     def close(self) -> None:
-        self.server.close()
+        if hasattr(self, "server"):
+            self.server.close()
 
 
 class SQLiteStore(Store):
@@ -313,6 +314,14 @@ class SQLiteStore(Store):
 
 
 def measure(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int) -> dict:
+    """One store's figures; its server is stopped at the end, whatever happened."""
+    try:
+        return measure_store(store, apps, paths, folder, rounds)
+    finally:
+        store.close()
+
+
+def measure_store(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int) -> dict:
     result: dict = {"store": store.name, "apps": len(apps), "grants_per_app": len(paths)}
     store.setup(apps, folder)
     listed = store.root / "items.txt"
@@ -346,7 +355,6 @@ def measure(store: Store, apps: list[str], paths: list[str], folder: Path, round
         result["mount"] = {"error": str(e)[-500:], "after_s": time.monotonic() - t, "load": load()}
         log(f"{store.name}: mount failed: {e}")
         store.host.cli("unmount", mnt, check=False, timeout=300)
-        store.close()
         return result
     result["mount"] = {"ready_s": time.monotonic() - t, "load": load()}
     pid = store.host.daemon_pid()
@@ -356,7 +364,6 @@ def measure(store: Store, apps: list[str], paths: list[str], folder: Path, round
         result.update(changes(store, apps, paths, mnt, pid, rounds))
     finally:
         store.host.cli("unmount", mnt, check=False, timeout=300)
-        store.close()
     return result
 
 
