@@ -75,8 +75,13 @@ while time.time() < deadline:
     time.sleep(0.002)
 """
 
-# The daemon's line after each snapshot it installs (PolicyReloader, debug level).
-RELOAD_LINE = re.compile(r"policy version (\d+): read (\d+) grants in ([\d.]+) ms, installed in ([\d.]+) ms")
+# The daemon's line after each snapshot it installs (PolicyReloader, debug
+# level): what it read (the changes, or the whole policy), how long that and
+# the install took.
+RELOAD_LINE = re.compile(
+    r"policy version (\d+): read (\d+ changed grants of \d+|the whole policy) in ([\d.]+) ms, "
+    r"installed in ([\d.]+) ms"
+)
 
 
 def load() -> str:
@@ -182,7 +187,7 @@ def reloads(state: State, since: int) -> list[dict]:
     """The daemon's reload lines logged after byte SINCE of its log."""
     text = (state.path / "daemon.log").read_bytes()[since:].decode(errors="replace")
     return [
-        {"version": int(m[1]), "grants": int(m[2]), "read_ms": float(m[3]), "install_ms": float(m[4])}
+        {"version": int(m[1]), "read": m[2], "read_ms": float(m[3]), "install_ms": float(m[4])}
         for m in RELOAD_LINE.finditer(text)
     ]
 
@@ -259,7 +264,8 @@ class FleetStore(Store):
         return int(out)
 
     def close(self) -> None:
-        self.server.close()
+        if hasattr(self, "server"):
+            self.server.close()
 
 
 class SQLiteStore(Store):
@@ -308,6 +314,14 @@ class SQLiteStore(Store):
 
 
 def measure(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int) -> dict:
+    """One store's figures; its server is stopped at the end, whatever happened."""
+    try:
+        return measure_store(store, apps, paths, folder, rounds)
+    finally:
+        store.close()
+
+
+def measure_store(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int) -> dict:
     result: dict = {"store": store.name, "apps": len(apps), "grants_per_app": len(paths)}
     store.setup(apps, folder)
     listed = store.root / "items.txt"
@@ -341,7 +355,6 @@ def measure(store: Store, apps: list[str], paths: list[str], folder: Path, round
         result["mount"] = {"error": str(e)[-500:], "after_s": time.monotonic() - t, "load": load()}
         log(f"{store.name}: mount failed: {e}")
         store.host.cli("unmount", mnt, check=False, timeout=300)
-        store.close()
         return result
     result["mount"] = {"ready_s": time.monotonic() - t, "load": load()}
     pid = store.host.daemon_pid()
@@ -351,7 +364,6 @@ def measure(store: Store, apps: list[str], paths: list[str], folder: Path, round
         result.update(changes(store, apps, paths, mnt, pid, rounds))
     finally:
         store.host.cli("unmount", mnt, check=False, timeout=300)
-        store.close()
     return result
 
 
@@ -393,7 +405,7 @@ def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int
         result["daemon_reload"] = {
             "read_ms": percentiles([r["read_ms"] for r in seen]),
             "install_ms": percentiles([r["install_ms"] for r in seen]),
-            "grants": seen[-1]["grants"],
+            "reads": sorted({r["read"] for r in seen}),
         }
     result["after_rounds"] = memory(pid)
     log(f"{store.name}: {result}")

@@ -215,7 +215,7 @@ def fleet_section(results, labels):
     path serving a snapshot of the fleet's PostgreSQL store instead of
     SQLite's (issue 34, SPEC S36, S44). Empty unless both ran."""
     lines = ["| workload | scopefs | scopefs-fleet | × scopefs | paired × scopefs |", "|---|---|---|---|---|"]
-    ratios = []
+    ratios, paired_ratios = [], []
     for key in KEYS:
         per = results["workloads"].get(key, {})
         sqlite, fleet = (per.get(name) or {} for name in ("scopefs", "scopefs-fleet"))
@@ -224,14 +224,22 @@ def fleet_section(results, labels):
         ratio = fleet["summary"]["median"] / sqlite["summary"]["median"]
         ratios.append(ratio)
         paired = paired_ratio(fleet["samples"], sqlite["samples"])
+        if paired:
+            paired_ratios.append(paired)
         lines.append(
             f"| {labels[key]} | {fmt_time(sqlite['summary']['median'])} | {fmt_time(fleet['summary']['median'])} "
             f"| {fmt_ratio(ratio)} | {fmt_ratio(paired)} |"
         )
     if not ratios:
         return ""
-    geomean = math.exp(statistics.mean(math.log(r) for r in ratios))
-    lines.append(f"| geometric mean over {len(ratios)} workloads | | | {fmt_ratio(geomean)} | |")
+
+    def geomean(values):
+        return math.exp(statistics.mean(math.log(r) for r in values)) if values else None
+
+    lines.append(
+        f"| geometric mean over {len(ratios)} workloads | | | {fmt_ratio(geomean(ratios))} "
+        f"| {fmt_ratio(geomean(paired_ratios))} |"
+    )
     return "\n".join(lines)
 
 

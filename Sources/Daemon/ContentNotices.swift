@@ -92,7 +92,7 @@ final class ContentNotices: Sendable {
 
     /// One notice per app whose active grant covers the item.
     private static func notices(_ key: Key, _ snapshot: PolicySnapshot) -> [PresenterNotice] {
-        let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == key.provider }.map(\.app))
+        let apps = snapshot.apps(withGrantsIn: key.provider)
         var notices: [PresenterNotice] = []
         for app in apps.sorted() where app != key.writer {
             let position = snapshot.position(app: app, provider: key.provider, path: key.path)

@@ -204,8 +204,11 @@ public enum Daemon {
             if previous.providers != current.providers || previous.apps != current.apps { extensions.follow(current) }
             if fleet != nil && previous.apps != current.apps { Daemon.createContainers(of: current, in: state) }
             // A revoke ends the app's downloads at once (S42).
-            for (id, grant) in previous.grantsByID where grant.state == .active {
-                if current.grantsByID[id]?.state != .active { extensions.cancelDownloads(of: grant.app) }
+            for id in current.grantIDsChanged(since: previous) {
+                if let grant = previous.grantsByID[id], grant.state == .active, current.grantsByID[id]?.state != .active
+                {
+                    extensions.cancelDownloads(of: grant.app)
+                }
             }
         }
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)

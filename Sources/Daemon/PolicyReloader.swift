@@ -86,6 +86,10 @@ final class PolicyReloader: Sendable {
             let file = FileState(path: path)
             // Failed closed and nothing new at the path: nothing to try again.
             if installed.failure != nil, let file, file == installed.file { return }
+            // The snapshot served is the store's at `installed.version`, and
+            // what changed since can be applied to it, unless another file
+            // is opened now or the snapshot holds more than the store does.
+            var appliesChanges = installed.failure == nil && installed.held.isEmpty
             if file == nil || file != installed.file || installed.failure != nil {
                 installed.file = file
                 guard let file else {
@@ -108,6 +112,7 @@ final class PolicyReloader: Sendable {
                         // closing them checkpoints nothing into it.
                         if !isOpened(file) { repository.database.release() }
                         try repository.database.reopen()
+                        appliesChanges = false
                     }
                 } catch {
                     let sameFile = repository.database.identity.map { $0.isSameFile(as: file) } ?? false
@@ -122,8 +127,11 @@ final class PolicyReloader: Sendable {
                 guard try repository.policyVersion() != installed.version else { return }
                 let generation = installed.generation + 1
                 let reading = ContinuousClock.now
-                var (snapshot, version) = try repository.versionedSnapshot(generation: generation)
-                let read = ContinuousClock.now - reading
+                let (current, version, changed) = try read(
+                    repository, since: appliesChanges ? installed.version : nil, generation: generation
+                ) { () throws(CommandError) in try repository.versionedSnapshot(generation: generation) }
+                let took = ContinuousClock.now - reading
+                var snapshot = current
                 installed.held = installed.held.filter { id, held in
                     snapshot.grantsByID[id].map { $0.state == .active && $0.app == held.app && $0.item == held.item }
                         ?? false
@@ -144,7 +152,7 @@ final class PolicyReloader: Sendable {
                             operation: failure.reason,
                             errno: EPERM, lastTime: Date().timeIntervalSince1970))
                 }
-                install(snapshot, version: version, read: read)
+                install(snapshot, version: version, read: took, changed: changed)
             } catch {
                 if error.kind == .badState || error.kind == .ioError {
                     return failClosed(&installed, error.message, file: file)
@@ -235,8 +243,15 @@ final class PolicyReloader: Sendable {
             guard version != installed.version || installed.failure != nil else { return }
             let generation = installed.generation + 1
             let reading = ContinuousClock.now
-            let (snapshot, loaded) = try fleet.repository.versionedSnapshot(generation: generation)
-            let read = ContinuousClock.now - reading
+            // A whole read may take longer than a call: a second or so per
+            // 100,000 grants (issue 34's million took about 3 s).
+            let allowance = Double(fileSystem.snapshot.grantsByID.count) / 100_000
+            let (snapshot, loaded, changed) = try read(
+                fleet.repository, since: installed.failure == nil ? installed.version : nil, generation: generation
+            ) { () throws(CommandError) in
+                try fleet.repository.versionedSnapshot(generation: generation, allowance: allowance)
+            }
+            let took = ContinuousClock.now - reading
             installed.generation = generation
             installed.version = loaded
             if let failure = installed.failure {
@@ -252,7 +267,7 @@ final class PolicyReloader: Sendable {
                     logger.warning("cannot record the fail-closed period in the fleet's events: \(error.message)")
                 }
             }
-            install(snapshot, version: loaded, read: read)
+            install(snapshot, version: loaded, read: took, changed: changed)
         } catch {
             fleet.lost(error.message)
             if let expired = fleet.leaseExpired() {
@@ -302,14 +317,46 @@ final class PolicyReloader: Sendable {
         afterInstall.withLock { $0 = handler }
     }
 
+    /// The store's policy now: the snapshot served with what changed since
+    /// `served` when the store can say (`IsolationStore.changes(since:)`),
+    /// else `whole()`. Returns how many grants the changes named (nil:
+    /// read whole). A revoke among a million grants reads one grant and
+    /// rebuilds one app's indexes, where a whole read took seconds.
+    private func read(
+        _ store: any IsolationStore, since served: Int64?, generation: UInt64,
+        whole: () throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64)
+    ) throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64, changed: Int?) {
+        if let served, let changes = try changesUnlessRefused(store, since: served) {
+            let snapshot = fileSystem.snapshot.applying(changes, generation: generation)
+            return (snapshot, changes.version, changes.grants.count + changes.removedGrants.count)
+        }
+        let (snapshot, version) = try whole()
+        return (snapshot, version, nil)
+    }
+
+    /// `store.changes(since:)`, or nil where the store refuses it (a fleet
+    /// host role without the right to read the change log): the whole
+    /// policy is read then, as before the log existed, never failed closed.
+    private func changesUnlessRefused(_ store: any IsolationStore, since served: Int64) throws(CommandError)
+        -> PolicyChanges?
+    {
+        do {
+            return try store.changes(since: served)
+        } catch  where error.kind == .refused {
+            logger.warning("reading the whole policy after each change: \(error.message)")
+            return nil
+        }
+    }
+
     /// `install` of a snapshot read from the store: logs how long the read
     /// and the install took (at scale, what bounds a change's way to EPERM).
-    private func install(_ snapshot: PolicySnapshot, version: Int64, read: Duration) {
+    private func install(_ snapshot: PolicySnapshot, version: Int64, read: Duration, changed: Int?) {
         let installing = ContinuousClock.now
         install(snapshot)
         let installed = ContinuousClock.now - installing
+        let how = changed.map { "\($0) changed grants of \(snapshot.grantsByID.count)" } ?? "the whole policy"
         logger.debug(
-            "policy version \(version): read \(snapshot.grantsByID.count) grants in \(Self.milliseconds(read)) ms, installed in \(Self.milliseconds(installed)) ms"
+            "policy version \(version): read \(how) in \(Self.milliseconds(read)) ms, installed in \(Self.milliseconds(installed)) ms"
         )
     }
 

@@ -99,7 +99,7 @@ final class SubitemNotices: Sendable {
     static func notices(
         _ provider: ProviderID, _ change: SubitemChange, except writer: AppID?, in snapshot: PolicySnapshot
     ) -> [PresenterNotice] {
-        let apps = Set(snapshot.grantsByID.values.lazy.filter { $0.provider == provider }.map(\.app))
+        let apps = snapshot.apps(withGrantsIn: provider)
         var notices: [PresenterNotice] = []
         for app in apps.sorted() where app != writer {
             func inside(_ path: String) -> Grant? { grantHolding(path, app: app, provider: provider, in: snapshot) }

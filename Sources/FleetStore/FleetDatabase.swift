@@ -53,12 +53,15 @@ public final class FleetDatabase: Sendable {
         }
     }
 
-    /// `body` in one transaction: committed when it returns, rolled back when it throws.
+    /// `body` in one transaction: committed when it returns, rolled back
+    /// when it throws. `snapshot`: a read-only one whose statements all see
+    /// the tables as they were at its first (REPEATABLE READ).
     public func transaction<T: Sendable>(
-        extra: Double = 0, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        extra: Double = 0, snapshot: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) throws(CommandError) -> T {
         try run(extra: extra) { connection in
-            try await connection.query("BEGIN", logger: Self.logger)
+            try await connection.query(
+                snapshot ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" : "BEGIN", logger: Self.logger)
             do {
                 let value = try await body(connection)
                 try await connection.query("COMMIT", logger: Self.logger)
@@ -107,6 +110,10 @@ public final class FleetDatabase: Sendable {
                 database: endpoint.database, tls: tls)
         }
         config.options.connectTimeout = .seconds(3)
+        // Every query here is short, or a stream of rows: PostgreSQL's JIT
+        // compiles a query whose plan looks costly, and compiling the change
+        // log's read took 30-300 ms where running it took 1 (issue 34).
+        config.options.additionalStartupParameters = [("jit", "off")]
         return try await PostgresConnection.connect(configuration: config, id: 1, logger: Self.logger)
     }
 

@@ -26,47 +26,69 @@ public struct FleetRepository: IsolationStore {
 
     // MARK: Snapshot
 
-    /// The snapshot and the version it reflects, read by one statement (one
-    /// round trip, one consistent view of the tables): a change committed
-    /// later has a later version. The rows come as one JSON document.
+    /// The snapshot and the version it reflects, read in one read-only
+    /// transaction that sees one state of the tables (REPEATABLE READ): a
+    /// change committed later has a later version. A daemon reads it at
+    /// start and when `changes(since:)` cannot answer; a first read may
+    /// take `firstReadAllowance` seconds more than a call.
     public func versionedSnapshot(generation: UInt64) throws(CommandError) -> (snapshot: PolicySnapshot, version: Int64)
     {
-        let (version, document) = try database.run { connection in
+        try versionedSnapshot(generation: generation, allowance: Self.firstReadAllowance)
+    }
+
+    /// How much longer than a call a daemon's first read may take (s).
+    public static let firstReadAllowance = 60.0
+
+    /// `versionedSnapshot`, waiting `allowance` seconds more than one call:
+    /// a million grants take seconds to read (about 3 s on a 2-core machine).
+    /// Apps, providers and items come as one JSON document; grants, a
+    /// million rows at scale, as rows streamed into grants one by one
+    /// (a million-row document took 9 s to build and 16 s to read in all).
+    public func versionedSnapshot(generation: UInt64, allowance: Double) throws(CommandError)
+        -> (snapshot: PolicySnapshot, version: Int64)
+    {
+        let read = try database.transaction(extra: allowance, snapshot: true) { connection in
+            var header: (version: Int64, document: String) = (0, "{}")
             for try await row in try await connection.query(
                 PostgresQuery(unsafeSQL: Self.snapshotQuery), logger: FleetDatabase.logger
             ).decode((Int64, String).self) {
-                return row
+                header = row
             }
-            return (Int64(0), "{}")
-        }
-        let rows: SnapshotRows
-        do {
-            rows = try JSONDecoder().decode(SnapshotRows.self, from: Data(document.utf8))
-        } catch {
-            throw CommandError(
-                .badState, "fleet database \(database.endpoint.description): unreadable policy (\(error))")
-        }
-        var items: [ItemIdentifier: ItemLocation] = [:]
-        for item in rows.items {
-            items[item.id] = ItemLocation(
-                provider: item.provider, path: item.path, isDirectory: item.directory, exists: !item.missing,
-                file: ItemFile(device: UInt64(bitPattern: item.device), inode: UInt64(bitPattern: item.inode)))
+            let rows: SnapshotRows
+            do {
+                rows = try JSONDecoder().decode(SnapshotRows.self, from: Data(header.document.utf8))
+            } catch {
+                throw CommandError(
+                    .badState, "fleet database \(database.endpoint.description): unreadable policy (\(error))")
+            }
+            var pool = StringPool()
+            let items = Dictionary(
+                rows.items.map { ($0.id, $0.location(&pool)) }, uniquingKeysWith: { first, _ in first })
+            var grants: [Grant] = []
+            for try await (id, app, item, access, state, granted, session) in try await connection.query(
+                "SELECT id, app_id, item_id, access, state, granted_at, session FROM grants",
+                logger: FleetDatabase.logger
+            ).decode((Int64, String, String, String, String, Double, Bool).self) {
+                guard
+                    let grant = FleetRows.grant(
+                        id: id, app: app, item: item, access: access, state: state, granted: granted,
+                        session: session, located: nil, items: items, &pool)
+                else { continue }
+                grants.append(grant)
+            }
+            return SnapshotRead(version: header.version, rows: rows, grants: grants, items: items)
         }
         let snapshot = PolicySnapshot(
             generation: generation,
-            apps: rows.apps.map { App(id: $0.id, name: $0.name, downloads: $0.downloads.flatMap(DownloadPolicy.init)) },
-            providers: rows.providers.map {
+            apps: read.rows.apps.map {
+                App(id: $0.id, name: $0.name, downloads: $0.downloads.flatMap(DownloadPolicy.init))
+            },
+            providers: read.rows.providers.map {
                 Provider(
                     id: $0.id, name: $0.name, directory: $0.directory, extension: Self.decodeExtension($0.extension))
             },
-            grants: rows.grants.map {
-                Grant(
-                    id: $0.id, app: $0.app, provider: $0.provider, item: $0.item, relativePath: $0.path,
-                    isDirectory: $0.directory, access: Access(rawValue: $0.access) ?? .read,
-                    state: GrantState(rawValue: $0.state) ?? .revoked, grantedAt: $0.granted, isSession: $0.session)
-            },
-            items: items)
-        return (snapshot, version)
+            grants: read.grants, items: read.items)
+        return (snapshot, read.version)
     }
 
     static let snapshotQuery = """
@@ -76,54 +98,33 @@ public struct FleetRepository: IsolationStore {
             'providers', (SELECT coalesce(json_agg(json_build_object(
                 'id', id, 'name', name, 'directory', directory, 'extension', extension) ORDER BY id), '[]')
                 FROM providers),
-            'items', (SELECT coalesce(json_agg(json_build_object(
-                'id', id, 'provider', provider_id, 'path', relative_path, 'directory', is_directory,
-                'missing', missing, 'device', device, 'inode', inode)), '[]') FROM items),
-            'grants', (SELECT coalesce(json_agg(json_build_object(
-                'id', g.id, 'app', g.app_id, 'provider', i.provider_id, 'item', g.item_id,
-                'path', i.relative_path, 'directory', i.is_directory, 'access', g.access, 'state', g.state,
-                'granted', g.granted_at, 'session', g.session) ORDER BY g.id), '[]')
-                FROM grants g JOIN items i ON i.id = g.item_id))::text
+            'items', (SELECT coalesce(json_agg(\(FleetRows.itemColumns)), '[]') FROM items))::text
         """
 
-    /// The rows of `snapshotQuery`'s document.
-    private struct SnapshotRows: Decodable {
-        struct AppRow: Decodable {
+    /// What one snapshot read brings back.
+    private struct SnapshotRead: Sendable {
+        var version: Int64
+        var rows: SnapshotRows
+        var grants: [Grant]
+        var items: [ItemIdentifier: ItemLocation]
+    }
+
+    /// The document of `snapshotQuery`.
+    private struct SnapshotRows: Decodable, Sendable {
+        struct AppRow: Decodable, Sendable {
             var id: String
             var name: String
             var downloads: String?
         }
-        struct ProviderRow: Decodable {
+        struct ProviderRow: Decodable, Sendable {
             var id: String
             var name: String
             var directory: String
             var `extension`: String?
         }
-        struct ItemRow: Decodable {
-            var id: String
-            var provider: String
-            var path: String
-            var directory: Bool
-            var missing: Bool
-            var device: Int64
-            var inode: Int64
-        }
-        struct GrantRow: Decodable {
-            var id: Int64
-            var app: String
-            var provider: String
-            var item: String
-            var path: String
-            var directory: Bool
-            var access: String
-            var state: String
-            var granted: Double
-            var session: Bool
-        }
         var apps: [AppRow]
         var providers: [ProviderRow]
-        var items: [ItemRow]
-        var grants: [GrantRow]
+        var items: [FleetRows.ItemRow]
     }
 
     public func policyVersion() throws(CommandError) -> Int64 {
@@ -217,7 +218,7 @@ public struct FleetRepository: IsolationStore {
             }
             let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
             let item = try await Self.upsertItem(connection, provider: providerID, path: path, file: file)
-            let previous = try await Self.fetchGrants(connection, app: app).first { $0.item == item }
+            let previous = try await Self.fetchGrants(connection, app: app, items: [item]).first
             let (access, session) = GrantChange.resolved(
                 asked: access, session: session, existing: previous, update: update)
             let now = Date().timeIntervalSince1970
@@ -229,7 +230,7 @@ public struct FleetRepository: IsolationStore {
                 SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
                     session = excluded.session
                 """, logger: FleetDatabase.logger)
-            guard let grant = try await Self.fetchGrants(connection, app: app).first(where: { $0.item == item }) else {
+            guard let grant = try await Self.fetchGrants(connection, app: app, items: [item]).first else {
                 throw CommandError(.internalError, "grant of \(providerID):\(path) vanished in its transaction")
             }
             try await Self.recordChange(connection, .grant, grant, host: host)
@@ -237,59 +238,79 @@ public struct FleetRepository: IsolationStore {
         }
     }
 
-    /// Removes one grant or all of an app's for good, on every host.
+    /// Removes one grant or all of an app's for good, on every host: one
+    /// statement for the grants and one for their events, however many.
     @discardableResult
     public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool, reason: String)
         throws(CommandError) -> [Grant]
     {
         let host = self.host
-        return try database.transaction { connection in
+        let pid = getpid()
+        return try database.transaction(extra: grantID == nil ? Self.allGrantsExtra : 0) { connection in
             guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
                 throw CommandError.unknownApp(app)
             }
-            var targets = try await Self.fetchGrants(connection, app: app)
-            if let grantID {
-                targets = targets.filter { $0.id == grantID }
-                if targets.isEmpty { throw IsolationRequest.noSuchGrant(grantID, of: app) }
+            let forgotten = try await Self.grantRows(
+                connection,
+                """
+                DELETE FROM grants g USING items i
+                WHERE i.id = g.item_id AND g.app_id = \(app) AND (\(grantID)::int8 IS NULL OR g.id = \(grantID))
+                    AND (NOT \(sessionOnly) OR g.session)
+                RETURNING \(unescaped: Self.grantColumns)
+                """)
+            if let grantID, forgotten.isEmpty,
+                try await Self.count(connection, "SELECT 1 FROM grants WHERE id = \(grantID) AND app_id = \(app)") == 0
+            {
+                throw IsolationRequest.noSuchGrant(grantID, of: app)
             }
-            if sessionOnly { targets = targets.filter(\.isSession) }
-            for grant in targets {
-                try await connection.query("DELETE FROM grants WHERE id = \(grant.id)", logger: FleetDatabase.logger)
-                try await Self.recordChange(connection, .forget, grant, host: host, operation: reason)
-            }
-            return targets
+            try await Self.recordChanges(connection, .forget, forgotten, host: host, operation: reason, pid: pid)
+            return forgotten
         }
     }
 
     /// Sets the state of one grant or all of an app's; returns those that
     /// changed. Committed when this returns, or an error: never local only.
+    /// One statement for the grants and one for their events, however many:
+    /// a statement each made revoking an app's 10,000 grants outlast the
+    /// call's timeout, and the revoke fail (exit 74).
     @discardableResult
     public func setState(_ state: GrantState, app: AppID, grant grantID: GrantID?, requester: Int32)
         throws(CommandError) -> [Grant]
     {
         let host = self.host
-        return try database.transaction { connection in
+        return try database.transaction(extra: grantID == nil ? Self.allGrantsExtra : 0) { connection in
             guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
                 throw CommandError.unknownApp(app)
             }
-            let grants = try await Self.fetchGrants(connection, app: app)
-            let targets = grants.filter { grantID == nil || $0.id == grantID }
-            if let grantID, targets.isEmpty { throw IsolationRequest.noSuchGrant(grantID, of: app) }
-            let changed = targets.filter { $0.state != state }
             let now = Date().timeIntervalSince1970
-            for grant in changed {
-                try await connection.query(
-                    "UPDATE grants SET state = \(state.rawValue), changed_at = \(now) WHERE id = \(grant.id)",
-                    logger: FleetDatabase.logger)
-                try await Self.recordChange(
-                    connection, state == .active ? .restore : .revoke, grant, host: host, pid: requester)
+            let changed = try await Self.grantRows(
+                connection,
+                """
+                UPDATE grants g SET state = \(state.rawValue), changed_at = \(now) FROM items i
+                WHERE i.id = g.item_id AND g.app_id = \(app) AND (\(grantID)::int8 IS NULL OR g.id = \(grantID))
+                    AND g.state <> \(state.rawValue)
+                RETURNING \(unescaped: Self.grantColumns)
+                """)
+            if let grantID, changed.isEmpty,
+                try await Self.count(connection, "SELECT 1 FROM grants WHERE id = \(grantID) AND app_id = \(app)") == 0
+            {
+                throw IsolationRequest.noSuchGrant(grantID, of: app)
             }
-            return changed.map { $0.with(state: state) }
+            try await Self.recordChanges(
+                connection, state == .active ? .restore : .revoke, changed, host: host, pid: requester)
+            return changed
         }
     }
 
+    /// How much longer than one change a change of all of an app's grants
+    /// may take (seconds): 10,000 rows take a fraction of a second in a
+    /// release build, more in a debug build on a busy machine.
+    static let allGrantsExtra = 30.0
+
+    /// An app's grants or every app's: as many rows as there are, so with
+    /// the allowance of a change of all of an app's grants.
     public func grants(app: AppID?) throws(CommandError) -> [Grant] {
-        try database.run { connection in
+        try database.run(extra: Self.allGrantsExtra) { connection in
             if let app, try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") == 0 {
                 throw CommandError.unknownApp(app)
             }
@@ -345,9 +366,10 @@ public struct FleetRepository: IsolationStore {
         }
     }
 
-    /// The newest events of every host, oldest first.
+    /// The newest events of every host, oldest first (many: with the
+    /// allowance of a listing of many grants).
     public func events(app: AppID?, limit: Int) throws(CommandError) -> [FleetEvent] {
-        try database.run { connection in
+        try database.run(extra: limit > 1_000 ? Self.allGrantsExtra : 0) { connection in
             var events: [FleetEvent] = []
             let rows = try await connection.query(
                 """
@@ -423,16 +445,25 @@ public struct FleetRepository: IsolationStore {
     static func fetchGrants(
         _ connection: PostgresConnection, app: AppID?, id: GrantID? = nil, items: [ItemIdentifier]? = nil
     ) async throws -> [Grant] {
-        var grants: [Grant] = []
-        let rows = try await connection.query(
+        try await grantRows(
+            connection,
             """
-            SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
-                   g.access, g.state, g.granted_at, g.session
-            FROM grants g JOIN items i ON i.id = g.item_id
+            SELECT \(unescaped: grantColumns) FROM grants g JOIN items i ON i.id = g.item_id
             WHERE (\(app)::text IS NULL OR g.app_id = \(app)) AND (\(id)::int8 IS NULL OR g.id = \(id))
                 AND (\(items)::text[] IS NULL OR g.item_id = ANY(\(items)::text[]))
-            ORDER BY g.id
-            """, logger: FleetDatabase.logger)
+            """)
+    }
+
+    /// What a grant row is made of, `g` being the grant and `i` its item.
+    static let grantColumns = """
+        g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
+        g.access, g.state, g.granted_at, g.session
+        """
+
+    /// The grants `query` returns as `grantColumns`, in the order they were made.
+    static func grantRows(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [Grant] {
+        var grants: [Grant] = []
+        let rows = try await connection.query(query, logger: FleetDatabase.logger)
         for try await row in rows.decode(
             (Int64, String, String, String, String, Bool, String, String, Double, Bool).self)
         {
@@ -442,7 +473,25 @@ public struct FleetRepository: IsolationStore {
                     access: Access(rawValue: row.6) ?? .read, state: GrantState(rawValue: row.7) ?? .revoked,
                     grantedAt: row.8, isSession: row.9))
         }
-        return grants
+        return grants.sorted { $0.id < $1.id }
+    }
+
+    /// `recordChange` for many grants, in one statement.
+    static func recordChanges(
+        _ connection: PostgresConnection, _ kind: Event.Kind, _ grants: [Grant], host: String,
+        operation: String? = nil, pid: Int32
+    ) async throws {
+        guard !grants.isEmpty else { return }
+        let paths = grants.map { MountLayout.providerPath(app: $0.app, provider: $0.provider, path: $0.relativePath) }
+        let time = Date().timeIntervalSince1970
+        try await connection.query(
+            """
+            INSERT INTO events (time, host, kind, app, pid, path, operation, grant_id)
+            SELECT \(time), \(host), \(kind.rawValue), app, \(pid), path, \(operation ?? kind.rawValue), grant_id
+            FROM unnest(\(grants.map(\.app))::text[], \(paths)::text[], \(grants.map(\.id))::int8[])
+                WITH ORDINALITY AS e(app, path, grant_id, n)
+            ORDER BY n
+            """, logger: FleetDatabase.logger)
     }
 
     static func recordChange(

@@ -9,6 +9,7 @@ extension FleetRepository {
     /// The tables a host's daemon reads.
     static let readable = [
         "providers", "apps", "items", "grants", "policy_version", "hosts", "events", "scopefs_migrations",
+        "policy_changes", "policy_changes_floor",
     ]
 
     /// Creates (or updates the password of) a host's role; run as the owner.

@@ -9,10 +9,10 @@ enum FleetSchema {
     static let channel = "scopefs_policy"
 
     /// Every migration, in order: the core ones, the claims table's
-    /// (FleetClaims.swift), then the bounds on a host role's rows
-    /// (FleetBounds.swift, issue 34).
+    /// (FleetClaims.swift), the bounds on a host role's rows
+    /// (FleetBounds.swift, issue 34), then the change log (FleetChanges.swift).
     static var migrations: [(name: String, statements: [String])] {
-        core + FleetClaims.migrations + FleetBounds.migrations
+        core + FleetClaims.migrations + FleetBounds.migrations + FleetChanges.migrations
     }
 
     static let core: [(name: String, statements: [String])] = [

@@ -2,55 +2,168 @@ import HostText
 
 /// An immutable, in-memory index of the isolation layer (SPEC S36): every
 /// access decision is answered from it, never from the database. The daemon
-/// builds a new snapshot when the database changes and swaps it in whole.
+/// builds a new snapshot when the database changes and swaps it in whole:
+/// from the whole policy, or from the one it serves and what changed
+/// (`applying`), which rebuilds the indexes of the apps the change touched
+/// and shares the rest.
 public struct PolicySnapshot: Sendable {
     /// Increases with every snapshot the daemon installs; caches keyed by it
     /// (e.g. a node's coverage) are invalidated by a new snapshot.
     public let generation: UInt64
     public let apps: [AppID: App]
     public let providers: [ProviderID: Provider]
-    public let grantsByID: [GrantID: Grant]
+    public let grantsByID: GrantTable
     /// Every known item's current location (references resolve through it).
     public let items: [ItemIdentifier: ItemLocation]
     private let views: [AppID: [ProviderID: ProviderView]]
-    /// For each grant that has any, the app's other grants of the same
-    /// provider at or above its item, nearest first (Apple's rule: a started
-    /// folder scope covers everything below it, whatever deeper grants exist).
-    private let enclosing: [GrantID: [Grant]]
+    /// By app, for each grant that has any: the app's other grants of the
+    /// same provider at or above its item, nearest first (Apple's rule: a
+    /// started folder scope covers everything below it, whatever deeper
+    /// grants exist). By app, so that a change copies one app's entries.
+    private let enclosing: [AppID: [GrantID: [Grant]]]
     /// The items each app holds a grant on, active or revoked: the only
     /// items its reference documents answer for.
     private let grantedItems: [AppID: Set<ProviderItem>]
+    /// Each app's grants, in the order they were made (for the apps that
+    /// hold any): what `applying` rebuilds an app's indexes from.
+    private let grantIDsByApp: [AppID: [GrantID]]
+    /// When `applying` made this snapshot: the generation it was made from
+    /// and the grants the change named (`grantIDsChanged(since:)`).
+    private let derivation: Derivation?
 
     private struct ProviderItem: Hashable, Sendable {
         var provider: ProviderID
         var item: ItemIdentifier
     }
 
+    private struct Derivation: Sendable {
+        var base: UInt64
+        var grants: Set<GrantID>
+    }
+
+    /// One app's indexes, built from its grants.
+    private struct AppIndex {
+        var views: [ProviderID: ProviderView] = [:]
+        var enclosing: [GrantID: [Grant]] = [:]
+        var grantedItems = Set<ProviderItem>()
+
+        /// `grants`: one app's, in the order they were made.
+        init(_ grants: [Grant]) {
+            for grant in grants {
+                views[grant.provider, default: ProviderView()].add(grant)
+            }
+            for grant in grants {
+                let above = views[grant.provider]?.grants(above: grant.relativePath) ?? []
+                if !above.isEmpty { enclosing[grant.id] = above }
+            }
+            grantedItems = Set(grants.map { ProviderItem(provider: $0.provider, item: $0.item) })
+        }
+    }
+
+    /// The indexes of every app.
+    private struct Indexes {
+        var views: [AppID: [ProviderID: ProviderView]] = [:]
+        var enclosing: [AppID: [GrantID: [Grant]]] = [:]
+        var grantedItems: [AppID: Set<ProviderItem>] = [:]
+        var grantIDsByApp: [AppID: [GrantID]] = [:]
+
+        /// Replaces `app`'s indexes by those of `grants` (its grants in the
+        /// order they were made; none: the app holds no grant).
+        mutating func set(_ app: AppID, _ grants: [Grant]) {
+            guard !grants.isEmpty else {
+                views[app] = nil
+                enclosing[app] = nil
+                grantedItems[app] = nil
+                grantIDsByApp[app] = nil
+                return
+            }
+            let index = AppIndex(grants)
+            views[app] = index.views
+            enclosing[app] = index.enclosing.isEmpty ? nil : index.enclosing
+            grantedItems[app] = index.grantedItems
+            grantIDsByApp[app] = grants.map(\.id)
+        }
+    }
+
     public init(
         generation: UInt64, apps: [App], providers: [Provider], grants: [Grant],
         items: [ItemIdentifier: ItemLocation] = [:]
     ) {
+        var indexes = Indexes()
+        for (app, grants) in Dictionary(grouping: grants, by: \.app) {
+            indexes.set(app, grants.sorted { $0.id < $1.id })
+        }
+        self.init(
+            generation: generation, apps: Dictionary(apps.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }),
+            providers: Dictionary(providers.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }),
+            grantsByID: GrantTable(grants), items: items, indexes: indexes, derivation: nil)
+    }
+
+    private init(
+        generation: UInt64, apps: [AppID: App], providers: [ProviderID: Provider], grantsByID: GrantTable,
+        items: [ItemIdentifier: ItemLocation], indexes: Indexes, derivation: Derivation?
+    ) {
         self.generation = generation
+        self.apps = apps
+        self.providers = providers
+        self.grantsByID = grantsByID
         self.items = items
-        self.apps = Dictionary(apps.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        self.providers = Dictionary(providers.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        self.grantsByID = Dictionary(grants.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        var views: [AppID: [ProviderID: ProviderView]] = [:]
-        for grant in grants {
-            views[grant.app, default: [:]][grant.provider, default: ProviderView()].add(grant)
+        views = indexes.views
+        enclosing = indexes.enclosing
+        grantedItems = indexes.grantedItems
+        grantIDsByApp = indexes.grantIDsByApp
+        self.derivation = derivation
+    }
+
+    /// This snapshot with `changes` applied: what the whole policy at
+    /// `changes.version` would give, built in time proportional to the
+    /// grants of the apps the change touched (plus a copy of the grant
+    /// table's shards it touches), not to every grant. The indexes of other
+    /// apps are shared.
+    public func applying(_ changes: PolicyChanges, generation: UInt64) -> PolicySnapshot {
+        var grantsByID = self.grantsByID
+        var removed: [AppID: Set<GrantID>] = [:]
+        var added: [AppID: [GrantID]] = [:]
+        var touched = Set<AppID>()
+        for id in changes.removedGrants {
+            guard let old = grantsByID[id] else { continue }
+            grantsByID[id] = nil
+            removed[old.app, default: []].insert(id)
+            touched.insert(old.app)
         }
-        self.views = views
-        var enclosing: [GrantID: [Grant]] = [:]
-        for grant in grants {
-            let above = views[grant.app]?[grant.provider]?.grants(above: grant.relativePath) ?? []
-            if !above.isEmpty { enclosing[grant.id] = above }
+        for grant in changes.grants {
+            let old = grantsByID[grant.id]
+            grantsByID[grant.id] = grant
+            if let old, old.app != grant.app { removed[old.app, default: []].insert(grant.id) }
+            if old == nil || old?.app != grant.app { added[grant.app, default: []].append(grant.id) }
+            touched.formUnion([grant.app, old?.app].compactMap { $0 })
         }
-        self.enclosing = enclosing
-        var grantedItems: [AppID: Set<ProviderItem>] = [:]
-        for grant in grants {
-            grantedItems[grant.app, default: []].insert(ProviderItem(provider: grant.provider, item: grant.item))
+        var items = self.items
+        if !changes.removedItems.isEmpty || !changes.items.isEmpty {
+            for id in changes.removedItems { items[id] = nil }
+            items.merge(changes.items) { _, new in new }
         }
-        self.grantedItems = grantedItems
+        var indexes = Indexes(
+            views: views, enclosing: enclosing, grantedItems: grantedItems, grantIDsByApp: grantIDsByApp)
+        for app in touched {
+            let gone = removed[app] ?? []
+            let ids = ((grantIDsByApp[app] ?? []).filter { !gone.contains($0) } + (added[app] ?? [])).sorted()
+            indexes.set(app, ids.compactMap { grantsByID[$0] })
+        }
+        return PolicySnapshot(
+            generation: generation, apps: apps, providers: providers, grantsByID: grantsByID, items: items,
+            indexes: indexes,
+            derivation: Derivation(
+                base: self.generation, grants: changes.removedGrants.union(changes.grants.map(\.id))))
+    }
+
+    /// The grants that may differ between `previous` and this snapshot, by
+    /// id, in order: the ones the change named when `applying` made this
+    /// snapshot from `previous`, else every id of either. Who compares two
+    /// snapshots grant by grant (cache drops, notices) looks at these only.
+    public func grantIDsChanged(since previous: PolicySnapshot) -> [GrantID] {
+        if let derivation, derivation.base == previous.generation { return derivation.grants.sorted() }
+        return Set(previous.grantsByID.keys).union(grantsByID.keys).sorted()
     }
 
     /// Where the item a reference document of `app` names is now — only
@@ -71,7 +184,7 @@ public struct PolicySnapshot: Sendable {
     /// each covers the item too (SPEC S9, docs/API.md "Which grant covers
     /// an item"). Empty for most grants.
     public func enclosingGrants(of grant: GrantID) -> [Grant] {
-        enclosing[grant] ?? []
+        grantsByID[grant].flatMap { enclosing[$0.app]?[grant] } ?? []
     }
 
     /// Whether an item first reached through `grant` is still covered by an
@@ -137,7 +250,12 @@ public struct PolicySnapshot: Sendable {
     }
 
     public func grants(of app: AppID) -> [Grant] {
-        grantsByID.values.filter { $0.app == app }.sorted { $0.id < $1.id }
+        (grantIDsByApp[app] ?? []).compactMap { grantsByID[$0] }
+    }
+
+    /// The apps holding a grant of the provider, active or revoked.
+    public func apps(withGrantsIn provider: ProviderID) -> Set<AppID> {
+        Set(views.lazy.filter { $0.value[provider] != nil }.map(\.key))
     }
 }
 

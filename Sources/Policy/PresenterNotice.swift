@@ -63,10 +63,13 @@ public struct PresenterNotice: Codable, Sendable, Equatable {
     /// The notices between two snapshots, in grant order (ids left at 0).
     public static func changes(from old: PolicySnapshot, to new: PolicySnapshot) -> [PresenterNotice] {
         var notices: [PresenterNotice] = []
-        for id in Set(old.grantsByID.keys).union(new.grantsByID.keys).sorted() {
+        for id in new.grantIDsChanged(since: old) {
             let before = old.grantsByID[id]
             let after = new.grantsByID[id]
             guard let grant = after ?? before else { continue }
+            // The same grant on an item that stayed put: nothing to say, and
+            // no path to build (a whole snapshot compares every grant).
+            if let before, let after, before == after, old.items[before.item] == new.items[after.item] { continue }
             func notice(_ kind: Kind, _ snapshot: PolicySnapshot, oldPath: String? = nil) -> PresenterNotice {
                 PresenterNotice(
                     kind: kind, app: grant.app, grant: id, provider: grant.provider,

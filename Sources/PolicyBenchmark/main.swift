@@ -16,6 +16,13 @@ func measure(grants count: Int, decisions: Int) -> [String: Any] {
     let snapshot = PolicySnapshot(
         generation: 1, apps: apps, providers: [Provider(id: "local", name: "Local", directory: "/p")], grants: grants)
     let buildSeconds = Date().timeIntervalSince(built)
+    // A revoke of one grant applied to the snapshot (what a daemon does
+    // after a change, issue 34), rather than a snapshot built anew.
+    let revoked = grants[count / 2].with(state: .revoked)
+    let applied = Date()
+    let after = snapshot.applying(PolicyChanges(version: 2, grants: [revoked]), generation: 2)
+    let applySeconds = Date().timeIntervalSince(applied)
+    precondition(after.grantsByID[revoked.id]?.state == .revoked)
     var table = ScopeTable(budget: count)
     for grant in grants { _ = table.start(pid: 42, app: grant.app, grant: grant.id, path: "") }
     // Paths inside granted folders, three levels below the grant.
@@ -48,14 +55,19 @@ func measure(grants count: Int, decisions: Int) -> [String: Any] {
     return [
         "nsPerCoverageLookup": Double(coverageElapsed) / Double(decisions), "granted": granted,
         "grants": count, "decisions": decisions, "nsPerDecision": Double(elapsed) / Double(decisions),
-        "snapshotBuildSeconds": buildSeconds, "allowed": allowed,
+        "snapshotBuildSeconds": buildSeconds, "snapshotApplyOneRevokeSeconds": applySeconds, "allowed": allowed,
     ]
 }
 
 let quick = CommandLine.arguments.contains("--quick")
 let decisions = quick ? 200_000 : 2_000_000
 var results: [[String: Any]] = []
-for size in [10_000, 100_000] {
+// `--grants N`: one size only (e.g. 1000000, issue 34's scale).
+let sizes =
+    CommandLine.arguments.firstIndex(of: "--grants").flatMap {
+        CommandLine.arguments.indices.contains($0 + 1) ? Int(CommandLine.arguments[$0 + 1]).map { [$0] } : nil
+    } ?? [10_000, 100_000]
+for size in sizes {
     results.append(measure(grants: size, decisions: decisions))
 }
 let faultCheck = measureFaultCheck(checks: quick ? 100_000 : 1_000_000)

@@ -23,6 +23,14 @@ public protocol IsolationStore: Sendable {
     /// grants, and with nothing else (events do not move it).
     func policyVersion() throws(CommandError) -> Int64
 
+    /// What changed since `version` (one this store gave), with the version
+    /// it brings the policy to, read in one transaction: applied to the
+    /// snapshot of `version` (`PolicySnapshot.applying`) it gives the
+    /// snapshot of that version. Nil when the store's change log does not
+    /// reach back to `version`, or apps or providers changed: then read the
+    /// whole `versionedSnapshot`.
+    func changes(since version: Int64) throws(CommandError) -> PolicyChanges?
+
     func addProvider(id: ProviderID, directory: String, name: String?, extension spec: ProviderExtensionSpec?)
         throws(CommandError) -> Provider
     func providers() throws(CommandError) -> [Provider]

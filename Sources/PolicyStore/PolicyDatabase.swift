@@ -341,6 +341,42 @@ enum Migrations {
             // An app's download policy (SPEC S42): NULL is on demand.
             try db.execute(sql: "ALTER TABLE apps ADD COLUMN downloads TEXT")
         }
+        migrator.registerMigration("v9-policy-changes") { db in
+            // What each policy version changed (issue 34): the daemon reads
+            // these rows, not the whole policy, after a change
+            // (`PolicyRepository.changes(since:)`). The version triggers of
+            // v5 are replaced by ones that also log the row they count. The
+            // log keeps the last 100,000 versions (one per row changed);
+            // `policy_changes_floor` is the version it is complete after.
+            try db.execute(
+                sql: """
+                    CREATE TABLE policy_changes (version INTEGER NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL);
+                    CREATE INDEX policy_changes_by_version ON policy_changes(version);
+                    CREATE TABLE policy_changes_floor (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+                    INSERT INTO policy_changes_floor (id, version) SELECT 1, version FROM policy_version;
+                    CREATE TRIGGER policy_changes_trim AFTER UPDATE ON policy_version WHEN NEW.version % 1000 = 0
+                    BEGIN
+                        DELETE FROM policy_changes WHERE version <= NEW.version - 100000;
+                        UPDATE policy_changes_floor SET version = max(version, NEW.version - 100000);
+                    END;
+                    CREATE INDEX grants_by_item ON grants(item_id);
+                    """)
+            for table in ["providers", "apps", "items", "grants"] {
+                for (change, row) in [("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")] {
+                    let trigger = "\(table)_\(change.lowercased())_policy_version"
+                    try db.execute(
+                        sql: """
+                            DROP TRIGGER \(trigger);
+                            CREATE TRIGGER \(trigger) AFTER \(change) ON \(table)
+                            BEGIN
+                                UPDATE policy_version SET version = version + 1;
+                                INSERT INTO policy_changes (version, kind, id)
+                                    SELECT version, '\(table)', \(row).id FROM policy_version;
+                            END
+                            """)
+                }
+            }
+        }
         return migrator
     }
 }

@@ -40,11 +40,49 @@ public struct PolicyRepository: IsolationStore {
         try Int64.fetchOne(db, sql: "SELECT version FROM policy_version") ?? 0
     }
 
-    static func fetchItemLocations(_ db: Database) throws -> [ItemIdentifier: ItemLocation] {
+    /// What changed since `version`, from the change log (migration
+    /// v9-policy-changes), read in one transaction with the version it
+    /// brings the policy to; nil when the log does not reach back to
+    /// `version` or apps or providers changed (read the whole snapshot).
+    public func changes(since version: Int64) throws(CommandError) -> PolicyChanges? {
+        try database.read { db -> PolicyChanges? in
+            let current = try Self.policyVersion(db)
+            let floor = try Int64.fetchOne(db, sql: "SELECT version FROM policy_changes_floor") ?? .max
+            guard version >= floor, version <= current else { return nil }
+            var grantIDs = Set<GrantID>()
+            var itemIDs = Set<ItemIdentifier>()
+            let logged = try Row.fetchCursor(
+                db, sql: "SELECT DISTINCT kind, id FROM policy_changes WHERE version > ?", arguments: [version])
+            while let row = try logged.next() {
+                switch row["kind"] as String {
+                case "grants": grantIDs.insert(Int64(row["id"] as String) ?? 0)
+                case "items": itemIDs.insert(row["id"])
+                default: return nil  // an app or a provider: every view may change
+                }
+            }
+            let ids = "SELECT id FROM policy_changes WHERE version > ? AND kind = ?"
+            // The grants logged, and those of the items logged (their path is the item's).
+            let grants = try Self.fetchGrants(
+                db,
+                where:
+                    "g.id IN (SELECT CAST(id AS INTEGER) FROM (\(ids)) UNION SELECT id FROM grants WHERE item_id IN (\(ids)))",
+                arguments: [version, "grants", version, "items"])
+            let items = try Self.fetchItemLocations(db, where: "id IN (\(ids))", arguments: [version, "items"])
+            return PolicyChanges(
+                version: current, grants: grants, removedGrants: grantIDs.subtracting(grants.map(\.id)),
+                items: items, removedItems: itemIDs.subtracting(items.keys))
+        }
+    }
+
+    static func fetchItemLocations(_ db: Database, where condition: String? = nil, arguments: StatementArguments = [])
+        throws -> [ItemIdentifier: ItemLocation]
+    {
         var items: [ItemIdentifier: ItemLocation] = [:]
-        for row in try Row.fetchAll(
-            db, sql: "SELECT id, provider_id, relative_path, is_directory, missing, device, inode FROM items")
-        {
+        let rows = try Row.fetchCursor(
+            db,
+            sql: "SELECT id, provider_id, relative_path, is_directory, missing, device, inode FROM items"
+                + (condition.map { " WHERE " + $0 } ?? ""), arguments: arguments)
+        while let row = try rows.next() {
             // Stored as the bit patterns of the unsigned numbers (`FileIdentity`).
             let file = ItemFile(
                 device: UInt64(bitPattern: row["device"] as Int64), inode: UInt64(bitPattern: row["inode"] as Int64))
@@ -140,11 +178,12 @@ public struct PolicyRepository: IsolationStore {
             }
             let file = try ProviderFile.inspect(provider: provider, path: path)
             let itemID = try Self.upsertItem(db, provider: providerID, path: path, file: file)
-            let previous = try Self.fetchGrants(db, app: app).first { $0.item == itemID }
+            // The app's grant of this item only: not all of them (10,000 at scale) twice per grant.
+            let previous = try Self.fetchGrants(db, app: app, item: itemID).first
             let (access, session) = GrantChange.resolved(
                 asked: access, session: session, existing: previous, update: update)
             try Self.upsertGrant(db, app: app, item: itemID, access: access, session: session)
-            let grant = try Self.fetchGrants(db, app: app).first { $0.item == itemID }!
+            let grant = try Self.fetchGrants(db, app: app, item: itemID).first!
             try Self.recordChange(db, .grant, grant)
             return GrantChange(grant: grant, previous: previous)
         }
@@ -215,16 +254,11 @@ public struct PolicyRepository: IsolationStore {
     {
         try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
-            var targets = try Self.fetchGrants(db, app: app)
-            if let grantID {
-                targets = targets.filter { $0.id == grantID }
-                if targets.isEmpty {
-                    throw IsolationRequest.noSuchGrant(grantID, of: app)
-                }
-            }
+            var targets = try Self.fetchGrants(db, app: app, id: grantID)
+            if let grantID, targets.isEmpty { throw IsolationRequest.noSuchGrant(grantID, of: app) }
             if sessionOnly { targets = targets.filter(\.isSession) }
             for grant in targets {
-                try db.execute(sql: "DELETE FROM grants WHERE id = ?", arguments: [grant.id])
+                try db.cachedStatement(sql: "DELETE FROM grants WHERE id = ?").execute(arguments: [grant.id])
                 try Self.recordChange(db, .forget, grant, operation: reason)
             }
             return targets
@@ -241,22 +275,14 @@ public struct PolicyRepository: IsolationStore {
     ) throws(CommandError) -> [Grant] {
         try database.write { db in
             guard try Self.fetchApps(db).contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
-            let grants = try Self.fetchGrants(db, app: app)
-            let targets: [Grant]
-            if let grantID {
-                guard let grant = grants.first(where: { $0.id == grantID }) else {
-                    throw IsolationRequest.noSuchGrant(grantID, of: app)
-                }
-                targets = [grant]
-            } else {
-                targets = grants
-            }
+            // One grant is read by its id: not all of the app's (10,000 at scale) for each revoke.
+            let targets = try Self.fetchGrants(db, app: app, id: grantID)
+            if let grantID, targets.isEmpty { throw IsolationRequest.noSuchGrant(grantID, of: app) }
             let changed = targets.filter { $0.state != state }
             let now = Date().timeIntervalSince1970
             for grant in changed {
-                try db.execute(
-                    sql: "UPDATE grants SET state = ?, changed_at = ? WHERE id = ?",
-                    arguments: [state.rawValue, now, grant.id])
+                try db.cachedStatement(sql: "UPDATE grants SET state = ?, changed_at = ? WHERE id = ?")
+                    .execute(arguments: [state.rawValue, now, grant.id])
                 try Self.recordChange(db, state == .active ? .restore : .revoke, grant, pid: requester)
             }
             return changed.map { $0.with(state: state) }
@@ -319,21 +345,35 @@ public struct PolicyRepository: IsolationStore {
             conditions.append("g.item_id = ?")
             arguments += [item]
         }
+        return try fetchGrants(
+            db, where: conditions.isEmpty ? nil : conditions.joined(separator: " AND "), arguments: arguments)
+    }
+
+    /// The grants matching `condition` (on `g`, the grant, and `i`, its
+    /// item), in the order they were made.
+    static func fetchGrants(_ db: Database, where condition: String?, arguments: StatementArguments) throws
+        -> [Grant]
+    {
         let sql = """
             SELECT g.id, g.app_id, i.provider_id, g.item_id, i.relative_path, i.is_directory,
                    g.access, g.state, g.granted_at, g.session
             FROM grants g JOIN items i ON i.id = g.item_id
-            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+            \(condition.map { "WHERE " + $0 } ?? "")
             ORDER BY g.id
             """
-        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-            Grant(
-                id: row["id"], app: row["app_id"], provider: row["provider_id"], item: row["item_id"],
-                relativePath: row["relative_path"], isDirectory: row["is_directory"],
-                access: Access(rawValue: row["access"]) ?? .read,
-                state: GrantState(rawValue: row["state"]) ?? .revoked,
-                grantedAt: row["granted_at"], isSession: row["session"])
+        var grants: [Grant] = []
+        var pool = StringPool()
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        while let row = try rows.next() {
+            grants.append(
+                Grant(
+                    id: row["id"], app: pool(row["app_id"]), provider: pool(row["provider_id"]),
+                    item: pool(row["item_id"]), relativePath: pool(row["relative_path"]),
+                    isDirectory: row["is_directory"], access: Access(rawValue: row["access"]) ?? .read,
+                    state: GrantState(rawValue: row["state"]) ?? .revoked, grantedAt: row["granted_at"],
+                    isSession: row["session"]))
         }
+        return grants
     }
 
     /// Finds the item at `path`, or records a new one. An item whose file

@@ -108,7 +108,7 @@ struct FleetCommand: ParsableCommand {
                     let changes = try repository.grantAll(
                         app: app, items: try GrantList.read(from), access: access, wholeProvider: wholeProvider)
                     if json { return printJSON(changes.map { GrantJSON($0.grant) }) }
-                    return print(GrantList.summary(changes, app: app, access: access, whereTo: "on every host "))
+                    return print(GrantList.summary(changes, app: app, access: access, fleet: true))
                 }
                 guard let item else { return }
                 guard let colon = item.firstIndex(of: ":") else {

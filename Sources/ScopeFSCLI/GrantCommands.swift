@@ -85,7 +85,7 @@ struct GrantCommand: ParsableCommand {
             let names = try AppNames(repository)
             return printJSON(changes.map { GrantJSON($0.grant, appName: names.name(app)) })
         }
-        print(GrantList.summary(changes, app: app, access: access, whereTo: ""))
+        print(GrantList.summary(changes, app: app, access: access, fleet: false))
     }
 }
 

@@ -38,10 +38,10 @@ enum GrantList {
 
     /// What a bulk grant prints: how many grants were new and how many
     /// replaced an existing grant of their item.
-    static func summary(_ changes: [GrantChange], app: AppID, access: Access, whereTo: String) -> String {
+    static func summary(_ changes: [GrantChange], app: AppID, access: Access, fleet: Bool) -> String {
         let replaced = changes.filter { $0.previous != nil }.count
         let label = access == .read ? "read-only" : "read-write"
         return
-            "\(changes.count) grants to \(app.escapedForTerminal) \(whereTo)(\(label)): \(changes.count - replaced) new, \(replaced) replaced"
+            "\(changes.count) grants to \(app.escapedForTerminal)\(fleet ? " on every host" : "") (\(label)): \(changes.count - replaced) new, \(replaced) replaced"
     }
 }

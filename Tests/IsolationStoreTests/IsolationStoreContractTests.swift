@@ -196,6 +196,53 @@ import Testing
         #expect(again.first?.grant.item != changes[3].grant.item && again.first?.previous == nil)
     }
 
+    /// Whether two snapshots hold the same grants and items.
+    func same(_ a: PolicySnapshot, _ b: PolicySnapshot) -> Bool {
+        Set(a.grantsByID.keys) == Set(b.grantsByID.keys)
+            && a.grantsByID.keys.allSatisfy { a.grantsByID[$0] == b.grantsByID[$0] }
+            && a.items == b.items
+    }
+
+    @Test(
+        "Issue 34: what changed since a version, applied to its snapshot, gives the snapshot of the store's version",
+        arguments: StoreKind.allCases)
+    func changesSince(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let (store, app) = (fixture.store, fixture.app)
+        let folder = try store.grant(app: app, provider: "local", path: "docs", access: .read)
+        let (start, first) = try store.versionedSnapshot(generation: 1)
+        #expect(try store.changes(since: first) == PolicyChanges(version: first), "nothing changed")
+
+        try store.setState(.revoked, app: app, grant: folder.id)
+        let file = try store.grant(app: app, provider: "local", path: "docs/a.txt", access: .readWrite)
+        let changes = try #require(try store.changes(since: first))
+        let (whole, second) = try store.versionedSnapshot(generation: 2)
+        #expect(changes.version == second)
+        #expect(Set(changes.grants.map(\.id)) == [folder.id, file.id] && changes.removedGrants.isEmpty)
+        var served = start.applying(changes, generation: 2)
+        #expect(same(served, whole))
+
+        // A forget, and a new file where the granted one was: its old item
+        // moves aside, and its grant is read again with the item's new path.
+        try store.forget(app: app, grant: folder.id)
+        let path = fixture.providerDirectory + "/docs/a.txt"
+        try FileManager.default.removeItem(atPath: path)
+        _ = FileManager.default.createFile(atPath: path, contents: Data("new".utf8))
+        _ = try store.itemIdentifier(provider: "local", path: "docs/a.txt")
+        let more = try #require(try store.changes(since: second))
+        let (after, third) = try store.versionedSnapshot(generation: 3)
+        #expect(more.version == third && more.removedGrants == [folder.id])
+        #expect(more.grants.map(\.id) == [file.id] && more.grants.first?.relativePath != "docs/a.txt")
+        served = served.applying(more, generation: 3)
+        #expect(same(served, after))
+
+        // Apps and providers reshape every view: read everything.
+        _ = try store.addApp(id: "com.example.other", name: nil)
+        #expect(try store.changes(since: third) == nil)
+        #expect(try store.changes(since: try store.policyVersion() + 1) == nil, "a version the store never gave")
+    }
+
     @Test("A provider's root needs wholeProvider (exit 64)", arguments: StoreKind.allCases)
     func wholeProvider(_ kind: StoreKind) throws {
         let fixture = try StoreUnderTest(kind)

@@ -5,6 +5,7 @@ bad line anywhere grants nothing, naming the line, with the exit code a
 grant of that item alone gets (S34); an app process cannot run it (S5)."""
 
 import json
+import os
 import subprocess
 
 from doc_scope_helpers import events, mount
@@ -103,3 +104,18 @@ def test_an_app_process_cannot_grant_from_a_list(env):
     code, message = env.app_json(ALPHA, GRANT_INSIDE, env.bin, env.state, ALPHA, listed)
     assert code == 77 and "app process" in message, (code, message)
     assert [g["path"] for g in privacy(env)] == ["docs/secret.txt"]
+
+
+def test_a_line_of_the_list_is_bytes(env):
+    """SPEC S33a: a line names its item as bytes: a name that is not UTF-8
+    is granted as it is, and the app reads it."""
+    name = b"caf\xe9.txt"
+    (env.backing(LOCAL) / "docs" / os.fsdecode(name)).write_bytes(b"bytes!\n")
+    mount(env)
+    listed = env.root / "items.txt"
+    listed.write_bytes(b"local:docs/" + name + b"\n")
+    p = env.cli("grant", ALPHA, "--from", listed)
+    assert "1 grants" in p.stdout, describe(p)
+    path = os.fsdecode(os.fsencode(env.prov(ALPHA, rel="docs")) + b"/" + name)
+    result = env.app_json(ALPHA, READ_IN_SCOPE, path, sandbox=True)
+    assert result == {"start": {"ok": "1"}, "read": {"ok": b"bytes!".hex()}}, result
