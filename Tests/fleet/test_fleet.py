@@ -15,16 +15,16 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import statistics
 import subprocess
 import threading
 import time
 
 import pytest
+from fleet_hosts import add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
 from netns_link import Link
 from postgres_server import PostgresServer
-from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count, run_bounded
+from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count
 
 LEASE = 3.0  # seconds; the default is 30 (FleetConfiguration.defaultLease)
 HOST_ROLE = "scopefs_host_b"
@@ -107,28 +107,12 @@ def fleet(tmp_path_factory):
         for host in (a, b, c):
             host.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
         # The owner's host: the owner's role, migrations, the apps and providers.
-        a.cli(
-            "init", "--database", server.url(), "--password-file", server.password_file,
-            "--host-name", "host-a", "--lease", LEASE,
-        )  # fmt: skip
-        a._make_backing_tree()
-        a.cli("fleet", "add-provider", LOCAL, a.backing(LOCAL))
-        a.cli("fleet", "add-app", ALPHA)
+        init_owner_host(a, server, LEASE)
         # Host B: its own role, created by the owner, reaching the server over TLS.
-        b_password = b.root / "host.pw"
-        b_password.write_text("host-b-" + os.urandom(8).hex() + "\n")
-        os.chmod(b_password, 0o600)
-        a.cli("fleet", "add-host", HOST_ROLE, "--password-file", b_password)
-        b.cli(
-            "init", "--database", server.url(HOST_ROLE, link.host_address, "require"), "--password-file", b_password,
-            "--host-name", "host-b", "--lease", LEASE,
-        )  # fmt: skip
-        hosts["b_password"] = b_password.read_text().strip()
+        add_host_role(a, b, HOST_ROLE, "host-b")
+        hosts["b_password"] = join_over_link(b, server, link, HOST_ROLE, "host-b", LEASE)
         # Host C: on loopback, its role's password from the environment (PGPASSWORD).
-        c_password = c.root / "host.pw"
-        c_password.write_text("host-c-" + os.urandom(8).hex() + "\n")
-        os.chmod(c_password, 0o600)
-        a.cli("fleet", "add-host", "scopefs_host_c", "--password-file", c_password)
+        c_password = add_host_role(a, c, "scopefs_host_c", "host-c")
         c.base_env["PGPASSWORD"] = c_password.read_text().strip()
         mount(a)
         mount(b, link)
@@ -136,26 +120,11 @@ def fleet(tmp_path_factory):
         mount(c, fleet_options=["--database", server.url("scopefs_host_c"), "--host-name", "host-c", "--lease", LEASE])
         yield hosts
     finally:
-        logs = tmp_path_factory.mktemp("daemon-logs")
-        for name, host in (("a", a), ("b", b), ("c", c)):
-            log = host.state / "daemon.log"
-            if log.exists():
-                shutil.copy(log, logs / f"{name}.log")
+        keep_daemon_logs(tmp_path_factory.mktemp("daemon-logs"), {"a": a, "b": b, "c": c})
         problems = a.teardown() + b.teardown() + c.teardown()
         server.close()
         link.close()
         assert not problems, problems
-
-
-def mount(host: Env, link: Link | None = None, fleet_options: list[str] = ()) -> None:
-    """`scopefs mount` in the default strict mode; host B's daemon inside its namespace."""
-    argv = host.cli_argv("mount", host.mnt, *fleet_options)
-    if link is not None:
-        argv = ["nsenter", f"--net=/run/netns/{link.namespace}", "--", *argv]
-    p = run_bounded(argv, MOUNT_TIMEOUT, host.base_env, out_dir=host.root, what="scopefs mount")
-    assert p.returncode == 0, describe(p)
-    host.mounted = True
-    host._record_daemon()
 
 
 def grant(host: Env, rel: str) -> str:

@@ -15,14 +15,14 @@ state directory, daemon and default (strict) mount; apps run through
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 
 import pytest
+from fleet_hosts import add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
 from netns_link import Link
 from postgres_server import PostgresServer
-from scopefs_harness import ALPHA, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count, run_bounded
+from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count
 
 LEASE = 3.0  # seconds; short, so a dead host's claims end within the test
 HOST_ROLE = "scopefs_host_b"
@@ -91,46 +91,19 @@ def fleet(tmp_path_factory):
     try:
         for host in (a, b):
             host.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
-        a.cli(
-            "init", "--database", server.url(), "--password-file", server.password_file,
-            "--host-name", "host-a", "--lease", LEASE,
-        )  # fmt: skip
-        a._make_backing_tree()
-        a.cli("fleet", "add-provider", LOCAL, a.backing(LOCAL))
-        a.cli("fleet", "add-app", ALPHA)
+        init_owner_host(a, server, LEASE)
         a.cli("fleet", "grant", ALPHA, f"{LOCAL}:docs/report.txt")
-        b_password = b.root / "host.pw"
-        b_password.write_text("host-b-" + os.urandom(8).hex() + "\n")
-        os.chmod(b_password, 0o600)
-        a.cli("fleet", "add-host", HOST_ROLE, "--password-file", b_password)
-        b.cli(
-            "init", "--database", server.url(HOST_ROLE, link.host_address, "require"), "--password-file", b_password,
-            "--host-name", "host-b", "--lease", LEASE,
-        )  # fmt: skip
-        hosts["b_password"] = b_password.read_text().strip()
+        add_host_role(a, b, HOST_ROLE, "host-b")
+        hosts["b_password"] = join_over_link(b, server, link, HOST_ROLE, "host-b", LEASE)
         mount(a)
         mount(b, link)
         yield hosts
     finally:
-        logs = tmp_path_factory.mktemp("claims-daemon-logs")
-        for name, host in (("a", a), ("b", b)):
-            log = host.state / "daemon.log"
-            if log.exists():
-                subprocess.run(["cp", log, logs / f"{name}.log"], check=False)
+        keep_daemon_logs(tmp_path_factory.mktemp("claims-daemon-logs"), {"a": a, "b": b})
         problems = a.teardown() + b.teardown()
         server.close()
         link.close()
         assert not problems, problems
-
-
-def mount(host: Env, link: Link | None = None) -> None:
-    argv = host.cli_argv("mount", host.mnt)
-    if link is not None:
-        argv = ["nsenter", f"--net=/run/netns/{link.namespace}", "--", *argv]
-    p = run_bounded(argv, MOUNT_TIMEOUT, host.base_env, out_dir=host.root, what="scopefs mount")
-    assert p.returncode == 0, describe(p)
-    host.mounted = True
-    host._record_daemon()
 
 
 def claim(host: Env, wait: float) -> dict:

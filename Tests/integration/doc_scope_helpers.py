@@ -150,23 +150,27 @@ def open_document(env: Env, app: str, spec: str, read_only: bool = False) -> tup
     return fields[0].split()[1], fields[1].split(" ", 1)[1]
 
 
-def bookmark(env: Env, app: str, path: str, read_only: bool = False) -> str:
+def bookmark(env: Env, app: str, path: str, read_only: bool = False, sandbox: bool = False) -> str:
     """A bookmark of path, asked for by an app process of app (SPEC S25)."""
     name = "user.scopefs.bookmark" + ("-read-only" if read_only else "")
-    got = env.app_json(app, GETXATTR, path, name)
+    got = env.app_json(app, GETXATTR, path, name, sandbox=sandbox)
     assert "ok" in got, f"bookmark of {path} for {app}: {got}"
     token = got["ok"]
     assert token and token.isascii() and token.isprintable() and " " not in token, repr(token)
     return token
 
 
-def resolve(env: Env, app: str, token: str) -> subprocess.CompletedProcess:
-    """`scopefs bookmark resolve TOKEN --json` run as an app process of app (SPEC S26)."""
+def resolve(env: Env, app: str, token: str, sandbox: bool = False) -> subprocess.CompletedProcess:
+    """`scopefs bookmark resolve TOKEN --json` run as an app process of app
+    (SPEC S26): in the sandbox, the `scopefs` on its PATH, which asks the
+    app endpoint (docs/CLI.md "scopefs run")."""
+    if sandbox:
+        return env.run_app(app, ["scopefs", "bookmark", "resolve", token, "--json"], sandbox=True)
     return env.run_app(app, [env.bin, "--state", env.state, "bookmark", "resolve", token, "--json"])
 
 
-def resolve_ok(env: Env, app: str, token: str) -> dict:
-    p = resolve(env, app, token)
+def resolve_ok(env: Env, app: str, token: str, sandbox: bool = False) -> dict:
+    p = resolve(env, app, token, sandbox)
     assert p.returncode == 0, "bookmark resolve failed\n" + describe(p)
     try:
         return json.loads(p.stdout)

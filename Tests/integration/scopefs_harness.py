@@ -571,6 +571,11 @@ class Env:
         # default (a namespace showing only MOUNT/<app>, as root), "shared"
         # passes --shared-view (what users without CAP_SYS_ADMIN get).
         self.view = "app"
+        # Whether env.mount() adds `--scopes lenient`: a leftover of before
+        # strict scopes (SPEC S9) that most test files still rely on. A test
+        # that mounts with `defaults=True` gets the mount users get (strict
+        # scopes), and so does every later env.mount() of it (a remount).
+        self.lenient_scopes = True
         self.base_env = dict(os.environ)
         self.base_env.pop("PYTHONFAULTHANDLER", None)
         self.base_env.pop("SCOPEFS_STATE", None)
@@ -661,10 +666,12 @@ class Env:
     # -- mount ---------------------------------------------------------------
 
     def mount_args(self, open_files: str | None = None, allow_other: bool = False) -> list:
-        """Arguments of `scopefs mount MNT ...`; adds `--scopes lenient` while
-        the binary offers it (strict scope mode arrives later, SPEC S9)."""
+        """Arguments of `scopefs mount MNT ...`; adds `--scopes lenient`
+        unless the test mounts with the defaults (see `lenient_scopes`), and
+        only while the binary offers it (a baseline from before strict
+        scopes, SPEC S9, has no such option)."""
         args = ["mount", self.mnt]
-        if supports_lenient_scopes():
+        if self.lenient_scopes and supports_lenient_scopes():
             args += ["--scopes", "lenient"]
         if open_files:
             args += ["--open-files", open_files]
@@ -672,10 +679,15 @@ class Env:
             args += ["--allow-other"]
         return args
 
-    def mount(self, open_files: str | None = None, allow_other: bool = False) -> None:
+    def mount(self, open_files: str | None = None, allow_other: bool = False, defaults: bool = False) -> None:
         """`scopefs mount MNT` in background mode: it must return, within
         MOUNT_TIMEOUT, once the mount is ready (CLI.md); then the mount must
-        be in /proc/self/mountinfo and `status --json` must name the daemon."""
+        be in /proc/self/mountinfo and `status --json` must name the daemon.
+        With `defaults`, no scope option: the mount users get, whose scopes
+        must be strict (SPEC S9), as here and in every later mount of this
+        Env."""
+        if defaults:
+            self.lenient_scopes = False
         try:
             self.cli(*self.mount_args(open_files, allow_other), timeout=MOUNT_TIMEOUT)
         finally:
@@ -685,6 +697,14 @@ class Env:
         )
         self.mounted = True
         self._record_daemon()
+        if not self.lenient_scopes and supports_lenient_scopes():
+            self._check_default_scopes()
+
+    def _check_default_scopes(self) -> None:
+        """A mount without a scope option is strict (SPEC S9: the default)."""
+        p = self.cli("status", "--json")
+        scopes = json.loads(p.stdout).get("daemon", {}).get("scopes")
+        assert scopes == "strict", "a mount with the defaults is not strict\n" + describe(p)
 
     def _record_daemon(self) -> None:
         self.daemon, self.daemon_problem = None, None
@@ -731,25 +751,29 @@ class Env:
         return self.cli_argv("run", "--app", app, *view, *extra, "--", *cmd)
 
     def run_app(
-        self, app: str, cmd: list[str], sandbox: bool = False, timeout: float = APP_TIMEOUT
+        self, app: str, cmd: list[str], sandbox: bool = False, timeout: float = APP_TIMEOUT, extra: tuple = ()
     ) -> subprocess.CompletedProcess:
-        """`scopefs run --app APP [--no-sandbox] -- CMD...` (SPEC S5)."""
+        """`scopefs run --app APP [--no-sandbox] [EXTRA...] -- CMD...` (SPEC S5)."""
         return run_bounded(
-            self.run_argv(app, cmd, sandbox), timeout, self.base_env, what=f"app process {' '.join(map(str, cmd))[:80]}"
+            self.run_argv(app, cmd, sandbox, extra),
+            timeout,
+            self.base_env,
+            what=f"app process {' '.join(map(str, cmd))[:80]}",
         )
 
     def app_py(
-        self, app: str, code: str, *args, sandbox: bool = False, check: bool = True
+        self, app: str, code: str, *args, sandbox: bool = False, check: bool = True, extra: tuple = ()
     ) -> subprocess.CompletedProcess:
-        """Run a Python snippet (with the appside prelude) as an app process."""
-        p = self.run_app(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox)
+        """Run a Python snippet (with the appside prelude) as an app process;
+        `extra` are more `scopefs run` options."""
+        p = self.run_app(app, ["python3", "-c", snippet(code), *map(str, args)], sandbox, extra=extra)
         if check:
             assert p.returncode == 0, "app snippet failed\n" + describe(p)
         return p
 
-    def app_json(self, app: str, code: str, *args, sandbox: bool = False):
+    def app_json(self, app: str, code: str, *args, sandbox: bool = False, extra: tuple = ()):
         """app_py() and parse the last stdout line as JSON."""
-        return last_json_line(self.app_py(app, code, *args, sandbox=sandbox))
+        return last_json_line(self.app_py(app, code, *args, sandbox=sandbox, extra=extra))
 
     def host_json(self, code: str, *args):
         """Run a snippet as a plain process of the mount owner (not an app

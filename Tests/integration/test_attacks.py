@@ -8,6 +8,14 @@ identity outliving its exec (4), another app writing through a stolen
 descriptor (5), a folder moved out of a grant on the host staying reachable
 (6), and the audit trail flushed and forged (7).
 SPEC S5 (amended), S29 (amended), S33.
+
+The app attacks where users run it: the default mount (strict scopes,
+SPEC S9) and the default sandbox (S5); like a real app it starts accessing
+a granted item (S6, S12) before it uses it, so each denial comes from the
+check the test is about, not from a missing scope. A test that also runs
+with `--no-sandbox` says why in its docstring: a hostile process with the
+owner's access to the host (that mode is no boundary, but its attribution
+and the owner's control socket must still hold).
 """
 
 from __future__ import annotations
@@ -20,9 +28,9 @@ import time
 from pathlib import Path
 
 import pytest
-from doc_scope_helpers import mount as mount_with_scopes
 from doc_scope_helpers import wait_events
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, snippet, wait_for
+from test_container_passthrough import app_host_pid
 
 SECRET = "docs/secret.txt"
 REPORT = "docs/report.txt"
@@ -64,9 +72,11 @@ CHANGES = [
     ("open-session", ["open", ALPHA, f"{LOCAL}:{SECRET}", "--session"]),
 ]
 
+# argv: the scopefs binary, the state directory ("" for the sandbox's
+# $SCOPEFS_STATE), the changes.
 RUN_CHANGES = """
 import subprocess
-binary, state, changes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+binary, state, changes = sys.argv[1], sys.argv[2] or os.environ["SCOPEFS_STATE"], json.loads(sys.argv[3])
 codes = {}
 for name, args in changes:
     p = subprocess.run([binary, "--state", state, *args], capture_output=True, text=True, timeout=30)
@@ -83,19 +93,24 @@ def policy(env) -> dict:
     }
 
 
-def test_an_app_process_cannot_change_the_isolation_layer(env):
-    """Finding 1, SPEC S5: inside `scopefs run --app A --no-sandbox`, grant,
-    restore (after the owner revoked), provider add, app add, open, import,
-    revoke, unmount, forget and session grants each exit 77 with a message,
-    and the isolation layer is unchanged (and still mounted).
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "no-sandbox"])
+def test_an_app_process_cannot_change_the_isolation_layer(env, sandbox):
+    """Finding 1, SPEC S5: inside `scopefs run --app A`, grant, restore
+    (after the owner revoked), provider add, app add, open, import, revoke,
+    unmount, forget and session grants each exit 77 with a message, and the
+    isolation layer is unchanged (and still mounted): in the default
+    sandbox with the `scopefs` on its PATH, and with `--no-sandbox`, where
+    the app reaches the owner's binary and real state directory (the
+    attack this finding was seen with).
     Seen failing on the old main: every command exited 0."""
     grant = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:docs")
     env.revoke(ALPHA, grant)
-    env.mount()
+    env.mount(defaults=True)
     before = policy(env)
     changes = [(name, [str(env.mnt) if a == "MOUNTPOINT" else a for a in args]) for name, args in CHANGES]
-    got = env.app_json(ALPHA, RUN_CHANGES, env.bin, env.state, json.dumps(changes))
+    binary, state = ("scopefs", "") if sandbox else (env.bin, env.state)
+    got = env.app_json(ALPHA, RUN_CHANGES, binary, state, json.dumps(changes), sandbox=sandbox)
     for name, (code, message) in got.items():
         assert code == 77, f"{name}: exit {code}: {message}"
         assert "app process" in message, f"{name}: {message}"
@@ -103,9 +118,10 @@ def test_an_app_process_cannot_change_the_isolation_layer(env):
     assert env.daemon_pid() == env.daemon.pid
 
 
+# argv[1]: the socket ("" for the sandbox's app endpoint).
 RAW_CONTROL = """
 import socket
-path, ops = sys.argv[1], sys.argv[2].split(",")
+path, ops = sys.argv[1] or os.path.join(os.environ["SCOPEFS_STATE"], "control.sock"), sys.argv[2].split(",")
 answers = {}
 for op in ops:
     s = socket.socket(socket.AF_UNIX)
@@ -116,16 +132,20 @@ emit(answers)
 """
 
 
-def test_the_control_socket_refuses_changes_from_an_app_process(env):
-    """Finding 1, SPEC S5: a hostile app skips the CLI and writes requests to
-    the owner's control socket itself: register (start another app), reload,
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "no-sandbox"])
+def test_the_control_socket_refuses_changes_from_an_app_process(env, sandbox):
+    """Finding 1, SPEC S5: a hostile app skips the CLI and writes requests
+    to a control socket itself — in the default sandbox its app endpoint,
+    with `--no-sandbox` the owner's own socket in the state directory (what
+    the finding was seen with): register (start another app), reload,
     status, revoke (the daemon's own revocation path for an unusable
     database) and restore (the daemon writes it for the CLI, issue 15) are
     refused with code 77; whoami names its app. Seen failing on the old
     main: status answered with every app's processes."""
-    env.mount()
+    env.mount(defaults=True)
+    socket_path = "" if sandbox else env.state / "control.sock"
     got = env.app_json(
-        ALPHA, RAW_CONTROL, env.state / "control.sock", "status,reload,register,revoke,restore,whoami", BETA
+        ALPHA, RAW_CONTROL, socket_path, "status,reload,register,revoke,restore,whoami", BETA, sandbox=sandbox
     )
     for op in ("status", "reload", "register", "revoke", "restore"):
         assert got[op]["ok"] is False and got[op]["code"] == 77, (op, got[op])
@@ -136,7 +156,7 @@ def test_a_sandboxed_app_cannot_change_the_isolation_layer(env):
     """Finding 1, SPEC S5: even with the scopefs binary (and its runtime)
     exposed to the sandbox, `scopefs grant` there exits 77: the run's cgroup
     marks it as an app process, whatever state directory it names."""
-    env.mount()
+    env.mount(defaults=True)
     binary = Path(env.bin).resolve()
     expose = [str(binary.parent), *libraries_outside_usr(binary)]
     p = run_in_sandbox(
@@ -198,7 +218,7 @@ def test_the_sandbox_shows_nothing_of_the_host_it_does_not_need(env):
     processes; it holds no capabilities, has no_new_privs and a seccomp
     filter that refuses TIOCSTI and new user namespaces. Seen failing on the
     old main: the state directory, key and backing folders were readable."""
-    env.mount()
+    env.mount(defaults=True)
     daemon = env.daemon_pid()
     got = env.app_json(
         ALPHA,
@@ -240,7 +260,7 @@ def test_the_sandbox_reaches_only_the_app_endpoint(env):
     the app endpoint: it resolves the app's bookmarks to paths that work
     inside, and refuses the owner's requests (status) with code 77."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    mount_with_scopes(env, "strict")
+    env.mount(defaults=True)
     got = env.app_json(ALPHA, RESOLVE_IN_SANDBOX, env.prov(ALPHA, LOCAL, REPORT), sandbox=True)
     assert got["resolve"]["ok"] is True and got["resolve"]["path"] == env.prov(ALPHA, LOCAL, REPORT), got
     assert got["status"]["ok"] is False and got["status"]["code"] == 77, got
@@ -292,7 +312,7 @@ def test_an_app_cannot_exhaust_the_control_sockets(env):
     "busy" (75) instead of a thread each, the owner's `scopefs status` is
     still served, and once the app lets go the endpoint works again; an
     oversized request line gets a usage error, not a crash."""
-    env.mount()
+    env.mount(defaults=True)
     session = env.app_session(ALPHA, FLOOD_THE_APP_ENDPOINT, sandbox=True)
     got = session.recv(timeout=30)
     assert got["busy"]["ok"] is False and got["busy"]["code"] == 75, got
@@ -319,7 +339,7 @@ def test_each_run_has_a_cgroup_that_goes_with_it(env):
     """SPEC S5: a run's processes are in a cgroup of the run's own (what
     `status` reports as the attribution), and the cgroup is removed once the
     run has ended, so runs leave nothing behind on the host."""
-    env.mount()
+    env.mount(defaults=True)
     p = env.run_app(ALPHA, ["cat", "/proc/self/cgroup"], sandbox=True)
     assert p.returncode == 0, describe(p)
     line = next(row for row in p.stdout.splitlines() if row.startswith("0::"))
@@ -334,9 +354,10 @@ def test_each_run_has_a_cgroup_that_goes_with_it(env):
 # What the escaped process checks: as an app process of ALPHA it must meet
 # ENOENT at BETA's directory, EPERM on a granted file without a scope
 # (strict mode), be able to write its own container, and be refused (77)
-# when it tries to start BETA.
+# when it tries to start BETA (state "": the sandbox's $SCOPEFS_STATE).
 ESCAPED_PROBE = """
 out, mnt, alpha, beta, granted, binary, state = sys.argv[1:8]
+state = state or os.environ["SCOPEFS_STATE"]
 import subprocess
 run_beta = subprocess.run([binary, "--state", state, "run", "--no-sandbox", "--shared-view", "--app", beta, "--", "true"],
                           capture_output=True, timeout=30).returncode
@@ -381,19 +402,25 @@ emit(json.load(open(out)))
 """
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "shared-view"])
 @pytest.mark.parametrize("how", ["clone-parent", "thread-exec"])
-def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how):
+def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how, sandbox):
     """Finding 3, SPEC S5: after a double fork and setsid, a raw
     clone(CLONE_PARENT) child (3a) or an execve from a non-leader thread (3b)
     is still an app process of ALPHA: BETA's directory is ENOENT, a granted
     file needs a scope (EPERM), its own container is writable, and starting
-    BETA exits 77. Seen failing on the old main: the process was the owner's
-    inspector (BETA listed, the file read, EROFS in the container, BETA
-    started)."""
+    BETA exits 77. In the default sandbox, and with `--no-sandbox
+    --shared-view`, where an escaped process would be the owner's inspector
+    seeing every app (what the finding was seen with). Seen failing on the
+    old main: the process was the owner's inspector (BETA listed, the file
+    read, EROFS in the container, BETA started)."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.view = "shared"
-    mount_with_scopes(env, "strict")
-    out = env.root / f"escaped-{how}.json"
+    if not sandbox:
+        env.view = "shared"
+    env.mount(defaults=True)
+    # The escaped process reports through a file: the sandbox's private /tmp.
+    out = f"/tmp/escaped-{how}.json" if sandbox else env.root / f"escaped-{how}.json"
+    binary, state = ("scopefs", "") if sandbox else (env.bin, env.state)
     got = env.app_json(
         ALPHA,
         ESCAPE,
@@ -404,8 +431,9 @@ def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how):
         ALPHA,
         BETA,
         env.prov(ALPHA, LOCAL, REPORT),
-        env.bin,
-        env.state,
+        binary,
+        state,
+        sandbox=sandbox,
     )
     assert got == {
         "other-app": "ENOENT",
@@ -417,6 +445,8 @@ def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how):
 
 # --- Finding 4: a thread's identity outlives its exec -----------------------
 
+# Reports the thread's id (in a sandbox: in its pid namespace) and waits
+# for the test to take note before the exec.
 THREAD_THEN_EXEC = """
 import threading
 probe = sys.argv[1]
@@ -425,11 +455,24 @@ def run():
         os.stat(probe)  # a request from this thread: its identity is cached
     except OSError:
         pass
-    emit({"tid": threading.get_native_id()})
+    step({"tid": threading.get_native_id()})
     os.execv("/bin/true", ["/bin/true"])  # from a non-leader thread: its ID is freed
 threading.Thread(target=run).start()
 threading.Event().wait(30)
 """
+
+
+def host_thread_id(tid: int, marker: str) -> int:
+    """The host's id of thread `tid` (an id in its sandbox's pid namespace)
+    of the sandboxed python whose command line holds `marker`: the id the
+    daemon sees in its requests."""
+    pid = app_host_pid(marker)
+    for task in os.listdir(f"/proc/{pid}/task"):
+        status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        if int(nspid[-1]) == tid:
+            return int(task)
+    raise AssertionError(f"no thread {tid} in the sandboxed process {pid}")
 
 
 def fork_with_pid(target: int, body) -> int | None:
@@ -453,17 +496,21 @@ def fork_with_pid(target: int, body) -> int | None:
     return None
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "shared-view"])
 @pytest.mark.parametrize("who", ["owner", "nobody"])
-def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
+def test_a_reused_thread_id_is_not_served_as_the_app(env, who, sandbox):
     """Finding 4, SPEC S5, S36, S3, S4: a thread of ALPHA makes a request, then
     execs; a later process that gets that thread id (forced here through
     ns_last_pid instead of 32k forks) is not ALPHA. As the owner it is the
     inspector, whose writes get EROFS; as `nobody` on an --allow-other mount
-    it meets ENOENT at ALPHA's directory. Seen failing on the old main: the
-    owner's process created a file in ALPHA's container as ALPHA, and
-    nobody's read ALPHA's container."""
-    env.view = "shared"
-    env.mount(allow_other=(who == "nobody"))
+    it meets ENOENT at ALPHA's directory. In the default sandbox (the
+    thread's host id taken from its NSpid), and with `--no-sandbox
+    --shared-view` (what the finding was seen with). Seen failing on the
+    old main: the owner's process created a file in ALPHA's container as
+    ALPHA, and nobody's read ALPHA's container."""
+    if not sandbox:
+        env.view = "shared"
+    env.mount(allow_other=(who == "nobody"), defaults=True)
     private = env.state / "containers" / ALPHA / "Documents" / "private.txt"
     private.write_text("ALPHA's own")
     os.chmod(private, 0o644)
@@ -483,9 +530,14 @@ def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
 
     # Another process of the machine may take the freed id first: then try
     # again with a new one.
-    for _ in range(3):
-        p = env.app_py(ALPHA, THREAD_THEN_EXEC, env.container(ALPHA, "Documents/probe-does-not-exist"))
-        tid = next(json.loads(line)["tid"] for line in p.stdout.splitlines() if line.startswith("{"))
+    for attempt in range(3):
+        probe = env.container(ALPHA, f"Documents/probe-does-not-exist-{attempt}")
+        app = env.app_session(ALPHA, THREAD_THEN_EXEC, probe, sandbox=sandbox)
+        tid = app.recv()["tid"]
+        if sandbox:
+            tid = host_thread_id(tid, probe)
+        app.send()
+        assert app.finish() == 0, app.stderr()
         code = fork_with_pid(tid, as_reused_thread)
         if code is not None:
             break
@@ -504,12 +556,13 @@ def test_a_reused_thread_id_is_not_served_as_the_app(env, who):
 # a granted folder) to an ungranted place on the host while an app holds a
 # descriptor and its working directory in it.
 
-# App A: opens the file O_RDWR, hands the descriptor to every process that
-# connects to the socket (BETA's process, then an inspector), and finally
-# lets a forked child of its own use it.
+# App A: in scope of the file, opens it O_RDWR, hands the descriptor to
+# every process that connects to the socket (BETA's process, then an
+# inspector), and finally lets a forked child of its own use it.
 OWNER_SHARES_DESCRIPTOR = """
 import socket
 path, sock_path, clients = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start_accessing(path)
 fd = os.open(path, os.O_RDWR)
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(sock_path)
@@ -572,6 +625,17 @@ emit(result)
 DATA_OPERATIONS = ("read", "pwrite", "fallocate", "fsync", "fdatasync", "ftruncate")
 
 
+def shared_folder(env) -> tuple:
+    """A host folder that sandboxed apps and the owner's processes all see
+    (`--expose DIR:rw`, as a user may give two apps the same folder): where
+    a descriptor is handed over a unix socket. Returns (folder, the `run`
+    options that show it)."""
+    folder = env.root / "shared"
+    folder.mkdir()
+    os.chmod(folder, 0o777)  # the app account (scopefs-app, for a root owner) binds its socket there
+    return folder, ("--expose", f"{folder}:rw")
+
+
 def test_stolen_descriptor_answers_only_its_app(env):
     """SPEC S33 (amended), issue 14 finding 5: a descriptor app A opened
     O_RDWR on a granted file, handed to a process of app B (over a unix
@@ -579,17 +643,27 @@ def test_stolen_descriptor_answers_only_its_app(env):
     SPEC S4), refuses read, pwrite, fallocate, fsync, ftruncate and
     copy_file_range with EPERM (fsetxattr, which the kernel sends without the
     descriptor, meets the gate of the node: ENOENT for another app, EROFS for
-    the inspect view); the host file is unchanged. A's own forked child still reads and writes."""
+    the inspect view); the host file is unchanged. A's own forked child still reads and writes.
+    Both apps are sandboxed; the socket is in a folder shown to both."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     host_file = env.backing(LOCAL) / "docs" / "report.txt"
-    sock_path = str(env.root / "share.sock")
-    owner = env.app_session(ALPHA, OWNER_SHARES_DESCRIPTOR, env.prov(ALPHA, LOCAL, "docs/report.txt"), sock_path, 2)
+    folder, expose = shared_folder(env)
+    sock_path = str(folder / "share.sock")
+    owner = env.app_session(
+        ALPHA,
+        OWNER_SHARES_DESCRIPTOR,
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        sock_path,
+        2,
+        sandbox=True,
+        extra=expose,
+    )
     assert owner.recv() == {"ready": True}
 
     # BETA's sink is its own container file: copy_file_range into it would
     # copy A's data out.
-    by_other_app = env.app_json(BETA, THIEF, sock_path, env.container(BETA, "loot.txt"))
+    by_other_app = env.app_json(BETA, THIEF, sock_path, env.container(BETA, "loot.txt"), sandbox=True, extra=expose)
     by_inspector = env.host_json(THIEF, sock_path, "")
     assert owner.recv() == {"sent": 2}
 
@@ -621,6 +695,7 @@ def test_stolen_descriptor_answers_only_its_app(env):
 APP_READS_INSPECTOR_DESCRIPTOR = """
 import socket
 sock_path = sys.argv[1]
+start_accessing(sys.argv[2])
 conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 conn.connect(sock_path)
 _, fds, _, _ = socket.recv_fds(conn, 16, 1)
@@ -630,19 +705,29 @@ emit({"read": attempt(os.pread, fds[0], 16, 0)})
 
 def test_app_cannot_read_through_an_inspector_descriptor(env):
     """SPEC S33 (amended), S4, issue 14 finding 5: a descriptor the owner's
-    inspector opened (read-only, in the inspect view) answers no app process."""
+    inspector opened (read-only, in the inspect view) answers no app
+    process, even one in scope of the file (sandboxed, the socket in a
+    folder shown to it)."""
     import socket
 
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     fd = os.open(env.prov(ALPHA, LOCAL, "docs/report.txt"), os.O_RDONLY)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock_path = str(env.root / "inspector.sock")
+        folder, expose = shared_folder(env)
+        sock_path = str(folder / "inspector.sock")
         server.bind(sock_path)
         os.chmod(sock_path, 0o777)
         server.listen(1)
-        app = env.app_session(ALPHA, APP_READS_INSPECTOR_DESCRIPTOR, sock_path)
+        app = env.app_session(
+            ALPHA,
+            APP_READS_INSPECTOR_DESCRIPTOR,
+            sock_path,
+            env.prov(ALPHA, LOCAL, "docs/report.txt"),
+            sandbox=True,
+            extra=expose,
+        )
         server.settimeout(20)
         conn, _ = server.accept()
         socket.send_fds(conn, [b"fd"], [fd])
@@ -654,11 +739,12 @@ def test_app_cannot_read_through_an_inspector_descriptor(env):
         os.close(fd)
 
 
-# Holds a descriptor on the folder and its working directory in it (or
-# below it); after the test moved the folder on the host, tries to list,
-# open and create through both.
+# In scope of the folder, holds a descriptor on it and its working
+# directory in it (or below it); after the test moved the folder on the
+# host, tries to list, open and create through both.
 HOLDS_FOLDER = """
 folder, cwd = sys.argv[1], sys.argv[2]
+start_accessing(folder)
 dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
 os.chdir(cwd)
 step({"before": listing(folder), "cwd": sorted(os.listdir("."))})
@@ -701,12 +787,15 @@ def _held_folder_cut_after_host_move(env, folder_rel, cwd_rel, moved_rel, destin
     """Common body: the app holds `folder_rel` (fd) and `cwd_rel` (cwd); the
     owner renames `moved_rel` to `destination` on the host; 1.5 s later every
     operation through the descriptor and the working directory fails with
-    ENOENT or EPERM, and nothing appears in the new host location."""
+    ENOENT or EPERM, and nothing appears in the new host location. The app
+    is sandboxed and still holds its scope: the move is what cuts it."""
     backing = env.backing(LOCAL)
     (backing / cwd_rel).mkdir(parents=True, exist_ok=True)
     (backing / folder_rel / "f.txt").write_bytes(b"f\n")
     (backing / cwd_rel / "g.txt").write_bytes(b"g\n")
-    app = env.app_session(ALPHA, HOLDS_FOLDER, env.prov(ALPHA, LOCAL, folder_rel), env.prov(ALPHA, LOCAL, cwd_rel))
+    app = env.app_session(
+        ALPHA, HOLDS_FOLDER, env.prov(ALPHA, LOCAL, folder_rel), env.prov(ALPHA, LOCAL, cwd_rel), sandbox=True
+    )
     before = app.recv()
     assert "f.txt" in before["before"] and "g.txt" in before["cwd"], before
 
@@ -730,7 +819,7 @@ def test_folder_moved_out_of_grant_is_cut(env):
     and its cwd in `work/sub/deep`: within 1.5 s listing, opening and creating
     through both fail (ENOENT/EPERM) and nothing is created there."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount()
+    env.mount(defaults=True)
     _held_folder_cut_after_host_move(env, "work/sub", "work/sub/deep", "work/sub", env.backing(LOCAL) / "work2" / "sub")
 
 
@@ -740,12 +829,13 @@ def test_ancestor_moved_out_of_provider_cuts_held_folder(env):
     descriptor on `deep/a/b` and its
     cwd in `deep/a/b` stop working within 1.5 s."""
     env.grant(ALPHA, f"{LOCAL}:deep/a")
-    env.mount()
+    env.mount(defaults=True)
     _held_folder_cut_after_host_move(env, "deep/a/b", "deep/a/b", "deep", env.root / "backing" / "escape" / "deep")
 
 
 HOLDS_FOLDER_STILL_GRANTED = """
 folder = sys.argv[1]
+start_accessing(folder)
 dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
 os.chdir(folder)
 step({"before": sorted(os.listdir(dfd))})
@@ -759,13 +849,14 @@ def test_folder_renamed_within_grant_stays_usable(env):
     """SPEC S33 (amended), the other side of finding 6: a folder the owner
     renames on the host inside the same granted folder has not left the
     grant, so the app's descriptor and cwd on it keep working after the
-    location check ran (1.5 s), and what it creates lands in the new place."""
+    location check ran (1.5 s), and what it creates lands in the new place
+    (sandboxed, in scope of the folder)."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount()
+    env.mount(defaults=True)
     backing = env.backing(LOCAL) / "work"
     (backing / "sub").mkdir()
     (backing / "sub" / "f.txt").write_bytes(b"f\n")
-    app = env.app_session(ALPHA, HOLDS_FOLDER_STILL_GRANTED, env.prov(ALPHA, LOCAL, "work/sub"))
+    app = env.app_session(ALPHA, HOLDS_FOLDER_STILL_GRANTED, env.prov(ALPHA, LOCAL, "work/sub"), sandbox=True)
     assert app.recv() == {"before": ["f.txt"]}
     os.rename(backing / "sub", backing / "renamed")
     time.sleep(1.5)  # not a wait: past the location check's age (1 s), so the check runs again
@@ -799,6 +890,14 @@ emit({"seconds": time.monotonic() - started})
 """
 
 
+# In scope of argv[1], reads it, waits for the test to revoke, reads again.
+READ_THEN_READ_REVOKED = """
+start_accessing(sys.argv[1])
+step({"read": attempt(read_bytes, sys.argv[1])})
+emit({"read": attempt(read_bytes, sys.argv[1])})
+"""
+
+
 def events_json(env, *args) -> list[dict]:
     """`scopefs events --json ARGS...`, one object per line."""
     p = env.cli("events", "--json", *args)
@@ -815,20 +914,25 @@ def occurrences(event: dict) -> int:
 
 def test_unbalanced_stop_flood_neither_evicts_nor_floods_the_trail(env):
     """SPEC S29 (amended), issue 14 finding 7: after a grant, a revoke, a
-    denial (EPERM while revoked) and a restore, one app process issues
-    100,001 unbalanced stops — one more than the log's capacity. The grant,
-    revoke, restore and denial events are all still in `scopefs events
-    --json`, and the stops are there too, coalesced into a few rows whose
-    `occurrences` add up to 100,001 (text output shows them as ×N)."""
+    denial (EPERM while revoked, to an app that was in scope) and a restore,
+    one sandboxed app process issues 100,001 unbalanced stops — one more
+    than the log's capacity. The grant, revoke, restore and denial events
+    are all still in `scopefs events --json`, and the stops are there too,
+    coalesced into a few rows whose `occurrences` add up to 100,001 (text
+    output shows them as ×N)."""
     grant = env.grant(ALPHA, f"{LOCAL}:{AUDIT_ITEM}")
-    env.mount()
+    env.mount(defaults=True)
     target = env.prov(ALPHA, LOCAL, AUDIT_ITEM)
+    reader = env.app_session(ALPHA, READ_THEN_READ_REVOKED, target, sandbox=True)
+    assert reader.recv() == {"read": "OK"}
+    reader_pid = app_host_pid(target)  # what the daemon records: the host's pid, not the sandbox's
     env.revoke(ALPHA, grant)
-    denied = env.app_json(ALPHA, "emit({'pid': os.getpid(), 'read': attempt(read_bytes, sys.argv[1])})", target)
-    assert denied["read"] == "EPERM", denied
+    reader.send()
+    assert reader.recv() == {"read": "EPERM"}
+    assert reader.finish() == 0, reader.stderr()
     env.restore(ALPHA, grant)
 
-    flood = env.app_json(ALPHA, "import time\n" + FLOOD_SNIPPET, target, FLOOD_STOPS)
+    flood = env.app_json(ALPHA, "import time\n" + FLOOD_SNIPPET, target, FLOOD_STOPS, sandbox=True)
 
     # The recorder writes in batches every 100 ms: wait until the newest
     # stop row stops changing. (Only the newest: printing 100,000 rows as
@@ -856,7 +960,7 @@ def test_unbalanced_stop_flood_neither_evicts_nor_floods_the_trail(env):
         f"{kinds} of grant, revoke, denial, restore"
     )
     denial = next(e for e in important if e["kind"] == "denial")
-    assert denial["pid"] == denied["pid"] and denial["errnoName"] == "EPERM", denial
+    assert denial["pid"] == reader_pid and denial["errnoName"] == "EPERM", denial
 
     rows = events_json(env, "--kind", "unbalanced-stop", "--limit", "1000")
     assert len(rows) <= 100, f"{FLOOD_STOPS} identical unbalanced stops took {len(rows)}+ rows: not coalesced"
@@ -898,11 +1002,12 @@ def test_control_characters_in_names_are_escaped_in_text_and_exact_in_json(env):
     (env.backing(LOCAL) / FORGED_NAME).write_bytes(b"forged\n")
     opened = env.cli("open", ALPHA, f"{LOCAL}:{FORGED_NAME}").stdout
     grant = re.search(r"grant (\d+)", opened).group(1)
-    env.mount()
+    env.mount(defaults=True)
     leaked = env.app_json(
         ALPHA,
         "emit(outcome(lambda: os.getxattr(sys.argv[1], 'user.scopefs.start').decode()))",
         env.prov(ALPHA, LOCAL, FORGED_NAME),
+        sandbox=True,
     )
     assert leaked == {"ok": "1"}, leaked
     wait_for("a leak event after the app exited in scope", lambda: events_json(env, "--kind", "leak"))

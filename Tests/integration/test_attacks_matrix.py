@@ -11,6 +11,13 @@ mmap after revoke, forged bookmarks, rename races.
 Ungranted files of the standard world (scopefs_harness) carry their own
 content, so "nothing outside was read" is an exact comparison: an attack
 that reached one would return its bytes instead of the errno expected.
+
+The app attacks where users run it: the default mount (strict scopes,
+SPEC S9) and the default sandbox (S5). Like a real app it starts accessing
+its granted folders first (S6, S12), so each denial below comes from the
+check its row is about, not from a missing scope. Only the other-apps row
+also runs in the `--no-sandbox` views, where the kernel's caches are
+shared between apps.
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ import time
 
 import pytest
 from doc_scope_helpers import bookmark, resolve, resolve_ok, tamper
-from doc_scope_helpers import mount as mount_with_scopes
 from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, REPORT_BYTES, describe
 
 RACE_SECONDS = 2.0
@@ -32,9 +38,10 @@ GRANTED_MARK = "GRANTED\n"
 # For each relative path: what it is ("ENOENT" etc., a listing for a
 # folder, the content for a file), reached three ways: as a path under
 # argv[1], relative to a descriptor on argv[1] (openat), and relative to
-# argv[1] as the working directory.
+# argv[1] as the working directory; in scope of argv[2] (when not empty).
 WALK = """
-base, rels = sys.argv[1], sys.argv[2:]
+base, scope, rels = sys.argv[1], sys.argv[2], sys.argv[3:]
+start_accessing(scope)
 def what(stat_it, open_it):
     try:
         st = stat_it()
@@ -59,9 +66,10 @@ emit(out)
 """
 
 
-def walk(env, app: str, base: str, rels: list[str]) -> dict:
-    """WALK as an app process; asserts the three routes agree and returns one."""
-    got = env.app_json(app, WALK, base, *rels)
+def walk(env, app: str, base: str, rels: list[str], scope: str = "") -> dict:
+    """WALK as a sandboxed app process, in scope of `scope` (a granted
+    folder) if given; asserts the three routes agree and returns one."""
+    got = env.app_json(app, WALK, base, scope, *rels, sandbox=True)
     assert got["path"] == got["openat"] == got["cwd"], got
     return got["path"]
 
@@ -69,14 +77,15 @@ def walk(env, app: str, base: str, rels: list[str]) -> dict:
 # ---------------------------------------------------------------------------
 # 1. `..`
 
+# Each level: its listing, and whether ScopeFS serves it.
 CLIMB = """
+start_accessing(sys.argv[1])
+scopefs = os.stat(sys.argv[1]).st_dev
 fd, levels = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY), []
 for _ in range(6):
     fd = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-    levels.append(sorted(os.listdir(fd)))
-beyond = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-emit({"levels": levels, "other-app": attempt(os.stat, sys.argv[2], dir_fd=fd),
-      "left-the-mount": os.fstat(beyond).st_dev != os.fstat(fd).st_dev})
+    levels.append([sorted(os.listdir(fd)), os.fstat(fd).st_dev == scopefs])
+emit({"levels": levels, "other-app": attempt(os.stat, sys.argv[2], dir_fd=fd)})
 """
 
 
@@ -87,9 +96,10 @@ def test_dotdot_reaches_nothing_ungranted(env):
     app's directory, with open(), listdir, stat, openat on a directory fd
     and a working directory. Ungranted items are ENOENT; bare ancestors list
     only the way to the grant; climbing with openat(fd, "..") above the app's
-    directory ends at the mount root (the app alone) and then leaves ScopeFS."""
+    directory leaves ScopeFS for the sandbox's folder that shows the app
+    alone (S5), where another app's name is ENOENT."""
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
-    env.mount()
+    env.mount(defaults=True)
     base = env.prov(ALPHA, LOCAL, "deep/a/b")
     expected = {
         ".": ["sibling.txt", "target.txt"],
@@ -109,12 +119,18 @@ def test_dotdot_reaches_nothing_ungranted(env):
         "../../../../../../" + BETA + "/Container/Documents": "ENOENT",
         "../../../../../..": [ALPHA],
     }
-    assert walk(env, ALPHA, base, list(expected)) == expected
-    got = env.app_json(ALPHA, CLIMB, base, BETA)
+    assert walk(env, ALPHA, base, list(expected), scope=base) == expected
+    got = env.app_json(ALPHA, CLIMB, base, BETA, sandbox=True)
     assert got == {
-        "levels": [["b"], ["a"], ["deep"], [LOCAL], ["Container", "Providers"], [ALPHA]],
+        "levels": [
+            [["b"], True],
+            [["a"], True],
+            [["deep"], True],
+            [[LOCAL], True],
+            [["Container", "Providers"], True],
+            [[ALPHA], False],
+        ],
         "other-app": "ENOENT",
-        "left-the-mount": True,
     }
 
 
@@ -123,15 +139,16 @@ def test_dotdot_reaches_nothing_ungranted(env):
 
 APP_LINKS = """
 work, links = sys.argv[1], json.loads(sys.argv[2])
+start_accessing(work)
 for name, target in links.items():
     os.symlink(target, os.path.join(work, name))
 emit({name: os.readlink(os.path.join(work, name)) for name in links})
 """
 
 THROUGH_ABSOLUTE_HOST_LINK = """
-link, app_dir = sys.argv[1], sys.argv[2]
-fd = os.open(link, os.O_RDONLY)
-emit({"readlink": os.readlink(link), "served-by-scopefs": os.fstat(fd).st_dev == os.stat(app_dir).st_dev})
+link = sys.argv[1]
+start_accessing(os.path.dirname(link))
+emit({"readlink": os.readlink(link), "open": attempt(open_close, link, os.O_RDONLY)})
 """
 
 
@@ -144,11 +161,11 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
     `escape/`): reading or
     listing through them is ENOENT, never the target. A link inside the
     grant still works. A host link with an absolute host path is not
-    rewritten into the mount: the kernel follows it outside ScopeFS (what
-    the default sandbox hides, test_attacks.py), and the same secret through
-    the mount stays ENOENT."""
+    rewritten into the mount: the kernel follows it outside ScopeFS, into
+    what the default sandbox does not show (ENOENT), and the same secret
+    through the mount stays ENOENT."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount()
+    env.mount(defaults=True)
     work_host = env.backing(LOCAL) / "work"
     (work_host / "f").write_text(GRANTED_MARK)
     in_mount = env.mnt / ALPHA / "Providers"
@@ -169,19 +186,18 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
         APP_LINKS,
         env.prov(ALPHA, LOCAL, "work"),
         json.dumps({"app-" + name: target for name, target in outward.items()}),
+        sandbox=True,
     )
     assert app_made == {"app-" + name: target for name, target in outward.items()}
     names = [p + name for p in ("host-", "app-") for name in outward]
     rels = names + ["host-sibling-folder/secret.txt", "app-sibling-folder/secret.txt", "inside"]
-    got = walk(env, ALPHA, env.prov(ALPHA, LOCAL, "work"), rels)
+    got = walk(env, ALPHA, env.prov(ALPHA, LOCAL, "work"), rels, scope=env.prov(ALPHA, LOCAL, "work"))
     assert got == {rel: "ENOENT" for rel in rels[:-1]} | {"inside": GRANTED_MARK}
 
     secret = env.backing(LOCAL) / "docs/secret.txt"
     os.symlink(secret, work_host / "host-absolute")
-    got = env.app_json(
-        ALPHA, THROUGH_ABSOLUTE_HOST_LINK, env.prov(ALPHA, LOCAL, "work/host-absolute"), env.app_dir(ALPHA)
-    )
-    assert got == {"readlink": str(secret), "served-by-scopefs": False}
+    got = env.app_json(ALPHA, THROUGH_ABSOLUTE_HOST_LINK, env.prov(ALPHA, LOCAL, "work/host-absolute"), sandbox=True)
+    assert got == {"readlink": str(secret), "open": "ENOENT"}
     assert walk(env, ALPHA, env.prov(ALPHA, LOCAL), ["docs/secret.txt"]) == {"docs/secret.txt": "ENOENT"}
 
 
@@ -192,6 +208,7 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
 # granted folder, holding a file and that folder open.
 OWNER_STAYS = """
 docs = sys.argv[1]
+start_accessing(docs)
 os.chdir(docs)
 fd = os.open("report.txt", os.O_RDONLY)
 dfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
@@ -210,20 +227,27 @@ emit({"root": listing(mnt),
 """
 
 
-@pytest.mark.parametrize("view", ["app", "shared"])
+@pytest.mark.parametrize("view", ["sandbox", "app", "shared"])
 def test_another_apps_directory_is_enoent(env, view):
     """SPEC S3, S32, S33: app ALPHA goes for BETA's directory, container,
-    granted items and open files right after a BETA process walked them and
-    while it holds them: by path, via `..` from its own directory, and
-    through BETA's /proc/PID/cwd and /proc/PID/fd links (a reopen of
-    BETA's open file or folder is ALPHA's own request). Every one is ENOENT,
-    and MOUNT lists no BETA, in the default app view and in the shared view
-    (where the kernel's caches are shared). ALPHA holds a grant on the same
-    host folder: only the view differs."""
+    granted items and open files right after a BETA process walked them (in
+    scope of its folder) and while it holds them: by path, via `..` from
+    its own directory, and through BETA's /proc/PID/cwd and /proc/PID/fd
+    links (a reopen of BETA's open file or folder is ALPHA's own request).
+    Every one is ENOENT, and MOUNT lists no BETA: in the default sandbox,
+    and in the two `--no-sandbox` views, where the test is about the
+    kernel's caches: the app view, and the shared view where they are
+    shared between apps. ALPHA holds a grant on the same host folder: only
+    the view differs. In the sandbox BETA's pid names no process of
+    ALPHA's (another pid namespace), so the /proc links are probed only in
+    the `--no-sandbox` views (test_container_passthrough.py has the
+    sandbox's side of descriptors across apps)."""
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")
-    env.view = view
-    env.mount()
+    sandbox = view == "sandbox"
+    if not sandbox:
+        env.view = view
+    env.mount(defaults=True)
     beta = env.app_dir(BETA)
     owned = [
         beta,
@@ -233,17 +257,18 @@ def test_another_apps_directory_is_enoent(env, view):
         env.prov(BETA, LOCAL, "docs"),
         env.prov(BETA, LOCAL, "docs/report.txt"),
     ]
-    owner = env.app_session(BETA, OWNER_STAYS, env.prov(BETA, LOCAL, "docs"), *owned)
+    owner = env.app_session(BETA, OWNER_STAYS, env.prov(BETA, LOCAL, "docs"), *owned, sandbox=sandbox)
     held = owner.recv()
     assert held["walked"] == {"list": ["report.txt", "secret.txt"], "read": "report"} | {p: "OK" for p in owned}
     pid = held["pid"]
-    paths = {p: not p.endswith(".txt") for p in owned} | {
-        env.app_dir(ALPHA) + "/../" + BETA + "/Container": True,
-        f"/proc/{pid}/cwd/report.txt": False,
-        f"/proc/{pid}/fd/{held['fd']}": False,
-        f"/proc/{pid}/fd/{held['dfd']}/secret.txt": False,
-    }
-    got = env.app_json(ALPHA, OTHER_APP_PROBE, env.mnt, json.dumps(paths))
+    paths = {p: not p.endswith(".txt") for p in owned} | {env.app_dir(ALPHA) + "/../" + BETA + "/Container": True}
+    if not sandbox:
+        paths |= {
+            f"/proc/{pid}/cwd/report.txt": False,
+            f"/proc/{pid}/fd/{held['fd']}": False,
+            f"/proc/{pid}/fd/{held['dfd']}/secret.txt": False,
+        }
+    got = env.app_json(ALPHA, OTHER_APP_PROBE, env.mnt, json.dumps(paths), sandbox=sandbox)
     assert BETA not in got["root"] and ALPHA in got["root"], got
     # stat() through BETA's /proc links can be answered from the kernel's
     # entry and attribute caches that BETA's own walk filled, without asking
@@ -265,8 +290,7 @@ def test_another_apps_directory_is_enoent(env, view):
 
 READ_ONLY_ATTACK = """
 docs, work = sys.argv[1], sys.argv[2]
-for p in (docs, work):
-    os.setxattr(p, "user.scopefs.start", b"")
+start_accessing(docs, work)
 f = docs + "/report.txt"
 write_text(work + "/mine.txt", "mine")
 fd = os.open(f, os.O_RDONLY)
@@ -301,7 +325,7 @@ emit({
 
 
 def test_read_only_grant_refuses_every_write(env):
-    """SPEC S9, S32, S33: in strict mode, with a scope started on a read-only
+    """SPEC S9, S32, S33: in the default (strict) mount, with a scope started on a read-only
     granted folder (and on a read-write one next to it), the app tries every
     write-class operation: write, append and O_TRUNC opens, truncate, create,
     mkdir, mkfifo, symlink, hard links and renames inside, out to the
@@ -312,8 +336,10 @@ def test_read_only_grant_refuses_every_write(env):
     env.grant(ALPHA, f"{LOCAL}:work")
     host = env.backing(LOCAL) / "docs"
     before = {p.name: (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns) for p in host.iterdir()}
-    mount_with_scopes(env, "strict")
-    got = env.app_json(ALPHA, READ_ONLY_ATTACK, env.prov(ALPHA, LOCAL, "docs"), env.prov(ALPHA, LOCAL, "work"))
+    env.mount(defaults=True)
+    got = env.app_json(
+        ALPHA, READ_ONLY_ATTACK, env.prov(ALPHA, LOCAL, "docs"), env.prov(ALPHA, LOCAL, "work"), sandbox=True
+    )
     assert got == {op: "EPERM" for op in got} | {"read": "OK"}
     assert {p.name: (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns) for p in host.iterdir()} == before
     assert "user.test" not in os.listxattr(host / "report.txt")
@@ -325,12 +351,12 @@ def test_read_only_grant_refuses_every_write(env):
 
 
 def hold_then_revoke(env, code: str, granted: str) -> dict:
-    """Run `code` as an ALPHA session on MOUNT/.../granted: it opens what it
-    needs, calls step(), and reports after the test revoked the grant
-    (default --open-files revoke)."""
+    """Run `code` as a sandboxed ALPHA session on MOUNT/.../granted, in
+    scope of it: it opens what it needs, calls step(), and reports after
+    the test revoked the grant (default --open-files revoke)."""
     gid = env.grant(ALPHA, f"{LOCAL}:{granted}")
-    env.mount()
-    app = env.app_session(ALPHA, code, env.prov(ALPHA, LOCAL, granted))
+    env.mount(defaults=True)
+    app = env.app_session(ALPHA, "start_accessing(sys.argv[1])\n" + code, env.prov(ALPHA, LOCAL, granted), sandbox=True)
     assert app.recv() == "holding"
     env.revoke(ALPHA, gid)
     app.send()
@@ -429,13 +455,14 @@ def test_forged_bookmarks_are_refused(env):
     ALPHA. Forged ones fail with "invalid" (exit 65), BETA's with "another
     app" (exit 77); nothing is printed on stdout. ALPHA's own bookmark of a
     read-only grant resolves with access read, and writing to the resolved
-    path is still EPERM."""
+    path is still EPERM. Both apps are sandboxed and resolve with the
+    `scopefs` the sandbox offers, through their app endpoint."""
     env.grant(ALPHA, f"{LOCAL}:docs", read_only=True)
     env.grant(BETA, f"{LOCAL}:docs")
-    mount_with_scopes(env, "strict")
+    env.mount(defaults=True)
     report = "docs/report.txt"
-    mine = bookmark(env, ALPHA, env.prov(ALPHA, LOCAL, report))
-    theirs = bookmark(env, BETA, env.prov(BETA, LOCAL, report))
+    mine = bookmark(env, ALPHA, env.prov(ALPHA, LOCAL, report), sandbox=True)
+    theirs = bookmark(env, BETA, env.prov(BETA, LOCAL, report), sandbox=True)
     forged = {
         "bit-flipped-30%": tamper(mine, 0.3),
         "bit-flipped-50%": tamper(mine, 0.5),
@@ -446,22 +473,23 @@ def test_forged_bookmarks_are_refused(env):
         "other-app-relabelled": reencode(theirs, lambda raw: raw.replace(BETA.encode(), ALPHA.encode())),
     }
     for name, token in forged.items():
-        p = resolve(env, ALPHA, token)
+        p = resolve(env, ALPHA, token, sandbox=True)
         assert p.returncode == 65 and "invalid" in p.stderr and not p.stdout.strip(), f"{name}\n" + describe(p)
-    p = resolve(env, ALPHA, theirs)
+    p = resolve(env, ALPHA, theirs, sandbox=True)
     assert p.returncode == 77 and "another app" in p.stderr and not p.stdout.strip(), describe(p)
 
-    got = resolve_ok(env, ALPHA, mine)
+    got = resolve_ok(env, ALPHA, mine, sandbox=True)
     assert got["access"] == "read" and got["path"] == env.prov(ALPHA, LOCAL, report), got
     writes = env.app_json(
         ALPHA,
         """
         p = sys.argv[1]
-        os.setxattr(p, "user.scopefs.start", b"")
+        start_accessing(p)
         emit({"read": attempt(read_bytes, p), "write": attempt(open_close, p, os.O_WRONLY),
               "truncate": attempt(os.truncate, p, 0)})
     """,
         got["path"],
+        sandbox=True,
     )
     assert writes == {"read": "OK", "write": "EPERM", "truncate": "EPERM"}
     assert (env.backing(LOCAL) / report).read_bytes() == REPORT_BYTES
@@ -470,14 +498,16 @@ def test_forged_bookmarks_are_refused(env):
 # ---------------------------------------------------------------------------
 # 8. rename races
 
-# Reads every path once (the test checks what a still tree gives), then,
-# once told to go, three threads open, read (by path and by openat on a
-# descriptor held on argv[1]) and list paths under argv[1] for argv[2]
-# seconds, and report every distinct content and listing seen. Errors are
-# only counted: any errno is fine while names move, a byte from outside is not.
+# In scope of the granted folders argv[3] (a JSON list), reads every path
+# once (the test checks what a still tree gives), then, once told to go,
+# three threads open, read (by path and by openat on a descriptor held on
+# argv[1]) and list paths under argv[1] for argv[2] seconds, and report
+# every distinct content and listing seen. Errors are only counted: any
+# errno is fine while names move, a byte from outside is not.
 RACE_READERS = """
 import threading, time
-base, seconds, rels = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+base, seconds, scopes, rels = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4:]
+start_accessing(*scopes)
 step({rel: outcome(lambda: read_bytes(base + "/" + rel).decode("latin1")) for rel in rels})
 dfd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
 seen, errors, lock = set(), [0], threading.Lock()
@@ -521,11 +551,11 @@ def host_loop(stop: threading.Event, step, counter: list) -> None:
         time.sleep(0.001)  # the host's pace, leaving the readers room: not a wait
 
 
-def race(env, base: str, rels: list[str], step) -> tuple[dict, set, int]:
-    """RACE_READERS as ALPHA while the host runs `step` in a loop; returns
-    (what each path gave before the race, what the app saw during it, how
-    many steps the host made)."""
-    app = env.app_session(ALPHA, RACE_READERS, base, RACE_SECONDS, *rels)
+def race(env, base: str, rels: list[str], scopes: list[str], step) -> tuple[dict, set, int]:
+    """RACE_READERS as a sandboxed ALPHA, in scope of `scopes`, while the
+    host runs `step` in a loop; returns (what each path gave before the
+    race, what the app saw during it, how many steps the host made)."""
+    app = env.app_session(ALPHA, RACE_READERS, base, RACE_SECONDS, json.dumps(scopes), *rels, sandbox=True)
     still = app.recv()
     stop, counter = threading.Event(), [0]
     mover = threading.Thread(target=host_loop, args=(stop, step, counter))
@@ -588,10 +618,11 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     (host / "docs/f").write_text("ungranted docs/f\n")
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
-    env.mount()
+    env.mount(defaults=True)
+    scopes = [env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, "deep/a/b")]
 
     work_rels = ["sub/f", "sub/secret.txt", "sub/report.txt", "sub/../sub/f", "sub/sub/f"]
-    still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "work"), work_rels, swap_folder_for_links(env))
+    still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "work"), work_rels, scopes, swap_folder_for_links(env))
     assert still == {"sub/f": {"ok": GRANTED_MARK}, "sub/../sub/f": {"ok": GRANTED_MARK}} | {
         rel: {"errno": "ENOENT"} for rel in ("sub/secret.txt", "sub/report.txt", "sub/sub/f")
     }
@@ -608,7 +639,7 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
         "a.moved/b/target.txt",
         "hidden/x.txt",
     ]
-    still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "deep"), deep_rels, rename_grant_parent(env))
+    still, seen, steps = race(env, env.prov(ALPHA, LOCAL, "deep"), deep_rels, scopes, rename_grant_parent(env))
     assert still == {rel: {"errno": "ENOENT"} for rel in deep_rels} | {"a/b/target.txt": {"ok": "deep target\n"}}
     assert steps > 10, f"the host made only {steps} renames"
     allowed = {"read=" + json.dumps("deep target\n"), "list=[]", 'list=["b"]', 'list=["sibling.txt", "target.txt"]'}
@@ -616,11 +647,13 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     assert sorted(os.listdir(host / "deep/a")) == ["b", "other.txt"]
 
 
-# First, one-shot moves out of the grant (argv[5]: {name: destination
-# folder}); then one thread renames and swaps while two read.
+# In scope of every granted folder (argv[6], a JSON list): first, one-shot
+# moves out of the grant (argv[5]: {name: destination folder}); then one
+# thread renames and swaps while two read.
 APP_RENAMER = """
 import threading, time
 work, parent_of_grant, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+start_accessing(*json.loads(sys.argv[6]))
 os.mkdir(work + "/sub")
 write_text(work + "/sub/f", sys.argv[4])
 out = {name: attempt(os.rename, work + "/sub/f", dest + "/f") for name, dest in json.loads(sys.argv[5]).items()}
@@ -665,11 +698,13 @@ def test_app_renames_and_swaps_inside_its_grant_while_reading(env):
     ungranted sibling `docs` in its place and swaps it back, and tries to
     rename the bare parent of another grant (EPERM every time), while two
     more threads read and list through the moving names. Only the app's own
-    content is ever read; nothing moved on the host outside the grant."""
+    content is ever read; nothing moved on the host outside the grant. The
+    app holds a scope on every grant, so a move into another grant meets
+    the cross-grant check (EXDEV), not a missing scope."""
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
     env.grant(ALPHA, f"{DRIVE}:inbox")
-    env.mount()
+    env.mount(defaults=True)
     destinations = {
         "into-other-grant": env.prov(ALPHA, LOCAL, "deep/a/b"),
         "into-other-provider": env.prov(ALPHA, DRIVE, "inbox"),
@@ -684,6 +719,10 @@ def test_app_renames_and_swaps_inside_its_grant_while_reading(env):
         RACE_SECONDS,
         GRANTED_MARK,
         json.dumps(destinations),
+        json.dumps(
+            [env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, "deep/a/b"), env.prov(ALPHA, DRIVE, "inbox")]
+        ),
+        sandbox=True,
     )
     assert got["out"] == {
         "into-other-grant": "EXDEV",

@@ -4,7 +4,11 @@ container and, with a read-write grant, folders of a provider. A symbolic
 link the app plants there must not make them write into, or read from,
 the owner's other files; with app-initiated picking (issue 17) the app can
 even ask for the operation. Each is refused (77) and leaves the owner's
-files as they were."""
+files as they were.
+
+The app runs as users run it: the default mount (strict scopes, SPEC S9)
+and the default sandbox; it starts accessing a provider folder before it
+plants a link there, as a real app must."""
 
 from __future__ import annotations
 
@@ -24,7 +28,9 @@ def owner_folder(env):
 
 
 SWAP_FOR_LINK = """
-path, aside, target = sys.argv[1], sys.argv[2], sys.argv[3]
+path, aside, target, scope = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+if scope:
+    os.setxattr(scope, "user.scopefs.start", b"")
 if os.path.lexists(path):
     os.rename(path, aside)
 os.symlink(target, path)
@@ -32,8 +38,10 @@ emit({"link": os.readlink(path)})
 """
 
 
-def plant_link(env, app_path: str, aside: str, target) -> None:
-    got = env.app_json(ALPHA, SWAP_FOR_LINK, app_path, aside, target)
+def plant_link(env, app_path: str, aside: str, target, scope: str = "") -> None:
+    """ALPHA, sandboxed, puts a link to `target` at `app_path` (moving what
+    was there to `aside`), in scope of `scope` (a granted folder) if given."""
+    got = env.app_json(ALPHA, SWAP_FOR_LINK, app_path, aside, target, scope, sandbox=True)
     assert got == {"link": str(target)}, got
 
 
@@ -42,7 +50,7 @@ def test_open_does_not_write_a_reference_through_a_linked_documents(env):
     `scopefs open` refuses instead of writing its reference there."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")  # a view, so the app can reach its container through the mount
-    env.mount()
+    env.mount(defaults=True)
     plant_link(env, env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents-aside"), victim)
     p = env.cli("open", ALPHA, f"{LOCAL}:docs/report.txt", expect=None)
     assert p.returncode == 77 and "symbolic link" in p.stderr, describe(p)
@@ -54,9 +62,9 @@ def test_import_does_not_copy_into_a_linked_inbox(env):
     import refuses instead of putting the copy there."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     inbox = env.container(ALPHA, f"tmp/{ALPHA}-Inbox")
-    env.app_json(ALPHA, "os.makedirs(sys.argv[1], exist_ok=True)\nemit({})", inbox)
+    env.app_json(ALPHA, "os.makedirs(sys.argv[1], exist_ok=True)\nemit({})", inbox, sandbox=True)
     plant_link(env, inbox, env.container(ALPHA, "tmp/aside"), victim)
     p = env.cli("import", ALPHA, f"{LOCAL}:docs/report.txt", expect=None)
     assert p.returncode == 77, describe(p)
@@ -69,12 +77,13 @@ def test_import_of_a_planted_link_does_not_copy_what_it_points_to(env):
     the owner's file never reaches the app's inbox."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     plant_link(
         env,
         env.prov(ALPHA, LOCAL, "docs/notes"),
         env.prov(ALPHA, LOCAL, "docs/notes-aside"),
         victim / "owner-secret.txt",
+        scope=env.prov(ALPHA, LOCAL, "docs"),
     )
     p = env.cli("import", ALPHA, f"{LOCAL}:docs/notes", expect=None)
     assert p.returncode == 77 and "symbolic link" in p.stderr, describe(p)
@@ -90,7 +99,7 @@ def test_move_and_export_do_not_read_through_a_linked_container_folder(env):
     grant on it, nor removed."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     plant_link(env, env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents-aside"), victim)
     for command in ("move", "export"):
         p = env.cli(command, ALPHA, "Documents/owner-secret.txt", f"{LOCAL}:docs", expect=None)
