@@ -9,12 +9,12 @@ refused (77)."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
+from fleet_hosts import add_host_role, mount
 from postgres_server import PostgresServer
 from scopefs_harness import ALPHA, LOCAL, Env, describe
-from test_fleet import PROPAGATION_BOUND, Reader, mount
+from test_fleet import PROPAGATION_BOUND, Reader
 
 HOST_ROLE = "scopefs_host_c"
 FILES = 200
@@ -45,10 +45,7 @@ def bulk_fleet():
             (a.backing(LOCAL) / "bulk" / f"f{index:03}.txt").write_bytes(b"bulk %d\n" % index)
         a.cli("fleet", "add-provider", LOCAL, a.backing(LOCAL))
         a.cli("fleet", "add-app", ALPHA)
-        password = c.root / "host.pw"
-        password.write_text("host-c-" + os.urandom(8).hex() + "\n")
-        os.chmod(password, 0o600)
-        a.cli("fleet", "add-host", HOST_ROLE, "--password-file", password)
+        password = add_host_role(a, c, HOST_ROLE, "host-c")
         mount(a)
         mount(c, fleet_options=["--database", server.url(HOST_ROLE), "--password-file", password,
                                 "--host-name", "host-c"])  # fmt: skip
