@@ -1,7 +1,7 @@
 """Grants at scale (issue 34, docs/PERFORMANCE.md "A fleet"): APPS apps
 each granted the same GRANTS files of one provider folder (100 x 10,000 by
 default: 1,000,000 grant rows on 10,000 item rows), on the fleet's store
-(a throwaway PostgreSQL 15, Tests/fleet/postgres_server.py) and on SQLite.
+(a throwaway PostgreSQL 15, Tests/integration/postgres_server.py) and on SQLite.
 
 For each store it measures:
 - install: each app's `grant --from LIST` (`fleet grant` on the fleet's
@@ -31,7 +31,6 @@ import datetime
 import json
 import os
 import re
-import select
 import statistics
 import subprocess
 import sys
@@ -40,40 +39,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "Tests" / "fleet"))
+sys.path.insert(0, str(ROOT / "Tests" / "integration"))
 
 from postgres_server import PostgresServer  # noqa: E402
+from transition_reader import TransitionReader, reader_command  # noqa: E402
 
 PROVIDER = "bench"
 HOST_ROLE = "scopefs_host_bench"
 FILES_PER_FOLDER = 100
 MOUNT_TIMEOUT = 1800  # seconds: the first snapshot of a million grants, before any fix, took minutes
-
-# An app process that reads one file every 2 ms and prints each change
-# between readable and denied, with the time (a JSON line each). Strict
-# scopes: it starts a scope on the file whenever it cannot read it.
-READER = r"""
-import errno, json, os, sys, time
-path, last, tried = sys.argv[1], None, 0.0
-deadline = time.time() + float(sys.argv[2])
-while time.time() < deadline:
-    if last != "ok" and time.time() - tried > 0.05:
-        tried = time.time()
-        try:
-            os.getxattr(path, "user.scopefs.start-until-exit")
-        except OSError:
-            pass
-    try:
-        with open(path, "rb") as f:
-            f.read(16)
-        state = "ok"
-    except OSError as e:
-        state = errno.errorcode.get(e.errno, str(e.errno))
-    if state != last:
-        print(json.dumps({"state": state, "t": time.time()}), flush=True)
-        last = state
-    time.sleep(0.002)
-"""
 
 # The daemon's line after each snapshot it installs (PolicyReloader, debug
 # level): what it read (the changes, or the whole policy), how long that and
@@ -128,37 +102,9 @@ class State:
         return int(json.loads(self.cli("status", "--json").stdout)["daemon"]["pid"])
 
 
-class Reader:
-    """READER as an app process; the transitions it printed."""
-
-    def __init__(self, state: State, app: str, path: str, seconds: float):
-        argv = state.argv("run", "--app", app, "--", "python3", "-u", "-c", READER, path, str(seconds))
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=state.env)
-        self.transitions: list[dict] = []
-        self.pending = b""
-
-    def wait_for(self, state: str, timeout: float) -> dict:
-        end = time.time() + timeout
-        while True:
-            for seen in self.transitions:
-                if seen["state"] == state:
-                    return seen
-            left = end - time.time()
-            if left <= 0 or self.process.poll() is not None:
-                raise RuntimeError(f"the reader saw no {state} within {timeout} s: {self.transitions[-5:]}")
-            ready, _, _ = select.select([self.process.stdout], [], [], left)
-            if ready:
-                self.pending += os.read(self.process.stdout.fileno(), 65536)
-                *lines, self.pending = self.pending.split(b"\n")
-                self.transitions += [json.loads(line) for line in lines if line]
-
-    def forget(self) -> None:
-        self.transitions.clear()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(10)
+def app_reader(state: State, app: str, path: str, seconds: float) -> TransitionReader:
+    """The reader (Tests/integration/transition_reader.py) as an app process."""
+    return TransitionReader(state.argv("run", "--app", app, "--", *reader_command(path, seconds)), state.env)
 
 
 def make_files(folder: Path, count: int) -> list[str]:
@@ -371,7 +317,7 @@ def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int
     result: dict = {}
     app, rel = apps[0], paths[0]
     grant = store.grant_ids(app)[rel]
-    reader = Reader(store.host, app, f"{mnt}/{app}/Providers/{PROVIDER}/{rel}", seconds=3600)
+    reader = app_reader(store.host, app, f"{mnt}/{app}/Providers/{PROVIDER}/{rel}", seconds=3600)
     since = log_size(store.host)
     from_cli, cli_seconds, denied = [], [], []
     try:
@@ -387,7 +333,7 @@ def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int
             reader.forget()
             store.restore(app, grant)
             reader.wait_for("ok", 600)
-    except RuntimeError as e:
+    except (RuntimeError, AssertionError) as e:  # a CLI that failed, a reader that saw nothing
         result["revoke_to_eperm"] = {"error": str(e)[-500:], "after_rounds": len(denied), "load": load()}
         log(f"{store.name}: the revoke rounds failed: {e}")
     finally:

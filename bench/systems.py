@@ -425,7 +425,7 @@ class ScopeFSContainer(ScopeFS):
 
 class ScopeFSFleet(ScopeFS):
     """ScopeFS on a fleet's shared isolation layer (issue 34, SPEC S44): a
-    throwaway PostgreSQL 15 server (Tests/fleet/postgres_server.py) holds
+    throwaway PostgreSQL 15 server (Tests/integration/postgres_server.py) holds
     the policy; the owner's state directory sets it up (`init --database`,
     `fleet add-provider/add-app/grant`), and the mounted host joins with
     `scopefs mount --database` and a host role of its own, as a second
@@ -438,7 +438,9 @@ class ScopeFSFleet(ScopeFS):
     HOST_ROLE = "scopefs_host_bench"
 
     def setup(self):
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "fleet"))
+        sys.path.insert(
+            0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "integration")
+        )
         from postgres_server import PostgresServer
 
         try:

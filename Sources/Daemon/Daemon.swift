@@ -112,17 +112,6 @@ public enum Daemon {
         }
         let inbox = InboxKeeper(state: state, days: options.inboxDays)
         let notices = NoticeBoard()
-        let documents = try DocumentBridge(
-            state: state, repository: repository, inbox: inbox, events: recorder, logger: logger, notices: notices)
-        let hostChanges = try HostChangeChannel.open(options.hostChanges, probe: state.containersPath, logger: logger)
-        let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
-        var configuration = MountConfiguration(
-            openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
-            hostChanges: hostChanges,
-            unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout),
-            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
-            folderDescriptors: descriptors.folders)
-        configuration.containerPassthrough = options.containerPassthrough
         // A fleet's daemon serves the shared store's policy (SPEC S44); it
         // must reach it once to start, then keeps it in memory as always.
         let fleet: FleetLink?
@@ -139,6 +128,18 @@ public enum Daemon {
         // Whichever store holds the policy (decision 59), read once here;
         // the FUSE path serves this snapshot and its successors from memory.
         let store: any IsolationStore = fleet?.repository ?? repository
+        let documents = try DocumentBridge(
+            state: state, repository: store, locator: fleet == nil ? ItemLocator(repository: repository) : nil,
+            inbox: inbox, events: recorder, logger: logger, notices: notices)
+        let hostChanges = try HostChangeChannel.open(options.hostChanges, probe: state.containersPath, logger: logger)
+        let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
+        var configuration = MountConfiguration(
+            openFiles: options.openFiles, containersPath: state.containersPath, cacheTimeout: cacheTimeout,
+            hostChanges: hostChanges,
+            unwatchedTimeout: hostChanges == nil ? cacheTimeout : min(unwatchedCacheTimeout, cacheTimeout),
+            descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
+            folderDescriptors: descriptors.folders)
+        configuration.containerPassthrough = options.containerPassthrough
         let (snapshot, policyVersion) = try store.versionedSnapshot(generation: 1)
         let fileSystem: ScopeFileSystem
         do {

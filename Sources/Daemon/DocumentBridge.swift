@@ -12,9 +12,10 @@ import SystemPackage
 /// and keeps item locations current: a background pass re-locates items by
 /// file identity every second, or at once after a rename through the mount.
 final class DocumentBridge: DocumentServices {
-    private let repository: PolicyRepository
+    private let repository: any IsolationStore
     private let bookmarks: BookmarkService
-    private let locator: ItemLocator
+    /// Nil on a fleet's store: items move there only by the owner's role.
+    private let locator: ItemLocator?
     private let logger: Logger
     private let wake = DispatchSemaphore(value: 0)
     /// Set while a wake-up is pending: a burst of renames (on the host, or
@@ -27,8 +28,8 @@ final class DocumentBridge: DocumentServices {
     private let board: NoticeBoard
 
     init(
-        state: StateDirectory, repository: PolicyRepository, inbox: InboxKeeper, events: any EventSink, logger: Logger,
-        notices: NoticeBoard
+        state: StateDirectory, repository: any IsolationStore, locator: ItemLocator?, inbox: InboxKeeper,
+        events: any EventSink, logger: Logger, notices: NoticeBoard
     ) throws(CommandError) {
         self.contentNotices = ContentNotices(board: notices)
         self.subitemNotices = SubitemNotices(board: notices)
@@ -36,8 +37,9 @@ final class DocumentBridge: DocumentServices {
         self.inbox = inbox
         self.events = events
         self.repository = repository
-        self.bookmarks = BookmarkService(codec: try BookmarkCodec(state: state), repository: repository)
-        self.locator = ItemLocator(repository: repository)
+        self.bookmarks = BookmarkService(
+            codec: try BookmarkCodec(state: state), repository: repository, locator: locator)
+        self.locator = locator
         self.logger = logger
     }
 
@@ -102,7 +104,7 @@ final class DocumentBridge: DocumentServices {
             _ = wake.wait(timeout: .now() + DaemonTunables.itemLocatorPeriodSeconds)
             wakePending.store(false, ordering: .releasing)
             do {
-                if try locator.refresh() { changed() }
+                if try locator?.refresh() == true { changed() }
             } catch {
                 logger.error("item locations: \(error)")
             }

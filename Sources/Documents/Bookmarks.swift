@@ -115,11 +115,15 @@ public struct BookmarkResolution: Codable, Sendable {
 
 public struct BookmarkService: Sendable {
     public let codec: BookmarkCodec
-    public let repository: PolicyRepository
+    public let repository: any IsolationStore
+    /// Brings items' recorded paths up to date before a resolution; nil on
+    /// a fleet's store, whose items only the owner's role may change.
+    public let locator: ItemLocator?
 
-    public init(codec: BookmarkCodec, repository: PolicyRepository) {
+    public init(codec: BookmarkCodec, repository: any IsolationStore, locator: ItemLocator?) {
         self.codec = codec
         self.repository = repository
+        self.locator = locator
     }
 
     /// A bookmark for an item the app can access (the caller checked that).
@@ -140,7 +144,7 @@ public struct BookmarkService: Sendable {
         }
         let notCovered = CommandError(
             .refused, "\(app) no longer has a grant covering the bookmarked item \(bookmark.provider):\(bookmark.path)")
-        try ItemLocator(repository: repository).refresh()
+        try locator?.refresh()
         let snapshot = try repository.snapshot(generation: 0)
         let located = snapshot.items[bookmark.item].flatMap {
             $0.exists && $0.provider == bookmark.provider ? $0.path : nil

@@ -318,12 +318,24 @@ public struct FleetRepository: IsolationStore {
         }
     }
 
+    /// The item's identifier: read first, so that a host's role, which may
+    /// read items but not record them, gets those the owner recorded (a
+    /// granted item's, for a bookmark); recorded now otherwise.
     public func itemIdentifier(provider providerID: ProviderID, path: String) throws(CommandError) -> ItemIdentifier {
         try database.transaction { connection in
             guard let provider = try await Self.fetchProviders(connection).first(where: { $0.id == providerID }) else {
                 throw CommandError.unknownProvider(providerID)
             }
             let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
+            for try await id in try await connection.query(
+                """
+                SELECT id FROM items WHERE provider_id = \(providerID) AND relative_path = \(path)
+                AND device = \(file.device) AND inode = \(file.inode)
+                AND birth_seconds = \(file.birthSeconds) AND birth_nanoseconds = \(file.birthNanoseconds)
+                """, logger: FleetDatabase.logger
+            ).decode(String.self) {
+                return id
+            }
             return try await Self.upsertItem(connection, provider: providerID, path: path, file: file)
         }
     }

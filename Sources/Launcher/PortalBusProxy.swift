@@ -64,19 +64,8 @@ package final class PortalBusProxy {
         defer { close(ends[1]) }
         var arguments = [bubblewrap, "--die-with-parent", "--unshare-pid", "--dev", "/dev"]
         for directory in Sandbox.systemDirectories { arguments += ["--ro-bind-try", directory, directory] }
-        // The folders bubblewrap makes for a bind's destination are root's
-        // alone (0700); the app account must pass through them.
-        var shown = Set<String>()
-        func folders(above path: String) -> [String] {
-            var above: [String] = []
-            var folder = (path as NSString).deletingLastPathComponent
-            while folder != "/" && !folder.isEmpty && !shown.contains(folder) {
-                above.insert(folder, at: 0)
-                folder = (folder as NSString).deletingLastPathComponent
-            }
-            shown.formUnion(above)
-            return above.flatMap { ["--perms", "0755", "--dir", $0] }
-        }
+        var passable = PassableFolders()
+        func folders(above path: String) -> [String] { passable.arguments(above: path) }
         arguments += folders(above: folder) + ["--bind", folder, folder]
         if let path = Self.socketPath(of: address) { arguments += folders(above: path) + ["--bind", path, path] }
         if account != nil { arguments += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] }

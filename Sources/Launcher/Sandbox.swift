@@ -120,19 +120,8 @@ public struct Sandbox: Sendable {
                 arguments += ["--ro-bind-try", directory, directory]
             }
         }
-        // The folders bubblewrap makes for a bind's destination are root's
-        // alone (0700); the app account must pass through them.
-        var made = Set<String>()
-        func folders(above path: String) -> [String] {
-            var folders: [String] = []
-            var folder = (path as NSString).deletingLastPathComponent
-            while folder != "/" && !folder.isEmpty && !made.contains(folder) {
-                folders.insert(folder, at: 0)
-                folder = (folder as NSString).deletingLastPathComponent
-            }
-            made.formUnion(folders)
-            return folders.flatMap { ["--perms", "0755", "--dir", $0] }
-        }
+        var passable = PassableFolders()
+        func folders(above path: String) -> [String] { passable.arguments(above: path) }
         for path in Self.etcAllowList where access(path, F_OK) == 0 {
             arguments += folders(above: path) + ["--ro-bind", path, path]
         }
@@ -169,7 +158,7 @@ public struct Sandbox: Sendable {
         }
         // And those the app's program asks the loader for (its run path):
         // a Swift app's runtime under /opt, whatever build of scopefs runs.
-        for folder in commandLibraryFolders where !made.contains(folder) && !shows(folder) {
+        for folder in commandLibraryFolders where !passable.made(folder) && !shows(folder) {
             arguments += folders(above: folder) + ["--ro-bind", folder, folder]
         }
         // The app's own view of the mount, at the same path as outside.

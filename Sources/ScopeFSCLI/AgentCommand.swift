@@ -245,7 +245,7 @@ struct PickApplier {
 
     func apply(_ request: PickRequest, choices: [String]) throws(CommandError) -> PickAnswer {
         let picker = PickerActions(
-            state: state.directory, repository: try state.repositoryForChange("answer pick requests"))
+            state: state.directory, repository: try state.storeForChange("answer pick requests"))
         let items = try choices.map { text throws(CommandError) in
             guard let item = ItemReference(argument: text) else {
                 throw CommandError(.usage, "\(text): name an item as PROVIDER:RELPATH")

@@ -21,7 +21,7 @@ struct DocumentActions {
     var json = false
 
     private func picker() throws(CommandError) -> PickerActions {
-        PickerActions(state: state.directory, repository: try state.repositoryForChange("use the document picker"))
+        PickerActions(state: state.directory, repository: try state.storeForChange("use the document picker"))
     }
 
     private func changed(_ containerPaths: [String?]) throws(CommandError) {
@@ -32,6 +32,7 @@ struct DocumentActions {
     func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool)
         throws(CommandError)
     {
+        if session { try state.refuseFleetSessionGrant() }
         let picker = try picker()
         let opened = try picker.open(
             app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,

@@ -91,7 +91,8 @@ struct FleetCommand: ParsableCommand {
             completion: .file())
         var from: String?
         @Flag(help: "Read-write (default: read-only).") var readWrite = false
-        @Flag(help: "With --from: a provider's root may be listed ('PROVIDER:.').") var wholeProvider = false
+        @Flag(help: "Allow granting a provider's root folder ('PROVIDER:.'), as `scopefs grant` does.")
+        var wholeProvider = false
         @Flag(help: "With --from: print the grants as JSON.") var json = false
 
         func validate() throws {
@@ -116,7 +117,8 @@ struct FleetCommand: ParsableCommand {
                 }
                 let grant = try repository.grant(
                     app: app, provider: String(item[..<colon]), path: String(item[item.index(after: colon)...]),
-                    access: access)
+                    access: access, wholeProvider: wholeProvider
+                ).grant
                 print(
                     "grant \(grant.id): \(app.escapedForTerminal) \(grant.access.rawValue) \(item.escapedForTerminal)")
             }

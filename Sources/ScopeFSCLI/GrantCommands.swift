@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandErrors
 import Control
 import Documents
+import FleetStore
 import Foundation
 import HostText
 import Policy
@@ -64,7 +65,7 @@ struct GrantCommand: ParsableCommand {
             }
             for description in change.changes { note("grant \(change.grant.id): \(description)") }
             if json {
-                let names = try AppNames(options.repository())
+                let names = try AppNames(options.isolationStore())
                 return printJSON(GrantJSON(change.grant, appName: names.name(app)))
             }
             print(change.grant.id)
@@ -75,7 +76,7 @@ struct GrantCommand: ParsableCommand {
     /// the daemon serving the state directory before this returns (SPEC
     /// S13), as `app add` does; the control socket carries one change at a time.
     private func grantAll(_ source: String) throws(CommandError) {
-        let repository = try options.repositoryForChange("grant access")
+        let repository = try options.storeForChange("grant access")
         let items = try GrantList.read(source)
         let access: Access = readOnly ? .read : .readWrite
         let changes = try repository.grantAll(
@@ -85,7 +86,7 @@ struct GrantCommand: ParsableCommand {
             let names = try AppNames(repository)
             return printJSON(changes.map { GrantJSON($0.grant, appName: names.name(app)) })
         }
-        print(GrantList.summary(changes, app: app, access: access, fleet: false))
+        print(GrantList.summary(changes, app: app, access: access, fleet: repository is FleetRepository))
     }
 }
 
@@ -121,7 +122,7 @@ struct GrantSelection: ParsableArguments {
         guard !all, let grant else { return nil }
         if let id = Int64(grant) { return id }
         let item = grant.hasSuffix(":.") ? String(grant.dropLast(2)) + ":" : grant
-        let grants = try options.repository().grants(app: app)
+        let grants = try options.isolationStore().grants(app: app)
         guard let found = grants.first(where: { "\($0.provider):\($0.relativePath)" == item }) else {
             throw CommandError(.unknown, "\(app) holds no grant on \(grant) (see `scopefs privacy \(app)`)")
         }
@@ -143,7 +144,7 @@ func changeState(_ state: GrantState, _ selection: GrantSelection, _ options: St
         }
         if selection.json {
             // Names are an extra: a database the daemon had to revoke through may not read.
-            let names = (try? AppNames(options.repository())) ?? .none
+            let names = (try? AppNames(options.isolationStore())) ?? .none
             return printJSON(changed.map { GrantJSON($0, appName: names.name($0.app)) })
         }
         for grant in changed {
@@ -191,7 +192,7 @@ struct ForgetCommand: ParsableCommand {
                     var grants: [GrantJSON]
                     var references: [String]
                 }
-                let names = try AppNames(options.repository())
+                let names = try AppNames(options.isolationStore())
                 return printJSON(
                     Forgotten(
                         grants: grants.map { GrantJSON($0, appName: names.name($0.app)) },

@@ -93,7 +93,7 @@ struct PickCommand: ParsableCommand {
                 "pick draws a full screen, which TERM=dumb cannot show "
                     + "(set TERM to your terminal's type, or use scopefs open, import, export or move)")
         }
-        let repository = try options.repositoryForChange("use the document picker")
+        let repository = try options.storeForChange("use the document picker")
         guard try repository.apps().contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
         let providers = try repository.providers()
         guard !providers.isEmpty else {

@@ -74,14 +74,30 @@ struct StateOptions: ParsableArguments {
     /// fleet's store once `init --database` put it there (issue 34),
     /// else its own SQLite file.
     func isolationStore() throws(CommandError) -> any IsolationStore {
-        if let configuration = try FleetConfiguration.load(directory) {
-            return FleetRepository(database: try FleetDatabase(configuration))
-        }
+        if let fleet = try fleetStore() { return fleet }
         return try repository()
     }
 
-    /// The repository for a command that changes the isolation layer:
-    /// refused with exit 77 inside an app process (SPEC S5).
+    /// The fleet's store, logged in as `fleet.json` says; nil when the
+    /// isolation layer is the SQLite file.
+    func fleetStore() throws(CommandError) -> FleetRepository? {
+        guard let configuration = try FleetConfiguration.load(directory) else { return nil }
+        return FleetRepository(database: try FleetDatabase(configuration))
+    }
+
+    /// The isolation layer for a command that registers or removes apps
+    /// and providers or grants in bulk, whichever store it is: refused
+    /// with exit 77 inside an app process (SPEC S5). On a fleet, the
+    /// database refuses it too unless `fleet.json` logs in as the owner's
+    /// role (a host's role may not change the policy, SECURITY.md).
+    func storeForChange(_ action: String) throws(CommandError) -> any IsolationStore {
+        try OwnerCheck.require(directory, to: action)
+        return try isolationStore()
+    }
+
+    /// The SQLite repository, for a command whose records live only
+    /// there (picks, bookmarks, references, test runs): refused with exit
+    /// 77 inside an app process (SPEC S5), and with exit 78 on a fleet.
     func repositoryForChange(_ action: String) throws(CommandError) -> PolicyRepository {
         try OwnerCheck.require(directory, to: action)
         try refuseFleetChange(action)
@@ -92,9 +108,21 @@ struct StateOptions: ParsableArguments {
     /// serves the state directory, else against the store here
     /// (`ControlClient.policy`). A run's cgroup is checked first, so an
     /// app process reads the same refusal either way (SPEC S5).
+    ///
+    /// On a fleet the change is written here, with the owner's role: the
+    /// daemon's role is a host's, which may not grant. It is committed
+    /// before anything else happens, and the daemon serving this state
+    /// directory installs it before this returns (SPEC S13), as every
+    /// other host's does on the store's notification (SPEC S44).
     func policy(_ command: ControlCommand, _ action: String) throws(CommandError) -> ControlResponse {
         try OwnerCheck.requireOutsideRuns(to: action)
-        try refuseFleetChange(action)
+        if let fleet = try fleetStore() {
+            try OwnerCheck.require(directory, to: action)
+            if case .grant(let order) = command, order.session { try refuseFleetSessionGrant() }
+            let response = try OwnerPolicy.apply(command, repository: fleet, state: directory)
+            try ControlClient.notifyChange(state: directory)
+            return response
+        }
         // The local path runs only when no daemon answers, so the daemon's
         // `whoami` (the rest of `repositoryForChange`'s check) has nothing to add.
         return try ControlClient.policy(command, state: directory) { () throws(CommandError) in try repository() }
@@ -102,14 +130,26 @@ struct StateOptions: ParsableArguments {
 }
 
 extension StateOptions {
-    /// A state directory on the fleet's store changes its policy only
-    /// through `scopefs fleet`: a change written to the local SQLite file
-    /// would reach no daemon, and a revoke must never be local only (SPEC S44).
+    /// A session grant ends when the app's processes on one host end, and
+    /// only that host's daemon sees them; a fleet's grants are every
+    /// host's, and no host's role may remove one. Refused on a fleet.
+    func refuseFleetSessionGrant() throws(CommandError) {
+        guard FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName) else { return }
+        throw CommandError(
+            .badState,
+            "cannot grant for a session here: \(directory.path) keeps its grants in the fleet's database, for every host, and a session grant ends with the app's processes on one (see docs/CLI.md)"
+        )
+    }
+
+    /// Picks, bookmarks, reference documents and test runs keep records in
+    /// the state directory's SQLite file that the fleet's store does not
+    /// have yet: on a fleet they are refused rather than written where no
+    /// other host, and no grant of the fleet's, would see them (SPEC S44).
     func refuseFleetChange(_ action: String) throws(CommandError) {
         guard FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName) else { return }
         throw CommandError(
             .badState,
-            "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database; use `scopefs fleet` (see docs/CLI.md)"
+            "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database, which holds grants, apps and providers but not yet picks, bookmarks or references (see docs/CLI.md)"
         )
     }
 }

@@ -128,6 +128,8 @@ struct ProviderCommand: ParsableCommand {
                 var spec: ProviderExtensionSpec?
                 var backing = directory ?? ""
                 if let extensionName {
+                    // Its replica is in this state directory, a path no other host has.
+                    try options.refuseFleetChange("add an extension's provider")
                     spec = try Self.spec(extensionName, extensionOptions)
                     spec?.cacheQuota = cacheQuota
                     if !writablePaths.isEmpty {
@@ -144,7 +146,7 @@ struct ProviderCommand: ParsableCommand {
                     }
                     backing = layout.files
                 }
-                let provider = try options.repositoryForChange("add providers").addProvider(
+                let provider = try options.storeForChange("add providers").addProvider(
                     id: id, directory: backing, name: name, extension: spec)
                 try ControlClient.notifyChange(state: options.directory)
                 if json { return printJSON(provider) }
@@ -201,7 +203,7 @@ struct ProviderCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                let providers = try options.repository().providers()
+                let providers = try options.isolationStore().providers()
                 if json { return printJSON(providers) }
                 for provider in providers {
                     print(
@@ -221,7 +223,7 @@ struct ProviderCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                let repository = try options.repositoryForChange("remove providers")
+                let repository = try options.storeForChange("remove providers")
                 let removed = try repository.providers().first { $0.id == id }
                 try repository.removeProvider(id: id)
                 try ControlClient.notifyChange(state: options.directory)
@@ -250,7 +252,7 @@ struct AppCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                try options.repositoryForChange("change apps").setDownloads(downloads, of: id)
+                try options.storeForChange("change apps").setDownloads(downloads, of: id)
                 try ControlClient.notifyChange(state: options.directory)
             }
         }
@@ -266,7 +268,7 @@ struct AppCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                let app = try options.repositoryForChange("add apps").addApp(id: id, name: name)
+                let app = try options.storeForChange("add apps").addApp(id: id, name: name)
                 try options.directory.createContainer(for: app.id)
                 try ControlClient.notifyChange(state: options.directory)
                 if json {
@@ -290,7 +292,7 @@ struct AppCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                let apps = try options.repository().apps()
+                let apps = try options.isolationStore().apps()
                 if json { return printJSON(apps) }
                 for app in apps { print([app.id, app.name].map(\.escapedForTerminal).joined(separator: "\t")) }
             }
@@ -306,7 +308,7 @@ struct AppCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                let repository = try options.repositoryForChange("remove apps")
+                let repository = try options.storeForChange("remove apps")
                 let removed = try repository.apps().first { $0.id == id }
                 try repository.removeApp(id: id)
                 try ControlClient.notifyChange(state: options.directory)

@@ -14,87 +14,29 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import sqlite3
 import statistics
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from fleet_hosts import add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
 from netns_link import Link
 from postgres_server import PostgresServer
 from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count
+from transition_reader import TransitionReader, reader_command
 
 LEASE = 3.0  # seconds; the default is 30 (FleetConfiguration.defaultLease)
 HOST_ROLE = "scopefs_host_b"
 PROPAGATION_BOUND = 2.0  # seconds from the revoke's start to EPERM on the other host
 FAIL_CLOSED_SLACK = 4.0  # a tick, a timed-out call and scheduling beyond the lease
 
-# An app process that reads one file over and over and prints each change
-# between readable and denied, with the time (a JSON line each). It starts
-# a scope on the file while it cannot read it (strict scopes, the default).
-READER = r"""
-import errno, json, os, sys, time
-path, last, tried = sys.argv[1], None, 0.0
-deadline = time.time() + float(sys.argv[2])
-while time.time() < deadline:
-    if last != "ok" and time.time() - tried > 0.05:
-        # The default mount is strict: a read needs a scope (SPEC S6-S9),
-        # started by reading the control attribute, until this process exits.
-        tried = time.time()
-        try:
-            os.getxattr(path, "user.scopefs.start-until-exit")
-            print(json.dumps({"start": "ok", "t": time.time()}), flush=True)
-        except OSError as e:
-            print(json.dumps({"start": errno.errorcode.get(e.errno), "t": time.time()}), flush=True)
-    try:
-        with open(path, "rb") as f:
-            f.read(16)
-        state = "ok"
-    except OSError as e:
-        state = errno.errorcode.get(e.errno, str(e.errno))
-    if state != last:
-        print(json.dumps({"state": state, "t": time.time()}), flush=True)
-        last = state
-    time.sleep(0.002)
-"""
 
-
-class Reader:
-    """A READER app process on a host, and the transitions it printed."""
-
-    def __init__(self, host: Env, path: str, seconds: float = 110):
-        argv = host.run_argv(ALPHA, ["python3", "-u", "-c", READER, path, str(seconds)], sandbox=True)
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=host.base_env)
-        self.transitions: list[dict] = []
-        self.pending = b""
-
-    def wait_for(self, state: str, timeout: float) -> dict:
-        """The first transition to STATE (already seen or within TIMEOUT)."""
-        end = time.time() + timeout
-        while True:
-            for seen in self.transitions:
-                if seen.get("state") == state:
-                    return seen
-            left = end - time.time()
-            if left <= 0 or self.process.poll() is not None:
-                raise AssertionError(f"no {state!r} within {timeout} s; saw {self.transitions}")
-            # Raw reads: a buffered readline would keep lines select() cannot see.
-            ready, _, _ = select.select([self.process.stdout], [], [], left)
-            if ready:
-                chunk = os.read(self.process.stdout.fileno(), 65536)
-                self.pending += chunk
-                *lines, self.pending = self.pending.split(b"\n")
-                self.transitions += [json.loads(line) for line in lines if line]
-
-    def forget(self) -> None:
-        self.transitions.clear()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(10)
+def app_reader(host: Env, path: str, seconds: float = 110) -> TransitionReader:
+    """A reader of PATH as a sandboxed ALPHA process on HOST."""
+    return TransitionReader(host.run_argv(ALPHA, reader_command(path, seconds), sandbox=True), host.base_env)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +79,7 @@ def test_grant_and_revoke_on_a_reach_apps_reading_on_b_and_c(fleet):
     reading there (EPERM) within the bound, through LISTEN/NOTIFY."""
     a, b, c = fleet["a"], fleet["b"], fleet["c"]
     target = "docs/report.txt"
-    readers = [Reader(host, host.prov(ALPHA, LOCAL, target)) for host in (b, c)]
+    readers = [app_reader(host, host.prov(ALPHA, LOCAL, target)) for host in (b, c)]
     try:
         for reader in readers:
             reader.wait_for("ENOENT", 20)  # not granted: not even there (SPEC S2)
@@ -213,12 +155,58 @@ def test_a_host_role_cannot_grant(fleet):
     assert p.returncode == 0, p.stderr
 
 
-def test_local_policy_commands_are_refused_on_a_fleet_state(fleet):
-    """A revoke written to the local SQLite file would reach no daemon: refused (exit 78)."""
-    a = fleet["a"]
-    p = a.cli("revoke", ALPHA, "--all", expect=78)
-    assert "scopefs fleet" in p.stderr, describe(p)
-    a.cli("grant", ALPHA, f"{LOCAL}:docs/report.txt", expect=78)
+# An app's bookmark of a file (SPEC S25), in scope (strict mounts).
+BOOKMARK = (
+    "start_accessing(sys.argv[1]); emit(outcome(lambda: os.getxattr(sys.argv[1], 'user.scopefs.bookmark').decode()))"
+)
+
+
+def test_the_plain_commands_change_the_fleets_store_with_the_owners_role(fleet):
+    """Issue 34, SPEC S44: one CLI for both stores. On the owner's host,
+    `scopefs grant`, `revoke`, `restore` and `open` write the fleet's store
+    (the local SQLite file stays empty: a change there would reach no
+    daemon) and reach an app reading on B; an app's bookmark on B resolves
+    there, not on A. On B, whose role is a host's,
+    the same commands are refused by the database (77), and a session
+    grant, which would outlive its app on every other host, is refused
+    everywhere (78)."""
+    a, b = fleet["a"], fleet["b"]
+    target = "deep/a/other.txt"
+    reader = app_reader(b, b.prov(ALPHA, LOCAL, target))
+    try:
+        reader.wait_for("ENOENT", 20)
+        grant_id = a.cli("grant", ALPHA, f"{LOCAL}:{target}").stdout.split()[-1]
+        reader.wait_for("ok", PROPAGATION_BOUND + 3)
+        fleet_grants = json.loads(a.cli("fleet", "grants", ALPHA, "--json").stdout)
+        assert any(str(g["id"]) == grant_id for g in fleet_grants), fleet_grants
+        reader.forget()
+        a.cli("revoke", ALPHA, grant_id)
+        reader.wait_for("EPERM", PROPAGATION_BOUND + 3)
+        reader.forget()
+        a.cli("restore", ALPHA, grant_id)
+        reader.wait_for("ok", PROPAGATION_BOUND + 3)
+    finally:
+        reader.close()
+    # A bookmark made on B (a host's role: the item's identifier read, not
+    # recorded) resolves on B, within the grant; B's key is B's own.
+    token = b.app_json(ALPHA, BOOKMARK, b.prov(ALPHA, LOCAL, target), sandbox=True)
+    assert "ok" in token, token
+    p = b.run_app(ALPHA, ["scopefs", "bookmark", "resolve", token["ok"], "--json"], sandbox=True)
+    assert p.returncode == 0 and json.loads(p.stdout)["pathInApp"] == f"Providers/{LOCAL}/{target}", describe(p)
+    p = a.run_app(ALPHA, ["scopefs", "bookmark", "resolve", token["ok"], "--json"], sandbox=True)
+    assert p.returncode == 65, describe(p)
+    # `open` (the picker's): the grant in the fleet's store, the reference in A's container.
+    opened = json.loads(a.cli("open", ALPHA, f"{LOCAL}:docs/secret.txt", "--read-only", "--json").stdout)
+    assert Path(a.state / "containers" / ALPHA / opened["reference"].removeprefix("Container/")).exists(), opened
+    assert any(g["path"] == "docs/secret.txt" for g in json.loads(a.cli("privacy", ALPHA, "--json").stdout))
+    with sqlite3.connect(a.state / "scopefs.sqlite") as local:
+        assert local.execute("SELECT count(*) FROM grants").fetchone() == (0,)
+    for argv in (["grant", ALPHA, f"{LOCAL}:docs/report.txt"], ["revoke", ALPHA, grant_id], ["app", "add", "x.y.z"]):
+        p = b.cli(*argv, expect=77)
+        assert "permission denied" in p.stderr, describe(p)
+    for host in (a, b):
+        p = host.cli("grant", ALPHA, f"{LOCAL}:docs/report.txt", "--session", expect=78)
+        assert "session" in p.stderr, describe(p)
 
 
 def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
@@ -227,8 +215,8 @@ def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
     a, b, link = fleet["a"], fleet["b"], fleet["link"]
     kept, revoked = "deep/a/b/target.txt", "deep/a/b/sibling.txt"
     kept_id, revoked_id = grant(a, kept), grant(a, revoked)
-    reader = Reader(b, b.prov(ALPHA, LOCAL, kept))
-    other = Reader(b, b.prov(ALPHA, LOCAL, revoked))
+    reader = app_reader(b, b.prov(ALPHA, LOCAL, kept))
+    other = app_reader(b, b.prov(ALPHA, LOCAL, revoked))
     try:
         reader.wait_for("ok", 10)
         other.wait_for("ok", 10)
@@ -266,7 +254,7 @@ def test_server_killed_and_restarted(fleet):
     a, b, server = fleet["a"], fleet["b"], fleet["server"]
     target = "photos/p.jpg"
     grant_id = grant(a, target)
-    readers = [Reader(a, a.prov(ALPHA, LOCAL, target)), Reader(b, b.prov(ALPHA, LOCAL, target))]
+    readers = [app_reader(a, a.prov(ALPHA, LOCAL, target)), app_reader(b, b.prov(ALPHA, LOCAL, target))]
     try:
         for r in readers:
             r.wait_for("ok", 10)
@@ -313,7 +301,7 @@ def test_daemon_killed_mid_change_serves_the_store_after_remount(fleet):
     subprocess.run(["fusermount3", "-u", "-z", str(b.mnt)], capture_output=True, timeout=30)
     mount(b, link)
     assert mount_count(b.mnt) == 1
-    reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=20)
+    reader = app_reader(b, b.prov(ALPHA, LOCAL, target), seconds=20)
     try:
         reader.wait_for("EPERM", 10)
     finally:
@@ -334,7 +322,7 @@ def test_revocation_propagation_figures(fleet):
     a, b = fleet["a"], fleet["b"]
     target = "docs/report.txt"
     grant_id = grant(a, target)
-    reader = Reader(b, b.prov(ALPHA, LOCAL, target), seconds=1800)
+    reader = app_reader(b, b.prov(ALPHA, LOCAL, target), seconds=1800)
     rounds = int(os.environ.get("SCOPEFS_FLEET_ROUNDS", "40"))
     # SCOPEFS_FLEET_DELAY_MS: each packet to and from host B waits that long (netns_link).
     delay = float(os.environ.get("SCOPEFS_FLEET_DELAY_MS", "0"))

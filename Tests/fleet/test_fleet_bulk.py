@@ -14,7 +14,7 @@ import pytest
 from fleet_hosts import add_host_role, mount
 from postgres_server import PostgresServer
 from scopefs_harness import ALPHA, LOCAL, Env, describe
-from test_fleet import PROPAGATION_BOUND, Reader
+from test_fleet import PROPAGATION_BOUND, app_reader
 
 HOST_ROLE = "scopefs_host_c"
 FILES = 200
@@ -66,7 +66,7 @@ def test_a_list_reaches_the_other_host_in_one_change(bulk_fleet):
     of them on host C sees it granted within the propagation bound."""
     a, c = bulk_fleet["a"], bulk_fleet["c"]
     target = c.prov(ALPHA, LOCAL, "bulk/f123.txt")
-    reader = Reader(c, target, seconds=60)
+    reader = app_reader(c, target, seconds=60)
     try:
         reader.wait_for("ENOENT", 20)  # not granted: not even there (SPEC S2)
         listed = a.root / "items.txt"

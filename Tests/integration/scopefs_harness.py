@@ -62,6 +62,30 @@ CRASH_MARKERS = (
     "Illegal instruction",
 )
 
+# The isolation layer the test worlds are initialised on (issue 34): the
+# state directory's SQLite file (the default), or "postgresql", the fleet's
+# store: each world its own database on one throwaway server, logged in as
+# the owner's role, so that `scopefs grant` and the rest write there and
+# the daemon serves what it reads from there (`make test-integration-postgresql`).
+STORE = os.environ.get("SCOPEFS_IT_STORE", "sqlite")
+if STORE not in ("sqlite", "postgresql"):
+    raise SystemExit(f"SCOPEFS_IT_STORE={STORE}: expected sqlite or postgresql")
+_postgres = None
+
+
+def postgres_server():
+    """The session's PostgreSQL server, started on first use and stopped at exit."""
+    global _postgres
+    if _postgres is None:
+        import atexit
+
+        from postgres_server import PostgresServer
+
+        _postgres = PostgresServer()
+        atexit.register(_postgres.close)
+    return _postgres
+
+
 APPSIDE_SOURCE = (HERE / "appside.py").read_text()
 SNIPPET_MARKER = "\n# ---- snippet ----\n"
 PRELUDE_LINES = (APPSIDE_SOURCE + SNIPPET_MARKER).count("\n")
@@ -567,6 +591,7 @@ class Env:
         self.daemon: Daemon | None = None
         self.daemon_problem: str | None = None
         self.sessions: list[AppSession] = []
+        self.database: str | None = None  # its own on the PostgreSQL server (STORE)
         # How app processes see the mount (`scopefs run`): "app" is the
         # default (a namespace showing only MOUNT/<app>, as root), "shared"
         # passes --shared-view (what users without CAP_SYS_ADMIN get).
@@ -621,12 +646,26 @@ class Env:
 
     def init_world(self) -> None:
         """init + the standard providers, apps and backing files."""
-        self.cli("init")
+        self.init_store()
         self._make_backing_tree()
         self.cli("provider", "add", LOCAL, self.backing(LOCAL), "--name", "On My Laptop")
         self.cli("provider", "add", DRIVE, self.backing(DRIVE), "--name", "Example Drive")
         self.cli("app", "add", ALPHA, "--name", "Alpha")
         self.cli("app", "add", BETA, "--name", "Beta")
+
+    def init_store(self) -> None:
+        """`scopefs init` on the suite's store (STORE): on PostgreSQL, a
+        database of this world's own, which teardown drops."""
+        if STORE == "sqlite":
+            self.cli("init")
+            return
+        server = postgres_server()
+        self.database = "scopefs_it_" + os.urandom(6).hex()
+        server.create_database(self.database)
+        self.cli(
+            "init", "--database", server.url(database=self.database), "--password-file", server.password_file,
+            "--host-name", "it-host",
+        )  # fmt: skip
 
     def _make_backing_tree(self) -> None:
         files = {
@@ -699,12 +738,22 @@ class Env:
         self._record_daemon()
         if not self.lenient_scopes and supports_lenient_scopes():
             self._check_default_scopes()
+        if self.database:
+            self._check_fleet_store()
 
     def _check_default_scopes(self) -> None:
         """A mount without a scope option is strict (SPEC S9: the default)."""
         p = self.cli("status", "--json")
         scopes = json.loads(p.stdout).get("daemon", {}).get("scopes")
         assert scopes == "strict", "a mount with the defaults is not strict\n" + describe(p)
+
+    def _check_fleet_store(self) -> None:
+        """On the fleet's store (STORE), the daemon serves the policy it read there."""
+        p = self.cli("status", "--json")
+        daemon = json.loads(p.stdout).get("daemon", {})
+        assert daemon.get("fleetHost") == "it-host" and self.database in daemon.get("fleetDatabase", ""), (
+            "the daemon does not serve the fleet's store\n" + describe(p)
+        )
 
     def _record_daemon(self) -> None:
         self.daemon, self.daemon_problem = None, None
@@ -882,6 +931,8 @@ class Env:
             self._check_daemon_exit(problems)
             self.mounted = False
         reap_orphan_zombies()
+        if self.database:
+            postgres_server().drop_database(self.database)
         if mount_count(self.mnt):
             problems.append(f"{self.mnt} still in /proc/mounts after teardown")
         if not safe_rmtree(self.root):

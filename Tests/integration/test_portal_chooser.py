@@ -225,24 +225,7 @@ class Frontend:
 
         def owned():
             assert self.process.poll() is None, "xdg-desktop-portal exited:\n" + self.log.read_text()
-            p = run_bounded(
-                [
-                    *self.prefix,
-                    "gdbus",
-                    "call",
-                    "--session",
-                    "--dest",
-                    "org.freedesktop.DBus",
-                    "--object-path",
-                    "/org/freedesktop/DBus",
-                    "--method",
-                    "org.freedesktop.DBus.NameHasOwner",
-                    "org.freedesktop.portal.Desktop",
-                ],
-                10,
-                portal.environ,
-                what="NameHasOwner",
-            )
+            p = bus_call(self.prefix, portal.environ, "NameHasOwner", "org.freedesktop.portal.Desktop")
             return "true" in p.stdout
 
         wait_for("xdg-desktop-portal owning org.freedesktop.portal.Desktop", owned, timeout=20)
@@ -453,26 +436,17 @@ def test_a_non_root_owners_app_opens_a_file_through_the_portal_and_loses_it(nobo
 
 def name_owner_uid(portal, name: str) -> int:
     """The uid of the process owning NAME on the portal's bus."""
-    p = run_bounded(
-        [
-            *portal.prefix,
-            "gdbus",
-            "call",
-            "--session",
-            "--dest",
-            "org.freedesktop.DBus",
-            "--object-path",
-            "/org/freedesktop/DBus",
-            "--method",
-            "org.freedesktop.DBus.GetConnectionUnixUser",
-            name,
-        ],
-        10,
-        portal.environ,
-        what="GetConnectionUnixUser",
-    )
+    p = bus_call(portal.prefix, portal.environ, "GetConnectionUnixUser", name)
     assert p.returncode == 0, describe(p)
     return int(p.stdout.strip().strip("(),").split()[-1])
+
+
+def bus_call(prefix: list[str], environ: dict, method: str, *args: str):
+    """`gdbus call` of the bus daemon's own METHOD (org.freedesktop.DBus),
+    run by PREFIX (the owner's account) on the session bus of ENVIRON."""
+    argv = [*prefix, "gdbus", "call", "--session", "--dest", "org.freedesktop.DBus"]
+    argv += ["--object-path", "/org/freedesktop/DBus", "--method", f"org.freedesktop.DBus.{method}", *args]
+    return run_bounded(argv, 10, environ, what=method)
 
 
 def process_uid(pid: int) -> int:

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server for the fleet tests: Debian's
+"""A throwaway PostgreSQL server for the fleet tests and for the
+integration suite run on the fleet's store (SCOPEFS_IT_STORE=postgresql): Debian's
 postgresql-15 binaries, initdb into a temp dir as the `postgres` user,
 password (scram-sha-256) logins only, TLS on with a self-signed
 certificate, listening on loopback and on the given extra addresses (a
@@ -88,9 +89,21 @@ class PostgresServer:
         """`immediate` is a crash as far as the clients see: no goodbye."""
         self._as_postgres([self.bin / "pg_ctl", "-D", self.data, "-m", mode, "-w", "stop"])
 
-    def url(self, role: str = OWNER_ROLE, host: str = "127.0.0.1", sslmode: str | None = None) -> str:
+    def url(
+        self, role: str = OWNER_ROLE, host: str = "127.0.0.1", sslmode: str | None = None, database: str = DATABASE
+    ) -> str:
         query = f"?sslmode={sslmode}" if sslmode else ""
-        return f"postgresql://{role}@{host}:{self.port}/{DATABASE}{query}"
+        return f"postgresql://{role}@{host}:{self.port}/{database}{query}"
+
+    def create_database(self, name: str) -> None:
+        """A database of its own, for one test world of the integration suite."""
+        p = self.psql(f"CREATE DATABASE {name}", database="postgres")
+        if p.returncode != 0:
+            raise RuntimeError(f"CREATE DATABASE {name} failed: {p.stderr}")
+
+    def drop_database(self, name: str) -> None:
+        """Drops NAME, closing the sessions still on it (a killed daemon's)."""
+        self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
 
     def psql(self, sql: str, role: str = OWNER_ROLE, password: str | None = None, database: str = DATABASE):
         """Runs SQL as ROLE over TCP; returns the CompletedProcess (not checked)."""
