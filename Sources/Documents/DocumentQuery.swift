@@ -30,11 +30,15 @@ public struct DocumentQuery: Sendable {
     }
 
     public let state: StateDirectory
-    public let repository: PolicyRepository
+    public let repository: any IsolationStore
+    /// Brings items' recorded paths up to date first; nil on a fleet's
+    /// store, whose items only the owner's role may change.
+    public let locator: ItemLocator?
 
-    public init(state: StateDirectory, repository: PolicyRepository) {
+    public init(state: StateDirectory, repository: any IsolationStore, locator: ItemLocator?) {
         self.state = state
         self.repository = repository
+        self.locator = locator
     }
 
     /// `mount` is the mount's path, or nil when no daemon serves the state
@@ -42,7 +46,7 @@ public struct DocumentQuery: Sendable {
     public func run(app: AppID, scope: SearchScope, nameGlob: String?, mount: String?) throws(CommandError) -> [Result]
     {
         guard try repository.apps().contains(where: { $0.id == app }) else { throw CommandError.unknownApp(app) }
-        try ItemLocator(repository: repository).refresh()
+        try locator?.refresh()
         let snapshot = try repository.snapshot(generation: 0)
         return Self.results(
             app: app, scope: scope, nameGlob: nameGlob, snapshot: snapshot, state: state,

@@ -510,12 +510,7 @@ public struct FleetRepository: IsolationStore {
         _ connection: PostgresConnection, _ kind: Event.Kind, _ grant: Grant, host: String, operation: String? = nil,
         pid: Int32 = getpid()
     ) async throws {
-        let path = MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath)
-        try await insert(
-            connection,
-            Event(
-                time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: pid, path: path,
-                operation: operation ?? kind.rawValue, grant: grant.id), host: host)
+        try await insert(connection, Event.change(kind, grant, operation: operation, pid: pid), host: host)
     }
 
     static func fetchApps(_ connection: PostgresConnection) async throws -> [App] {

@@ -47,6 +47,15 @@ public struct EventStore: Sendable {
         }
     }
 
+    /// Records policy changes made elsewhere (a fleet's store) as rows of
+    /// their own, never coalesced, as a change this store made itself is.
+    public func recordChanges(_ events: [Event]) throws(CommandError) {
+        guard !events.isEmpty else { return }
+        try database.write { db in
+            for event in events { _ = try Self.insert(event, into: db) }
+        }
+    }
+
     /// Writes one event as a new row; returns its id. Grants, revokes and
     /// restores come here straight from the command that made them.
     static func insert(_ event: Event, into db: Database) throws -> Int64 {

@@ -301,11 +301,7 @@ public struct PolicyRepository: IsolationStore {
     static func recordChange(
         _ db: Database, _ kind: Event.Kind, _ grant: Grant, operation: String? = nil, pid: Int32 = getpid()
     ) throws {
-        let path = MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath)
-        let event = Event(
-            time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: pid, path: path,
-            operation: operation ?? kind.rawValue, grant: grant.id)
-        _ = try EventStore.insert(event, into: db)
+        _ = try EventStore.insert(Event.change(kind, grant, operation: operation, pid: pid), into: db)
     }
 
     // MARK: Queries
@@ -438,5 +434,16 @@ public enum Identifier {
             throw CommandError(
                 .badData, "invalid \(what) ID '\(id)': use letters, digits, '.', '-' and '_' (e.g. com.example.editor)")
         }
+    }
+}
+
+extension Event {
+    /// The event of a change of `grant` (SPEC S29): its kind, the process
+    /// that asked, and the item's path in the app's directory of the mount.
+    public static func change(_ kind: Kind, _ grant: Grant, operation: String? = nil, pid: Int32 = getpid()) -> Event {
+        Event(
+            time: Date().timeIntervalSince1970, kind: kind, app: grant.app, pid: pid,
+            path: MountLayout.providerPath(app: grant.app, provider: grant.provider, path: grant.relativePath),
+            operation: operation ?? kind.rawValue, grant: grant.id)
     }
 }

@@ -277,7 +277,14 @@ struct QueryCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(CommandError) in
-            let query = DocumentQuery(state: options.directory, repository: try options.repository())
+            let query: DocumentQuery
+            if let fleet = try options.fleetStore() {
+                query = DocumentQuery(state: options.directory, repository: fleet, locator: nil)
+            } else {
+                let repository = try options.repository()
+                query = DocumentQuery(
+                    state: options.directory, repository: repository, locator: ItemLocator(repository: repository))
+            }
             let mount = DaemonInfo.read(from: options.directory)?.mountpoint
             if follow {
                 try QueryFollower(query: query, app: app, scope: scope, name: name, mount: mount, json: json).run()

@@ -30,11 +30,12 @@ struct EventsCommand: ParsableCommand {
             guard limit >= 0 else { throw CommandError(.usage, "--limit \(limit): use 0 or more") }
             let database = try PolicyDatabase.open(options.directory)
             // An unknown app is an error, as in `privacy` and `query`, not an empty log.
-            if let app, try !PolicyRepository(database: database).apps().contains(where: { $0.id == app }) {
-                throw CommandError.unknownApp(app)
-            }
+            // The apps are the isolation layer's: on a fleet, its store's;
+            // the log is this host's own (docs/CLI.md "A fleet").
+            let apps = try options.isolationStore().apps()
+            if let app, !apps.contains(where: { $0.id == app }) { throw CommandError.unknownApp(app) }
             let store = EventStore(database: database)
-            let names = try AppNames(PolicyRepository(database: database))
+            let names = AppNames(apps)
             var filter = EventStore.Filter(app: app, kinds: try kinds(), since: try sinceTime(), limit: limit)
             if follow && limit == 0 {
                 // Only what happens from now on: start after the newest event.

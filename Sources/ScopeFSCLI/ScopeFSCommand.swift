@@ -92,7 +92,15 @@ struct StateOptions: ParsableArguments {
     /// role (a host's role may not change the policy, SECURITY.md).
     func storeForChange(_ action: String) throws(CommandError) -> any IsolationStore {
         try OwnerCheck.require(directory, to: action)
-        return try isolationStore()
+        if let fleet = try fleetStoreForChange() { return fleet }
+        return try repository()
+    }
+
+    /// The fleet's store for a change, which this host's log records too
+    /// (`FleetStoreWithLocalLog`); nil when the isolation layer is the SQLite file.
+    private func fleetStoreForChange() throws(CommandError) -> FleetStoreWithLocalLog? {
+        guard let fleet = try fleetStore() else { return nil }
+        return FleetStoreWithLocalLog(fleet: fleet, log: EventStore(database: try PolicyDatabase.open(directory)))
     }
 
     /// The SQLite repository, for a command whose records live only
@@ -116,7 +124,7 @@ struct StateOptions: ParsableArguments {
     /// other host's does on the store's notification (SPEC S44).
     func policy(_ command: ControlCommand, _ action: String) throws(CommandError) -> ControlResponse {
         try OwnerCheck.requireOutsideRuns(to: action)
-        if let fleet = try fleetStore() {
+        if let fleet = try fleetStoreForChange() {
             try OwnerCheck.require(directory, to: action)
             if case .grant(let order) = command, order.session { try refuseFleetSessionGrant() }
             let response = try OwnerPolicy.apply(command, repository: fleet, state: directory)

@@ -25,6 +25,7 @@ from remote_fixtures import remotes, s3_remote, sftp_remote, webdav_remote  # no
 from scopefs_harness import (
     FUSE_DEVICE,
     REPO_ROOT,
+    STORE,
     Env,
     describe,
     fresh_world,
@@ -45,6 +46,11 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "scopefs_timeout(seconds): per-test body timeout instead of SCOPEFS_IT_TEST_TIMEOUT"
     )
+    config.addinivalue_line(
+        "markers",
+        "sqlite_store(reason): about what only the SQLite store does (its file, item relocation, "
+        "session grants...); skipped, with the reason, when the suite runs on the fleet's store",
+    )
     set_child_subreaper()
 
 
@@ -54,6 +60,9 @@ def pytest_collection_modifyitems(config, items):
         if HERE not in Path(str(item.fspath)).resolve().parents:
             continue
         item.add_marker(pytest.mark.integration)
+        sqlite_only = item.get_closest_marker("sqlite_store")
+        if STORE == "postgresql" and sqlite_only:
+            item.add_marker(pytest.mark.skip(reason="the SQLite store's alone: " + sqlite_only.args[0]))
         if fuse_missing:
             item.add_marker(
                 pytest.mark.skip(reason=f"{FUSE_DEVICE} is missing: ScopeFS integration tests need a real FUSE mount")

@@ -72,6 +72,14 @@ if STORE not in ("sqlite", "postgresql"):
     raise SystemExit(f"SCOPEFS_IT_STORE={STORE}: expected sqlite or postgresql")
 _postgres = None
 
+# Why a test is about the SQLite store alone: the `sqlite_store` marker's
+# reasons, which a run on the fleet's store prints as it skips the test.
+ON_THE_FILE = "about the SQLite file itself (its loss, corruption or direct writes)"
+ITEMS_MOVE = "items are relocated (renames, deletions) in the SQLite store only; on a fleet only the owner's role may change items"
+SESSION_GRANTS = "session grants are refused on a fleet: they end with one host's processes"
+EXTENSIONS = "extension providers are refused on a fleet: their replica is one state directory's"
+RUNNERS = "`scopefs test` and `chaos` are refused on a fleet: their events and daemon commands are one host's"
+
 
 def postgres_server():
     """The session's PostgreSQL server, started on first use and stopped at exit."""

@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from doc_scope_helpers import mount as mount_with_scopes
-from scopefs_harness import ALPHA, LOCAL, confines_by_default, describe, snippet
+from scopefs_harness import ALPHA, LOCAL, RUNNERS, confines_by_default, describe, snippet
+
+pytestmark = pytest.mark.sqlite_store(RUNNERS)
 
 # Reads its granted files in a loop until stopped; counts what happened.
 READER = """

@@ -17,6 +17,7 @@ from scopefs_harness import (
     ALPHA,
     LOCAL,
     MOUNT_TIMEOUT,
+    ON_THE_FILE,
     Env,
     crash_markers,
     describe,
@@ -166,6 +167,7 @@ def test_mount_on_already_mounted_mountpoint(env):
     assert got == "report line"
 
 
+@pytest.mark.sqlite_store(ON_THE_FILE)
 def test_corrupt_database_is_refused_and_kept(env):
     """SPEC S34, CLI.md 78: a corrupt database gets exit 78 with a message,
     and the file is neither replaced nor modified (no lost data)."""

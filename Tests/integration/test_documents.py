@@ -24,7 +24,7 @@ from doc_scope_helpers import (
     unmount,
     wait_events,
 )
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, wait_for
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES, describe, wait_for
 
 REPORT = "docs/report.txt"
 HEAD = REPORT_BYTES[:16].hex()
@@ -166,6 +166,7 @@ emit({"start": outcome(lambda: os.getxattr(d, "user.scopefs.start").decode()),
 """
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 @pytest.mark.parametrize("where", ["through-mount", "on-host"])
 def test_reference_and_bookmark_follow_a_rename(env, where):
     """SPEC S23: after the original is renamed inside its provider — by the
@@ -198,6 +199,7 @@ def test_reference_and_bookmark_follow_a_rename(env, where):
     assert got["pathInApp"] == f"Providers/{LOCAL}/docs/renamed.txt", got
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 @pytest.mark.parametrize("how", ["delete-then-recreate-later", "delete-and-recreate-at-once", "replace-by-rename"])
 def test_bookmark_after_delete_and_recreate_is_stale(env, how):
     """SPEC S26: after the item was deleted and a new item created under the
@@ -244,6 +246,7 @@ def test_bookmark_after_delete_and_recreate_is_stale(env, how):
     )
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_bookmark_of_a_deleted_item_fails(env):
     """SPEC S26: resolving fails with a clear error when the item no longer
     exists: exit 66 and "file doesn't exist" on stderr."""
@@ -320,6 +323,7 @@ def test_bookmark_and_reference_survive_a_remount(env):
     assert env.app_json(ALPHA, READ_IN_SCOPE, ref_path(env))["read"] == {"ok": HEAD}
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_bookmark_follows_a_rename_made_while_unmounted(env):
     """SPEC S1, S23, S26: a rename on the host while no daemon runs is found
     after the next mount: the reference points at the new location and an

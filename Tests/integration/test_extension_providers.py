@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import bookmark, mount, open_document, resolve_ok, status, wait_events
-from scopefs_harness import ALPHA, BETA, describe, mount_count, run_bounded, scopefs_bin, wait_for
+from scopefs_harness import ALPHA, BETA, EXTENSIONS, describe, mount_count, run_bounded, scopefs_bin, wait_for
+
+pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 
 HERE = Path(__file__).resolve().parent
 CONTROLLED = HERE / "extensions" / "controlled_folder.py"

@@ -18,7 +18,9 @@ import time
 
 import pytest
 from doc_scope_helpers import mount, wait_events
-from scopefs_harness import ALPHA, wait_for
+from scopefs_harness import ALPHA, EXTENSIONS, wait_for
+
+pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 
 CLOUD = "cloud"
 V1 = b"version one\n"

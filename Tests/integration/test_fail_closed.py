@@ -16,7 +16,10 @@ import sqlite3
 import subprocess
 import time
 
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, WaitTimeout, wait_for
+import pytest
+from scopefs_harness import ALPHA, LOCAL, ON_THE_FILE, REPORT_BYTES, WaitTimeout, wait_for
+
+pytestmark = pytest.mark.sqlite_store(ON_THE_FILE)
 
 REPORT = "docs/report.txt"
 HEAD = REPORT_BYTES[:16].hex()

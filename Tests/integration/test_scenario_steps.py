@@ -14,7 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scopefs_harness import ALPHA, BETA, LOCAL, REPO_ROOT, describe, snippet, wait_for_agent
+import pytest
+from scopefs_harness import ALPHA, BETA, LOCAL, REPO_ROOT, RUNNERS, describe, snippet, wait_for_agent
+
+pytestmark = pytest.mark.sqlite_store(RUNNERS)
 
 PYTHON_CLIENT = REPO_ROOT / "clients" / "python"
 

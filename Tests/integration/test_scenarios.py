@@ -9,7 +9,10 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 
-from scopefs_harness import ALPHA, LOCAL, REPO_ROOT, confines_by_default, describe, snippet
+import pytest
+from scopefs_harness import ALPHA, LOCAL, REPO_ROOT, RUNNERS, confines_by_default, describe, snippet
+
+pytestmark = pytest.mark.sqlite_store(RUNNERS)
 
 EXAMPLES = REPO_ROOT / "docs" / "examples" / "scenarios"
 SCENARIO = EXAMPLES / "revoke-while-open.yaml"

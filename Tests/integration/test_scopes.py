@@ -15,7 +15,7 @@ from doc_scope_helpers import (
     status_process,
     wait_events,
 )
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe, wait_for
+from scopefs_harness import ALPHA, LOCAL, ON_THE_FILE, REPORT_BYTES, describe, wait_for
 
 REPORT = "docs/report.txt"
 HEAD = REPORT_BYTES[:16].hex()
@@ -165,6 +165,7 @@ def test_starts_nest_until_the_last_stop(env):
     assert all(e.get("path", "").endswith(f"/Providers/{LOCAL}/{REPORT}") for e in starts + stops), starts + stops
 
 
+@pytest.mark.sqlite_store(ON_THE_FILE)
 def test_recorded_scope_events_do_not_reload_the_policy(env):
     """SPEC S13, S29, S36: the daemon follows policy changes made behind its
     back (another process writing the database), but the events it records
