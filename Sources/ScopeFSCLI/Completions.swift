@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandErrors
+import FleetStore
 import Foundation
 import Policy
 import PolicyStore
@@ -82,11 +83,15 @@ enum Completions {
         }
     }
 
-    /// The repository of the state directory the command line names, or nil
-    /// when it has no database yet (opening would not create one).
-    private static func repository(for words: [String]) throws(CommandError) -> PolicyRepository? {
+    /// The isolation layer of the state directory the command line names
+    /// (on a fleet, its store), or nil when it has no database yet (opening
+    /// would not create one).
+    private static func repository(for words: [String]) throws(CommandError) -> (any IsolationStore)? {
         let state = StateDirectory.resolve(explicit: stateOption(in: words))
         guard FileManager.default.fileExists(atPath: state.databasePath) else { return nil }
+        if let configuration = try FleetConfiguration.load(state) {
+            return FleetRepository(database: try FleetDatabase(configuration))
+        }
         return PolicyRepository(database: try PolicyDatabase.open(state))
     }
 

@@ -32,8 +32,8 @@ struct DocumentActions {
     func open(provider: String, path: String, readOnly: Bool, session: Bool = false, wholeProvider: Bool)
         throws(CommandError)
     {
+        let picker = try picker()  // an app process is refused first (77)
         if session { try state.refuseFleetSessionGrant() }
-        let picker = try picker()
         let opened = try picker.open(
             app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,
             wholeProvider: wholeProvider)

@@ -27,6 +27,9 @@ struct PortalCommand: ParsableCommand {
             guard FileManager.default.fileExists(atPath: state.databasePath) else {
                 throw CommandError(.noInput, "no ScopeFS state at \(state.path); run `scopefs init` first")
             }
+            // Its layout checks the store's version on each read: on a
+            // fleet, a round trip to the database per read (S36, S44).
+            try options.refuseFleetChange("serve the document portal")
             let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             let chosen = mountpoint ?? ((runtime ?? "/run/user/\(getuid())") + "/doc")
             guard chosen.hasPrefix("/") else { throw CommandError(.usage, "--mountpoint must be an absolute path") }

@@ -94,7 +94,7 @@ struct StatusCommand: ParsableCommand {
             do throws(CommandError) {
                 let database = try PolicyDatabase.open(options.directory)
                 leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
-                names = try AppNames(PolicyRepository(database: database))
+                names = try AppNames(options.isolationStore())
             } catch {
                 guard status != nil else { throw error }
                 databaseError = error

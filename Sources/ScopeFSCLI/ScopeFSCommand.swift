@@ -82,6 +82,7 @@ struct StateOptions: ParsableArguments {
     /// isolation layer is the SQLite file.
     func fleetStore() throws(CommandError) -> FleetRepository? {
         guard let configuration = try FleetConfiguration.load(directory) else { return nil }
+        PartialCopies(state: directory).sweep()  // as `repository()` does (SPEC S34)
         return FleetRepository(database: try FleetDatabase(configuration))
     }
 
@@ -149,15 +150,16 @@ extension StateOptions {
         )
     }
 
-    /// Picks, bookmarks, reference documents and test runs keep records in
-    /// the state directory's SQLite file that the fleet's store does not
-    /// have yet: on a fleet they are refused rather than written where no
-    /// other host, and no grant of the fleet's, would see them (SPEC S44).
+    /// What works on the SQLite store alone (test runs and chaos, whose
+    /// events and direct daemon commands are one host's; extension
+    /// providers; the document portal): refused on a fleet rather than
+    /// served from a file no other host, and no grant of the fleet's,
+    /// would see (SPEC S44).
     func refuseFleetChange(_ action: String) throws(CommandError) {
         guard FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName) else { return }
         throw CommandError(
             .badState,
-            "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database, which holds grants, apps and providers but not yet picks, bookmarks or references (see docs/CLI.md)"
+            "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database, and this works on the SQLite store alone (see docs/CLI.md, \"A fleet\")"
         )
     }
 }

@@ -79,6 +79,7 @@ ITEMS_MOVE = "items are relocated (renames, deletions) in the SQLite store only;
 SESSION_GRANTS = "session grants are refused on a fleet: they end with one host's processes"
 EXTENSIONS = "extension providers are refused on a fleet: their replica is one state directory's"
 RUNNERS = "`scopefs test` and `chaos` are refused on a fleet: their events and daemon commands are one host's"
+PORTAL = "`scopefs portal` is refused on a fleet: its layout would ask the database on every read"
 
 
 def postgres_server():

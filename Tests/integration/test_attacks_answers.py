@@ -28,7 +28,8 @@ import os
 import threading
 import time
 
-from scopefs_harness import ALPHA, BETA, LOCAL, drop_dentry_caches, wait_for
+import pytest
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, drop_dentry_caches, wait_for
 from test_pick_requests import Agent
 
 REPORT = "docs/report.txt"
@@ -118,6 +119,7 @@ READ_ITEM = (
 )
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_a_hand_made_stub_does_not_follow_a_forgotten_item(env):
     """Finding 3, SPEC S23, S28, S33: ALPHA learns its report's item, the
     owner forgets ALPHA's grant and moves the file on the host into a folder
@@ -176,6 +178,7 @@ emit({"answer": answer, "started": started, "granted": time.time()})
 )
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_a_claim_follows_its_item_across_a_host_rename(env):
     """Finding 4, SPEC S27b: BETA holds a write claim on Novel/chapter1.txt;
     the owner renames it on the host; ALPHA's write claim on the new path

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from scopefs_harness import (
+    ITEMS_MOVE,
     LOCAL,
     REPO_ROOT,
     Env,
@@ -724,6 +725,7 @@ def _tamper(token: str) -> str:
     return token[:i] + ("A" if token[i] != "A" else "B") + token[i + 1 :]
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_bookmarks(client, world):
     """SPEC S25-S27 through each library: read-write and read-only bookmarks
     of a granted item; none for a container path (EINVAL); resolution gives
@@ -787,6 +789,7 @@ emit({"noDaemon": resolve(sys.argv[3].encode()), "deleted": resolve(None)})
 )
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_clients_tell_no_daemon_from_a_deleted_item(world, c_build, tmp_path):
     """Issue 19, SPEC S26, S31: "no daemon" and "the item was deleted" were
     the same FileNotFoundError (Python) and ENOENT (C). Python raises

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from doc_scope_helpers import open_document
-from scopefs_harness import ALPHA, BETA, LOCAL, MOUNT_TIMEOUT, describe, mount_count, wait_for
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, MOUNT_TIMEOUT, describe, mount_count, wait_for
 
 CACHE_TIMEOUT = "300"
 TRIALS = 20
@@ -422,6 +422,7 @@ def test_bad_cache_timeout_and_channel_are_usage_errors(env):
         assert not mount_count(env.mnt)
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_host_rename_reaches_references_at_once(env):
     """Issue 21 with issue 17 (SPEC S23): a host rename in a folder the
     kernel holds wakes the item locator through the host-change channel, so

@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 import pytest
 from doc_scope_helpers import mount as mount_strict
 from doc_scope_helpers import wait_events
-from scopefs_harness import ALPHA, BETA, DRIVE, LOCAL, MOUNT_TIMEOUT, Env, describe, mount_count, wait_for_agent
+from scopefs_harness import (
+    ALPHA,
+    BETA,
+    DRIVE,
+    LOCAL,
+    MOUNT_TIMEOUT,
+    RUNNERS,
+    Env,
+    describe,
+    mount_count,
+    wait_for_agent,
+)
 
 REPORT = "docs/report.txt"
 CAMEL = re.compile(r"^[a-z][A-Za-z0-9]*$")
@@ -264,7 +275,12 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case",
+    # `scopefs test` is the SQLite store's alone (docs/CLI.md "A fleet").
+    [pytest.param(c, marks=pytest.mark.sqlite_store(RUNNERS)) if c.name == "test" else c for c in CASES],
+    ids=lambda c: c.name,
+)
 def test_every_json_output_has_one_style(env, case):
     """Issue 19: valid JSON, sorted camelCase keys only, times ISO 8601 UTC
     with a fraction and Z, no `\\/`, for each command's `--json`."""

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, BETA, LOCAL
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL
 from test_clients import c_build, swift_check  # noqa: F401  (fixtures)
 from test_pick_requests import PYTHON_CLIENT, REPORT
 
@@ -123,12 +123,14 @@ def follow_changes(world, session) -> float:
     return took
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_python_query_iterator(world):
     session = world.app_session(ALPHA, PY_QUERY)
     follow_changes(world, session)
     assert session.recv() == {"done": True}
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_c_query_callback(world, c_build):
     session = world.app_session(ALPHA, C_QUERY, c_build / "libscopefs.so")
     follow_changes(world, session)
@@ -136,6 +138,7 @@ def test_c_query_callback(world, c_build):
     assert done["done"] and done["rc"] == 0, done
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_swift_metadata_query(world, swift_check):
     session = world.app_session(ALPHA, "import subprocess\nsubprocess.run(sys.argv[1:])\n", swift_check, "query", "3")
     follow_changes(world, session)

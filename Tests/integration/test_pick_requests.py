@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, FD_SLACK, LOCAL, REPORT_BYTES, describe, fd_count, wait_for, wait_for_agent
+from scopefs_harness import (
+    ALPHA,
+    FD_SLACK,
+    ITEMS_MOVE,
+    LOCAL,
+    REPORT_BYTES,
+    describe,
+    fd_count,
+    wait_for,
+    wait_for_agent,
+)
 from test_clients import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -289,6 +299,7 @@ emit({"done": True})
 """
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_presenter_hears_about_its_documents(world):
     """Issue 17, SPEC S27a (NSFilePresenter): an app watching its documents hears, in
     order and within a second or so each, that a document arrived (open),
@@ -396,6 +407,7 @@ def test_coordination_between_two_apps(world):
     assert hidden.get("error") == "FileNotFoundError", hidden
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_swift_example_app_story(world, swift_check):
     """Issue 17, done when: an app written against the Swift client
     presents a picker, gets a URL from a scripted agent, reads it in scope,
@@ -450,6 +462,7 @@ def test_swift_example_app_story(world, swift_check):
     assert (backing / "final.txt").read_text() == "edited by the Swift app\n"
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_live_query_follows_documents(world):
     """Issue 17, SPEC S28, S28a (NSMetadataQuery, live): `query --follow --json`
     prints the initial result and finishedGathering, then an addition when
@@ -602,6 +615,7 @@ def test_interactive_agent_honours_multiple_selection(world):
     assert "several allowed" in agent.screen.transcript, agent.screen.transcript[:500]
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_examples_pick_read_and_follow(world, c_build, tmp_path):
     """Issue 17: docs/examples/picker.py (pick, read in scope under a read
     claim, follow a host rename) and picker.c (pick, read the first line)
@@ -707,6 +721,7 @@ emit({"rc": rc, "heard": heard})
 """
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_c_presenter_callback(world, c_build):
     """Issue 17, SPEC S31: the C library's scopefs_watch calls back for each
     notice (arrived, then moved with both paths) until the handler stops it."""

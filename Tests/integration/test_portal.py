@@ -22,6 +22,7 @@ from scopefs_harness import (
     BETA,
     LOCAL,
     NOBODY,
+    PORTAL,
     REPORT_BYTES,
     describe,
     mount_count,
@@ -29,6 +30,8 @@ from scopefs_harness import (
     wait_for,
     wait_for_exit,
 )
+
+pytestmark = pytest.mark.sqlite_store(PORTAL)
 
 # Debian's python3 with python3-dbus (the tests' own Python may be another one).
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -21,6 +21,7 @@ from scopefs_harness import (
     BETA,
     LOCAL,
     NOBODY,
+    PORTAL,
     REPORT_BYTES,
     Env,
     binary_problem,
@@ -30,6 +31,8 @@ from scopefs_harness import (
 )
 from test_pick_requests import Agent
 from test_portal import AS_NOBODY, BUS_CONFIG, SYSTEM_PYTHON, Portal, SessionBus, privacy
+
+pytestmark = pytest.mark.sqlite_store(PORTAL)
 
 BACKEND = "org.freedesktop.impl.portal.desktop.scopefs"
 IMPL = "org.freedesktop.impl.portal.FileChooser"

@@ -15,8 +15,9 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from doc_scope_helpers import mount as mount_with_scopes
-from scopefs_harness import ALPHA, describe, run_bounded
+from scopefs_harness import ALPHA, RUNNERS, describe, run_bounded
 
 APP_SCRIPT = """\
 import os, sys
@@ -91,6 +92,7 @@ def test_an_exposed_path_is_read_only_unless_rw(env):
     assert p.returncode != 0 and not (project / "new.txt").exists(), describe(p)
 
 
+@pytest.mark.sqlite_store(RUNNERS)
 def test_sandbox_options_reach_scopefs_test(env, tmp_path):
     """`scopefs test` takes the same options and passes them to the run."""
     project = developer_folder(env)
