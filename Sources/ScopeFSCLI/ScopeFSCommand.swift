@@ -87,7 +87,7 @@ struct StateOptions: ParsableArguments {
     }
 
     /// The isolation layer for a command that registers or removes apps
-    /// and providers or grants in bulk, whichever store it is: refused
+    /// and providers, grants in bulk or picks, whichever store it is: refused
     /// with exit 77 inside an app process (SPEC S5). On a fleet, the
     /// database refuses it too unless `fleet.json` logs in as the owner's
     /// role (a host's role may not change the policy, SECURITY.md).
@@ -104,9 +104,9 @@ struct StateOptions: ParsableArguments {
         return FleetStoreWithLocalLog(fleet: fleet, log: EventStore(database: try PolicyDatabase.open(directory)))
     }
 
-    /// The SQLite repository, for a command whose records live only
-    /// there (picks, bookmarks, references, test runs): refused with exit
-    /// 77 inside an app process (SPEC S5), and with exit 78 on a fleet.
+    /// The SQLite repository, for a command that works on it alone (test
+    /// runs, chaos): refused with exit 77 inside an app process (SPEC S5),
+    /// and with exit 78 on a fleet (`refuseFleetChange`).
     func repositoryForChange(_ action: String) throws(CommandError) -> PolicyRepository {
         try OwnerCheck.require(directory, to: action)
         try refuseFleetChange(action)
