@@ -26,6 +26,17 @@ public struct ScopeTable: Sendable {
         /// Once the budget is used up, no start succeeds until the process exits.
         public var exhausted = false
 
+        /// Drops the counters of `grants`; returns how many it held.
+        mutating func end(_ grants: Set<GrantID>) -> Int {
+            let ending = counters.keys.filter { grants.contains($0.number) }
+            for key in ending {
+                outstanding -= counters.removeValue(forKey: key) ?? 0
+                paths[key.number] = nil
+                heldUntilExit[key.number] = nil
+            }
+            return ending.count
+        }
+
         /// The counter of each grant the process started.
         public var counts: [GrantID: Int] {
             Dictionary(uniqueKeysWithValues: counters.map { ($0.key.number, $0.value) })
@@ -152,6 +163,21 @@ public struct ScopeTable: Sendable {
         guard !inherited.isEmpty else { return }
         inherited.removeAll()
         inheritanceEpoch &+= 1
+    }
+
+    /// Ends every process's scopes on grants that no longer exist (`forget`,
+    /// a session grant's end). Their items left the app's view, so no stop
+    /// can reach them: they are neither outstanding starts (S10) nor, at
+    /// the process's exit, leaks (S11). Returns how many counters ended.
+    public mutating func grantsRemoved(_ grants: Set<GrantID>) -> Int {
+        guard !grants.isEmpty else { return 0 }
+        var ended = 0
+        // Through the values' indices: changing a value in place keeps them.
+        for index in scopesByProcess.values.indices {
+            ended += scopesByProcess.values[index].end(grants)
+        }
+        if ended > 0 { forgetInheritance() }
+        return ended
     }
 
     /// Forgets an exited process; its counters above zero, less the starts

@@ -221,6 +221,7 @@ public final class ScopeFileSystem: FileSystem {
         // compares one, not a million.
         let changed = snapshot.grantIDsChanged(since: previous)
         invalidation.inodes += keptListingsAltered(from: previous, to: snapshot, changed: changed)
+        scopes.grantsRemoved(Set(changed.filter { previous.grantsByID[$0] != nil && snapshot.grantsByID[$0] == nil }))
         for id in changed {
             let (old, new) = (previous.grantsByID[id], snapshot.grantsByID[id])
             if let old, old.state == .active, new?.state != .active {

@@ -60,6 +60,13 @@ public final class ScopeRegistry: Sendable {
         table.withLock { $0.count(pid: pid, grant: grant) }
     }
 
+    /// Ends the scopes held on grants the policy no longer has (SPEC S11:
+    /// a forgotten grant's scopes are no leak of the app's).
+    func grantsRemoved(_ grants: Set<GrantID>) {
+        guard !grants.isEmpty else { return }
+        _ = table.withLock { $0.grantsRemoved(grants) }
+    }
+
     /// Called when an app process exits: its counters above zero are leaks (SPEC S11).
     public func processExited(pid: Int32) {
         let leaks = table.withLock { $0.exited(pid: pid) }

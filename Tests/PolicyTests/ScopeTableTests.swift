@@ -102,6 +102,22 @@ import Testing
         #expect(table.exited(pid: 99).isEmpty)
     }
 
+    @Test("SPEC S10, S11: a removed grant's scopes end with it: no outstanding start, no leak")
+    func removedGrants() {
+        var table = ScopeTable(budget: 3)
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        _ = table.start(pid: 1, app: "a", grant: 7, path: "/p")
+        _ = table.start(pid: 1, app: "a", grant: 8, path: "/q")
+        _ = table.start(pid: 2, app: "a", grant: 7, path: "/p")
+        #expect(table.holdsChecking(lineage: [3, 2], grant: 7))
+        #expect(table.grantsRemoved([7]) == 2)
+        #expect(table.count(pid: 1, grant: 7) == 0)
+        #expect(!table.holdsChecking(lineage: [3, 2], grant: 7))
+        #expect(table.start(pid: 1, app: "a", grant: 8, path: "/q") == .started(count: 2))
+        #expect(table.exited(pid: 2).isEmpty)
+        #expect(table.exited(pid: 1) == [ScopeTable.Leak(pid: 1, app: "a", grant: 8, path: "/q", count: 2)])
+    }
+
     @Test(
         "SPEC S8, S36: thousands of processes and grants, with stops and exits, keep exact counters (cheap number keys)"
     )
