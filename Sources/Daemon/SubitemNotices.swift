@@ -24,7 +24,13 @@ import Synchronization
 /// before its system call; the host's report of it is dropped when it
 /// comes (or forgotten after `echoLifetime`).
 final class SubitemNotices: Sendable {
-    static let echoLifetime: Double = 2
+    /// An echo normally uses its expectation up when it comes; the
+    /// lifetime only bounds one whose echo never comes (a folder not yet
+    /// watched), which would swallow the host's own change of that name
+    /// meanwhile. It is long because the clock runs until the channel's
+    /// thread reads the echo, and on a loaded machine that took over 2 s
+    /// (a CI run: the writing app was told of its own change).
+    static let echoLifetime: Double = 10
     /// Echoes kept at most; the oldest go first (SPEC S40).
     private static let echoesKept = 4096
 
