@@ -128,8 +128,16 @@ public enum Daemon {
         // Whichever store holds the policy (decision 59), read once here;
         // the FUSE path serves this snapshot and its successors from memory.
         let store: any IsolationStore = fleet?.repository ?? repository
+        // The item identifiers of `user.scopefs.item` and of new bookmarks
+        // come through a connection of their own on a fleet: what an app
+        // asks for never queues in front of a revoke's reload.
+        let documentStore: any IsolationStore =
+            try fleet.map { link throws(CommandError) in
+                FleetRepository(database: try FleetDatabase(link.repository.database.configuration))
+            } ?? repository
         let documents = try DocumentBridge(
-            state: state, repository: store, locator: fleet == nil ? ItemLocator(repository: repository) : nil,
+            state: state, repository: documentStore,
+            locator: fleet == nil ? ItemLocator(repository: repository) : nil,
             inbox: inbox, events: recorder, logger: logger, notices: notices)
         let hostChanges = try HostChangeChannel.open(options.hostChanges, probe: state.containersPath, logger: logger)
         let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
@@ -314,9 +322,11 @@ public enum Daemon {
         Thread.detachNewThread { tracker.follow(until: stopping) }
         Thread.detachNewThread { recorder.run(until: stopping) }
         Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: stopping) }
-        Thread.detachNewThread {
-            services.documents.followItemLocations(until: stopping) {
-                do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
+        if services.documents.locatesItems {
+            Thread.detachNewThread {
+                services.documents.followItemLocations(until: stopping) {
+                    do { try reloader.reload() } catch { logger.error("reload after items moved: \(error)") }
+                }
             }
         }
         let mountpoint = services.mountpoint

@@ -37,8 +37,7 @@ final class DocumentBridge: DocumentServices {
         self.inbox = inbox
         self.events = events
         self.repository = repository
-        self.bookmarks = BookmarkService(
-            codec: try BookmarkCodec(state: state), repository: repository, locator: locator)
+        self.bookmarks = BookmarkService(codec: try BookmarkCodec(state: state), repository: repository)
         self.locator = locator
         self.logger = logger
     }
@@ -80,10 +79,23 @@ final class DocumentBridge: DocumentServices {
         subitemNotices.changed(by: app, provider: provider, change, in: snapshot)
     }
 
-    /// Resolves a bookmark for a process of `app`; a stale resolution is
-    /// recorded, so a test can tell that the app met one.
-    func resolve(_ token: String, by app: AppID, pid: Int32) throws(CommandError) -> BookmarkResolution {
-        let resolution = try bookmarks.resolve(token, by: app)
+    /// Whether items move by the daemon's own finding (a local store): a
+    /// fleet's items are recorded only by the owner's role.
+    var locatesItems: Bool { locator != nil }
+
+    /// Brings the store's item locations up to date; true when any moved
+    /// (the served policy must then be read again).
+    func relocateItems() throws(CommandError) -> Bool {
+        try locator?.refresh() ?? false
+    }
+
+    /// Resolves a bookmark for a process of `app` against the served
+    /// policy; a stale resolution is recorded, so a test can tell that the
+    /// app met one.
+    func resolve(_ token: String, by app: AppID, pid: Int32, in snapshot: PolicySnapshot) throws(CommandError)
+        -> BookmarkResolution
+    {
+        let resolution = try bookmarks.resolve(token, by: app, in: snapshot)
         if resolution.isStale {
             events.record(
                 Event(
@@ -100,11 +112,12 @@ final class DocumentBridge: DocumentServices {
 
     /// Re-locates items until `stop`; calls `changed` when any moved.
     func followItemLocations(until stop: @Sendable () -> Bool, changed: () -> Void) {
+        guard let locator else { return }
         while !stop() {
             _ = wake.wait(timeout: .now() + DaemonTunables.itemLocatorPeriodSeconds)
             wakePending.store(false, ordering: .releasing)
             do {
-                if try locator?.refresh() == true { changed() }
+                if try locator.refresh() { changed() }
             } catch {
                 logger.error("item locations: \(error)")
             }

@@ -115,15 +115,12 @@ public struct BookmarkResolution: Codable, Sendable {
 
 public struct BookmarkService: Sendable {
     public let codec: BookmarkCodec
+    /// Where a bookmark's item identifier is read, or recorded.
     public let repository: any IsolationStore
-    /// Brings items' recorded paths up to date before a resolution; nil on
-    /// a fleet's store, whose items only the owner's role may change.
-    public let locator: ItemLocator?
 
-    public init(codec: BookmarkCodec, repository: any IsolationStore, locator: ItemLocator?) {
+    public init(codec: BookmarkCodec, repository: any IsolationStore) {
         self.codec = codec
         self.repository = repository
-        self.locator = locator
     }
 
     /// A bookmark for an item the app can access (the caller checked that).
@@ -137,16 +134,26 @@ public struct BookmarkService: Sendable {
     /// path the bookmark did not hold, and what lies outside the app's
     /// grants is never looked at, so even a bookmark forged with the key is
     /// no oracle of another app or of the host (issue 28 findings 3, 5).
-    public func resolve(_ token: String, by app: AppID) throws(CommandError) -> BookmarkResolution {
+    ///
+    /// It reads `snapshot` — the daemon's served one, with items located
+    /// — and never the store: an app's resolutions must not queue in front
+    /// of the policy's reloads (a revoke's way to EPERM), and a revoke the
+    /// daemon holds in memory (S34) or a fail-closed daemon (S44) refuses
+    /// them as it refuses the app's reads.
+    public func resolve(_ token: String, by app: AppID, in snapshot: PolicySnapshot) throws(CommandError)
+        -> BookmarkResolution
+    {
         let bookmark = try codec.decode(token)
         guard bookmark.app == app else {
             throw CommandError(.refused, "this bookmark was made for another app; \(app) cannot resolve it")
         }
         let notCovered = CommandError(
             .refused, "\(app) no longer has a grant covering the bookmarked item \(bookmark.provider):\(bookmark.path)")
-        try locator?.refresh()
-        let snapshot = try repository.snapshot(generation: 0)
-        let located = snapshot.items[bookmark.item].flatMap {
+        // An item recorded for the bookmark inside a folder grant is in the
+        // store, not necessarily in the served policy: one row is read.
+        var location = snapshot.items[bookmark.item]
+        if location == nil { location = try repository.itemLocation(bookmark.item) }
+        let located = location.flatMap {
             $0.exists && $0.provider == bookmark.provider ? $0.path : nil
         }
         let path: String

@@ -340,6 +340,28 @@ public struct FleetRepository: IsolationStore {
         }
     }
 
+    public func itemLocation(_ item: ItemIdentifier) throws(CommandError) -> ItemLocation? {
+        let text: String? = try database.run { connection -> String? in
+            let query = PostgresQuery(
+                unsafeSQL: "SELECT \(FleetRows.itemColumns)::text FROM items WHERE id = $1",
+                binds: {
+                    var binds = PostgresBindings()
+                    binds.append(item)
+                    return binds
+                }())
+            for try await row in try await connection.query(query, logger: FleetDatabase.logger).decode(String.self) {
+                return row
+            }
+            return nil
+        }
+        guard let text else { return nil }
+        guard let row = try? JSONDecoder().decode(FleetRows.ItemRow.self, from: Data(text.utf8)) else {
+            throw CommandError(.ioError, "the fleet's store sent an item row it cannot read: \(text)")
+        }
+        var pool = StringPool()
+        return row.location(&pool)
+    }
+
     /// Finds the item at `path`, or records a new one: an item whose file
     /// identity changed (deleted and re-created) gets a new identifier.
     static func upsertItem(

@@ -91,4 +91,8 @@ public struct FleetStoreWithLocalLog: IsolationStore {
     public func itemIdentifier(provider: ProviderID, path: String) throws(CommandError) -> ItemIdentifier {
         try fleet.itemIdentifier(provider: provider, path: path)
     }
+
+    public func itemLocation(_ item: ItemIdentifier) throws(CommandError) -> ItemLocation? {
+        try fleet.itemLocation(item)
+    }
 }

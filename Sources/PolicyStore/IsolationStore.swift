@@ -71,6 +71,11 @@ public protocol IsolationStore: Sendable {
 
     /// The identifier of the item at `path` (recorded now if it is new).
     func itemIdentifier(provider: ProviderID, path: String) throws(CommandError) -> ItemIdentifier
+
+    /// Where one recorded item is, or nil if none has that identifier: a
+    /// bookmark's item that the served policy does not hold yet (recorded
+    /// for the bookmark, inside a folder grant).
+    func itemLocation(_ item: ItemIdentifier) throws(CommandError) -> ItemLocation?
 }
 
 // Shorter forms of the requirements. The stores implement only the full

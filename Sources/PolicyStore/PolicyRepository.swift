@@ -74,6 +74,10 @@ public struct PolicyRepository: IsolationStore {
         }
     }
 
+    public func itemLocation(_ item: ItemIdentifier) throws(CommandError) -> ItemLocation? {
+        try database.read { db in try Self.fetchItemLocations(db, where: "id = ?", arguments: [item])[item] }
+    }
+
     static func fetchItemLocations(_ db: Database, where condition: String? = nil, arguments: StatementArguments = [])
         throws -> [ItemIdentifier: ItemLocation]
     {

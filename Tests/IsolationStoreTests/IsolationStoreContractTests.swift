@@ -317,4 +317,16 @@ import Testing
         #expect(location?.path != "docs/a.txt", "the old item no longer lives at the path")
         #expect(exitCode { _ = try store.itemIdentifier(provider: "nope", path: "docs") } == 67)
     }
+
+    @Test("One item's location is read by its identifier, as the snapshot has it", arguments: StoreKind.allCases)
+    func itemLocation(_ kind: StoreKind) throws {
+        let fixture = try StoreUnderTest(kind)
+        defer { fixture.close() }
+        let store = fixture.store
+        let item = try store.itemIdentifier(provider: "local", path: "docs/a.txt")
+        let location = try store.itemLocation(item)
+        #expect(location?.provider == "local" && location?.path == "docs/a.txt" && location?.exists == true)
+        #expect(location == (try store.snapshot(generation: 1).items[item]))
+        #expect(try store.itemLocation("no-such-item") == nil)
+    }
 }

@@ -247,6 +247,49 @@ def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
     a.cli("fleet", "restore", ALPHA, "--grant", kept_id)
 
 
+def test_a_bookmark_resolves_from_the_served_policy_and_fails_closed_with_it(fleet):
+    """Issue 34 (review of stop 43), SPEC S26, S44: a daemon resolves an
+    app's bookmark against the policy it serves, in memory; before, each
+    resolution read the whole policy from the fleet's store through the
+    connection the revokes' reloads wait for, so an app's flood of them
+    delayed revocation. Link down: within the lease B still resolves
+    (seen failing on the old code: refused after SCOPEFS_FLEET_TIMEOUT);
+    once B has failed closed the grant is served as revoked, and so the
+    resolution is refused, as the app's reads are."""
+    a, b, link = fleet["a"], fleet["b"], fleet["link"]
+    target = "deep/hidden/x.txt"
+    grant_id = grant(a, target)
+    path = b.prov(ALPHA, LOCAL, target)
+    resolve = ["scopefs", "bookmark", "resolve", "--json"]
+    reader = app_reader(b, path)
+    try:
+        reader.wait_for("ok", 10)
+        token = b.app_json(ALPHA, BOOKMARK, path, sandbox=True)
+        assert "ok" in token, token
+        reader.forget()
+        cut = time.time()
+        link.down()
+        p = b.run_app(ALPHA, [*resolve, token["ok"]], sandbox=True)
+        within = time.time() - cut
+        assert p.returncode == 0 and json.loads(p.stdout)["pathInApp"] == f"Providers/{LOCAL}/{target}", (
+            within,
+            describe(p),
+        )
+        reader.wait_for("EPERM", LEASE + FAIL_CLOSED_SLACK + 3)
+        p = b.run_app(ALPHA, [*resolve, token["ok"]], sandbox=True)
+        assert p.returncode == 77 and "revoked" in p.stderr, describe(p)
+        reader.forget()
+        link.up()
+        reader.wait_for("ok", 15)
+        p = b.run_app(ALPHA, [*resolve, token["ok"]], sandbox=True)
+        assert json.loads(p.stdout)["pathInApp"] == f"Providers/{LOCAL}/{target}", describe(p)
+    finally:
+        if link.state != "up":
+            link.up()
+        reader.close()
+    a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+
+
 def test_server_killed_and_restarted(fleet):
     """The server dies (immediate stop): a revoke is refused with exit 74,
     never local; both hosts fail closed after the lease and serve again,

@@ -525,11 +525,11 @@ def test_a_forgotten_grants_scope_ends_with_it_and_is_no_leak(env):
     report, secret = env.prov(ALPHA, LOCAL, REPORT), env.prov(ALPHA, LOCAL, "docs/secret.txt")
     app = env.app_session(
         ALPHA,
-        f"""
+        """
         report, secret = sys.argv[1], sys.argv[2]
-        step({{"pid": os.getpid(), "starts": [outcome(lambda p=p: os.getxattr(p, "user.scopefs.start").decode())
-                                              for p in (report, secret)]}})
-        emit({{"stop": outcome(lambda: os.getxattr(report, "user.scopefs.stop").decode())}})
+        step({"pid": os.getpid(), "starts": [outcome(lambda p=p: os.getxattr(p, "user.scopefs.start").decode())
+                                              for p in (report, secret)]})
+        emit({"stop": outcome(lambda: os.getxattr(report, "user.scopefs.stop").decode())})
     """,
         report,
         secret,
