@@ -18,10 +18,14 @@ public final class FleetDatabase: Sendable {
     static let logger = Logger(label: "scopefs.fleet")
     /// How long one call may wait for the server ($SCOPEFS_FLEET_TIMEOUT,
     /// seconds): the daemon's lease is measured with calls that end.
-    let timeout: Double = ProcessInfo.processInfo.environment["SCOPEFS_FLEET_TIMEOUT"].flatMap(Double.init) ?? 3
+    let timeout: Double
+    static let defaultTimeout = ProcessInfo.processInfo.environment["SCOPEFS_FLEET_TIMEOUT"].flatMap(Double.init) ?? 3
     struct TimedOut: Error {}
 
-    public init(_ configuration: FleetConfiguration) throws(CommandError) {
+    /// `timeout`: shorter than the default where someone waits on every
+    /// call (shell completion).
+    public init(_ configuration: FleetConfiguration, timeout: Double? = nil) throws(CommandError) {
+        self.timeout = timeout ?? Self.defaultTimeout
         self.configuration = configuration
         self.endpoint = try configuration.endpoint()
         self.password = try configuration.password()

@@ -52,7 +52,14 @@ public struct EventStore: Sendable {
     public func recordChanges(_ events: [Event]) throws(CommandError) {
         guard !events.isEmpty else { return }
         try database.write { db in
-            for event in events { _ = try Self.insert(event, into: db) }
+            var inserted: ClosedRange<Int64>?
+            for event in events {
+                let id = try Self.insert(event, into: db)
+                inserted = (inserted?.lowerBound ?? id)...id
+            }
+            // Bounded at the insert, as `append` is (SPEC S40): a bulk revoke
+            // of many grants is many rows.
+            if let inserted, crossesTrimPoint(inserted) { try trim(db) }
         }
     }
 

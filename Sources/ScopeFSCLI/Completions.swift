@@ -90,10 +90,14 @@ enum Completions {
         let state = StateDirectory.resolve(explicit: stateOption(in: words))
         guard FileManager.default.fileExists(atPath: state.databasePath) else { return nil }
         if let configuration = try FleetConfiguration.load(state) {
-            return FleetRepository(database: try FleetDatabase(configuration))
+            // A TAB press waits for this: a server away costs half a second
+            // and no candidates, not the commands' timeout.
+            return FleetRepository(database: try FleetDatabase(configuration, timeout: fleetTimeout))
         }
         return PolicyRepository(database: try PolicyDatabase.open(state))
     }
+
+    static let fleetTimeout = 0.5
 
     static func stateOption(in words: [String]) -> String? {
         for (index, word) in words.enumerated() {

@@ -32,7 +32,8 @@ struct EventsCommand: ParsableCommand {
             // An unknown app is an error, as in `privacy` and `query`, not an empty log.
             // The apps are the isolation layer's: on a fleet, its store's;
             // the log is this host's own (docs/CLI.md "A fleet").
-            let apps = try options.isolationStore().apps()
+            let layer: any IsolationStore = try options.fleetStore() ?? PolicyRepository(database: database)
+            let apps = try layer.apps()
             if let app, !apps.contains(where: { $0.id == app }) { throw CommandError.unknownApp(app) }
             let store = EventStore(database: database)
             let names = AppNames(apps)

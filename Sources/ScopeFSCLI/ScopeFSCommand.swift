@@ -139,11 +139,17 @@ struct StateOptions: ParsableArguments {
 }
 
 extension StateOptions {
+    /// Whether `init --database` or a fleet mount put this state
+    /// directory's isolation layer in a fleet's store (`fleet.json`).
+    var isOnFleet: Bool {
+        FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName)
+    }
+
     /// A session grant ends when the app's processes on one host end, and
     /// only that host's daemon sees them; a fleet's grants are every
     /// host's, and no host's role may remove one. Refused on a fleet.
     func refuseFleetSessionGrant() throws(CommandError) {
-        guard FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName) else { return }
+        guard isOnFleet else { return }
         throw CommandError(
             .badState,
             "cannot grant for a session here: \(directory.path) keeps its grants in the fleet's database, for every host, and a session grant ends with the app's processes on one (see docs/CLI.md)"
@@ -156,7 +162,7 @@ extension StateOptions {
     /// served from a file no other host, and no grant of the fleet's,
     /// would see (SPEC S44).
     func refuseFleetChange(_ action: String) throws(CommandError) {
-        guard FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName) else { return }
+        guard isOnFleet else { return }
         throw CommandError(
             .badState,
             "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database, and this works on the SQLite store alone (see docs/CLI.md, \"A fleet\")"

@@ -45,6 +45,14 @@ import Testing
         #expect(try store.events(.init(kinds: [.leak])).map(\.count) == [7, 9, 11, 13, 15])
     }
 
+    @Test("SPEC S29, S40: changes recorded from a fleet's store are bounded as they are inserted")
+    func recordedChangesAreTrimmed() throws {
+        let store = EventStore(database: try PolicyDatabase.inMemory(), capacity: 5)
+        try store.recordChanges((0..<40).map { Event(time: Double($0), kind: .revoke, app: "a", grant: Int64($0)) })
+        let kept = try store.events(.init()).compactMap(\.grant)
+        #expect(kept.count <= 5 + 5 / 10 + 1 && kept.last == 39, "kept \(kept)")
+    }
+
     @Test("SPEC S29 (amended): a flood of routine events evicts no grant, revoke or denial")
     func floodKeepsImportantEvents() throws {
         let (state, repository, _) = try fixture()
