@@ -5,8 +5,17 @@ import PolicyStore
 /// Grant and item rows as the fleet's reads send them in JSON: arrays, not
 /// objects, so that a key is not repeated in every row.
 enum FleetRows {
-    /// An item row: `[id, provider, path, directory, missing, device, inode]`.
-    static let itemColumns = "json_build_array(id, provider_id, relative_path, is_directory, missing, device, inode)"
+    /// An item row: `[id, provider, path, directory, missing]`.
+    ///
+    /// Without the file identity the owner's host recorded (device and
+    /// inode): that is a fact of one host's view of the shared storage.
+    /// Another host sees the same file with another device number (every
+    /// NFS client does), and no fleet daemon relocates items, so after an
+    /// editor's save on the host (a new file renamed over the name) the
+    /// identity would name a file gone for good. Compared, either hid the
+    /// granted item (ENOENT) on every host. On a fleet a grant's path alone
+    /// decides what it covers, as for an item marked missing (decision 62).
+    static let itemColumns = "json_build_array(id, provider_id, relative_path, is_directory, missing)"
 
     /// A grant row: `[id, app, item, access, state, granted, session]`,
     /// then its item's `provider, path, directory` when `joined` (`g` is the
@@ -22,8 +31,6 @@ enum FleetRows {
         var path: String
         var directory: Bool
         var missing: Bool
-        var device: Int64
-        var inode: Int64
 
         init(from decoder: any Decoder) throws {
             var row = try decoder.unkeyedContainer()
@@ -32,14 +39,10 @@ enum FleetRows {
             path = try row.decode(String.self)
             directory = try row.decode(Bool.self)
             missing = try row.decode(Bool.self)
-            device = try row.decode(Int64.self)
-            inode = try row.decode(Int64.self)
         }
 
         func location(_ pool: inout StringPool) -> ItemLocation {
-            ItemLocation(
-                provider: pool(provider), path: pool(path), isDirectory: directory, exists: !missing,
-                file: ItemFile(device: UInt64(bitPattern: device), inode: UInt64(bitPattern: inode)))
+            ItemLocation(provider: pool(provider), path: pool(path), isDirectory: directory, exists: !missing)
         }
     }
 

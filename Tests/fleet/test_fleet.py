@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -25,7 +26,7 @@ import pytest
 from fleet_hosts import add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
 from netns_link import Link
 from postgres_server import PostgresServer
-from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count
+from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count, run_bounded, wait_for
 from transition_reader import TransitionReader, reader_command
 
 LEASE = 3.0  # seconds; the default is 30 (FleetConfiguration.defaultLease)
@@ -288,6 +289,62 @@ def test_a_bookmark_resolves_from_the_served_policy_and_fails_closed_with_it(fle
             link.up()
         reader.close()
     a.cli("fleet", "revoke", ALPHA, "--grant", grant_id)
+
+
+# Mounts a tmpfs at $1 holding a copy of $2's tree, then becomes the rest:
+# run in a mount namespace of its own, the copy is this host's view alone.
+OWN_VIEW = 'view=$1 stage=$2; shift 2; mount -t tmpfs scopefs-view "$view" && cp -a "$stage"/. "$view" && exec "$@"'
+
+
+def test_a_host_seeing_the_storage_on_another_device_serves_the_grants(fleet):
+    """Issue 34, SPEC S44, decision 62: every NFS client sees the shared
+    files with a device number of its own. Host D's daemon runs in a mount
+    namespace where the provider's folder is the same tree on another
+    file system (a tmpfs copy), as another machine would see it. A grant
+    the owner makes on A is served on D. Seen failing on the old code:
+    D compared the file identity A's host recorded, and the granted file
+    hid (ENOENT)."""
+    a, server = fleet["a"], fleet["server"]
+    target = "deep/a/d-view.txt"
+    (a.backing(LOCAL) / target).write_bytes(b"seen from D\n")
+    d = Env()
+    daemon = None
+    try:
+        d.base_env["PGPASSWORD"] = add_host_role(a, d, "scopefs_host_d", "host-d").read_text().strip()
+        d.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
+        stage = d.root / "stage"
+        shutil.copytree(a.backing(LOCAL), stage, symlinks=True)
+        mount_argv = d.cli_argv(
+            "mount", d.mnt, "--database", server.url("scopefs_host_d"), "--host-name", "host-d", "--lease", LEASE
+        )
+        argv = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", OWN_VIEW, "sh"]
+        p = run_bounded([*argv, a.backing(LOCAL), stage, *mount_argv], 60, d.base_env, what="host D's mount")
+        assert p.returncode == 0, describe(p)
+        daemon = d.daemon_pid()
+        in_view = ["nsenter", f"--mount=/proc/{daemon}/ns/mnt", "--"]
+        device = os.stat(a.backing(LOCAL)).st_dev
+        seen = run_bounded([*in_view, "stat", "-c", "%d", a.backing(LOCAL)], 30, d.base_env, what="D's view")
+        assert int(seen.stdout) != device, "D's view of the provider is on the same device as A's"
+        grant_id = grant(a, target)
+        path = d.prov(ALPHA, LOCAL, target)
+        read = [*in_view, *d.run_argv(ALPHA, ["scopefs", "scope", "exec", path, "--", "cat", path], sandbox=True)]
+        got = run_bounded(read, 60, d.base_env, what="an app on D")
+        assert got.returncode == 0 and got.stdout == "seen from D\n", describe(got)
+        a.cli("revoke", ALPHA, grant_id)
+        got = wait_for(
+            "the revoke to reach D",
+            lambda: run_bounded(read, 60, d.base_env, what="an app on D"),
+            lambda p: p.returncode != 0,
+            timeout=PROPAGATION_BOUND + 3,
+        )
+        assert got.returncode == 77 and "cannot start accessing" in got.stderr, describe(got)
+    finally:
+        if daemon is not None:
+            subprocess.run(["nsenter", f"--mount=/proc/{daemon}/ns/mnt", "--", "fusermount3", "-u", str(d.mnt)],
+                           capture_output=True, timeout=30)  # fmt: skip
+            d.mounted, d.daemon = False, None
+        problems = d.teardown()
+    assert not problems, problems
 
 
 def test_server_killed_and_restarted(fleet):

@@ -316,3 +316,33 @@ def test_revoke_restore_and_forget_take_the_item_as_well_as_the_id(env):
     assert f"{LOCAL}:photos" in p.stderr
     env.cli("forget", ALPHA, f"{LOCAL}:docs")
     assert state() == {}
+
+
+# Starts a scope on argv[1] and reads it: [start, read].
+START_AND_READ = """
+p = sys.argv[1]
+emit([outcome(lambda: os.getxattr(p, "user.scopefs.start").decode()), outcome(lambda: read_bytes(p).decode())])
+"""
+
+
+def test_a_granted_file_saved_over_on_the_host_stays_granted(env):
+    """SPEC S14, S44: the owner saves a granted file the way editors do (a
+    new file written next to it, renamed over its name). The app reads the
+    new content at the same path, on either store. On SQLite the item is
+    found missing and its path decides; on a fleet the path always decides
+    (decision 62). Seen failing on the fleet's store before: the file the
+    owner's host recorded was compared, and the saved file hid (ENOENT)."""
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    assert env.app_json(ALPHA, START_AND_READ, target) == [{"ok": "1"}, {"ok": REPORT_BYTES.decode()}]
+    host = env.backing(LOCAL) / REPORT
+    saved = host.with_name(".report.txt.swp")
+    saved.write_bytes(b"saved by an editor\n")
+    os.rename(saved, host)
+    got = wait_for(
+        "the saved file to read through the mount",
+        lambda: env.app_json(ALPHA, START_AND_READ, target),
+        lambda r: r[1] == {"ok": "saved by an editor\n"},
+    )
+    assert got == [{"ok": "1"}, {"ok": "saved by an editor\n"}]
