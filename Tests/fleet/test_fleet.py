@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from postgres_server import PostgresServer
 from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count, run_bounded, wait_for
 from transition_reader import TransitionReader, reader_command
 
+NOBODY = 65534
 LEASE = 3.0  # seconds; the default is 30 (FleetConfiguration.defaultLease)
 HOST_ROLE = "scopefs_host_b"
 PROPAGATION_BOUND = 2.0  # seconds from the revoke's start to EPERM on the other host
@@ -345,6 +347,78 @@ def test_a_host_seeing_the_storage_on_another_device_serves_the_grants(fleet):
             d.mounted, d.daemon = False, None
         problems = d.teardown()
     assert not problems, problems
+
+
+# Host E, owned by uid 65534, in a mount namespace of its own whose
+# /dev/fuse is 0666 (as in test_attacks_host_root.py): it joins the fleet
+# with a host role, mounts, reads the granted file as an app in the default
+# sandbox, waits for the test's revoke, reads until denied, and tries a
+# grant of its own.
+NON_ROOT_HOST = r"""
+set -e
+root=$1 binary=$2 url=$3 p=$4
+mount -t tmpfs -o mode=755 tmpfs "$root/dev"
+mknod -m 666 "$root/dev/fuse" c 10 229
+mount --bind "$root/dev/fuse" /dev/fuse
+as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
+s() { as_owner "$binary" --state "$root/state" "$@"; }
+s init --database "$url" --password-file "$root/host.pw" --host-name host-e --lease 3 >/dev/null
+s mount "$root/mnt" >/dev/null
+trap 's unmount "$root/mnt" >/dev/null 2>&1 || fusermount3 -u "$root/mnt"' EXIT
+read_it() { s run --app com.example.alpha -- scopefs scope exec "$p" -- cat "$p"; }
+echo "read: $(read_it 2>&1)"
+echo "status: $(s status --json | tr -d '\n')"
+read go
+for _ in $(seq 100); do read_it >/dev/null 2>&1 || { echo "denied"; break; }; sleep 0.1; done
+s grant com.example.alpha shared-e:docs/report.txt >/dev/null 2>"$root/grant.err" || echo "grant: $? $(cat "$root/grant.err")"
+"""
+
+
+def test_a_non_root_owners_host_serves_the_fleets_grants(fleet):
+    """Issue 34, SPEC S5, S44, as users run it with a non-root owner (uid
+    65534) and the default sandbox: host E joins with a host role from a
+    password file the owner (not root) owns, mode 0600; a grant made on A
+    reaches E's app, a revoke on A cuts it, and E's own grant is refused by
+    the database (77)."""
+    a, server = fleet["a"], fleet["server"]
+    root = Path(tempfile.mkdtemp(prefix="scopefs-fleet-owner-", dir="/tmp"))
+    shell = None
+    try:
+        os.chmod(root, 0o755)
+        for folder in ("provider/docs", "mnt", "dev"):
+            (root / folder).mkdir(parents=True)
+        (root / "provider/docs/report.txt").write_text("the report\n")
+        password = root / "host.pw"
+        password.write_text("host-e-" + os.urandom(8).hex() + "\n")
+        os.chmod(password, 0o600)
+        a.cli("fleet", "add-host", "scopefs_host_e", "--password-file", password)  # the file is root's yet
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+        a.cli("provider", "add", "shared-e", root / "provider")
+        grant_id = a.cli("grant", ALPHA, "shared-e:docs/report.txt").stdout.split()[-1]
+        target = root / "mnt" / ALPHA / "Providers/shared-e/docs/report.txt"
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NON_ROOT_HOST, "host-e"]
+        shell = subprocess.Popen(
+            [*argv, root, str(Path(a.bin).resolve()), server.url("scopefs_host_e"), target],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        first = shell.stdout.readline()
+        assert first == "read: the report\n", (first, shell.stderr.read() if shell.poll() is not None else "")
+        status = json.loads(shell.stdout.readline().removeprefix("status: "))
+        assert status["daemon"].get("fleetHost") == "host-e", status
+        a.cli("revoke", ALPHA, grant_id)
+        out, err = shell.communicate("go\n", timeout=60)
+        assert shell.returncode == 0, (out, err)
+        assert out.splitlines()[0] == "denied", (out, err)
+        assert out.splitlines()[1].startswith("grant: 77") and "permission denied" in out, (out, err)
+    finally:
+        if shell is not None and shell.poll() is None:
+            shell.kill()
+            shell.wait(30)
+        a.cli("forget", ALPHA, "--all", expect=None)
+        a.cli("provider", "remove", "shared-e", expect=None)
+        if not mount_count(root / "mnt"):
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def test_server_killed_and_restarted(fleet):

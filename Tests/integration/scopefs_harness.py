@@ -76,6 +76,9 @@ _postgres = None
 # reasons, which a run on the fleet's store prints as it skips the test.
 ON_THE_FILE = "about the SQLite file itself (its loss, corruption or direct writes)"
 ITEMS_MOVE = "items are relocated (renames, deletions) in the SQLite store only; on a fleet only the owner's role may change items"
+GRANTS_NAME_PATHS = (
+    "on a fleet a grant covers what is at its path: items are not checked by device and inode (decision 62)"
+)
 SESSION_GRANTS = "session grants are refused on a fleet: they end with one host's processes"
 EXTENSIONS = "extension providers are refused on a fleet: their replica is one state directory's"
 RUNNERS = "`scopefs test` and `chaos` are refused on a fleet: their events and daemon commands are one host's"

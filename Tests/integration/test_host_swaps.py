@@ -25,7 +25,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount as mount_with_scopes
-from scopefs_harness import ALPHA, BETA, LOCAL
+from scopefs_harness import ALPHA, BETA, GRANTS_NAME_PATHS, LOCAL
 
 SWAPS = int(os.environ.get("SCOPEFS_SWAP_SWAPS", "2000"))
 SECONDS = float(os.environ.get("SCOPEFS_SWAP_SECONDS", "18"))
@@ -163,6 +163,7 @@ def swap_until(backing, rng: random.Random, stop_at: float, limit: int) -> int:
     return swaps
 
 
+@pytest.mark.sqlite_store(GRANTS_NAME_PATHS)
 @pytest.mark.scopefs_timeout(180)
 def test_swapping_folders_on_the_host_leaks_no_ungranted_byte_or_name(env):
     """Issue 28 finding 2, SPEC S2, S33 (and S9: strict scopes, as users
