@@ -1,5 +1,7 @@
 """Grants made, revoked and restored with the CLI while an app runs.
-SPEC S13, S14, S15."""
+SPEC S13, S14, S15, on the mount users get (strict scopes, S9), each app
+in the default sandbox (S5), starting to access what it reads as an app
+must."""
 
 import pytest
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
@@ -10,6 +12,7 @@ from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
 # SIGBUS kills only the child.
 OPEN_THEN_REVOKE = """
 path = sys.argv[1]
+start_accessing(path)
 rfd = os.open(path, os.O_RDONLY)
 wfd = os.open(path, os.O_RDWR)
 first = os.pread(rfd, 16, 0)
@@ -32,8 +35,8 @@ def test_revoke_cuts_open_descriptors_and_mappings(env):
     EPERM and touching a page mapped (cached) before the revoke raises SIGBUS:
     the kernel's cached pages were invalidated explicitly, without a hang."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount()
-    app = env.app_session(ALPHA, OPEN_THEN_REVOKE, env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    env.mount(defaults=True)
+    app = env.app_session(ALPHA, OPEN_THEN_REVOKE, env.prov(ALPHA, LOCAL, "docs/report.txt"), sandbox=True)
     ready = app.recv()
     assert bytes.fromhex(ready["read"]) == REPORT_BYTES[:16]
     assert bytes.fromhex(ready["page0"]) == REPORT_BYTES[:16]
@@ -53,7 +56,8 @@ def test_revoke_cuts_open_descriptors_and_mappings(env):
 
 REVOKED_VIEW = """
 parent, item, probe = sys.argv[1], sys.argv[2], sys.argv[3]
-emit({"listed": os.path.basename(item) in listing(parent),
+emit({"start": attempt(start_accessing, probe),
+      "listed": os.path.basename(item) in listing(parent),
       "open": attempt(open_close, probe, os.O_RDONLY),
       "read": outcome(lambda: read_bytes(probe)[:16].hex())})
 """
@@ -68,33 +72,36 @@ emit({"listed": os.path.basename(item) in listing(parent),
     ids=["file-grant", "folder-grant"],
 )
 def test_revoked_item_stays_listed_and_restore_reopens(env, granted, probe):
-    """SPEC S14: a revoked item stays listed and new opens fail with EPERM
-    (not ENOENT). SPEC S15: `scopefs restore` makes the same path work
-    again without remounting."""
+    """SPEC S14: a revoked item stays listed, and starting to access it
+    and new opens fail with EPERM (not ENOENT). SPEC S15: `scopefs
+    restore` makes the same path work again without remounting."""
     gid = env.grant(ALPHA, f"{LOCAL}:{granted}")
-    env.mount()
+    env.mount(defaults=True)
     args = (
         env.prov(ALPHA, LOCAL, granted.rpartition("/")[0]),
         env.prov(ALPHA, LOCAL, granted),
         env.prov(ALPHA, LOCAL, probe),
     )
     head = REPORT_BYTES[:16].hex()
-    assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "OK", "read": {"ok": head}}
+    works = {"start": "OK", "listed": True, "open": "OK", "read": {"ok": head}}
+    assert env.app_json(ALPHA, REVOKED_VIEW, *args, sandbox=True) == works
     env.revoke(ALPHA, gid)
-    assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "EPERM", "read": {"errno": "EPERM"}}
+    denied = {"start": "EPERM", "listed": True, "open": "EPERM", "read": {"errno": "EPERM"}}
+    assert env.app_json(ALPHA, REVOKED_VIEW, *args, sandbox=True) == denied
     env.restore(ALPHA, gid)
-    assert env.app_json(ALPHA, REVOKED_VIEW, *args) == {"listed": True, "open": "OK", "read": {"ok": head}}
+    assert env.app_json(ALPHA, REVOKED_VIEW, *args, sandbox=True) == works
 
 
 def test_open_files_keep_lets_open_descriptors_work(env):
     """SPEC S14 (--open-files keep): after revoke, descriptors opened before
     keep reading; a new open() fails with EPERM."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(open_files="keep")
+    env.mount(open_files="keep", defaults=True)
     app = env.app_session(
         ALPHA,
         """
         path = sys.argv[1]
+        start_accessing(path)
         fd = os.open(path, os.O_RDONLY)
         step({"read": os.pread(fd, 16, 0).hex()})
         emit({"read-same-fd": outcome(lambda: os.pread(fd, 32, 4096).hex()),
@@ -102,6 +109,7 @@ def test_open_files_keep_lets_open_descriptors_work(env):
         os.close(fd)
     """,
         env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        sandbox=True,
     )
     assert bytes.fromhex(app.recv()["read"]) == REPORT_BYTES[:16]
     env.revoke(ALPHA, gid)
@@ -115,39 +123,53 @@ def test_grant_and_revoke_while_mounted_apply_to_next_access(env):
     """SPEC S13: a grant made with the CLI while the daemon runs works on the
     very next access (no stale negative cache), and a revoke makes the next
     open fail with EPERM."""
-    env.mount()
+    env.mount(defaults=True)
     target = env.prov(ALPHA, LOCAL, "docs/report.txt")
     probe = """
-        emit({"stat": attempt(os.stat, sys.argv[1]),
+        emit({"stat": attempt(os.stat, sys.argv[1]), "start": attempt(start_accessing, sys.argv[1]),
               "read": outcome(lambda: read_bytes(sys.argv[1])[:16].hex())})
     """
-    assert env.app_json(ALPHA, probe, target) == {"stat": "ENOENT", "read": {"errno": "ENOENT"}}
+    assert env.app_json(ALPHA, probe, target, sandbox=True) == {
+        "stat": "ENOENT",
+        "start": "ENOENT",
+        "read": {"errno": "ENOENT"},
+    }
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    assert env.app_json(ALPHA, probe, target) == {"stat": "OK", "read": {"ok": REPORT_BYTES[:16].hex()}}
+    assert env.app_json(ALPHA, probe, target, sandbox=True) == {
+        "stat": "OK",
+        "start": "OK",
+        "read": {"ok": REPORT_BYTES[:16].hex()},
+    }
     env.revoke(ALPHA, gid)
-    assert env.app_json(ALPHA, probe, target)["read"] == {"errno": "EPERM"}
+    assert env.app_json(ALPHA, probe, target, sandbox=True) == {
+        "stat": "OK",
+        "start": "EPERM",
+        "read": {"errno": "EPERM"},
+    }
 
 
 def test_grant_while_app_process_runs(env):
     """SPEC S13: the same live app process that saw ENOENT sees the item on
-    its very next access after the CLI grant returns, and EPERM right after
-    the CLI revoke returns."""
-    env.mount()
+    its very next access after the CLI grant returns (it starts accessing
+    it then), and EPERM right after the CLI revoke returns, its scope
+    still started."""
+    env.mount(defaults=True)
     app = env.app_session(
         ALPHA,
         """
         path = sys.argv[1]
         probe = lambda: outcome(lambda: read_bytes(path)[:16].hex())
-        step({"before": probe()})
-        step({"granted": probe()})
+        step({"start": attempt(start_accessing, path), "before": probe()})
+        step({"start": attempt(start_accessing, path), "granted": probe()})
         emit({"revoked": probe()})
     """,
         env.prov(ALPHA, LOCAL, "docs/report.txt"),
+        sandbox=True,
     )
-    assert app.recv() == {"before": {"errno": "ENOENT"}}
+    assert app.recv() == {"start": "ENOENT", "before": {"errno": "ENOENT"}}
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     app.send()
-    assert app.recv() == {"granted": {"ok": REPORT_BYTES[:16].hex()}}
+    assert app.recv() == {"start": "OK", "granted": {"ok": REPORT_BYTES[:16].hex()}}
     env.revoke(ALPHA, gid)
     app.send()
     assert app.recv() == {"revoked": {"errno": "EPERM"}}
