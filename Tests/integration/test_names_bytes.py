@@ -36,6 +36,7 @@ RUN_OPS = """
 import binascii
 def p(h): return binascii.unhexlify(h)
 ops = json.loads(sys.argv[1])
+start_accessing(*(p(h) for h in sys.argv[2:]))
 out = []
 for op in ops:
     kind, path = op[0], p(op[1])
@@ -55,10 +56,11 @@ emit(out)
 """
 
 
-def app_ops(env, app, *ops):
-    """Runs file operations in an app process: (kind, path bytes[, data bytes])."""
+def app_ops(env, app, *ops, scopes: tuple[bytes, ...] = ()):
+    """Runs file operations in an app process: (kind, path bytes[, data
+    bytes]), after starting to access each of `scopes` (SPEC S9)."""
     encoded = [[kind, *(part.hex() for part in parts)] for kind, *parts in ops]
-    return env.app_json(app, RUN_OPS, json.dumps(encoded))
+    return env.app_json(app, RUN_OPS, json.dumps(encoded), *(path.hex() for path in scopes))
 
 
 def privacy_rows(env):
@@ -82,9 +84,16 @@ def test_grant_from_raw_argv_then_read_through_the_mount(env):
     text = env.cli("privacy", ALPHA).stdout
     assert "Reports/caf\\xe9.txt" in text, text
 
-    env.mount()
+    env.mount(defaults=True)
     folder = os.fsencode(env.prov(ALPHA, DRIVE, "Reports"))
-    got = app_ops(env, ALPHA, ("list", folder), ("read", folder + b"/" + CAFE), ("stat", folder + b"/" + CAFE))
+    got = app_ops(
+        env,
+        ALPHA,
+        ("list", folder),
+        ("read", folder + b"/" + CAFE),
+        ("stat", folder + b"/" + CAFE),
+        scopes=(folder + b"/" + CAFE,),
+    )
     assert got == [{"ok": [CAFE.hex()]}, {"ok": CAFE_TEXT.hex()}, {"ok": len(CAFE_TEXT)}]
 
 
@@ -94,7 +103,7 @@ def test_create_through_the_mount_keeps_the_bytes(env):
     reports = env.backing(DRIVE) / "Reports"
     reports.mkdir()
     env.grant(ALPHA, f"{DRIVE}:Reports")
-    env.mount()
+    env.mount(defaults=True)
     folder = os.fsencode(env.prov(ALPHA, DRIVE, "Reports"))
     got = app_ops(
         env,
@@ -102,6 +111,7 @@ def test_create_through_the_mount_keeps_the_bytes(env):
         ("write", folder + b"/" + NEW, b"made by the app\n"),
         ("list", folder),
         ("read", folder + b"/" + NEW),
+        scopes=(folder,),
     )
     assert got == [{"ok": "OK"}, {"ok": [NEW.hex()]}, {"ok": b"made by the app\n".hex()}]
     assert os.listdir(os.fsencode(reports)) == [NEW]
@@ -119,7 +129,7 @@ def test_canonically_equivalent_names_are_two_files(env):
         with open(folder + b"/" + name, "wb") as f:
             f.write(data)
     env.grant(ALPHA, arg(b"local:docs/" + nfc))
-    env.mount()
+    env.mount(defaults=True)
     mount = os.fsencode(env.prov(ALPHA, LOCAL, "docs"))
     got = app_ops(
         env,
@@ -128,6 +138,7 @@ def test_canonically_equivalent_names_are_two_files(env):
         ("read", mount + b"/" + nfd),
         ("stat", mount + b"/" + nfd),
         ("list", mount),
+        scopes=(mount + b"/" + nfc,),
     )
     assert got == [{"ok": b"granted\n".hex()}, {"errno": "ENOENT"}, {"errno": "ENOENT"}, {"ok": [nfc.hex()]}]
 
@@ -144,6 +155,7 @@ def test_canonically_equivalent_names_are_two_files(env):
         ("read", mount + b"/" + "Café".encode() + b"/inside.txt"),
         ("read", twin + b"/inside.txt"),
         ("list", twin),
+        scopes=(mount + b"/" + "Café".encode(),),
     )
     assert got == [{"ok": "Café".encode().hex()}, {"errno": "ENOENT"}, {"errno": "ENOENT"}]
 
@@ -180,6 +192,7 @@ def random_names(count: int, seed: int) -> list[bytes]:
 ROUND_TRIP = """
 import binascii
 folder = binascii.unhexlify(sys.argv[1])
+start_accessing(folder)
 names = [binascii.unhexlify(h) for h in json.load(open(sys.argv[2]))]
 problems = []
 for name in names:
@@ -203,6 +216,7 @@ emit({"problems": problems[:20], "listed": len(listed)})
 DELETE_ALL = """
 import binascii
 folder = binascii.unhexlify(sys.argv[1])
+start_accessing(folder)
 for name in os.listdir(folder):
     os.unlink(os.path.join(folder, name))
 emit({"left": len(os.listdir(folder))})
@@ -220,7 +234,7 @@ def test_thousand_random_names_round_trip(env):
     names_file.write_text(json.dumps([name.hex() for name in names]))
     os.chmod(names_file, 0o644)
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount()
+    env.mount(defaults=True)
     folder = os.fsencode(env.prov(ALPHA, LOCAL, "work"))
     got = env.app_json(ALPHA, ROUND_TRIP, folder.hex(), names_file)
     assert got == {"problems": [], "listed": 1000}
@@ -259,7 +273,7 @@ def test_odd_mountpoint_elsewhere_does_not_break_mount_detection(env, odd_mountp
     `scopefs mount` on a mounted mountpoint refuses instead of stacking a
     second mount, `status` names the mount, and `scopefs unmount` unmounts."""
     assert any(os.fsencode(point) == odd_mountpoint for point, _ in mountinfo_entries())
-    env.mount()
+    env.mount(defaults=True)
     again = env.cli(*env.mount_args(), expect=None)
     assert again.returncode != 0, "a second mount was stacked\n" + describe(again)
     assert "already" in again.stderr, describe(again)
@@ -319,6 +333,7 @@ def test_picker_lists_and_opens_a_name_that_is_not_utf8(tmp_path):
 READLINK_AND_READ = """
 import binascii
 path = binascii.unhexlify(sys.argv[1])
+start_accessing(path)  # the reference's item: setxattr follows the link
 emit({"target": outcome(lambda: os.readlink(path).hex()), "data": outcome(lambda: read_bytes(path).hex())})
 """
 
@@ -347,7 +362,7 @@ def test_documents_keep_names_that_are_not_utf8(env):
     urls = sorted(os.fsencode(row["urlInLocalContainer"]).rsplit(b"/", 1)[-1] for row in rows)
     assert CAFE in urls and b"note\xff.txt" in urls, rows
 
-    env.mount()
+    env.mount(defaults=True)
     reference = os.fsencode(env.container(ALPHA, "Documents")) + b"/" + CAFE
     got = env.app_json(ALPHA, READLINK_AND_READ, reference.hex())
     assert bytes.fromhex(got["target"]["ok"]).endswith(b"/docs/" + CAFE), got
@@ -593,7 +608,7 @@ def test_run_passes_environment_and_directory_as_bytes(env, tmp_path, sandbox):
     and working directory unchanged when they are not UTF-8. In the sandbox
     only the allowed variables pass (LC_*), and the directory is the
     container."""
-    env.mount()
+    env.mount(defaults=True)
     directory = os.fsencode(tmp_path) + b"/dir\xe9"
     os.mkdir(directory)
     variables = dict(env.base_env)
