@@ -30,6 +30,8 @@ if os.fork() == 0:
         time.sleep(0.05)
     emit({"orphaned": gone(app_pid),
           "new_session": os.getsid(0) != app_sid,
+          # its ancestors are gone, so it holds no scope but its own (S9)
+          "start": attempt(start_accessing, granted),
           "read": outcome(lambda: read_bytes(granted)[:16].hex()),
           "foreign": {p: attempt(os.stat, p) for p in foreign}})
     os._exit(0)
@@ -43,7 +45,7 @@ def test_double_forked_descendant_stays_the_app(env):
     another app's paths are ENOENT for it."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.grant(BETA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     got = env.app_json(
         ALPHA,
         DOUBLE_FORK,
@@ -52,7 +54,7 @@ def test_double_forked_descendant_stays_the_app(env):
         env.prov(BETA, LOCAL, "docs/report.txt"),
     )
     assert got["orphaned"] and got["new_session"], got
-    assert got["read"] == {"ok": REPORT_BYTES[:16].hex()}
+    assert got["start"] == "OK" and got["read"] == {"ok": REPORT_BYTES[:16].hex()}, got
     assert got["foreign"] == {env.app_dir(BETA): "ENOENT", env.prov(BETA, LOCAL, "docs/report.txt"): "ENOENT"}
 
 
@@ -60,7 +62,7 @@ def test_double_forked_descendant_stays_the_app(env):
 def test_app_process_cannot_start_an_app(env, target):
     """SPEC S5, CLI.md exit 77: an app process that runs `scopefs run --app
     ANY` is refused with exit code 77 and a message on stderr."""
-    env.mount()
+    env.mount(defaults=True)
     got = env.app_json(
         ALPHA,
         """
@@ -95,7 +97,7 @@ def _not_executable(env):
 def test_run_propagates_exit_status(env, make_cmd, expected):
     """SPEC S5, CLI.md: `scopefs run` exits with CMD's status (128+N when
     killed by signal N; 126/127 when CMD cannot be executed / is missing)."""
-    env.mount()
+    env.mount(defaults=True)
     p = env.run_app(ALPHA, make_cmd(env))
     assert p.returncode == expected, p.stderr
 
@@ -103,6 +105,7 @@ def test_run_propagates_exit_status(env, make_cmd, expected):
 SANDBOX_VIEW = """
 mnt, alpha, beta = sys.argv[1], sys.argv[2], sys.argv[3]
 mine = os.path.join(mnt, alpha)
+start_accessing(os.path.join(mine, "Providers/local/docs/report.txt"))
 emit({"view": os.environ.get("SCOPEFS_VIEW"),
       "mount-env": os.environ.get("SCOPEFS_MOUNT"),
       "own": listing(mine),
@@ -121,7 +124,7 @@ def test_sandbox_shows_only_the_app_directory(env):
     outside, Container and Providers), HOME and the working directory are its
     container, and no other app's directory exists in it."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount()
+    env.mount(defaults=True)
     got = env.app_json(ALPHA, SANDBOX_VIEW, env.mnt, ALPHA, BETA, sandbox=True)
     assert got["view"] == "sandbox" and got["mount-env"] == env.app_dir(ALPHA), got
     assert got["own"] == ["Container", "Providers"]
@@ -141,7 +144,7 @@ def test_sandbox_exposes_only_what_it_is_told(env):
     shown.mkdir()
     (shown / "note.txt").write_text("for the app")
     (env.root / "beside.txt").write_text("not for the app")
-    env.mount()
+    env.mount(defaults=True)
     code = (
         "emit({'read': outcome(lambda: read_bytes(sys.argv[1]).decode()), "
         "'write': attempt(write_text, sys.argv[1], 'changed'), 'beside': attempt(os.stat, sys.argv[2]), "

@@ -35,7 +35,7 @@ def renameat2(old, new, flags):
 def granted_work(env) -> tuple[str, os.PathLike]:
     """Grant ALPHA local:work read-write and mount; (app path, host path)."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount()
+    env.mount(defaults=True)
     return env.prov(ALPHA, LOCAL, "work"), env.backing(LOCAL) / "work"
 
 
@@ -69,6 +69,7 @@ EXCHANGE_THEN_MOVE = (
     RENAMEAT2
     + """
 w = sys.argv[1]
+start_accessing(w)
 os.chdir(w)
 os.makedirs("p1/a"); os.makedirs("p2/b")
 write_text("p1/a/from-a", "A"); write_text("p2/b/from-b", "B")
@@ -108,7 +109,7 @@ def test_exchange_then_move_keeps_daemon_alive(env):
     host_tree = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
     assert host_tree == tree
     # The mount still answers another process.
-    again = env.app_json(ALPHA, "emit(listing(sys.argv[1]))", work + "/p1/a")
+    again = env.app_json(ALPHA, "start_accessing(sys.argv[1])\nemit(listing(sys.argv[1]))", work + "/p1/a")
     assert again == ["from-b", "p2moved"]
 
 
@@ -116,6 +117,7 @@ EXCHANGE_NON_DIRECTORIES = (
     RENAMEAT2
     + """
 w, kind = sys.argv[1], sys.argv[2]
+start_accessing(w)
 a, b = w + "/a", w + "/b"
 write_text(a, "0123456789")
 if kind == "file": write_text(b, "xy")
@@ -171,6 +173,7 @@ def test_exchange_non_directories_keeps_both_names(env, kind):
 DIRECTORY_XATTRS = """
 import subprocess
 d = sys.argv[1]
+start_accessing(d)  # the granted folder holding it (SPEC S9)
 res = {"set": attempt(os.setxattr, d, "user.x", b"1"),
        "setfattr": subprocess.run(["setfattr", "-n", "user.y", "-v", "2", d], capture_output=True, text=True).returncode,
        "get host": outcome(lambda: os.getxattr(d, "user.h").decode()),

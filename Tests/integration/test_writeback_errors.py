@@ -25,6 +25,7 @@ MIB = 1 << 20
 
 MMAP_INTO_HOLES = """
 path, offset, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+start_accessing(path)
 data = b"".join(b"never stored %08d\\n" % i for i in range(size // 21 + 1))[:size]
 fd = os.open(path, os.O_RDWR)
 m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
@@ -38,6 +39,7 @@ emit(res)
 
 READ_RANGE = """
 path, offset, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+start_accessing(path)
 with open(path, "rb") as f:
     f.seek(offset)
     data = f.read(size)
@@ -76,7 +78,7 @@ def full_provider(env):
 
 
 def test_refused_mmap_pages_are_not_served_to_other_processes(env, full_provider):
-    env.mount()
+    env.mount(defaults=True)
     path = env.prov(ALPHA, FULL, "box/sparse")
     offset, size = MIB, MIB
     wrote = env.app_json(ALPHA, MMAP_INTO_HOLES, path, offset, size)
