@@ -164,7 +164,9 @@ def test_mount_on_already_mounted_mountpoint(env):
     assert_clean_error(p, {73})
     assert mount_count(env.mnt) == 1, "a second mount was stacked on the live one"
     got = env.app_json(
-        ALPHA, "start_accessing(sys.argv[1])\nemit(read_text(sys.argv[1])[:11])", env.prov(ALPHA, LOCAL, "docs/report.txt")
+        ALPHA,
+        "start_accessing(sys.argv[1])\nemit(read_text(sys.argv[1])[:11])",
+        env.prov(ALPHA, LOCAL, "docs/report.txt"),
     )
     assert got == "report line"
 

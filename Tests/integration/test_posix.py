@@ -53,6 +53,9 @@ def posix_case(name: str, allow_other: bool = False):
 
 
 def make_ctx(env: Env, allow_other: bool = False) -> Ctx:
+    """The POSIX cases run their system calls as a test suite does, in
+    scopes no app starts: the mount is lenient (S9), which only lifts the
+    need for a started scope; grants decide as ever."""
     for spec in (f"{LOCAL}:work", f"{LOCAL}:work2", f"{DRIVE}:inbox"):
         env.grant(ALPHA, spec)
     env.mount(allow_other=allow_other)
@@ -751,6 +754,7 @@ def test_statfs_and_df(env):
 
 HOST_CHANGES = """
 view, host = sys.argv[1], sys.argv[2]
+start_accessing(view)
 a, b = os.path.join(view, "s.txt"), os.path.join(host, "s.txt")
 write_text(a, "one")
 os.stat(a)                                   # the kernel now caches the entry (1 s)
@@ -774,7 +778,7 @@ def test_host_changes_show_through_cached_names(env):
     that now names another file, or none, with ESTALE, which makes the
     kernel look the name up again."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount()
+    env.mount(defaults=True)
     got = env.app_json(ALPHA, HOST_CHANGES, env.prov(ALPHA, LOCAL, "docs"), env.backing(LOCAL) / "docs")
     assert got == {"create": {"ok": None}, "host": "two", "replaced": {"ok": "three"}, "deleted": "ENOENT"}
 
@@ -795,7 +799,7 @@ def test_many_files_and_folders_open_at_once(env):
     assert hard >= 4096, f"this machine's hard limit ({hard}) is too low for the test"
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
     try:
-        env.mount()
+        env.mount(defaults=True)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     # The descriptor table was grown at start, not by the requests below:
@@ -810,6 +814,7 @@ def test_many_files_and_folders_open_at_once(env):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         base = sys.argv[1]
+        start_accessing(base)
         files, dirs, errors = [], [], {}
         for name in sorted(os.listdir(base)):
             try:
