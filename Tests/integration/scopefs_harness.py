@@ -608,11 +608,10 @@ class Env:
         # default (a namespace showing only MOUNT/<app>, as root), "shared"
         # passes --shared-view (what users without CAP_SYS_ADMIN get).
         self.view = "app"
-        # Whether env.mount() adds `--scopes lenient`: a leftover of before
-        # strict scopes (SPEC S9) that most test files still rely on. A test
-        # that mounts with `defaults=True` gets the mount users get (strict
-        # scopes), and so does every later env.mount() of it (a remount).
-        self.lenient_scopes = True
+        # Whether env.mount() adds `--scopes lenient`: only for a test that
+        # asks (`lenient=True`, a file-system suite that is no app); every
+        # other mount is the one users get, with strict scopes (SPEC S9).
+        self.lenient_scopes = False
         self.base_env = dict(os.environ)
         self.base_env.pop("PYTHONFAULTHANDLER", None)
         self.base_env.pop("SCOPEFS_STATE", None)
@@ -718,9 +717,9 @@ class Env:
 
     def mount_args(self, open_files: str | None = None, allow_other: bool = False) -> list:
         """Arguments of `scopefs mount MNT ...`; adds `--scopes lenient`
-        unless the test mounts with the defaults (see `lenient_scopes`), and
-        only while the binary offers it (a baseline from before strict
-        scopes, SPEC S9, has no such option)."""
+        when the test asked for it (see `lenient_scopes`), and only while
+        the binary offers it (a baseline from before strict scopes, SPEC S9,
+        has no such option)."""
         args = ["mount", self.mnt]
         if self.lenient_scopes and supports_lenient_scopes():
             args += ["--scopes", "lenient"]
@@ -730,15 +729,15 @@ class Env:
             args += ["--allow-other"]
         return args
 
-    def mount(self, open_files: str | None = None, allow_other: bool = False, defaults: bool = False) -> None:
+    def mount(self, open_files: str | None = None, allow_other: bool = False, lenient: bool = False) -> None:
         """`scopefs mount MNT` in background mode: it must return, within
         MOUNT_TIMEOUT, once the mount is ready (CLI.md); then the mount must
         be in /proc/self/mountinfo and `status --json` must name the daemon.
-        With `defaults`, no scope option: the mount users get, whose scopes
-        must be strict (SPEC S9), as here and in every later mount of this
-        Env."""
-        if defaults:
-            self.lenient_scopes = False
+        Without `lenient`, no scope option: the mount users get, whose
+        scopes must be strict (SPEC S9). `lenient` holds for every later
+        mount of this Env (a remount)."""
+        if lenient:
+            self.lenient_scopes = True
         try:
             self.cli(*self.mount_args(open_files, allow_other), timeout=MOUNT_TIMEOUT)
         finally:

@@ -121,7 +121,7 @@ def test_killed_import_leaves_nothing_in_the_inbox(env):
     (host and app view); a later import gives exactly the one copy."""
     source = env.backing(LOCAL) / "docs/big.bin"
     write_big(source)
-    env.mount(defaults=True)
+    env.mount()
     inbox_rel = f"tmp/{ALPHA}-Inbox"
     inbox = container_host(env, ALPHA, inbox_rel)
     seen = kill_mid_copy(env, "import", ALPHA, f"{LOCAL}:docs/big.bin")
@@ -149,7 +149,7 @@ def test_killed_export_or_move_leaves_the_provider_folder_as_it_was(env, command
         (work / "big.bin").write_bytes(b"original\n")
     source = container_host(env, ALPHA, "Documents/big.bin")
     write_big(source)
-    env.mount(defaults=True)
+    env.mount()
     before_host = host_listing(work)
     before_app = app_listing(env, env.prov(ALPHA, LOCAL, "work"))
     assert before_app == {"ok": before_host}, "the app cannot list its granted folder"
@@ -182,7 +182,7 @@ def test_killed_folder_export_is_swept_by_the_next_command(env):
     env.grant(ALPHA, f"{LOCAL}:work")
     work = env.backing(LOCAL) / "work"
     write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
-    env.mount(defaults=True)
+    env.mount()
     assert app_listing(env, env.prov(ALPHA, LOCAL, "work")) == {"ok": []}
     seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", f"{LOCAL}:work")
     assert host_listing(work) == [], f"killed folder export (copy was {seen}) left {host_listing(work)}"
@@ -205,7 +205,7 @@ def test_killed_folder_export_to_another_file_system_is_swept(env):
         assert os.stat(other).st_dev != os.stat(env.state).st_dev, "/dev/shm is on the state's file system"
         env.cli("provider", "add", "shm", other, "--name", "Shared memory")
         write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
-        env.mount(defaults=True)
+        env.mount()
         seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", "shm:")
         env.cli("privacy", ALPHA, "--json")
         assert host_listing(other) == [], (
@@ -272,7 +272,7 @@ def test_killed_folder_export_to_another_disk_leaves_nothing_visible(removable_d
     env.cli("provider", "add", "usb", provider, "--name", "USB stick")
     env.grant(ALPHA, "usb:out")
     write_big(container_host(env, ALPHA, "Documents/album/big.bin"))
-    env.mount(defaults=True)
+    env.mount()
     before = tree(disk)
     assert env.app_json(ALPHA, APP_WALK, env.prov(ALPHA, "usb", "out")) == []
     seen = kill_mid_copy(env, "export", ALPHA, "Documents/album", "usb:out")

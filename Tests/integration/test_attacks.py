@@ -106,7 +106,7 @@ def test_an_app_process_cannot_change_the_isolation_layer(env, sandbox):
     grant = env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:docs")
     env.revoke(ALPHA, grant)
-    env.mount(defaults=True)
+    env.mount()
     before = policy(env)
     changes = [(name, [str(env.mnt) if a == "MOUNTPOINT" else a for a in args]) for name, args in CHANGES]
     binary, state = ("scopefs", "") if sandbox else (env.bin, env.state)
@@ -142,7 +142,7 @@ def test_the_control_socket_refuses_changes_from_an_app_process(env, sandbox):
     database) and restore (the daemon writes it for the CLI, issue 15) are
     refused with code 77; whoami names its app. Seen failing on the old
     main: status answered with every app's processes."""
-    env.mount(defaults=True)
+    env.mount()
     socket_path = "" if sandbox else env.state / "control.sock"
     got = env.app_json(
         ALPHA, RAW_CONTROL, socket_path, "status,reload,register,revoke,restore,whoami", BETA, sandbox=sandbox
@@ -156,7 +156,7 @@ def test_a_sandboxed_app_cannot_change_the_isolation_layer(env):
     """Finding 1, SPEC S5: even with the scopefs binary (and its runtime)
     exposed to the sandbox, `scopefs grant` there exits 77: the run's cgroup
     marks it as an app process, whatever state directory it names."""
-    env.mount(defaults=True)
+    env.mount()
     binary = Path(env.bin).resolve()
     expose = [str(binary.parent), *libraries_outside_usr(binary)]
     p = run_in_sandbox(
@@ -218,7 +218,7 @@ def test_the_sandbox_shows_nothing_of_the_host_it_does_not_need(env):
     processes; it holds no capabilities, has no_new_privs and a seccomp
     filter that refuses TIOCSTI and new user namespaces. Seen failing on the
     old main: the state directory, key and backing folders were readable."""
-    env.mount(defaults=True)
+    env.mount()
     daemon = env.daemon_pid()
     got = env.app_json(
         ALPHA,
@@ -260,7 +260,7 @@ def test_the_sandbox_reaches_only_the_app_endpoint(env):
     the app endpoint: it resolves the app's bookmarks to paths that work
     inside, and refuses the owner's requests (status) with code 77."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(ALPHA, RESOLVE_IN_SANDBOX, env.prov(ALPHA, LOCAL, REPORT), sandbox=True)
     assert got["resolve"]["ok"] is True and got["resolve"]["path"] == env.prov(ALPHA, LOCAL, REPORT), got
     assert got["status"]["ok"] is False and got["status"]["code"] == 77, got
@@ -312,7 +312,7 @@ def test_an_app_cannot_exhaust_the_control_sockets(env):
     "busy" (75) instead of a thread each, the owner's `scopefs status` is
     still served, and once the app lets go the endpoint works again; an
     oversized request line gets a usage error, not a crash."""
-    env.mount(defaults=True)
+    env.mount()
     session = env.app_session(ALPHA, FLOOD_THE_APP_ENDPOINT, sandbox=True)
     got = session.recv(timeout=30)
     assert got["busy"]["ok"] is False and got["busy"]["code"] == 75, got
@@ -339,7 +339,7 @@ def test_each_run_has_a_cgroup_that_goes_with_it(env):
     """SPEC S5: a run's processes are in a cgroup of the run's own (what
     `status` reports as the attribution), and the cgroup is removed once the
     run has ended, so runs leave nothing behind on the host."""
-    env.mount(defaults=True)
+    env.mount()
     p = env.run_app(ALPHA, ["cat", "/proc/self/cgroup"], sandbox=True)
     assert p.returncode == 0, describe(p)
     line = next(row for row in p.stdout.splitlines() if row.startswith("0::"))
@@ -417,7 +417,7 @@ def test_no_clone_flag_reparenting_or_exec_leaves_the_app(env, how, sandbox):
     env.grant(ALPHA, f"{LOCAL}:docs")
     if not sandbox:
         env.view = "shared"
-    env.mount(defaults=True)
+    env.mount()
     # The escaped process reports through a file: the sandbox's private /tmp.
     out = f"/tmp/escaped-{how}.json" if sandbox else env.root / f"escaped-{how}.json"
     binary, state = ("scopefs", "") if sandbox else (env.bin, env.state)
@@ -510,7 +510,7 @@ def test_a_reused_thread_id_is_not_served_as_the_app(env, who, sandbox):
     ALPHA, and nobody's read ALPHA's container."""
     if not sandbox:
         env.view = "shared"
-    env.mount(allow_other=(who == "nobody"), defaults=True)
+    env.mount(allow_other=(who == "nobody"))
     private = env.state / "containers" / ALPHA / "Documents" / "private.txt"
     private.write_text("ALPHA's own")
     os.chmod(private, 0o644)
@@ -646,7 +646,7 @@ def test_stolen_descriptor_answers_only_its_app(env):
     the inspect view); the host file is unchanged. A's own forked child still reads and writes.
     Both apps are sandboxed; the socket is in a folder shown to both."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     host_file = env.backing(LOCAL) / "docs" / "report.txt"
     folder, expose = shared_folder(env)
     sock_path = str(folder / "share.sock")
@@ -711,7 +711,7 @@ def test_app_cannot_read_through_an_inspector_descriptor(env):
     import socket
 
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     fd = os.open(env.prov(ALPHA, LOCAL, "docs/report.txt"), os.O_RDONLY)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -819,7 +819,7 @@ def test_folder_moved_out_of_grant_is_cut(env):
     and its cwd in `work/sub/deep`: within 1.5 s listing, opening and creating
     through both fail (ENOENT/EPERM) and nothing is created there."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     _held_folder_cut_after_host_move(env, "work/sub", "work/sub/deep", "work/sub", env.backing(LOCAL) / "work2" / "sub")
 
 
@@ -829,7 +829,7 @@ def test_ancestor_moved_out_of_provider_cuts_held_folder(env):
     descriptor on `deep/a/b` and its
     cwd in `deep/a/b` stop working within 1.5 s."""
     env.grant(ALPHA, f"{LOCAL}:deep/a")
-    env.mount(defaults=True)
+    env.mount()
     _held_folder_cut_after_host_move(env, "deep/a/b", "deep/a/b", "deep", env.root / "backing" / "escape" / "deep")
 
 
@@ -852,7 +852,7 @@ def test_folder_renamed_within_grant_stays_usable(env):
     location check ran (1.5 s), and what it creates lands in the new place
     (sandboxed, in scope of the folder)."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     backing = env.backing(LOCAL) / "work"
     (backing / "sub").mkdir()
     (backing / "sub" / "f.txt").write_bytes(b"f\n")
@@ -921,7 +921,7 @@ def test_unbalanced_stop_flood_neither_evicts_nor_floods_the_trail(env):
     coalesced into a few rows whose `occurrences` add up to 100,001 (text
     output shows them as ×N)."""
     grant = env.grant(ALPHA, f"{LOCAL}:{AUDIT_ITEM}")
-    env.mount(defaults=True)
+    env.mount()
     target = env.prov(ALPHA, LOCAL, AUDIT_ITEM)
     reader = env.app_session(ALPHA, READ_THEN_READ_REVOKED, target, sandbox=True)
     assert reader.recv() == {"read": "OK"}
@@ -1002,7 +1002,7 @@ def test_control_characters_in_names_are_escaped_in_text_and_exact_in_json(env):
     (env.backing(LOCAL) / FORGED_NAME).write_bytes(b"forged\n")
     opened = env.cli("open", ALPHA, f"{LOCAL}:{FORGED_NAME}").stdout
     grant = re.search(r"grant (\d+)", opened).group(1)
-    env.mount(defaults=True)
+    env.mount()
     leaked = env.app_json(
         ALPHA,
         "emit(outcome(lambda: os.getxattr(sys.argv[1], 'user.scopefs.start').decode()))",

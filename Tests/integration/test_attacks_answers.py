@@ -104,7 +104,7 @@ def test_a_hand_made_stub_does_not_tell_another_apps_item_path(env):
     on the old main: the link was `../../Providers/local/betaonly` and the
     query's url `Providers/local/betaonly`."""
     (env.backing(LOCAL) / "betaonly").write_text("beta's only\n")
-    env.mount(defaults=True)
+    env.mount()
     env.cli("open", BETA, f"{LOCAL}:betaonly")
     env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     item = stub_item(env, BETA, "betaonly")
@@ -126,7 +126,7 @@ def test_a_hand_made_stub_does_not_follow_a_forgotten_item(env):
     ALPHA was never given; a stub ALPHA writes with that item shows no path
     of it. Seen failing on the old main: the link and the query gave the new
     hidden path `deep/hidden/moved-report.txt`."""
-    env.mount(defaults=True)
+    env.mount()
     env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     env.cli("open", BETA, f"{LOCAL}:{REPORT}")  # BETA's reference shows when the locator saw the move
     item = env.app_json(ALPHA, READ_ITEM, "Container/Documents/report.txt", sandbox=True)["item"]
@@ -188,7 +188,7 @@ def test_a_claim_follows_its_item_across_a_host_rename(env):
     novel = env.backing(LOCAL) / "Novel"
     novel.mkdir()
     (novel / "chapter1.txt").write_text("It was a dark night.\n")
-    env.mount(defaults=True)
+    env.mount()
     for app in (ALPHA, BETA):
         env.cli("open", app, f"{LOCAL}:Novel/chapter1.txt")
     old, new = "Providers/local/Novel/chapter1.txt", "Providers/local/Novel/chapter-one.txt"
@@ -218,7 +218,7 @@ def test_a_claim_follows_its_item_across_a_host_rename(env):
 def test_daemon_json_is_the_owners_alone(env):
     """Finding 5, SPEC S1, S5: the daemon's handshake file is 0600, like
     the key. Seen failing on the old main: 0666 (the daemon's umask is 0)."""
-    env.mount(defaults=True)
+    env.mount()
     mode = os.stat(env.state / "daemon.json").st_mode & 0o777
     assert mode == 0o600, oct(mode)
 
@@ -241,7 +241,7 @@ def test_a_pick_queued_behind_a_slow_choice_waits_for_the_agent(env):
     instead of "no picker agent" (69). Seen failing on the old main: the
     second request got 69 about 1.5 s after the agent's last poll."""
     (env.backing(LOCAL) / "docs" / "notes.md").write_text("# notes\n")
-    env.mount(defaults=True)
+    env.mount()
     agent = Agent(env, [{"waitMs": 2500, "choose": [f"{LOCAL}:{REPORT}"]}, {"choose": [f"{LOCAL}:docs/notes.md"]}])
     results: dict = {}
 
@@ -279,7 +279,7 @@ def test_refusing_another_apps_bookmark_does_not_name_it(env):
     """Finding 5, SPEC S26: ALPHA presents BETA's bookmark: refused (77)
     without BETA's name. Seen failing on the old main: "bookmark belongs to
     another app (com.example.beta)"."""
-    env.mount(defaults=True)
+    env.mount()
     env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     env.cli("open", BETA, f"{LOCAL}:docs/secret.txt")
     token = env.app_json(BETA, MAKE_BOOKMARK, "Providers/local/docs/secret.txt", sandbox=True)["token"]
@@ -308,7 +308,7 @@ def test_forged_bookmarks_are_no_existence_oracle(env):
     provider the answer is the same whether something is there or not.
     Seen failing on the old main: `../escape/outside.txt` answered 77 and
     `../escape/absent.txt` 66, and likewise inside the provider."""
-    env.mount(defaults=True)
+    env.mount()
     env.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     key = (env.state / "bookmark.key").read_bytes()
     paths = ["../escape/outside.txt", "../escape/absent.txt", "docs/secret.txt", "docs/absent.txt"]

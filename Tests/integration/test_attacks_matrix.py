@@ -99,7 +99,7 @@ def test_dotdot_reaches_nothing_ungranted(env):
     directory leaves ScopeFS for the sandbox's folder that shows the app
     alone (S5), where another app's name is ENOENT."""
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
-    env.mount(defaults=True)
+    env.mount()
     base = env.prov(ALPHA, LOCAL, "deep/a/b")
     expected = {
         ".": ["sibling.txt", "target.txt"],
@@ -165,7 +165,7 @@ def test_symlinks_are_not_followed_into_ungranted_items(env):
     what the default sandbox does not show (ENOENT), and the same secret
     through the mount stays ENOENT."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     work_host = env.backing(LOCAL) / "work"
     (work_host / "f").write_text(GRANTED_MARK)
     in_mount = env.mnt / ALPHA / "Providers"
@@ -247,7 +247,7 @@ def test_another_apps_directory_is_enoent(env, view):
     sandbox = view == "sandbox"
     if not sandbox:
         env.view = view
-    env.mount(defaults=True)
+    env.mount()
     beta = env.app_dir(BETA)
     owned = [
         beta,
@@ -336,7 +336,7 @@ def test_read_only_grant_refuses_every_write(env):
     env.grant(ALPHA, f"{LOCAL}:work")
     host = env.backing(LOCAL) / "docs"
     before = {p.name: (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns) for p in host.iterdir()}
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(
         ALPHA, READ_ONLY_ATTACK, env.prov(ALPHA, LOCAL, "docs"), env.prov(ALPHA, LOCAL, "work"), sandbox=True
     )
@@ -355,7 +355,7 @@ def hold_then_revoke(env, code: str, granted: str) -> dict:
     scope of it: it opens what it needs, calls step(), and reports after
     the test revoked the grant (default --open-files revoke)."""
     gid = env.grant(ALPHA, f"{LOCAL}:{granted}")
-    env.mount(defaults=True)
+    env.mount()
     app = env.app_session(ALPHA, "start_accessing(sys.argv[1])\n" + code, env.prov(ALPHA, LOCAL, granted), sandbox=True)
     assert app.recv() == "holding"
     env.revoke(ALPHA, gid)
@@ -459,7 +459,7 @@ def test_forged_bookmarks_are_refused(env):
     `scopefs` the sandbox offers, through their app endpoint."""
     env.grant(ALPHA, f"{LOCAL}:docs", read_only=True)
     env.grant(BETA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     report = "docs/report.txt"
     mine = bookmark(env, ALPHA, env.prov(ALPHA, LOCAL, report), sandbox=True)
     theirs = bookmark(env, BETA, env.prov(BETA, LOCAL, report), sandbox=True)
@@ -618,7 +618,7 @@ def test_host_swaps_and_renames_while_the_app_reads(env):
     (host / "docs/f").write_text("ungranted docs/f\n")
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
-    env.mount(defaults=True)
+    env.mount()
     scopes = [env.prov(ALPHA, LOCAL, "work"), env.prov(ALPHA, LOCAL, "deep/a/b")]
 
     work_rels = ["sub/f", "sub/secret.txt", "sub/report.txt", "sub/../sub/f", "sub/sub/f"]
@@ -704,7 +704,7 @@ def test_app_renames_and_swaps_inside_its_grant_while_reading(env):
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:deep/a/b")
     env.grant(ALPHA, f"{DRIVE}:inbox")
-    env.mount(defaults=True)
+    env.mount()
     destinations = {
         "into-other-grant": env.prov(ALPHA, LOCAL, "deep/a/b"),
         "into-other-provider": env.prov(ALPHA, DRIVE, "inbox"),

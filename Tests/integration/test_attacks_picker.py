@@ -50,7 +50,7 @@ def test_open_does_not_write_a_reference_through_a_linked_documents(env):
     `scopefs open` refuses instead of writing its reference there."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")  # a view, so the app can reach its container through the mount
-    env.mount(defaults=True)
+    env.mount()
     plant_link(env, env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents-aside"), victim)
     p = env.cli("open", ALPHA, f"{LOCAL}:docs/report.txt", expect=None)
     assert p.returncode == 77 and "symbolic link" in p.stderr, describe(p)
@@ -62,7 +62,7 @@ def test_import_does_not_copy_into_a_linked_inbox(env):
     import refuses instead of putting the copy there."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     inbox = env.container(ALPHA, f"tmp/{ALPHA}-Inbox")
     env.app_json(ALPHA, "os.makedirs(sys.argv[1], exist_ok=True)\nemit({})", inbox, sandbox=True)
     plant_link(env, inbox, env.container(ALPHA, "tmp/aside"), victim)
@@ -77,7 +77,7 @@ def test_import_of_a_planted_link_does_not_copy_what_it_points_to(env):
     the owner's file never reaches the app's inbox."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     plant_link(
         env,
         env.prov(ALPHA, LOCAL, "docs/notes"),
@@ -99,7 +99,7 @@ def test_move_and_export_do_not_read_through_a_linked_container_folder(env):
     grant on it, nor removed."""
     victim = owner_folder(env)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     plant_link(env, env.container(ALPHA, "Documents"), env.container(ALPHA, "Documents-aside"), victim)
     for command in ("move", "export"):
         p = env.cli(command, ALPHA, "Documents/owner-secret.txt", f"{LOCAL}:docs", expect=None)

@@ -351,7 +351,7 @@ def test_apps_filling_their_share_leave_the_daemon_its_reserve(env):
     )
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--scopes", "strict", "--descriptors-per-app", "1000000"]
     try:
-        env.mount(defaults=True)
+        env.mount()
     finally:
         env.cli_argv = plain_cli_argv
     pid = env.daemon_pid()
@@ -390,7 +390,7 @@ def test_stopping_the_daemon_is_not_an_accept_failure(env):
     `accept failed` line after a mount and an unmount (pjdfstest's run saw
     three)."""
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--log", "file"]
-    env.mount(defaults=True)
+    env.mount()
     env.cli("unmount", env.mnt)
     env.mounted = False
     log = (env.state / "daemon.log").read_text()

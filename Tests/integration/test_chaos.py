@@ -50,7 +50,7 @@ def test_the_same_seed_replays_the_same_actions(env):
     43 prints others. The app saw EPERM (it ran under the revocations), and
     after each run every grant is active again and no fault rule is left."""
     grants = [env.grant(ALPHA, f"{LOCAL}:{rel}") for rel in ("docs", "photos", "deep/a")]
-    env.mount(defaults=True)
+    env.mount()
     files = [env.prov(ALPHA, LOCAL, rel) for rel in ("docs/report.txt", "photos/p.jpg", "deep/a/other.txt")]
     cmd = [sys.executable, "-c", snippet(READER), *files]
     runs = []
@@ -76,7 +76,7 @@ def test_chaos_exits_with_the_commands_status_and_injects_its_faults(env):
     holds for the app while it runs (and is gone after); a latency rule is
     listed; bad options are usage errors (64)."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     probe = """
 start_accessing(sys.argv[1])
 fd = outcome(lambda: os.close(os.open(sys.argv[1], os.O_RDONLY)))

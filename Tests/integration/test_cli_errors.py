@@ -141,7 +141,7 @@ def test_bad_input_exit_codes(env, case):
     code and a clear message on stderr, without a crash."""
     case.prepare(env)
     if case.mounted:
-        env.mount(defaults=True)
+        env.mount()
     state = case.state(env) if case.state else None
     p = env.cli(*case.argv(env), expect=None, state=state)
     assert_clean_error(p, case.codes, case.mentions)
@@ -159,7 +159,7 @@ def test_mount_on_already_mounted_mountpoint(env):
     """SPEC S34, CLI.md 73: mounting again on a live mountpoint fails with 73
     and leaves the existing mount serving."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     p = env.cli(*env.mount_args(), expect=None, timeout=MOUNT_TIMEOUT)
     assert_clean_error(p, {73})
     assert mount_count(env.mnt) == 1, "a second mount was stacked on the live one"

@@ -218,7 +218,7 @@ def make_world(env: Env, monkeypatch, budget: int | None = None) -> World:
         assert "--scope-budget" in subcommand_help("mount"), "mount has no --scope-budget (SPEC S10)"
         args += ["--scope-budget", str(budget)]
     monkeypatch.setattr(env, "mount_args", lambda *a, **k: list(args))
-    env.mount(defaults=True)
+    env.mount()
     world = World(
         env=env,
         file=env.prov(APP, LOCAL, "docs/file.txt"),

@@ -207,7 +207,7 @@ def test_turned_off_the_daemon_serves_container_files(env):
     and why, and container files are read and written through the daemon
     (READ and WRITE requests reach it), with the right bytes."""
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--no-container-passthrough"]
-    env.mount(defaults=True)
+    env.mount()
     state = passthrough(env)
     assert state["on"] is False and state["reason"] == "turned off (--no-container-passthrough)", state
     assert "container files: through the daemon (kernel passthrough off: turned off" in env.cli("status").stdout

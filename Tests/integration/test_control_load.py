@@ -32,7 +32,7 @@ WORST_STATUS_SECONDS = 5.0
 @pytest.mark.scopefs_timeout(240)
 def test_status_answers_while_200_app_processes_start(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     samples: list[tuple[float, int, int]] = []  # (seconds, exit code, roots listed)
     done = threading.Event()
 

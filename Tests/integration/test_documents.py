@@ -334,7 +334,7 @@ def test_bookmark_follows_a_rename_made_while_unmounted(env):
     unmount(env)
     os.rename(env.backing(LOCAL) / REPORT, env.backing(LOCAL) / "docs/offline.txt")
     remount_target = f"../../Providers/{LOCAL}/docs/offline.txt"
-    env.mount(defaults=True)
+    env.mount()
     assert wait_link(env, ref_path(env), remount_target) == {"ok": remount_target}
     got = resolve_ok(env, ALPHA, token)
     assert got["isStale"] is True and got["path"] == env.prov(ALPHA, LOCAL, "docs/offline.txt"), got

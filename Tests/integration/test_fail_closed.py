@@ -60,7 +60,7 @@ def poll(app, want, within):
 
 def start_reading(env):
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
-    env.mount(defaults=True)
+    env.mount()
     app = env.app_session(ALPHA, READ_LOOP, env.prov(ALPHA, LOCAL, REPORT))
     assert app.recv() == SERVED
     return app

@@ -31,7 +31,7 @@ def test_an_errno_rule_fails_matching_opens_of_its_app_only(env):
     `fault clear` ends it."""
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     added = env.cli(
         "fault", "add", "--app", ALPHA, "--path", "Providers/local/docs/rep*", "--op", "open", "--errno", "EIO"
     )
@@ -75,7 +75,7 @@ def test_rules_on_open_files_and_on_names_in_a_folder(env):
     folder with `FOLDER/*`. Without the rule each operation succeeds."""
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     env.cli("fault", "add", "--op", "write", "--path", "*/fresh.bin", "--errno", "ENOSPC")
     env.cli("fault", "add", "--op", "read", "--path", "Providers/local/docs/report.txt", "--errno", "EIO")
     env.cli("fault", "add", "--op", "mkdir", "--path", "Providers/local/work/*", "--errno", "EDQUOT")
@@ -113,7 +113,7 @@ def test_a_latency_rule_delays_the_operation(env):
     """A 400 ms open rule makes one open take at least 400 ms and records
     a fault event with the latency (count, in ms); without it the open is fast."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     path = env.prov(ALPHA, LOCAL, REPORT)
     env.cli("fault", "add", "--op", "open", "--latency", "400")
     slow = env.app_json(ALPHA, TIMED_OPEN, path)["seconds"]
@@ -142,7 +142,7 @@ def test_a_percentage_rule_hits_its_share_and_a_seed_replays_it(env):
     (mean 200, sd 12.6; 5 sd), only with its errno; added again with the
     same seed it fails exactly the same opens; another seed fails others."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     path = env.prov(ALPHA, LOCAL, REPORT)
 
     def run(seed: int) -> str:
@@ -194,7 +194,7 @@ def test_an_app_process_cannot_add_list_or_clear_fault_rules(env):
     not decode the requests at all (no fault surface), so the test's
     owner-side `fault add` fails there."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     env.cli("fault", "add", "--app", ALPHA, "--op", "open", "--path", "*/secret.txt", "--errno", "EACCES")
     got = env.app_json(ALPHA, RAW_FAULT_OPS, env.state / "control.sock", env.state / "app.sock")
     for key, answer in got.items():
@@ -213,7 +213,7 @@ def test_bad_rules_are_usage_errors(env):
     """docs/CLI.md: an unknown operation or errno, both or neither of
     --errno and --latency, a percentage outside (0, 100] exit 64 with a
     message naming the problem; nothing is added."""
-    env.mount(defaults=True)
+    env.mount()
     for args, words in (
         (["--op", "frob", "--errno", "EIO"], "unknown operation"),
         (["--op", "read", "--errno", "EWHAT"], "unknown errno"),

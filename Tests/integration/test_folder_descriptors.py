@@ -146,7 +146,7 @@ def app_holding_sub_with_a_cache_of_one(env):
     (work / "sub" / "f.txt").write_bytes(b"f\n")
     env.grant(ALPHA, f"{LOCAL}:work")
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--scopes", "strict", "--folder-descriptors", "1"]
-    env.mount(defaults=True)
+    env.mount()
     app = env.app_session(ALPHA, HOLDS_SUB_AND_CHURNS, env.prov(ALPHA, LOCAL, "work"), sandbox=True)
     before = app.recv()["before"]
     assert before == {"list": {"ok": ["f.txt"]}, "stat": {"ok": 2}}, before

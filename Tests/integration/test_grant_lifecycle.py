@@ -253,7 +253,7 @@ def test_inbox_copies_nobody_had_go_after_the_inbox_days(env):
     copy = container_host(env, ALPHA, f"tmp/{ALPHA}-Inbox/secret.txt")
     assert os.path.exists(copy)
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--inbox-days", "0"]
-    env.mount(defaults=True)
+    env.mount()
     assert not os.path.exists(copy), "a copy older than --inbox-days stayed"
 
 
@@ -279,7 +279,7 @@ def test_an_app_cannot_turn_inbox_cleanup_against_the_owners_files(env):
     victim.mkdir()
     (victim / "secret.txt").write_bytes(b"the owner's file\n")
     env.mount_args = lambda *a, **k: ["mount", env.mnt, "--inbox-days", "0"]
-    env.mount(defaults=True)
+    env.mount()
     env.cli("import", ALPHA, f"{LOCAL}:docs/secret.txt")
     got = env.app_json(
         ALPHA,

@@ -72,7 +72,7 @@ class JSONCase:
 
 
 def _mounted(env: Env, ctx: dict | None = None) -> dict:
-    env.mount(defaults=True)
+    env.mount()
     return ctx or {}
 
 
@@ -113,14 +113,14 @@ def _leak(env: Env) -> dict:
 
 
 def _fault_rule(env: Env) -> dict:
-    env.mount(defaults=True)
+    env.mount()
     env.cli("fault", "add", "--op", "read", "--errno", "EIO", "--path", "Providers/local/docs/*")
     return {}
 
 
 def _scenario(env: Env) -> dict:
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
-    env.mount(defaults=True)
+    env.mount()
     scenario = env.root / "scenario.yaml"
     scenario.write_text("name: json\napp: com.example.alpha\nexpect:\n  exit: 0\n")
     return {"scenario": scenario}
@@ -136,7 +136,7 @@ def _as_app(env: Env, argv: list) -> str:
 
 def _bookmark(env: Env) -> dict:
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
-    env.mount(defaults=True)
+    env.mount()
     token = _as_app(env, ["bookmark", "create", env.prov(ALPHA, LOCAL, REPORT)]).strip()
     return {"token": token}
 
@@ -334,7 +334,7 @@ def test_display_names_in_privacy_status_and_events(env):
         for line in env.cli("events", "--kind", "grant", "--json").stdout.splitlines()
     ), events
 
-    env.mount(defaults=True)
+    env.mount()
     holder = env.app_session(ALPHA, 'step({"pid": os.getpid()})')
     pid = holder.recv()["pid"]
     status = env.cli("status").stdout

@@ -36,7 +36,7 @@ def test_large_granted_folder_lists_every_entry_once(env):
     host's entries, each once, through plain readdir and readdirplus."""
     make_files(env.backing(LOCAL) / "big", 3000)
     env.grant(ALPHA, f"{LOCAL}:big")
-    env.mount(defaults=True)
+    env.mount()
     big = env.prov(ALPHA, LOCAL, "big")
     got = env.app_json(ALPHA, LIST_BOTH_WAYS, big, big)
     expected = sorted(NAME.format(i) for i in range(3000))
@@ -65,7 +65,7 @@ def test_a_large_folder_is_kept_from_its_second_listing(env):
     assert os.stat(env.backing(LOCAL) / "docs" / "big").st_size >= 64 << 10
     assert os.stat(env.backing(LOCAL) / "docs" / "small").st_size < 64 << 10
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
 
     def listings(folder, count):
         reached = []
@@ -92,7 +92,7 @@ def test_bare_folder_with_many_siblings_shows_only_the_way_to_the_grant(env):
     (root / "aa-way" / "in").mkdir(parents=True)
     env.grant(ALPHA, f"{LOCAL}:crowd/zz-way/in")
     env.grant(ALPHA, f"{LOCAL}:crowd/aa-way/in")
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(ALPHA, LIST_BOTH_WAYS, env.prov(ALPHA, LOCAL, "crowd"))
     assert got["plain"] == ["aa-way", "zz-way"]
     assert got["plus"] == ["aa-way", "zz-way"]
@@ -159,7 +159,7 @@ def test_seekdir_telldir_and_rewinddir_behave_as_on_the_host(env):
     folder = env.backing(LOCAL) / "seek"
     make_files(folder, 2500)
     env.grant(ALPHA, f"{LOCAL}:seek")
-    env.mount(defaults=True)
+    env.mount()
     entries = sorted([".", ".."] + [NAME.format(i) for i in range(2500)])
     app = env.app_session(ALPHA, SEEK_AND_REWIND, env.prov(ALPHA, LOCAL, "seek"))
     first = app.recv()

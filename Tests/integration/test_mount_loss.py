@@ -74,7 +74,7 @@ def stop_runs(*runs: subprocess.Popen) -> None:
 
 def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     ended, ended_err = start_run(env, "ended")
     try:
         app = wait_for_app(env, ended, ended_err)
@@ -90,7 +90,7 @@ def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
         )
         assert "died" in message and ALPHA in message, f"no clear message on stderr: {message[-400:]}"
         wait_for(f"the app {app} of the ended run to end", lambda: alive(app), lambda running: not running)
-        env.mount(defaults=True)
+        env.mount()
         assert not json.loads(env.cli("status", "--json").stdout)["daemon"].get("stranded"), (
             "an ended run leaves nothing on the dead mount"
         )
@@ -100,7 +100,7 @@ def test_run_ends_its_app_and_exits_69_when_its_mount_dies(env):
 
 def test_next_daemon_lists_and_records_apps_kept_on_a_dead_mount(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     kept, kept_err = start_run(env, "kept", "--keep-on-mount-loss")
     try:
         kept_app = wait_for_app(env, kept, kept_err)
@@ -111,7 +111,7 @@ def test_next_daemon_lists_and_records_apps_kept_on_a_dead_mount(env):
         )
         assert "keeps running" in kept_err.read_text()
 
-        env.mount(defaults=True)
+        env.mount()
         status = json.loads(env.cli("status", "--json").stdout)["daemon"]
         stranded = {proc["pid"]: proc for proc in status.get("stranded") or []}
         assert {kept.pid, kept_app} <= set(stranded), (

@@ -84,7 +84,7 @@ def test_grant_from_raw_argv_then_read_through_the_mount(env):
     text = env.cli("privacy", ALPHA).stdout
     assert "Reports/caf\\xe9.txt" in text, text
 
-    env.mount(defaults=True)
+    env.mount()
     folder = os.fsencode(env.prov(ALPHA, DRIVE, "Reports"))
     got = app_ops(
         env,
@@ -103,7 +103,7 @@ def test_create_through_the_mount_keeps_the_bytes(env):
     reports = env.backing(DRIVE) / "Reports"
     reports.mkdir()
     env.grant(ALPHA, f"{DRIVE}:Reports")
-    env.mount(defaults=True)
+    env.mount()
     folder = os.fsencode(env.prov(ALPHA, DRIVE, "Reports"))
     got = app_ops(
         env,
@@ -129,7 +129,7 @@ def test_canonically_equivalent_names_are_two_files(env):
         with open(folder + b"/" + name, "wb") as f:
             f.write(data)
     env.grant(ALPHA, arg(b"local:docs/" + nfc))
-    env.mount(defaults=True)
+    env.mount()
     mount = os.fsencode(env.prov(ALPHA, LOCAL, "docs"))
     got = app_ops(
         env,
@@ -234,7 +234,7 @@ def test_thousand_random_names_round_trip(env):
     names_file.write_text(json.dumps([name.hex() for name in names]))
     os.chmod(names_file, 0o644)
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     folder = os.fsencode(env.prov(ALPHA, LOCAL, "work"))
     got = env.app_json(ALPHA, ROUND_TRIP, folder.hex(), names_file)
     assert got == {"problems": [], "listed": 1000}
@@ -273,7 +273,7 @@ def test_odd_mountpoint_elsewhere_does_not_break_mount_detection(env, odd_mountp
     `scopefs mount` on a mounted mountpoint refuses instead of stacking a
     second mount, `status` names the mount, and `scopefs unmount` unmounts."""
     assert any(os.fsencode(point) == odd_mountpoint for point, _ in mountinfo_entries())
-    env.mount(defaults=True)
+    env.mount()
     again = env.cli(*env.mount_args(), expect=None)
     assert again.returncode != 0, "a second mount was stacked\n" + describe(again)
     assert "already" in again.stderr, describe(again)
@@ -362,7 +362,7 @@ def test_documents_keep_names_that_are_not_utf8(env):
     urls = sorted(os.fsencode(row["urlInLocalContainer"]).rsplit(b"/", 1)[-1] for row in rows)
     assert CAFE in urls and b"note\xff.txt" in urls, rows
 
-    env.mount(defaults=True)
+    env.mount()
     reference = os.fsencode(env.container(ALPHA, "Documents")) + b"/" + CAFE
     got = env.app_json(ALPHA, READLINK_AND_READ, reference.hex())
     assert bytes.fromhex(got["target"]["ok"]).endswith(b"/docs/" + CAFE), got
@@ -608,7 +608,7 @@ def test_run_passes_environment_and_directory_as_bytes(env, tmp_path, sandbox):
     and working directory unchanged when they are not UTF-8. In the sandbox
     only the allowed variables pass (LC_*), and the directory is the
     container."""
-    env.mount(defaults=True)
+    env.mount()
     directory = os.fsencode(tmp_path) + b"/dir\xe9"
     os.mkdir(directory)
     variables = dict(env.base_env)

@@ -58,7 +58,7 @@ def make_ctx(env: Env, allow_other: bool = False) -> Ctx:
     need for a started scope; grants decide as ever."""
     for spec in (f"{LOCAL}:work", f"{LOCAL}:work2", f"{DRIVE}:inbox"):
         env.grant(ALPHA, spec)
-    env.mount(allow_other=allow_other)
+    env.mount(allow_other=allow_other, lenient=True)
     return Ctx(env, env.prov(ALPHA, LOCAL, "work"), env.backing(LOCAL) / "work")
 
 
@@ -778,7 +778,7 @@ def test_host_changes_show_through_cached_names(env):
     that now names another file, or none, with ESTALE, which makes the
     kernel look the name up again."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(ALPHA, HOST_CHANGES, env.prov(ALPHA, LOCAL, "docs"), env.backing(LOCAL) / "docs")
     assert got == {"create": {"ok": None}, "host": "two", "replaced": {"ok": "three"}, "deleted": "ENOENT"}
 
@@ -799,7 +799,7 @@ def test_many_files_and_folders_open_at_once(env):
     assert hard >= 4096, f"this machine's hard limit ({hard}) is too low for the test"
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
     try:
-        env.mount(defaults=True)
+        env.mount()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     # The descriptor table was grown at start, not by the requests below:

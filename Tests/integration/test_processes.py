@@ -45,7 +45,7 @@ def test_double_forked_descendant_stays_the_app(env):
     another app's paths are ENOENT for it."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
     env.grant(BETA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(
         ALPHA,
         DOUBLE_FORK,
@@ -62,7 +62,7 @@ def test_double_forked_descendant_stays_the_app(env):
 def test_app_process_cannot_start_an_app(env, target):
     """SPEC S5, CLI.md exit 77: an app process that runs `scopefs run --app
     ANY` is refused with exit code 77 and a message on stderr."""
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(
         ALPHA,
         """
@@ -97,7 +97,7 @@ def _not_executable(env):
 def test_run_propagates_exit_status(env, make_cmd, expected):
     """SPEC S5, CLI.md: `scopefs run` exits with CMD's status (128+N when
     killed by signal N; 126/127 when CMD cannot be executed / is missing)."""
-    env.mount(defaults=True)
+    env.mount()
     p = env.run_app(ALPHA, make_cmd(env))
     assert p.returncode == expected, p.stderr
 
@@ -124,7 +124,7 @@ def test_sandbox_shows_only_the_app_directory(env):
     outside, Container and Providers), HOME and the working directory are its
     container, and no other app's directory exists in it."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(ALPHA, SANDBOX_VIEW, env.mnt, ALPHA, BETA, sandbox=True)
     assert got["view"] == "sandbox" and got["mount-env"] == env.app_dir(ALPHA), got
     assert got["own"] == ["Container", "Providers"]
@@ -144,7 +144,7 @@ def test_sandbox_exposes_only_what_it_is_told(env):
     shown.mkdir()
     (shown / "note.txt").write_text("for the app")
     (env.root / "beside.txt").write_text("not for the app")
-    env.mount(defaults=True)
+    env.mount()
     code = (
         "emit({'read': outcome(lambda: read_bytes(sys.argv[1]).decode()), "
         "'write': attempt(write_text, sys.argv[1], 'changed'), 'beside': attempt(os.stat, sys.argv[2]), "

@@ -12,7 +12,7 @@ def test_mount_recovers_after_daemon_sigkill(env):
     same mountpoint recovers it (exit 0, a single live mount), reads work
     again, and a normal unmount follows (teardown)."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     target = env.prov(ALPHA, LOCAL, "docs/report.txt")
     assert env.app_json(ALPHA, READ_HEAD, target) == {"ok": REPORT_BYTES[:16].hex()}
 
@@ -20,7 +20,7 @@ def test_mount_recovers_after_daemon_sigkill(env):
     dead = env.host_json("emit(listing(sys.argv[1]))", env.mnt)
     assert dead == "ENOTCONN"  # stat of the root may still be answered from the attr cache
 
-    env.mount(defaults=True)
+    env.mount()
     assert mount_count(env.mnt) == 1, "the new mount was stacked on the dead one"
     assert env.app_json(ALPHA, READ_HEAD, target) == {"ok": REPORT_BYTES[:16].hex()}
 

@@ -35,7 +35,7 @@ def renameat2(old, new, flags):
 def granted_work(env) -> tuple[str, os.PathLike]:
     """Grant ALPHA local:work read-write and mount; (app path, host path)."""
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     return env.prov(ALPHA, LOCAL, "work"), env.backing(LOCAL) / "work"
 
 

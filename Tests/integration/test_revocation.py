@@ -35,7 +35,7 @@ def test_revoke_cuts_open_descriptors_and_mappings(env):
     EPERM and touching a page mapped (cached) before the revoke raises SIGBUS:
     the kernel's cached pages were invalidated explicitly, without a hang."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     app = env.app_session(ALPHA, OPEN_THEN_REVOKE, env.prov(ALPHA, LOCAL, "docs/report.txt"), sandbox=True)
     ready = app.recv()
     assert bytes.fromhex(ready["read"]) == REPORT_BYTES[:16]
@@ -76,7 +76,7 @@ def test_revoked_item_stays_listed_and_restore_reopens(env, granted, probe):
     and new opens fail with EPERM (not ENOENT). SPEC S15: `scopefs
     restore` makes the same path work again without remounting."""
     gid = env.grant(ALPHA, f"{LOCAL}:{granted}")
-    env.mount(defaults=True)
+    env.mount()
     args = (
         env.prov(ALPHA, LOCAL, granted.rpartition("/")[0]),
         env.prov(ALPHA, LOCAL, granted),
@@ -96,7 +96,7 @@ def test_open_files_keep_lets_open_descriptors_work(env):
     """SPEC S14 (--open-files keep): after revoke, descriptors opened before
     keep reading; a new open() fails with EPERM."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(open_files="keep", defaults=True)
+    env.mount(open_files="keep")
     app = env.app_session(
         ALPHA,
         """
@@ -123,7 +123,7 @@ def test_grant_and_revoke_while_mounted_apply_to_next_access(env):
     """SPEC S13: a grant made with the CLI while the daemon runs works on the
     very next access (no stale negative cache), and a revoke makes the next
     open fail with EPERM."""
-    env.mount(defaults=True)
+    env.mount()
     target = env.prov(ALPHA, LOCAL, "docs/report.txt")
     probe = """
         emit({"stat": attempt(os.stat, sys.argv[1]), "start": attempt(start_accessing, sys.argv[1]),
@@ -153,7 +153,7 @@ def test_grant_while_app_process_runs(env):
     its very next access after the CLI grant returns (it starts accessing
     it then), and EPERM right after the CLI revoke returns, its scope
     still started."""
-    env.mount(defaults=True)
+    env.mount()
     app = env.app_session(
         ALPHA,
         """

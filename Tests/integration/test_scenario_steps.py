@@ -74,7 +74,7 @@ def test_forget_after_the_first_start_of_a_grant(env):
     it back at the end."""
     env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     scenario = write_scenario(env, "forget", FORGET_AFTER_FIRST_START)
     p = scopefs_test(
         env,
@@ -113,7 +113,7 @@ def test_after_n_starts_counts_the_starts_of_that_grant_only(env):
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(ALPHA, f"{LOCAL}:work")
     (env.backing(LOCAL) / "work" / "a.txt").write_text("a\n")
-    env.mount(defaults=True)
+    env.mount()
     scenario = write_scenario(env, "three", AFTER_THREE_STARTS)
     code = "import scopefs\nfor _ in range(5):\n    with scopefs.accessing(sys.argv[2]):\n        pass\n" + STARTER
     p = scopefs_test(
@@ -161,7 +161,7 @@ def test_answer_pick_chooses_then_cancels(env):
     app's first request finds one."""
     env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
     (env.backing(LOCAL) / "docs" / "notes.md").write_text("# notes\n")
-    env.mount(defaults=True)
+    env.mount()
     scenario = write_scenario(env, "picks", ANSWER_PICKS)
     p = scopefs_test(env, scenario, sys.executable, "-c", snippet(PICKER), extra=("--json",))
     assert p.returncode == 0, describe(p)
@@ -205,7 +205,7 @@ def test_recreate_on_the_host_makes_a_bookmark_stale(env):
     holds. Without the recreate step the same expectation fails (1)."""
     env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     before = (env.backing(LOCAL) / "docs" / "report.txt").stat()
     scenario = write_scenario(env, "recreate", RECREATE)
     cmd = [sys.executable, "-c", snippet(BOOKMARKER), env.prov(ALPHA, LOCAL, "docs/report.txt")]
@@ -229,7 +229,7 @@ def test_hostile_scenarios_for_the_new_steps_are_refused_with_their_line(env):
     nothing runs, no grant changes."""
     env.grant(ALPHA, f"{LOCAL}:docs")
     beta = env.grant(BETA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     cases = {
         "steps:\n  - answer-pick: {choose: local:docs, as_app: com.example.beta}\n": (2, "unknown key 'as_app'"),
         "steps:\n  - answer-pick: maybe\n": (2, "answer-pick: 'cancel'"),
@@ -272,7 +272,7 @@ def test_a_scenario_answers_only_its_own_apps_pick_requests(env):
     for ALPHA's requests only): BETA's pick times out unanswered and BETA
     gains no grant; ALPHA's step is reported as never run."""
     env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
-    env.mount(defaults=True)
+    env.mount()
     scenario = write_scenario(env, "only-alpha", "timeout: 8s\nsteps:\n  - answer-pick: {choose: local:docs}\n")
     cmd = [sys.executable, "-c", snippet("import time\ntime.sleep(6)  # an app that runs for a while")]
     runner = subprocess.Popen(

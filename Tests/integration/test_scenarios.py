@@ -49,7 +49,7 @@ def test_the_example_scenario_fails_on_the_buggy_app_and_passes_on_the_fixed_one
     writes JUnit XML with that failure; the fixed app passes (0), and its
     JUnit has no failure. The grant is active again after each run."""
     gid = env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     junit = env.root / "buggy.xml"
     buggy = scopefs_test(
         env,
@@ -106,7 +106,7 @@ def test_the_scope_leak_example_fails_on_the_buggy_app_and_passes_on_the_fixed_o
     scopefs.accessing`) passes."""
     env.base_env["PYTHONPATH"] = str(REPO_ROOT / "clients" / "python")
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     document = "Providers/local/docs/report.txt"
     buggy = scopefs_test(
         env, LEAK_SCENARIO, sys.executable, EXAMPLES / "scope_leak_buggy.py", document, extra=("--json",)
@@ -175,7 +175,7 @@ def test_a_timeline_of_host_changes_faults_and_signals(env):
     same scenario with a wrong expectation fails (1) and names it."""
     env.grant(ALPHA, f"{LOCAL}:work")
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     scenario = env.root / "timeline.yaml"
     scenario.write_text(TIMELINE)
     cmd = [
@@ -225,7 +225,7 @@ def test_a_step_after_n_reads_of_a_glob(env):
     for index in range(12):
         (env.backing(LOCAL) / f"work/f{index:02d}.txt").write_text(f"file {index}\n")
     env.grant(ALPHA, f"{LOCAL}:work")
-    env.mount(defaults=True)
+    env.mount()
     scenario = env.root / "after.yaml"
     scenario.write_text(AFTER_READS)
     files = [env.prov(ALPHA, LOCAL, f"work/f{index:02d}.txt") for index in range(12)]
@@ -240,7 +240,7 @@ def test_bad_scenarios_are_refused_with_their_line(env):
     """An unknown key, an unknown step action, two triggers, a grant the
     app does not have: exit 65 with the file's line; nothing runs."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     cases = {
         "steps:\n  - at: 1s\n    revoke: local:docs\nexpect:\n  exitt: 0\n": (5, "unknown key 'exitt'"),
         "steps:\n  - at: 1s\n    explode: local:docs\n": (3, "unknown key 'explode'"),
@@ -270,7 +270,7 @@ def test_an_app_process_cannot_drive_a_scenario(env):
     """SPEC S5: `scopefs test` revokes, restores and injects faults as the
     owner, so inside an app process it exits 77 and does nothing."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     code, message = env.app_json(ALPHA, RUN_TEST_INSIDE, env.bin, env.state, SCENARIO, ALPHA)
     assert code == 77 and "app process" in message, (code, message)
 
@@ -279,7 +279,7 @@ def test_an_unwritable_junit_path_fails_before_the_run(env):
     """Issue 31, point 5: `--junit` into a missing folder exits 74 at once,
     naming the path, and the app never runs (it would leave a marker)."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     marker = env.root / "ran"
     bad = env.root / "no-such-folder" / "report.xml"
     p = scopefs_test(env, SCENARIO, "sh", "-c", f"touch {marker}", extra=("--junit", bad))

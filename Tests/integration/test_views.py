@@ -31,7 +31,7 @@ def test_app_view_holds_only_the_app(env):
     directory is ENOENT, nothing can be created next to it (EROFS), and the
     app's items read as through the shared mount."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     report = env.prov(ALPHA, LOCAL, "docs/report.txt")
     got = env.app_json(ALPHA, VIEW_FACTS, env.mnt, ALPHA, BETA, report)
     assert got["view"] == "app"
@@ -70,7 +70,7 @@ def test_sandbox_and_shared_view_exclude_each_other(env):
     """SPEC S34, S5, CLI.md 64: the shared view is a view without the
     sandbox: `--shared-view` alone or with `--sandbox` is a usage error that
     names --no-sandbox, and `--sandbox --no-sandbox` is one too."""
-    env.mount(defaults=True)
+    env.mount()
     for view in (["--shared-view"], ["--sandbox", "--shared-view"]):
         p = env.cli("run", "--app", ALPHA, *view, "--", "true", expect=64)
         assert "--no-sandbox" in p.stderr, p.stderr
@@ -99,7 +99,7 @@ def test_unmount_with_app_views_alive_ends_the_mount(env):
     """SPEC S1, S34: `scopefs unmount` while an app process in its app view
     has its cwd in the mount returns 0 at once, the daemon exits (exit 0),
     and the app's next access fails with ENOTCONN: unmount ends every view."""
-    env.mount(defaults=True)
+    env.mount()
     session = start_holder(env)
     daemon = env.daemon.pid
     p = env.cli("unmount", env.mnt, timeout=DAEMON_EXIT_TIMEOUT + 5)
@@ -117,7 +117,7 @@ def test_unmount_with_app_views_alive_ends_the_mount(env):
 def test_fusermount_with_app_views_alive_stops_the_daemon(env):
     """SPEC S1: a plain `fusermount3 -u` (not the CLI) while an app view
     holds the mount also makes the daemon end the connection and exit."""
-    env.mount(defaults=True)
+    env.mount()
     session = start_holder(env)
     daemon = env.daemon.pid
     r = subprocess.run(["fusermount3", "-u", str(env.mnt)], capture_output=True, text=True, timeout=20)

@@ -22,7 +22,7 @@ def test_bare_ancestors_show_only_the_path_to_the_grant(env):
     """SPEC S2: bare ancestor folders leading to a granted item are listed, but
     show only the path to it; providers without grants are absent."""
     env.grant(ALPHA, f"{LOCAL}:deep/a/b/target.txt")
-    env.mount(defaults=True)
+    env.mount()
     providers = env.app_dir(ALPHA) + "/Providers"
     got = env.app_json(ALPHA, LIST_CHAIN, providers, ".", "local", "local/deep", "local/deep/a", "local/deep/a/b")
     assert got == {
@@ -36,7 +36,7 @@ def test_bare_ancestors_show_only_the_path_to_the_grant(env):
 
 def test_app_directory_layout(env):
     """SPEC S2: MOUNT/<app>/ holds Container/{Documents,Library,tmp} and Providers/."""
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(ALPHA, LIST_CHAIN, env.app_dir(ALPHA), ".", "Container")
     assert got["."] == ["Container", "Providers"]
     assert {"Documents", "Library", "tmp"} <= set(got["Container"])
@@ -46,7 +46,7 @@ def test_ungranted_items_are_enoent(env):
     """SPEC S2, S32: lookup (stat) and open of ungranted items fail with ENOENT,
     including siblings of a granted item and of its bare ancestors."""
     env.grant(ALPHA, f"{LOCAL}:deep/a/b/target.txt")
-    env.mount(defaults=True)
+    env.mount()
     ungranted = [
         "docs",
         "docs/secret.txt",
@@ -68,7 +68,7 @@ def test_granted_file_is_readable(env, read_only):
     """SPEC S2, S9: an app process reads a granted file's exact bytes, in
     scope."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt", read_only=read_only)
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(
         ALPHA,
         """
@@ -110,7 +110,7 @@ def test_read_only_grant_refuses_writes_with_eperm(env):
     file) fail with EPERM; reads work."""
     env.grant(ALPHA, f"{LOCAL}:docs", read_only=True)
     env.grant(ALPHA, f"{LOCAL}:deep/a/b/target.txt", read_only=True)
-    env.mount(defaults=True)
+    env.mount()
     got = env.app_json(
         ALPHA, READ_ONLY_WRITES, env.prov(ALPHA, LOCAL, "docs"), env.prov(ALPHA, LOCAL, "deep/a/b/target.txt")
     )
@@ -127,7 +127,7 @@ def test_folder_grant_covers_items_created_later(env):
     created on the host after the app listed the granted folder appear and
     are readable."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     docs = env.prov(ALPHA, LOCAL, "docs")
     before = env.app_json(ALPHA, "start_accessing(sys.argv[1])\n" + LIST_CHAIN, docs, ".")
     assert before == {".": ["report.txt", "secret.txt"]}
@@ -162,7 +162,7 @@ def test_other_app_gets_enoent_right_after_owner_walked(env, owner_view, other_v
     of views: the shared view is where the kernel's caches are shared."""
     env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")  # same item granted to both: only the view differs
-    env.mount(defaults=True)
+    env.mount()
     paths = [
         env.app_dir(ALPHA),
         env.app_dir(ALPHA) + "/Providers",
@@ -203,7 +203,7 @@ def test_each_app_reaches_a_shared_item_through_its_own_view(env, view):
     its own nodes). Revoking one app's grant cuts that app alone."""
     alpha_grant = env.grant(ALPHA, f"{LOCAL}:docs")
     env.grant(BETA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     env.view = view
     read = """
         emit({"start": attempt(start_accessing, sys.argv[1]), "list": listing(sys.argv[1]),
@@ -222,7 +222,7 @@ def test_inspect_view_reads_every_app(env):
     """SPEC S4, S2: the mount owner's own (non-app) processes browse every
     app's container and granted items read-only; ungranted items stay ENOENT."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     env.app_py(ALPHA, "write_text(sys.argv[1], 'note from alpha\\n')", env.container(ALPHA, "Documents/note.txt"))
     got = env.host_json(
         """
@@ -271,7 +271,7 @@ def test_inspect_view_writes_fail_with_erofs(env):
     """SPEC S4: any write from a non-app process of the mount owner fails
     with EROFS, in containers and in provider items alike."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     env.app_py(ALPHA, "write_text(sys.argv[1], 'keep me\\n')", env.container(ALPHA, "Documents/note.txt"))
     got = env.host_json(INSPECT_WRITES, env.container(ALPHA, "Documents"), env.prov(ALPHA, LOCAL, "docs/report.txt"))
     assert got == {op: "EROFS" for op in got}
@@ -288,7 +288,7 @@ def test_other_users_do_not_reach_mount_without_allow_other(env):
     """SPEC S4: without --allow-other, processes of other users never reach
     the mount (the kernel refuses them)."""
     env.grant(ALPHA, f"{LOCAL}:docs/report.txt")
-    env.mount(defaults=True)
+    env.mount()
     got = env.host_json(
         """
         emit(as_user(%d, %d, lambda: {"list": listing(sys.argv[1]),
@@ -310,7 +310,7 @@ def test_provider_folder_follows_the_policy_at_once(env, view):
     The app asks with statx(AT_STATX_DONT_SYNC), which answers from the
     kernel's caches whenever it can: only a dropped entry reaches ScopeFS."""
     env.grant(ALPHA, f"{LOCAL}:docs")
-    env.mount(defaults=True)
+    env.mount()
     env.view = view
     providers = env.app_dir(ALPHA) + "/Providers"
     app = env.app_session(

@@ -78,7 +78,7 @@ def full_provider(env):
 
 
 def test_refused_mmap_pages_are_not_served_to_other_processes(env, full_provider):
-    env.mount(defaults=True)
+    env.mount()
     path = env.prov(ALPHA, FULL, "box/sparse")
     offset, size = MIB, MIB
     wrote = env.app_json(ALPHA, MMAP_INTO_HOLES, path, offset, size)
