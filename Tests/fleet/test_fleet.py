@@ -27,7 +27,16 @@ import pytest
 from fleet_hosts import add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
 from netns_link import Link
 from postgres_server import PostgresServer
-from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count, run_bounded, wait_for
+from scopefs_harness import (
+    ALPHA,
+    LOCAL,
+    NON_ROOT_OWNER_PRELUDE,
+    Env,
+    describe,
+    mount_count,
+    run_bounded,
+    wait_for,
+)
 from transition_reader import TransitionReader, reader_command
 
 NOBODY = 65534
@@ -349,18 +358,14 @@ def test_a_host_seeing_the_storage_on_another_device_serves_the_grants(fleet):
     assert not problems, problems
 
 
-# Host E, owned by uid 65534, in a mount namespace of its own whose
-# /dev/fuse is 0666 (as in test_attacks_host_root.py): it joins the fleet
-# with a host role, mounts, reads the granted file as an app in the default
-# sandbox, waits for the test's revoke, reads until denied, and tries a
-# grant of its own.
-NON_ROOT_HOST = r"""
-set -e
-root=$1 binary=$2 url=$3 p=$4
-mount -t tmpfs -o mode=755 tmpfs "$root/dev"
-mknod -m 666 "$root/dev/fuse" c 10 229
-mount --bind "$root/dev/fuse" /dev/fuse
-as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
+# Host E, owned by uid 65534, in a mount namespace of its own
+# (NON_ROOT_OWNER_PRELUDE): it joins the fleet with a host role, mounts,
+# reads the granted file as an app in the default sandbox, waits for the
+# test's revoke, reads until denied, and tries a grant of its own.
+NON_ROOT_HOST = (
+    "root=$1 binary=$2 url=$3 p=$4"
+    + NON_ROOT_OWNER_PRELUDE
+    + r"""
 s() { as_owner "$binary" --state "$root/state" "$@"; }
 s init --database "$url" --password-file "$root/host.pw" --host-name host-e --lease 3 >/dev/null
 s mount "$root/mnt" >/dev/null
@@ -372,6 +377,7 @@ read go
 for _ in $(seq 100); do read_it >/dev/null 2>&1 || { echo "denied"; break; }; sleep 0.1; done
 s grant com.example.alpha shared-e:docs/report.txt >/dev/null 2>"$root/grant.err" || echo "grant: $? $(cat "$root/grant.err")"
 """
+)
 
 
 def test_a_non_root_owners_host_serves_the_fleets_grants(fleet):

@@ -85,6 +85,21 @@ RUNNERS = "`scopefs test` and `chaos` are refused on a fleet: their events and d
 PORTAL = "`scopefs portal` is refused on a fleet: its layout would ask the database on every read"
 
 
+# The start of a shell session of a non-root owner (uid 65534), run as root
+# in a private mount namespace (`unshare --mount --propagation private`),
+# with $root (owned by 65534) set: /dev/fuse there is 0666, as Debian's
+# udev leaves it (some machines, this one among them, have it 0600, and
+# libfuse does not fall back to fusermount3 on EACCES), and `as_owner CMD`
+# runs CMD as the owner. The mount and the daemon stay in that namespace.
+NON_ROOT_OWNER_PRELUDE = r"""
+set -e
+mount -t tmpfs -o mode=755 tmpfs "$root/dev"
+mknod -m 666 "$root/dev/fuse" c 10 229
+mount --bind "$root/dev/fuse" /dev/fuse
+as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
+"""
+
+
 def postgres_server():
     """The session's PostgreSQL server, started on first use and stopped at exit."""
     global _postgres

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount as mount_with_scopes
-from scopefs_harness import ALPHA, LOCAL, describe, mount_count, run_bounded, scopefs_bin
+from scopefs_harness import ALPHA, LOCAL, NON_ROOT_OWNER_PRELUDE, describe, mount_count, run_bounded, scopefs_bin
 
 # Each file changes the kernel for the whole machine; each is root's and
 # guarded only by its mode. Opened for writing, never written: a success is
@@ -149,18 +149,12 @@ def test_a_root_owners_app_cannot_run_a_core_pattern_command_as_root(env):
 
 # --- a non-root owner ---------------------------------------------------------
 
-# The non-root owner's whole session runs in a private mount namespace whose
-# /dev/fuse is 0666, as Debian's udev leaves it (some machines, this one
-# among them, have it 0600, and libfuse does not fall back to fusermount3
-# on EACCES). The mount and the daemon stay in that namespace, and the
-# session unmounts before it ends.
-NOBODY_SESSION = r"""
-set -e
-root=$1 binary=$2 probe=$3 knobs=$4
-mount -t tmpfs -o mode=755 tmpfs "$root/dev"
-mknod -m 666 "$root/dev/fuse" c 10 229
-mount --bind "$root/dev/fuse" /dev/fuse
-as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
+# The non-root owner's whole session runs in a private mount namespace
+# (NON_ROOT_OWNER_PRELUDE), and unmounts before it ends.
+NOBODY_SESSION = (
+    "root=$1 binary=$2 probe=$3 knobs=$4"
+    + NON_ROOT_OWNER_PRELUDE
+    + r"""
 s() { as_owner "$binary" --state "$root/state-parent/state" "$@"; }
 s init >/dev/null
 s provider add local "$root/provider" >/dev/null
@@ -170,6 +164,7 @@ s mount "$root/mnt" >/dev/null
 trap 's unmount "$root/mnt" >/dev/null 2>&1 || fusermount3 -u "$root/mnt"' EXIT
 s run --app com.example.alpha -- python3 -c "$probe" "$knobs"
 """
+)
 
 
 def test_a_non_root_owners_app_keeps_the_owners_uid_and_cannot_touch_the_kernel(tmp_path):
