@@ -17,11 +17,15 @@ For each store it measures:
 - one more grant, and revoking and restoring all of one app's grants, at
   this scale (CLI wall time).
 
+With `--resolvers N`, another app keeps N bookmark resolutions in flight
+(threads of one process, through the app's control socket) during the
+revoke rounds: what a busy app's requests cost another app's revocation.
+
 The load average is printed next to every figure. Results go to
 bench-results/fleet-scale.json.
 
     SCOPEFS_BIN=.build/release/scopefs python3 bench/fleet_scale.py \\
-        [--apps 100] [--grants 10000] [--rounds 30] [--stores postgresql,sqlite]
+        [--apps 100] [--grants 10000] [--rounds 30] [--stores postgresql,sqlite] [--resolvers 8]
 """
 
 from __future__ import annotations
@@ -105,6 +109,51 @@ class State:
 def app_reader(state: State, app: str, path: str, seconds: float) -> TransitionReader:
     """The reader (Tests/integration/transition_reader.py) as an app process."""
     return TransitionReader(state.argv("run", "--app", app, "--", *reader_command(path, seconds)), state.env)
+
+
+# Resolves a bookmark of argv[1] in argv[2] threads until stdin closes;
+# prints how many resolutions were answered, and how many refused.
+RESOLVER = """
+import sys, threading
+sys.path.insert(0, sys.argv[3])
+import scopefs
+token = scopefs.bookmark_data(sys.argv[1])
+counts = {"answered": 0, "refused": 0}
+lock = threading.Lock()
+done = threading.Event()
+def loop():
+    while not done.is_set():
+        try:
+            scopefs.resolve_bookmark(token)
+            key = "answered"
+        except Exception:
+            key = "refused"
+        with lock:
+            counts[key] += 1
+threads = [threading.Thread(target=loop) for _ in range(int(sys.argv[2]))]
+for t in threads:
+    t.start()
+print("ready", flush=True)
+sys.stdin.read()
+done.set()
+for t in threads:
+    t.join()
+print(counts, flush=True)
+"""
+
+
+def start_resolvers(state: State, app: str, path: str, threads: int) -> subprocess.Popen:
+    """An app process resolving a bookmark of PATH in THREADS threads."""
+    argv = state.argv(
+        "run", "--app", app, "--no-sandbox", "--", sys.executable, "-c", RESOLVER, path, threads,
+        ROOT / "clients" / "python",
+    )  # fmt: skip
+    process = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=state.env
+    )
+    if process.stdout.readline().strip() != "ready":
+        raise RuntimeError("the resolving app did not start")
+    return process
 
 
 def make_files(folder: Path, count: int) -> list[str]:
@@ -259,15 +308,15 @@ class SQLiteStore(Store):
         pass
 
 
-def measure(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int) -> dict:
+def measure(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int, resolvers: int) -> dict:
     """One store's figures; its server is stopped at the end, whatever happened."""
     try:
-        return measure_store(store, apps, paths, folder, rounds)
+        return measure_store(store, apps, paths, folder, rounds, resolvers)
     finally:
         store.close()
 
 
-def measure_store(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int) -> dict:
+def measure_store(store: Store, apps: list[str], paths: list[str], folder: Path, rounds: int, resolvers: int) -> dict:
     result: dict = {"store": store.name, "apps": len(apps), "grants_per_app": len(paths)}
     store.setup(apps, folder)
     listed = store.root / "items.txt"
@@ -307,19 +356,23 @@ def measure_store(store: Store, apps: list[str], paths: list[str], folder: Path,
     result["mount"]["after_first_snapshot"] = memory(pid)
     log(f"{store.name}: mount {result['mount']}")
     try:
-        result.update(changes(store, apps, paths, mnt, pid, rounds))
+        result.update(changes(store, apps, paths, mnt, pid, rounds, resolvers))
     finally:
         store.host.cli("unmount", mnt, check=False, timeout=300)
     return result
 
 
-def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int, rounds: int) -> dict:
+def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int, rounds: int, resolvers: int) -> dict:
     result: dict = {}
     app, rel = apps[0], paths[0]
     grant = store.grant_ids(app)[rel]
     reader = app_reader(store.host, app, f"{mnt}/{app}/Providers/{PROVIDER}/{rel}", seconds=3600)
     since = log_size(store.host)
     from_cli, cli_seconds, denied = [], [], []
+    busy = None
+    if resolvers:
+        other = apps[1 % len(apps)]
+        busy = start_resolvers(store.host, other, f"{mnt}/{other}/Providers/{PROVIDER}/{paths[-1]}", resolvers)
     try:
         reader.wait_for("ok", 600)
         log(f"{store.name}: {rounds} revokes of one grant, each restored")
@@ -338,6 +391,9 @@ def changes(store: Store, apps: list[str], paths: list[str], mnt: Path, pid: int
         log(f"{store.name}: the revoke rounds failed: {e}")
     finally:
         reader.close()
+        if busy is not None:
+            out, _ = busy.communicate("", timeout=120)
+            result["resolutions_meanwhile"] = {"threads": resolvers, "counts": out.strip()}
     if denied and "revoke_to_eperm" not in result:
         committed = store.revoke_times(app, grant)[-len(denied) :]
         result["revoke_to_eperm"] = {
@@ -393,6 +449,7 @@ def main() -> None:
     parser.add_argument("--grants", type=int, default=10_000, help="files granted to every app")
     parser.add_argument("--rounds", type=int, default=30, help="revokes of one grant timed to EPERM")
     parser.add_argument("--stores", default="postgresql,sqlite")
+    parser.add_argument("--resolvers", type=int, default=0, help="another app's bookmark resolutions in flight")
     parser.add_argument("--out", default=str(ROOT / "bench-results" / "fleet-scale.json"))
     args = parser.parse_args()
     binary = os.environ.get("SCOPEFS_BIN") or str(ROOT / ".build" / "release" / "scopefs")
@@ -426,7 +483,8 @@ def main() -> None:
         for name in stores:
             root = Path(tmp) / name
             root.mkdir()
-            results["stores"].append(measure(kinds[name](binary, root, env), apps, paths, folder, args.rounds))
+            store = kinds[name](binary, root, env)
+            results["stores"].append(measure(store, apps, paths, folder, args.rounds, args.resolvers))
     finally:
         remove(tmp)
     results["total_s"] = time.monotonic() - started
