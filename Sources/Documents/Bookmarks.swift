@@ -135,11 +135,12 @@ public struct BookmarkService: Sendable {
     /// grants is never looked at, so even a bookmark forged with the key is
     /// no oracle of another app or of the host (issue 28 findings 3, 5).
     ///
-    /// It reads `snapshot` — the daemon's served one, with items located
-    /// — and never the store: an app's resolutions must not queue in front
-    /// of the policy's reloads (a revoke's way to EPERM), and a revoke the
-    /// daemon holds in memory (S34) or a fail-closed daemon (S44) refuses
-    /// them as it refuses the app's reads.
+    /// It decides by `snapshot` — the daemon's served one, with items
+    /// located — and never reads the policy from the store: an app's
+    /// resolutions must not queue in front of the policy's reloads (a
+    /// revoke's way to EPERM), and a revoke the daemon holds in memory
+    /// (S34) or a fail-closed daemon (S44) refuses them as it refuses the
+    /// app's reads.
     public func resolve(_ token: String, by app: AppID, in snapshot: PolicySnapshot) throws(CommandError)
         -> BookmarkResolution
     {

@@ -342,14 +342,10 @@ public struct FleetRepository: IsolationStore {
 
     public func itemLocation(_ item: ItemIdentifier) throws(CommandError) -> ItemLocation? {
         let text: String? = try database.run { connection -> String? in
-            let query = PostgresQuery(
-                unsafeSQL: "SELECT \(FleetRows.itemColumns)::text FROM items WHERE id = $1",
-                binds: {
-                    var binds = PostgresBindings()
-                    binds.append(item)
-                    return binds
-                }())
-            for try await row in try await connection.query(query, logger: FleetDatabase.logger).decode(String.self) {
+            for try await row in try await connection.query(
+                "SELECT \(unescaped: FleetRows.itemColumns)::text FROM items WHERE id = \(item)",
+                logger: FleetDatabase.logger
+            ).decode(String.self) {
                 return row
             }
             return nil

@@ -295,6 +295,18 @@ def test_bookmark_of_another_app_is_rejected(env):
     assert p.returncode == 77 and p.stderr.strip() and not p.stdout.strip(), describe(p)
 
 
+def test_a_bookmark_of_an_item_inside_a_folder_grant_resolves_as_made(env):
+    """SPEC S25, S26: the item inside a granted folder is recorded when the
+    app asks for its bookmark, after the daemon read its policy; the
+    resolution, which decides by the policy the daemon serves, still finds
+    it where it is (not stale), on either store."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, "docs/secret.txt")
+    got = resolve_ok(env, ALPHA, bookmark(env, ALPHA, target))
+    assert got["isStale"] is False and got["path"] == target, got
+
+
 def test_bookmark_fails_while_revoked_and_works_after_restore(env):
     """SPEC S26: resolving fails with a clear error while the grant is
     revoked; SPEC S15: restore makes the same bookmark work again."""
