@@ -753,8 +753,9 @@ class Env:
         mount of this Env (a remount)."""
         if lenient:
             self.lenient_scopes = True
+        args = [str(arg) for arg in self.mount_args(open_files, allow_other)]
         try:
-            self.cli(*self.mount_args(open_files, allow_other), timeout=MOUNT_TIMEOUT)
+            self.cli(*args, timeout=MOUNT_TIMEOUT)
         finally:
             self.mounted = self.mounted or bool(mount_count(self.mnt))
         assert any(mp == str(self.mnt) and fs.startswith("fuse") for mp, fs in mountinfo_entries()), (
@@ -762,7 +763,8 @@ class Env:
         )
         self.mounted = True
         self._record_daemon()
-        if not self.lenient_scopes and supports_lenient_scopes():
+        # Unless a scope option was given (a test's own `mount_args`).
+        if "--scopes" not in args and supports_lenient_scopes():
             self._check_default_scopes()
         if self.database:
             self._check_fleet_store()
