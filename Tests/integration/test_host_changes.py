@@ -81,16 +81,17 @@ while True:
 """
 
 
-def mount_long(env, channel: str, *extra: str) -> dict:
+def mount_long(env, channel: str, *extra: str, scopes: str = "lenient") -> dict:
     """`scopefs mount` with a host-change channel and long timeouts; returns
     `status --json`'s daemon record, which must name both (issue 21).
-    Lenient scopes: these tests time how soon a host change reaches the
-    kernel's caches, probing every 5 ms, and grants still decide (S9)."""
+    Lenient scopes unless asked: these tests time how soon a host change
+    reaches the kernel's caches, probing every 5 ms, and grants still
+    decide (S9)."""
     try:
         env.cli(
             *env.mount_args(),
             "--scopes",
-            "lenient",
+            scopes,
             "--host-changes",
             channel,
             "--cache-timeout",

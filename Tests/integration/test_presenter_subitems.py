@@ -32,7 +32,7 @@ def strict_world(env, request):
     """A strict mount (the default) with the given host-change channel."""
     (env.backing(LOCAL) / "docs" / "inner").mkdir()
     env.mount_args = lambda *a, **k: ["mount", env.mnt]  # the default: strict scopes
-    mount_long(env, request.param)
+    mount_long(env, request.param, scopes="strict")
     assert status(env)["daemon"]["scopes"] == "strict"
     return env
 
