@@ -117,7 +117,8 @@ public enum Daemon {
         let fleet: FleetLink?
         if let configuration = try FleetConfiguration.load(state) {
             let link = FleetLink(
-                repository: FleetRepository(database: try FleetDatabase(configuration)), logger: logger)
+                repository: FleetRepository(database: try FleetDatabase(configuration), replicas: state),
+                logger: logger)
             try link.repository.checkSchema()
             logger.info(
                 "host \(link.hostName) serves the fleet's policy from \(link.description), lease \(link.lease) s")
@@ -133,7 +134,7 @@ public enum Daemon {
         // asks for never queues in front of a revoke's reload.
         let documentStore: any IsolationStore =
             try fleet.map { link throws(CommandError) in
-                FleetRepository(database: try FleetDatabase(link.repository.database.configuration))
+                FleetRepository(database: try FleetDatabase(link.repository.database.configuration), replicas: state)
             } ?? repository
         let documents = try DocumentBridge(
             state: state, repository: documentStore,
@@ -196,6 +197,7 @@ public enum Daemon {
         }
         let extensions = ExtensionProviders(
             state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger,
+            builtInsOnly: fleet != nil,
             stateChanged: { provider, path in
                 documents.contentNotices.changed(
                     provider: provider, path: path, writer: nil, in: fileSystem.snapshot, kind: .state)

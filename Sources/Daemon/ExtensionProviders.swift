@@ -25,6 +25,10 @@ final class ExtensionProviders: Sendable {
     private let running = Mutex<[ProviderID: Running]>([:])
     /// Apps' waits for downloads, bounded across every provider (S40).
     private let downloadWaits = DownloadWaits()
+    /// On a fleet the providers come from the shared store, which holds
+    /// data for this host, never code: only built-in extensions start,
+    /// and no `--writable` path is opened (decision 63).
+    private let builtInsOnly: Bool
 
     struct Running: Sendable {
         var spec: ProviderExtensionSpec
@@ -35,8 +39,9 @@ final class ExtensionProviders: Sendable {
 
     init(
         state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger,
-        stateChanged: @escaping @Sendable (ProviderID, String) -> Void
+        builtInsOnly: Bool, stateChanged: @escaping @Sendable (ProviderID, String) -> Void
     ) {
+        self.builtInsOnly = builtInsOnly
         self.stateChanged = stateChanged
         self.state = state
         self.mountpoint = mountpoint
@@ -108,6 +113,9 @@ final class ExtensionProviders: Sendable {
     }
 
     private func start(_ provider: Provider, _ spec: ProviderExtensionSpec) throws {
+        if builtInsOnly && (spec.command != nil || !(spec.writablePaths ?? []).isEmpty) {
+            throw ExtensionCommands.Failure.notBuiltIn
+        }
         let layout = ExtensionLayout(state: state, provider: provider.id)
         try layout.create()
         let command = try ExtensionCommands.resolve(spec)

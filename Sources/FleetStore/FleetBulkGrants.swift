@@ -25,7 +25,8 @@ extension FleetRepository {
                 throw CommandError.unknownApp(app)
             }
             let providers = Dictionary(
-                try await Self.fetchProviders(connection).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+                try await Self.fetchProviders(connection, servedFrom: replicas).map { ($0.id, $0) },
+                uniquingKeysWith: { first, _ in first })
             var wanted: [WantedItem] = []
             wanted.reserveCapacity(requests.count)
             for (item, path) in requests {

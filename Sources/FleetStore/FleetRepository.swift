@@ -10,12 +10,17 @@ import PostgresNIO
 /// event in the same transaction, naming the host that made them.
 public struct FleetRepository: IsolationStore {
     public let database: FleetDatabase
+    /// The state directory whose replicas serve extensions' providers on
+    /// this host (decision 63): the store names the replica of the host
+    /// that added the provider, a path no other host has.
+    public let replicas: StateDirectory?
     /// The channel each change is notified on (LISTEN).
     public static let channel = FleetSchema.channel
     var host: String { database.configuration.hostName }
 
-    public init(database: FleetDatabase) {
+    public init(database: FleetDatabase, replicas: StateDirectory? = nil) {
         self.database = database
+        self.replicas = replicas
     }
 
     /// Creates or upgrades the schema (the owner's `scopefs init --database`).
@@ -85,7 +90,8 @@ public struct FleetRepository: IsolationStore {
             },
             providers: read.rows.providers.map {
                 Provider(
-                    id: $0.id, name: $0.name, directory: $0.directory, extension: Self.decodeExtension($0.extension))
+                    id: $0.id, name: $0.name, directory: $0.directory, extension: Self.decodeExtension($0.extension)
+                ).served(from: replicas)
             },
             grants: read.grants, items: read.items)
         return (snapshot, read.version)
@@ -189,7 +195,8 @@ public struct FleetRepository: IsolationStore {
     }
 
     public func providers() throws(CommandError) -> [Provider] {
-        try database.run { connection in try await Self.fetchProviders(connection) }
+        let replicas = self.replicas
+        return try database.run { connection in try await Self.fetchProviders(connection, servedFrom: replicas) }
     }
 
     public func removeProvider(id: ProviderID) throws(CommandError) {
@@ -213,7 +220,11 @@ public struct FleetRepository: IsolationStore {
             guard try await Self.count(connection, "SELECT 1 FROM apps WHERE id = \(app)") > 0 else {
                 throw CommandError.unknownApp(app)
             }
-            guard let provider = try await Self.fetchProviders(connection).first(where: { $0.id == providerID }) else {
+            guard
+                let provider = try await Self.fetchProviders(connection, servedFrom: replicas).first(where: {
+                    $0.id == providerID
+                })
+            else {
                 throw CommandError.unknownProvider(providerID)
             }
             let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
@@ -323,7 +334,11 @@ public struct FleetRepository: IsolationStore {
     /// granted item's, for a bookmark); recorded now otherwise.
     public func itemIdentifier(provider providerID: ProviderID, path: String) throws(CommandError) -> ItemIdentifier {
         try database.transaction { connection in
-            guard let provider = try await Self.fetchProviders(connection).first(where: { $0.id == providerID }) else {
+            guard
+                let provider = try await Self.fetchProviders(connection, servedFrom: replicas).first(where: {
+                    $0.id == providerID
+                })
+            else {
                 throw CommandError.unknownProvider(providerID)
             }
             let file = try ProviderItemIdentity.inspect(provider: provider, path: path)
@@ -360,6 +375,10 @@ public struct FleetRepository: IsolationStore {
 
     /// Finds the item at `path`, or records a new one: an item whose file
     /// identity changed (deleted and re-created) gets a new identifier.
+    /// This is the only reader of an item's device and inode on a fleet:
+    /// what a grant covers is decided by its path on each host (decision
+    /// 62), so the numbers, as the granting host saw them, only tell a new
+    /// file at an old path from the old one.
     static func upsertItem(
         _ connection: PostgresConnection, provider: ProviderID, path: String, file: ProviderItemIdentity
     ) async throws -> ItemIdentifier {
@@ -541,12 +560,17 @@ public struct FleetRepository: IsolationStore {
         return apps
     }
 
-    static func fetchProviders(_ connection: PostgresConnection) async throws -> [Provider] {
+    /// The providers, each as this host serves it (`replicas`).
+    static func fetchProviders(_ connection: PostgresConnection, servedFrom replicas: StateDirectory?) async throws
+        -> [Provider]
+    {
         var providers: [Provider] = []
         for try await (id, name, directory, spec) in try await connection.query(
             "SELECT id, name, directory, extension FROM providers ORDER BY id", logger: FleetDatabase.logger
         ).decode((String, String, String, String?).self) {
-            providers.append(Provider(id: id, name: name, directory: directory, extension: decodeExtension(spec)))
+            providers.append(
+                Provider(id: id, name: name, directory: directory, extension: decodeExtension(spec)).served(
+                    from: replicas))
         }
         return providers
     }

@@ -27,3 +27,18 @@ public struct ExtensionLayout: Sendable {
         }
     }
 }
+
+extension Provider {
+    /// The provider as the host of `state` serves it: an extension's
+    /// provider from its replica in that state directory. A fleet's store
+    /// names the replica of the host that added the provider; each host
+    /// keeps a replica of its own, fed by its own extension process
+    /// (decision 63). A local folder, and any provider when `state` is
+    /// nil, is served where the store says.
+    public func served(from state: StateDirectory?) -> Provider {
+        guard let state, `extension` != nil else { return self }
+        var provider = self
+        provider.directory = ExtensionLayout(state: state, provider: id).files
+        return provider
+    }
+}

@@ -236,7 +236,7 @@ func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandE
             "\(options.directory.path) is not on a fleet database; run `scopefs --state \(options.directory.path) init --database postgresql://...` first"
         )
     }
-    return FleetRepository(database: try FleetDatabase(configuration))
+    return FleetRepository(database: try FleetDatabase(configuration), replicas: options.directory)
 }
 
 private func changeState(_ state: GrantState, _ options: StateOptions, _ app: String, _ grant: Int64?) throws {

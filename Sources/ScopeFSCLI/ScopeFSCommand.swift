@@ -83,7 +83,7 @@ struct StateOptions: ParsableArguments {
     func fleetStore() throws(CommandError) -> FleetRepository? {
         guard let configuration = try FleetConfiguration.load(directory) else { return nil }
         PartialCopies(state: directory).sweep()  // as `repository()` does (SPEC S34)
-        return FleetRepository(database: try FleetDatabase(configuration))
+        return FleetRepository(database: try FleetDatabase(configuration), replicas: directory)
     }
 
     /// The isolation layer for a command that registers or removes apps

@@ -128,9 +128,9 @@ struct ProviderCommand: ParsableCommand {
                 var spec: ProviderExtensionSpec?
                 var backing = directory ?? ""
                 if let extensionName {
-                    // Its replica is in this state directory, a path no other host has.
-                    try options.refuseFleetChange("add an extension's provider")
-                    spec = try Self.spec(extensionName, extensionOptions)
+                    let named = try Self.spec(extensionName, extensionOptions)
+                    if options.isOnFleet { try Self.refuseOnFleet(named, writable: writablePaths) }
+                    spec = named
                     spec?.cacheQuota = cacheQuota
                     if !writablePaths.isEmpty {
                         spec?.writablePaths = try writablePaths.map { path throws(CommandError) in
@@ -155,6 +155,25 @@ struct ProviderCommand: ParsableCommand {
                 } else {
                     print("provider \(provider.id) -> \(provider.directory)".escapedForTerminal)
                 }
+            }
+        }
+
+        /// Every host of a fleet starts the extension the store names, as
+        /// the host's daemon's user (decision 63): the store holds data
+        /// for them, never code or host paths to open. So a fleet's
+        /// provider is a built-in extension, without `--writable`.
+        static func refuseOnFleet(_ spec: ProviderExtensionSpec, writable: [String]) throws(CommandError) {
+            if spec.command != nil {
+                throw CommandError(
+                    .badState,
+                    "cannot add a provider with a command of yours as its extension here: every host of the fleet would run it; a fleet's provider uses a built-in extension (\(ExtensionCommands.builtIns.keys.sorted().joined(separator: ", ")); see docs/CLI.md, \"A fleet\")"
+                )
+            }
+            if !writable.isEmpty {
+                throw CommandError(
+                    .badState,
+                    "cannot give --writable here: every host of the fleet would open that path to the extension; see docs/CLI.md, \"A fleet\""
+                )
             }
         }
 

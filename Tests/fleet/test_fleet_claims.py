@@ -19,7 +19,7 @@ import subprocess
 import time
 
 import pytest
-from fleet_hosts import add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
+from fleet_hosts import CLAIM, HOLD_AND_LISTEN, add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
 from netns_link import Link
 from postgres_server import PostgresServer
 from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count
@@ -29,53 +29,6 @@ HOST_ROLE = "scopefs_host_b"
 ITEM = "Providers/local/docs/report.txt"
 TIMED_OUT = 75  # CommandError.Kind.timedOut, ETIMEDOUT in the client libraries
 SLACK = 3.0  # polls, a heartbeat period and scheduling on a 2-core machine
-
-ASK = """
-import socket
-def ask(request, timeout=60):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(os.path.join(os.environ["SCOPEFS_STATE"], "control.sock"))
-    s.sendall(json.dumps(request).encode() + b"\\n")
-    line = s.makefile().readline()
-    s.close()
-    return json.loads(line)
-"""
-
-# Claims PATH with INTENT, reports, and once told to go on listens for
-# notices until `relinquish` (or LISTEN seconds), then releases and reports
-# what it heard.
-HOLD_AND_LISTEN = (
-    ASK
-    + """
-import time
-path, intent, listen = sys.argv[1], sys.argv[2], float(sys.argv[3])
-cursor = ask({"op": "watch"})["cursor"]
-claim = ask({"op": "coordinate", "path": path, "intent": intent, "waitSeconds": 5})
-step({"claim": claim})
-cursor = ask({"op": "watch"})["cursor"]  # only what comes after the test's go
-heard = []
-deadline = time.time() + listen
-while time.time() < deadline and not any(n["kind"] == "relinquish" for n in heard):
-    got = ask({"op": "watch", "after": cursor, "waitSeconds": 1})
-    cursor = got["cursor"]
-    heard += [{"kind": n["kind"], "path": n["path"], "t": time.time()} for n in got["notices"]]
-released = time.time()
-ask({"op": "release", "claim": claim["claim"]})
-emit({"heard": heard, "released": released})
-"""
-)
-
-# Claims PATH for writing, waiting up to WAIT seconds; reports the answer.
-CLAIM = (
-    ASK
-    + """
-import time
-started = time.time()
-answer = ask({"op": "coordinate", "path": sys.argv[1], "intent": "write", "waitSeconds": float(sys.argv[2])})
-emit({"answer": answer, "started": started, "answered": time.time()})
-"""
-)
 
 DENIED_READ = """
 emit(outcome(lambda p: open(p, "rb").read(1) and None, sys.argv[1]))

@@ -80,7 +80,10 @@ GRANTS_NAME_PATHS = (
     "on a fleet a grant covers what is at its path: items are not checked by device and inode (decision 62)"
 )
 SESSION_GRANTS = "session grants are refused on a fleet: they end with one host's processes"
-EXTENSIONS = "extension providers are refused on a fleet: their replica is one state directory's"
+EXTENSIONS = (
+    "the tests' extension is a command of their own with --writable, which a fleet refuses (decision 63);"
+    " Tests/fleet/test_fleet_extensions.py and test_extension_remotes.py run built-in extensions on a fleet"
+)
 RUNNERS = "`scopefs test` and `chaos` are refused on a fleet: their events and daemon commands are one host's"
 PORTAL = "`scopefs portal` is refused on a fleet: its layout would ask the database on every read"
 

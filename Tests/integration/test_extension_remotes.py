@@ -7,7 +7,9 @@ namespace of its own (remotes.py). An app in the default sandbox, on the
 default mount (strict scopes), opens, reads, edits and saves a document;
 a remote change made while the link is down meets the app's offline edit
 as a conflict copy once the link is back; a read while the store cannot
-be reached fails with EIO and works again after.
+be reached fails with EIO and works again after. The built-in extensions
+run on either store (`SCOPEFS_IT_STORE=postgresql`: a fleet's provider,
+decision 63).
 """
 
 from __future__ import annotations
@@ -18,9 +20,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount, wait_events
-from scopefs_harness import ALPHA, EXTENSIONS, wait_for
-
-pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
+from scopefs_harness import ALPHA, wait_for
 
 CLOUD = "cloud"
 V1 = b"version one\n"
