@@ -83,10 +83,15 @@ final class DocumentBridge: DocumentServices {
     /// fleet's items are recorded only by the owner's role.
     var locatesItems: Bool { locator != nil }
 
-    /// Brings the store's item locations up to date; true when any moved
-    /// (the served policy must then be read again).
-    func relocateItems() throws(CommandError) -> Bool {
-        try locator?.refresh() ?? false
+    /// Brings the store's item locations up to date before `token`'s
+    /// resolution when its item has left its recorded path; true when any
+    /// moved (the served policy must then be read again). An app's request
+    /// costs one row and one lstat unless its own item moved.
+    func relocateItems(before token: String) throws(CommandError) -> Bool {
+        guard let locator, let item = try? bookmarks.codec.decode(token).item, try locator.hasMoved(item) else {
+            return false
+        }
+        return try locator.refresh()
     }
 
     /// Resolves a bookmark for a process of `app` against the served

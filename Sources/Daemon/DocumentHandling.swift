@@ -9,9 +9,9 @@ import Policy
 enum DocumentHandling {
     static func resolve(_ token: String, app: AppID, pid: Int32, services: DaemonServices) -> ControlResponse {
         do {
-            // Items a rename moved are found first, and served, so the
-            // resolution sees where they are now (SPEC S26).
-            if try services.documents.relocateItems() { try services.reloader.reload() }
+            // The bookmark's item, when a rename moved it, is found first,
+            // and served, so the resolution sees where it is now (SPEC S26).
+            if try services.documents.relocateItems(before: token) { try services.reloader.reload() }
             let resolution = try services.documents.resolve(
                 token, by: app, pid: pid, in: services.fileSystem.snapshot)
             var response = ControlResponse(ok: true, mountpoint: services.mountpoint)

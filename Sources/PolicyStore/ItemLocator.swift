@@ -87,6 +87,33 @@ public struct ItemLocator: Sendable {
         return true
     }
 
+    /// Whether item `id` has left the path recorded for it: one row and
+    /// one lstat, where `refresh` reads every item and lstats each. False
+    /// for an item unknown or already recorded missing: finding those
+    /// again is the item-location thread's (each second), since a walk of
+    /// the whole provider on an app's every request would be the app's to
+    /// ask for.
+    public func hasMoved(_ id: ItemIdentifier) throws(CommandError) -> Bool {
+        let recorded = try repository.database.read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT i.relative_path, i.device, i.inode, i.birth_seconds, i.birth_nanoseconds, i.missing,
+                        p.directory
+                    FROM items i JOIN providers p ON p.id = i.provider_id WHERE i.id = ?
+                    """,
+                arguments: [id]
+            ).map {
+                (
+                    path: $0["relative_path"] as String, identity: Self.key($0), missing: $0["missing"] as Bool,
+                    directory: $0["directory"] as String
+                )
+            }
+        }
+        guard let recorded, !recorded.missing else { return false }
+        return Self.identity(at: recorded.directory, recorded.path) != recorded.identity
+    }
+
     /// Walks after the first that must also miss an item before it is
     /// marked missing: each misses a moving item only if it moves at the
     /// wrong moment again.

@@ -5,6 +5,9 @@ SPEC S17-S28 (and S29 for the events of the picker's grants)."""
 
 import json
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 from doc_scope_helpers import (
@@ -493,3 +496,63 @@ def test_query_lists_references_and_local_documents(env):
     assert query("--scope", "documents") == [local]
     assert query("--name", "rep*") == [reference]
     assert query("--scope", "all", "--name", "*.txt") and len(query("--scope", "all", "--name", "*.txt")) == 2
+
+
+# Resolves the bookmark argv[1] argv[2] times over the control socket (the
+# app endpoint in the sandbox); reports how many resolved.
+RESOLVE_MANY = """
+import socket
+path = os.path.join(os.environ["SCOPEFS_STATE"], "control.sock")
+resolved = 0
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(json.dumps({"op": "resolve", "bookmark": sys.argv[1]}).encode() + b"\\n")
+    resolved += json.loads(s.makefile().readline()).get("ok") is True
+    s.close()
+emit(resolved)
+"""
+
+
+@pytest.mark.sqlite_store(ITEMS_MOVE)
+def test_an_apps_resolutions_cost_the_daemon_no_walk_of_the_provider(env):
+    """SPEC S26, S40 (stop 44's review, finding 1): a resolution used to
+    re-locate every item first, reading the items table, lstat-ing each
+    and, with an item recorded missing, walking the whole provider, on an
+    app's every request. Now it checks its own item (one row, one lstat)
+    and re-locates only when that item moved. Counted with strace: the
+    daemon's getdents64 calls while the app resolves 40 times are those of
+    the item-location thread's own walks (one a second), not one walk per
+    resolution. Seen failing on the old code: 1,000+ calls."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.grant(ALPHA, f"{LOCAL}:deep/a/other.txt")
+    mount(env)
+    token = bookmark(env, ALPHA, env.prov(ALPHA, LOCAL, REPORT), sandbox=True)
+    # An item recorded missing: deleted on the host, and looked for by walks.
+    (env.backing(LOCAL) / "deep" / "a" / "other.txt").unlink()
+    wait_for(
+        "the locator to record the deleted item missing",
+        lambda: env.app_json(ALPHA, "emit(os.path.exists(sys.argv[1]))", env.prov(ALPHA, LOCAL, "deep/a/other.txt")),
+        lambda exists: exists is False,
+    )
+    trace = env.root / "getdents.trace"
+    tracer = subprocess.Popen(
+        ["strace", "-f", "-qq", "-e", "trace=getdents64", "-o", trace, "-p", str(env.daemon_pid())],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(1)  # the point: strace attached to every thread before the count starts
+        started = time.monotonic()
+        resolved = env.app_json(ALPHA, RESOLVE_MANY, token, "40", sandbox=True)
+        seconds = time.monotonic() - started
+    finally:
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=10)
+    assert resolved == 40, resolved
+    calls = sum(1 for line in trace.read_text().splitlines() if "getdents64(" in line)
+    # A walk of this provider is about 30 calls; the thread walks once a second.
+    assert calls <= 30 * (seconds + 3), (calls, seconds)
+    # A bookmark whose own item moved still resolves to where it is now.
+    (env.backing(LOCAL) / "docs" / "report.txt").rename(env.backing(LOCAL) / "docs" / "moved.txt")
+    got = resolve_ok(env, ALPHA, token, sandbox=True)
+    assert got["isStale"] is True and got["pathInApp"] == f"Providers/{LOCAL}/docs/moved.txt", got
