@@ -82,6 +82,24 @@ public enum ControlClient {
         return try OwnerPolicy.apply(command, repository: store(), state: state)
     }
 
+    /// The policy version the daemon serving `state` has installed, or
+    /// why it fails closed; nil when no daemon serves it.
+    public static func servedPolicy(state: StateDirectory) throws(CommandError) -> (
+        version: Int64, failure: String?
+    )? {
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
+        let response: ControlResponse
+        do {
+            response = try send(.servedPolicy, state: state, timeoutSeconds: 5)
+        } catch  where error.kind == .noDaemon {
+            return nil
+        }
+        guard response.ok, let version = response.servedVersion else {
+            throw CommandError(.internalError, response.message ?? "the daemon named no policy version")
+        }
+        return (version, response.servedFailure)
+    }
+
     public static func status(state: StateDirectory) throws(CommandError) -> DaemonStatus? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         do {

@@ -20,7 +20,8 @@ extension ControlRequest.Operation {
     /// The one place that says who may send what.
     public var audience: Audience {
         switch self {
-        case .register, .reload, .status, .grant, .revoke, .restore, .forget, .agentNext, .agentAnswer, .pickForApp,
+        case .register, .reload, .status, .servedPolicy, .grant, .revoke, .restore, .forget, .agentNext, .agentAnswer,
+            .pickForApp,
             .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent:
             .owner
         case .resolve, .pick, .watch, .coordinate, .query:
@@ -60,6 +61,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// `imported` are new inbox copies (SPEC S18).
     case reload(app: AppID?, containerPaths: [String]?, imported: [String]?)
     case status
+    case servedPolicy
     case whoami
     case resolve(bookmark: String)
     case grant(GrantOrder)
@@ -93,6 +95,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .reload:
             self = .reload(app: request.app, containerPaths: request.containerPaths, imported: request.imported)
         case .status: self = .status
+        case .servedPolicy: self = .servedPolicy
         case .whoami: self = .whoami
         case .resolve: self = .resolve(bookmark: try need(request.bookmark, "a bookmark"))
         case .grant: self = .grant(try need(request.grantOrder, "a grant order"))
@@ -135,7 +138,7 @@ public enum ControlCommand: Sendable, Equatable {
             request.app = app
             request.containerPaths = paths
             request.imported = imported
-        case .status, .whoami, .faultList: break
+        case .status, .servedPolicy, .whoami, .faultList: break
         case .resolve(let bookmark): request.bookmark = bookmark
         case .grant(let order): request.grantOrder = order
         case .revoke(let app, let grant), .restore(let app, let grant), .forget(let app, let grant):
@@ -187,6 +190,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .register: .register
         case .reload: .reload
         case .status: .status
+        case .servedPolicy: .servedPolicy
         case .whoami: .whoami
         case .resolve: .resolve
         case .grant: .grant

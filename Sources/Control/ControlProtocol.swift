@@ -14,6 +14,10 @@ public struct ControlRequest: Codable, Sendable {
         /// Re-read the isolation layer now (sent after every CLI change).
         case reload
         case status
+        /// The policy version the daemon serves, or why it fails closed:
+        /// what the portal's layout checks its cache against on each read
+        /// (a local round trip, not a fleet database's; decision 65).
+        case servedPolicy
         /// Resolve a bookmark for the sending app process (SPEC S26, S27).
         case resolve
         /// Which app the sender is a process of (`OwnerCheck`), if any.
@@ -141,6 +145,10 @@ public struct ControlResponse: Codable, Sendable {
     /// With `whoami`: the sender's app (nil for the owner's processes).
     public var app: AppID?
     public var status: DaemonStatus?
+    /// With `servedPolicy`: the version served, and why every grant is
+    /// denied when the daemon fails closed.
+    public var servedVersion: Int64?
+    public var servedFailure: String?
     public var resolution: BookmarkResolution?
     /// A resolved bookmark's path in the mount, as seen outside a sandbox.
     public var path: String?

@@ -132,10 +132,10 @@ public enum Daemon {
         // The item identifiers of `user.scopefs.item` and of new bookmarks
         // come through a connection of their own on a fleet: what an app
         // asks for never queues in front of a revoke's reload.
-        let documentStore: any IsolationStore =
-            try fleet.map { link throws(CommandError) in
-                FleetRepository(database: try FleetDatabase(link.repository.database.configuration), replicas: state)
-            } ?? repository
+        let documentFleet = try fleet.map { link throws(CommandError) in
+            FleetRepository(database: try FleetDatabase(link.repository.database.configuration), replicas: state)
+        }
+        let documentStore: any IsolationStore = documentFleet ?? repository
         let documents = try DocumentBridge(
             state: state, repository: documentStore,
             locator: fleet == nil ? ItemLocator(repository: repository) : nil,
@@ -243,7 +243,13 @@ public enum Daemon {
             options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
             inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,
             channel: channel, extensions: extensions, session: session)
-        followAppExits(services, repository: repository, logger: logger)
+        // A fleet's session grants are this host's rows of the fleet's
+        // store (decision 64): their ends go there, and to this host's log
+        // as the CLI's changes do (`scopefs events` here shows them).
+        let sessions: any IsolationStore =
+            documentFleet.map { FleetStoreWithLocalLog(fleet: $0, log: EventStore(database: repository.database)) }
+            ?? repository
+        followAppExits(services, sessions: sessions, logger: logger)
         let router = ControlRouter(handler: DaemonControl(services: services))
         let servers: [ControlServer]
         do {
@@ -348,24 +354,43 @@ public enum Daemon {
     /// app's last process its session grants. Not on a FUSE worker:
     /// removing entries from the kernel's cache may wait for one
     /// (docs/ARCHITECTURE.md). Serial: exits in order.
-    private static func followAppExits(_ services: DaemonServices, repository: PolicyRepository, logger: Logger) {
+    private static func followAppExits(_ services: DaemonServices, sessions: any IsolationStore, logger: Logger) {
         let (tracker, inbox, fileSystem, reloader) = (
             services.tracker, services.inbox, services.fileSystem, services.reloader
         )
         let exits = DispatchQueue(label: "scopefs.app-exits")
+        // Session grants whose end the store did not take (a fleet's
+        // database away), by app: held revoked here, and ended again every
+        // few seconds until the store takes it. One retry per app at a time.
+        let pending = Mutex<[AppID: Set<GrantID>]>([:])
+        @Sendable func endSessions(of app: AppID, _ grants: Set<GrantID>) {
+            let left = endSessionGrants(
+                grants, of: app, state: services.state, repository: sessions, reloader: reloader,
+                fileSystem: fileSystem, logger: logger)
+            guard !left.isEmpty else { return }
+            let first = pending.withLock { pending in
+                defer { pending[app, default: []].formUnion(left) }
+                return pending[app] == nil
+            }
+            guard first else { return }
+            exits.asyncAfter(deadline: .now() + DaemonTunables.sessionEndRetrySeconds) {
+                endSessions(of: app, pending.withLock { $0.removeValue(forKey: app) } ?? [])
+            }
+        }
         tracker.onExit { process in
             let lastOfApp = !tracker.appProcesses.contains { $0.app == process.app }
+            // The session this exit ends is the grants served now: one made
+            // after it is the app's next run's, however late the queue runs.
+            let sessionGrants =
+                lastOfApp
+                ? Set(fileSystem.snapshot.grants(of: process.app).filter(\.isSession).map(\.id)) : []
             exits.async {
                 var removed = inbox.processExited(process.key)
                 removed.merge(inbox.removeExpired(apps: Array(fileSystem.snapshot.apps.keys))) { $0 + $1 }
                 for (app, paths) in removed {
                     reloader.dropEntries(fileSystem.containerEntries(app: app, paths: paths))
                 }
-                if lastOfApp {
-                    endSessionGrants(
-                        of: process.app, state: services.state, repository: repository, reloader: reloader,
-                        fileSystem: fileSystem, logger: logger)
-                }
+                if !sessionGrants.isEmpty { endSessions(of: process.app, sessionGrants) }
             }
         }
         tracker.onExit { process in services.coordinator.processExited(pid: process.key.pid) }
@@ -386,26 +411,40 @@ public enum Daemon {
 
     /// A session grant ends when its app's last process exits, with the
     /// references to its item (Android's non-persisted URI grants).
+    /// Returns the grants the store took no end of: they are held revoked.
     private static func endSessionGrants(
-        of app: AppID, state: StateDirectory, repository: PolicyRepository, reloader: PolicyReloader,
-        fileSystem: ScopeFileSystem, logger: Logger
-    ) {
+        _ grants: Set<GrantID>, of app: AppID, state: StateDirectory, repository: any IsolationStore,
+        reloader: PolicyReloader, fileSystem: ScopeFileSystem, logger: Logger
+    ) -> Set<GrantID> {
+        var left = grants
+        var ended: [Grant] = []
         do throws(CommandError) {
-            let ended = try repository.forget(app: app, grant: nil, sessionOnly: true, reason: "session-ended")
-            guard !ended.isEmpty else { return }
+            for id in grants.sorted() {
+                do {
+                    ended += try repository.forget(app: app, grant: id, sessionOnly: true, reason: "session-ended")
+                } catch  where error.kind == .unknown {
+                    // Forgotten meanwhile, or the app removed: ended anyway.
+                }
+                left.remove(id)
+            }
+        } catch {
+            // Fail closed: a session must not outlive its app because the
+            // store took no write; the daemon holds them revoked.
+            logger.error(
+                "\(app): cannot end session grants \(left.sorted()), revoking them in the daemon: \(error.message)")
+            for id in left { _ = try? reloader.revoke(app: app, grant: id, state: state) }
+        }
+        guard !ended.isEmpty else { return left }
+        do throws(CommandError) {
             let references = try PickerActions(state: state, repository: repository)
                 .removeReferences(app: app, to: Set(ended.map(\.item)))
             try reloader.reload()
             reloader.dropEntries(fileSystem.containerEntries(app: app, paths: references))
             logger.info("\(app): last process exited, session grants \(ended.map(\.id)) ended")
         } catch {
-            // Fail closed: a session must not outlive its app because the
-            // database took no write; the daemon holds them revoked.
-            logger.error("\(app): cannot end session grants, revoking them in the daemon: \(error.message)")
-            for grant in fileSystem.snapshot.grants(of: app) where grant.isSession && grant.state == .active {
-                _ = try? reloader.revoke(app: app, grant: grant.id, state: state)
-            }
+            logger.error("\(app): session grants \(ended.map(\.id)) ended, but: \(error.message)")
         }
+        return left
     }
 
     /// SPEC S30, S34: app processes that a crashed daemon left on its dead

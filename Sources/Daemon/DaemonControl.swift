@@ -45,6 +45,11 @@ struct DaemonControl: ControlHandling {
             return response
         case .status:
             return ProcessHandling.status(services)
+        case .servedPolicy:
+            var response = ControlResponse(ok: true)
+            response.servedVersion = services.reloader.servedVersion ?? 0
+            response.servedFailure = services.reloader.failure
+            return response
         case .reload(let app, let paths, let imported):
             return PolicyHandling.reload(app: app, containerPaths: paths, imported: imported, services: services)
         case .grant, .revoke, .restore, .forget:

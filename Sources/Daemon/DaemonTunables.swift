@@ -11,6 +11,10 @@ enum DaemonTunables {
     /// How often queued events reach the database: events --follow and
     /// `scopefs test` see them this much later; fewer, larger transactions.
     static let eventFlushPeriod: useconds_t = 100_000
+    /// How soon the end of an app's session grants is tried again after
+    /// the store took no write (a fleet's database away); meanwhile they
+    /// are held revoked in the daemon.
+    static let sessionEndRetrySeconds = 2.0
     /// How often the policy version is polled for changes made by another
     /// process (the CLI writes the database directly).
     static let policyPollPeriod: useconds_t = 250_000

@@ -52,7 +52,7 @@ extension FleetRepository {
                 FROM unnest(\(itemIDs)::text[]) AS item
                 ON CONFLICT (app_id, item_id) DO UPDATE
                 SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
-                    session = excluded.session
+                    session = false, session_host = NULL
                 RETURNING id, item_id, granted_at
                 """, logger: FleetDatabase.logger
             ).decode((Int64, String, Double).self) {

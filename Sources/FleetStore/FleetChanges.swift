@@ -99,7 +99,7 @@ enum FleetChanges {
                 FROM logged l WHERE l.kind = 'items'),
             'grants', (SELECT coalesce(json_agg(
                 (SELECT \(FleetRows.grantColumns(joined: true)) FROM grants g JOIN items i ON i.id = g.item_id
-                WHERE g.id = changed.id)), '[]') FROM changed)
+                WHERE g.id = changed.id AND (NOT g.session OR g.session_host = $2))), '[]') FROM changed)
         )::text
         """
 
@@ -118,6 +118,7 @@ extension FleetRepository {
         let (current, floor, rows, document) = try database.run { connection in
             var binds = PostgresBindings()
             binds.append(version)
+            binds.append(host)  // another host's session grant reads as gone (decision 64)
             let query = PostgresQuery(unsafeSQL: FleetChanges.query, binds: binds)
             for try await row in try await connection.query(query, logger: FleetDatabase.logger).decode(
                 (Int64, Int64, Int64, String).self)

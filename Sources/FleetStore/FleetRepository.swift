@@ -70,8 +70,9 @@ public struct FleetRepository: IsolationStore {
             let items = Dictionary(
                 rows.items.map { ($0.id, $0.location(&pool)) }, uniquingKeysWith: { first, _ in first })
             var grants: [Grant] = []
+            // Another host's session grants are that host's alone (decision 64).
             for try await (id, app, item, access, state, granted, session) in try await connection.query(
-                "SELECT id, app_id, item_id, access, state, granted_at, session FROM grants",
+                "SELECT id, app_id, item_id, access, state, granted_at, session FROM grants WHERE NOT session OR session_host = \(host)",
                 logger: FleetDatabase.logger
             ).decode((Int64, String, String, String, String, Double, Bool).self) {
                 guard
@@ -235,11 +236,12 @@ public struct FleetRepository: IsolationStore {
             let now = Date().timeIntervalSince1970
             try await connection.query(
                 """
-                INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at, session)
-                VALUES (\(app), \(item), \(access.rawValue), 'active', \(now), \(now), \(session))
+                INSERT INTO grants (app_id, item_id, access, state, granted_at, changed_at, session, session_host)
+                VALUES (\(app), \(item), \(access.rawValue), 'active', \(now), \(now), \(session),
+                    \(session ? host : nil))
                 ON CONFLICT (app_id, item_id) DO UPDATE
                 SET access = excluded.access, state = 'active', changed_at = excluded.changed_at,
-                    session = excluded.session
+                    session = excluded.session, session_host = excluded.session_host
                 """, logger: FleetDatabase.logger)
             guard let grant = try await Self.fetchGrants(connection, app: app, items: [item]).first else {
                 throw CommandError(.internalError, "grant of \(providerID):\(path) vanished in its transaction")
@@ -251,6 +253,8 @@ public struct FleetRepository: IsolationStore {
 
     /// Removes one grant or all of an app's for good, on every host: one
     /// statement for the grants and one for their events, however many.
+    /// `sessionOnly` (an app's last process on this host ended) removes
+    /// only this host's session grants (decision 64).
     @discardableResult
     public func forget(app: AppID, grant grantID: GrantID?, sessionOnly: Bool, reason: String)
         throws(CommandError) -> [Grant]
@@ -266,7 +270,7 @@ public struct FleetRepository: IsolationStore {
                 """
                 DELETE FROM grants g USING items i
                 WHERE i.id = g.item_id AND g.app_id = \(app) AND (\(grantID)::int8 IS NULL OR g.id = \(grantID))
-                    AND (NOT \(sessionOnly) OR g.session)
+                    AND (NOT \(sessionOnly) OR (g.session AND g.session_host = \(host)))
                 RETURNING \(unescaped: Self.grantColumns)
                 """)
             if let grantID, forgotten.isEmpty,

@@ -10,9 +10,10 @@ enum FleetSchema {
 
     /// Every migration, in order: the core ones, the claims table's
     /// (FleetClaims.swift), the bounds on a host role's rows
-    /// (FleetBounds.swift, issue 34), then the change log (FleetChanges.swift).
+    /// (FleetBounds.swift, issue 34), the change log (FleetChanges.swift),
+    /// then the hosts of session grants (FleetSessions.swift).
     static var migrations: [(name: String, statements: [String])] {
-        core + FleetClaims.migrations + FleetBounds.migrations + FleetChanges.migrations
+        core + FleetClaims.migrations + FleetBounds.migrations + FleetChanges.migrations + FleetSessions.migrations
     }
 
     static let core: [(name: String, statements: [String])] = [

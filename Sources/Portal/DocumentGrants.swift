@@ -6,6 +6,30 @@ import Policy
 import PolicyStore
 import Synchronization
 
+/// Where the portal reads the isolation layer, and how its layout learns
+/// that the policy changed (decision 65): the SQLite file's version row,
+/// or on a fleet the version the host's daemon serves (a local round trip
+/// per read, never the fleet database's).
+public struct PortalPolicy: Sendable {
+    /// Grants, apps and providers are read here; changes go through the
+    /// daemon (`ControlClient.policy`), or here when none serves.
+    public let store: any IsolationStore
+    /// The policy version to check the cached grants against; nil when
+    /// every grant is denied (the daemon fails closed, SPEC S44).
+    public let version: @Sendable () throws(CommandError) -> Int64?
+
+    public init(store: any IsolationStore, version: @escaping @Sendable () throws(CommandError) -> Int64?) {
+        self.store = store
+        self.version = version
+    }
+
+    /// The SQLite store of `state`, checked by its version row.
+    public static func local(_ state: StateDirectory) throws(CommandError) -> PortalPolicy {
+        let repository = PolicyRepository(database: try PolicyDatabase.open(state))
+        return PortalPolicy(store: repository) { () throws(CommandError) in try repository.policyVersion() }
+    }
+}
+
 /// The portal's permissions as ScopeFS grants, changed through the same
 /// path as `scopefs grant`/`revoke`/`forget` (`ControlClient.policy`: the
 /// daemon's control socket when a daemon serves the state directory, so
@@ -13,7 +37,8 @@ import Synchronization
 final class DocumentGrants: Sendable {
     let state: StateDirectory
     /// One connection for the portal's reads; changes go through `policy`.
-    private let store: PolicyRepository
+    let store: any IsolationStore
+    private let version: @Sendable () throws(CommandError) -> Int64?
     /// Every grant, and the active ones' access by item, as of a policy
     /// version: the layout asks on each lookup and read, and only a changed
     /// version costs more than the version's query (which stays per read:
@@ -31,12 +56,13 @@ final class DocumentGrants: Sendable {
         "\(provider)\u{0}\(relativePath)"
     }
 
-    init(state: StateDirectory) throws(CommandError) {
+    init(state: StateDirectory, policy: PortalPolicy) {
         self.state = state
-        self.store = PolicyRepository(database: try PolicyDatabase.open(state))
+        self.store = policy.store
+        self.version = policy.version
     }
 
-    private func repository() throws(CommandError) -> PolicyRepository { store }
+    private func repository() throws(CommandError) -> any IsolationStore { store }
 
     /// Every grant of every app, current as of this call.
     func allGrants() throws(CommandError) -> [Grant] { try current().grants }
@@ -45,7 +71,8 @@ final class DocumentGrants: Sendable {
     func activeAccess() throws(CommandError) -> [String: [AppID: Access]] { try current().activeAccess }
 
     private func current() throws(CommandError) -> Snapshot {
-        let version = try store.policyVersion()
+        // Failed closed: no app has any document until the policy is back.
+        guard let version = try version() else { return Snapshot(version: -1, grants: [], activeAccess: [:]) }
         if let hit = cached.withLock({ $0 }), hit.version == version { return hit }
         let grants = try store.grants(app: nil)
         var active: [String: [AppID: Access]] = [:]

@@ -32,10 +32,10 @@ final class DocumentPortal: Sendable {
     let table: DocumentTable
     let grants: DocumentGrants
 
-    init(state: StateDirectory, mountPoint: String) throws(CommandError) {
+    init(state: StateDirectory, mountPoint: String, policy: PortalPolicy) {
         self.mountPoint = mountPoint
         self.table = DocumentTable(file: state.path + "/portal-documents.json")
-        self.grants = try DocumentGrants(state: state)
+        self.grants = DocumentGrants(state: state, policy: policy)
     }
 
     // MARK: Adding documents

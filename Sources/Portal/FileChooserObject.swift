@@ -110,6 +110,7 @@ final class FileChooserObject {
     /// the mailbox.
     private func start(_ pick: ChooserPick, app: AppID, handle: String) {
         let state = portal.grants.state
+        let store = portal.grants.store
         let request = pick.request
         let method = pick.method
         let options = pick.options
@@ -117,7 +118,8 @@ final class FileChooserObject {
         let box = UncheckedBox(self)
         Thread.detachNewThread { [mailbox] in
             let outcome = Self.ask(request, app: app, state: state)
-            let (response, uris) = Self.results(outcome, method: method, options: options, state: state, log: log)
+            let (response, uris) = Self.results(
+                outcome, method: method, options: options, store: store, log: log)
             mailbox.post {
                 let chooser = box.value
                 guard let held = chooser.waiting.removeValue(forKey: handle) else { return }
@@ -152,7 +154,7 @@ final class FileChooserObject {
     /// save in the folder chosen (made empty when missing, so the Documents
     /// portal, which exports existing files only, can export them).
     private static func results(
-        _ outcome: Outcome, method: ChooserMethod, options: ChooserOptions, state: StateDirectory,
+        _ outcome: Outcome, method: ChooserMethod, options: ChooserOptions, store: any IsolationStore,
         log: @Sendable (String) -> Void
     ) -> (UInt32, [String]) {
         switch outcome {
@@ -163,7 +165,7 @@ final class FileChooserObject {
         case .chosen(let paths):
             let providers: [Provider]
             do {
-                providers = try PolicyRepository(database: try PolicyDatabase.open(state)).providers()
+                providers = try store.providers()
             } catch {
                 log("portal: cannot read the providers: \(error)")
                 return (2, [])

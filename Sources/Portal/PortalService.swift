@@ -26,10 +26,10 @@ public final class PortalService: @unchecked Sendable {
     private let mailbox = BusMailbox()
     private let log: @Sendable (String) -> Void
 
-    public init(state: StateDirectory, mountPoint: String, log: @escaping @Sendable (String) -> Void)
-        throws(CommandError)
-    {
-        let portal = try DocumentPortal(state: state, mountPoint: mountPoint)
+    public init(
+        state: StateDirectory, mountPoint: String, policy: PortalPolicy, log: @escaping @Sendable (String) -> Void
+    ) {
+        let portal = DocumentPortal(state: state, mountPoint: mountPoint, policy: policy)
         self.object = DocumentsObject(portal: portal)
         self.chooser = FileChooserObject(portal: portal, mailbox: mailbox, log: log)
         self.log = log

@@ -33,7 +33,6 @@ struct DocumentActions {
         throws(CommandError)
     {
         let picker = try picker()  // an app process is refused first (77)
-        if session { try state.refuseFleetSessionGrant() }
         let opened = try picker.open(
             app: app, provider: provider, path: path, access: readOnly ? .read : .readWrite, session: session,
             wholeProvider: wholeProvider)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandErrors
+import Control
 import Foundation
 import Glibc
 import Launcher
@@ -27,14 +28,12 @@ struct PortalCommand: ParsableCommand {
             guard FileManager.default.fileExists(atPath: state.databasePath) else {
                 throw CommandError(.noInput, "no ScopeFS state at \(state.path); run `scopefs init` first")
             }
-            // Its layout checks the store's version on each read: on a
-            // fleet, a round trip to the database per read (S36, S44).
-            try options.refuseFleetChange("serve the document portal")
             let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
             let chosen = mountpoint ?? ((runtime ?? "/run/user/\(getuid())") + "/doc")
             guard chosen.hasPrefix("/") else { throw CommandError(.usage, "--mountpoint must be an absolute path") }
             let resolved = URL(fileURLWithPath: chosen).standardizedFileURL.path
-            let service = try PortalService(state: state, mountPoint: resolved, log: { note($0) })
+            let service = PortalService(
+                state: state, mountPoint: resolved, policy: try Self.policy(options), log: { note($0) })
             if noMount { try service.run() }
             // Like xdg-document-portal: the mount point is made when missing (0700).
             if !FileManager.default.fileExists(atPath: resolved) {
@@ -42,6 +41,22 @@ struct PortalCommand: ParsableCommand {
                     atPath: resolved, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }
             try service.runWithLayout()
+        }
+    }
+
+    /// The portal's view of the isolation layer (decision 65). On a fleet
+    /// its layout checks each read against the version this host's daemon
+    /// serves, a local round trip, and denies every document while the
+    /// daemon fails closed; with no daemon, against the fleet's store.
+    static func policy(_ options: StateOptions) throws(CommandError) -> PortalPolicy {
+        // Its changes are this host's log's too, as the CLI's (`scopefs events`).
+        guard let fleet = try options.fleetStoreForChange() else { return try .local(options.directory) }
+        let state = options.directory
+        return PortalPolicy(store: fleet) { () throws(CommandError) -> Int64? in
+            guard let served = try ControlClient.servedPolicy(state: state) else {
+                return try fleet.fleet.policyVersion()
+            }
+            return served.failure == nil ? served.version : nil
         }
     }
 }

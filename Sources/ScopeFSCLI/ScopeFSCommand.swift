@@ -99,7 +99,7 @@ struct StateOptions: ParsableArguments {
 
     /// The fleet's store for a change, which this host's log records too
     /// (`FleetStoreWithLocalLog`); nil when the isolation layer is the SQLite file.
-    private func fleetStoreForChange() throws(CommandError) -> FleetStoreWithLocalLog? {
+    func fleetStoreForChange() throws(CommandError) -> FleetStoreWithLocalLog? {
         guard let fleet = try fleetStore() else { return nil }
         return FleetStoreWithLocalLog(fleet: fleet, log: EventStore(database: try PolicyDatabase.open(directory)))
     }
@@ -127,7 +127,6 @@ struct StateOptions: ParsableArguments {
         try OwnerCheck.requireOutsideRuns(to: action)
         if let fleet = try fleetStoreForChange() {
             try OwnerCheck.require(directory, to: action)
-            if case .grant(let order) = command, order.session { try refuseFleetSessionGrant() }
             let response = try OwnerPolicy.apply(command, repository: fleet, state: directory)
             try ControlClient.notifyChange(state: directory)
             return response
@@ -145,20 +144,9 @@ extension StateOptions {
         FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName)
     }
 
-    /// A session grant ends when the app's processes on one host end, and
-    /// only that host's daemon sees them; a fleet's grants are every
-    /// host's, and no host's role may remove one. Refused on a fleet.
-    func refuseFleetSessionGrant() throws(CommandError) {
-        guard isOnFleet else { return }
-        throw CommandError(
-            .badState,
-            "cannot grant for a session here: \(directory.path) keeps its grants in the fleet's database, for every host, and a session grant ends with the app's processes on one (see docs/CLI.md)"
-        )
-    }
-
     /// What works on the SQLite store alone (test runs and chaos, whose
-    /// events and direct daemon commands are one host's; extension
-    /// providers; the document portal): refused on a fleet rather than
+    /// events and direct daemon commands are one host's; the document
+    /// portal): refused on a fleet rather than
     /// served from a file no other host, and no grant of the fleet's,
     /// would see (SPEC S44).
     func refuseFleetChange(_ action: String) throws(CommandError) {

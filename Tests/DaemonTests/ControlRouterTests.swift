@@ -22,6 +22,7 @@ let sampleCommands: [ControlCommand] = [
     .register(app: "com.example.app"),
     .reload(app: "com.example.app", containerPaths: ["Documents/a"], imported: nil),
     .status,
+    .servedPolicy,
     .whoami,
     .resolve(bookmark: "token"),
     .grant(
@@ -86,7 +87,7 @@ private let strangerOnAppEndpoint = ControlSender(endpoint: .app, pid: 13, app: 
     @Test("SPEC S34: a request lacking what its operation needs is a usage error (64), never handled")
     func malformedRequestsAreUsageErrors() {
         let needsNothing: Set<ControlRequest.Operation> = [
-            .reload, .status, .whoami, .agentNext, .watch, .query, .faultList, .faultClear,
+            .reload, .status, .servedPolicy, .whoami, .agentNext, .watch, .query, .faultList, .faultClear,
         ]
         for operation in ControlRequest.Operation.allCases {
             let handler = RecordingHandler()

@@ -12,6 +12,7 @@ the grants the store holds."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from scopefs_harness import (
     run_bounded,
     wait_for,
 )
+from test_portal import Portal, SessionBus
 from transition_reader import TransitionReader, reader_command
 
 NOBODY = 65534
@@ -179,9 +181,8 @@ def test_the_plain_commands_change_the_fleets_store_with_the_owners_role(fleet):
     (the local SQLite file stays empty: a change there would reach no
     daemon) and reach an app reading on B; an app's bookmark on B resolves
     there, not on A. On B, whose role is a host's,
-    the same commands are refused by the database (77), and a session
-    grant, which would outlive its app on every other host, is refused
-    everywhere (78)."""
+    the same commands are refused by the database (77), a session grant
+    too."""
     a, b = fleet["a"], fleet["b"]
     target = "deep/a/other.txt"
     reader = app_reader(b, b.prov(ALPHA, LOCAL, target))
@@ -216,9 +217,125 @@ def test_the_plain_commands_change_the_fleets_store_with_the_owners_role(fleet):
     for argv in (["grant", ALPHA, f"{LOCAL}:docs/report.txt"], ["revoke", ALPHA, grant_id], ["app", "add", "x.y.z"]):
         p = b.cli(*argv, expect=77)
         assert "permission denied" in p.stderr, describe(p)
-    for host in (a, b):
-        p = host.cli("grant", ALPHA, f"{LOCAL}:docs/report.txt", "--session", expect=78)
-        assert "session" in p.stderr, describe(p)
+    # A session grant is the fleet's too, and B's role may make none either.
+    p = b.cli("grant", ALPHA, f"{LOCAL}:docs/report.txt", "--session", expect=77)
+    assert "permission denied" in p.stderr, describe(p)
+
+
+# Starts a scope on argv[1], reads it, stops: the text or the errno (S6, S7).
+READ_IN_SCOPE = """
+path = sys.argv[1]
+def read():
+    os.setxattr(path, "user.scopefs.start", b"")
+    try:
+        return open(path, "rb").read().decode()
+    finally:
+        os.setxattr(path, "user.scopefs.stop", b"")
+emit(outcome(read))
+"""
+
+
+def fleet_grant_ids(host: Env) -> set[int]:
+    return {g["id"] for g in json.loads(host.cli("fleet", "grants", ALPHA, "--json").stdout)}
+
+
+def test_a_session_grant_is_its_hosts_and_ends_with_the_apps_last_process_there(fleet):
+    """Decision 64 (SPEC S16, S44): `grant --session` on A is A's: A serves
+    it, B never does (the app's processes there are not the session's);
+    it ends, in the fleet's store, when the app's last process on A exits,
+    also when the database was away at that moment (held revoked on A,
+    ended in the store once it is back)."""
+    a, b, server = fleet["a"], fleet["b"], fleet["server"]
+    target = "deep/a/b/sibling.txt"
+    on_a, on_b = a.prov(ALPHA, LOCAL, target), b.prov(ALPHA, LOCAL, target)
+    grant_id = int(a.cli("grant", ALPHA, f"{LOCAL}:{target}", "--session", "--read-only").stdout.split()[-1])
+    assert grant_id in fleet_grant_ids(b)  # every host lists it ...
+    reader = app_reader(a, on_a)  # ... and A serves it while A's app runs
+    try:
+        reader.wait_for("ok", 10)
+        denied = b.app_json(ALPHA, READ_IN_SCOPE, on_b, sandbox=True)
+        assert denied == {"errno": "ENOENT"}, denied  # ... and B never (S2)
+    finally:
+        reader.close()  # the app's last process on A
+    wait_for("the session's end in the fleet's store", lambda: grant_id not in fleet_grant_ids(b))
+    ended = json.loads(b.cli("fleet", "events", "--app", ALPHA, "--limit", "20000", "--json").stdout)
+    assert any(e["kind"] == "forget" and e.get("grant") == grant_id and e["host"] == "host-a" for e in ended), ended
+    assert a.app_json(ALPHA, READ_IN_SCOPE, on_a, sandbox=True) == {"errno": "ENOENT"}
+
+    # The database away when the session ends: A holds the grant revoked,
+    # and ends it in the store once the server is back (else A would serve
+    # it again from the store).
+    grant_id = int(a.cli("grant", ALPHA, f"{LOCAL}:{target}", "--session", "--read-only").stdout.split()[-1])
+    reader = app_reader(a, on_a)
+    try:
+        reader.wait_for("ok", 10)
+        server.stop("immediate")
+        reader.close()  # its end reaches A's daemon while the store is away
+        time.sleep(2)  # the point: the session's end meets no database
+    finally:
+        reader.close()
+        server.start()
+    wait_for("the session's end once the store is back", lambda: grant_id not in fleet_grant_ids(b), timeout=20)
+    wait_for(
+        "A to serve the store again",
+        lambda: a.app_json(ALPHA, READ_IN_SCOPE, on_a, sandbox=True),
+        lambda got: got == {"errno": "ENOENT"},
+        timeout=20,
+    )
+    # B's daemon, whose role may end no grant, never tried: its apps' exits
+    # end none of A's session grants (it is not served them).
+    assert "cannot end session grants" not in (b.state / "daemon.log").read_text()
+
+
+def stat_outcome(path: Path) -> str:
+    try:
+        os.stat(path)
+        return "ok"
+    except OSError as error:
+        return errno.errorcode[error.errno]
+
+
+def test_the_portal_serves_the_fleets_documents_and_fails_closed_with_its_host(fleet, tmp_path):
+    """Decision 65 (SPEC S44, S45): `scopefs portal` on a fleet host. An
+    exported document is a grant in the fleet's store (every host lists
+    it, its event names the host); a transient one is a session grant of
+    that host. The layout checks each read against the version the host's
+    daemon serves: while the daemon fails closed (the database away past
+    the lease) the app's documents are gone from it, and they come back
+    once the daemon serves the store again."""
+    a, b, server = fleet["a"], fleet["b"], fleet["server"]
+    bus = SessionBus(tmp_path)
+    (tmp_path / "doc").mkdir()
+    portal = Portal(a, bus, tmp_path / "doc")
+    try:
+        report = a.backing(LOCAL) / "deep" / "hidden" / "x.txt"
+        exported = portal.flatpak("document-export", "--app", ALPHA, report).stdout.strip()
+        layout = portal.mountpoint / "by-app" / ALPHA / Path(exported).parent.name / "x.txt"
+        assert layout.read_bytes() == b"x\n"
+        listed = json.loads(b.cli("fleet", "grants", ALPHA, "--json").stdout)
+        [grant] = [g for g in listed if g["relativePath"] == "deep/hidden/x.txt"]
+        assert grant["isSession"] is False, grant
+        portal.flatpak("document-export", "--transient", "--app", ALPHA, a.backing(LOCAL) / "docs" / "secret.txt")
+        listed = json.loads(b.cli("fleet", "grants", ALPHA, "--json").stdout)
+        assert [g["isSession"] for g in listed if g["relativePath"] == "docs/secret.txt"] == [True], listed
+        assert layout.read_bytes() == b"x\n"  # the layout's cache is at the version A serves
+        server.stop("immediate")
+        try:
+            denied = wait_for(
+                "the layout to deny the document once A fails closed",
+                lambda: stat_outcome(layout),
+                lambda seen: seen != "ok",
+                timeout=LEASE + FAIL_CLOSED_SLACK + 3,
+            )
+            assert denied == "ENOENT", denied  # as for an app with no grant (S2)
+            assert "FAILED CLOSED" in a.cli("status").stdout
+        finally:
+            server.start()
+        wait_for("the layout to serve the document again", lambda: stat_outcome(layout) == "ok", timeout=20)
+        assert layout.read_bytes() == b"x\n"
+    finally:
+        portal.stop()
+        bus.stop()
 
 
 def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):

@@ -79,13 +79,11 @@ ITEMS_MOVE = "items are relocated (renames, deletions) in the SQLite store only;
 GRANTS_NAME_PATHS = (
     "on a fleet a grant covers what is at its path: items are not checked by device and inode (decision 62)"
 )
-SESSION_GRANTS = "session grants are refused on a fleet: they end with one host's processes"
 EXTENSIONS = (
     "the tests' extension is a command of their own with --writable, which a fleet refuses (decision 63);"
     " Tests/fleet/test_fleet_extensions.py and test_extension_remotes.py run built-in extensions on a fleet"
 )
 RUNNERS = "`scopefs test` and `chaos` are refused on a fleet: their events and daemon commands are one host's"
-PORTAL = "`scopefs portal` is refused on a fleet: its layout would ask the database on every read"
 
 
 # The start of a shell session of a non-root owner (uid 65534), run as root
@@ -692,9 +690,14 @@ class Env:
         self.database = "scopefs_it_" + os.urandom(6).hex()
         server.create_database(self.database)
         self.cli(
-            "init", "--database", server.url(database=self.database), "--password-file", server.password_file,
-            "--host-name", "it-host",
+            "init", "--database", server.url(database=self.database), "--password-file",
+            self.owner_password_file(server.password_file), "--host-name", "it-host",
         )  # fmt: skip
+
+    def owner_password_file(self, server_file: Path) -> Path:
+        """The owner role's password file as this world's owner reads it:
+        the server's own, for root."""
+        return server_file
 
     def _make_backing_tree(self) -> None:
         files = {

@@ -138,16 +138,18 @@ def test_the_control_socket_refuses_changes_from_an_app_process(env, sandbox):
     to a control socket itself — in the default sandbox its app endpoint,
     with `--no-sandbox` the owner's own socket in the state directory (what
     the finding was seen with): register (start another app), reload,
-    status, revoke (the daemon's own revocation path for an unusable
+    status, servedPolicy (what the portal reads, decision 65), revoke (the
+    daemon's own revocation path for an unusable
     database) and restore (the daemon writes it for the CLI, issue 15) are
     refused with code 77; whoami names its app. Seen failing on the old
     main: status answered with every app's processes."""
     env.mount()
     socket_path = "" if sandbox else env.state / "control.sock"
     got = env.app_json(
-        ALPHA, RAW_CONTROL, socket_path, "status,reload,register,revoke,restore,whoami", BETA, sandbox=sandbox
-    )
-    for op in ("status", "reload", "register", "revoke", "restore"):
+        ALPHA, RAW_CONTROL, socket_path, "status,servedPolicy,reload,register,revoke,restore,whoami", BETA,
+        sandbox=sandbox,
+    )  # fmt: skip
+    for op in ("status", "servedPolicy", "reload", "register", "revoke", "restore"):
         assert got[op]["ok"] is False and got[op]["code"] == 77, (op, got[op])
     assert got["whoami"] == {"ok": True, "app": ALPHA}
 

@@ -9,9 +9,8 @@ import json
 import os
 import time
 
-import pytest
 from doc_scope_helpers import container_host, events, mount, wait_events
-from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, SESSION_GRANTS, describe, wait_for
+from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, describe, wait_for
 
 REPORT = "docs/report.txt"
 
@@ -161,7 +160,6 @@ def test_changes_are_reported_and_no_change_says_so(env):
     assert sorted(g["path"] for g in privacy(env)) == ["", "docs"], describe(p)
 
 
-@pytest.mark.sqlite_store(SESSION_GRANTS)
 def test_a_session_grant_ends_when_the_apps_last_process_exits(env):
     """`grant --session` / `open --session`: the grants work while the app
     runs, and end (with the reference) when its last process exits, while

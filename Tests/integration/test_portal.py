@@ -22,7 +22,6 @@ from scopefs_harness import (
     BETA,
     LOCAL,
     NOBODY,
-    PORTAL,
     REPORT_BYTES,
     describe,
     mount_count,
@@ -30,8 +29,6 @@ from scopefs_harness import (
     wait_for,
     wait_for_exit,
 )
-
-pytestmark = pytest.mark.sqlite_store(PORTAL)
 
 # Debian's python3 with python3-dbus (the tests' own Python may be another one).
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -21,7 +21,6 @@ from scopefs_harness import (
     BETA,
     LOCAL,
     NOBODY,
-    PORTAL,
     REPORT_BYTES,
     Env,
     binary_problem,
@@ -31,8 +30,6 @@ from scopefs_harness import (
 )
 from test_pick_requests import Agent
 from test_portal import AS_NOBODY, BUS_CONFIG, SYSTEM_PYTHON, Portal, SessionBus, privacy
-
-pytestmark = pytest.mark.sqlite_store(PORTAL)
 
 BACKEND = "org.freedesktop.impl.portal.desktop.scopefs"
 IMPL = "org.freedesktop.impl.portal.FileChooser"
@@ -389,6 +386,15 @@ class NonRootOwnerEnv(Env):
 
     def mount_args(self, open_files: str | None = None, allow_other: bool = False) -> list:
         return ["mount", self.mnt]
+
+    def owner_password_file(self, server_file: Path) -> Path:
+        """A copy of its own (0600): `init --database` refuses a password
+        file another user owns or others may read (77)."""
+        copy = self.root / "owner" / "owner.pw"
+        shutil.copy(server_file, copy)
+        os.chown(copy, NOBODY, NOBODY)
+        copy.chmod(0o600)
+        return copy
 
     def _make_backing_tree(self) -> None:
         super()._make_backing_tree()
