@@ -105,9 +105,18 @@ final class Coordinator: Sendable {
     /// Claims across hosts when the policy is a fleet's (FleetCoordination.swift).
     private let fleet: FleetCoordination?
 
-    init(notices: NoticeBoard, fleet: FleetCoordination? = nil) {
+    /// The fleet's key of a provider item (`p/PROVIDER/PATH`): the same on
+    /// every host for the same item. An extension's item is keyed by the
+    /// extension's own identifier, which a remote rename keeps (decision 63).
+    private let fleetKey: @Sendable (String) -> String
+
+    init(
+        notices: NoticeBoard, fleet: FleetCoordination? = nil,
+        fleetKey: @escaping @Sendable (String) -> String = { $0 }
+    ) {
         self.notices = notices
         self.fleet = fleet
+        self.fleetKey = fleetKey
     }
 
     /// Waits until `pid` may read or write `item` (a provider-relative key
@@ -124,7 +133,7 @@ final class Coordinator: Sendable {
             item, intent, pid: pid, app: app, path: path, timeout: timeout, force: force, lease: lease)
         guard let fleet, !force, item.location.hasPrefix("p/"), case .granted(let id) = here else { return here }
         switch fleet.acquire(
-            item: item.location, intent: intent, pid: pid, app: app, path: path, claim: id, until: deadline)
+            item: fleetKey(item.location), intent: intent, pid: pid, app: app, path: path, claim: id, until: deadline)
         {
         case .granted: return here
         case .timedOut:

@@ -238,7 +238,9 @@ public enum Daemon {
                 configuration: fleet.repository.database.configuration, logger: logger)
             recorder.forwardBatches { forwarder.tell($0) }
         }
-        let coordinator = Coordinator(notices: reloader.notices, fleet: fleetClaims)
+        let coordinator = Coordinator(
+            notices: reloader.notices, fleet: fleetClaims,
+            fleetKey: { location in extensions.fleetKey(of: location) ?? location })
         let services = DaemonServices(
             options: options, mountpoint: mountpoint, tracker: tracker, scopes: scopes, reloader: reloader,
             inbox: inbox, documents: documents, fileSystem: fileSystem, picks: picks, coordinator: coordinator,

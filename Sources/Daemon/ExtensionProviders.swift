@@ -90,6 +90,19 @@ final class ExtensionProviders: Sendable {
 
     func replica(_ provider: ProviderID) -> ExtensionProvider? { running.withLock { $0[provider]?.replica } }
 
+    /// A fleet claim's key for the provider item `p/PROVIDER/PATH` of an
+    /// extension: `x/PROVIDER/ID`, the extension's identifier, which every
+    /// host's replica gives the same item and a remote rename keeps
+    /// (decision 63); nil for a local folder's item or one the replica
+    /// does not know.
+    func fleetKey(of location: String) -> String? {
+        let parts = location.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "p", let replica = replica(String(parts[1])),
+            let id = replica.itemIdentifier(at: String(parts[2]))
+        else { return nil }
+        return "x/\(parts[1])/\(id)"
+    }
+
     var statuses: [ProviderExtensionStatus] {
         running.withLock { Array($0) }.sorted { $0.key < $1.key }.map { id, entry in
             let status = entry.replica.status

@@ -51,6 +51,10 @@ extension ExtensionProvider {
         }
     }
 
+    /// The extension's identifier of the item at `path` in the replica,
+    /// nil when the replica has none there.
+    public func itemIdentifier(at path: String) -> String? { try? id(at: path) }
+
     /// The item at `path` in the provider.
     func id(at path: String) throws(ExtensionFailure) -> String {
         guard let info = folder.status(path), let id = lock.withLock({ index.id(ofInode: UInt64(info.st_ino)) })

@@ -184,25 +184,38 @@ def test_a_write_on_b_reaches_the_remote_and_an_app_on_a(fleet):
 
 def test_a_writer_on_a_waits_for_a_reader_on_b_of_the_same_extension_item(fleet):
     """Coordination across hosts on an extension's item (issue 34, S27a,
-    S27b): the claim is the fleet's (`p/cloud/PATH`, the same item in
-    every host's replica); A's writer times out (75) while B's reader
-    holds it, and is granted once B's reader, told `save` then
-    `relinquish`, lets go."""
-    a, b = fleet["a"], fleet["b"]
-    a.grant(ALPHA, f"{CLOUD}:docs/report.txt")
-    item = f"Providers/{CLOUD}/docs/report.txt"
-    wait_visible(b, "docs/report.txt")
-    reader = b.app_session(ALPHA, HOLD_AND_LISTEN, item, "read", "20", sandbox=True)
+    S27b): the fleet's claim names the extension's stable item id
+    (`x/cloud/ID`, the folder extension's ids are inodes), which every
+    host's replica gives the item and a remote rename keeps. A's writer
+    times out (75) while B's reader holds it, also by the item's new name
+    after a rename on the remote, and is granted once B's reader, told
+    `save` then `relinquish`, lets go."""
+    a, b, remote = fleet["a"], fleet["b"], fleet["remote"]
+    a.grant(ALPHA, f"{CLOUD}:docs")
+    (remote / "docs" / "held.txt").write_bytes(REPORT)
+    for host in (a, b):
+        host.cli("provider", "sync", CLOUD)
+    wait_visible(b, "docs/held.txt")
+    item = f"Providers/{CLOUD}/docs/held.txt"
+    reader = b.app_session(ALPHA, HOLD_AND_LISTEN, item, "read", "30", sandbox=True)
     try:
         assert reader.recv()["claim"].get("ok") is True
         claims = json.loads(a.cli("fleet", "claims", "--json").stdout)
+        inode = (remote / "docs" / "held.txt").stat().st_ino
         assert [(c["host"], c["item"]) for c in claims if c["state"] == "held"] == [
-            ("host-b", f"p/{CLOUD}/docs/report.txt")
+            ("host-b", f"x/{CLOUD}/i{inode}")
         ], claims
         got = a.app_json(ALPHA, CLAIM, item, "1", sandbox=True)
         assert got["answer"].get("code") == TIMED_OUT, got
+        # Renamed on the remote: the same item by its new name, on A too.
+        (remote / "docs" / "held.txt").rename(remote / "docs" / "renamed.txt")
+        for host in (a, b):
+            host.cli("provider", "sync", CLOUD)
+        renamed = f"Providers/{CLOUD}/docs/renamed.txt"
+        got = a.app_json(ALPHA, CLAIM, renamed, "1", sandbox=True)
+        assert got["answer"].get("code") == TIMED_OUT, got
         reader.send()
-        got = a.app_json(ALPHA, CLAIM, item, "20", sandbox=True)
+        got = a.app_json(ALPHA, CLAIM, renamed, "20", sandbox=True)
         heard = reader.recv()
     finally:
         reader.kill()
