@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from netns_link import Link
@@ -62,6 +64,10 @@ emit({"answer": answer, "started": started, "answered": time.time()})
 )
 
 
+# Host B's database role in `two_hosts`.
+B_ROLE = "scopefs_host_b"
+
+
 def init_owner_host(a: Env, server: PostgresServer, lease: float) -> None:
     """Host A: the owner's role, the migrations, the provider and the app."""
     a.cli(
@@ -109,3 +115,34 @@ def keep_daemon_logs(folder: Path, hosts: dict[str, Env]) -> None:
         log = host.state / "daemon.log"
         if log.exists():
             shutil.copy(log, folder / f"{name}.log")
+
+
+@contextmanager
+def two_hosts(
+    logs: Path, lease: float, environ: dict[str, str], owner_setup: Callable[[Env], None] = lambda owner: None
+) -> Iterator[dict]:
+    """Host A (the owner's, on loopback) and host B (in its own network
+    namespace, with the host role B_ROLE over TLS), both mounted
+    in the default strict mode; OWNER_SETUP runs on A before the mounts.
+    Yields {"a", "b", "link", "server", "b_password"}; at the end keeps the
+    daemons' logs in LOGS and checks that both tore down cleanly."""
+    link = Link()
+    server = PostgresServer(extra_addresses=[link.host_address])
+    a, b = Env(), Env()
+    hosts = {"a": a, "b": b, "link": link, "server": server}
+    try:
+        for host in (a, b):
+            host.base_env.update(environ)
+        init_owner_host(a, server, lease)
+        owner_setup(a)
+        add_host_role(a, b, B_ROLE, "host-b")
+        hosts["b_password"] = join_over_link(b, server, link, B_ROLE, "host-b", lease)
+        mount(a)
+        mount(b, link)
+        yield hosts
+    finally:
+        keep_daemon_logs(logs, {"a": a, "b": b})
+        problems = a.teardown() + b.teardown()
+        server.close()
+        link.close()
+        assert not problems, problems

@@ -19,13 +19,11 @@ import subprocess
 import time
 
 import pytest
-from fleet_hosts import CLAIM, HOLD_AND_LISTEN, add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
-from netns_link import Link
-from postgres_server import PostgresServer
+from fleet_hosts import B_ROLE, CLAIM, HOLD_AND_LISTEN, mount, two_hosts
 from scopefs_harness import ALPHA, LOCAL, Env, describe, mount_count
 
 LEASE = 3.0  # seconds; short, so a dead host's claims end within the test
-HOST_ROLE = "scopefs_host_b"
+HOST_ROLE = B_ROLE
 ITEM = "Providers/local/docs/report.txt"
 TIMED_OUT = 75  # CommandError.Kind.timedOut, ETIMEDOUT in the client libraries
 SLACK = 3.0  # polls, a heartbeat period and scheduling on a 2-core machine
@@ -37,26 +35,11 @@ emit(outcome(lambda p: open(p, "rb").read(1) and None, sys.argv[1]))
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    link = Link()
-    server = PostgresServer(extra_addresses=[link.host_address])
-    a, b = Env(), Env()
-    hosts = {"a": a, "b": b, "link": link, "server": server}
-    try:
-        for host in (a, b):
-            host.base_env["SCOPEFS_FLEET_TIMEOUT"] = "1"
-        init_owner_host(a, server, LEASE)
-        a.cli("fleet", "grant", ALPHA, f"{LOCAL}:docs/report.txt")
-        add_host_role(a, b, HOST_ROLE, "host-b")
-        hosts["b_password"] = join_over_link(b, server, link, HOST_ROLE, "host-b", LEASE)
-        mount(a)
-        mount(b, link)
+    with two_hosts(
+        tmp_path_factory.mktemp("claims-daemon-logs"), LEASE, {"SCOPEFS_FLEET_TIMEOUT": "1"},
+        lambda a: a.cli("fleet", "grant", ALPHA, f"{LOCAL}:docs/report.txt"),
+    ) as hosts:  # fmt: skip
         yield hosts
-    finally:
-        keep_daemon_logs(tmp_path_factory.mktemp("claims-daemon-logs"), {"a": a, "b": b})
-        problems = a.teardown() + b.teardown()
-        server.close()
-        link.close()
-        assert not problems, problems
 
 
 def claim(host: Env, wait: float) -> dict:

@@ -23,13 +23,10 @@ import os
 import time
 
 import pytest
-from fleet_hosts import CLAIM, HOLD_AND_LISTEN, add_host_role, init_owner_host, join_over_link, keep_daemon_logs, mount
-from netns_link import Link
-from postgres_server import PostgresServer
+from fleet_hosts import CLAIM, HOLD_AND_LISTEN, two_hosts
 from scopefs_harness import ALPHA, Env, describe, wait_for
 
 LEASE = 3.0
-HOST_ROLE = "scopefs_host_b"
 CLOUD = "cloud"
 REPORT = b"quarterly report\n" * 100
 TIMED_OUT = 75  # ETIMEDOUT: a coordinated wait that ran out (docs/API.md)
@@ -61,39 +58,27 @@ def sha(data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    link = Link()
-    server = PostgresServer(extra_addresses=[link.host_address])
-    a, b = Env(), Env()
-    hosts = {"a": a, "b": b, "link": link, "server": server}
-    try:
-        for host in (a, b):
-            host.base_env.update(
-                SCOPEFS_FLEET_TIMEOUT="1", SCOPEFS_EXTENSION_POLL_SECONDS="1", SCOPEFS_EXTENSION_RETRY_SECONDS="0.5"
-            )
-        init_owner_host(a, server, LEASE)
+    remote = tmp_path_factory.mktemp("remote")
+
+    def add_the_provider(a: Env) -> None:
         # The shared remote: one folder on this machine that both hosts'
         # extensions serve (each in its own sandbox, which may write it).
-        remote = a.root / "remote"
-        (remote / "docs").mkdir(parents=True)
+        (remote / "docs").mkdir()
         (remote / "docs" / "report.txt").write_bytes(REPORT)
         for path in (remote, remote / "docs"):
             os.chmod(path, 0o777)
-        hosts["remote"] = remote
         added = a.cli("provider", "add", CLOUD, "--extension", "folder", "--option", f"root={remote}")
         assert added.stdout.strip() == f"provider {CLOUD} -> extension folder", describe(added)
-        add_host_role(a, b, HOST_ROLE, "host-b")
-        hosts["b_password"] = join_over_link(b, server, link, HOST_ROLE, "host-b", LEASE)
-        mount(a)
-        mount(b, link)
-        for host in (a, b):
+
+    environ = {
+        "SCOPEFS_FLEET_TIMEOUT": "1",
+        "SCOPEFS_EXTENSION_POLL_SECONDS": "1",
+        "SCOPEFS_EXTENSION_RETRY_SECONDS": "0.5",
+    }
+    with two_hosts(tmp_path_factory.mktemp("extension-daemon-logs"), LEASE, environ, add_the_provider) as hosts:
+        for host in (hosts["a"], hosts["b"]):
             host.cli("provider", "sync", CLOUD)
-        yield hosts
-    finally:
-        keep_daemon_logs(tmp_path_factory.mktemp("extension-daemon-logs"), {"a": a, "b": b})
-        problems = a.teardown() + b.teardown()
-        server.close()
-        link.close()
-        assert not problems, problems
+        yield {**hosts, "remote": remote}
 
 
 def read_as_app(host: Env, rel: str) -> dict:
