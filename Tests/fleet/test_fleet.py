@@ -490,6 +490,8 @@ trap 's unmount "$root/mnt" >/dev/null 2>&1 || fusermount3 -u "$root/mnt"' EXIT
 read_it() { s run --app com.example.alpha -- scopefs scope exec "$p" -- cat "$p"; }
 echo "read: $(read_it 2>&1)"
 echo "status: $(s status --json | tr -d '\n')"
+bookmark=$(s run --app com.example.alpha -- scopefs scope exec "$p" -- scopefs bookmark create "$p" 2>&1)
+echo "resolved: $(s run --app com.example.alpha -- scopefs bookmark resolve "$bookmark" --json 2>&1 | tr -d '\n')"
 read go
 for _ in $(seq 100); do read_it >/dev/null 2>&1 || { echo "denied"; break; }; sleep 0.1; done
 s grant com.example.alpha shared-e:docs/report.txt >/dev/null 2>"$root/grant.err" || echo "grant: $? $(cat "$root/grant.err")"
@@ -501,8 +503,8 @@ def test_a_non_root_owners_host_serves_the_fleets_grants(fleet):
     """Issue 34, SPEC S5, S44, as users run it with a non-root owner (uid
     65534) and the default sandbox: host E joins with a host role from a
     password file the owner (not root) owns, mode 0600; a grant made on A
-    reaches E's app, a revoke on A cuts it, and E's own grant is refused by
-    the database (77)."""
+    reaches E's app, whose bookmark resolves there, a revoke on A cuts it,
+    and E's own grant is refused by the database (77)."""
     a, server = fleet["a"], fleet["server"]
     root = Path(tempfile.mkdtemp(prefix="scopefs-fleet-owner-", dir="/tmp"))
     shell = None
@@ -529,6 +531,9 @@ def test_a_non_root_owners_host_serves_the_fleets_grants(fleet):
         assert first == "read: the report\n", (first, shell.stderr.read() if shell.poll() is not None else "")
         status = json.loads(shell.stdout.readline().removeprefix("status: "))
         assert status["daemon"].get("fleetHost") == "host-e", status
+        # A bookmark made by E's app resolves on E (E's key, the served policy).
+        resolved = shell.stdout.readline().removeprefix("resolved: ")
+        assert json.loads(resolved)["pathInApp"] == "Providers/shared-e/docs/report.txt", resolved
         a.cli("revoke", ALPHA, grant_id)
         out, err = shell.communicate("go\n", timeout=60)
         assert shell.returncode == 0, (out, err)
