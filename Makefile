@@ -52,7 +52,7 @@ PACKAGED_BIN := .build/$(CONFIG)/scopefs
 GENERATED := .build/generated-$(CONFIG)
 DIST := .build/dist
 
-.PHONY: all build deps demo test test-unit test-extensions test-integration test-integration-postgresql test-settings test-fleet bench bench-fleet bench-fleet-scale bench-fleet-quick bench-remote bench-quick bench-requests bench-instructions bench-floor \
+.PHONY: all build deps demo test test-unit test-extensions test-integration test-integration-postgresql test-settings test-fleet bench bench-fleet bench-fleet-scale bench-fleet-quick bench-portal-layout bench-remote bench-quick bench-requests bench-instructions bench-floor \
 	install generated deb lint lint-deb hooks version swift-client clean
 
 all: build
@@ -143,6 +143,11 @@ bench-fleet: deps
 bench-fleet-scale: deps
 	$(SWIFT) build -c release
 	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/fleet_scale.py $(BENCH_ARGS)
+
+# The portal layout's per-read policy check on each store (decision 65).
+bench-portal-layout: deps
+	$(SWIFT) build -c release
+	SCOPEFS_BIN=$(abspath .build/release/scopefs) $(PYTHON) bench/portal_layout.py $(BENCH_ARGS)
 
 # The quick bench with ScopeFS on the fleet's store beside SQLite's (it
 # starts a PostgreSQL server, which plain `make bench` does not).
