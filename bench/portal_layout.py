@@ -64,8 +64,10 @@ def measure(env: Env, rounds: int, daemon: bool) -> tuple[list[float], list[floa
             native += timed(report, rounds // 10)
         return through, native
     finally:
-        portal.stop()
-        bus.stop()
+        try:
+            portal.stop()
+        finally:
+            bus.stop()
 
 
 def main() -> None:

@@ -334,8 +334,10 @@ def test_the_portal_serves_the_fleets_documents_and_fails_closed_with_its_host(f
         wait_for("the layout to serve the document again", lambda: stat_outcome(layout) == "ok", timeout=20)
         assert layout.read_bytes() == b"x\n"
     finally:
-        portal.stop()
-        bus.stop()
+        try:
+            portal.stop()
+        finally:
+            bus.stop()
 
 
 def test_a_partitioned_host_fails_closed_after_its_lease_and_heals(fleet):
