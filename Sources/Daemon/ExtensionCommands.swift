@@ -17,11 +17,11 @@ public enum ExtensionCommands {
     enum Failure: Error, CustomStringConvertible {
         case unknown(String)
         case notInstalled(String)
-        case notBuiltIn
+        case notBuiltIn(String)
         var description: String {
             switch self {
-            case .notBuiltIn:
-                "a fleet's host starts built-in extensions only, and opens no --writable path to them (the fleet's store names this one)"
+            case .notBuiltIn(let why):
+                "a fleet's host starts built-in extensions only; the fleet's store names one with \(why)"
             case .unknown(let name):
                 "no built-in extension \(name) (there are \(ExtensionCommands.builtIns.keys.sorted().joined(separator: ", ")); or give a command)"
             case .notInstalled(let path): "the extension \(path) is not installed"

@@ -126,9 +126,7 @@ final class ExtensionProviders: Sendable {
     }
 
     private func start(_ provider: Provider, _ spec: ProviderExtensionSpec) throws {
-        if builtInsOnly && (spec.command != nil || !(spec.writablePaths ?? []).isEmpty) {
-            throw ExtensionCommands.Failure.notBuiltIn
-        }
+        if builtInsOnly, let why = spec.refusedOnFleet { throw ExtensionCommands.Failure.notBuiltIn(why) }
         let layout = ExtensionLayout(state: state, provider: provider.id)
         try layout.create()
         let command = try ExtensionCommands.resolve(spec)

@@ -41,6 +41,17 @@ public struct ProviderExtensionSpec: Sendable, Hashable, Codable {
     /// recently used first out; never pinned, dirty or open items).
     public var cacheQuota: Int64?
 
+    /// Why a fleet's host may not start this extension, nil when it may
+    /// (decision 63): every host runs what the fleet's store names, so the
+    /// store may name data for them, never code or host paths to open.
+    public var refusedOnFleet: String? {
+        if command != nil { return "a command of the owner's: every host of the fleet would run it" }
+        if !(writablePaths ?? []).isEmpty {
+            return "--writable paths: every host of the fleet would open them to the extension"
+        }
+        return nil
+    }
+
     public init(
         name: String?, command: [String]?, options: [String: String], writablePaths: [String]? = nil,
         cacheQuota: Int64? = nil

@@ -62,8 +62,6 @@ final class DocumentGrants: Sendable {
         self.version = policy.version
     }
 
-    private func repository() throws(CommandError) -> any IsolationStore { store }
-
     /// Every grant of every app, current as of this call.
     func allGrants() throws(CommandError) -> [Grant] { try current().grants }
 
@@ -87,7 +85,7 @@ final class DocumentGrants: Sendable {
 
     private func policy(_ command: ControlCommand) throws(PortalError) -> ControlResponse {
         do {
-            return try ControlClient.policy(command, state: state) { () throws(CommandError) in try repository() }
+            return try ControlClient.policy(command, state: state) { () throws(CommandError) in store }
         } catch {
             throw .failed(error.message)
         }
@@ -98,7 +96,7 @@ final class DocumentGrants: Sendable {
     /// are not host folders of the owner's and hold no exported file.
     func locate(_ hostPath: String) throws(PortalError) -> (provider: ProviderID, relativePath: String) {
         let providers: [Provider]
-        do { providers = try repository().providers() } catch { throw .failed(error.message) }
+        do { providers = try store.providers() } catch { throw .failed(error.message) }
         let holding = providers.filter { provider in
             provider.extension == nil
                 && (hostPath.sameHostName(as: provider.directory) || hostPath.hasHostPrefix(provider.directory + "/")
@@ -128,9 +126,8 @@ final class DocumentGrants: Sendable {
     /// ids named by the portal become ScopeFS apps.
     func register(_ app: AppID) throws(PortalError) {
         do {
-            let repository = try repository()
-            if try !repository.apps().contains(where: { $0.id == app }) {
-                _ = try repository.addApp(id: app, name: nil)
+            if try !store.apps().contains(where: { $0.id == app }) {
+                _ = try store.addApp(id: app, name: nil)
             }
         } catch {
             throw .failed(error.message)

@@ -145,8 +145,8 @@ extension StateOptions {
     }
 
     /// What works on the SQLite store alone (test runs and chaos, whose
-    /// events and direct daemon commands are one host's; the document
-    /// portal): refused on a fleet rather than
+    /// events and direct daemon commands are one host's): refused on a
+    /// fleet rather than
     /// served from a file no other host, and no grant of the fleet's,
     /// would see (SPEC S44).
     func refuseFleetChange(_ action: String) throws(CommandError) {

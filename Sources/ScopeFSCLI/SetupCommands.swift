@@ -158,23 +158,17 @@ struct ProviderCommand: ParsableCommand {
             }
         }
 
-        /// Every host of a fleet starts the extension the store names, as
-        /// the host's daemon's user (decision 63): the store holds data
-        /// for them, never code or host paths to open. So a fleet's
-        /// provider is a built-in extension, without `--writable`.
+        /// A fleet's provider is one every host may start (decision 63):
+        /// refused here, before anything is written, as each host's daemon
+        /// would refuse it.
         static func refuseOnFleet(_ spec: ProviderExtensionSpec, writable: [String]) throws(CommandError) {
-            if spec.command != nil {
-                throw CommandError(
-                    .badState,
-                    "cannot add a provider with a command of yours as its extension here: every host of the fleet would run it; a fleet's provider uses a built-in extension (\(ExtensionCommands.builtIns.keys.sorted().joined(separator: ", ")); see docs/CLI.md, \"A fleet\")"
-                )
-            }
-            if !writable.isEmpty {
-                throw CommandError(
-                    .badState,
-                    "cannot give --writable here: every host of the fleet would open that path to the extension; see docs/CLI.md, \"A fleet\""
-                )
-            }
+            var given = spec
+            given.writablePaths = writable.isEmpty ? nil : writable
+            guard let why = given.refusedOnFleet else { return }
+            throw CommandError(
+                .badState,
+                "cannot add this provider here: its extension has \(why); a fleet's provider uses a built-in extension (\(ExtensionCommands.builtIns.keys.sorted().joined(separator: ", "))) without --writable (see docs/CLI.md, \"A fleet\")"
+            )
         }
 
         /// A built-in's name, or a command of the owner's.
