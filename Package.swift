@@ -158,13 +158,22 @@ let package = Package(
             dependencies: ["Policy", "PolicyStore", "CSystemShims"],
             swiftSettings: strict
         ),
-        // `scopefs run`: the app's sandbox, seccomp filter and launch. Runs
-        // in the CLI's process, never in the daemon's.
+        // The one sandbox profile (SPEC S5, S41; docs/SECURITY.md): every
+        // bubblewrap command line ScopeFS starts (apps, provider
+        // extensions, the portal's bus proxy) is built here, with the same
+        // hardening and its seccomp filter; callers name only their mounts.
+        .target(
+            name: "SandboxProfile",
+            dependencies: ["CommandErrors", "CSystemShims", "CSeccomp"],
+            swiftSettings: strict
+        ),
+        // `scopefs run`: the app's sandbox and launch. Runs in the CLI's
+        // process, never in the daemon's.
         .target(
             name: "Launcher",
             dependencies: [
-                "HostText",
-                "Processes", "Control", "Policy", "PolicyStore", "CommandErrors", "CSystemShims", "CSeccomp",
+                "HostText", "SandboxProfile",
+                "Processes", "Control", "Policy", "PolicyStore", "CommandErrors", "CSystemShims",
             ],
             swiftSettings: strict
         ),
@@ -174,7 +183,8 @@ let package = Package(
         .target(
             name: "ProviderExtensions",
             dependencies: [
-                "HostText", "CSystemShims", .product(name: "Logging", package: "swift-log"),
+                "HostText", "CSystemShims", "SandboxProfile", "CommandErrors",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
@@ -343,7 +353,7 @@ let package = Package(
         // (hostile/) that break the protocol on purpose.
         .testTarget(
             name: "ProviderExtensionsTests",
-            dependencies: ["ProviderExtensions", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["ProviderExtensions", "SandboxProfile", .product(name: "Logging", package: "swift-log")],
             exclude: ["hostile"]
         ),
         // The settings page's routes through Hummingbird's test client (no

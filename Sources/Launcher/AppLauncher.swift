@@ -6,6 +6,7 @@ import Glibc
 import HostText
 import Policy
 import PolicyStore
+import SandboxProfile
 
 /// Starts a command as an app process (SPEC S5): registers this process
 /// with the daemon as the root of the app's process tree (the daemon moves
@@ -115,7 +116,7 @@ public enum AppLauncher {
     {
         // The filter travels through a pipe that bubblewrap reads to its end;
         // a compiled filter is a few hundred bytes, far below a pipe's size.
-        let filter = try InheritedPipe { descriptor throws(CommandError) in try SeccompFilter.export(to: descriptor) }
+        let filter = try SeccompFilter.pipe()
         defer { filter.close() }
         var binary: Int32? = nil
         if Sandbox.binaryNeedsCopy, let executable = Sandbox.executable {
@@ -135,7 +136,7 @@ public enum AppLauncher {
             let owners = HostEnvironment.current
             let started = try PortalBusProxy(
                 app: sandbox.app, appInfo: sandbox.appInfo, bubblewrap: bubblewrap, environment: owners,
-                account: sandbox.runAs, becomeAccount: sandbox.commandPrefix)
+                account: sandbox.runAs, identity: sandbox.identity)
             proxy = started
             sandbox.portalBusSocket = started.socket
             sandbox.documentMount = PortalBusProxy.documentMount(owners)
@@ -143,24 +144,25 @@ public enum AppLauncher {
         }
         if let program = try sandbox.checkCommand(command[0], environment: environment) {
             sandbox.commandLibraryFolders = ElfRunPath.folders(of: program).filter {
-                access($0, F_OK) == 0 && !Sandbox.systemDirectories.contains(where: $0.hasPrefix)
+                access($0, F_OK) == 0 && !SandboxProfile.isSystemPath($0)
             }
         }
         let appInfo = try InheritedPipe { descriptor throws(CommandError) in
             try InheritedPipe.writeAll(Array(sandbox.appInfo.utf8), to: descriptor)
         }
         defer { appInfo.close() }
-        let options = sandbox.options(
-            seccompDescriptor: filter.descriptor, binaryDescriptor: binary, appInfoDescriptor: appInfo.descriptor,
-            environment: environment)
+        let profile = sandbox.profile(
+            binaryDescriptor: binary, appInfoDescriptor: appInfo.descriptor, environment: environment)
         // Options (a few kilobytes) go through a pipe too: bubblewrap's own
         // command line is the sandbox's /proc/1/cmdline.
+        let options = profile.options(seccompDescriptor: filter.descriptor)
         let optionBytes: [UInt8] = options.reduce(into: []) { $0 += $1.hostBytes + [0] }
         let arguments = try InheritedPipe { descriptor throws(CommandError) in
             try InheritedPipe.writeAll(optionBytes, to: descriptor)
         }
         defer { arguments.close() }
-        let argv = [bubblewrap, "--args", "\(arguments.descriptor)", "--"] + sandbox.commandPrefix + command
+        let argv = profile.commandLine(
+            bubblewrap: bubblewrap, optionsDescriptor: arguments.descriptor, command: command)
         return try spawnAndWait(argv, environment: [:], directory: nil, loss: loss)
     }
 

@@ -3,6 +3,7 @@ import Control
 import Foundation
 import Glibc
 import HostText
+import SandboxProfile
 
 /// `scopefs run --portal-bus`: the app's session bus is an
 /// `xdg-dbus-proxy` (Debian's) in front of the owner's, filtered to the
@@ -10,8 +11,9 @@ import HostText
 /// `org.freedesktop.portal.*` and nothing else (no other service, no
 /// owning a name), never the raw bus (SPEC S5).
 ///
-/// The proxy runs in a bubblewrap of its own, which shows the system's
-/// programs, the bus's socket and the proxy's folder, and a read-only
+/// The proxy runs in a sandbox of its own, the one profile every sandbox
+/// has (`SandboxProfile`), which shows the system's programs, the bus's
+/// socket and the proxy's folder, and a read-only
 /// `/.flatpak-info` naming the app: the portal frontend attributes a call
 /// to the process that connected, the proxy, and reads
 /// `/proc/PID/root/.flatpak-info` of it, as it does for Flatpak's proxy.
@@ -27,12 +29,12 @@ package final class PortalBusProxy {
     private let sync: Int32
 
     /// `account`: the app account a root launcher runs the app as. The
-    /// proxy runs as it too: the bus checks that a client's claimed uid
-    /// (D-Bus EXTERNAL authentication, which the proxy passes through) is
-    /// the uid of the connection it sees, the proxy's.
+    /// proxy runs as it too (`identity`): the bus checks that a client's
+    /// claimed uid (D-Bus EXTERNAL authentication, which the proxy passes
+    /// through) is the uid of the connection it sees, the proxy's.
     package init(
         app: String, appInfo: String, bubblewrap: String, environment: [String: String], account: AppAccount?,
-        becomeAccount: [String]
+        identity: SandboxProfile.Identity
     ) throws(CommandError) {
         guard let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty else {
             throw CommandError(.badState, "--portal-bus needs the owner's session bus (DBUS_SESSION_BUS_ADDRESS)")
@@ -62,16 +64,17 @@ package final class PortalBusProxy {
         _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
         sync = ends[0]
         defer { close(ends[1]) }
-        var arguments = [bubblewrap, "--die-with-parent", "--unshare-pid", "--dev", "/dev"]
-        for directory in Sandbox.systemDirectories { arguments += ["--ro-bind-try", directory, directory] }
-        var passable = PassableFolders()
-        func folders(above path: String) -> [String] { passable.arguments(above: path) }
-        arguments += folders(above: folder) + ["--bind", folder, folder]
-        if let path = Self.socketPath(of: address) { arguments += folders(above: path) + ["--bind", path, path] }
-        if account != nil { arguments += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] }
-        arguments += ["--perms", "0444", "--ro-bind-data", "\(info.descriptor)", "/.flatpak-info", "--"]
-        arguments += becomeAccount + [proxy]
-        arguments += ["--fd=\(ends[1])", address, socket] + Self.filter
+        var mounts: [SandboxProfile.Mount] = [.bind(folder, writable: true)]
+        if let path = Self.socketPath(of: address) { mounts.append(.bind(path, writable: true)) }
+        mounts.append(.data(descriptor: info.descriptor, at: "/.flatpak-info", mode: "0444"))
+        // The host's network: a bus at an abstract address is reached through it.
+        let profile = SandboxProfile(
+            kind: .busProxy, identity: identity, shareNetwork: true, hostname: "scopefs", mounts: mounts)
+        let filter = try SeccompFilter.pipe()
+        defer { filter.close() }
+        let arguments = profile.commandLine(
+            bubblewrap: bubblewrap, seccompDescriptor: filter.descriptor,
+            command: [proxy, "--fd=\(ends[1])", address, socket] + Self.filter)
         try Self.spawn(arguments)
         var byte: UInt8 = 0
         var pollEntry = pollfd(fd: sync, events: Int16(POLLIN), revents: 0)

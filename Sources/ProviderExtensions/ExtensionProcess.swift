@@ -28,8 +28,11 @@ final class ExtensionProcess: @unchecked Sendable {
 
     /// Starts `arguments` (the first is a path or a name looked up on
     /// PATH) with exactly `environment`. Nothing of the daemon's other
-    /// descriptors is inherited.
-    static func spawn(_ arguments: [String], environment: [String: String]) throws(SpawnError) -> ExtensionProcess {
+    /// descriptors is inherited but `inherited`, which the child finds at
+    /// descriptor 3 (the sandbox's seccomp filter).
+    static func spawn(_ arguments: [String], environment: [String: String], inherited: Int32? = nil)
+        throws(SpawnError) -> ExtensionProcess
+    {
         guard let program = arguments.first, !program.isEmpty else { throw SpawnError("no command") }
         guard let executable = ExecutableSearch.find(program, path: environment["PATH"]) else {
             throw SpawnError("\(program): no such executable")
@@ -43,7 +46,7 @@ final class ExtensionProcess: @unchecked Sendable {
         }
         // stdin's write end, stdout's and stderr's read ends stay here.
         let childEnds = [pipes[0][0], pipes[1][1], pipes[2][1]]
-        let pid = try launch(executable, arguments, environment, childEnds)
+        let pid = try launch(executable, arguments, environment, childEnds + (inherited.map { [$0] } ?? []))
         for descriptor in childEnds { close(descriptor) }
         let process = ExtensionProcess(pid: pid, input: pipes[0][1], output: pipes[1][0], errors: pipes[2][0])
         pipes = []
@@ -60,7 +63,7 @@ final class ExtensionProcess: @unchecked Sendable {
         for (target, descriptor) in childEnds.enumerated() {
             posix_spawn_file_actions_adddup2(&actions, descriptor, Int32(target))
         }
-        posix_spawn_file_actions_addclosefrom_np(&actions, 3)
+        posix_spawn_file_actions_addclosefrom_np(&actions, Int32(childEnds.count))
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

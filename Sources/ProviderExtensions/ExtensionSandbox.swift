@@ -1,8 +1,12 @@
+import CommandErrors
 import Foundation
 import Glibc
+import SandboxProfile
 
 /// How an extension is contained (SPEC S41, docs/PROVIDERS.md "Limits"):
-/// its own bubblewrap sandbox, the sandbox Flatpak and `scopefs run` use.
+/// the one sandbox profile every sandbox of ScopeFS has (`SandboxProfile`:
+/// bubblewrap, no capabilities, the kernel's knobs read-only, a private
+/// /dev/shm and /tmp, the seccomp filter), with an extension's own mounts.
 ///
 /// What it sees, read-only unless said: the system's programs and
 /// libraries, the files of /etc that name resolution, TLS and users need;
@@ -10,18 +14,17 @@ import Glibc
 /// of an interpreter outside the system such as a venv or pyenv, and the
 /// Python SDK of the ScopeFS checkout a script lives in); its
 /// configuration (`~/.aws`; rclone's folder read-write, below); the
-/// staging folder read-write; the paths the owner adds; its own /proc,
-/// /dev and /tmp. Not the state directory, the mount, the policy database
+/// staging folder read-write; the paths the owner adds. Not the state directory, the mount, the policy database
 /// or the control socket (`hiddenPaths`, masked where a bind would show
 /// them). It shares the host's network (a store is reached over it).
 ///
-/// It runs as the daemon's own user (whose credentials it needs), in a new
-/// user namespace that gives it no capability on the host, with every
-/// capability dropped and no_new_privs, in new pid, IPC and UTS
-/// namespaces and a session of its own (no TIOCSTI), and dies with the
-/// host thread that started it. The same options work for a root daemon
-/// (root in the namespace is host root without capabilities, and sees
-/// only the binds) and for any other user.
+/// It runs as the daemon's own user, whose credentials and folders it
+/// needs: a non-root owner's in a user namespace that can make no other;
+/// a root owner's in no user namespace (one made by root maps it to host
+/// root, issue 46), as uid 0 with no capability in any set and `noroot`
+/// locked, so that it owns root's files it is shown and nothing more. It
+/// has a session and a cgroup namespace of its own and dies with the host
+/// thread that started it.
 ///
 /// rclone's configuration folder is writable: OAuth remotes (OneDrive,
 /// Box, ...) rotate their refresh token, and a token rclone cannot save is
@@ -50,18 +53,6 @@ public struct ExtensionSandbox: Sendable, Equatable {
         self.hiddenPaths = hiddenPaths
     }
 
-    static let systemDirectories = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
-
-    /// /etc as far as a network client needs it: users and groups, name
-    /// resolution, TLS certificates and OpenSSL's configuration, time zones,
-    /// the loader's cache. Not /etc/shadow, not /etc/ssl/private.
-    static let etcAllowList = [
-        "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf", "/etc/resolv.conf",
-        "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/localtime", "/etc/timezone", "/etc/ld.so.cache",
-        "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/ssl/certs", "/etc/ssl/openssl.cnf",
-        "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/mime.types", "/etc/os-release",
-    ]
-
     /// Variables passed from the daemon's environment: language, time zone,
     /// proxies, certificate bundles, and the credentials' usual places
     /// (AWS_*, RCLONE_*), plus an interpreter's own (PYTHONPATH, PYENV_*).
@@ -74,9 +65,12 @@ public struct ExtensionSandbox: Sendable, Equatable {
 
     /// bubblewrap, from PATH or Debian's place; nil when not installed.
     public static func bubblewrap(path: String? = ProcessInfo.processInfo.environment["PATH"]) -> String? {
-        let candidates = (path ?? "").split(separator: ":").map { "\($0)/bwrap" } + ["/usr/bin/bwrap"]
-        return candidates.first(where: { access($0, X_OK) == 0 })
+        SandboxProfile.bubblewrap(path: path)
     }
+
+    /// The descriptor the extension's bubblewrap reads its seccomp filter
+    /// from: `ExtensionProcess` puts the filter's pipe there.
+    static let filterDescriptor: Int32 = 3
 
     /// The command line and environment to start `command` with.
     /// `received` (where the host moves checked staged files) is hidden
@@ -99,38 +93,31 @@ public struct ExtensionSandbox: Sendable, Equatable {
         for path in readOnlyPaths { plan.add(path, writable: false, explicit: true) }
         for path in writablePaths { plan.add(path, writable: true, explicit: true) }
         plan.add(staging, writable: true, explicit: true)
-        let inside = sandboxEnvironment(environment, executable: executable)
-        let arguments = [bwrap] + options(plan, environment: inside) + ["--", executable] + command.dropFirst()
-        return Launch(arguments: arguments, environment: [:])
+        let profile = SandboxProfile(
+            kind: .providerExtension, identity: .forLauncher(uid: geteuid(), account: nil), shareNetwork: true,
+            hostname: "scopefs-extension", newSession: true, cgroupNamespace: true, mounts: mounts(plan),
+            environment: sandboxEnvironment(environment, executable: executable))
+        let filter: InheritedPipe
+        do { filter = try SeccompFilter.pipe() } catch { throw SpawnError(error.message) }
+        let arguments = profile.commandLine(
+            bubblewrap: bwrap, seccompDescriptor: Self.filterDescriptor, command: [executable] + command.dropFirst())
+        return Launch(arguments: arguments, environment: [:], filter: filter)
     }
 
     /// What to spawn: bubblewrap's command line (it sets the environment
-    /// inside itself), or the command as it is.
+    /// inside itself) with the filter's pipe at `filterDescriptor`, or the
+    /// command as it is.
     struct Launch {
         var arguments: [String]
         var environment: [String: String]
+        var filter: InheritedPipe? = nil
     }
 
-    private func options(_ plan: SandboxPlan, environment: [String: String]) -> [String] {
-        var arguments = [
-            "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname",
-            "scopefs-extension",
-        ]
-        for directory in Self.systemDirectories {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: directory) {
-                arguments += ["--symlink", target, directory]
-            } else {
-                arguments += ["--ro-bind-try", directory, directory]
-            }
-        }
-        for path in Self.etcAllowList where access(path, F_OK) == 0 { arguments += ["--ro-bind", path, path] }
-        // Before the binds: a later tmpfs at /tmp would hide a bind below it.
-        arguments += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        arguments += plan.bindOptions()
-        arguments += ["--chdir", "/", "--clearenv"]
-        for (name, value) in environment.sorted(by: { $0.key < $1.key }) { arguments += ["--setenv", name, value] }
-        return arguments
+    /// What an extension sees beyond the profile's own: /etc as far as a
+    /// network client needs it, then its plan's binds and masks.
+    private func mounts(_ plan: SandboxPlan) -> [SandboxProfile.Mount] {
+        SandboxProfile.etcAllowList.filter { access($0, F_OK) == 0 }.map { .bind($0, writable: false) }
+            + plan.mounts()
     }
 
     private func sandboxEnvironment(_ environment: [String: String], executable: String) -> [String: String] {
@@ -170,7 +157,7 @@ struct SandboxPlan {
     }
 
     private static func isSystem(_ path: String) -> Bool {
-        ExtensionSandbox.systemDirectories.contains { within(path, $0) }
+        SandboxProfile.isSystemPath(path)
     }
 
     /// A bind of an existing path. One the rules derived (not `explicit`)
@@ -259,20 +246,20 @@ struct SandboxPlan {
         }
     }
 
-    func bindOptions() -> [String] {
-        var options: [String] = []
+    func mounts() -> [SandboxProfile.Mount] {
+        var mounts: [SandboxProfile.Mount] = []
         let ordered = binds.filter { !$0.writable } + binds.filter(\.writable)
-        for bind in ordered { options += [bind.writable ? "--bind" : "--ro-bind", bind.path, bind.path] }
+        for bind in ordered { mounts.append(.bind(bind.path, writable: bind.writable)) }
         var masked: [String] = []
         for path in hidden where binds.contains(where: { Self.within(path, $0.path) && path != $0.path }) {
             var isFolder: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { continue }
-            options += isFolder.boolValue ? ["--tmpfs", path] : ["--ro-bind", "/dev/null", path]
+            mounts.append(isFolder.boolValue ? .emptyFolder(path) : .emptyFile(path))
             masked.append(path)
         }
         for bind in ordered where masked.contains(where: { Self.within(bind.path, $0) }) {
-            options += [bind.writable ? "--bind" : "--ro-bind", bind.path, bind.path]
+            mounts.append(.bind(bind.path, writable: bind.writable))
         }
-        return options
+        return mounts
     }
 }

@@ -105,7 +105,9 @@ extension ExtensionHost {
             // The supervisor thread outlives the process: bubblewrap's
             // --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread*
             // that started it ends.
-            let process = try ExtensionProcess.spawn(launch.arguments, environment: launch.environment)
+            defer { launch.filter?.close() }
+            let process = try ExtensionProcess.spawn(
+                launch.arguments, environment: launch.environment, inherited: launch.filter?.descriptor)
             connection = try ExtensionConnection(process: process, context: context)
         } catch {
             return .ended("cannot start: \(error.reason)")

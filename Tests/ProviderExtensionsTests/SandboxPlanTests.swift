@@ -1,4 +1,5 @@
 import Foundation
+import SandboxProfile
 import Testing
 
 @testable import ProviderExtensions
@@ -23,13 +24,12 @@ import Testing
         var plan = SandboxPlan(hidden: [resolved(state)])
         plan.add(data, writable: true, explicit: true)
         plan.add(staging, writable: true, explicit: true)
-        let options = plan.bindOptions()
-        let mask = try #require(options.firstIndex(of: "--tmpfs"))
-        #expect(options[mask + 1] == resolved(state))
-        #expect(options[..<mask].contains(resolved(data)))
+        let mounts = plan.mounts()
+        let mask = try #require(mounts.firstIndex(of: .emptyFolder(resolved(state))))
+        #expect(mounts[..<mask].contains(.bind(resolved(data), writable: true)))
         // staging: bound before the mask and again after it.
-        #expect(options[(mask + 1)...].contains(resolved(staging)))
-        #expect(Array(options[(mask + 2)...]) == ["--bind", resolved(staging), resolved(staging)])
+        #expect(mounts[..<mask].contains(.bind(resolved(staging), writable: true)))
+        #expect(Array(mounts[(mask + 1)...]) == [.bind(resolved(staging), writable: true)])
     }
 
     @Test("a hidden file inside a bound folder is covered with /dev/null")
@@ -38,7 +38,7 @@ import Testing
         let database = try fixture.write("data/policy.db", "")
         var plan = SandboxPlan(hidden: [resolved(database)])
         plan.add(data, writable: false, explicit: true)
-        #expect(plan.bindOptions().suffix(3) == ["--ro-bind", "/dev/null", resolved(database)])
+        #expect(plan.mounts().last == .emptyFile(resolved(database)))
     }
 
     @Test("a folder derived from the command is dropped when it lies in a hidden path; / is never bound")

@@ -2,9 +2,8 @@ import CSeccomp
 import CSystemShims
 import CommandErrors
 import Glibc
-import PolicyStore
 
-/// The sandbox's system-call filter (SPEC S5), for what bubblewrap's own
+/// Every sandbox's system-call filter (SPEC S5, S41), for what bubblewrap's own
 /// options leave open. Compiled with libseccomp and handed to bubblewrap
 /// (`--seccomp FD`), which loads it just before it executes the app, after
 /// its own namespace set-up. Everything not named here is allowed: the
@@ -12,11 +11,11 @@ import PolicyStore
 /// takes away the calls that reach through them. System calls of another
 /// architecture's ABI (32-bit calls on x86-64) kill the process, libseccomp's
 /// default for a foreign architecture.
-package enum SeccompFilter {
+public enum SeccompFilter {
     /// Calls that fail with EPERM. Most need a capability the sandbox does
     /// not hold anyway; they are here so that a capability gained in a nested
     /// user namespace gains nothing.
-    package static let refused = [
+    public static let refused = [
         // Namespaces and mounts: a nested namespace is a way to new privileges.
         "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
         "fsmount", "fspick", "mount_setattr",
@@ -34,15 +33,22 @@ package enum SeccompFilter {
     /// Terminal ioctls that type into, or take over, the terminal the sandbox
     /// shares with the owner's shell (TIOCSTI injects input that the shell
     /// would run after the app exits).
-    package static let refusedIoctls: [UInt64] = [UInt64(scopefs_tiocsti), UInt64(scopefs_tioclinux)]
+    public static let refusedIoctls: [UInt64] = [UInt64(scopefs_tiocsti), UInt64(scopefs_tioclinux)]
 
     /// clone() flags that make a namespace.
-    package static let namespaceFlags: [UInt64] = withUnsafeBytes(of: scopefs_clone_namespace_flags) {
+    public static let namespaceFlags: [UInt64] = withUnsafeBytes(of: scopefs_clone_namespace_flags) {
         $0.bindMemory(to: UInt.self).map(UInt64.init)
     }
 
+    /// A pipe holding the compiled filter, whose read end the spawned
+    /// bubblewrap inherits and reads to its end (`--seccomp FD`). A filter
+    /// is a few hundred bytes, far below a pipe's size.
+    public static func pipe() throws(CommandError) -> InheritedPipe {
+        try InheritedPipe { descriptor throws(CommandError) in try export(to: descriptor) }
+    }
+
     /// Writes the compiled filter (BPF) to `descriptor`.
-    package static func export(to descriptor: Int32) throws(CommandError) {
+    public static func export(to descriptor: Int32) throws(CommandError) {
         guard let context = seccomp_init(SCMP_ACT_ALLOW) else { throw failure("seccomp_init") }
         defer { seccomp_release(context) }
         let eperm = scopefs_scmp_act_errno(UInt16(EPERM))

@@ -4,11 +4,11 @@ import Glibc
 /// A pipe whose read end a spawned bubblewrap inherits, filled before the
 /// spawn: the seccomp filter and the sandbox's options travel this way.
 /// Both stay far below a pipe's 64 KiB, so writing never blocks.
-package struct InheritedPipe {
+public struct InheritedPipe: Sendable {
     /// The read end, left open across exec.
-    package let descriptor: Int32
+    public let descriptor: Int32
 
-    package init(fill: (Int32) throws(CommandError) -> Void) throws(CommandError) {
+    public init(fill: (Int32) throws(CommandError) -> Void) throws(CommandError) {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
             throw CommandError(.internalError, "pipe: \(String(cString: strerror(errno)))")
@@ -25,9 +25,9 @@ package struct InheritedPipe {
         descriptor = ends[0]
     }
 
-    package func close() { Glibc.close(descriptor) }
+    public func close() { Glibc.close(descriptor) }
 
-    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(CommandError) {
+    public static func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(CommandError) {
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
