@@ -105,6 +105,8 @@ extension Scenario {
     }
 
     static func parse(_ text: String, name: String) throws -> Scenario {
+        // Before Yams: its parse recurses once per level (issue 46, 5a).
+        try ScenarioDepth.check(text)
         guard let root = try Yams.compose(yaml: text) else {
             throw ScenarioError(line: nil, message: "the scenario is empty")
         }

@@ -163,4 +163,87 @@ import Testing
         #expect(xml.components(separatedBy: "<testcase ").count == 3)
         #expect(xml.components(separatedBy: "<failure ").count == 2)
     }
+
+    /// Issue 46, 5a: the nesting is measured before Yams recurses.
+    func depthError(_ text: String) -> ScenarioError? {
+        do {
+            try ScenarioDepth.check(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("nesting past the limit is refused at its line, before the parse; the limit itself passes")
+    func depthLimit() {
+        let limit = ScenarioDepth.limit
+        func map(_ levels: Int) -> String {
+            (0..<levels).map { String(repeating: "  ", count: $0) + "k:\n" }.joined()
+        }
+        #expect(depthError(map(limit)) == nil)
+        #expect(depthError(map(limit + 1))?.line == limit + 1)
+        #expect(depthError(map(limit + 1))?.message.contains("\(limit) levels") == true)
+        // Flow collections, and JSON, on one line.
+        #expect(depthError(String(repeating: "[", count: limit - 1))?.line == nil)
+        #expect(depthError(String(repeating: "[", count: limit + 1))?.line == 1)
+        #expect(depthError("{\"a\":" + String(repeating: "{\"k\":", count: limit) + "1}")?.line == 1)
+        // `- - - x`: sequences in sequences on one line.
+        #expect(depthError("- " + String(repeating: "- ", count: limit) + "x\n")?.line == 1)
+        // An indentless sequence under each key is a level of its own.
+        let indentless = (0..<(limit / 2 + 1)).map {
+            String(repeating: "  ", count: $0) + "- k:\n"
+        }.joined()
+        #expect(depthError("top:\n" + indentless) != nil)
+        // The error surfaces through parse, before Yams sees the text.
+        do {
+            _ = try Scenario.parse(map(5000), name: "s")
+            Issue.record("a 5,000-deep scenario parsed")
+        } catch let error as ScenarioError {
+            #expect(error.line == limit + 1)
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
+    @Test("what hides brackets and indentation is not nesting: quotes, comments, text, block scalars")
+    func depthNotFooled() {
+        let deepText = String(repeating: "[{", count: 200)
+        #expect(depthError("name: '\(deepText)'\n") == nil)
+        #expect(depthError("name: \"\(deepText)\\\" \(deepText)\"\n") == nil)
+        #expect(depthError("name: x # \(deepText)\n") == nil)
+        #expect(depthError("name: a\(deepText)\n") == nil)
+        #expect(depthError("name: don't \(deepText)\n") == nil)
+        let stairs = (0..<200).map { String(repeating: " ", count: 8 + $0) + "text\n" }.joined()
+        let write = "steps:\n  - write:\n      path: x\n      content: |\n"
+        #expect(depthError(write + stairs + "expect:\n  exit: 0\n") == nil)
+        // A quote that spans lines hides what is inside it, and ends.
+        #expect(depthError("name: \"a\n \(deepText)\n b\"\napp: x\n") == nil)
+        #expect(depthError("name: \"a\n b\"\napp: \(String(repeating: "[", count: 100))\n") != nil)
+        // But a quote inside a plain scalar does not hide what follows it.
+        #expect(depthError("name: it's\napp: \(String(repeating: "[", count: 100))\n") != nil)
+        // After a block scalar, structure counts again.
+        #expect(depthError("name: |\n  text\napp: \(String(repeating: "[", count: 100))\n") != nil)
+    }
+
+    @Test("the example scenarios are far from the limit")
+    func examplesWithinDepth() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/examples/scenarios").standardized
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".yaml") }
+        #expect(!names.isEmpty)
+        for name in names {
+            let text = try String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
+            #expect(depthError(text) == nil, "\(name)")
+            #expect(depthError(text, limit: 8) == nil, "\(name)")
+        }
+    }
+
+    func depthError(_ text: String, limit: Int) -> ScenarioError? {
+        do {
+            try ScenarioDepth.check(text, limit: limit)
+            return nil
+        } catch {
+            return error
+        }
+    }
 }

@@ -285,3 +285,38 @@ def test_an_unwritable_junit_path_fails_before_the_run(env):
     p = scopefs_test(env, SCENARIO, "sh", "-c", f"touch {marker}", extra=("--junit", bad))
     assert p.returncode == 74 and str(bad) in p.stderr, describe(p)
     assert not marker.exists()
+
+
+def deep_scenarios(levels: int) -> dict[str, tuple[str, int]]:
+    """A scenario nested LEVELS deep as a YAML list, a YAML map and JSON
+    (a list and an object), with the line at which the nesting passes
+    the limit (64, docs/CLI.md) in each."""
+    return {
+        "list.yaml": ("steps:\n" + "".join("  " * i + "-\n" for i in range(levels)) + "  " * levels + "x\n", 65),
+        "inline.yaml": ("steps:\n  - " + "- " * levels + "x\n", 2),
+        "map.yaml": (
+            "expect:\n" + "".join("  " * (i + 1) + "k:\n" for i in range(levels)) + "  " * levels + "  x\n",
+            65,
+        ),
+        "list.json": ('{"steps": ' + "[" * levels + "]" * levels + "}\n", 1),
+        "map.json": (
+            '{"expect":\n' + "".join(" " * i + '{"k":\n' for i in range(levels)) + "1" + "}" * levels + "}\n",
+            64,
+        ),
+    }
+
+
+def test_a_scenario_nested_too_deep_is_refused_before_it_is_parsed(env):
+    """Issue 46, finding 5a: a scenario nested 5,000 levels deep (a YAML
+    list or map, or JSON) crashed `scopefs test` with SIGSEGV in the YAML
+    parser's recursion; the nesting is measured before the parse, so it
+    exits 65 naming the limit and the line (SPEC S34: never a crash)."""
+    wrong = {}
+    for name, (text, line) in deep_scenarios(5000).items():
+        path = env.root / name
+        path.write_text(text)
+        p = scopefs_test(env, path, "true")
+        named = f"{name}:{line}:" in p.stderr and "64 levels" in p.stderr
+        if p.returncode != 65 or not named or "Backtrac" in p.stderr:
+            wrong[name] = (p.returncode, p.stderr[:300])
+    assert not wrong, wrong
