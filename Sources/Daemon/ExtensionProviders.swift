@@ -241,11 +241,12 @@ final class ExtensionContent: ProviderContent {
 
     func closed(_ file: ContentFile, wrote: Bool) {
         replica.released(inode: file.inode)
-        if wrote { replica.localChanged() }
+        if wrote { replica.settled(inode: file.inode) }
     }
 
     func willWrite(_ file: ContentFile) { replica.willWrite(inode: file.inode) }
-    func synced(_ file: ContentFile) { replica.localChanged() }
+    func didWrite(_ file: ContentFile) { replica.didWrite(inode: file.inode) }
+    func synced(_ file: ContentFile) { replica.settled(inode: file.inode) }
     func namespaceChanged(provider: ProviderID) { replica.localChanged() }
 
     func refusal(of operation: FileOperation, provider: ProviderID) -> Errno? {

@@ -29,6 +29,10 @@ public protocol FileSystem: AnyObject, Sendable {
     func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData
     /// The descriptor a write request's data is copied into (zero-copy).
     func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32
+    /// The write a `writeTarget` answered for is on disk, or failed: heard
+    /// by a file system that tracks changes in progress (an extension's
+    /// replica uploads no snapshot while one is).
+    func writeFinished(inode: UInt64, handle: UInt64)
     func release(inode: UInt64, handle: UInt64)
     func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno)
     func fallocate(_ request: Request, inode: UInt64, handle: UInt64, mode: Int32, offset: Int64, length: Int64)
@@ -229,4 +233,9 @@ public struct ConnectionSettings {
         self.wantReaddirplus = wantReaddirplus
         self.clearsSetIDBits = clearsSetIDBits
     }
+}
+
+extension FileSystem {
+    /// Nothing to track by default.
+    public func writeFinished(inode: UInt64, handle: UInt64) {}
 }

@@ -200,6 +200,7 @@ enum Operations {
                 req!,
                 { () throws(Errno) in
                     let fd = try fs.writeTarget(Bridge.changingCaller(req!), inode: UInt64(ino), handle: fi!.pointee.fh)
+                    defer { fs.writeFinished(inode: UInt64(ino), handle: fi!.pointee.fh) }
                     return try RefusedWrites.write(
                         bufv!, to: fd, at: offset, fromPageCache: fi!.pointee.writepage != 0, inode: UInt64(ino),
                         context: BridgeContext.from(fuse_req_userdata(req!)!))

@@ -5,14 +5,20 @@ import Synchronization
 /// Local to remote: what apps changed in the replica through the mount
 /// goes to the extension with the base version it was made on (SPEC S43).
 /// The replica's tree, compared with the records, says what was made,
-/// moved or removed; the dirty marks (set before each first write, so a
-/// daemon killed before the close still knows) say whose content changed.
-/// Nothing is queued in memory only: a pass after a restart finds the same.
+/// moved or removed; the dirty marks (set before a file's first change
+/// since its last upload, so a daemon killed before the close still knows)
+/// say whose content changed, and `WriteActivity` whether an upload
+/// carried every write. Nothing is queued in memory only: a pass after a
+/// restart finds the same.
 extension ExtensionProvider {
-    /// What the mount tells: an app's handle on `inode` wrote or is about to.
+    /// What the mount tells before each change of `inode`'s content (a
+    /// write, truncate, fallocate, copy); `didWrite` follows once it is on
+    /// disk. Only the first change since an upload writes the record.
     public func willWrite(inode: UInt64) {
         let record: ReplicaRecord? = lock.withLock {
+            writeActivity.begin(inode, now: MonotonicClock.now)
             guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
+            guard record.dirty == 0 || record.problem != nil else { return nil }
             record.dirty += 1
             record.problem = nil
             if record.cachedVersion != record.item.version.content {
@@ -22,6 +28,33 @@ extension ExtensionProvider {
             return record
         }
         if let record { save([record]) }
+    }
+
+    /// The change `willWrite` announced is on disk (or failed).
+    public func didWrite(inode: UInt64) {
+        lock.withLock { writeActivity.end(inode, now: MonotonicClock.now) }
+    }
+
+    /// The app fsynced or closed `inode` after writing: upload without
+    /// waiting for the file to be quiet.
+    public func settled(inode: UInt64) {
+        lock.withLock { writeActivity.settle(inode) }
+        wake(push: true, after: tunables.pushDelay)
+    }
+
+    /// Where an upload of `inode` may take its snapshot now (the
+    /// generation to check afterwards), or nil after asking the sync
+    /// thread to come back when it may.
+    func snapshotPoint(_ inode: UInt64) -> UInt64? {
+        let point = lock.withLock {
+            writeActivity.snapshotPoint(inode, quiet: tunables.writeQuiet, now: MonotonicClock.now)
+        }
+        switch point {
+        case .success(let generation): return generation
+        case .failure(let wait):
+            wake(push: true, after: max(wait.seconds, 0.01))
+            return nil
+        }
     }
 
     /// The namespace or a file changed: push after a short delay (more
@@ -168,7 +201,11 @@ extension ExtensionProvider {
         if entry.kind == .symlink && !capabilities.symlinks { return }
         let path = tree.path(of: entry.inode) ?? entry.name
         var snapshot: String?
+        var generation: UInt64?
         if entry.kind == .file {
+            // A file still being written goes up once it is whole (finding 2).
+            guard let point = snapshotPoint(entry.inode) else { return }
+            generation = point
             do { snapshot = try self.snapshot(path, inode: entry.inode) } catch { return }
         }
         defer { if let snapshot { unlink(snapshot) } }
@@ -182,8 +219,15 @@ extension ExtensionProvider {
             var record = ReplicaRecord(item: item, inode: entry.inode)
             record.cachedVersion = item.version.content
             record.present = ByteRanges([0..<item.size])
-            lock.withLock { index.put(record) }
+            // Written while it went up: the rest follows as a modify.
+            let writtenSince: Bool = lock.withLock {
+                let changed = generation.map { !writeActivity.unchanged(entry.inode, since: $0) } ?? false
+                if changed { record.dirty = 1 }
+                index.put(record)
+                return changed
+            }
             save([record])
+            if writtenSince { wake(push: true, after: tunables.pushDelay) }
         } catch {
             if error.code == .exists {
                 // Taken remotely meanwhile: the local one gets a conflict name.
@@ -252,6 +296,7 @@ extension ExtensionProvider {
 
     private func upload(_ record: ReplicaRecord) throws(ExtensionFailure) {
         guard let path = lock.withLock({ index.path(of: record.item.id) }) else { return }
+        guard let generation = snapshotPoint(record.inode) else { return }
         let snapshot: String
         do { snapshot = try self.snapshot(path, inode: record.inode) } catch { return }
         defer { unlink(snapshot) }
@@ -261,10 +306,10 @@ extension ExtensionProvider {
                     record.item.id, baseVersion: record.item.version, fields: ChangedFields(), contents: snapshot,
                     RequestControl())
             }
-            adopt(answer, for: record, uploadedGeneration: record.dirty)
+            adopt(answer, for: record, uploadedGeneration: record.dirty, writes: generation)
         } catch {
             switch error.code {
-            case .conflict: try resolveConflict(record, path: path, snapshot: snapshot)
+            case .conflict: try resolveConflict(record, path: path, snapshot: snapshot, writes: generation)
             case .noSuchItem:
                 // Deleted elsewhere: the edit is not lost, it is made again.
                 _ = lock.withLock { index.remove(record.item.id) }
@@ -280,12 +325,14 @@ extension ExtensionProvider {
     /// upload had landed (a daemon killed before it noted the answer):
     /// nothing to keep twice. Otherwise the local edit becomes a conflict
     /// copy next to the item, and the item shows the remote version.
-    private func resolveConflict(_ record: ReplicaRecord, path: String, snapshot: String) throws(ExtensionFailure) {
+    private func resolveConflict(_ record: ReplicaRecord, path: String, snapshot: String, writes: UInt64)
+        throws(ExtensionFailure)
+    {
         let remote = try calls.item(record.item.id, RequestControl())
         let fetched = try calls.fetch(record.item.id, version: remote.version.content, range: nil, RequestControl())
         defer { unlink(fetched.path) }
         if Self.sameContent(fetched.path, snapshot) {
-            adopt(remote, for: record, uploadedGeneration: record.dirty)
+            adopt(remote, for: record, uploadedGeneration: record.dirty, writes: writes)
             return
         }
         let name = ConflictName.make(for: record.item.name, at: Date())
@@ -312,7 +359,12 @@ extension ExtensionProvider {
     /// The extension's answer to a change becomes the record: its id (a
     /// store that cannot keep ids across renames gives a new one), its
     /// versions; content uploaded is present.
-    private func adopt(_ item: ExtensionItem, for record: ReplicaRecord, uploadedGeneration: Int64? = nil) {
+    /// `writes`: the write generation the uploaded snapshot was taken at;
+    /// a file written since stays dirty and goes up again.
+    private func adopt(
+        _ item: ExtensionItem, for record: ReplicaRecord, uploadedGeneration: Int64? = nil, writes: UInt64? = nil
+    ) {
+        var writtenSince = false
         let updated: ReplicaRecord = lock.withLock {
             var updated = index[record.item.id] ?? record
             let oldID = record.item.id
@@ -320,7 +372,8 @@ extension ExtensionProvider {
             if let generation = uploadedGeneration {
                 updated.cachedVersion = item.version.content
                 updated.present = ByteRanges([0..<item.size])
-                if updated.dirty == generation { updated.dirty = 0 }
+                writtenSince = writes.map { !writeActivity.unchanged(record.inode, since: $0) } ?? false
+                if updated.dirty == generation && !writtenSince { updated.dirty = 0 }
             }
             if oldID != item.id {
                 index.remove(oldID)
@@ -340,6 +393,7 @@ extension ExtensionProvider {
         } else {
             save([updated])
         }
+        if writtenSince { wake(push: true, after: tunables.pushDelay) }
     }
 
     /// Whether `error` stops the pass (the store is out of reach); if not,
@@ -465,7 +519,7 @@ struct LocalTree: Sendable {
                 }
                 let entry = Entry(
                     inode: UInt64(child.st_ino), parentInode: inode, name: name, kind: kind,
-                    mode: UInt32(child.st_mode & 0o7777),
+                    mode: ReplicaFolder.permissions(UInt32(child.st_mode & 0o7777)),
                     mtime: Double(child.st_mtim.tv_sec) + Double(child.st_mtim.tv_nsec) / 1e9, target: target)
                 tree.entries[entry.inode] = entry
                 tree.inTreeOrder.append(entry)

@@ -42,6 +42,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     var readAhead: [String: (end: Int64, window: Int64)] = [:]
     /// Open handles by inode (never evicted while open).
     var opens: [UInt64: Int] = [:]
+    /// Apps' changes of content in progress and since each upload.
+    var writeActivity = WriteActivity()
     /// Apps' downloads, to cancel on a revoke.
     var appDownloads: [String: [RequestControl]] = [:]
     /// Called with an item's path when its state changed (downloaded,
@@ -288,6 +290,9 @@ public struct ReplicaTunables: Sendable {
     public var minPullInterval: Double = 0.1
     /// Local changes wait this long for more before they are pushed.
     public var pushDelay: Double = 0.2
+    /// A file open for writing is uploaded once it has been quiet this
+    /// long (at once after an fsync or its close): not half-way through.
+    public var writeQuiet: Double = 2
     /// Back-off of a failed push: from `retryBase` doubling to `retryCap`.
     public var retryBase: Double = 1
     public var retryCap: Double = 300

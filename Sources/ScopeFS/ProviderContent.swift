@@ -27,10 +27,12 @@ public protocol ProviderContent: AnyObject, Sendable {
     func prepareTruncate(_ file: ContentFile, toZero: Bool, interruption: Interruption) throws(Errno)
     /// An app's handle on `file` was closed; `wrote`: it changed the content.
     func closed(_ file: ContentFile, wrote: Bool)
-    /// An app is about to change `file`'s content (its first write through a
-    /// handle, a truncate): remembered before the write, so that a daemon
-    /// killed before the close still uploads it (S43).
+    /// An app is about to change `file`'s content (each write through a
+    /// handle, a truncate, a fallocate, a copy): remembered before the
+    /// write, so that a daemon killed before the close still uploads it
+    /// (S43). `didWrite` follows once the change is on disk, or failed.
     func willWrite(_ file: ContentFile)
+    func didWrite(_ file: ContentFile)
     /// An app asked for the content to be durable (fsync): upload soon.
     func synced(_ file: ContentFile)
     /// An app made, removed, renamed or changed the attributes of an item of

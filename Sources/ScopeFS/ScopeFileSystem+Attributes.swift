@@ -27,6 +27,7 @@ extension ScopeFileSystem {
             try content.prepareTruncate(file, toZero: size == 0, interruption: Interruption(request))
             content.willWrite(file)
         }
+        defer { if let (content, file) = content, changes.size != nil { content.didWrite(file) } }
         defer { if let (content, file) = content { content.namespaceChanged(provider: file.provider) } }
         // The attributes are read through the same descriptor: it is the
         // node's own file, checked, so no second lookup by name. A file

@@ -18,6 +18,8 @@ extension ScopeFileSystem {
                 file, writes: writes, truncates: flags & O_TRUNC != 0, interruption: Interruption(request))
             if writes && flags & O_TRUNC != 0 { content.willWrite(file) }
         }
+        let truncation = writes && flags & O_TRUNC != 0 ? content(of: target.node) : nil
+        defer { if let (content, file) = truncation { content.didWrite(file) } }
         // A name that now names no file, or another one, was changed on the
         // host within the entry timeout. ESTALE (not ENOENT) makes the kernel
         // look the name up again and retry the open, so open(O_CREAT) right
@@ -115,12 +117,18 @@ extension ScopeFileSystem {
         try checkUser(open, request, .write)
         try checkStillGranted(open, .write)
         try clearSetIDBits(open.descriptor, for: request)
-        if !open.wrote.load(ordering: .relaxed) {
-            if let (content, file) = content(of: open.node) { content.willWrite(file) }
-            open.wrote.store(true, ordering: .relaxed)
-        }
+        // Every write, not a handle's first: an upload after an fsync must
+        // not take later writes for uploaded (issue 47). `writeFinished`
+        // ends it.
+        if let (content, file) = content(of: open.node) { content.willWrite(file) }
+        open.wrote.store(true, ordering: .relaxed)
         open.node.noteMountWrite()
         return open.descriptor
+    }
+
+    public func writeFinished(inode: UInt64, handle: UInt64) {
+        let open = OpenHandle.from(handle)
+        if let (content, file) = content(of: open.node) { content.didWrite(file) }
     }
 
     public func release(inode: UInt64, handle: UInt64) {
@@ -152,7 +160,9 @@ extension ScopeFileSystem {
         try checkUser(open, request, .fallocate)
         try checkStillGranted(open, .fallocate)
         guard open.writable else { throw .badFileDescriptor }
-        if let (content, file) = content(of: open.node) { content.willWrite(file) }
+        let content = content(of: open.node)
+        if let (content, file) = content { content.willWrite(file) }
+        defer { if let (content, file) = content { content.didWrite(file) } }
         open.wrote.store(true, ordering: .relaxed)
         try Sys.fallocate(open.descriptor, mode, offset, length)
     }
@@ -170,7 +180,9 @@ extension ScopeFileSystem {
         if let (content, file) = content(of: source.node) {
             try content.prepareRead(file, offset: from.offset, length: length, interruption: Interruption(request))
         }
-        if let (content, file) = content(of: destination.node) { content.willWrite(file) }
+        let content = content(of: destination.node)
+        if let (content, file) = content { content.willWrite(file) }
+        defer { if let (content, file) = content { content.didWrite(file) } }
         destination.wrote.store(true, ordering: .relaxed)
         return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
     }

@@ -1,0 +1,88 @@
+/// What apps are doing to each replica file's content, so that an upload
+/// never takes a write for uploaded that it did not carry (issue 47, SPEC
+/// S43). Guarded by the provider's `lock`; in memory only: after a restart
+/// the persisted dirty mark alone says a file must go up, and nothing is
+/// being written.
+///
+/// Every change of content through the mount (each write, truncate,
+/// fallocate, copy) is bracketed: `begin` before it, `end` once it is on
+/// disk; each moves the file's `generation`. An upload takes its snapshot
+/// only when no change is in progress, and reads the generation first; the
+/// dirty mark is cleared only if the generation is the same after the
+/// store took the snapshot. A write that landed during or after the
+/// snapshot leaves the file dirty, and it goes up again.
+///
+/// A file being written is not taken for finished: its snapshot waits
+/// until the file has been quiet for a moment, unless the app asked for
+/// it to be durable (fsync) or closed it (`settle`), as Apple's File
+/// Provider and rclone's write-back cache wait for a close or for quiet.
+struct WriteActivity {
+    struct File {
+        /// Changes begun and not yet on disk.
+        var inProgress = 0
+        var generation: UInt64 = 0
+        /// When the last change began or ended (MonotonicClock).
+        var lastChange: UInt64 = 0
+        /// An fsync or a close since the last snapshot: upload without
+        /// waiting for quiet.
+        var settled = false
+    }
+
+    private(set) var files: [UInt64: File] = [:]
+    /// One counter for all files, so a generation is never reused, even
+    /// for a file forgotten and written again.
+    private var changes: UInt64 = 0
+
+    mutating func begin(_ inode: UInt64, now: UInt64) {
+        files[inode, default: File()].inProgress += 1
+        touch(inode, now)
+    }
+
+    mutating func end(_ inode: UInt64, now: UInt64) {
+        guard var file = files[inode] else { return }
+        file.inProgress = max(0, file.inProgress - 1)
+        files[inode] = file
+        touch(inode, now)
+    }
+
+    /// The app fsynced or closed the file: what it wrote is meant whole.
+    mutating func settle(_ inode: UInt64) {
+        files[inode]?.settled = true
+    }
+
+    /// Where a snapshot of `inode` taken now would stand: the generation
+    /// to compare after the upload, or (nil) how many seconds to wait
+    /// before asking again, while a change is in progress or the file is
+    /// not yet quiet for `quiet` seconds.
+    mutating func snapshotPoint(_ inode: UInt64, quiet: Double, now: UInt64) -> Result<UInt64, Wait> {
+        guard var file = files[inode] else { return .success(0) }
+        if file.inProgress > 0 { return .failure(Wait(seconds: min(quiet, 0.05))) }
+        let quietFor = Double(now &- file.lastChange) / 1e9
+        if !file.settled && quietFor < quiet { return .failure(Wait(seconds: quiet - quietFor)) }
+        file.settled = false
+        files[inode] = file
+        return .success(file.generation)
+    }
+
+    /// Whether nothing changed `inode` since `generation` was read; the
+    /// entry is forgotten then (the file is as uploaded).
+    mutating func unchanged(_ inode: UInt64, since generation: UInt64) -> Bool {
+        guard let file = files[inode] else { return generation == 0 }
+        guard file.inProgress == 0, file.generation == generation else { return false }
+        if !file.settled { files[inode] = nil }
+        return true
+    }
+
+    /// The file is gone or replaced (a remote change, an eviction).
+    mutating func forget(_ inode: UInt64) { files[inode] = nil }
+
+    struct Wait: Error {
+        var seconds: Double
+    }
+
+    private mutating func touch(_ inode: UInt64, _ now: UInt64) {
+        changes += 1
+        files[inode, default: File()].generation = changes
+        files[inode, default: File()].lastChange = now
+    }
+}
