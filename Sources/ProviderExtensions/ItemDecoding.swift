@@ -45,7 +45,7 @@ enum ItemDecoding {
         }
         return ExtensionItem(
             id: id, parent: parent, name: isRoot ? "" : name, kind: kind, size: kind == .folder ? 0 : size,
-            mtime: mtime, mode: UInt32(mode), version: version, target: target)
+            mtime: mtime, mode: ReplicaFolder.permissions(UInt32(mode)), version: version, target: target)
     }
 
     private static func version(_ value: JSONValue?, of id: String) throws(ItemRefusal) -> ItemVersion {

@@ -23,6 +23,16 @@ public struct ReplicaFolder: Sendable {
         case system(Int32, String)
     }
 
+    /// The mode the replica gives an item of `mode` (issue 46, 5b):
+    /// permission bits only. An extension's item never becomes a set-uid
+    /// or set-gid file on the host (the owner's, root's when the daemon
+    /// runs as root), nor a set-gid or sticky folder that would hand its
+    /// group or deletion rule to what the mount creates in it. Items are
+    /// read with this mode (`ItemDecoding`) and the replica's own files
+    /// are compared with it (a push), so the stripped bits are neither
+    /// shown nor sent back as a local chmod.
+    public static func permissions(_ mode: UInt32) -> UInt32 { mode & 0o777 }
+
     /// The folder holding `path` (open, O_PATH|O_DIRECTORY) and the last name.
     func parent(of path: String) throws(Failure) -> (Int32, String) {
         var components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
@@ -70,8 +80,10 @@ public struct ReplicaFolder: Sendable {
             var info = stat()
             guard fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { throw .system(errno, "no \(path)") }
             if info.st_mode & S_IFMT == S_IFLNK { return }
-            if info.st_mode & 0o7777 != mode {
-                guard fchmodat(folder, name, mode & 0o7777, 0) == 0 else { throw .system(errno, "chmod \(path)") }
+            if info.st_mode & 0o7777 != Self.permissions(mode) {
+                guard fchmodat(folder, name, Self.permissions(mode), 0) == 0 else {
+                    throw .system(errno, "chmod \(path)")
+                }
             }
             var times = [timespec(tv_sec: 0, tv_nsec: UTIME_OMIT), Self.time(mtime)]
             guard utimensat(folder, name, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
@@ -85,7 +97,7 @@ public struct ReplicaFolder: Sendable {
             guard mkdirat(folder, name, 0o700) == 0 else { throw .system(errno, "cannot make folder \(path)") }
             var times = [timespec(tv_sec: 0, tv_nsec: UTIME_OMIT), Self.time(mtime)]
             _ = utimensat(folder, name, &times, AT_SYMLINK_NOFOLLOW)
-            _ = fchmodat(folder, name, mode & 0o7777, 0)
+            _ = fchmodat(folder, name, Self.permissions(mode), 0)
             return try Self.inode(at: folder, name, path)
         }
     }
@@ -160,7 +172,7 @@ public struct ReplicaFolder: Sendable {
 
     static func shape(_ file: Int32, _ path: String, size: Int64, mtime: Double, mode: UInt32) throws(Failure) {
         guard ftruncate(file, off_t(size)) == 0 else { throw .system(errno, "cannot size \(path)") }
-        guard fchmod(file, mode & 0o7777) == 0 else { throw .system(errno, "cannot chmod \(path)") }
+        guard fchmod(file, Self.permissions(mode)) == 0 else { throw .system(errno, "cannot chmod \(path)") }
         try restoreTime(file, mtime, path)
     }
 

@@ -100,7 +100,7 @@ public final class ReplicaStore: Sendable {
         let item = ExtensionItem(
             id: row["id"], parent: row["parent"], name: row["name"],
             kind: ItemKind(rawValue: row["kind"]) ?? .file, size: row["size"], mtime: row["mtime"],
-            mode: UInt32(truncatingIfNeeded: row["mode"] as Int64),
+            mode: ReplicaFolder.permissions(UInt32(truncatingIfNeeded: row["mode"] as Int64)),
             version: ItemVersion(content: row["content_version"], metadata: row["metadata_version"]),
             target: row["target"])
         var record = ReplicaRecord(item: item, inode: UInt64(bitPattern: row["inode"] as Int64))

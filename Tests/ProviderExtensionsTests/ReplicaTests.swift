@@ -129,6 +129,35 @@ import Testing
         #expect(status("docs/a.txt") == nil && status("docs/big.bin") == nil)
         #expect(status("moved.txt")?.st_ino == before)
     }
+
+    @Test("a remote item's set-id and sticky bits never reach the replica, and are not pushed back")
+    func noSetIDBits() throws {
+        // Issue 46, 5b: the replica kept an extension's mode 06777, so a
+        // remote item became a set-id file on the host (the owner's, root's
+        // when the daemon runs as root). Permission bits only (SPEC S42).
+        try fixture.write("remote/docs/setid.sh", "#!/bin/sh\n")
+        try fixture.makeFolder("remote/docs/sticky")
+        #expect(chmod(remote + "/docs/setid.sh", 0o6777) == 0)
+        #expect(chmod(remote + "/docs/sticky", 0o7777) == 0)
+        #expect(chmod(remote + "/docs/a.txt", 0o6755) == 0)
+        try replica.pull()
+        let file = try #require(status("docs/setid.sh"))
+        #expect(file.st_mode & 0o7777 == 0o777, "\(String(file.st_mode & 0o7777, radix: 8))")
+        let folder = try #require(status("docs/sticky"))
+        #expect(folder.st_mode & 0o7777 == 0o777, "\(String(folder.st_mode & 0o7777, radix: 8))")
+        // A remote chmod of an item the replica has (no new content).
+        let changed = try #require(status("docs/a.txt"))
+        #expect(changed.st_mode & 0o7777 == 0o755, "\(String(changed.st_mode & 0o7777, radix: 8))")
+        // The content downloaded keeps the mode the placeholder had.
+        try replica.materializeWhole(inode: UInt64(file.st_ino), app: nil, control: RequestControl())
+        #expect(try #require(status("docs/setid.sh")).st_mode & 0o7777 == 0o777)
+        // The replica's bits are not a local chmod to send up.
+        try replica.push()
+        var remoteInfo = stat()
+        #expect(lstat(remote + "/docs/setid.sh", &remoteInfo) == 0 && remoteInfo.st_mode & 0o7777 == 0o6777)
+        #expect(lstat(remote + "/docs/sticky", &remoteInfo) == 0 && remoteInfo.st_mode & 0o7777 == 0o7777)
+        #expect(replica.status.queued == 0 && replica.status.errors == 0)
+    }
 }
 
 @Suite struct ByteRangesTests {
