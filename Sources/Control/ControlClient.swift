@@ -100,6 +100,30 @@ public enum ControlClient {
         return (version, response.servedFailure)
     }
 
+    /// Which app process `pid` is of, as the daemon serving `state`
+    /// attributes it (`identify`): the app, nil for a process of no app;
+    /// a failure when the daemon could not tell (the process is gone, the
+    /// daemon did not answer); nil when no daemon serves `state`. Only
+    /// `CallerIdentity` asks (SPEC S5).
+    public static func identify(pid: Int32, state: StateDirectory) -> Result<AppID?, CommandError>? {
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
+        let response: ControlResponse
+        do {
+            response = try send(.identify(pid: pid), state: state, timeoutSeconds: 5)
+        } catch  where error.kind == .noDaemon {
+            return nil
+        } catch {
+            return .failure(error)
+        }
+        guard response.ok else {
+            return .failure(
+                CommandError(
+                    CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                    response.message ?? "the daemon could not identify process \(pid)"))
+        }
+        return .success(response.app)
+    }
+
     public static func status(state: StateDirectory) throws(CommandError) -> DaemonStatus? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
         do {

@@ -20,7 +20,8 @@ extension ControlRequest.Operation {
     /// The one place that says who may send what.
     public var audience: Audience {
         switch self {
-        case .register, .reload, .status, .servedPolicy, .grant, .revoke, .restore, .forget, .agentNext, .agentAnswer,
+        case .register, .reload, .status, .servedPolicy, .identify, .grant, .revoke, .restore, .forget, .agentNext,
+            .agentAnswer,
             .pickForApp,
             .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent:
             .owner
@@ -63,6 +64,8 @@ public enum ControlCommand: Sendable, Equatable {
     case status
     case servedPolicy
     case whoami
+    /// Which app process `pid` is of (`CallerIdentity`).
+    case identify(pid: Int32)
     case resolve(bookmark: String)
     case grant(GrantOrder)
     case revoke(app: AppID, grant: GrantID?)
@@ -97,6 +100,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .status: self = .status
         case .servedPolicy: self = .servedPolicy
         case .whoami: self = .whoami
+        case .identify: self = .identify(pid: try need(request.pid, "a pid"))
         case .resolve: self = .resolve(bookmark: try need(request.bookmark, "a bookmark"))
         case .grant: self = .grant(try need(request.grantOrder, "a grant order"))
         case .revoke: self = .revoke(app: try need(request.app, "an app"), grant: request.grant)
@@ -139,6 +143,7 @@ public enum ControlCommand: Sendable, Equatable {
             request.containerPaths = paths
             request.imported = imported
         case .status, .servedPolicy, .whoami, .faultList: break
+        case .identify(let pid): request.pid = pid
         case .resolve(let bookmark): request.bookmark = bookmark
         case .grant(let order): request.grantOrder = order
         case .revoke(let app, let grant), .restore(let app, let grant), .forget(let app, let grant):
@@ -192,6 +197,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .status: .status
         case .servedPolicy: .servedPolicy
         case .whoami: .whoami
+        case .identify: .identify
         case .resolve: .resolve
         case .grant: .grant
         case .revoke: .revoke

@@ -22,6 +22,11 @@ public struct ControlRequest: Codable, Sendable {
         case resolve
         /// Which app the sender is a process of (`OwnerCheck`), if any.
         case whoami
+        /// Which app process `pid` is of, by the daemon's attribution (run
+        /// cgroups or process events): what the owner's other processes
+        /// (`scopefs portal`, `scopefs settings`) ask to tell app processes
+        /// from the owner's (`CallerIdentity`, SPEC S5, S45, S46).
+        case identify
         /// The owner's four policy commands, served by the daemon whenever
         /// one serves the state directory (`OwnerPolicy`): it writes the
         /// database with its own connection and installs the change before
@@ -105,6 +110,8 @@ public struct ControlRequest: Codable, Sendable {
     /// evict) and, but for sync, the item's path in the provider (`path`).
     public var contentProvider: ProviderID?
     public var contentAction: ContentAction?
+    /// With `identify`: the process asked about.
+    public var pid: Int32?
 
     public init(
         op: Operation, app: AppID? = nil, bookmark: String? = nil, containerPaths: [String]? = nil,

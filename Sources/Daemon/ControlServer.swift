@@ -6,6 +6,7 @@ import HostText
 import Logging
 import Policy
 import PolicyStore
+import Processes
 import Synchronization
 
 /// Serves a control socket: registration of app processes, reload after
@@ -17,9 +18,10 @@ final class ControlServer: Sendable {
 
     private let socket: UnixSocket
     let endpoint: Endpoint
-    /// The app a peer is a process of, looked up once per connection and
-    /// handed to the handler with the request.
-    private let appOf: @Sendable (Int32) -> AppID?
+    /// Who a peer is (`CallerIdentity` on the tracker's attribution),
+    /// looked up once per connection; its app is handed to the handler
+    /// with the request.
+    private let identity: CallerIdentity
     /// Connections of app processes being served, over both endpoints' own
     /// counts: each costs the daemon a thread, so app processes, which are
     /// assumed hostile, get at most `appConnectionLimit` at once, and the
@@ -42,7 +44,7 @@ final class ControlServer: Sendable {
 
     init(
         path: String, endpoint: Endpoint, ownerUID: uid_t, appAccount: AppAccount? = nil, logger: Logger,
-        appOf: @escaping @Sendable (Int32) -> AppID?, router: ControlRouter
+        attribution: @escaping @Sendable (Int32) -> CallerIdentity.Attribution, router: ControlRouter
     ) throws {
         socket = try UnixSocket.listening(at: path)
         if let appAccount, appAccount.uid != ownerUID {
@@ -53,7 +55,11 @@ final class ControlServer: Sendable {
         }
         self.endpoint = endpoint
         self.appAccount = appAccount
-        self.appOf = appOf
+        // Root's processes are served as the owner's (they could do what
+        // the daemon does anyway); the app account's are apps' or strangers.
+        self.identity = CallerIdentity(
+            source: .tracker(attribution), ownerUIDs: [0, ownerUID],
+            appUIDs: appAccount.map { [$0.uid] } ?? [])
         self.ownerUID = ownerUID
         self.router = router
         self.logger = logger
@@ -85,15 +91,15 @@ final class ControlServer: Sendable {
             // Every peer here is an app's: counted before anything is read
             // about it.
             withAppSlot(client) {
-                let peerApp = peer.flatMap { appOf($0.pid) }
-                withAppShare(client, peerApp) { respond(client, answer(client, peer, peerApp)) }
+                let who = peer.map { identity.identify(pid: $0.pid, uid: $0.uid) }
+                withAppShare(client, who?.app) { respond(client, answer(client, peer, who)) }
             }
         case .owner:
-            let peerApp = peer.flatMap { appOf($0.pid) }
-            if peer == nil || peerApp != nil {
-                withAppSlot(client) { withAppShare(client, peerApp) { respond(client, answer(client, peer, peerApp)) } }
+            let who = peer.map { identity.identify(pid: $0.pid, uid: $0.uid) }
+            if who?.isOwner == true {
+                respond(client, answer(client, peer, who))
             } else {
-                respond(client, answer(client, peer, nil))
+                withAppSlot(client) { withAppShare(client, who?.app) { respond(client, answer(client, peer, who)) } }
             }
         }
     }
@@ -131,10 +137,19 @@ final class ControlServer: Sendable {
         body()
     }
 
-    private func answer(_ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ peerApp: AppID?) -> ControlResponse
-    {
+    private func answer(
+        _ client: UnixSocket, _ peer: UnixSocket.PeerCredentials?, _ who: CallerIdentity.Peer?
+    ) -> ControlResponse {
         let response: ControlResponse
-        if let peer, peer.uid == 0 || peer.uid == ownerUID || peer.uid == appAccount?.uid {
+        if case .unknown(let reason)? = who {
+            // Fail closed: a peer that may be an app process is not served
+            // as the owner's (nor as an app it cannot be shown to be).
+            logger.warning("control connection refused: \(reason)")
+            response = .failure(
+                CommandError.Kind.refused.rawValue,
+                "refused: the sending process's app cannot be established (\(reason)); SPEC S5")
+        } else if let peer, peer.uid == 0 || peer.uid == ownerUID || peer.uid == appAccount?.uid {
+            let peerApp = who?.app
             // Paths arrive with host bytes as `\udcXX` (SPEC S33a, `HostJSON`).
             if let line = client.readLine(),
                 let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(HostJSON.decodable(line)))

@@ -312,7 +312,7 @@ public enum Daemon {
                     try ControlServer(
                         path: path, endpoint: endpoint, ownerUID: ownerUID,
                         appAccount: endpoint == .app ? Self.appAccount : nil, logger: logger,
-                        appOf: { tracker.app(of: $0) }, router: router))
+                        attribution: { tracker.attribution(of: $0) }, router: router))
             } catch {
                 servers.forEach { $0.stop() }
                 throw CommandError(.ioError, "cannot listen on \(path): \(error)")

@@ -45,6 +45,8 @@ struct DaemonControl: ControlHandling {
             return response
         case .status:
             return ProcessHandling.status(services)
+        case .identify(let pid):
+            return ProcessHandling.identify(pid, services: services)
         case .servedPolicy:
             var response = ControlResponse(ok: true)
             response.servedVersion = services.reloader.servedVersion ?? 0

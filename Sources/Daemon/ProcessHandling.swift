@@ -35,6 +35,23 @@ enum ProcessHandling {
         }
     }
 
+    /// `identify`: which app process `pid` is of, by the attribution FUSE
+    /// requests are served by, for the owner's other processes'
+    /// `CallerIdentity` (the portal, the settings page). A process that is
+    /// gone cannot be told: a failure, never "no app" (fail closed).
+    static func identify(_ pid: Int32, services: DaemonServices) -> ControlResponse {
+        switch services.tracker.attribution(of: pid) {
+        case .app(let app):
+            var response = ControlResponse(ok: true)
+            response.app = app
+            return response
+        case .notApp:
+            return ControlResponse(ok: true)
+        case .unknown(let reason):
+            return .failure(CommandError.Kind.noInput.rawValue, reason)
+        }
+    }
+
     static func status(_ services: DaemonServices) -> ControlResponse {
         let counters = services.scopes.processes
         // bubblewrap's own processes (the sandbox's keeper and its pid 1)

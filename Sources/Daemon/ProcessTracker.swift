@@ -220,11 +220,16 @@ public final class ProcessTracker: CallerResolver {
         case noCgroup
     }
 
-    /// The app of a live process (by pid), for control-socket requests.
-    public func app(of pid: Int32) -> AppID? {
-        guard let status = ProcFS.status(of: pid), let key = ProcFS.key(of: status.tgid) else { return nil }
+    /// What the attribution FUSE requests are served by says of a process
+    /// or thread: the answer `CallerIdentity` decides with, in the daemon
+    /// and (through the control socket's `identify`) in the owner's other
+    /// processes. A process that is gone cannot be told (fail closed).
+    package func attribution(of pid: Int32) -> CallerIdentity.Attribution {
+        guard let status = ProcFS.status(of: pid), let key = ProcFS.key(of: status.tgid) else {
+            return .unknown("process \(pid) is gone")
+        }
         applyPendingEvents()
-        return appOf(key, status: status, thread: pid)
+        return appOf(key, status: status, thread: pid).map { .app($0) } ?? .notApp
     }
 
     /// Live app processes, for `scopefs status`.

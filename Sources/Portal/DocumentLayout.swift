@@ -3,6 +3,7 @@ import FuseBridge
 import Glibc
 import HostText
 import Policy
+import Processes
 import Synchronization
 import SystemPackage
 
@@ -185,37 +186,23 @@ final class DocumentLayout: FileSystem {
     }
 
     /// Who may reach `node`: the owner's own processes, all of it; an app
-    /// process of `scopefs run`, only what is below `by-app/APP` of its own
-    /// app, as named by its sandbox's read-only `/.flatpak-info` (what the
-    /// portal frontend reads to attribute its requests). `binding`: a
-    /// lookup of `by-app` or `by-app/APP`, which bubblewrap (the owner's
-    /// uid, already in the run's cgroup) makes to show that folder.
+    /// process, only what is below `by-app/APP` of its own app
+    /// (`CallerIdentity`: the daemon's attribution, checked against the
+    /// app its sandbox's read-only `/.flatpak-info` names, which the portal
+    /// frontend reads to attribute its requests); anyone else, nothing.
+    /// `binding`: a lookup of `by-app` or `by-app/APP`, which bubblewrap
+    /// (the owner's uid, already one of the run's processes) makes to show
+    /// that folder.
     private func checkCaller(_ request: Request, reaching node: Node, binding: Bool = false) throws(Errno) {
-        let inRun =
-            (try? String(contentsOfFile: "/proc/\(request.threadID)/cgroup", encoding: .utf8))?.contains(
-                "/scopefs-run-") ?? false
-        if request.uid == ownerUID && (!inRun || binding) { return }
+        let caller = portal.callers.identify(pid: request.threadID, uid: request.uid)
+        if caller.isOwner || (binding && request.uid == ownerUID && caller.app != nil) { return }
         let app: AppID?
         switch node {
         case .appFolder(let folder): app = folder
         case .documentFolder(_, let folder), .documentFile(_, let folder): app = folder
         case .root, .byApp: app = nil
         }
-        guard inRun, let app, Self.sandboxApp(of: request.threadID) == app else { throw Errno.permissionDenied }
-    }
-
-    /// The app id in `/.flatpak-info` of the thread's root: a sandbox of
-    /// `scopefs run` binds it read-only; on the host there is none.
-    private static func sandboxApp(of thread: Int32) -> AppID? {
-        guard let text = try? String(contentsOfFile: "/proc/\(thread)/root/.flatpak-info", encoding: .utf8) else {
-            return nil
-        }
-        var group = ""
-        for line in text.split(separator: "\n") {
-            if line.hasPrefix("[") { group = String(line) }
-            if group == "[Application]", line.hasPrefix("name=") { return String(line.dropFirst(5)) }
-        }
-        return nil
+        guard let own = caller.app, let app, own == app else { throw Errno.permissionDenied }
     }
 
     // MARK: FileSystem

@@ -1,10 +1,12 @@
 import CPortalBus
 import CommandErrors
+import Control
 import Foundation
 import Glibc
 import HostText
 import Policy
 import PolicyStore
+import Processes
 
 /// The Documents interface's methods on Swift values: what each does to
 /// the document table and to ScopeFS's grants (docs/PORTAL.md). The D-Bus
@@ -31,11 +33,22 @@ final class DocumentPortal: Sendable {
     let mountPoint: String
     let table: DocumentTable
     let grants: DocumentGrants
+    /// Who a bus caller or a layout request is: the daemon serving the
+    /// state directory tells app processes by its own attribution (SPEC
+    /// S5). A root owner's apps, and their bus proxies, run as the app
+    /// account.
+    let callers: CallerIdentity
 
     init(state: StateDirectory, mountPoint: String, policy: PortalPolicy) {
         self.mountPoint = mountPoint
         self.table = DocumentTable(file: state.path + "/portal-documents.json")
         self.grants = DocumentGrants(state: state, policy: policy)
+        let appAccount = geteuid() == 0 ? AppAccount.forOwner(0) : nil
+        self.callers = CallerIdentity(
+            source: .daemon { pid in
+                ControlClient.identify(pid: pid, state: state).map { $0.mapError { $0 as any Error } }
+            },
+            appUIDs: Set(appAccount.map { [$0.uid] } ?? []))
     }
 
     // MARK: Adding documents

@@ -35,7 +35,7 @@ final class DocumentsObject {
     /// run` (which could otherwise grant itself what it names, SPEC S5).
     private func checkCaller(_ message: OpaquePointer) throws(PortalError) {
         try OwnerCaller.check(
-            message, otherUser: "the document store serves its owner's processes only",
+            message, callers: portal.callers, otherUser: "the document store serves its owner's processes only",
             appProcess: "app processes of scopefs run cannot change the document store")
     }
 

@@ -100,7 +100,7 @@ final class FileChooserObject {
     /// name any app it liked), are refused.
     private func checkCaller(_ message: OpaquePointer) throws(PortalError) {
         try OwnerCaller.check(
-            message, otherUser: "the file chooser serves its owner's processes only",
+            message, callers: portal.callers, otherUser: "the file chooser serves its owner's processes only",
             appProcess:
                 "app processes of scopefs run call org.freedesktop.portal.FileChooser, not its backend: the frontend names the app"
         )

@@ -6,21 +6,26 @@ import Processes
 /// The portal acts with the owner's rights, so both of its objects answer
 /// only the owner's own processes: never another user's, nor an app
 /// process of a `scopefs run` (which could otherwise name or grant itself
-/// what it liked, SPEC S5). The messages say which object refused.
+/// what it liked, SPEC S5, S45), nor a caller whose app cannot be
+/// established (fail closed). Who the caller is, is `CallerIdentity`'s to
+/// say: an app given the bus with `--portal-bus` calls through its run's
+/// `xdg-dbus-proxy`, which the daemon counts among the run's processes.
+/// The messages say which object refused.
 enum OwnerCaller {
     static func check(
-        _ message: OpaquePointer, otherUser: String, appProcess: String
+        _ message: OpaquePointer, callers: CallerIdentity, otherUser: String, appProcess: String
     ) throws(PortalError) {
         var pid: pid_t = 0
         var uid: uid_t = 0
         guard scopefs_portal_caller(message, &pid, &uid) == 0 else {
             throw .notAllowed("the caller's credentials cannot be read")
         }
-        guard uid == geteuid() else { throw .notAllowed(otherUser) }
-        if let cgroup = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-            cgroup.contains("/" + AppCgroups.leafPrefix)
-        {
-            throw .notAllowed(appProcess)
+        switch callers.identify(pid: pid, uid: uid) {
+        case .owner: return
+        case .otherUser: throw .notAllowed(otherUser)
+        case .app(let app): throw .notAllowed("\(appProcess) (the caller is a process of \(app))")
+        case .unknown(let reason):
+            throw .notAllowed("\(appProcess) (the caller's app cannot be established: \(reason))")
         }
     }
 }

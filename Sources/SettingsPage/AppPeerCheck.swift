@@ -1,5 +1,7 @@
+import Control
 import Foundation
 import NIOCore
+import PolicyStore
 import Processes
 
 /// Refuses connections from app processes (SPEC S46). The default sandbox
@@ -11,18 +13,23 @@ import Processes
 ///
 /// - a socket of another user (the `scopefs-app` account apps of root run
 ///   as) is refused;
-/// - a socket held by a process of a `scopefs run` (its cgroup is a run's
-///   leaf) or that the daemon counts among app processes is refused;
+/// - a socket held by an app process, or by a process whose app cannot be
+///   established, is refused: `CallerIdentity` says, by the attribution of
+///   the daemon serving the state directory (run cgroups or process
+///   events, so a non-root owner's runs are told apart too);
 /// - a socket of the owner's uid whose holder cannot be read (a browser's
 ///   sandboxed network process) is let through to the token check.
 public struct AppPeerCheck: Sendable {
-    /// The daemon's app processes now (from `status`).
-    let appProcesses: @Sendable () -> Set<Int32>
+    let callers: CallerIdentity
     let procRoot: String
 
-    public init(procRoot: String = "/proc", appProcesses: @escaping @Sendable () -> Set<Int32>) {
+    public init(state: StateDirectory, procRoot: String = "/proc") {
         self.procRoot = procRoot
-        self.appProcesses = appProcesses
+        callers = CallerIdentity(
+            source: .daemon { pid in
+                ControlClient.identify(pid: pid, state: state).map { $0.mapError { $0 as any Error } }
+            },
+            ownerUIDs: [getuid(), 0])
     }
 
     /// Why the peer may not see the page, or nil.
@@ -37,8 +44,10 @@ public struct AppPeerCheck: Sendable {
                 "The connection comes from another user's process (uid \(socket.uid)); the page serves the owner only."
         }
         guard let pid = holder(ofSocket: socket.inode) else { return nil }
-        if appProcesses().contains(pid) || inRunCgroup(pid) {
-            return "The connection comes from an app process (pid \(pid)); only the owner may change grants (SPEC S46)."
+        let peer = callers.identify(pid: pid, uid: socket.uid)
+        guard peer.isOwner else {
+            return
+                "The connection comes from \(peer.description) (pid \(pid)); only the owner may change grants (SPEC S46)."
         }
         return nil
     }
@@ -122,10 +131,5 @@ public struct AppPeerCheck: Sendable {
             }
         }
         return nil
-    }
-
-    private func inRunCgroup(_ pid: Int32) -> Bool {
-        guard let path = ProcFS.cgroup2Path(of: String(pid)) else { return false }
-        return path.split(separator: "/").contains { $0.hasPrefix(AppCgroups.leafPrefix) }
     }
 }

@@ -35,9 +35,7 @@ public struct SettingsServer: Sendable {
     /// the socket listens.
     public func run(ready: @escaping @Sendable (String) -> Void) async throws {
         let backend = LiveSettingsBackend(state: state)
-        let peerCheck = AppPeerCheck {
-            Set((backend.status()?.processes ?? []).map(\.pid))
-        }
+        let peerCheck = AppPeerCheck(state: state)
         let live = LiveActivity(backend: backend)
         let router = SettingsRoutes.router(backend: backend, secrets: secrets, live: live) { context in
             peerCheck.refusal(remote: context.remoteAddress, local: context.localAddress)

@@ -24,6 +24,7 @@ let sampleCommands: [ControlCommand] = [
     .status,
     .servedPolicy,
     .whoami,
+    .identify(pid: 42),
     .resolve(bookmark: "token"),
     .grant(
         GrantOrder(
