@@ -317,16 +317,47 @@ struct AppCommand: ParsableCommand {
             commandName: "remove", abstract: "Unregister an app and drop its grants (its container stays on disk).")
         @OptionGroup var options: StateOptions
         @Argument(completion: Completions.apps) var id: String
+        @Flag(help: "End the app's running processes first (SIGTERM, then SIGKILL after 5 s).") var force = false
         @Flag(help: "Print the removed app as JSON.") var json = false
 
         func run() throws {
             try report { () throws(CommandError) in
                 let repository = try options.storeForChange("remove apps")
                 let removed = try repository.apps().first { $0.id == id }
+                // Not while its processes run (issue 46, 5c): they would go
+                // on reading and writing its container, of no app.
+                if removed != nil { try endProcesses() }
                 try repository.removeApp(id: id)
                 try ControlClient.notifyChange(state: options.directory)
+                // A run that registered meanwhile is of an app that is gone.
+                if removed != nil, force, let late = try? AppProcesses.running(id, state: options.directory) {
+                    _ = AppProcesses.end(late)
+                }
                 if json, let removed { printJSON(removed) }
             }
+        }
+
+        private func endProcesses() throws(CommandError) {
+            var running = try AppProcesses.running(id, state: options.directory)
+            if running.isEmpty { return }
+            guard force else {
+                throw CommandError(
+                    .timedOut,
+                    "\(id) has \(AppProcesses.describe(running)); stop them first, or end them with "
+                        + "`scopefs app remove --force \(id)`; the app was not removed")
+            }
+            // Those that end may start others meanwhile: a few rounds.
+            for _ in 0..<3 {
+                let left = AppProcesses.end(running)
+                if !left.isEmpty {
+                    throw CommandError(
+                        .timedOut, "cannot end \(AppProcesses.describe(left)) of \(id); the app was not removed")
+                }
+                running = try AppProcesses.running(id, state: options.directory)
+                if running.isEmpty { return }
+            }
+            throw CommandError(
+                .timedOut, "\(id) keeps starting processes: \(AppProcesses.describe(running)); the app was not removed")
         }
     }
 }
