@@ -33,15 +33,18 @@ public struct ProcessKey: Sendable, Hashable, Codable, CustomStringConvertible {
     public var description: String { "\(pid)@\(startTime)" }
 }
 
-/// What an operation does to its target, for the decision.
+/// What an operation does to its target, for the decision. Listing is a
+/// read of a folder (opendir, then readdir on its handle), creating a
+/// write to the folder (create, mkdir, mknod, symlink, link).
 public enum OperationClass: Sendable {
     /// lookup and getattr: never need more than visibility (SPEC S9).
     case lookup
-    /// Content read that needs a started scope in strict mode: open for
-    /// reading, opendir.
+    /// Content read: open for reading, opendir (by name, a started scope
+    /// in strict mode); read, readdir, fsync of a read descriptor (through
+    /// the descriptor, `Route.descriptor`: no scope).
     case read
-    /// Reads that need an active grant but no scope: readdir on an open
-    /// directory, readlink, getxattr, listxattr (not listed in SPEC S9).
+    /// Reads by name that need an active grant but no scope: readlink,
+    /// getxattr, listxattr (not listed in SPEC S9).
     case metadata
     /// Content write: open for writing, write, create, mkdir, unlink, rmdir,
     /// rename, link, symlink, setattr, setxattr, removexattr, fallocate.
@@ -60,32 +63,74 @@ public enum Denial: Error, Sendable, Equatable {
     case crossGrant
 }
 
+/// How an operation reaches its item (SPEC S9, S14, S47).
+public enum Route: Sendable, Equatable {
+    /// By name: open, opendir, create, and every request on a node that
+    /// is not made through an open descriptor. Content needs a held scope
+    /// in strict mode (S9).
+    case name
+    /// Through a descriptor (or a mapping of it) opened before: what the
+    /// open allowed is asked again, without a scope — "a descriptor opened
+    /// while in scope keeps working after the process's last stop" (S9) —
+    /// and a denial is EPERM, never ENOENT: the descriptor's file cannot
+    /// vanish, it is cut (S14).
+    case descriptor
+}
+
+/// What an open descriptor was opened for: read, write or both (O_RDWR,
+/// or O_RDONLY|O_TRUNC). Each of its operations asks the one decision for
+/// all of it (SPEC S47), so a write descriptor is cut once no active
+/// grant allows writing the file, a read descriptor once none allows
+/// reading it.
+public struct DescriptorAccess: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let read = DescriptorAccess(rawValue: 1)
+    public static let write = DescriptorAccess(rawValue: 2)
+
+    /// The operation classes the access is asked as, read first.
+    public var operations: [OperationClass] {
+        var operations: [OperationClass] = []
+        if contains(.read) { operations.append(.read) }
+        if contains(.write) { operations.append(.write) }
+        return operations
+    }
+}
+
 public enum Decision {
     /// Decides an operation on a provider item for an app process or the
     /// owner process. `scopeHeld` is consulted only for content operations on a
     /// granted item (the per-process security scope, SPEC S9).
     public static func provider(
-        _ operation: OperationClass, coverage: Coverage, caller: Caller,
+        _ operation: OperationClass, coverage: Coverage, caller: Caller, route: Route = .name,
         enclosing: (Grant) -> [Grant] = { _ in [] }, scopeHeld: (Grant) -> Bool = { _ in true }
     ) -> Denial? {
         if case .failure(let denial) = permit(
-            operation, coverage: coverage, caller: caller, enclosing: enclosing, scopeHeld: scopeHeld)
+            operation, coverage: coverage, caller: caller, route: route, enclosing: enclosing, scopeHeld: scopeHeld)
         {
             return denial
         }
         return nil
     }
 
-    /// Decides an operation on a provider item and names the grant that
-    /// allows it (nil outside grants). Apple's rule (SPEC S9): the item's
-    /// nearest grant, or any grant enclosing it (`enclosing`, nearest first),
-    /// allows the operation when it is active, grants enough access and —
-    /// for content — its scope is held. So a started folder scope covers
-    /// every item below it whatever deeper grants exist, and revoking one
-    /// grant denies only what no other active, started grant covers.
-    /// `enclosing` is asked only when the nearest grant does not allow it.
+    /// The access rule (SPEC S47): whether `caller` may do `operation` to
+    /// a provider item with `coverage` now, and the grant that allows it
+    /// (nil outside grants). Every check of a provider item asks this:
+    /// opens and other requests by name (`route: .name`, the gate), and
+    /// every operation on an open descriptor or mapping (`route:
+    /// .descriptor`, through `permitDescriptor`).
+    ///
+    /// Apple's rule (SPEC S9): the item's nearest grant, or any grant
+    /// enclosing it (`enclosing`, nearest first), allows the operation
+    /// when it is active, grants enough access (read-write for `.write`)
+    /// and — for content by name — its scope is held. So a started folder
+    /// scope covers every item below it whatever deeper grants exist, and
+    /// revoking or narrowing one grant denies only what no other active
+    /// grant allows. `enclosing` is asked only when the nearest grant does
+    /// not allow it; `scopeHeld` only for content by name.
     public static func permit(
-        _ operation: OperationClass, coverage: Coverage, caller: Caller,
+        _ operation: OperationClass, coverage: Coverage, caller: Caller, route: Route = .name,
         enclosing: (Grant) -> [Grant] = { _ in [] }, scopeHeld: (Grant) -> Bool = { _ in true }
     ) -> Result<Grant?, Denial> {
         switch caller {
@@ -93,28 +138,58 @@ public enum Decision {
             return .failure(.invisible)
         case .owner:
             switch coverage {
-            case .hidden: return .failure(.invisible)
+            case .hidden: return .failure(route == .descriptor ? .denied : .invisible)
             case .ancestor: return operation == .write ? .failure(.readOnlyView) : .success(nil)
             case .granted(let grant): return operation == .write ? .failure(.readOnlyView) : .success(grant)
             }
         case .app:
             switch coverage {
             case .hidden:
-                return .failure(.invisible)
+                return .failure(route == .descriptor ? .denied : .invisible)
             case .ancestor:
                 return operation == .write ? .failure(.denied) : .success(nil)
             case .granted(let grant):
                 if operation == .lookup { return .success(grant) }
+                let needsScope = route == .name && operation != .metadata
                 func allows(_ grant: Grant) -> Bool {
                     if grant.state != .active { return false }
                     if operation == .write && grant.access != .readWrite { return false }
-                    return operation == .metadata || scopeHeld(grant)
+                    return !needsScope || scopeHeld(grant)
                 }
                 if allows(grant) { return .success(grant) }
                 if let outer = enclosing(grant).first(where: allows) { return .success(outer) }
                 return .failure(.denied)
             }
         }
+    }
+
+    /// The descriptor path's entry point (SPEC S14, S47): whether an open
+    /// descriptor (or a mapping of it) of a provider item may still be
+    /// used for what it was opened for. `permit` is asked, `route:
+    /// .descriptor`, for each of `access` (all must be allowed), with the
+    /// item's coverage now — the same coverage an open would see.
+    ///
+    /// `openedThrough`: the grant the descriptor was opened through, as the
+    /// policy has it now (nil once it is gone). It stands in for the
+    /// coverage only where the item's path no longer leads to a grant
+    /// while that grant is still there: the item moved, or its name now
+    /// names another file (issue 28's check), and the descriptor still
+    /// holds the file that grant allowed. A revoke, a narrowing or a
+    /// forget of that grant is then decided as for any coverage.
+    public static func permitDescriptor(
+        _ access: DescriptorAccess, coverage: Coverage, openedThrough: Grant?, caller: Caller,
+        enclosing: (Grant) -> [Grant] = { _ in [] }
+    ) -> Result<Grant?, Denial> {
+        var coverage = coverage
+        if case .hidden = coverage, let openedThrough { coverage = .granted(openedThrough) }
+        var allowing: Grant? = nil
+        for operation in access.operations {
+            switch permit(operation, coverage: coverage, caller: caller, route: .descriptor, enclosing: enclosing) {
+            case .failure(let denial): return .failure(denial)
+            case .success(let grant): allowing = allowing ?? grant
+            }
+        }
+        return .success(allowing)
     }
 
     /// Decides an operation on an item of an app's own container: the app has

@@ -187,12 +187,18 @@ public struct PolicySnapshot: Sendable {
         grantsByID[grant].flatMap { enclosing[$0.app]?[grant] } ?? []
     }
 
-    /// Whether an item first reached through `grant` is still covered by an
-    /// active grant: `grant` itself or one that encloses it. Open
-    /// descriptors need no scope (SPEC S9), only this.
-    public func isCovered(through grant: GrantID) -> Bool {
-        if grantsByID[grant]?.state == .active { return true }
-        return enclosingGrants(of: grant).contains { $0.state == .active }
+    /// Whether an open descriptor (or a mapping of it) of an item with
+    /// `coverage` may still be used for `access`: the one access rule
+    /// (`Decision.permit`) asked through the descriptor, with this
+    /// snapshot's grants (SPEC S14, S47). `openedThrough`: the grant the
+    /// descriptor was opened through (`Decision.permitDescriptor`). The
+    /// daemon's descriptor operations ask this, the policy tests too.
+    public func permitDescriptor(
+        _ access: DescriptorAccess, coverage: Coverage, openedThrough: GrantID?, caller: Caller
+    ) -> Result<Grant?, Denial> {
+        Decision.permitDescriptor(
+            access, coverage: coverage, openedThrough: openedThrough.flatMap { grantsByID[$0] }, caller: caller,
+            enclosing: { enclosingGrants(of: $0.id) })
     }
 
     public static let empty = PolicySnapshot(generation: 0, apps: [], providers: [], grants: [])

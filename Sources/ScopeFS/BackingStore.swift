@@ -1,4 +1,5 @@
 import Glibc
+import Policy
 import SystemPackage
 
 /// The rules ScopeFileSystem follows on the backing store, on top of the
@@ -11,6 +12,15 @@ enum BackingStore {
     /// Whether an open asks to change the file (a write or a truncation).
     static func opensForWriting(_ flags: Int32) -> Bool {
         (flags & O_ACCMODE) != O_RDONLY || flags & O_TRUNC != 0
+    }
+
+    /// What a descriptor opened with `flags` is for: every operation on it
+    /// asks the access rule for all of it (SPEC S47).
+    static func descriptorAccess(_ flags: Int32) -> DescriptorAccess {
+        var access: DescriptorAccess = []
+        if flags & O_ACCMODE != O_WRONLY { access.insert(.read) }
+        if opensForWriting(flags) { access.insert(.write) }
+        return access
     }
 
     /// Flags for the backing open. O_DIRECT is dropped: libfuse 3.14 hands

@@ -29,14 +29,17 @@ struct Target {
 extension ScopeFileSystem {
     /// Resolves `inode` and checks `access` by `caller` against the policy;
     /// `operation` names the request in events and fault rules. Every
-    /// request on an existing node passes through here.
+    /// request on an existing node passes through here; `route` is
+    /// `.descriptor` for one made through an open handle (readdir, setattr
+    /// through a write descriptor), which needs no scope (SPEC S9).
     func gate(
-        _ inode: UInt64, _ access: OperationClass, _ caller: Caller, _ operation: FileOperation
+        _ inode: UInt64, _ access: OperationClass, _ caller: Caller, _ operation: FileOperation,
+        route: Route = .name
     ) throws(Errno) -> Target {
         guard let resolved = table.resolve(inode, generation: generation) else { throw .staleNFSFileHandle }
         let grant: Grant?
         do {
-            grant = try decide(resolved, access, caller)
+            grant = try decide(resolved, access, caller, route: route)
         } catch {
             // EIO here is the table's own fault (`PathWalk`), not a denial.
             if error != .ioError { recordDenial(error, resolved, caller, operation) }
@@ -50,9 +53,9 @@ extension ScopeFileSystem {
 
     /// The decision for one operation: the grant covering a provider node,
     /// nil for other places, or the denial's errno.
-    private func decide(_ resolved: NodeTable.Resolved, _ operation: OperationClass, _ caller: Caller) throws(Errno)
-        -> Grant?
-    {
+    private func decide(
+        _ resolved: NodeTable.Resolved, _ operation: OperationClass, _ caller: Caller, route: Route
+    ) throws(Errno) -> Grant? {
         let place = resolved.node.place
         if let app = place.app, !Decision.mayEnter(app: app, caller: caller) { throw .noSuchFileOrDirectory }
         switch place {
@@ -72,8 +75,10 @@ extension ScopeFileSystem {
             let coverage = try coverage(of: resolved, app: app, provider: provider)
             // The grant that allows the operation: the item's nearest, or one
             // enclosing it (Apple's rule, SPEC S9), looked up only when needed.
+            // The one access rule (SPEC S47); open descriptors ask it too
+            // (`checkStillGranted`).
             let verdict = Decision.permit(
-                operation, coverage: coverage, caller: caller,
+                operation, coverage: coverage, caller: caller, route: route,
                 enclosing: { grant in self.withPolicy { $0.enclosingGrants(of: grant.id) } },
                 scopeHeld: { grant in self.scopeHeld(by: caller, on: grant) })
             switch verdict {
@@ -158,17 +163,37 @@ extension ScopeFileSystem {
         }
     }
 
-    /// Checks that an already-open file may still be used: with
-    /// `--open-files revoke`, a revoked grant cuts it (SPEC S14).
+    /// Checks that an already-open file may still be used for what it was
+    /// opened for (`OpenHandle.access`): with `--open-files revoke`, every
+    /// operation on an open descriptor or mapping of a provider item asks
+    /// the one access rule again, through the descriptor (SPEC S14, S47:
+    /// `PolicySnapshot.permitDescriptor`), with the item's coverage as an
+    /// open would see it. So a revoke or a narrowing cuts exactly what the
+    /// new policy no longer allows: a write descriptor once no active grant
+    /// lets the app write the file, a read descriptor once none lets it
+    /// read it; EPERM either way. No scope is asked (S9: a descriptor
+    /// opened in scope keeps working after the last stop).
     /// Reads and writes ask this once per policy generation, through an
     /// atomic on the handle, not a lock per call.
     func checkStillGranted(_ handle: OpenHandle, _ operation: FileOperation) throws(Errno) {
         if faults.isActive { try injectFault(handle, operation) }
-        guard configuration.openFiles == .revoke, let grant = handle.grant else { return }
+        // Container files: nothing there is ever revoked (S14 is about grants).
+        guard configuration.openFiles == .revoke, case .provider(let app, let provider) = handle.node.place else {
+            return
+        }
         let current = generation
         if handle.grantVerified.load(ordering: .acquiring) == current { return }
-        // The grant it was opened through, or one enclosing it (SPEC S9).
-        guard withPolicy({ $0.isCovered(through: grant) }) else { throw .notPermitted }
+        // The kernel holds the node while the file is open.
+        guard let resolved = table.resolve(handle.node.inode, generation: current) else { throw .notPermitted }
+        let coverage = try coverage(of: resolved, app: app, provider: provider)
+        let caller = handle.user.caller
+        let verdict = withPolicy {
+            $0.permitDescriptor(handle.access, coverage: coverage, openedThrough: handle.grant, caller: caller)
+        }
+        if case .failure(let denial) = verdict {
+            recordDenial(denial.errno, resolved, caller, operation)
+            throw denial.errno
+        }
         handle.grantVerified.store(current, ordering: .releasing)
     }
 }

@@ -8,13 +8,19 @@ import Synchronization
 final class OpenHandle: Sendable {
     let descriptor: Int32
     let node: Node
-    /// The grant that covered the file when it was opened (provider items).
+    /// The grant that allowed the open (provider items): the descriptor's
+    /// check falls back on it only where the file's path no longer leads
+    /// to a grant (`Decision.permitDescriptor`).
     let grant: GrantID?
-    let writable: Bool
+    /// What the descriptor was opened for: each operation on it asks the
+    /// access rule for all of it (`checkStillGranted`, SPEC S47).
+    let access: DescriptorAccess
+    var writable: Bool { access.contains(.write) }
     /// Who opened it: only processes of that app (or, for a file opened in
     /// the inspect view, the owner's processes) may use it (SPEC S33).
     let user: FileUser
-    /// The policy generation in which the grant was last seen active.
+    /// The policy generation in which the access rule last allowed the
+    /// descriptor's access.
     let grantVerified = Atomic<UInt64>(0)
     /// Set by the first write (or truncation) through the handle: its
     /// release tells other apps' presenters (`contentWritten`).
@@ -23,12 +29,15 @@ final class OpenHandle: Sendable {
     /// given back after `deinit` closed the descriptor.
     private let charge: DescriptorCharge
 
-    init(descriptor: Int32, node: Node, grant: GrantID?, writable: Bool, user: FileUser, charge: DescriptorCharge) {
+    init(
+        descriptor: Int32, node: Node, grant: GrantID?, access: DescriptorAccess, user: FileUser,
+        charge: DescriptorCharge
+    ) {
         self.charge = charge
         self.descriptor = descriptor
         self.node = node
         self.grant = grant
-        self.writable = writable
+        self.access = access
         self.user = user
     }
 

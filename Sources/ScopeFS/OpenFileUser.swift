@@ -25,6 +25,18 @@ enum FileUser: Sendable, Hashable {
         }
     }
 
+    /// The caller the access rule is asked for on the descriptor's
+    /// operations (`checkStillGranted`): the opener's app, with no process —
+    /// through a descriptor no scope is asked (SPEC S9), and the kernel's
+    /// writeback of a shared mapping comes from none (`checkUser`).
+    var caller: Caller {
+        switch self {
+        case .app(let app): .app(app, ProcessKey(pid: 0, startTime: 0))
+        case .owner: .owner
+        case .nobody: .stranger
+        }
+    }
+
     /// The app ID compares its storage first: the tracker hands every
     /// request of an app the same string, so this is nearly always one
     /// pointer comparison.

@@ -11,13 +11,16 @@ extension ScopeFileSystem {
         throws(Errno) -> Attributes
     {
         let open = handle.map(OpenHandle.from)
-        // Through a descriptor opened in scope (ftruncate, fchmod), the
-        // descriptor's rights stand in for the scope (SPEC S9) — for its
-        // own app only (SPEC S33): checked before the gate, so a stolen
-        // descriptor gets EPERM, not the ENOENT of another app's node.
+        // Through a write descriptor opened in scope (ftruncate, futimens),
+        // the descriptor's rights stand in for the scope (SPEC S9): the
+        // access rule is asked through the descriptor, for a write (S47) —
+        // for its own app only (SPEC S33): checked before the gate, so a
+        // stolen descriptor gets EPERM, not the ENOENT of another app's node.
         let caller = callers.caller(of: request)
         if let open { try checkUser(open, request, .setattr, caller) }
-        let target = try gate(inode, open?.writable == true ? .metadata : .write, caller, .setattr)
+        let throughDescriptor = open?.writable == true
+        let target = try gate(
+            inode, .write, caller, .setattr, route: throughDescriptor ? .descriptor : .name)
         guard target.node.place.isBacked else { throw .notPermitted }
         if let open { try checkStillGranted(open, .setattr) }
         // A placeholder is downloaded before its size changes (S42, S43);

@@ -58,8 +58,9 @@ extension ScopeFileSystem {
     ) throws(Errno) {
         let caller = callers.caller(of: request)
         let directory = DirectoryHandle.from(handle)
-        // The directory was opened in scope: reading it on needs the grant only.
-        let target = try gate(inode, .metadata, caller, .readdir)
+        // The directory was opened in scope: reading it on is a read through
+        // its handle, which needs an active grant but no scope (S9, S47).
+        let target = try gate(inode, .read, caller, .readdir, route: .descriptor)
         if offset == 0 && directory.hasBeenRead {
             // rewinddir(): show the folder as it is now.
             directory.entries = try entries(of: target, caller: caller)
@@ -137,7 +138,8 @@ extension ScopeFileSystem {
     }
 
     public func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
-        let target = try gate(inode, .read, callers.caller(of: request), .fsyncdir)
+        // On the directory's handle, as readdir (S9, S47).
+        let target = try gate(inode, .read, callers.caller(of: request), .fsyncdir, route: .descriptor)
         guard target.node.folder != nil else { return }
         let directory = try folderDescriptor(of: target.node)
         defer { withExtendedLifetime(directory) {} }

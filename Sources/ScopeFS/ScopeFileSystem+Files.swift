@@ -50,8 +50,8 @@ extension ScopeFileSystem {
             throw error
         }
         let handle = OpenHandle(
-            descriptor: descriptor, node: target.node, grant: target.grant?.id, writable: writes,
-            user: FileUser(caller),
+            descriptor: descriptor, node: target.node, grant: target.grant?.id,
+            access: BackingStore.descriptorAccess(flags), user: FileUser(caller),
             charge: charge)
         if writes && flags & O_TRUNC != 0 { handle.wrote.store(true, ordering: .relaxed) }
         // Cached pages stay when the file is as it was at the last open.
@@ -79,8 +79,8 @@ extension ScopeFileSystem {
             try giveToCaller(directory, name, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: name, known: Sys.stat(descriptor))
             let handle = OpenHandle(
-                descriptor: descriptor, node: node, grant: folder.grant?.id, writable: true, user: FileUser(caller),
-                charge: charge)
+                descriptor: descriptor, node: node, grant: folder.grant?.id,
+                access: BackingStore.descriptorAccess(flags), user: FileUser(caller), charge: charge)
             _ = table.opened(node.inode, handle, version: FileVersion(info))
             let passthrough = passthroughOffer(node, info, descriptor: descriptor)
             return (

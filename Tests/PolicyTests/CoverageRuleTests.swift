@@ -61,8 +61,16 @@ import Testing
         #expect(try decide(.read, "Reports/plain.txt", in: revokedFolder, started: [2]).get()?.id == 2)
         #expect(decide(.read, "Reports/plain.txt", in: revokedFolder, started: [1]) == .failure(.denied))
         #expect(decide(.read, "Reports/other.txt", in: revokedFolder, started: [1, 2]) == .failure(.denied))
-        #expect(revokedFile.isCovered(through: 2))
-        #expect(!snapshot([grant(2, "Reports/plain.txt", folder: false, state: .revoked)]).isCovered(through: 2))
+        // An open descriptor of the file: the folder grant still allows it (S14, S47).
+        func throughDescriptor(_ policy: PolicySnapshot) -> Result<Grant?, Denial> {
+            policy.permitDescriptor(
+                .read, coverage: policy.coverage(app: app, provider: "local", path: "Reports/plain.txt"),
+                openedThrough: 2, caller: caller)
+        }
+        #expect(try throughDescriptor(revokedFile).get()?.id == 1)
+        #expect(
+            throughDescriptor(snapshot([grant(2, "Reports/plain.txt", folder: false, state: .revoked)]))
+                == .failure(.denied))
     }
 
     @Test("Access comes from the grant that allows: a read-only file grant in a started read-write folder is writable")

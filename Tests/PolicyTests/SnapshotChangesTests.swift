@@ -138,7 +138,21 @@ import Testing
         }
         for id in whole.grantsByID.keys {
             #expect(applied.enclosingGrants(of: id) == whole.enclosingGrants(of: id), "step \(step)")
-            #expect(applied.isCovered(through: id) == whole.isCovered(through: id), "step \(step)")
+            // What a descriptor opened through the grant may still do (S47).
+            guard let grant = whole.grantsByID[id] else { continue }
+            let holder = Caller.app(grant.app, ProcessKey(pid: 0, startTime: 0))
+            for access in [DescriptorAccess.read, .write, [.read, .write]] {
+                #expect(
+                    applied.permitDescriptor(
+                        access,
+                        coverage: applied.coverage(app: grant.app, provider: grant.provider, path: grant.relativePath),
+                        openedThrough: id, caller: holder)
+                        == whole.permitDescriptor(
+                            access,
+                            coverage: whole.coverage(
+                                app: grant.app, provider: grant.provider, path: grant.relativePath),
+                            openedThrough: id, caller: holder), "step \(step)")
+            }
         }
     }
 

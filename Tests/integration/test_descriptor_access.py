@@ -1,0 +1,150 @@
+"""One access decision for opens and open descriptors (issue 46, finding 3).
+
+SPEC S47: whether a process may read, write, create or list through a
+grant is decided by one function, at open and on every operation of an
+open descriptor or mapping alike; S14: a revoke cuts descriptors opened
+before it with EPERM (`--open-files revoke`, the default); S9: a
+descriptor opened in scope needs no scope afterwards. On the mount users
+get (strict scopes) with each app in the default sandbox (S5).
+
+The finding: with `local:Reports` granted read-only and
+`local:Reports/plain.txt` read-write, a descriptor opened for writing
+through the file's grant kept writing after that grant was revoked (or
+narrowed to read-only), because descriptor operations asked only whether
+some active grant covered the file, never for what access.
+"""
+
+from scopefs_harness import ALPHA, LOCAL
+
+PLAIN = b"plain v1\n"
+OTHER = b"other file, read through the folder grant\n"
+
+# Starts the file's scope and the folder's, opens the file O_WRONLY|O_APPEND
+# and writes, opens a read descriptor of the file itself and one of a
+# sibling (which only the read-only folder grant covers), then waits. After
+# each policy change the test makes, it retries on the SAME descriptors and
+# tries a new open for writing.
+HOLD_DESCRIPTORS = """
+folder, plain, other = sys.argv[1], sys.argv[2], sys.argv[3]
+start_accessing(plain)
+wfd = os.open(plain, os.O_WRONLY | os.O_APPEND)
+first = os.write(wfd, b"first\\n")
+start_accessing(folder)
+rfd_plain = os.open(plain, os.O_RDONLY)
+rfd_other = os.open(other, os.O_RDONLY)
+
+def probe(tag):
+    return {
+        "write-held-fd": outcome(lambda: os.write(wfd, tag.encode() + b"\\n")),
+        "fsync-held-fd": attempt(os.fsync, wfd),
+        # To its own size: a change of nothing, but a setattr through the
+        # descriptor all the same.
+        "ftruncate-held-fd": attempt(lambda: os.ftruncate(wfd, os.fstat(wfd).st_size)),
+        "new-open-write": attempt(open_close, plain, os.O_WRONLY | os.O_APPEND),
+        "new-open-read": attempt(open_close, plain, os.O_RDONLY),
+        "read-held-plain": outcome(lambda: os.pread(rfd_plain, 64, 0).decode()),
+        "read-held-other": outcome(lambda: os.pread(rfd_other, 64, 0).decode()),
+    }
+
+step({"first": first, "read-plain": os.pread(rfd_plain, 64, 0).decode(),
+      "read-other": os.pread(rfd_other, 64, 0).decode()})
+step(probe("after-change"))
+emit(probe("after-restore"))
+"""
+
+
+def _world(env):
+    """Reports/ (read-only folder grant) holding plain.txt (read-write file
+    grant) and other.txt; returns the file grant's id."""
+    reports = env.backing(LOCAL) / "Reports"
+    reports.mkdir(mode=0o755)
+    (reports / "plain.txt").write_bytes(PLAIN)
+    (reports / "other.txt").write_bytes(OTHER)
+    env.grant(ALPHA, f"{LOCAL}:Reports", read_only=True)
+    return env.grant(ALPHA, f"{LOCAL}:Reports/plain.txt")
+
+
+def _session(env):
+    return env.app_session(
+        ALPHA,
+        HOLD_DESCRIPTORS,
+        env.prov(ALPHA, LOCAL, "Reports"),
+        env.prov(ALPHA, LOCAL, "Reports/plain.txt"),
+        env.prov(ALPHA, LOCAL, "Reports/other.txt"),
+        sandbox=True,
+    )
+
+
+def _cut(content: str) -> dict:
+    """What the app sees once only the read-only folder grant allows the
+    file: writing is cut, on the held descriptor and at open; reading, on
+    held descriptors and at open (the folder's scope is started), goes on."""
+    return {
+        "write-held-fd": {"errno": "EPERM"},
+        "fsync-held-fd": "EPERM",
+        "ftruncate-held-fd": "EPERM",
+        "new-open-write": "EPERM",
+        "new-open-read": "OK",
+        "read-held-plain": {"ok": content},
+        "read-held-other": {"ok": OTHER.decode()},
+    }
+
+
+def test_revoke_cuts_write_descriptor_not_read_descriptors(env):
+    """The finding, reproduced exactly: after `scopefs revoke` of the
+    file's read-write grant, a write on the descriptor opened O_WRONLY|
+    O_APPEND through it fails with EPERM and the host file is unchanged,
+    as a new open for writing does; read descriptors, which the still
+    active read-only folder grant allows, keep reading (S14, S47). After
+    `scopefs restore` the same write descriptor writes again (S15)."""
+    file_grant = _world(env)
+    env.mount()
+    host = env.backing(LOCAL) / "Reports/plain.txt"
+    app = _session(env)
+    ready = app.recv()
+    assert ready == {"first": 6, "read-plain": "plain v1\nfirst\n", "read-other": OTHER.decode()}, app.stderr()
+    written = host.read_bytes()
+    assert written == PLAIN + b"first\n"
+
+    env.revoke(ALPHA, file_grant)
+    app.send()
+    after_revoke = app.recv()
+    assert after_revoke == _cut(written.decode()), app.stderr()
+    assert host.read_bytes() == written, "a write through the held descriptor reached the host file"
+
+    env.restore(ALPHA, file_grant)
+    app.send()
+    after_restore = app.recv()
+    assert app.finish() == 0, app.stderr()
+    restored = written + b"after-restore\n"
+    assert after_restore == {
+        "write-held-fd": {"ok": len(b"after-restore\n")},
+        "fsync-held-fd": "OK",
+        "ftruncate-held-fd": "OK",
+        "new-open-write": "OK",
+        "new-open-read": "OK",
+        "read-held-plain": {"ok": restored.decode()},
+        "read-held-other": {"ok": OTHER.decode()},
+    }
+    assert host.read_bytes() == restored
+
+
+def test_narrowing_to_read_only_cuts_write_descriptor(env):
+    """Narrowing the file's grant to read-only (`scopefs grant --read-only`
+    replaces its access) cuts what it no longer allows: writes through the
+    held write descriptor (EPERM, host file unchanged), while the read
+    descriptors keep reading (S14, S47)."""
+    _world(env)
+    env.mount()
+    host = env.backing(LOCAL) / "Reports/plain.txt"
+    app = _session(env)
+    app.recv()
+    written = host.read_bytes()
+    env.grant(ALPHA, f"{LOCAL}:Reports/plain.txt", read_only=True)
+    app.send()
+    after = app.recv()
+    assert after == _cut(written.decode()), app.stderr()
+    assert host.read_bytes() == written, "a write through the held descriptor reached the host file"
+    app.send()
+    app.recv()
+    assert app.finish() == 0, app.stderr()
