@@ -141,12 +141,17 @@ extension ExtensionProvider {
             }
             let step: Step = lock.withLock {
                 guard let record = index[id], record.isFile, record.dirty == 0 else { return .done }
+                // The item may have shrunk since the read began (a remote
+                // edit, issue 47): past its end there is nothing to fetch.
+                let end = min(end, record.item.size)
+                guard offset < end else { return .done }
                 let present = record.cachedVersion == record.item.version.content ? record.present : ByteRanges()
                 guard let missing = present.firstMissing(from: offset, to: end) else { return .done }
                 if let download = downloads[id]?.first(where: { $0.range.contains(missing) }) {
                     return .wait(download, missing: missing)
                 }
                 let (range, window) = fetchRange(id, record, missing, end, present, streams: streams)
+                guard !range.isEmpty else { return .done }
                 let download = makeDownload(range, record, streams: streams)
                 downloads[id, default: []].append(download)
                 let ahead = streams ? [] : prefetch(id, record, after: range, window, present)
@@ -211,7 +216,10 @@ extension ExtensionProvider {
         for other in downloads[id, default: []] where other.range.lowerBound > missing {
             stop = min(stop, other.range.lowerBound)
         }
-        let range = max(start, present.firstMissing(from: start, to: stop) ?? missing)..<stop
+        // Never a trap: an empty range (nothing left to fetch) is the caller's `.done`.
+        let lower = max(start, present.firstMissing(from: start, to: stop) ?? missing)
+        guard lower < stop else { return (missing..<missing, window) }
+        let range = lower..<stop
         readAhead[id] = (range.upperBound, window)
         return (range, window)
     }
@@ -350,13 +358,24 @@ extension ExtensionProvider {
         let control = download.control
         var failure: ExtensionFailure?
         var fetched: Range<Int64>?
-        do {
+        do throws(ExtensionFailure) {
             let range = ByteRange(offset: download.range.lowerBound, length: Int64(download.range.count))
             let file = try calls.fetch(record.item.id, version: record.item.version.content, range: range, control)
             defer { unlink(file.path) }
             download.delivery.sync {}  // what was streamed is in the replica
             let streamed = download.streamedFrom == file.offset ? download.streamedThrough : nil
-            fetched = try write(file, into: record, from: streamed)
+            let written = try write(file, into: record, from: streamed)
+            fetched = written
+            // A short answer (fewer bytes than asked, within the item) is
+            // that request's error: its readers get EIO and an event, and
+            // nobody fetches the same range again in a loop (issue 47).
+            let wanted = download.range.lowerBound..<min(download.range.upperBound, record.item.size)
+            if !wanted.isEmpty && (written.lowerBound > wanted.lowerBound || written.upperBound < wanted.upperBound) {
+                throw ExtensionFailure(
+                    .internalError,
+                    "the extension answered bytes \(written.lowerBound)..<\(written.upperBound) of the "
+                        + "\(wanted.lowerBound)..<\(wanted.upperBound) asked for")
+            }
         } catch {
             failure = error
             if error.code != .cancelled {

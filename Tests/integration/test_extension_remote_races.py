@@ -1,0 +1,78 @@
+"""A remote that changes under a reader, and an extension whose answers
+fall short (issue 47, findings 3 and 5; SPEC S42, docs/PROVIDERS.md).
+
+A read that reaches the daemon past the end of an item that shrank
+remotely killed the daemon on the old main ("Range requires lowerBound <=
+upperBound"); Tests/ProviderExtensionsTests/RemoteChangeTests.swift hits
+that read deterministically, and the first test here drives a shrink
+under a waiting reader through the mount. Seen failing on the old main: a
+fetch whose staged file lacked the range's last 4 KiB (its length honest)
+made the app's read hang while the daemon fetched again and again.
+Default mount (strict scopes), the app in the default sandbox, the folder
+example with switches as the extension.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from doc_scope_helpers import status
+from scopefs_harness import ALPHA, EXTENSIONS, wait_for
+from test_extension_providers import BIG, CLOUD, ask, cloud, session  # noqa: F401  (cloud: the fixture)
+
+pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
+
+SHRUNK = 9 << 20  # larger than a whole-file fetch (8 MiB), smaller than the reader's offset
+READER_OFFSET = 12 << 20
+
+
+def fetches(cloud) -> int:
+    return sum(1 for call in cloud.calls() if call.startswith("fetch"))
+
+
+def test_a_remote_shrink_below_a_waiting_readers_offset_keeps_the_daemon_up(env, cloud):
+    """Finding 3: the read ends (end of file: the item is shorter now), the
+    daemon stays up, and the next read serves the new version."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    big = cloud.path(ALPHA, "docs/big.bin")
+    cloud.switch("slow-fetch", "2")
+    answers: list = []
+    reader = threading.Thread(
+        target=lambda: answers.append(ask(s, op="read", path=big, offset=READER_OFFSET, length=4096)), daemon=True
+    )
+    reader.start()
+    wait_for("the reader's fetch to start", cloud.calls, lambda calls: any(c.startswith("fetch") for c in calls))
+    with open(cloud.remote / "docs/big.bin", "r+b") as remote:
+        remote.truncate(SHRUNK)
+    cloud.sync()
+    reader.join(timeout=30)
+    assert answers, "the app's read never ended"
+    cloud.switch("slow-fetch", None)
+    # The daemon answers, and the file is the remote's new version.
+    assert status(env)["daemon"], "the daemon is gone"
+    got = ask(s, op="stat", path=big)
+    assert got.get("ok", {}).get("size") == SHRUNK, got
+    assert "errno" not in ask(s, op="read", path=big, offset=SHRUNK - 4096, length=4096)
+
+
+def test_a_short_fetch_answer_is_an_error_not_a_loop(env, cloud):
+    """Finding 5: an extension that stages half of each range gets the
+    reader EIO within the stall limit and a bounded number of fetches, and
+    fetches stop once the app's read has ended."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("short-fetch", "")
+    before = fetches(cloud)
+    started = time.monotonic()
+    result = ask(s, op="read", path=cloud.path(ALPHA, "docs/big.bin"), offset=BIG - (1 << 20), length=1 << 20)
+    assert result == {"errno": "EIO"}, result
+    assert time.monotonic() - started < 20
+    made = fetches(cloud) - before
+    assert 1 <= made <= 8, f"{made} fetches for one read"
+    time.sleep(2)
+    assert fetches(cloud) - before == made, "fetches went on after the read ended"
+    assert os.path.exists(cloud.remote / "docs/big.bin")
