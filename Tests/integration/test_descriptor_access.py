@@ -14,7 +14,22 @@ narrowed to read-only), because descriptor operations asked only whether
 some active grant covered the file, never for what access.
 """
 
-from scopefs_harness import ALPHA, LOCAL
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from scopefs_harness import (
+    ALPHA,
+    LOCAL,
+    NOBODY,
+    NON_ROOT_OWNER_PRELUDE,
+    describe,
+    mount_count,
+    run_bounded,
+    scopefs_bin,
+)
 
 PLAIN = b"plain v1\n"
 OTHER = b"other file, read through the folder grant\n"
@@ -148,3 +163,86 @@ def test_narrowing_to_read_only_cuts_write_descriptor(env):
     app.send()
     app.recv()
     assert app.finish() == 0, app.stderr()
+
+
+# --- a non-root owner ---------------------------------------------------------
+
+# The app of a non-root owner's session: holds a write descriptor of
+# plain.txt and a read descriptor of other.txt, says "ready", waits until
+# a new open for writing is refused (the revoke is installed), then uses
+# the held descriptors once more.
+NOBODY_APP = r"""
+import errno, json, os, sys, time
+folder = sys.argv[1]
+plain, other = folder + "/plain.txt", folder + "/other.txt"
+os.setxattr(plain, "user.scopefs.start", b"")
+os.setxattr(folder, "user.scopefs.start", b"")
+wfd = os.open(plain, os.O_WRONLY | os.O_APPEND)
+os.write(wfd, b"first\n")
+rfd = os.open(other, os.O_RDONLY)
+print("ready", flush=True)
+deadline = time.time() + 20
+while time.time() < deadline:
+    try:
+        os.close(os.open(plain, os.O_WRONLY | os.O_APPEND))
+    except PermissionError:
+        break
+    time.sleep(0.05)
+def outcome(fn):
+    try:
+        return {"ok": fn()}
+    except OSError as exc:
+        return {"errno": errno.errorcode[exc.errno]}
+print(json.dumps({"write-held-fd": outcome(lambda: os.write(wfd, b"after\n")),
+                  "read-held-other": outcome(lambda: os.pread(rfd, 64, 0).decode())}), flush=True)
+"""
+
+# The non-root owner's whole session, in a private mount namespace
+# (NON_ROOT_OWNER_PRELUDE); it unmounts before it ends.
+NOBODY_SESSION = (
+    "root=$1 binary=$2 app=$3"
+    + NON_ROOT_OWNER_PRELUDE
+    + r"""
+s() { as_owner "$binary" --state "$root/state" "$@"; }
+s init >/dev/null
+s provider add local "$root/provider" >/dev/null
+s app add com.example.alpha >/dev/null
+s grant com.example.alpha local:Reports --read-only >/dev/null
+file=$(s grant com.example.alpha local:Reports/plain.txt | awk '{ id = $NF } END { print id }')
+s mount "$root/mnt" >/dev/null
+trap 's unmount "$root/mnt" >/dev/null 2>&1 || fusermount3 -u "$root/mnt"' EXIT
+s run --app com.example.alpha -- python3 -c "$app" "$root/mnt/com.example.alpha/Providers/local/Reports" \
+  >"$root/out" 2>"$root/err" &
+run=$!
+for i in $(seq 200); do grep -q ready "$root/out" && break; sleep 0.1; done
+s revoke com.example.alpha "$file" >/dev/null
+wait $run || { cat "$root/err" >&2; exit 1; }
+cat "$root/out"
+"""
+)
+
+
+def test_a_non_root_owners_revoke_cuts_the_write_descriptor():
+    """The finding with a non-root owner (uid 65534): after the revoke of
+    the file's read-write grant, the held write descriptor gets EPERM and
+    the host file is unchanged; a read descriptor through the read-only
+    folder grant keeps reading (S14, S47)."""
+    root = Path(tempfile.mkdtemp(prefix="scopefs-descriptors-", dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        for folder in ("provider/Reports", "mnt", "dev"):
+            (root / folder).mkdir(parents=True)
+        (root / "provider/Reports/plain.txt").write_bytes(PLAIN)
+        (root / "provider/Reports/other.txt").write_bytes(OTHER)
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NOBODY_SESSION, "session"]
+        argv += [str(root), str(scopefs_bin().resolve()), NOBODY_APP]
+        p = run_bounded(argv, 90, dict(os.environ), what="a non-root owner's session")
+        assert p.returncode == 0, describe(p)
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        assert got == {"write-held-fd": {"errno": "EPERM"}, "read-held-other": {"ok": OTHER.decode()}}, describe(p)
+        assert (root / "provider/Reports/plain.txt").read_bytes() == PLAIN + b"first\n"
+    finally:
+        if not mount_count(root / "mnt"):
+            shutil.rmtree(root, ignore_errors=True)
