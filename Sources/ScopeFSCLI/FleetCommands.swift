@@ -219,8 +219,9 @@ struct FleetCommand: ParsableCommand {
         func run() throws {
             try report { () throws(CommandError) in
                 let password = try FleetConfiguration.readSecret(passwordFile)
-                try fleetRepository(options, "add a host role").createHostRole(role, password: password)
+                let notes = try fleetRepository(options, "add a host role").createHostRole(role, password: password)
                 print("role \(role) may read the fleet's policy and write its own events")
+                for note in notes { FileHandle.standardError.write(Data("scopefs: warning: \(note)\n".utf8)) }
             }
         }
     }
