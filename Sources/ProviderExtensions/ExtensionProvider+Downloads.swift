@@ -22,6 +22,9 @@ extension ExtensionProvider {
         /// Every reader left it with its bytes (a stream runs on for the
         /// next ones); counted against `maxLeftStreams` until one returns.
         var readersLeft = false
+        /// The app whose read started it: a revoke of that app cancels it
+        /// once nobody waits on it (read-ahead, a stream its readers left).
+        var app: String?
         let started = DispatchTime.now().uptimeNanoseconds
         /// A streamed fetch (`streamsFetch`): its staged bytes go into the
         /// replica as they come, in order, on this queue; `streamedFrom`
@@ -90,7 +93,7 @@ extension ExtensionProvider {
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
-        try materialize(id, offset, end, control, interrupted)
+        try materialize(id, offset, end, control, interrupted, app: app)
     }
 
     /// Whether a read of `inode` may have to wait for a download: its item
@@ -124,12 +127,12 @@ extension ExtensionProvider {
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
-        try materialize(id, 0, size, control, interrupted)
+        try materialize(id, 0, size, control, interrupted, app: app)
     }
 
     private func materialize(
         _ id: String, _ offset: Int64, _ end: Int64, _ control: RequestControl,
-        _ interrupted: @escaping @Sendable () -> Bool
+        _ interrupted: @escaping @Sendable () -> Bool, app: String?
     ) throws(ExtensionFailure) {
         let streams = capabilities?.streamsFetch ?? false
         while true {
@@ -153,8 +156,10 @@ extension ExtensionProvider {
                 let (range, window) = fetchRange(id, record, missing, end, present, streams: streams)
                 guard !range.isEmpty else { return .done }
                 let download = makeDownload(range, record, streams: streams)
+                download.app = app
                 downloads[id, default: []].append(download)
                 let ahead = streams ? [] : prefetch(id, record, after: range, window, present)
+                for other in ahead { other.app = app }
                 return .fetch(download, record, prefetch: ahead, missing: missing)
             }
             switch step {
@@ -440,6 +445,13 @@ extension ExtensionProvider {
     /// A revoke: the app's downloads and waits end (EINTR) at once.
     public func cancelDownloads(of app: String) {
         for control in lock.withLock({ appDownloads[app] ?? [] }) { control.cancel() }
+        // And what its reads started that nobody waits on now: read-ahead
+        // windows and streams its readers left (S42: a revoked app causes
+        // no traffic).
+        let started = lock.withLock {
+            downloads.values.joined().filter { $0.app == app && $0.waiters == 0 && !$0.done }
+        }
+        for download in started { download.control.cancel() }
     }
 
     // MARK: Cache

@@ -76,3 +76,33 @@ def test_a_short_fetch_answer_is_an_error_not_a_loop(env, cloud):
     time.sleep(2)
     assert fetches(cloud) - before == made, "fetches went on after the read ended"
     assert os.path.exists(cloud.remote / "docs/big.bin")
+
+
+def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
+    """Finding 6 (S42: a revoked app causes no traffic): the read-ahead
+    window a sequential reader started is cancelled with the read it
+    waited on, not left to finish after the revoke."""
+    grant = env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    big = cloud.path(ALPHA, "docs/big.bin")
+    assert "ok" in ask(s, op="read", path=big, offset=0, length=4096)
+    cloud.switch("slow-fetch", "20")
+    before = len(cloud.calls())
+    # Where the last read ended: the window grows and the next ones are fetched ahead.
+    reader = threading.Thread(target=lambda: ask(s, op="read", path=big, offset=1 << 20, length=1 << 20), daemon=True)
+    reader.start()
+    wait_for(
+        "the window and its read-ahead to be fetched",
+        lambda: [c for c in cloud.calls()[before:] if c.startswith("fetch")],
+        lambda started: len(started) >= 2,
+    )
+    started = [c for c in cloud.calls()[before:] if c.startswith("fetch")]
+    env.revoke(ALPHA, grant)
+    wait_for(
+        f"all {len(started)} fetches cancelled",
+        lambda: [c for c in cloud.calls()[before:] if c.startswith("cancelled")],
+        lambda cancelled: len(cancelled) >= len(started),
+        timeout=10,
+    )
+    reader.join(timeout=10)
+    cloud.switch("slow-fetch", None)
