@@ -6,14 +6,23 @@ import Hummingbird
 ///
 /// 1. The Host header names this machine's loopback (`127.0.0.1`,
 ///    `localhost`, `[::1]`): a DNS-rebound name is refused.
-/// 2. The request does not come from an app process (`peerCheck`).
-/// 3. A request from another site (`Sec-Fetch-Site: cross-site` or
+/// 2. A request from another site (`Sec-Fetch-Site: cross-site` or
 ///    `same-site`, as a page on another local port is) is refused.
-/// 4. `GET /?token=T` with this start's token sets the session cookie and
+/// 3. `GET /?token=T` with this start's token sets the session cookie and
 ///    redirects to the page without the token in its address; any other
 ///    request needs the cookie. A wrong or old token is refused.
+/// 4. The request does not come from an app process (`peerCheck`), even
+///    with the token or the cookie.
 /// 5. A change (POST) needs an Origin equal to the page's own and the
 ///    form's CSRF token (checked by the route, `FormRequest`).
+///
+/// The checks run cheapest first: the peer check maps the socket to its
+/// process through /proc and asks the daemon which app that is, so it runs
+/// only for a request that holds this start's token or cookie. Before, it
+/// ran first, and a flood of requests without either by another local user
+/// made every one cost that walk and slowed the owner's page tenfold
+/// (issue 46, 5d). The stylesheet and the script, the same for everyone
+/// and saying nothing, need neither.
 ///
 /// Every answer carries headers that keep the page out of frames, caches
 /// and other sites' scripts; the page's own script is one same-origin
@@ -44,9 +53,6 @@ struct AccessGuard: RouterMiddleware {
         guard let authority = request.head.authority, Self.isLoopback(authority) else {
             return ErrorPage.response(.misdirectedRequest, "This page answers only at 127.0.0.1 or localhost.")
         }
-        if let reason = peerCheck(context) {
-            return ErrorPage.response(.forbidden, reason)
-        }
         if let site = request.headers[Self.fetchSite], site == "cross-site" || site == "same-site" {
             return ErrorPage.response(.forbidden, "Requests from other sites are refused.")
         }
@@ -66,6 +72,7 @@ struct AccessGuard: RouterMiddleware {
                     "This token does not open the page: it is wrong or from an earlier start. Use the address `scopefs settings` printed last."
                 )
             }
+            if let reason = peerCheck(context) { return ErrorPage.response(.forbidden, reason) }
             return Self.enter(path: request.uri.path, token: secrets.token)
         }
         guard SettingsSecrets.matches(Self.cookie(request.headers[values: .cookie]), secrets.token) else {
@@ -73,6 +80,7 @@ struct AccessGuard: RouterMiddleware {
                 .unauthorized,
                 "Open the page with the address `scopefs settings` printed (it holds this start's token).")
         }
+        if let reason = peerCheck(context) { return ErrorPage.response(.forbidden, reason) }
         if request.method == .post {
             guard let origin = request.headers[.origin], origin == "http://" + authority else {
                 return ErrorPage.response(.forbidden, "A change must come from this page (its Origin did not match).")

@@ -2,6 +2,7 @@ import CommandErrors
 import Foundation
 import Glibc
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import PolicyStore
@@ -26,6 +27,17 @@ public struct SettingsServer: Sendable {
         self.endpoint = endpoint
         self.secrets = secrets
     }
+
+    /// How long a connection may take to send its request's headers, or
+    /// stay idle between requests, before the page closes it (issue 46,
+    /// 5d: 600 connections that never finished their headers stayed open).
+    /// A response in progress (the live Activity stream) is not idle.
+    public static let idleTimeout = TimeAmount.seconds(10)
+    /// Connections the page holds at once; more wait in the listen backlog
+    /// until one closes (an idle one within `idleTimeout`), so a flood of
+    /// them by another local user holds a bounded number of descriptors
+    /// (SPEC S40); the owner's connection waits its turn behind them.
+    public static let connectionLimit = 128
 
     /// The file that holds the address with the token, 0600, removed when
     /// the server stops: for the owner's scripts and a second look.
@@ -53,7 +65,11 @@ public struct SettingsServer: Sendable {
         let token = secrets.token
         let endpoint = endpoint
         let app = Application(
-            router: router, configuration: .init(address: address, serverName: nil),
+            router: router,
+            server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: Self.idleTimeout)),
+            configuration: .init(
+                address: address, serverName: nil,
+                availableConnectionsDelegate: MaximumAvailableConnections(Self.connectionLimit)),
             services: [LiveActivityTicker(live: live)],
             onServerRunning: { channel in
                 let url: String

@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Policy
+import Synchronization
 import Testing
 
 @testable import SettingsPage
@@ -116,6 +117,35 @@ import Testing
             let response = try await client.execute(uri: "/", method: .get, headers: Self.cookie)
             #expect(response.status == .forbidden)
             #expect(String(buffer: response.body).contains("an app process"))
+        }
+    }
+
+    /// Issue 46, 5d: the peer check walks /proc and asks the daemon (130-350
+    /// ms a request on a busy machine), so a request without this start's
+    /// token or cookie is refused before it; one with either still gets it.
+    @Test func testARequestWithoutTheTokenOrCookieIsRefusedBeforeThePeerCheck() async throws {
+        let checks = Mutex(0)
+        let router = SettingsRoutes.router(backend: Self.backend(), secrets: Self.secrets) { _ in
+            checks.withLock { $0 += 1 }
+            return nil
+        }
+        try await Application(router: router).test(.router) { client in
+            let refused: [(String, HTTPFields)] = [
+                ("/", [:]),
+                ("/app?app=com.example.editor", [.cookie: "\(SettingsSecrets.cookieName)=tokenOfAnEarlierStart"]),
+                ("/?token=guess", [:]),
+                ("/activity/events?app=com.example.editor", [:]),
+            ]
+            for (uri, headers) in refused {
+                let response = try await client.execute(uri: uri, method: .get, headers: headers)
+                #expect(response.status == .unauthorized || response.status == .forbidden, "\(uri)")
+            }
+            #expect(checks.withLock { $0 } == 0)
+            let entered = try await client.execute(uri: "/?token=t0ken", method: .get)
+            #expect(entered.status == .seeOther)
+            let page = try await client.execute(uri: "/", method: .get, headers: Self.cookie)
+            #expect(page.status == .ok)
+            #expect(checks.withLock { $0 } == 2)
         }
     }
 
