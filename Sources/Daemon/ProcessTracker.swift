@@ -203,13 +203,16 @@ public final class ProcessTracker: CallerResolver {
             leaf = cgroups.place(pid: pid, app: app)
             if leaf == nil { return .failure(.noCgroup) }
         }
-        journal?.write(
-            RunJournal.Record(daemon: getpid(), app: app, launcher: key, cgroup: leaf, mountpoint: mountpoint))
         state.withLock { state in
             state.processes[pid] = AppProcess(key: key, app: app, parent: nil)
             // Its threads may have been cached as an owner process before.
             state.callers = state.callers.filter { $0.value.caller.app != nil }
         }
+        // Written once the run is known here: a process that saw the
+        // record (`CallerIdentity`'s registration watch drops what it
+        // cached as the owner's then) is answered as the app from then on.
+        journal?.write(
+            RunJournal.Record(daemon: getpid(), app: app, launcher: key, cgroup: leaf, mountpoint: mountpoint))
         return .success(key)
     }
 

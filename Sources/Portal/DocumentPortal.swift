@@ -45,9 +45,9 @@ final class DocumentPortal: Sendable {
         self.grants = DocumentGrants(state: state, policy: policy)
         let appAccount = geteuid() == 0 ? AppAccount.forOwner(0) : nil
         self.callers = CallerIdentity(
-            source: .daemon { pid in
-                ControlClient.identify(pid: pid, state: state).map { $0.mapError { $0 as any Error } }
-            },
+            source: .daemon(
+                { pid in ControlClient.identify(pid: pid, state: state).map { $0.mapError { $0 as any Error } } },
+                registrations: RegistrationWatch(state: state)),
             appUIDs: Set(appAccount.map { [$0.uid] } ?? []))
     }
 

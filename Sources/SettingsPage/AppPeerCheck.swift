@@ -26,9 +26,9 @@ public struct AppPeerCheck: Sendable {
     public init(state: StateDirectory, procRoot: String = "/proc") {
         self.procRoot = procRoot
         callers = CallerIdentity(
-            source: .daemon { pid in
-                ControlClient.identify(pid: pid, state: state).map { $0.mapError { $0 as any Error } }
-            },
+            source: .daemon(
+                { pid in ControlClient.identify(pid: pid, state: state).map { $0.mapError { $0 as any Error } } },
+                registrations: RegistrationWatch(state: state)),
             ownerUIDs: [getuid(), 0])
     }
 

@@ -1,6 +1,9 @@
 import Foundation
 import Glibc
+import Policy
+import PolicyStore
 import Processes
+import Synchronization
 import Testing
 
 /// `CallerIdentity` (issue 46, finding 2; SPEC S5, S45, S46): the one
@@ -53,19 +56,51 @@ import Testing
         while kill(gone, 0) == 0 || errno != ESRCH { gone += 1 }
         #expect(!identity(.notApp).identify(pid: gone, uid: uid).isOwner)
         #expect(!identity(.notApp).identify(pid: 0, uid: uid).isOwner)
-        let failing = CallerIdentity(source: .daemon { _ in .failure(DaemonDown()) })
+        let failing = CallerIdentity(source: .daemon({ _ in .failure(DaemonDown()) }, registrations: nil))
         #expect(!failing.identify(pid: me, uid: uid).isOwner)
     }
 
     @Test("the daemon's answers over the control socket: an app, no app, no daemon")
     func daemonAnswers() {
         let asks = { (answer: Result<String?, any Error>?) in
-            CallerIdentity(source: .daemon { _ in answer }).identify(pid: getpid(), uid: geteuid())
+            CallerIdentity(source: .daemon({ _ in answer }, registrations: nil)).identify(pid: getpid(), uid: geteuid())
         }
         #expect(asks(.success("com.example.alpha")) == .app("com.example.alpha"))
         #expect(asks(.success(nil)) == .owner)
         // No daemon serves the state directory: only the kernel's signs are
         // left, and this process shows neither.
         #expect(asks(nil) == .owner)
+    }
+
+    @Test("a kept 'no app' answer ends when a run registers (its journal record), an app answer does not")
+    func keptAnswers() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cid-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let state = StateDirectory(path: folder)
+        // The daemon's socket stands for a daemon serving the state directory.
+        #expect(FileManager.default.createFile(atPath: state.controlSocketPath, contents: nil))
+        let watch = try #require(RegistrationWatch(state: state))
+        let answer = Mutex<String?>(nil)
+        let asked = Mutex(0)
+        let identity = CallerIdentity(
+            source: .daemon(
+                { _ in
+                    asked.withLock { $0 += 1 }
+                    return .success(answer.withLock { $0 })
+                }, registrations: watch))
+        #expect(identity.identify(pid: me, uid: uid) == .owner)
+        #expect(identity.identify(pid: me, uid: uid) == .owner)
+        #expect(asked.withLock { $0 } == 1, "kept while nothing registered")
+        // This process registers: the daemon knows it, then writes the record.
+        answer.withLock { $0 = "com.example.alpha" }
+        RunJournal(state: state).write(
+            RunJournal.Record(
+                daemon: 1, app: "com.example.alpha", launcher: ProcessKey(pid: me, startTime: 1), cgroup: nil,
+                mountpoint: "/m"))
+        #expect(identity.identify(pid: me, uid: uid) == .app("com.example.alpha"))
+        answer.withLock { $0 = nil }
+        #expect(identity.identify(pid: me, uid: uid) == .app("com.example.alpha"), "an app answer is kept")
+        #expect(asked.withLock { $0 } == 2)
     }
 }
