@@ -208,7 +208,12 @@ final class ExtensionContent: ProviderContent {
         self.events = events
     }
 
-    func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno) {
+    func prepareRead(_ file: ContentFile, offset: Int64, length: Int, edition: UInt64?, interruption: Interruption)
+        throws(Errno)
+    {
+        // Changed remotely since this descriptor's open: its earlier reads
+        // were of the old version, so none of the new one (issue 47).
+        if let edition, replica.edition(inode: file.inode) != edition { throw .staleNFSFileHandle }
         // A warm read sets up no wait: no control, no libfuse interrupt hook.
         guard replica.missingContent(inode: file.inode) != nil else { return }
         try waiting(file, "read", interruption) { control throws(ExtensionFailure) in
@@ -244,6 +249,7 @@ final class ExtensionContent: ProviderContent {
         if wrote { replica.settled(inode: file.inode) }
     }
 
+    func edition(_ file: ContentFile) -> UInt64 { replica.edition(inode: file.inode) }
     func willWrite(_ file: ContentFile) { replica.willWrite(inode: file.inode) }
     func didWrite(_ file: ContentFile) { replica.didWrite(inode: file.inode) }
     func synced(_ file: ContentFile) { replica.settled(inode: file.inode) }

@@ -456,6 +456,10 @@ extension ExtensionProvider {
 
     // MARK: Cache
 
+    /// How many remote changes of `inode`'s content were applied (one
+    /// open reads one edition: `ProviderContent.edition`).
+    public func edition(inode: UInt64) -> UInt64 { lock.withLock { editions[inode] ?? 0 } }
+
     /// The app opened (or closed) a replica file: never evicted while open.
     public func opened(inode: UInt64) { lock.withLock { opens[inode, default: 0] += 1 } }
     public func released(inode: UInt64) {

@@ -117,6 +117,9 @@ extension ExtensionProvider {
                 kept.size = record.item.size
                 record.item = kept
             } else if contentChanged {
+                // A new edition before the reset: a descriptor opened on the
+                // old one reads nothing of the new (issue 47).
+                lock.withLock { editions[record.inode, default: 0] += 1 }
                 try writer.reset(newPath, size: item.size, mtime: item.mtime, mode: item.mode)
                 record.item = item
                 record.cachedVersion = item.size == 0 ? item.version.content : nil

@@ -340,6 +340,7 @@ extension ExtensionProvider {
         let copyPath = parentPath.isEmpty ? name : parentPath + "/" + name
         do {
             _ = try writer.copy(path, to: copyPath)
+            lock.withLock { editions[record.inode, default: 0] += 1 }
             try writer.reset(path, size: remote.size, mtime: remote.mtime, mode: remote.mode)
         } catch {
             throw ExtensionFailure(.internalError, "cannot keep the conflict copy \(copyPath): \(error)")

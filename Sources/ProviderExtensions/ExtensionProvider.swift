@@ -44,6 +44,9 @@ public final class ExtensionProvider: @unchecked Sendable {
     var opens: [UInt64: Int] = [:]
     /// Apps' changes of content in progress and since each upload.
     var writeActivity = WriteActivity()
+    /// Remote changes of each file's content applied to the replica (its
+    /// edition), by inode; absent: none since the daemon started.
+    var editions: [UInt64: UInt64] = [:]
     /// Apps' downloads, to cancel on a revoke.
     var appDownloads: [String: [RequestControl]] = [:]
     /// Called with an item's path when its state changed (downloaded,

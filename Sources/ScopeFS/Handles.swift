@@ -28,12 +28,16 @@ final class OpenHandle: Sendable {
     /// The descriptor's place in its app's budget (`DescriptorBudget`),
     /// given back after `deinit` closed the descriptor.
     private let charge: DescriptorCharge
+    /// An extension provider's file: the remote edition it was opened at
+    /// (`ProviderContent.edition`); its reads of a later one are ESTALE.
+    let edition: UInt64?
 
     init(
         descriptor: Int32, node: Node, grant: GrantID?, access: DescriptorAccess, user: FileUser,
-        charge: DescriptorCharge
+        charge: DescriptorCharge, edition: UInt64? = nil
     ) {
         self.charge = charge
+        self.edition = edition
         self.descriptor = descriptor
         self.node = node
         self.grant = grant

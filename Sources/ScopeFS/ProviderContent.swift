@@ -17,8 +17,14 @@ import SystemPackage
 /// cancels (EINTR).
 public protocol ProviderContent: AnyObject, Sendable {
     /// Bytes `[offset, offset + length)` of the replica file `file` must be
-    /// on disk before the read is served.
-    func prepareRead(_ file: ContentFile, offset: Int64, length: Int, interruption: Interruption) throws(Errno)
+    /// on disk before the read is served. `edition`: the one the reading
+    /// descriptor was opened at; a read of a later one is ESTALE, so that
+    /// one open never sees two versions (issue 47, S42).
+    func prepareRead(_ file: ContentFile, offset: Int64, length: Int, edition: UInt64?, interruption: Interruption)
+        throws(Errno)
+    /// How many remote changes of `file`'s content the replica has applied
+    /// (not the app's own uploads): a descriptor remembers it at its open.
+    func edition(_ file: ContentFile) -> UInt64
     /// An app opens `file`: for writing, its whole content must be on disk
     /// first (unless `truncates`).
     func prepareOpen(_ file: ContentFile, writes: Bool, truncates: Bool, interruption: Interruption) throws(Errno)

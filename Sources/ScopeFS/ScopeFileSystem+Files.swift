@@ -52,7 +52,7 @@ extension ScopeFileSystem {
         let handle = OpenHandle(
             descriptor: descriptor, node: target.node, grant: target.grant?.id,
             access: BackingStore.descriptorAccess(flags), user: FileUser(caller),
-            charge: charge)
+            charge: charge, edition: content(of: target.node).map { content, file in content.edition(file) })
         if writes && flags & O_TRUNC != 0 { handle.wrote.store(true, ordering: .relaxed) }
         // Cached pages stay when the file is as it was at the last open.
         let version = FileVersion(info)
@@ -101,7 +101,8 @@ extension ScopeFileSystem {
         try checkStillGranted(open, .read)
         if let (content, file) = content(of: open.node) {
             do {
-                try content.prepareRead(file, offset: offset, length: size, interruption: Interruption(request))
+                try content.prepareRead(
+                    file, offset: offset, length: size, edition: open.edition, interruption: Interruption(request))
             } catch {
                 // A revoke cancels the app's downloads (S42): it gets the
                 // revoke's EPERM, not the cancelled download's EINTR.
@@ -178,7 +179,9 @@ extension ScopeFileSystem {
         try checkStillGranted(source, .copyFileRange)
         try checkStillGranted(destination, .copyFileRange)
         if let (content, file) = content(of: source.node) {
-            try content.prepareRead(file, offset: from.offset, length: length, interruption: Interruption(request))
+            try content.prepareRead(
+                file, offset: from.offset, length: length, edition: source.edition,
+                interruption: Interruption(request))
         }
         let content = content(of: destination.node)
         if let (content, file) = content { content.willWrite(file) }

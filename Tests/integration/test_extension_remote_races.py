@@ -21,7 +21,7 @@ import time
 import pytest
 from doc_scope_helpers import status
 from scopefs_harness import ALPHA, EXTENSIONS, wait_for
-from test_extension_providers import BIG, CLOUD, ask, cloud, session  # noqa: F401  (cloud: the fixture)
+from test_extension_providers import BIG, CLOUD, ask, cloud, session, sha  # noqa: F401  (cloud: the fixture)
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 
@@ -106,3 +106,25 @@ def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
     )
     reader.join(timeout=10)
     cloud.switch("slow-fetch", None)
+
+
+def test_a_remote_edit_during_a_read_never_mixes_versions(env, cloud):
+    """Finding 4 (S42): a same-size remote edit while a descriptor reads:
+    its later reads get ESTALE, never the new version's bytes after the
+    old one's; a new open reads the new version whole."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    big = cloud.path(ALPHA, "docs/big.bin")
+    old = (cloud.remote / "docs/big.bin").read_bytes()
+    new = bytes(b ^ 0xFF for b in old[: 1 << 20]) * (BIG >> 20)
+    assert ask(s, op="hold", path=big) == {"ok": "held"}
+    first = ask(s, op="held-read", offset=0, length=4096)
+    assert first == {"ok": sha(old[:4096])}, first
+    (cloud.remote / "docs/big.bin").write_bytes(new)
+    cloud.sync()
+    later = ask(s, op="held-read", offset=10 << 20, length=4096)
+    assert later in ({"errno": "ESTALE"}, {"ok": sha(old[10 << 20 : (10 << 20) + 4096])}), (
+        f"a read of the held descriptor mixed versions: {later}"
+    )
+    fresh = ask(s, op="read", path=big, offset=10 << 20, length=4096)
+    assert fresh == {"ok": sha(new[10 << 20 : (10 << 20) + 4096])}, fresh
