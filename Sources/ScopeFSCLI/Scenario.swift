@@ -55,13 +55,29 @@ struct Scenario {
         var operation: String?
     }
 
+    /// A `prints` or `not_prints` text and the streams it is looked for
+    /// in: both by default (a traceback is on standard error), or one
+    /// (`{stdout: TEXT}`, `{stderr: TEXT}`).
+    struct OutputCheck: Equatable, ExpressibleByStringLiteral {
+        enum Stream: String, Equatable { case both, stdout, stderr }
+        var text: String
+        var stream: Stream = .both
+
+        init(text: String, stream: Stream = .both) {
+            self.text = text
+            self.stream = stream
+        }
+
+        init(stringLiteral text: String) { self.init(text: text) }
+    }
+
     struct Expectations {
         var exit: Int32?
         var noLeakedScope = false
         var noUnbalancedStop = false
         var denials: Denials?
-        var prints: [String] = []
-        var notPrints: [String] = []
+        var prints: [OutputCheck] = []
+        var notPrints: [OutputCheck] = []
         var files: [(path: String, content: String)] = []
         var within: Double?
         /// The app resolved a bookmark whose item had moved or been
@@ -286,8 +302,8 @@ extension Scenario {
             if let op = fields["op"] { denials.operation = try string(op, "op") }
             expect.denials = denials
         }
-        if let value = map["prints"] { expect.prints = try strings(value, "prints") }
-        if let value = map["not_prints"] { expect.notPrints = try strings(value, "not_prints") }
+        if let value = map["prints"] { expect.prints = try outputChecks(value, "prints") }
+        if let value = map["not_prints"] { expect.notPrints = try outputChecks(value, "not_prints") }
         if let value = map["files"] {
             guard case .sequence(let files) = value else {
                 throw ScenarioError(line: line(value), message: "files: expected a list")
@@ -340,6 +356,23 @@ extension Scenario {
     private static func strings(_ node: Node, _ what: String) throws -> [String] {
         if case .sequence(let items) = node { return try items.map { try string($0, what) } }
         return [try string(node, what)]
+    }
+
+    /// `TEXT`, `{stdout: TEXT}`, `{stderr: TEXT}`, or a list of them (a
+    /// stream's text may be a list too).
+    private static func outputChecks(_ node: Node, _ what: String) throws -> [OutputCheck] {
+        switch node {
+        case .sequence(let items): return try items.flatMap { try outputChecks($0, what) }
+        case .mapping:
+            let fields = try mapping(node, what, allowed: ["stdout", "stderr"])
+            guard fields.count == 1, let (name, value) = fields.first,
+                let stream = OutputCheck.Stream(rawValue: name)
+            else {
+                throw ScenarioError(line: line(node), message: "\(what): one of stdout: or stderr: per text")
+            }
+            return try strings(value, what).map { OutputCheck(text: $0, stream: stream) }
+        default: return [OutputCheck(text: try string(node, what))]
+        }
     }
 
     private static func bool(_ node: Node, _ what: String) throws -> Bool {

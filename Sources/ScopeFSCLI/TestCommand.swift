@@ -309,7 +309,9 @@ struct ScenarioRunner {
         for id in faults {
             _ = try? ControlClient.send(.faultClear(id: id), state: state)
         }
-        var outcomes = check(status: status, seconds: seconds, timedOut: timedOut, output: output.text, events: events)
+        var outcomes = check(
+            status: status, seconds: seconds, timedOut: timedOut, output: output.text, errors: errors.text,
+            events: events)
         for (index, step) in scenario.steps.enumerated() where !done[index] {
             outcomes.append(
                 .init(
@@ -423,7 +425,9 @@ struct ScenarioRunner {
         }
     }
 
-    private func check(status: Int32, seconds: Double, timedOut: Bool, output: String, events: [Event])
+    private func check(
+        status: Int32, seconds: Double, timedOut: Bool, output: String, errors: String, events: [Event]
+    )
         -> [TestCommand.Outcome]
     {
         let expect = scenario.expect
@@ -462,13 +466,21 @@ struct ScenarioRunner {
                     .init(name: "at most \(most) \(what)", passed: count <= most, detail: "there were \(count)"))
             }
         }
-        for text in expect.prints {
+        for check in expect.prints {
+            let found = Self.find(check, output: output, errors: errors)
             outcomes.append(
-                .init(name: "the app printed '\(text)'", passed: output.contains(text), detail: "it did not"))
+                .init(
+                    name: "the app printed '\(check.text)'\(Self.streamName(check.stream))", passed: found != nil,
+                    detail: found.map { "it did, on \($0)" }
+                        ?? "it did not, on \(check.stream == .both ? "standard output or error" : Self.streams(check.stream))"))
         }
-        for text in expect.notPrints {
+        for check in expect.notPrints {
+            let found = Self.find(check, output: output, errors: errors)
             outcomes.append(
-                .init(name: "the app did not print '\(text)'", passed: !output.contains(text), detail: "it did"))
+                .init(
+                    name: "the app did not print '\(check.text)'\(Self.streamName(check.stream))", passed: found == nil,
+                    detail: found.map { "it did, on \($0)" }
+                        ?? "it did not, on \(check.stream == .both ? "standard output or error" : Self.streams(check.stream))"))
         }
         for file in expect.files {
             let path = (try? hostPath(file.path, line: nil)) ?? file.path
@@ -492,6 +504,34 @@ struct ScenarioRunner {
                     detail: String(format: "it took %.2f s", seconds)))
         }
         return outcomes
+    }
+}
+
+extension ScenarioRunner {
+    static func streams(_ stream: Scenario.OutputCheck.Stream) -> String {
+        switch stream {
+        case .both: "standard output and error"
+        case .stdout: "standard output"
+        case .stderr: "standard error"
+        }
+    }
+
+    /// " on standard error" in a check's name when it reads one stream.
+    static func streamName(_ stream: Scenario.OutputCheck.Stream) -> String {
+        stream == .both ? "" : " on \(streams(stream))"
+    }
+
+    /// Where the check's text is, as "standard error: LINE" (the first
+    /// line holding it, shortened), or nil when it is not in its streams.
+    static func find(_ check: Scenario.OutputCheck, output: String, errors: String) -> String? {
+        var places: [(String, String)] = []
+        if check.stream != .stderr { places.append(("standard output", output)) }
+        if check.stream != .stdout { places.append(("standard error", errors)) }
+        for (name, text) in places where text.contains(check.text) {
+            let line = text.split(separator: "\n", omittingEmptySubsequences: false).first { $0.contains(check.text) }
+            return "\(name): " + String((line ?? "").prefix(200)).debugDescription
+        }
+        return nil
     }
 }
 

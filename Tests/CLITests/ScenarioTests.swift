@@ -68,6 +68,29 @@ import Testing
         #expect(scenario.expect.files.map(\.content) == ["hi"] && scenario.expect.within == 120)
     }
 
+    @Test("prints and not_prints take a text for both streams, or stdout: / stderr: (issue 48)")
+    func outputChecks() throws {
+        let scenario = try Scenario.parse(
+            """
+            expect:
+              prints: [a, {stdout: b}, {stderr: [c, d]}]
+              not_prints: {stderr: Traceback}
+            """, name: "file")
+        #expect(
+            scenario.expect.prints == [
+                "a", .init(text: "b", stream: .stdout), .init(text: "c", stream: .stderr),
+                .init(text: "d", stream: .stderr),
+            ])
+        #expect(scenario.expect.notPrints == [.init(text: "Traceback", stream: .stderr)])
+        for bad in ["{stdout: a, stderr: b}", "{stdin: a}", "[{}]"] {
+            #expect(throws: ScenarioError.self) { try Scenario.parse("expect:\n  prints: \(bad)\n", name: "f") }
+        }
+        let traceback = ScenarioRunner.find("Traceback", output: "READY\n", errors: "x\nTraceback (most recent call last):\n")
+        #expect(traceback == "standard error: \"Traceback (most recent call last):\"")
+        #expect(ScenarioRunner.find(.init(text: "Traceback", stream: .stdout), output: "", errors: "Traceback") == nil)
+        #expect(ScenarioRunner.find(.init(text: "READY", stream: .stdout), output: "READY\n", errors: "") != nil)
+    }
+
     @Test("JSON is read too, with its lines")
     func json() throws {
         let scenario = try Scenario.parse(

@@ -320,3 +320,56 @@ def test_a_scenario_nested_too_deep_is_refused_before_it_is_parsed(env):
         if p.returncode != 65 or not named or "Backtrac" in p.stderr:
             wrong[name] = (p.returncode, p.stderr[:300])
     assert not wrong, wrong
+
+
+CRASHER = """
+print("READY", flush=True)
+raise RuntimeError("the document went away")
+"""
+
+OUTPUT_CHECKS = """
+name: output-checks
+timeout: 20s
+expect:
+{checks}
+"""
+
+
+def test_output_checks_read_standard_error_too(env):
+    """Issue 48, finding 1: `prints` and `not_prints` read the app's
+    standard output and its standard error, so a Python traceback (on
+    stderr) fails `not_prints: Traceback`; `{stdout: TEXT}` and `{stderr:
+    TEXT}` choose one stream. Before, the crashing app passed
+    `not_prints: Traceback` ("ok the app did not print 'Traceback'")."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    scenario = env.root / "output.yaml"
+    cmd = (sys.executable, "-c", CRASHER)
+
+    def run(checks: str):
+        scenario.write_text(OUTPUT_CHECKS.format(checks=checks))
+        p = scopefs_test(env, scenario, *cmd, extra=("--json",))
+        assert p.returncode in (0, 1), describe(p)
+        report = json.loads(p.stdout)
+        return p.returncode, {e["name"]: e for e in report["expectations"]}
+
+    code, checks = run("  not_prints: Traceback")
+    assert code == 1, checks
+    [check] = [e for name, e in checks.items() if "Traceback" in name]
+    assert check["passed"] is False and "standard error" in check["detail"], check
+    assert "RuntimeError" in check["detail"] or "Traceback" in check["detail"], check
+
+    code, checks = run(
+        "  prints: [READY, {stderr: RuntimeError}, {stdout: READY}]\n"
+        "  not_prints: [{stdout: Traceback}, {stderr: READY}]"
+    )
+    assert code == 0, checks
+    assert all(e["passed"] for e in checks.values()), checks
+    assert any("on standard error" in name for name in checks), checks
+
+    code, checks = run("  prints: {stdout: RuntimeError}")
+    assert code == 1, checks
+
+    scenario.write_text(OUTPUT_CHECKS.format(checks="  prints: {stdout: a, stderr: b}"))
+    p = scopefs_test(env, scenario, *cmd)
+    assert p.returncode == 65 and "output.yaml:5:" in p.stderr, describe(p)
