@@ -220,3 +220,44 @@ def test_an_installed_plugin_loads_without_p(env):
         p = run_pytest(env, test, pythonpath=site, by_name=by_name)
         assert p.returncode == 0 and "1 passed" in p.stdout, describe(p)
     assert mounts_under(env.root) == []
+
+
+ENVIRONMENT_TEST = """
+import sys
+
+import pytest
+
+SHOW = ["/bin/sh", "-c", 'echo "${READER_MODE:-None}"']  # the system's shell: the sandbox shows it
+
+
+@pytest.mark.scopefs(app="com.example.env")
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_the_environment_reaches_the_app(scopefs_mount, sandbox):
+    p = scopefs_mount.run(SHOW, sandbox=sandbox, env={"READER_MODE": "caches-descriptor"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[0] == "caches-descriptor", (p.stdout, p.stderr)
+    app = scopefs_mount.start(SHOW, sandbox=sandbox, env={"READER_MODE": "started"})
+    out, err = app.communicate(timeout=30)
+    assert app.returncode == 0, err
+    assert out.split()[0] == "started", (out, err)
+    assert scopefs_mount.run(SHOW, sandbox=sandbox).stdout.split()[0] == "None"
+
+
+def test_a_bad_name_is_refused(scopefs_mount):
+    with pytest.raises(ValueError):
+        scopefs_mount.run(SHOW, sandbox=True, env={"A=B": "x"})
+"""
+
+
+def test_the_plugin_passes_an_environment_to_the_app(env):
+    """Issue 48, finding 2: `run(cmd, env=...)` and `start(cmd, env=...)`
+    give the app those variables, in the sandbox too (which starts the
+    app with a cleared environment: they go through `scopefs run --env`),
+    and without them the app does not see them. Seen failing before: the
+    two took no environment at all (TypeError)."""
+    test = env.root / "test_environment.py"
+    test.write_text(ENVIRONMENT_TEST)
+    p = run_pytest(env, test)
+    assert p.returncode == 0, describe(p)
+    assert "3 passed" in p.stdout, p.stdout
+    assert mounts_under(env.root) == []

@@ -104,6 +104,24 @@ def test_the_library_fails_the_tests_of_a_buggy_app(env, example_built):
     assert leftovers(env) == []
 
 
+@pytest.mark.scopefs_timeout(RUN_TIMEOUT + 30)
+def test_the_environment_reaches_a_sandboxed_app(env, example_built):
+    """Issue 48, finding 2: `start(..., sandbox: true, environment:)`
+    passes the variables through `scopefs run --env` (the sandbox starts
+    the app with a cleared environment): the sandboxed test of the example
+    gives the app READER_CACHES_DESCRIPTOR, so with =1 the buggy reader
+    runs in the sandbox and the test FAILS. Before, the variable never
+    reached the app and the test passed with the buggy reader."""
+    p = swift_test(env, "--filter", "endsCleanlyOnARevokeInTheSandbox", READER_CACHES_DESCRIPTOR="1")
+    output = p.stdout + p.stderr
+    assert p.returncode != 0, describe(p)
+    assert '✘ Test "in the sandbox too, a revoke ends the app cleanly"' in output, output
+    assert 'the app never printed "lost access: EPERM" (the app exited' in output, output
+    assert leftovers(env) == []
+    p = swift_test(env, "--filter", "endsCleanlyOnARevokeInTheSandbox")
+    assert p.returncode == 0, describe(p)
+
+
 def test_the_library_is_one_copy_in_the_client_package():
     """ScopeFSTesting lives in clients/swift next to ScopeFSClient (one copy
     of the sources, no unsafe flags, Foundation only), and the main

@@ -27,7 +27,9 @@ Helpers (all run the ``scopefs`` CLI as the mount's owner):
 ``clear_faults()``, ``events(kind)``, ``wait_for_events(kind, count=1,
 timeout=5)``, ``run(cmd)`` / ``start(cmd)`` (the command as the app,
 through ``scopefs run``; ``start`` returns an ``AppProcess``, a
-``subprocess.Popen`` with ``wait_for_line(line, timeout=20)``),
+``subprocess.Popen`` with ``wait_for_line(line, timeout=20)``; both take
+``sandbox=True``, ``expose=[paths]`` and ``env={...}``, the variables the
+app gets, in the sandbox too),
 ``path(item)`` (the item in the app's view of the mount). Items are
 ``PROVIDER:RELPATH`` as ``scopefs grant`` takes them. The waits mirror the
 Swift library ScopeFSTesting's ``waitForLine`` and ``waitForEvents``.
@@ -41,13 +43,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -92,6 +95,17 @@ class LineNotPrinted(ScopeFSError):
             f"the app never printed {line!r} ({ending}); its output:\n{_shortened(output)}\n"
             f"its errors:\n{_shortened(error_output)}"
         )
+
+
+def _checked_environment(env: Mapping[str, str] | None) -> dict:
+    """``env`` as ``scopefs run --env`` takes it: names of letters, digits
+    and ``_``, not starting with a digit (ValueError otherwise)."""
+    checked = {}
+    for name, value in (env or {}).items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or "\0" in str(value):
+            raise ValueError(f"env: {name!r} is not a variable name (letters, digits and _)")
+        checked[name] = str(value)
+    return checked
 
 
 def _shortened(text: str) -> str:
@@ -256,35 +270,70 @@ class ScopeFSWorld:
 
     # -- the app ----------------------------------------------------------
 
-    def run_argv(self, cmd: Sequence, app: str | None = None, sandbox: bool = False, expose: Sequence = ()) -> list:
+    def run_argv(
+        self,
+        cmd: Sequence,
+        app: str | None = None,
+        sandbox: bool = False,
+        expose: Sequence = (),
+        env: Mapping[str, str] | None = None,
+    ) -> list:
         """``scopefs run`` of CMD as the app: ``--no-sandbox`` unless
         ``sandbox``; in the sandbox, each path of ``expose`` is shown
-        read-only (``--expose``: the app's own folder, say)."""
+        read-only (``--expose``: the app's own folder, say) and each
+        variable of ``env`` is set (``--env NAME=VALUE``: the sandbox
+        starts the app with a cleared environment)."""
         if expose and not sandbox:
             raise ValueError("expose: the paths are shown in the sandbox; pass sandbox=True")
         view = [arg for path in expose for arg in ("--expose", str(path))] if sandbox else ["--no-sandbox"]
+        if sandbox:
+            view += [arg for name, value in _checked_environment(env).items() for arg in ("--env", f"{name}={value}")]
         return [self.binary, "--state", str(self.state), "run", "--app", app or self.app, *view, "--", *map(str, cmd)]
 
+    def _run_environment(self, sandbox: bool, env: Mapping[str, str] | None) -> dict:
+        """The environment of ``scopefs run``: the world's, and without
+        the sandbox (which passes ``scopefs run``'s on) ``env`` too."""
+        return self.env if sandbox or not env else {**self.env, **_checked_environment(env)}
+
     def run(
-        self, cmd: Sequence, app: str | None = None, sandbox: bool = False, timeout: float = 60, expose: Sequence = ()
+        self,
+        cmd: Sequence,
+        app: str | None = None,
+        sandbox: bool = False,
+        timeout: float = 60,
+        expose: Sequence = (),
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess:
         """Runs CMD as the app to its end (``scopefs run``); the result has
-        its exit status and output."""
+        its exit status and output. ``env``: variables the app gets, in
+        the sandbox too."""
         return subprocess.run(
-            self.run_argv(cmd, app, sandbox, expose), capture_output=True, text=True, env=self.env, timeout=timeout
+            self.run_argv(cmd, app, sandbox, expose, env),
+            capture_output=True,
+            text=True,
+            env=self._run_environment(sandbox, env),
+            timeout=timeout,
         )
 
-    def start(self, cmd: Sequence, app: str | None = None, sandbox: bool = False, expose: Sequence = ()) -> AppProcess:
+    def start(
+        self,
+        cmd: Sequence,
+        app: str | None = None,
+        sandbox: bool = False,
+        expose: Sequence = (),
+        env: Mapping[str, str] | None = None,
+    ) -> AppProcess:
         """Starts CMD as the app with pipes on stdin, stdout and stderr; the
         caller waits for a line (``wait_for_line``) or for its end
-        (``wait``, ``communicate``)."""
+        (``wait``, ``communicate``). ``env``: variables the app gets, in
+        the sandbox too."""
         process = AppProcess(
-            self.run_argv(cmd, app, sandbox, expose),
+            self.run_argv(cmd, app, sandbox, expose, env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=self.env,
+            env=self._run_environment(sandbox, env),
             start_new_session=True,
         )
         self.started.append(process)

@@ -100,22 +100,31 @@ extension ScopeFSMount {
     /// A sandboxed app sees its view of the mount where `path(_:)` says
     /// and, of the host, a short allow-list plus the `expose`d paths,
     /// read-only: expose the package's build folder to run its product.
+    /// The sandbox starts the app with a cleared environment: each variable
+    /// of `environment` is set in it with `--env NAME=VALUE`.
     public func runArguments(
-        _ command: [String], app: String? = nil, sandbox: Bool = false, expose: [String] = []
+        _ command: [String], app: String? = nil, sandbox: Bool = false, expose: [String] = [],
+        environment: [String: String] = [:]
     ) -> [String] {
-        let confinement = sandbox ? expose.flatMap { ["--expose", $0] } : ["--no-sandbox"]
+        let confinement =
+            sandbox
+            ? expose.flatMap { ["--expose", $0] }
+                + environment.sorted { $0.key < $1.key }.flatMap { ["--env", "\($0.key)=\($0.value)"] }
+            : ["--no-sandbox"]
         return [binary, "--state", stateDirectory, "run", "--app", app ?? self.app] + confinement + ["--"] + command
     }
 
     /// Starts the command as the app; `close()` kills it if it still runs.
-    /// `environment` is added to the mount's (this process's) environment.
+    /// The app gets `environment` on top of the mount's (this process's)
+    /// environment, or in the sandbox, which passes none of this
+    /// process's environment on, `environment` alone (`scopefs run --env`).
     public func start(
         _ command: [String], app: String? = nil, sandbox: Bool = false, expose: [String] = [],
         environment: [String: String] = [:]
     ) throws(ScopeFSTestingError) -> AppProcess {
         let process = try spawn(
-            runArguments(command, app: app, sandbox: sandbox, expose: expose), name: "app",
-            extraEnvironment: environment)
+            runArguments(command, app: app, sandbox: sandbox, expose: expose, environment: environment), name: "app",
+            extraEnvironment: sandbox ? [:] : environment)
         let started = AppProcess(process, command: command)
         track(started)
         return started

@@ -37,8 +37,11 @@ struct ReaderAppTests {
         try withScopeFSMount(app: reader.app, files: reader.files, grants: reader.grants) { mount in
             // The sandbox shows little of the host: the app's build folder is exposed, read-only.
             let buildFolder = (readerApp as NSString).deletingLastPathComponent
+            // Nor does it pass on this process's environment: what the app
+            // needs is given (`scopefs run --env`), here the switch to its buggy variant.
             let app = try mount.start(
-                [readerApp, mount.path("local:docs/report.txt")], sandbox: true, expose: [buildFolder])
+                [readerApp, mount.path("local:docs/report.txt")], sandbox: true, expose: [buildFolder],
+                environment: ["READER_CACHES_DESCRIPTOR": ProcessInfo.processInfo.environment["READER_CACHES_DESCRIPTOR"] ?? "0"])
             try app.waitForLine("reading docs/report.txt")
             try mount.revoke("local:docs")
             try app.waitForLine("lost access: EPERM")
