@@ -101,6 +101,7 @@ extension ExtensionProvider {
         guard let newPath else { return }
         do {
             guard var record = existing else {
+                if item.kind == .file, adoptLocalTwin(item, at: newPath) { return }
                 try makeLocal(item, at: newPath)
                 return
             }
@@ -155,6 +156,28 @@ extension ExtensionProvider {
     /// A name the remote now uses may be taken by something an app made
     /// that is not uploaded yet: that one moves to a conflict name and is
     /// uploaded under it (nothing is lost).
+    /// A new remote file whose name a local file not yet uploaded holds,
+    /// with the same content: our own create, whose answer was lost (the
+    /// store took it). That file is the item; no conflict copy (issue 47).
+    private func adoptLocalTwin(_ item: ExtensionItem, at path: String) -> Bool {
+        guard let info = folder.status(path), info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == item.size
+        else { return false }
+        let inode = UInt64(info.st_ino)
+        let unknownGeneration = lock.withLock {
+            index.id(ofInode: inode) == nil ? writeActivity.generation(inode) : nil
+        }
+        guard let generation = unknownGeneration,
+            let local = try? snapshot(path, inode: inode)
+        else { return false }
+        defer { unlink(local) }
+        guard let remote = try? calls.fetch(item.id, version: item.version.content, range: nil, RequestControl())
+        else { return false }
+        defer { unlink(remote.path) }
+        guard Self.sameContent(remote.path, local) else { return false }
+        adoptCreated(item, inode: inode, writes: generation)
+        return true
+    }
+
     private func makeRoom(at path: String) throws {
         guard let info = folder.status(path) else { return }
         let known = lock.withLock { index.id(ofInode: UInt64(info.st_ino)) != nil }

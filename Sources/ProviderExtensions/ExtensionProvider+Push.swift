@@ -216,19 +216,17 @@ extension ExtensionProvider {
             let item = try uploading(path) { () throws(ExtensionFailure) in
                 try calls.create(template, contents: snapshot, RequestControl())
             }
-            var record = ReplicaRecord(item: item, inode: entry.inode)
-            record.cachedVersion = item.version.content
-            record.present = ByteRanges([0..<item.size])
             // Written while it went up: the rest follows as a modify.
-            let writtenSince: Bool = lock.withLock {
-                let changed = generation.map { !writeActivity.unchanged(entry.inode, since: $0) } ?? false
-                if changed { record.dirty = 1 }
-                index.put(record)
-                return changed
-            }
-            save([record])
-            if writtenSince { wake(push: true, after: tunables.pushDelay) }
+            adoptCreated(item, inode: entry.inode, writes: generation ?? 0)
         } catch {
+            if error.code == .exists, entry.kind == .file, let snapshot, let generation,
+                let same = try? sameFileRemotely(named: entry.name, in: parent, as: snapshot)
+            {
+                // Our own earlier create, whose answer was lost: the same
+                // content under the name is that item, not a conflict.
+                adoptCreated(same, inode: entry.inode, writes: generation)
+                return
+            }
             if error.code == .exists {
                 // Taken remotely meanwhile: the local one gets a conflict name.
                 let name = ConflictName.make(for: entry.name, at: Date())
@@ -241,6 +239,42 @@ extension ExtensionProvider {
             }
             if failsThePass(error, nil, path: path) { throw error }
         }
+    }
+
+    /// The remote file named `name` in `parent`, when its content is the
+    /// snapshot's (nil otherwise): a create sent again after its answer
+    /// was lost meets its first copy (docs/PROVIDERS.md, "Uploads").
+    private func sameFileRemotely(named name: String, in parent: String, as snapshot: String)
+        throws(ExtensionFailure) -> ExtensionItem?
+    {
+        var page: String?
+        repeat {
+            let listed = try calls.list(parent, page: page, RequestControl())
+            if let item = listed.items.first(where: { $0.name == name }) {
+                guard item.kind == .file else { return nil }
+                let fetched = try calls.fetch(item.id, version: item.version.content, range: nil, RequestControl())
+                defer { unlink(fetched.path) }
+                return Self.sameContent(fetched.path, snapshot) ? item : nil
+            }
+            page = listed.nextPage
+        } while page != nil
+        return nil
+    }
+
+    /// A created file's record: its content is present, and it stays dirty
+    /// if it was written after the snapshot that went up.
+    func adoptCreated(_ item: ExtensionItem, inode: UInt64, writes generation: UInt64) {
+        var record = ReplicaRecord(item: item, inode: inode)
+        record.cachedVersion = item.version.content
+        record.present = ByteRanges([0..<item.size])
+        let writtenSince: Bool = lock.withLock {
+            let changed = !writeActivity.unchanged(inode, since: generation)
+            if changed { record.dirty = 1 }
+            index.put(record)
+            return changed
+        }
+        save([record])
+        if writtenSince { wake(push: true, after: tunables.pushDelay) }
     }
 
     /// Runs `body` for each item, at most `limit` at a time, and waits;
@@ -429,7 +463,7 @@ extension ExtensionProvider {
     /// A copy of the replica file in the staging folder, which the
     /// extension can read (its sandbox binds it) and the app cannot change
     /// while it is uploaded.
-    private func snapshot(_ path: String, inode: UInt64) throws -> String {
+    func snapshot(_ path: String, inode: UInt64) throws -> String {
         let target = staging + "/upload-" + UUID().uuidString
         try folder.withFile(path, O_RDONLY, inode: inode) { source throws(ReplicaFolder.Failure) in
             var info = stat()

@@ -64,6 +64,14 @@ struct WriteActivity {
         return .success(file.generation)
     }
 
+    /// The generation to compare after reading `inode` now, without
+    /// waiting for quiet (nil while a change is in progress): for a check
+    /// of its content, not an upload.
+    func generation(_ inode: UInt64) -> UInt64? {
+        guard let file = files[inode] else { return 0 }
+        return file.inProgress > 0 ? nil : file.generation
+    }
+
     /// Whether nothing changed `inode` since `generation` was read; the
     /// entry is forgotten then (the file is as uploaded).
     mutating func unchanged(_ inode: UInt64, since generation: UInt64) -> Bool {

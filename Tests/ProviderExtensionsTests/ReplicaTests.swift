@@ -79,6 +79,9 @@ import Testing
         try replica.materializeWhole(inode: inode, app: nil, control: RequestControl())
         replica.willWrite(inode: inode)
         try Data("local edit\n".utf8).write(to: URL(filePath: replicaRoot + "/docs/a.txt"))
+        // The write is on disk and the app closed the file (the mount's didWrite and release).
+        replica.didWrite(inode: inode)
+        replica.settled(inode: inode)
         try Data("remote edit!\n".utf8).write(to: URL(filePath: remote + "/docs/a.txt"))
         try replica.push()
         let names = try FileManager.default.contentsOfDirectory(atPath: replicaRoot + "/docs").sorted()
@@ -96,6 +99,9 @@ import Testing
         try replica.materializeWhole(inode: inode, app: nil, control: RequestControl())
         replica.willWrite(inode: inode)
         try Data("saved twice\n".utf8).write(to: URL(filePath: replicaRoot + "/docs/a.txt"))
+        // The write is on disk and the app closed the file (the mount's didWrite and release).
+        replica.didWrite(inode: inode)
+        replica.settled(inode: inode)
         // The upload landed, but the daemon died before it noted the answer.
         try Data("saved twice\n".utf8).write(to: URL(filePath: remote + "/docs/a.txt"))
         try replica.push()

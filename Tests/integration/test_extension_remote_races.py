@@ -128,3 +128,28 @@ def test_a_remote_edit_during_a_read_never_mixes_versions(env, cloud):
     )
     fresh = ask(s, op="read", path=big, offset=10 << 20, length=4096)
     assert fresh == {"ok": sha(new[10 << 20 : (10 << 20) + 4096])}, fresh
+
+
+def test_a_create_whose_answer_was_lost_is_not_a_duplicate(env, cloud):
+    """Finding 7 (docs/PROVIDERS.md: a resend is recognised by its
+    content): the store made the file and the answer was lost; the daemon
+    meets it again (a pull lists it, or the create sent again finds the
+    name taken) and, the content being the same, adopts it: one file, no
+    conflict copy."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("lose-create-answer", "")
+    assert ask(s, op="write", path=cloud.path(ALPHA, "docs/new.txt"), data="made once\n") == {"ok": "written"}
+    # The daemon meets its first copy again, by the next pull or by the
+    # create it sends again: either way the item is adopted.
+    wait_for(
+        "a pull after the lost answer",
+        cloud.calls,
+        lambda calls: "create new.txt" in calls and calls[calls.index("create new.txt") :].count("changes ") >= 2,
+        timeout=20,
+    )
+    time.sleep(2)
+    names = sorted(os.listdir(cloud.remote / "docs"))
+    assert names == ["big.bin", "new.txt", "report.txt"], names
+    assert (cloud.remote / "docs/new.txt").read_text() == "made once\n"
+    assert sorted(ask(s, op="list", path=cloud.path(ALPHA, "docs"))["ok"]) == names

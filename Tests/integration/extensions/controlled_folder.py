@@ -143,7 +143,13 @@ class ControlledFolder(FolderExtension):
 
     def create_item(self, parent, name, kind, mtime, mode, target, contents_path, request):
         self._note("create", name)
-        return super().create_item(parent, name, kind, mtime, mode, target, contents_path, request)
+        item = super().create_item(parent, name, kind, mtime, mode, target, contents_path, request)
+        if (self.control / "lose-create-answer").exists():
+            # The store took it, and the answer is lost (once): the daemon
+            # sends the create again (issue 47, finding 7).
+            (self.control / "lose-create-answer").unlink()
+            raise Unreachable("the answer to create was lost")
+        return item
 
     def modify_item(self, identifier, base_version, fields, contents_path, request):
         self._note("modify", identifier)

@@ -1,0 +1,66 @@
+import Testing
+
+@testable import ProviderExtensions
+
+/// `WriteActivity` against a model (issue 47, SPEC S43): random writes
+/// begun and ended on a few files, fsyncs and closes, and uploads that
+/// snapshot and then ask whether they carried everything. The property:
+/// an upload is taken for complete only if no change began or ended on
+/// its file between its snapshot and its answer, and a snapshot is never
+/// taken while a change is in progress. Seeded; the seed is in every
+/// failure message.
+@Suite struct WriteActivityTests {
+    /// xorshift64*: the same seed, the same run.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state ^= state >> 12
+            state ^= state << 25
+            state ^= state >> 27
+            return state &* 2_685_821_657_736_338_717
+        }
+    }
+
+    @Test("an upload is complete only when nothing changed its file since its snapshot", arguments: 1...40)
+    func model(seed: UInt64) {
+        var random = Generator(state: seed &* 0x9E37_79B9_7F4A_7C15 | 1)
+        var activity = WriteActivity()
+        var inProgress: [UInt64: Int] = [:]
+        // Per file, the snapshot an upload holds: its generation and
+        // whether a change began or ended after it (the model's answer).
+        var uploads: [UInt64: (generation: UInt64, changedSince: Bool)] = [:]
+        var now: UInt64 = 1_000_000_000
+        for step in 0..<400 {
+            let inode = UInt64.random(in: 1...3, using: &random)
+            now += UInt64.random(in: 0...800_000_000, using: &random)
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0, 1:
+                activity.begin(inode, now: now)
+                inProgress[inode, default: 0] += 1
+                if uploads[inode] != nil { uploads[inode]!.changedSince = true }
+            case 2:
+                guard inProgress[inode, default: 0] > 0 else { continue }
+                activity.end(inode, now: now)
+                inProgress[inode, default: 0] -= 1
+                if uploads[inode] != nil { uploads[inode]!.changedSince = true }
+            case 3:
+                activity.settle(inode)
+            case 4:
+                guard uploads[inode] == nil else { continue }
+                switch activity.snapshotPoint(inode, quiet: 2, now: now) {
+                case .success(let generation):
+                    #expect(inProgress[inode, default: 0] == 0, "seed \(seed) step \(step): a snapshot mid-write")
+                    uploads[inode] = (generation, false)
+                case .failure(let wait):
+                    #expect(wait.seconds > 0, "seed \(seed) step \(step)")
+                }
+            default:
+                guard let upload = uploads.removeValue(forKey: inode) else { continue }
+                let complete = activity.unchanged(inode, since: upload.generation)
+                #expect(
+                    complete == !upload.changedSince,
+                    "seed \(seed) step \(step): the upload was taken for \(complete ? "complete" : "stale")")
+            }
+        }
+    }
+}
