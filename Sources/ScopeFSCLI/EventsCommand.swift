@@ -109,8 +109,11 @@ struct EventsCommand: ParsableCommand {
     /// One tab-separated line; names and paths escaped (SPEC S29, S33a),
     /// so that a name cannot forge a line or drive the terminal. The app
     /// shows with its display name (`com.example.editor (Editor)`).
-    static func line(_ event: Event, names: AppNames) -> String {
+    /// One event as a tab-separated line; `milliseconds` (the `scopefs
+    /// test` report) gives its times to the millisecond.
+    static func line(_ event: Event, names: AppNames, milliseconds: Bool = false) -> String {
         let formatter = ISO8601DateFormatter()
+        if milliseconds { formatter.formatOptions.insert(.withFractionalSeconds) }
         let time = formatter.string(from: Date(timeIntervalSince1970: event.time))
         var fields = [
             time, event.kind.rawValue, event.app.map(names.label) ?? "-", event.pid.map(String.init) ?? "-",

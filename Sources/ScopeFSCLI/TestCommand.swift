@@ -302,9 +302,9 @@ struct ScenarioRunner {
         let status =
             process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
         usleep(CLITunables.eventSettleDelay)
-        let events =
+        let events = Self.inTimeOrder(
             (try? EventStore(database: repository.database).events(
-                .init(app: app, since: started.timeIntervalSince1970))) ?? []
+                .init(app: app, since: started.timeIntervalSince1970))) ?? [])
         for grant in revoked.sorted() { setState(.active, grant: grant) }
         for id in faults {
             _ = try? ControlClient.send(.faultClear(id: id), state: state)
@@ -328,7 +328,15 @@ struct ScenarioRunner {
             events: events.map { EventJSON($0, appName: $0.app.flatMap(names.name)) },
             output: String(output.text.suffix(Self.keptOutput)),
             errorOutput: String(errors.text.suffix(Self.keptOutput)),
-            eventLines: events.map { EventsCommand.line($0, names: names) })
+            eventLines: events.map { EventsCommand.line($0, names: names, milliseconds: true) })
+    }
+
+    /// Events by the time they happened, not by their arrival in the log:
+    /// the daemon writes its events (denials, starts) in batches, after a
+    /// revoke the runner's own request recorded at once. Ties keep the
+    /// log's order.
+    static func inTimeOrder(_ events: [Event]) -> [Event] {
+        events.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
     }
 
     /// How much of the app's output a report keeps (the end of it: what
@@ -432,20 +440,27 @@ struct ScenarioRunner {
     {
         let expect = scenario.expect
         var outcomes: [TestCommand.Outcome] = []
+        // Each detail says what happened, whether the check passed or not.
         outcomes.append(
             .init(
                 name: "finished within \(Int(scenario.timeout)) s (timeout)", passed: !timedOut,
-                detail: "the app still ran after \(scenario.timeout) s and was killed"))
+                detail: timedOut
+                    ? "the app still ran after \(scenario.timeout) s and was killed"
+                    : String(format: "the app ended after %.2f s", seconds)))
         if let code = expect.exit {
             outcomes.append(
-                .init(name: "exit status is \(code)", passed: !timedOut && status == code, detail: "it was \(status)"))
+                .init(
+                    name: "exit status is \(code)", passed: !timedOut && status == code,
+                    detail: timedOut ? "it was killed at the timeout (\(status))" : "it was \(status)"))
         }
         if expect.noLeakedScope {
             let leaks = events.filter { $0.kind == .leak }
             outcomes.append(
                 .init(
                     name: "no leaked scope", passed: leaks.isEmpty,
-                    detail: leaks.map { "\($0.path ?? "?") x\($0.count ?? 0)" }.joined(separator: ", ")))
+                    detail: leaks.isEmpty
+                        ? "no leak event"
+                        : "leaked: " + leaks.map { "\($0.path ?? "?") x\($0.count ?? 0)" }.joined(separator: ", ")))
         }
         if expect.noUnbalancedStop {
             let stops = events.filter { $0.kind == .unbalancedStop }.reduce(0) { $0 + $1.occurrences }

@@ -91,6 +91,21 @@ import Testing
         #expect(ScenarioRunner.find(.init(text: "READY", stream: .stdout), output: "READY\n", errors: "") != nil)
     }
 
+    @Test("the report lists events by the time they happened, to the millisecond (issue 48)")
+    func eventOrder() {
+        // As the log holds them: the revoke first, the daemon's batch of denials after.
+        let logged = [
+            Event(time: 1_800_000_000.372, kind: .revoke, app: "a", grant: 1),
+            Event(time: 1_800_000_000.346, kind: .denial, app: "a", path: "x", operation: "read", errno: EPERM),
+            Event(time: 1_800_000_000.346, kind: .start, app: "a"),
+        ]
+        let ordered = ScenarioRunner.inTimeOrder(logged)
+        #expect(ordered.map(\.kind) == [.denial, .start, .revoke], "by time; a tie keeps the log's order")
+        let line = EventsCommand.line(ordered[0], names: .none, milliseconds: true)
+        #expect(line.hasPrefix("2027-01-15T08:00:00.346Z\t"), "\(line)")
+        #expect(EventsCommand.line(ordered[0], names: .none).hasPrefix("2027-01-15T08:00:00Z\t"))
+    }
+
     @Test("JSON is read too, with its lines")
     func json() throws {
         let scenario = try Scenario.parse(

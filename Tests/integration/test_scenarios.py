@@ -6,6 +6,7 @@ JUnit XML for CI."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -373,3 +374,38 @@ def test_output_checks_read_standard_error_too(env):
     scenario.write_text(OUTPUT_CHECKS.format(checks="  prints: {stdout: a, stderr: b}"))
     p = scopefs_test(env, scenario, *cmd)
     assert p.returncode == 65 and "output.yaml:5:" in p.stderr, describe(p)
+
+
+def test_report_details_match_their_outcome_and_events_are_in_time_order(env):
+    """Issue 48, finding 4: in `--json`, a passing check's detail says what
+    happened (not "the app still ran after 20.0 s and was killed" on a
+    check that passed), events are listed by the time they happened, not
+    in the order they reached the log (the daemon writes denials in
+    batches, after a revoke recorded at once), and times have
+    milliseconds in the text report's events as in JSON."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    document = "Providers/local/docs/report.txt"
+    p = scopefs_test(
+        env, SCENARIO, sys.executable, EXAMPLES / "cached_descriptor_fixed.py", document, extra=("--json",)
+    )
+    assert p.returncode == 0, describe(p)
+    report = json.loads(p.stdout)
+    bad = [
+        e
+        for e in report["expectations"]
+        if not e["detail"] or (e["passed"] and "killed" in e["detail"])
+    ]
+    assert not bad, report["expectations"]
+    [timeout] = [e for e in report["expectations"] if "(timeout)" in e["name"]]
+    assert timeout["passed"] and "ended" in timeout["detail"], timeout
+    times = [e["time"] for e in report["events"]]
+    assert len(times) >= 2 and times == sorted(times), report["events"]
+    assert all(len(t) == len("2026-11-23T18:06:34.120Z") for t in times), times
+
+    p = scopefs_test(env, SCENARIO, sys.executable, EXAMPLES / "cached_descriptor_buggy.py", document)
+    assert p.returncode == 1, describe(p)
+    lines = p.stdout.split("events of the run:\n", 1)[1].splitlines()
+    stamps = [line.split()[0] for line in lines]
+    assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s) for s in stamps), lines
+    assert stamps == sorted(stamps), lines
