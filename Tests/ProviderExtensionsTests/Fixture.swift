@@ -126,6 +126,21 @@ final class Fixture: @unchecked Sendable {
         return host
     }
 
+    /// A replica of the provider `host` serves, in the folder `replica`,
+    /// with small blocks (1 MiB whole-file limit, 256 KiB blocks) so that
+    /// tests read by range with small files; pulled once.
+    func replica(of host: ExtensionHost, in replica: String, staging: String) throws -> ExtensionProvider {
+        var tunables = ReplicaTunables()
+        tunables.wholeFileLimit = 1 << 20
+        tunables.block = 256 << 10
+        let provider = try ExtensionProvider(
+            providerID: "cloud", calls: host, folder: ReplicaFolder(root: replica),
+            writer: ReplicaFolder(root: replica), store: ReplicaStore(), staging: staging, tunables: tunables,
+            logger: recorder.logger, events: { _ in })
+        try provider.pull()
+        return provider
+    }
+
     /// The folder example over a fresh folder `root`, running.
     func folderHost(root: String, sandbox: ExtensionSandbox = ExtensionSandbox(enabled: false)) -> ExtensionHost {
         host(["python3", Paths.folderExtension, root], sandbox: sandbox)

@@ -27,14 +27,7 @@ import Testing
             ["python3", Paths.root + "/Tests/integration/extensions/controlled_folder.py", remote, control],
             staging: staging)
         #expect(host.waitUntilRunning(timeout: 10))
-        var tunables = ReplicaTunables()
-        tunables.wholeFileLimit = 1 << 20
-        tunables.block = 256 << 10
-        replica = try ExtensionProvider(
-            providerID: "cloud", calls: host, folder: ReplicaFolder(root: replicaRoot),
-            writer: ReplicaFolder(root: replicaRoot), store: ReplicaStore(), staging: staging, tunables: tunables,
-            logger: fixture.recorder.logger, events: { _ in })
-        try replica.pull()
+        replica = try fixture.replica(of: host, in: replicaRoot, staging: staging)
     }
 
     private func inode(_ path: String) throws -> UInt64 {

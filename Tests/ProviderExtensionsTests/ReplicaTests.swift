@@ -24,14 +24,7 @@ import Testing
         staging = try fixture.makeFolder("staging")
         host = fixture.host(["python3", Paths.folderExtension, remote], staging: staging)
         #expect(host.waitUntilRunning(timeout: 10))
-        var tunables = ReplicaTunables()
-        tunables.wholeFileLimit = 1 << 20
-        tunables.block = 256 << 10
-        replica = try ExtensionProvider(
-            providerID: "cloud", calls: host, folder: ReplicaFolder(root: replicaRoot),
-            writer: ReplicaFolder(root: replicaRoot), store: ReplicaStore(), staging: staging, tunables: tunables,
-            logger: fixture.recorder.logger, events: { _ in })
-        try replica.pull()
+        replica = try fixture.replica(of: host, in: replicaRoot, staging: staging)
     }
 
     private func status(_ path: String) -> stat? {
