@@ -409,3 +409,51 @@ def test_report_details_match_their_outcome_and_events_are_in_time_order(env):
     stamps = [line.split()[0] for line in lines]
     assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s) for s in stamps), lines
     assert stamps == sorted(stamps), lines
+
+
+CACHED_READER = """
+import time
+import scopefs
+with scopefs.accessing(sys.argv[1]):
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    print("READY", flush=True)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        try:
+            os.pread(fd, 64, 0)
+        except PermissionError:
+            print("read denied", flush=True)
+            break
+        time.sleep(0.05)
+    os.close(fd)
+"""
+
+CACHED_READ_DENIALS = """
+timeout: 20s
+steps:
+  - when: app prints READY
+    revoke: local:docs
+expect:
+  exit: 0
+  prints: {stdout: read denied}
+  denials: {at_least: 1}
+  not_prints: Traceback
+"""
+
+
+def test_a_denied_read_on_a_cached_descriptor_is_counted(env):
+    """Issue 48, finding 3: after a revoke, a read on a descriptor opened
+    before it is refused (EPERM, SPEC S14) and recorded as a denial event
+    (SPEC S29), so `denials: {at_least: 1}` holds for an app that never
+    opens anything after the revoke; the denial names the read."""
+    env.base_env["PYTHONPATH"] = str(REPO_ROOT / "clients" / "python")
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    scenario = env.root / "cached.yaml"
+    scenario.write_text(CACHED_READ_DENIALS)
+    cmd = (sys.executable, "-c", snippet(CACHED_READER), env.prov(ALPHA, LOCAL, "docs/report.txt"))
+    p = scopefs_test(env, scenario, *cmd, extra=("--json",))
+    report = json.loads(p.stdout)
+    assert p.returncode == 0, (report["expectations"], report["events"], p.stderr[-2000:])
+    denials = [e for e in report["events"] if e["kind"] == "denial"]
+    assert denials and {e["operation"] for e in denials} == {"read"}, denials
