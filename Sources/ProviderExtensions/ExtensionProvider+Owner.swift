@@ -33,7 +33,10 @@ extension ExtensionProvider {
 
     public func state(inode: UInt64) -> String? {
         lock.withLock {
-            guard let id = index.id(ofInode: inode), let record = index[id] else { return nil }
+            // An item of the replica with no record: made here and not
+            // uploaded yet, so waiting in the queue (issue 47), not on the
+            // remote as "materialized" would say.
+            guard let id = index.id(ofInode: inode), let record = index[id] else { return "dirty" }
             if record.dirty != 0, let path = index.path(of: id), sync.uploadingNow.contains(path) { return "uploading" }
             return record.state
         }

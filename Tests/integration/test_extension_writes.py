@@ -44,6 +44,11 @@ elif mode == "trickle":
         os.write(fd, bytes([65 + i % 26]) * 1024)
         time.sleep(0.1)
     os.close(fd)
+elif mode == "new-state":
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"not uploaded yet\n")
+    print("state", os.getxattr(path, "user.scopefs.state").decode(), flush=True)
+    os.close(fd)
 elif mode == "open-fsync-stay":
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     for i in range(5):
@@ -99,3 +104,12 @@ def test_a_descriptor_held_open_across_fsyncs_uploads_each_fsync(env, cloud):
     before = (cloud.remote / "docs/report.txt").read_bytes()
     write_as_app(env, cloud, "docs/report.txt", "open-fsync-stay")
     remote_becomes(cloud, "docs/report.txt", before + b"".join(b"line %d\n" % i for i in range(5)))
+
+
+def test_a_new_file_waiting_to_upload_says_dirty(env, cloud):
+    """Finding 8: a file made here and not yet uploaded is `dirty` (in the
+    queue), not `materialized` as if the remote had it."""
+    env.grant(ALPHA, "cloud:docs")
+    p = write_as_app(env, cloud, "docs/fresh.txt", "new-state")
+    assert "state dirty" in p.stdout, describe(p)
+    remote_becomes(cloud, "docs/fresh.txt", b"not uploaded yet\n")
