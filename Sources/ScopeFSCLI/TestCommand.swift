@@ -487,7 +487,8 @@ struct ScenarioRunner {
                 .init(
                     name: "the app printed '\(check.text)'\(Self.streamName(check.stream))", passed: found != nil,
                     detail: found.map { "it did, on \($0)" }
-                        ?? "it did not, on \(check.stream == .both ? "standard output or error" : Self.streams(check.stream))"))
+                        ?? "it did not, on \(check.stream == .both ? "standard output or error" : Self.streams(check.stream))"
+                ))
         }
         for check in expect.notPrints {
             let found = Self.find(check, output: output, errors: errors)
@@ -495,7 +496,8 @@ struct ScenarioRunner {
                 .init(
                     name: "the app did not print '\(check.text)'\(Self.streamName(check.stream))", passed: found == nil,
                     detail: found.map { "it did, on \($0)" }
-                        ?? "it did not, on \(check.stream == .both ? "standard output or error" : Self.streams(check.stream))"))
+                        ?? "it did not, on \(check.stream == .both ? "standard output or error" : Self.streams(check.stream))"
+                ))
         }
         for file in expect.files {
             let path = (try? hostPath(file.path, line: nil)) ?? file.path

@@ -85,7 +85,8 @@ import Testing
         for bad in ["{stdout: a, stderr: b}", "{stdin: a}", "[{}]"] {
             #expect(throws: ScenarioError.self) { try Scenario.parse("expect:\n  prints: \(bad)\n", name: "f") }
         }
-        let traceback = ScenarioRunner.find("Traceback", output: "READY\n", errors: "x\nTraceback (most recent call last):\n")
+        let traceback = ScenarioRunner.find(
+            "Traceback", output: "READY\n", errors: "x\nTraceback (most recent call last):\n")
         #expect(traceback == "standard error: \"Traceback (most recent call last):\"")
         #expect(ScenarioRunner.find(.init(text: "Traceback", stream: .stdout), output: "", errors: "Traceback") == nil)
         #expect(ScenarioRunner.find(.init(text: "READY", stream: .stdout), output: "READY\n", errors: "") != nil)

@@ -391,11 +391,7 @@ def test_report_details_match_their_outcome_and_events_are_in_time_order(env):
     )
     assert p.returncode == 0, describe(p)
     report = json.loads(p.stdout)
-    bad = [
-        e
-        for e in report["expectations"]
-        if not e["detail"] or (e["passed"] and "killed" in e["detail"])
-    ]
+    bad = [e for e in report["expectations"] if not e["detail"] or (e["passed"] and "killed" in e["detail"])]
     assert not bad, report["expectations"]
     [timeout] = [e for e in report["expectations"] if "(timeout)" in e["name"]]
     assert timeout["passed"] and "ended" in timeout["detail"], timeout
