@@ -5,6 +5,10 @@ import Glibc
 /// placeholders, folders and symlinks (SPEC S42). Run on the sync thread.
 extension ExtensionProvider {
     static let anchorKey = "anchor"
+    /// Items whose remote change could not be applied locally: asked for
+    /// again at each pull until they are (issue 47: never dropped because
+    /// the anchor moved on). One id a line.
+    static let retryKey = "unapplied"
 
     /// A pull; on failure, another one later.
     func pullOrRetry() {
@@ -40,11 +44,39 @@ extension ExtensionProvider {
             } catch  where error.code == .anchorExpired {
                 return try relist(info)
             }
-            apply(updated: changes.updated, deleted: changes.deleted)
+            remember(unapplied: apply(updated: changes.updated, deleted: changes.deleted))
             current = changes.anchor
             try? store.setValue(current, for: Self.anchorKey)
-            if !changes.more { return }
+            if !changes.more { break }
         }
+        try applyAgain(control)
+    }
+
+    /// The ids of changes that failed to apply, kept with the anchor.
+    private var unapplied: Set<String> {
+        Set(((try? store.value(Self.retryKey)) ?? nil)?.split(separator: "\n").map(String.init) ?? [])
+    }
+
+    private func remember(unapplied failed: [String]) {
+        guard !failed.isEmpty else { return }
+        try? store.setValue(unapplied.union(failed).sorted().joined(separator: "\n"), for: Self.retryKey)
+    }
+
+    /// Asks the extension again for each item whose change failed to apply,
+    /// and applies it; what still fails stays on the list (with its event).
+    private func applyAgain(_ control: RequestControl) throws(ExtensionFailure) {
+        let waiting = unapplied
+        guard !waiting.isEmpty else { return }
+        var still: [String] = []
+        for id in waiting.sorted() {
+            do {
+                let item = try calls.item(id, control)
+                if !apply(updated: [item], deleted: []).isEmpty { still.append(id) }
+            } catch  where error.code == .noSuchItem {
+                removeRemotely(deleted: id)
+            }
+        }
+        try? store.setValue(still.isEmpty ? nil : still.joined(separator: "\n"), for: Self.retryKey)
     }
 
     /// Lists everything (after taking an anchor, so that changes made while
@@ -67,13 +99,18 @@ extension ExtensionProvider {
             } while page != nil
         }
         let gone = lock.withLock { index.all.map(\.item.id).filter { !seen.contains($0) } }
-        apply(updated: items, deleted: gone)
+        // A full listing brings every item: what fails now is all that waits.
+        let failed = apply(updated: items, deleted: gone)
+        try? store.setValue(failed.isEmpty ? nil : failed.sorted().joined(separator: "\n"), for: Self.retryKey)
         try? store.setValue(anchor, for: Self.anchorKey)
     }
 
     /// Applies one batch: parents before children (an item whose parent is
     /// not known by the end of the batch is not shown), then removals.
-    func apply(updated: [ExtensionItem], deleted: [String]) {
+    /// Returns the ids whose change could not be applied here.
+    @discardableResult
+    func apply(updated: [ExtensionItem], deleted: [String]) -> [String] {
+        var failed: [String] = []
         var pending = updated.filter { $0.id != ExtensionItem.rootID }
         var progress = true
         while !pending.isEmpty && progress {
@@ -82,7 +119,7 @@ extension ExtensionProvider {
             for item in pending {
                 let parentKnown = item.parent.map { parent in lock.withLock { index[parent] != nil } } ?? false
                 if parentKnown {
-                    update(item)
+                    if !update(item) { failed.append(item.id) }
                     progress = true
                 } else {
                     later.append(item)
@@ -91,19 +128,21 @@ extension ExtensionProvider {
             pending = later
         }
         for id in deleted where id != ExtensionItem.rootID { removeRemotely(deleted: id) }
+        return failed
     }
 
-    /// One item as the extension describes it now.
-    private func update(_ item: ExtensionItem) {
+    /// One item as the extension describes it now; false when the change
+    /// could not be made here (reported; `applyAgain` retries it).
+    private func update(_ item: ExtensionItem) -> Bool {
         let (existing, newPath, oldPath) = lock.withLock {
             (index[item.id], index.path(parent: item.parent!, name: item.name), index.path(of: item.id))
         }
-        guard let newPath else { return }
+        guard let newPath else { return true }
         do {
             guard var record = existing else {
-                if item.kind == .file, adoptLocalTwin(item, at: newPath) { return }
+                if item.kind == .file, adoptLocalTwin(item, at: newPath) { return true }
                 try makeLocal(item, at: newPath)
-                return
+                return true
             }
             if let oldPath, oldPath != newPath {
                 try makeRoom(at: newPath)
@@ -133,8 +172,10 @@ extension ExtensionProvider {
             }
             lock.withLock { index.put(record) }
             save([record])
+            return true
         } catch {
             report(.error, newPath, "cannot apply a remote change to \(newPath): \(error)")
+            return false
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ProviderExtensions
+import Synchronization
 import Testing
 
 /// A remote that changes under a reader (issue 47, SPEC S42): no range
@@ -62,4 +63,56 @@ import Testing
             inode: file, offset: (3 << 19) - 4096, length: 4096, app: nil, control: RequestControl())
         #expect(replica.state(inode: file) == "partial")
     }
+
+    @Test("a remote change that fails to apply here is applied at the next pull, not dropped with the anchor")
+    func failedApplyIsRetried() throws {
+        let own = try fixture.makeFolder("replica-of-a-flaky-writer")
+        let writer = FlakyWriter(ReplicaFolder(root: own))
+        let flaky = try ExtensionProvider(
+            providerID: "cloud", calls: host, folder: ReplicaFolder(root: own), writer: writer,
+            store: ReplicaStore(), staging: fixture.path("staging"), logger: fixture.recorder.logger,
+            events: { _ in })
+        try flaky.pull()
+        try Data(repeating: 9, count: 1000).write(to: URL(filePath: remote + "/big.bin"))
+        writer.failingResets.withLock { $0 = 2 }  // the pass and its retry within the same pull
+        try flaky.pull()
+        var info = stat()
+        #expect(lstat(own + "/big.bin", &info) == 0 && info.st_size == 3 << 20, "the failed apply changed it")
+        try flaky.pull()
+        #expect(lstat(own + "/big.bin", &info) == 0 && info.st_size == 1000, "the change was dropped")
+    }
+}
+
+/// A replica writer whose next `failingResets` resets fail (a full disk,
+/// an I/O error), as the writer child can.
+final class FlakyWriter: ReplicaWriting {
+    let base: ReplicaFolder
+    let failingResets = Mutex(0)
+
+    init(_ base: ReplicaFolder) { self.base = base }
+
+    func reset(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
+        let fail = failingResets.withLock { count in
+            defer { count = max(0, count - 1) }
+            return count > 0
+        }
+        if fail { throw .system(EIO, "the test's writer fails this reset") }
+        try base.reset(path, size: size, mtime: mtime, mode: mode)
+    }
+
+    func placeholder(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure)
+        -> UInt64
+    { try base.placeholder(path, size: size, mtime: mtime, mode: mode) }
+    func setAttributes(_ path: String, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
+        try base.setAttributes(path, mtime: mtime, mode: mode)
+    }
+    func makeFolder(_ path: String, mode: UInt32, mtime: Double) throws(ReplicaFolder.Failure) -> UInt64 {
+        try base.makeFolder(path, mode: mode, mtime: mtime)
+    }
+    func makeSymlink(_ path: String, target: String) throws(ReplicaFolder.Failure) -> UInt64 {
+        try base.makeSymlink(path, target: target)
+    }
+    func rename(_ from: String, to: String) throws(ReplicaFolder.Failure) { try base.rename(from, to: to) }
+    func remove(_ path: String) throws(ReplicaFolder.Failure) { try base.remove(path) }
+    func copy(_ from: String, to: String) throws(ReplicaFolder.Failure) -> UInt64 { try base.copy(from, to: to) }
 }
