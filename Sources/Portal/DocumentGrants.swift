@@ -48,7 +48,38 @@ final class DocumentGrants: Sendable {
     private struct Snapshot {
         var version: Int64
         var grants: [Grant]
+        /// Each app's grant of each item (`itemKey`), an active one first.
+        var byItem: [String: [AppID: Grant]]
+        /// What the access rule gives each app through it (absent: nothing).
         var activeAccess: [String: [AppID: Access]]
+    }
+
+    /// What the one access rule (SPEC S47, `Decision.permit`) lets `app`
+    /// do with a document through `grant`: read, read-write, or nothing.
+    /// A portal app holds no security scope (Flatpak's model), so none is
+    /// asked; the layout's decisions do not depend on which of the app's
+    /// processes asks.
+    static func access(_ grant: Grant?, app: AppID, route: Route = .name) -> Access? {
+        let caller = Caller.app(app, ProcessKey(pid: 0, startTime: 0))
+        let coverage: Coverage = grant.map { .granted($0) } ?? .hidden
+        guard case .success = Decision.permit(.read, coverage: coverage, caller: caller, route: route) else {
+            return nil
+        }
+        if case .success = Decision.permit(.write, coverage: coverage, caller: caller, route: route) {
+            return .readWrite
+        }
+        return .read
+    }
+
+    /// Whether a descriptor `app` opened for `access` may still be used,
+    /// by the rule every ScopeFS descriptor is held to (`permitDescriptor`).
+    static func descriptorAllowed(_ access: DescriptorAccess, grant: Grant?, app: AppID) -> Bool {
+        let caller = Caller.app(app, ProcessKey(pid: 0, startTime: 0))
+        let coverage: Coverage = grant.map { .granted($0) } ?? .hidden
+        if case .success = Decision.permitDescriptor(access, coverage: coverage, openedThrough: nil, caller: caller) {
+            return true
+        }
+        return false
     }
 
     /// The key of an item in `activeAccess`.
@@ -68,17 +99,26 @@ final class DocumentGrants: Sendable {
     /// The apps' access to each item (`itemKey`) through active grants.
     func activeAccess() throws(CommandError) -> [String: [AppID: Access]] { try current().activeAccess }
 
+    /// `app`'s grant of the item `key` (an active one first), if any.
+    func grant(_ key: String, app: AppID) throws(CommandError) -> Grant? { try current().byItem[key]?[app] }
+
     private func current() throws(CommandError) -> Snapshot {
         // Failed closed: no app has any document until the policy is back.
-        guard let version = try version() else { return Snapshot(version: -1, grants: [], activeAccess: [:]) }
+        guard let version = try version() else {
+            return Snapshot(version: -1, grants: [], byItem: [:], activeAccess: [:])
+        }
         if let hit = cached.withLock({ $0 }), hit.version == version { return hit }
         let grants = try store.grants(app: nil)
-        var active: [String: [AppID: Access]] = [:]
-        for grant in grants where grant.state == .active {
-            active[Self.itemKey(provider: grant.provider, relativePath: grant.relativePath), default: [:]][grant.app] =
-                grant.access
+        var byItem: [String: [AppID: Grant]] = [:]
+        for grant in grants {
+            let key = Self.itemKey(provider: grant.provider, relativePath: grant.relativePath)
+            if let kept = byItem[key]?[grant.app], kept.state == .active { continue }
+            byItem[key, default: [:]][grant.app] = grant
         }
-        let snapshot = Snapshot(version: version, grants: grants, activeAccess: active)
+        let active = byItem.mapValues { apps in
+            apps.compactMapValues { grant in Self.access(grant, app: grant.app) }
+        }.filter { !$0.value.isEmpty }
+        let snapshot = Snapshot(version: version, grants: grants, byItem: byItem, activeAccess: active)
         cached.withLock { $0 = snapshot }
         return snapshot
     }

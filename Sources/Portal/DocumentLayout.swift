@@ -41,6 +41,9 @@ final class DocumentLayout: FileSystem {
         var app: AppID?
         var documentID: String
         var writable: Bool
+        /// What it was opened for: each read and write asks the one rule
+        /// for all of it (SPEC S47), as ScopeFS's descriptors do.
+        var access: DescriptorAccess { writable ? [.read, .write] : .read }
     }
 
     init(portal: DocumentPortal) {
@@ -273,8 +276,10 @@ final class DocumentLayout: FileSystem {
         guard let open = handles.withLock({ $0.open[handle] }) else { throw Errno.badFileDescriptor }
         if writing, !open.writable { throw Errno.badFileDescriptor }
         guard let app = open.app else { return open.descriptor }
-        guard let granted = try? document(open.documentID, app: app) else { throw Errno.notPermitted }
-        if writing, granted.1 == .read { throw Errno.notPermitted }
+        guard let document = portal.table.documents[open.documentID] else { throw Errno.notPermitted }
+        let grant: Grant?
+        do { grant = try portal.grants.grant(Self.itemKey(document), app: app) } catch { throw Errno.notPermitted }
+        guard DocumentGrants.descriptorAllowed(open.access, grant: grant, app: app) else { throw Errno.notPermitted }
         return open.descriptor
     }
 

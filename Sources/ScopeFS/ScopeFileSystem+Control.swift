@@ -37,11 +37,17 @@ extension ScopeFileSystem {
         // raises the nearest active one, so a revoked file grant inside an
         // active folder grant is started through the folder; stop lowers
         // the nearest one this process holds.
-        let covering = [nearest] + withPolicy { $0.enclosingGrants(of: nearest.id) }
-        let grant = covering.first { $0.state == .active } ?? nearest
+        let enclosing = withPolicy { $0.enclosingGrants(of: nearest.id) }
+        let covering = [nearest] + enclosing
+        // The one access rule (SPEC S47) names the grant the item is
+        // reached through now: the nearest active one, else an enclosing.
+        let verdict = Decision.permit(
+            .metadata, coverage: .granted(nearest), caller: caller, enclosing: { _ in enclosing })
+        let allowed: Grant? = try? verdict.get()
+        let grant = allowed ?? nearest
         switch attribute {
         case .start, .startUntilExit:
-            guard grant.state == .active else {
+            guard allowed != nil else {
                 recordDenial(.notPermitted, target.resolved, caller, .start)
                 throw .notPermitted
             }
@@ -58,10 +64,10 @@ extension ScopeFileSystem {
             case .unbalanced: return "unbalanced"
             }
         case .scope:
-            return grant.state == .active ? String(scopes.count(pid: process.pid, grant: grant.id)) : "0"
+            return allowed != nil ? String(scopes.count(pid: process.pid, grant: grant.id)) : "0"
         case .bookmark, .readOnlyBookmark:
             // A bookmark for an item the app can access now (SPEC S25).
-            guard grant.state == .active else { throw .notPermitted }
+            guard allowed != nil else { throw .notPermitted }
             let access: Access = attribute == .bookmark ? grant.access : .read
             return try documents.bookmark(app: app, provider: provider, path: try target.path, access: access)
         default:

@@ -1,0 +1,42 @@
+"""One access decision (issue 46, SPEC S47; docs/SECURITY.md "The access
+rule"): whether a process may read, write or reach an item through a
+grant is decided by `Decision.permit` (and `permitDescriptor` for open
+descriptors) in Sources/Policy, and every consumer asks it. Descriptor
+checks once decided apart from opens and let a write descriptor outlive
+its grant; the portal's layout and the control attributes had rules of
+their own. These checks fail when a consumer stops asking the rule or
+decides on a grant's state itself."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SOURCES = Path(__file__).resolve().parents[2] / "Sources"
+
+# Each consumer, and what it decides through the rule.
+CONSUMERS = {
+    "ScopeFS/Gate.swift": "opens and requests by name; every operation on an open descriptor",
+    "ScopeFS/ScopeFileSystem+Control.swift": "start, stop, scope and bookmark attributes",
+    "Portal/DocumentGrants.swift": "the document layout's access and its descriptors",
+}
+ASKS = re.compile(r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor)\(")
+# Deciding on a grant's state or access by hand, where the rule belongs
+# (the rule's own answer, an `Access`, may be read: that is its output).
+BY_HAND = re.compile(r"\.state == \.active|\bgrant\.access ==|\bgrant\.state [!=]=")
+
+
+def test_every_consumer_asks_the_one_rule():
+    for name, what in CONSUMERS.items():
+        text = (SOURCES / name).read_text()
+        assert ASKS.search(text), f"{name} ({what}) no longer asks Decision.permit"
+
+
+def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
+    for name in ("Portal/DocumentLayout.swift", "ScopeFS/ScopeFileSystem+Control.swift", "ScopeFS/Gate.swift"):
+        found = [
+            f"{name}:{number}: {line.strip()}"
+            for number, line in enumerate((SOURCES / name).read_text().splitlines(), 1)
+            if BY_HAND.search(line) and not line.strip().startswith("//")
+        ]
+        assert not found, "a grant decided by hand, not by Decision.permit:\n" + "\n".join(found)
