@@ -95,7 +95,14 @@ final class ControlServer: Sendable {
                 withAppShare(client, who?.app) { respond(client, answer(client, peer, who)) }
             }
         case .owner:
-            let who = peer.map { identity.identify(pid: $0.pid, uid: $0.uid) }
+            var who = peer.map { identity.identify(pid: $0.pid, uid: $0.uid) }
+            // At the descriptor limit the peer's /proc files cannot be read
+            // and it looks gone: asked again with the owner's reserve free
+            // (SPEC S40), a gone process is still unknown, the owner served.
+            if case .unknown? = who, let peer, let reserve, reserve.release() {
+                who = identity.identify(pid: peer.pid, uid: peer.uid)
+                reserve.refill()
+            }
             if who?.isOwner == true {
                 respond(client, answer(client, peer, who))
             } else {
