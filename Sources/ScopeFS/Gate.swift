@@ -175,7 +175,8 @@ extension ScopeFileSystem {
     /// opened in scope keeps working after the last stop).
     /// Reads and writes ask this once per policy generation, through an
     /// atomic on the handle, not a lock per call.
-    func checkStillGranted(_ handle: OpenHandle, _ operation: FileOperation) throws(Errno) {
+    /// `request`: whose operation it is, for the denial event's pid (S29).
+    func checkStillGranted(_ handle: OpenHandle, _ operation: FileOperation, _ request: Request? = nil) throws(Errno) {
         if faults.isActive { try injectFault(handle, operation) }
         // Container files: nothing there is ever revoked (S14 is about grants).
         guard configuration.openFiles == .revoke, case .provider(let app, let provider) = handle.node.place else {
@@ -191,7 +192,9 @@ extension ScopeFileSystem {
             $0.permitDescriptor(handle.access, coverage: coverage, openedThrough: handle.grant, caller: caller)
         }
         if case .failure(let denial) = verdict {
-            recordDenial(denial.errno, resolved, caller, operation)
+            // The process that asked, not the descriptor's opener: only on
+            // a denial, so the allowed path reads no /proc.
+            recordDenial(denial.errno, resolved, request.map { callers.caller(of: $0) } ?? caller, operation)
             throw denial.errno
         }
         handle.grantVerified.store(current, ordering: .releasing)

@@ -22,7 +22,7 @@ extension ScopeFileSystem {
         let target = try gate(
             inode, .write, caller, .setattr, route: throughDescriptor ? .descriptor : .name)
         guard target.node.place.isBacked else { throw .notPermitted }
-        if let open { try checkStillGranted(open, .setattr) }
+        if let open { try checkStillGranted(open, .setattr, request) }
         // A placeholder is downloaded before its size changes (S42, S43);
         // mode and times are the replica's to send on (`namespaceChanged`).
         let content = content(of: target.node)

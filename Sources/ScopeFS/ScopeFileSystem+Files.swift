@@ -98,7 +98,7 @@ extension ScopeFileSystem {
     {
         let open = OpenHandle.from(handle)
         try checkUser(open, request, .read)
-        try checkStillGranted(open, .read)
+        try checkStillGranted(open, .read, request)
         if let (content, file) = content(of: open.node) {
             do {
                 try content.prepareRead(
@@ -106,7 +106,7 @@ extension ScopeFileSystem {
             } catch {
                 // A revoke cancels the app's downloads (S42): it gets the
                 // revoke's EPERM, not the cancelled download's EINTR.
-                try checkStillGranted(open, .read)
+                try checkStillGranted(open, .read, request)
                 throw error
             }
         }
@@ -116,7 +116,7 @@ extension ScopeFileSystem {
     public func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         let open = OpenHandle.from(handle)
         try checkUser(open, request, .write)
-        try checkStillGranted(open, .write)
+        try checkStillGranted(open, .write, request)
         try clearSetIDBits(open.descriptor, for: request)
         // Every write, not a handle's first: an upload after an fsync must
         // not take later writes for uploaded (issue 47). `writeFinished`
@@ -149,7 +149,7 @@ extension ScopeFileSystem {
     public func fsync(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {
         let open = OpenHandle.from(handle)
         try checkUser(open, request, .fsync)
-        try checkStillGranted(open, .fsync)
+        try checkStillGranted(open, .fsync, request)
         try Sys.fsync(open.descriptor, dataOnly: dataOnly)
         if open.writable, let (content, file) = content(of: open.node) { content.synced(file) }
     }
@@ -159,7 +159,7 @@ extension ScopeFileSystem {
     {
         let open = OpenHandle.from(handle)
         try checkUser(open, request, .fallocate)
-        try checkStillGranted(open, .fallocate)
+        try checkStillGranted(open, .fallocate, request)
         guard open.writable else { throw .badFileDescriptor }
         let content = content(of: open.node)
         if let (content, file) = content { content.willWrite(file) }
@@ -176,8 +176,8 @@ extension ScopeFileSystem {
         let destination = OpenHandle.from(to.handle)
         try checkUser(source, request, .copyFileRange)
         try checkUser(destination, request, .copyFileRange)
-        try checkStillGranted(source, .copyFileRange)
-        try checkStillGranted(destination, .copyFileRange)
+        try checkStillGranted(source, .copyFileRange, request)
+        try checkStillGranted(destination, .copyFileRange, request)
         if let (content, file) = content(of: source.node) {
             try content.prepareRead(
                 file, offset: from.offset, length: length, edition: source.edition,

@@ -453,3 +453,5 @@ def test_a_denied_read_on_a_cached_descriptor_is_counted(env):
     assert p.returncode == 0, (report["expectations"], report["events"], p.stderr[-2000:])
     denials = [e for e in report["events"] if e["kind"] == "denial"]
     assert denials and {e["operation"] for e in denials} == {"read"}, denials
+    # The process that read is named (S29: an event carries its pid).
+    assert all(isinstance(e.get("pid"), int) and e["pid"] > 0 for e in denials), denials
