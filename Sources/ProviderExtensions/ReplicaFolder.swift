@@ -19,8 +19,16 @@ public struct ReplicaFolder: Sendable {
 
     public init(root: String) { self.root = root }
 
-    public enum Failure: Error, Equatable {
+    public enum Failure: Error, Equatable, CustomStringConvertible {
         case system(Int32, String)
+
+        /// For people (status, events, logs): what failed and the errno's
+        /// text, never the enum's dump (issue 47, finding 8).
+        public var description: String {
+            switch self {
+            case .system(let code, let what): "\(what): \(String(cString: strerror(code)))"
+            }
+        }
     }
 
     /// The mode the replica gives an item of `mode` (issue 46, 5b):

@@ -83,6 +83,15 @@ import Testing
     }
 }
 
+/// What status and events show of a replica's failure (issue 47, finding
+/// 8: they printed `system(5, "...")`).
+@Test("a replica failure reads as what failed and the errno's text")
+func replicaFailureText() {
+    #expect(
+        "\(ReplicaFolder.Failure.system(EIO, "cannot empty docs/a.txt"))"
+            == "cannot empty docs/a.txt: Input/output error")
+}
+
 /// A replica writer whose next `failingResets` resets fail (a full disk,
 /// an I/O error), as the writer child can.
 final class FlakyWriter: ReplicaWriting {
