@@ -201,6 +201,11 @@ public enum Daemon {
             stateChanged: { provider, path in
                 documents.contentNotices.changed(
                     provider: provider, path: path, writer: nil, in: fileSystem.snapshot, kind: .state)
+            },
+            contentDropped: { provider, inode in
+                // Not on a FUSE worker (an owner's command, the quota): the
+                // evicted file is not open, so no read holds its pages.
+                for node in fileSystem.kernelNodes(provider: provider, inode: inode) { session.invalidateInode(node) }
             })
         extensions.follow(snapshot)
         if let fleet {

@@ -22,6 +22,9 @@ final class ExtensionProviders: Sendable {
     private let logger: Logger
     /// Presenters' `state` notices (S42): an item's state changed.
     private let stateChanged: @Sendable (ProviderID, String) -> Void
+    /// Drops what the kernel caches of a replica file (its pages and
+    /// attributes, in every view) after its content went (an evict).
+    private let contentDropped: @Sendable (ProviderID, UInt64) -> Void
     private let running = Mutex<[ProviderID: Running]>([:])
     /// Apps' waits for downloads, bounded across every provider (S40).
     private let downloadWaits = DownloadWaits()
@@ -39,8 +42,10 @@ final class ExtensionProviders: Sendable {
 
     init(
         state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger,
-        builtInsOnly: Bool, stateChanged: @escaping @Sendable (ProviderID, String) -> Void
+        builtInsOnly: Bool, stateChanged: @escaping @Sendable (ProviderID, String) -> Void,
+        contentDropped: @escaping @Sendable (ProviderID, UInt64) -> Void
     ) {
+        self.contentDropped = contentDropped
         self.builtInsOnly = builtInsOnly
         self.stateChanged = stateChanged
         self.state = state
@@ -145,6 +150,7 @@ final class ExtensionProviders: Sendable {
             ownWrite: { [fileSystem] inode in fileSystem.noteOwnWrite(provider: id, inode: inode) })
         replica.quota = spec.cacheQuota
         replica.onStateChange = { [stateChanged] path in stateChanged(id, path) }
+        replica.onContentDropped = { [contentDropped] inode in contentDropped(id, inode) }
         replica.neverDownload = Set(
             fileSystem.snapshot.apps.values.filter { $0.downloads == .never }.map(\.id))
         running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer) }

@@ -88,7 +88,10 @@ extension ExtensionProvider {
         let files = lock.withLock { index.subtree(root).compactMap { index[$0] }.filter(\.isFile) }
         var evicted = 0
         for record in files where !record.present.isEmpty {
-            if try evictItem(record.item.id) { evicted += 1 }
+            if try evictItem(record.item.id) {
+                evicted += 1
+                onContentDropped?(record.inode)
+            }
         }
         return evicted
     }

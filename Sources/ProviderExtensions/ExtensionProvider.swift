@@ -53,6 +53,12 @@ public final class ExtensionProvider: @unchecked Sendable {
     /// evicted, pinned, dirty, uploading, uploaded, conflict, error); set
     /// before `start`.
     public var onStateChange: (@Sendable (String) -> Void)?
+    /// Called with a replica file's inode once its content was dropped
+    /// (evicted): the kernel's cached pages and attributes of it must go
+    /// before the owner's command returns, or `st_blocks` and reads would
+    /// still show the evicted bytes (issue 47). Set before `start`; never
+    /// called on a FUSE worker.
+    public var onContentDropped: (@Sendable (UInt64) -> Void)?
     /// Apps that never trigger downloads (an indexer, a backup).
     public var neverDownload: Set<String> {
         get { lock.withLock { neverDownloadApps } }

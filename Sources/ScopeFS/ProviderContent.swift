@@ -152,6 +152,14 @@ extension ScopeFileSystem {
         table.noteOwnWrite(FileIdentity(device: UInt64(info.st_dev), inode: inode))
     }
 
+    /// The nodes, in every view, of `provider`'s replica file `inode`: what
+    /// the kernel may cache of it.
+    public func kernelNodes(provider: ProviderID, inode: UInt64) -> [UInt64] {
+        guard let directory = snapshot.providers[provider]?.directory, let info = try? Sys.statAt(AT_FDCWD, directory)
+        else { return [] }
+        return table.nodes(of: FileIdentity(device: UInt64(info.st_dev), inode: inode))
+    }
+
     /// The content behind a provider node's file, and the file as it knows it.
     func content(of node: Node) -> (any ProviderContent, ContentFile)? {
         guard case .provider(let app, let provider) = node.place, let identity = node.identity,

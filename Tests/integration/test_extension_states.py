@@ -1,0 +1,41 @@
+"""States that tell the truth, and a way back (issue 47, finding 8; SPEC S41, S42, S43).
+
+What an app, `stat`, `user.scopefs.state` and `scopefs status` say of an
+extension provider's items must be what is so: right after an evict, for
+a file waiting to upload, for a conflict, for a failed or stalled
+extension. Default mount (strict scopes), apps in the default sandbox,
+the folder example with switches (controlled_folder.py) as the extension.
+"""
+
+from __future__ import annotations
+
+import pytest
+from scopefs_harness import ALPHA, EXTENSIONS, describe
+from test_extension_providers import CLOUD, REPORT, ask, cloud, session, sha  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
+
+
+def fetches(cloud) -> list[str]:
+    return [c for c in cloud.calls() if c.startswith("fetch")]
+
+
+def test_an_evicted_file_shows_its_state_at_once_and_reads_download_again(env, cloud):
+    """S42: right after `scopefs evict` returns, an app that had read the
+    file sees it as a placeholder: `st_blocks` 1, state `dataless`, and its
+    next read downloads again instead of being served the evicted bytes
+    from the kernel's page cache. Seen failing on the old main: st_blocks
+    kept the downloaded count and the read caused no fetch."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    path = cloud.path(ALPHA, "docs/report.txt")
+    assert ask(s, op="read", path=path) == {"ok": sha(REPORT)}
+    before = ask(s, op="stat", path=path)["ok"]
+    assert before["blocks"] > 1, before
+    p = env.cli("evict", f"{CLOUD}:docs/report.txt")
+    assert "1 files evicted" in p.stdout, describe(p)
+    assert ask(s, op="stat", path=path)["ok"]["blocks"] == 1
+    assert ask(s, op="attr", path=path, name="user.scopefs.state") == {"ok": "dataless"}
+    seen = len(fetches(cloud))
+    assert ask(s, op="read", path=path) == {"ok": sha(REPORT)}
+    assert len(fetches(cloud)) == seen + 1, "the read after the evict was served from the page cache"
