@@ -113,13 +113,18 @@ extension ExtensionProvider {
     }
 
     public var status: Status {
-        lock.withLock {
+        // Items made here that the store has not got yet wait in the queue
+        // too (issue 47): they have no record, only a place in the replica.
+        let tree = LocalTree.walk(folder.root)
+        return lock.withLock {
+            let notCreatedYet = tree.entries.keys.filter { index.id(ofInode: $0) == nil }.count
             let records = Array(index.all)
             return Status(
                 provider: providerID, items: records.count - 1,
                 cachedBytes: records.reduce(0) { $0 + ($1.isFile ? $1.present.byteCount : 0) },
                 quotaBytes: quotaBytes, pinned: records.filter(\.pinned).count,
-                queued: records.filter { $0.dirty != 0 }.count, uploading: sync.uploadingNow.sorted().first,
+                queued: records.filter { $0.dirty != 0 }.count + notCreatedYet,
+                uploading: sync.uploadingNow.sorted().first,
                 conflicts: records.filter { $0.problem?.hasPrefix("conflict") ?? false }.count,
                 errors: records.filter { $0.problem?.hasPrefix("error") ?? false }.count,
                 offline: sync.offline, lastError: sync.lastError, lastSync: max(sync.lastPull ?? 0, sync.lastPush ?? 0))

@@ -9,8 +9,11 @@ the folder example with switches (controlled_folder.py) as the extension.
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from scopefs_harness import ALPHA, EXTENSIONS, describe
+from doc_scope_helpers import status
+from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
 from test_extension_providers import CLOUD, REPORT, ask, cloud, session, sha  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
@@ -39,3 +42,30 @@ def test_an_evicted_file_shows_its_state_at_once_and_reads_download_again(env, c
     seen = len(fetches(cloud))
     assert ask(s, op="read", path=path) == {"ok": sha(REPORT)}
     assert len(fetches(cloud)) == seen + 1, "the read after the evict was served from the page cache"
+
+
+def test_a_new_file_waiting_to_upload_is_dirty_and_counted_in_the_queue(env, cloud):
+    """S43: a file made here while the store is offline is `dirty`, and
+    the queue counts it in `scopefs status` (text and JSON) and in
+    `privacy`'s provider row; once the store is back it is uploaded and
+    the queue is empty. Seen failing on the old main: the queue said 0."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("offline", "")
+    path = cloud.path(ALPHA, "docs/waiting.txt")
+    assert ask(s, op="write", path=path, data="made offline\n") == {"ok": "written"}
+    assert ask(s, op="attr", path=path, name="user.scopefs.state") == {"ok": "dirty"}
+    wait_for("the new file in the queue", cloud.extension_status, lambda st: st["queued"] == 1, timeout=10)
+    text = env.cli("status").stdout
+    assert "queue: 1" in text, text
+    rows = [r for r in json.loads(env.cli("privacy", ALPHA, "--json").stdout) if r["provider"] == CLOUD]
+    assert rows and rows[0]["providerExtension"]["queued"] == 1, rows
+    cloud.switch("offline", None)
+    wait_for(
+        "the upload",
+        lambda: ((cloud.remote / "docs/waiting.txt").exists(), cloud.extension_status()["queued"]),
+        lambda seen: seen == (True, 0),
+        timeout=15,
+    )
+    assert (cloud.remote / "docs/waiting.txt").read_bytes() == b"made offline\n"
+    assert status(env)["daemon"]["extensions"][0]["queued"] == 0
