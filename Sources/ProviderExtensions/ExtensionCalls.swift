@@ -283,6 +283,14 @@ public struct ExtensionFailure: Error, Sendable, Equatable {
     }
 }
 
+/// As people read it, in `status`, events and logs: the code's name and
+/// the message ("unreachable: the store is down"), not the structure.
+extension ExtensionFailure: CustomStringConvertible {
+    public var description: String {
+        stalled ? "no answer within the stall limit: \(message)" : "\(code.name): \(message)"
+    }
+}
+
 /// The part of a fetch's staged file written so far (a `$/progress`
 /// with `staged`): `length` bytes from the file's start, which hold the
 /// item's bytes from `offset`. `descriptor` is open for reading, checked

@@ -9,6 +9,10 @@ extension ExtensionProvider {
     /// again at each pull until they are (issue 47: never dropped because
     /// the anchor moved on). One id a line.
     static let retryKey = "unapplied"
+    /// What failed, as `noteFailure` names it: a later success of the same
+    /// kind clears the provider's last error.
+    static let pullFailed = "changes"
+    static let pushFailed = "upload"
 
     /// A pull; on failure, another one later.
     func pullOrRetry() {
@@ -17,9 +21,12 @@ extension ExtensionProvider {
             lock.withLock {
                 sync.offline = nil
                 sync.lastPull = Date().timeIntervalSince1970
+                // The store answers again: an error of an earlier pull is
+                // history (the event keeps it), not the provider's state.
+                if sync.lastError?.hasPrefix(Self.pullFailed) ?? false { sync.lastError = nil }
             }
         } catch {
-            noteFailure(error, "changes")
+            noteFailure(error, Self.pullFailed)
             wake(pull: false, push: false)
             retryLater(pull: true)
         }

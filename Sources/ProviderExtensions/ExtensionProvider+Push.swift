@@ -68,9 +68,10 @@ extension ExtensionProvider {
                 sync.failures = 0
                 sync.offline = nil
                 sync.lastPush = Date().timeIntervalSince1970
+                if sync.lastError?.hasPrefix(Self.pushFailed) ?? false { sync.lastError = nil }
             }
         } catch {
-            noteFailure(error, "upload")
+            noteFailure(error, Self.pushFailed)
             retryLater(push: true)
         }
     }

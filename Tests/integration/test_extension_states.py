@@ -69,3 +69,21 @@ def test_a_new_file_waiting_to_upload_is_dirty_and_counted_in_the_queue(env, clo
     )
     assert (cloud.remote / "docs/waiting.txt").read_bytes() == b"made offline\n"
     assert status(env)["daemon"]["extensions"][0]["queued"] == 0
+
+
+def test_status_reads_as_sentences_and_an_error_clears_once_the_store_answers(env, cloud):
+    """S30, S41: while the store is down, `status` says so in words (the
+    error's name and message, no program structures); once it answers
+    again, the offline line and the last error go. Seen failing on the old
+    main: "last error: changes failed: ExtensionFailure(code: ...)" stayed."""
+    cloud.switch("offline", "")
+    env.cli("provider", "sync", CLOUD, expect=None)
+    text = env.cli("status").stdout
+    assert "last error: changes failed: unreachable: the test took the store offline" in text, text
+    assert "ExtensionFailure" not in text and "code:" not in text, text
+    cloud.switch("offline", None)
+    cloud.sync()
+    entry = cloud.extension_status()
+    assert entry.get("offline") is None and entry.get("lastError") is None, entry
+    text = env.cli("status").stdout
+    assert "last error" not in text and "offline:" not in text, text
