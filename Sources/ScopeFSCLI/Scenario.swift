@@ -42,6 +42,12 @@ struct Scenario {
             /// `OP:ERRNO[:P%]` or, for latency, `OP:MSms[:P%]`.
             case fault(FaultRule)
             case signal(Int32, String)
+            /// Revokes and ends every process of the app, as Android's `pm
+            /// revoke` does; the command is started again unless not
+            /// `relaunch` (issue 48).
+            case revokeAndKill(String, relaunch: Bool)
+            /// Cloud storage misbehaving on cue (`ScenarioRemote.swift`).
+            case remote(RemoteAction)
         }
 
         var trigger: Trigger
@@ -83,6 +89,9 @@ struct Scenario {
         /// The app resolved a bookmark whose item had moved or been
         /// replaced (SPEC S26: `isStale`).
         var staleBookmarkResolved: Bool?
+        /// No bookmark resolved stale twice: the app made a new one when it
+        /// saw `isStale`, as Apple's documentation says to (SPEC S26).
+        var renewsStaleBookmarks = false
     }
 
     var name: String
@@ -141,10 +150,11 @@ extension Scenario {
         return scenario
     }
 
-    private static let actionKeys = [
-        "revoke", "restore", "forget", "answer-pick", "rename", "delete", "recreate", "write", "fault", "latency",
-        "signal",
-    ]
+    private static let actionKeys =
+        [
+            "revoke", "restore", "forget", "answer-pick", "rename", "delete", "recreate", "write", "fault", "latency",
+            "signal",
+        ] + remoteActionKeys
 
     private static func step(_ node: Node) throws -> Step {
         let map = try mapping(node, "a step", allowed: ["at", "when", "after"] + actionKeys)
@@ -184,7 +194,8 @@ extension Scenario {
         }
         let action: Step.Action
         switch key {
-        case "revoke": action = .revoke(try item(value, key))
+        case "revoke": action = try revoke(value)
+        case _ where remoteActionKeys.contains(key): action = .remote(try remoteAction(key, value))
         case "restore": action = .restore(try item(value, key))
         case "forget": action = .forget(try item(value, key))
         case "delete": action = .delete(try item(value, key))
@@ -283,7 +294,7 @@ extension Scenario {
             node, "expect",
             allowed: [
                 "exit", "no_leaked_scope", "no_unbalanced_stop", "denials", "prints", "not_prints", "files", "within",
-                "stale_bookmark_resolved",
+                "stale_bookmark_resolved", "renews_stale_bookmarks",
             ])
         var expect = Expectations()
         if let value = map["exit"] {
@@ -316,6 +327,9 @@ extension Scenario {
                 expect.files.append((try item(path, "path"), try string(content, "content")))
             }
         }
+        if let value = map["renews_stale_bookmarks"] {
+            expect.renewsStaleBookmarks = try bool(value, "renews_stale_bookmarks")
+        }
         if let value = map["within"] { expect.within = try duration(value, "within") }
         if let value = map["stale_bookmark_resolved"] {
             expect.staleBookmarkResolved = try bool(value, "stale_bookmark_resolved")
@@ -325,9 +339,9 @@ extension Scenario {
 
     // MARK: Nodes
 
-    private static func line(_ node: Node) -> Int? { node.mark?.line }
+    static func line(_ node: Node) -> Int? { node.mark?.line }
 
-    private static func mapping(_ node: Node, _ what: String, allowed: [String]) throws -> [String: Node] {
+    static func mapping(_ node: Node, _ what: String, allowed: [String]) throws -> [String: Node] {
         guard case .mapping(let map) = node else {
             throw ScenarioError(line: line(node), message: "\(what): expected a mapping")
         }
@@ -346,7 +360,7 @@ extension Scenario {
         return fields
     }
 
-    private static func string(_ node: Node, _ what: String) throws -> String {
+    static func string(_ node: Node, _ what: String) throws -> String {
         guard case .scalar(let scalar) = node else {
             throw ScenarioError(line: line(node), message: "\(what): expected text")
         }
@@ -375,7 +389,7 @@ extension Scenario {
         }
     }
 
-    private static func bool(_ node: Node, _ what: String) throws -> Bool {
+    static func bool(_ node: Node, _ what: String) throws -> Bool {
         guard let value = node.bool else {
             throw ScenarioError(line: line(node), message: "\(what): expected true or false")
         }
@@ -390,7 +404,7 @@ extension Scenario {
     }
 
     /// `PROVIDER:RELPATH`.
-    private static func item(_ node: Node, _ what: String) throws -> String {
+    static func item(_ node: Node, _ what: String) throws -> String {
         let text = try string(node, what)
         guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else {
             throw ScenarioError(line: line(node), message: "\(what): expected PROVIDER:RELPATH, got '\(text)'")

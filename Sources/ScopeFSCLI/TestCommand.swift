@@ -173,7 +173,7 @@ struct ScenarioRunner {
         // Every item a step names must exist before the app starts.
         for step in scenario.steps {
             switch step.action {
-            case .revoke(let item), .restore(let item), .forget(let item):
+            case .revoke(let item), .restore(let item), .forget(let item), .revokeAndKill(let item, _):
                 guard grants[item] != nil else {
                     throw CommandError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
                 }
@@ -227,18 +227,11 @@ struct ScenarioRunner {
         picks.start()
         let started = Date()
         let output = OutputWatcher()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments =
-            ["--state", state.path, "run", "--app", app] + runOptions + ["--"] + command
-        let pipe = Pipe()
-        process.standardOutput = pipe
         let errors = OutputWatcher()
-        let errorPipe = Pipe()
-        process.standardError = errorPipe
-        do { try process.run() } catch { throw CommandError(.internalError, "cannot start scopefs run: \(error)") }
-        output.follow(pipe.fileHandleForReading)
-        errors.follow(errorPipe.fileHandleForReading)
+        var process = try launch(command, output: output, errors: errors)
+        // Processes a `revoke: {kill: true}` ended: their scopes are the
+        // kill's leaks, not the app's.
+        var killed = Set<Int32>()
 
         var actions: [TestCommand.Action] = []
         var done = Array(repeating: false, count: scenario.steps.count)
@@ -275,8 +268,12 @@ struct ScenarioRunner {
                     if pick == nil { continue }
                 }
                 done[index] = true
-                let done = perform(
-                    step, process: process, revoked: &revoked, faults: &faults, picks: picks, pick: &pick)
+                var done = perform(
+                    step, process: process, revoked: &revoked, faults: &faults, picks: picks, pick: &pick,
+                    killed: &killed)
+                if case .revokeAndKill(_, let relaunch) = step.action {
+                    done += relaunched(&process, relaunch, command, output: output, errors: errors)
+                }
                 // From the step's time (or its trigger's sighting) to its
                 // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
                 let scheduled: Double = if case .at(let offset) = step.trigger { offset } else { now }
@@ -311,7 +308,7 @@ struct ScenarioRunner {
         }
         var outcomes = check(
             status: status, seconds: seconds, timedOut: timedOut, output: output.text, errors: errors.text,
-            events: events)
+            events: events.filter { !($0.kind == .leak && killed.contains($0.pid ?? -1)) })
         for (index, step) in scenario.steps.enumerated() where !done[index] {
             outcomes.append(
                 .init(
@@ -364,7 +361,7 @@ struct ScenarioRunner {
     /// Does one step; returns what it did, for the log.
     private func perform(
         _ step: Scenario.Step, process: Process, revoked: inout Set<GrantID>, faults: inout [Int], picks: ScenarioPicks,
-        pick: inout PendingPick?
+        pick: inout PendingPick?, killed: inout Set<Int32>
     ) -> String {
         do {
             switch step.action {
@@ -427,6 +424,15 @@ struct ScenarioRunner {
             case .signal(let number, let name):
                 kill(process.processIdentifier, number)
                 return "signal SIG\(name)"
+            case .revokeAndKill(let item, _):
+                let grant = grants[item]!.id
+                setState(.revoked, grant: grant)
+                revoked.insert(grant)
+                let ended = try AppEnding.end(app, state: state, quiet: true)
+                killed.formUnion(ended)
+                return "revoke grant \(grant) (\(item)) and kill the app (\(ended.count) processes)"
+            case .remote(let action):
+                return try performRemote(action, faults: &faults)
             }
         } catch {
             return "step at line \(step.line) failed: \(error)"
@@ -514,6 +520,7 @@ struct ScenarioRunner {
                     name: wanted ? "a stale bookmark was resolved" : "no stale bookmark was resolved",
                     passed: (stale > 0) == wanted, detail: "\(stale) stale resolutions"))
         }
+        if expect.renewsStaleBookmarks { outcomes.append(Self.renewedStaleBookmarks(events)) }
         if let within = expect.within {
             outcomes.append(
                 .init(
@@ -525,6 +532,24 @@ struct ScenarioRunner {
 }
 
 extension ScenarioRunner {
+    /// `renews_stale_bookmarks`: the stale resolutions of each item (the
+    /// event's path: where the item is now). Two of one item mean the app
+    /// kept a bookmark after it resolved stale; `stale_bookmark_resolved`
+    /// alone cannot tell that app from one that renewed it.
+    static func renewedStaleBookmarks(_ events: [Event]) -> TestCommand.Outcome {
+        var resolutions: [String: Int] = [:]
+        for event in events where event.kind == .staleBookmark {
+            resolutions[event.path ?? "?", default: 0] += event.occurrences
+        }
+        let kept = resolutions.filter { $0.value > 1 }.sorted { $0.key < $1.key }
+        let detail =
+            kept.isEmpty
+            ? "\(resolutions.values.reduce(0, +)) stale resolutions, none twice of one item"
+            : kept.map { "\($0.key) resolved stale \($0.value) times: the bookmark was not renewed" }
+                .joined(separator: "; ")
+        return .init(name: "stale bookmarks were renewed", passed: kept.isEmpty, detail: detail)
+    }
+
     static func streams(_ stream: Scenario.OutputCheck.Stream) -> String {
         switch stream {
         case .both: "standard output and error"
@@ -557,8 +582,11 @@ final class OutputWatcher: @unchecked Sendable {
     private let lock = NSLock()
     private var buffer = Data()
     private let finished = DispatchSemaphore(value: 0)
+    /// One per launch of the app (a relaunch after a kill adds one).
+    private var followers = 0
 
     func follow(_ handle: FileHandle) {
+        lock.withLock { followers += 1 }
         Thread.detachNewThread { [self] in
             while true {
                 let chunk = handle.availableData
@@ -573,7 +601,10 @@ final class OutputWatcher: @unchecked Sendable {
     }
 
     /// Waits until the app's output ended (its last writer exited).
-    func finish() { _ = finished.wait(timeout: .now() + 5) }
+    func finish() {
+        let deadline = DispatchTime.now() + 5
+        for _ in 0..<lock.withLock({ followers }) { _ = finished.wait(timeout: deadline) }
+    }
 
     var text: String {
         lock.lock()

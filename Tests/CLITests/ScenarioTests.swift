@@ -277,6 +277,22 @@ import Testing
         }
     }
 
+    /// Issue 48: `stale_bookmark_resolved` holds for an app that keeps a
+    /// stale bookmark; `renews_stale_bookmarks` fails it (SPEC S26).
+    @Test func aBookmarkResolvedStaleTwiceWasNotRenewed() throws {
+        let scenario = try Scenario.parse("expect:\n  renews_stale_bookmarks: true\n", name: "s")
+        #expect(scenario.expect.renewsStaleBookmarks)
+        func stale(_ path: String, _ times: Int) -> Event {
+            Event(time: 1, kind: .staleBookmark, app: "a", path: path, operation: "resolve", occurrences: times)
+        }
+        let renewed = ScenarioRunner.renewedStaleBookmarks([stale("/a/x", 1), stale("/a/y", 1)])
+        #expect(renewed.passed && renewed.detail == "2 stale resolutions, none twice of one item")
+        let kept = ScenarioRunner.renewedStaleBookmarks([stale("/a/x", 1), stale("/a/y", 1), stale("/a/x", 1)])
+        #expect(!kept.passed && kept.detail == "/a/x resolved stale 2 times: the bookmark was not renewed")
+        #expect(!ScenarioRunner.renewedStaleBookmarks([stale("/a/x", 3)]).passed)
+        #expect(ScenarioRunner.renewedStaleBookmarks([]).passed)
+    }
+
     func depthError(_ text: String, limit: Int) -> ScenarioError? {
         do {
             try ScenarioDepth.check(text, limit: limit)
