@@ -353,7 +353,9 @@ let package = Package(
         // (hostile/) that break the protocol on purpose.
         .testTarget(
             name: "ProviderExtensionsTests",
-            dependencies: ["ProviderExtensions", "SandboxProfile", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "ProviderExtensions", "SandboxProfile", "Policy", .product(name: "Logging", package: "swift-log"),
+            ],
             exclude: ["hostile"]
         ),
         // The settings page's routes through Hummingbird's test client (no

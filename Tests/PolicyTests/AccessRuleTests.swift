@@ -26,18 +26,6 @@ import Testing
     ]
     static let accesses: [DescriptorAccess] = [.read, .write, [.read, .write]]
 
-    /// A deterministic generator (SplitMix64) from a seed.
-    struct Steps: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// A descriptor the app holds: opened for `access` on `path` when the
     /// open path allowed it, through the grant it named.
     struct Held {
@@ -111,7 +99,8 @@ import Testing
     }
 
     /// One random change: add, revoke, restore, narrow, widen or forget.
-    static func change(_ grants: inout [GrantID: Grant], next: inout GrantID, _ steps: inout Steps) -> String {
+    static func change(_ grants: inout [GrantID: Grant], next: inout GrantID, _ steps: inout SeededGenerator) -> String
+    {
         let existing = grants.values.sorted { $0.id < $1.id }
         switch Int.random(in: 0..<8, using: &steps) {
         case 0, 1:
@@ -162,7 +151,7 @@ import Testing
     @Test("Issue 46 finding 3: the open path and the descriptor path give one answer, the grants' answer")
     func openAndDescriptorPathsAgree() {
         for seed in Self.seeds {
-            var steps = Steps(state: seed)
+            var steps = SeededGenerator(seed: seed)
             var grants: [GrantID: Grant] = [:]
             var next: GrantID = 1
             var held: [Held] = []

@@ -6,17 +6,6 @@ import Testing
 /// whole policy. Whatever the change, the result must answer every
 /// question as the snapshot built from the whole policy does.
 @Suite struct SnapshotChangesTests {
-    /// A deterministic generator (SplitMix64): the same steps on every run.
-    struct Steps: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     /// The whole policy, as a store holds it.
     struct Store {
@@ -39,7 +28,7 @@ import Testing
     ]
 
     /// One random change to `policy`; returns what a store's log would say.
-    func change(_ policy: inout Store, _ steps: inout Steps) -> PolicyChanges {
+    func change(_ policy: inout Store, _ steps: inout SeededGenerator) -> PolicyChanges {
         var changes = PolicyChanges(version: 0)
         let existing = policy.grants.values.sorted { $0.id < $1.id }
         switch Int.random(in: 0..<7, using: &steps) {
@@ -158,7 +147,7 @@ import Testing
 
     @Test("Issue 34: a snapshot with changes applied answers as the one built from the whole policy")
     func applyingMatchesTheWholePolicy() {
-        var steps = Steps(state: 34)
+        var steps = SeededGenerator(seed: 34)
         var policy = Store()
         var served = policy.snapshot(1)
         for step in 2..<400 {

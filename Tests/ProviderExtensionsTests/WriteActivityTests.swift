@@ -1,3 +1,4 @@
+import Policy
 import Testing
 
 @testable import ProviderExtensions
@@ -10,20 +11,9 @@ import Testing
 /// taken while a change is in progress. Seeded; the seed is in every
 /// failure message.
 @Suite struct WriteActivityTests {
-    /// xorshift64*: the same seed, the same run.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state ^= state >> 12
-            state ^= state << 25
-            state ^= state >> 27
-            return state &* 2_685_821_657_736_338_717
-        }
-    }
-
     @Test("an upload is complete only when nothing changed its file since its snapshot", arguments: 1...40)
     func model(seed: UInt64) {
-        var random = Generator(state: seed &* 0x9E37_79B9_7F4A_7C15 | 1)
+        var random = SeededGenerator(seed: seed)
         var activity = WriteActivity()
         var inProgress: [UInt64: Int] = [:]
         // Per file, the snapshot an upload holds: its generation and

@@ -1,22 +1,8 @@
 import Glibc
+import Policy
 import Testing
 
 @testable import ScopeFS
-
-/// A seeded generator, so that a failing sequence can be replayed from the
-/// seed printed with it.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The host folder and the kernel's dentry cache, next to a real
 /// `NodeTable` that is told what `ScopeFileSystem` tells it: every

@@ -1,4 +1,5 @@
 import Glibc
+import Policy
 import SystemPackage
 import Testing
 
@@ -118,7 +119,7 @@ import Testing
     /// and lose hard links. Each sequence is checked after every step.
     @Test("Random create/link/rename/exchange/unlink sequences match the model", arguments: 0..<100)
     func randomSequences(seed: UInt64) {
-        var random = SplitMix64(seed: seed)
+        var random = SeededGenerator(seed: seed)
         var model = NodeTableModel()
         let names = ["a", "b", "c", "d"]
         for step in 0..<300 {
