@@ -177,14 +177,18 @@ public struct BookmarkService: Sendable {
             path = bookmark.path  // deleted, and a new item made under the same name
         }
         let stale = path != bookmark.path || located == nil
-        switch snapshot.coverage(app: app, provider: bookmark.provider, path: path) {
-        case .granted(let grant)
-        where grant.state == .active || snapshot.enclosingGrants(of: grant.id).contains(where: { $0.state == .active }):
-            break  // any active grant covering the item (SPEC S9)
-        case .granted:
-            throw CommandError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
-        default:
+        // Any active grant covering the item resolves it (SPEC S9), as the
+        // one access rule says for a read of its metadata (no scope: the
+        // app starts one on the resolved URL).
+        let coverage = snapshot.coverage(app: app, provider: bookmark.provider, path: path)
+        guard case .granted = coverage else {
             throw notCovered  // names the bookmark's path, never where the item is now
+        }
+        let decision = Decision.permit(
+            .metadata, coverage: coverage, caller: .anyProcess(of: app),
+            enclosing: { snapshot.enclosingGrants(of: $0.id) })
+        guard case .success = decision else {
+            throw CommandError(.refused, "the grant for this bookmark is revoked; restore it with `scopefs restore`")
         }
         return BookmarkResolution(
             provider: bookmark.provider, path: path,

@@ -17,6 +17,13 @@ public enum Caller: Sendable, Equatable {
         if case .app(let app, _) = self { return app }
         return nil
     }
+
+    /// `app`, asked about without one of its processes: for the rules that
+    /// hold whichever process asks, as a descriptor's operations (no scope
+    /// is asked through a descriptor, S9) and the portal's layout (a
+    /// Flatpak app holds no scope). No process has pid 0, so no scope is
+    /// ever found for it.
+    public static func anyProcess(of app: AppID) -> Caller { .app(app, ProcessKey(pid: 0, startTime: 0)) }
 }
 
 /// A process as the kernel knows it: thread-group id plus start time, so a

@@ -60,7 +60,7 @@ final class DocumentGrants: Sendable {
     /// asked; the layout's decisions do not depend on which of the app's
     /// processes asks.
     static func access(_ grant: Grant?, app: AppID, route: Route = .name) -> Access? {
-        let caller = Caller.app(app, ProcessKey(pid: 0, startTime: 0))
+        let caller = Caller.anyProcess(of: app)
         let coverage: Coverage = grant.map { .granted($0) } ?? .hidden
         guard case .success = Decision.permit(.read, coverage: coverage, caller: caller, route: route) else {
             return nil
@@ -74,7 +74,7 @@ final class DocumentGrants: Sendable {
     /// Whether a descriptor `app` opened for `access` may still be used,
     /// by the rule every ScopeFS descriptor is held to (`permitDescriptor`).
     static func descriptorAllowed(_ access: DescriptorAccess, grant: Grant?, app: AppID) -> Bool {
-        let caller = Caller.app(app, ProcessKey(pid: 0, startTime: 0))
+        let caller = Caller.anyProcess(of: app)
         let coverage: Coverage = grant.map { .granted($0) } ?? .hidden
         if case .success = Decision.permitDescriptor(access, coverage: coverage, openedThrough: nil, caller: caller) {
             return true

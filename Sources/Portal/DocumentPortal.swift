@@ -143,8 +143,13 @@ final class DocumentPortal: Sendable {
     func info(_ id: String) throws(PortalError) -> (path: String, apps: [AppID: [String]]) {
         let document = try document(id)
         var apps: [AppID: [String]] = [:]
-        for grant in try grants.grants(of: document) where grant.state == .active {
-            apps[grant.app] = grant.access == .readWrite ? ["read", "write"] : ["read"]
+        for grant in try grants.grants(of: document) {
+            // What the one access rule gives the app through it (S47).
+            switch DocumentGrants.access(grant, app: grant.app) {
+            case .readWrite: apps[grant.app] = ["read", "write"]
+            case .read: apps[grant.app] = apps[grant.app] ?? ["read"]
+            case nil: continue
+            }
         }
         return (document.hostPath, apps)
     }
@@ -154,7 +159,9 @@ final class DocumentPortal: Sendable {
         var listed: [String: String] = [:]
         for document in table.documents.values {
             if !app.isEmpty {
-                let held = try grants.grants(of: document).contains { $0.app == app && $0.state == .active }
+                let held = try grants.grants(of: document).contains {
+                    $0.app == app && DocumentGrants.access($0, app: app) != nil
+                }
                 if !held { continue }
             }
             listed[document.id] = document.hostPath

@@ -31,7 +31,7 @@ enum FileUser: Sendable, Hashable {
     /// writeback of a shared mapping comes from none (`checkUser`).
     var caller: Caller {
         switch self {
-        case .app(let app): .app(app, ProcessKey(pid: 0, startTime: 0))
+        case .app(let app): .anyProcess(of: app)
         case .owner: .owner
         case .nobody: .stranger
         }

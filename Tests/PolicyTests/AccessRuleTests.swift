@@ -18,7 +18,7 @@ import Testing
     static let opener = Caller.app(app, ProcessKey(pid: 10, startTime: 1))
     /// The caller of a descriptor operation, as the daemon makes it
     /// (`FileUser.caller`): the opener's app, no process.
-    static let holder = Caller.app(app, ProcessKey(pid: 0, startTime: 0))
+    static let holder = Caller.anyProcess(of: app)
 
     static let paths = [
         "", "Reports", "Reports/plain.txt", "Reports/other.txt", "Reports/2026", "Reports/2026/q1.txt",

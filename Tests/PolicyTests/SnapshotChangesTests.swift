@@ -129,7 +129,7 @@ import Testing
             #expect(applied.enclosingGrants(of: id) == whole.enclosingGrants(of: id), "step \(step)")
             // What a descriptor opened through the grant may still do (S47).
             guard let grant = whole.grantsByID[id] else { continue }
-            let holder = Caller.app(grant.app, ProcessKey(pid: 0, startTime: 0))
+            let holder = Caller.anyProcess(of: grant.app)
             for access in [DescriptorAccess.read, .write, [.read, .write]] {
                 #expect(
                     applied.permitDescriptor(

@@ -19,8 +19,10 @@ CONSUMERS = {
     "ScopeFS/Gate.swift": "opens and requests by name; every operation on an open descriptor",
     "ScopeFS/ScopeFileSystem+Control.swift": "start, stop, scope and bookmark attributes",
     "Portal/DocumentGrants.swift": "the document layout's access and its descriptors",
+    "Portal/DocumentPortal.swift": "the portal's Info and List permissions (through DocumentGrants)",
+    "Documents/Bookmarks.swift": "whether a bookmark resolves",
 }
-ASKS = re.compile(r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor)\(")
+ASKS = re.compile(r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor|DocumentGrants\.access)\(")
 # Deciding on a grant's state or access by hand, where the rule belongs
 # (the rule's own answer, an `Access`, may be read: that is its output).
 BY_HAND = re.compile(r"\.state == \.active|\bgrant\.access ==|\bgrant\.state [!=]=")
@@ -33,10 +35,31 @@ def test_every_consumer_asks_the_one_rule():
 
 
 def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
-    for name in ("Portal/DocumentLayout.swift", "ScopeFS/ScopeFileSystem+Control.swift", "ScopeFS/Gate.swift"):
+    for name in (
+        "Portal/DocumentLayout.swift",
+        "Portal/DocumentPortal.swift",
+        "Documents/Bookmarks.swift",
+        "ScopeFS/ScopeFileSystem+Control.swift",
+        "ScopeFS/Gate.swift",
+    ):
         found = [
             f"{name}:{number}: {line.strip()}"
             for number, line in enumerate((SOURCES / name).read_text().splitlines(), 1)
             if BY_HAND.search(line) and not line.strip().startswith("//")
         ]
         assert not found, "a grant decided by hand, not by Decision.permit:\n" + "\n".join(found)
+
+
+def test_a_caller_without_a_process_is_named_once():
+    """Rules that hold whichever of an app's processes asks (a descriptor's
+    operations, the portal's layout) ask for `Caller.anyProcess(of:)`; a
+    made-up process key elsewhere would be taken for a real process."""
+    made_up = re.compile(r"ProcessKey\(pid: 0\b")
+    found = [
+        f"{path.relative_to(SOURCES)}:{number}"
+        for path in SOURCES.rglob("*.swift")
+        if path.name != "Decision.swift"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if made_up.search(line)
+    ]
+    assert not found, "a process key made up, not Caller.anyProcess(of:):\n" + "\n".join(found)
