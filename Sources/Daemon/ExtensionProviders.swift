@@ -219,9 +219,10 @@ final class ExtensionContent: ProviderContent {
     {
         // Changed remotely since this descriptor's open: its earlier reads
         // were of the old version, so none of the new one (issue 47).
-        if let edition, replica.edition(inode: file.inode) != edition { throw .staleNFSFileHandle }
+        let state = replica.readState(inode: file.inode)
+        if let edition, state.edition != edition { throw .staleNFSFileHandle }
         // A warm read sets up no wait: no control, no libfuse interrupt hook.
-        guard replica.missingContent(inode: file.inode) != nil else { return }
+        guard state.missing != nil else { return }
         try waiting(file, "read", interruption) { control throws(ExtensionFailure) in
             try replica.prepareRead(
                 inode: file.inode, offset: offset, length: length, app: file.app, control: control,

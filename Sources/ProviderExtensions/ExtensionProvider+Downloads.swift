@@ -102,11 +102,22 @@ extension ExtensionProvider {
     /// time moves at most once a second), and the mount calls it before it
     /// sets up anything a wait would need.
     public func missingContent(inode: UInt64) -> (id: String, size: Int64)? {
+        readState(inode: inode).missing
+    }
+
+    /// What a read of `inode` needs to know, in one lookup under the lock
+    /// (the hot path of every read of an extension's file): the edition
+    /// its descriptor must still be on, and the missing content, as
+    /// `edition(inode:)` and `missingContent(inode:)` answer.
+    public func readState(inode: UInt64) -> (edition: UInt64, missing: (id: String, size: Int64)?) {
         let now = Date().timeIntervalSince1970
         return lock.withLock {
-            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else { return nil }
+            let edition = editions[inode] ?? 0
+            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else {
+                return (edition, nil)
+            }
             if now - record.lastUsed > 1 { index.touch(id, at: now) }
-            return record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size)
+            return (edition, record.isMaterialized || record.dirty != 0 ? nil : (id, record.item.size))
         }
     }
 

@@ -84,11 +84,23 @@ extension ExtensionProvider {
             throw ExtensionFailure(.unreachable, "the extension is not running")
         }
         let capabilities = info.capabilities
+        let walked = MonotonicClock.now
         let tree = LocalTree.walk(folder.root)
+        forgetGone(tree, walkedAt: walked)
         try pushRemovals(tree, capabilities)
         try pushMoves(tree, capabilities)
         try pushCreations(tree, capabilities)
         try pushContent(capabilities)
+    }
+
+    /// What is kept per inode for files no longer in the replica (not in
+    /// the walk, no record): their write activity and their edition.
+    private func forgetGone(_ tree: LocalTree, walkedAt walked: UInt64) {
+        lock.withLock {
+            let live = { (inode: UInt64) in tree.entries[inode] != nil || self.index.id(ofInode: inode) != nil }
+            writeActivity.forgetGone(live: live, before: walked)
+            editions = editions.filter { live($0.key) }
+        }
     }
 
     private func pushRemovals(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {

@@ -81,8 +81,16 @@ struct WriteActivity {
         return true
     }
 
-    /// The file is gone or replaced (a remote change, an eviction).
-    mutating func forget(_ inode: UInt64) { files[inode] = nil }
+    /// Forgets the files that are gone from the replica: not `live`, no
+    /// change in progress, none since `before` (a walk of the folder began
+    /// then, so a file made after it is not taken for gone). Without it a
+    /// file written and deleted before its upload, or deleted remotely,
+    /// would keep its entry for the daemon's life.
+    mutating func forgetGone(live: (UInt64) -> Bool, before: UInt64) {
+        files = files.filter { inode, file in
+            live(inode) || file.inProgress > 0 || file.lastChange >= before
+        }
+    }
 
     struct Wait: Error {
         var seconds: Double

@@ -54,3 +54,22 @@ import Testing
         }
     }
 }
+
+/// The activity of files gone from the replica is forgotten, so that a
+/// daemon whose apps write and delete files for days keeps no entry per
+/// file ever written (issue 47).
+@Suite struct WriteActivityForgettingTests {
+    @Test("a file written and gone is forgotten; one in progress or newer than the walk is kept")
+    func forgetsGone() {
+        var activity = WriteActivity()
+        activity.begin(1, now: 10)
+        activity.end(1, now: 11)  // written, then deleted before its upload
+        activity.begin(2, now: 12)  // still being written
+        activity.begin(3, now: 13)
+        activity.end(3, now: 20)  // written after the walk began (at 15)
+        activity.begin(4, now: 14)
+        activity.end(4, now: 14)  // still in the replica
+        activity.forgetGone(live: { $0 == 4 }, before: 15)
+        #expect(Set(activity.files.keys) == [2, 3, 4])
+    }
+}
