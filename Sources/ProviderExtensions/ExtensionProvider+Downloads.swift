@@ -150,6 +150,7 @@ extension ExtensionProvider {
             if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
             enum Step {
                 case done
+                case failed(ExtensionFailure)
                 case wait(Download, missing: Int64)
                 case fetch(Download, ReplicaRecord, prefetch: [Download], missing: Int64)
             }
@@ -164,6 +165,7 @@ extension ExtensionProvider {
                 if let download = downloads[id]?.first(where: { $0.range.contains(missing) }) {
                     return .wait(download, missing: missing)
                 }
+                if let failure = recentFailure(id, missing) { return .failed(failure) }
                 let (range, window) = fetchRange(id, record, missing, end, present, streams: streams)
                 guard !range.isEmpty else { return .done }
                 let download = makeDownload(range, record, streams: streams)
@@ -175,6 +177,7 @@ extension ExtensionProvider {
             }
             switch step {
             case .done: return
+            case .failed(let failure): throw failure
             case .wait(let download, let missing):
                 try wait(for: download, control, interrupted) { self.isPresent(id, missing) }
             case .fetch(let download, let record, let prefetch, let missing):
@@ -407,6 +410,7 @@ extension ExtensionProvider {
             download.done = true
             download.failure = failure
             downloads[record.item.id]?.removeAll { $0 === download }
+            if let failure { noteFailed(record.item.id, download.range, failure) }
             if let bytes = fetched ?? streamed, !bytes.isEmpty {
                 saved = markPresent(bytes, of: record)
             }

@@ -49,6 +49,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     var editions: [UInt64: UInt64] = [:]
     /// Apps' downloads, to cancel on a revoke.
     var appDownloads: [String: [RequestControl]] = [:]
+    /// The last failed download of each item (`recentFailure`).
+    var failedDownloads: [String: FailedDownload] = [:]
     /// Called with an item's path when its state changed (downloaded,
     /// evicted, pinned, dirty, uploading, uploaded, conflict, error); set
     /// before `start`.

@@ -10,11 +10,21 @@ the folder example with switches (controlled_folder.py) as the extension.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
-from doc_scope_helpers import status
+from doc_scope_helpers import events, status
 from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
-from test_extension_providers import CLOUD, REPORT, ask, cloud, session, sha  # noqa: F401  (the fixture)
+from test_extension_providers import (  # noqa: F401  (cloud: the fixture)
+    CLOUD,
+    CONTROLLED,
+    REPORT,
+    ask,
+    cloud,
+    session,
+    sha,
+    start_slow_read,
+)
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 
@@ -87,3 +97,22 @@ def test_status_reads_as_sentences_and_an_error_clears_once_the_store_answers(en
     assert entry.get("offline") is None and entry.get("lastError") is None, entry
     text = env.cli("status").stdout
     assert "last error" not in text and "offline:" not in text, text
+
+
+def test_a_stalled_fetch_gives_etimedout_at_the_stall_limit(env, cloud):
+    """docs/PROVIDERS.md, "Limits": a fetch with no answer and no progress
+    for the stall limit (SCOPEFS_EXTENSION_STALL_SECONDS, 3 s here; 60 s by
+    default) ends the app's read with ETIMEDOUT at that limit. The kernel
+    reads the page again after its readahead failed: that read gets the
+    same answer at once, not a second fetch that waits another limit (or
+    EIO when the stalled extension is killed 10 s after its `$/cancel`).
+    Seen failing on the old main: ETIMEDOUT after 6 s, two stalled fetches."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("stall-fetch", "")
+    started = time.monotonic()
+    start_slow_read(s, cloud.path(ALPHA, "docs/report.txt"))
+    assert s.recv(timeout=30) == {"errno": "ETIMEDOUT"}
+    assert 2.5 <= time.monotonic() - started < 5
+    stalls = [e for e in events(env, kind="extension") if "stalled" in (e.get("operation") or "")]
+    assert sum(e.get("occurrences", 1) for e in stalls) == 1, stalls

@@ -1,0 +1,43 @@
+import Foundation
+
+/// A download that failed answers, for a moment, the reads of its bytes
+/// that come right after it (issue 47, docs/PROVIDERS.md "Downloads").
+///
+/// The kernel reads a file through its page cache: a read first sends the
+/// readahead, whose error it drops, and then reads the page again itself,
+/// and that second request's answer is the app's. Fetched again, a stall
+/// gave the app its error only after two stall limits, or EIO when the
+/// extension was killed ten seconds after the first (70 s where the stall
+/// limit is 60 s), and a short answer cost two fetches per read. The
+/// second request gets the first one's error instead, within
+/// `retryWindow`; a read after it fetches again.
+extension ExtensionProvider {
+    struct FailedDownload {
+        var range: Range<Int64>
+        var failure: ExtensionFailure
+        var at: UInt64
+    }
+
+    /// How long a failed download answers for its bytes: the kernel's
+    /// retry comes within microseconds of the first answer.
+    static let retryWindow = 1.0
+
+    /// Records a download's failure (under the lock). A cancel is the
+    /// reader's own doing (a signal, a revoke), not the store's: nothing
+    /// to answer another read with.
+    func noteFailed(_ id: String, _ range: Range<Int64>, _ failure: ExtensionFailure) {
+        guard failure.code != .cancelled else { return }
+        failedDownloads[id] = FailedDownload(range: range, failure: failure, at: MonotonicClock.now)
+    }
+
+    /// The failure a read of byte `offset` of `id` gets at once, if a
+    /// download of it failed within `retryWindow` (under the lock).
+    func recentFailure(_ id: String, _ offset: Int64) -> ExtensionFailure? {
+        guard let failed = failedDownloads[id] else { return nil }
+        guard MonotonicClock.now < failed.at &+ MonotonicClock.nanoseconds(Self.retryWindow) else {
+            failedDownloads[id] = nil
+            return nil
+        }
+        return failed.range.contains(offset) ? failed.failure : nil
+    }
+}
