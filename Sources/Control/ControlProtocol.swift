@@ -469,4 +469,6 @@ public enum ContentAction: String, Codable, Sendable, CaseIterable {
     case unpin
     /// Drop the downloaded content (it stays a placeholder).
     case evict
+    /// Start the extension again (a failed one too), without a remount.
+    case restart
 }

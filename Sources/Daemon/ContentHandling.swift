@@ -21,6 +21,9 @@ enum ContentHandling {
         do {
             switch action {
             case .sync:
+                // A failed extension makes no round: say so now, not after
+                // the sync's wait (issue 47).
+                if let refusal = notRunning(provider, extensions) { return refusal }
                 let state = replica.syncNow(timeout: 120)
                 if let offline = state.offline {
                     return .failure(CommandError.Kind.ioError.rawValue, "provider \(provider) is offline: \(offline)")
@@ -31,6 +34,8 @@ enum ContentHandling {
                 return ControlResponse(ok: true)
             case .evict:
                 return ControlResponse(ok: true, message: "\(try replica.evict(item)) files evicted")
+            case .restart:
+                return restart(provider, replica, extensions)
             }
         } catch {
             let kind: CommandError.Kind =
@@ -41,5 +46,36 @@ enum ContentHandling {
                 }
             return .failure(kind.rawValue, "cannot \(action.rawValue) \(provider)/\(item): \(error.message)")
         }
+    }
+
+    /// Why a provider's extension cannot take a sync now, if it cannot: a
+    /// failed one until its owner restarts it, one still starting after
+    /// the wait a call gives it. 69 (unavailable), at once.
+    private static func notRunning(_ provider: ProviderID, _ extensions: ExtensionProviders) -> ControlResponse? {
+        guard let host = extensions.host(provider) else { return nil }
+        if host.waitUntilRunning(timeout: host.tunables.waitForRunning) { return nil }
+        return .failure(
+            CommandError.Kind.noDaemon.rawValue,
+            "provider \(provider) cannot sync: its extension is \(ExtensionProviders.describe(host.state)); "
+                + "`scopefs provider restart \(provider)` starts it again")
+    }
+
+    /// `scopefs provider restart`: the extension starts again, its past
+    /// exits forgotten (a failed provider runs again), with no remount; the
+    /// replica pulls and pushes once it runs.
+    private static func restart(_ provider: ProviderID, _ replica: ExtensionProvider, _ extensions: ExtensionProviders)
+        -> ControlResponse
+    {
+        guard let host = extensions.host(provider) else {
+            return .failure(CommandError.Kind.unknown.rawValue, "provider \(provider) has no extension running")
+        }
+        host.restart()
+        guard host.waitUntilRunning(timeout: host.tunables.waitForRunning + host.tunables.initializeTimeout) else {
+            return .failure(
+                CommandError.Kind.noDaemon.rawValue,
+                "provider \(provider): the extension did not start: \(ExtensionProviders.describe(host.state))")
+        }
+        replica.wake(pull: true, push: true)
+        return ControlResponse(ok: true, message: "provider \(provider): \(ExtensionProviders.describe(host.state))")
     }
 }

@@ -95,6 +95,9 @@ final class ExtensionProviders: Sendable {
 
     func replica(_ provider: ProviderID) -> ExtensionProvider? { running.withLock { $0[provider]?.replica } }
 
+    /// The process of a provider's extension (its state, a restart).
+    func host(_ provider: ProviderID) -> ExtensionHost? { running.withLock { $0[provider]?.host } }
+
     /// A fleet claim's key for the provider item `p/PROVIDER/PATH` of an
     /// extension: `x/PROVIDER/ID`, the extension's identifier, which every
     /// host's replica gives the same item and a remote rename keeps

@@ -78,7 +78,7 @@ struct InitCommand: ParsableCommand {
 struct ProviderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider", abstract: "Register storage locations.",
-        subcommands: [Add.self, List.self, Remove.self, Sync.self])
+        subcommands: [Add.self, List.self, Remove.self, Sync.self, Restart.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -205,6 +205,26 @@ struct ProviderCommand: ParsableCommand {
         func run() throws {
             try report { () throws(CommandError) in
                 try ContentCommands.send(.sync, provider: id, path: nil, state: options.directory)
+            }
+        }
+    }
+
+    struct Restart: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "restart",
+            abstract: "Start an extension's provider again, a failed one too, without a remount.",
+            discussion: """
+                An extension that exits 5 times within 10 minutes marks its provider failed: its items stay \
+                readable where downloaded, nothing is synced, and `provider sync` refuses at once (69). \
+                Once the cause is fixed, this starts the extension again with its past exits forgotten, \
+                waits until it runs, and syncs. Exit 69 if it does not start.
+                """)
+        @OptionGroup var options: StateOptions
+        @Argument(completion: Completions.providers) var id: String
+
+        func run() throws {
+            try report { () throws(CommandError) in
+                try ContentCommands.send(.restart, provider: id, path: nil, state: options.directory)
             }
         }
     }

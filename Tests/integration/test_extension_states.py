@@ -13,7 +13,7 @@ import json
 import time
 
 import pytest
-from doc_scope_helpers import events, status
+from doc_scope_helpers import events, mount, status
 from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
 from test_extension_providers import (  # noqa: F401  (cloud: the fixture)
     CLOUD,
@@ -97,6 +97,56 @@ def test_status_reads_as_sentences_and_an_error_clears_once_the_store_answers(en
     assert entry.get("offline") is None and entry.get("lastError") is None, entry
     text = env.cli("status").stdout
     assert "last error" not in text and "offline:" not in text, text
+
+
+def test_a_failed_provider_refuses_a_sync_at_once_and_restarts_without_a_remount(env):
+    """S34, S41: an extension that keeps crashing ends `failed`; `provider
+    sync` then says so at once with exit 69 (not after a two-minute wait),
+    and `scopefs provider restart` starts it again, in the same mount, once
+    its cause is gone. Seen failing on the old main: the sync waited 120 s
+    and there was no restart command."""
+    remote = env.root / "restart-remote"
+    (remote / "docs").mkdir(parents=True)
+    (remote / "docs" / "a.txt").write_text("a\n")
+    control = env.root / "restart-control"
+    control.mkdir()
+    (control / "crash").write_text("")
+    env.base_env.update(SCOPEFS_EXTENSION_RESTART_SECONDS="0.05")
+    env.cli(
+        "provider",
+        "add",
+        "flaky",
+        "--extension",
+        f"/usr/bin/python3 {CONTROLLED} {remote} {control}",
+        "--writable",
+        remote,
+        "--writable",
+        control,
+    )
+    mount(env)
+    wait_for(
+        "the crash loop to end in failed",
+        lambda: {e["provider"]: e["state"] for e in status(env)["daemon"].get("extensions") or []},
+        lambda states: states.get("flaky", "").startswith("failed"),
+        timeout=30,
+    )
+    started = time.monotonic()
+    p = env.cli("provider", "sync", "flaky", expect=None)
+    assert p.returncode == 69 and "failed" in p.stderr and "provider restart" in p.stderr, describe(p)
+    assert time.monotonic() - started < 5
+    (control / "crash").unlink()
+    p = env.cli("provider", "restart", "flaky")
+    assert "running" in p.stdout, describe(p)
+    env.cli("provider", "sync", "flaky")
+    env._record_daemon()  # the extension's descriptors are the daemon's from here on
+    env.grant(ALPHA, "flaky:docs")
+    read = env.app_json(
+        ALPHA,
+        "os.getxattr(sys.argv[1], 'user.scopefs.start'); emit(outcome(lambda: open(sys.argv[1] + '/a.txt').read()))",
+        env.prov(ALPHA, "flaky", "docs"),
+        sandbox=True,
+    )
+    assert read == {"ok": "a\n"}, read
 
 
 def test_a_stalled_fetch_gives_etimedout_at_the_stall_limit(env, cloud):

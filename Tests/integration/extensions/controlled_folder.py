@@ -17,6 +17,8 @@ request looks at files in CONTROL, which the test writes:
 - ``linger-modify``: a number of seconds each ``modify`` waits after it
   wrote, before it answers (a test kills the daemon meanwhile: the store
   has the edit, the daemon never heard);
+- ``crash`` (read at start): the process exits with status 1 before it
+  answers anything (a crash loop: the provider ends ``failed``);
 - ``streams`` (read once, at ``initialize``): the extension declares
   ``streamsFetch``; each ``fetch`` of more than 1 MiB then stages its first
   half, names it in ``$/progress`` (``staged``) and holds the rest until
@@ -173,4 +175,6 @@ if __name__ == "__main__":
     if len(sys.argv) != 3 or not os.path.isdir(sys.argv[1]) or not os.path.isdir(sys.argv[2]):
         print("usage: controlled_folder.py ROOT CONTROL (existing folders)", file=sys.stderr)
         sys.exit(2)
+    if (Path(sys.argv[2]) / "crash").exists():
+        sys.exit(1)
     run(ControlledFolder(sys.argv[1], sys.argv[2]))
