@@ -148,6 +148,8 @@ public enum Decision {
             case .hidden: return .failure(route == .descriptor ? .denied : .invisible)
             case .ancestor: return operation == .write ? .failure(.readOnlyView) : .success(nil)
             case .granted(let grant): return operation == .write ? .failure(.readOnlyView) : .success(grant)
+            // An app's temporary is its own (S48): the inspect view never sees it.
+            case .replacing: return .failure(route == .descriptor ? .denied : .invisible)
             }
         case .app:
             switch coverage {
@@ -155,12 +157,17 @@ public enum Decision {
                 return .failure(route == .descriptor ? .denied : .invisible)
             case .ancestor:
                 return operation == .write ? .failure(.denied) : .success(nil)
-            case .granted(let grant):
+            case .granted(let grant), .replacing(let grant):
                 if operation == .lookup { return .success(grant) }
                 let needsScope = route == .name && operation != .metadata
+                // A temporary beside a granted file (S48) is there to be
+                // written and renamed over the file: any use of it is a
+                // write of that file, so it needs what writing it needs.
+                var asked = operation
+                if case .replacing = coverage { asked = .write }
                 func allows(_ grant: Grant) -> Bool {
                     if grant.state != .active { return false }
-                    if operation == .write && grant.access != .readWrite { return false }
+                    if asked == .write && grant.access != .readWrite { return false }
                     return !needsScope || scopeHeld(grant)
                 }
                 if allows(grant) { return .success(grant) }

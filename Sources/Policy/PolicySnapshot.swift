@@ -274,6 +274,12 @@ public enum Coverage: Sendable, Equatable {
     case ancestor
     /// Covered by this grant, the nearest one at or above the item.
     case granted(Grant)
+    /// A temporary file the app made beside this grant's file, to rename
+    /// over it (SPEC S48: an atomic save). It is never a grant of its own:
+    /// it may be used only as far as the grant's file may be written, and
+    /// only by the app that made it. The snapshot never answers it: the
+    /// file system that keeps the app's temporaries does.
+    case replacing(Grant)
 }
 
 /// An item's coverage together with the node of the grant trie its path

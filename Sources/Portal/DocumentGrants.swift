@@ -82,6 +82,44 @@ final class DocumentGrants: Sendable {
         return false
     }
 
+    /// Whether `app` may make, write and rename over the document a
+    /// temporary file beside `grant`'s file (SPEC S48): the one rule asked
+    /// for the temporary's coverage, which allows what writing the file
+    /// allows.
+    static func mayReplace(_ grant: Grant?, app: AppID) -> Bool {
+        guard let grant else { return false }
+        let caller = Caller.anyProcess(of: app)
+        if case .success = Decision.permit(.write, coverage: .replacing(grant), caller: caller, route: .name) {
+            return true
+        }
+        return false
+    }
+
+    /// Whether a descriptor of `app`'s temporary beside `grant`'s file may
+    /// still be used (a revoke or a narrowing cuts it, as the document's).
+    static func temporaryDescriptorAllowed(_ access: DescriptorAccess, grant: Grant?, app: AppID) -> Bool {
+        let caller = Caller.anyProcess(of: app)
+        let coverage: Coverage = grant.map { .replacing($0) } ?? .hidden
+        if case .success = Decision.permitDescriptor(access, coverage: coverage, openedThrough: nil, caller: caller) {
+            return true
+        }
+        return false
+    }
+
+    /// The document's item is now the file at its path (a temporary was
+    /// renamed over it, or the app made it): its identifier, grants,
+    /// references and bookmarks follow the new file (SPEC S48). On a
+    /// fleet, whose items only the owner's role records, the item locator
+    /// of the next `scopefs` change finds it.
+    func itemReplaced(_ document: PortalDocument) {
+        guard let repository = store as? PolicyRepository else { return }
+        do {
+            try repository.adoptFile(provider: document.provider, path: document.relativePath)
+        } catch {
+            // The locator finds the new file later; the save itself stands.
+        }
+    }
+
     /// The key of an item in `activeAccess`.
     static func itemKey(provider: ProviderID, relativePath: String) -> String {
         "\(provider)\u{0}\(relativePath)"

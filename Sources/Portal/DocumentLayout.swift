@@ -23,24 +23,28 @@ import SystemPackage
 /// of their own app, which a sandbox given the portal bus shows at the
 /// mount point, as Flatpak's does (`scopefs run --portal-bus`).
 final class DocumentLayout: FileSystem {
-    private let portal: DocumentPortal
-    private let ownerUID = getuid()
+    let portal: DocumentPortal
+    let ownerUID = getuid()
     /// App ids by number: an inode names an app by its index here.
     private let apps = Mutex<[AppID]>([])
-    private let handles = Mutex<(next: UInt64, open: [UInt64: OpenDocument])>((1, [:]))
+    let handles = Mutex<(next: UInt64, open: [UInt64: OpenDocument])>((1, [:]))
+    /// The temporary files of saves in progress (SPEC S48).
+    let temporaries = DocumentTemporaries()
 
     static let hostPathAttribute = "user.document-portal.host-path"
     /// FUSE's root inode (FUSE_ROOT_ID).
     private static let rootInode: UInt64 = 1
     /// Entries and attributes change with the policy: short timeouts keep
     /// a revoke visible within a second without notifications.
-    private static let timeout = 1.0
+    static let timeout = 1.0
 
-    private struct OpenDocument {
+    struct OpenDocument {
         var descriptor: Int32
         var app: AppID?
         var documentID: String
         var writable: Bool
+        /// The temporary it is a file of, if it is not the document's.
+        var temporary: UInt64? = nil
         /// What it was opened for: each read and write asks the one rule
         /// for all of it (SPEC S47), as ScopeFS's descriptors do.
         var access: DescriptorAccess { writable ? [.read, .write] : .read }
@@ -54,12 +58,14 @@ final class DocumentLayout: FileSystem {
 
     /// What an inode names; its number encodes the kind, the app's index
     /// and the document id (eight hex digits), so no table is needed.
-    private enum Node: Equatable {
+    enum Node: Equatable {
         case root
         case byApp
         case appFolder(AppID)
         case documentFolder(String, app: AppID?)
         case documentFile(String, app: AppID?)
+        /// A temporary of a save in a document's folder (`temporaries`).
+        case temporary(UInt64)
     }
 
     private func appIndex(_ app: AppID) -> UInt64 {
@@ -70,7 +76,7 @@ final class DocumentLayout: FileSystem {
         }
     }
 
-    private func inode(_ node: Node) -> UInt64 {
+    func inode(_ node: Node) -> UInt64 {
         func id(_ text: String) -> UInt64 { UInt64(text, radix: 16) ?? 0 }
         func app(_ app: AppID?) -> UInt64 { app.map { (appIndex($0) + 1) << 32 } ?? 0 }
         switch node {
@@ -79,12 +85,19 @@ final class DocumentLayout: FileSystem {
         case .appFolder(let name): return 3 << 56 | app(name)
         case .documentFolder(let doc, let owner): return 4 << 56 | app(owner) | id(doc)
         case .documentFile(let doc, let owner): return 5 << 56 | app(owner) | id(doc)
+        case .temporary(let number): return 6 << 56 | number
         }
     }
 
-    private func node(_ inode: UInt64) throws(Errno) -> Node {
+    func node(_ inode: UInt64) throws(Errno) -> Node {
         if inode == Self.rootInode { return .root }
         if inode == 2 { return .byApp }
+        if inode >> 56 == 6 {
+            let number = inode & 0x00ff_ffff_ffff_ffff
+            guard let temporary = temporaries.temporary(number) else { throw Errno.noSuchFileOrDirectory }
+            if temporary.becameDocument { return .documentFile(temporary.documentID, app: temporary.app) }
+            return .temporary(number)
+        }
         let appNumber = (inode >> 32) & 0xff_ffff
         let app: AppID? = try appNumber == 0 ? nil : appName(appNumber - 1)
         let doc = String(format: "%08x", UInt32(inode & 0xffff_ffff))
@@ -120,13 +133,13 @@ final class DocumentLayout: FileSystem {
         do { return try portal.grants.activeAccess() } catch { throw Errno.ioError }
     }
 
-    private static func itemKey(_ document: PortalDocument) -> String {
+    static func itemKey(_ document: PortalDocument) -> String {
         DocumentGrants.itemKey(provider: document.provider, relativePath: document.relativePath)
     }
 
     /// One document, and `app`'s access to it: a lookup in the grants of
     /// the current policy version (every read asks: a revoke cuts it).
-    private func document(_ id: String, app: AppID?) throws(Errno) -> (PortalDocument, Access?) {
+    func document(_ id: String, app: AppID?) throws(Errno) -> (PortalDocument, Access?) {
         guard let document = portal.table.documents[id] else { throw Errno.noSuchFileOrDirectory }
         guard let app else { return (document, nil) }
         guard let access = try activeAccess()[Self.itemKey(document)]?[app] else {
@@ -135,33 +148,48 @@ final class DocumentLayout: FileSystem {
         return (document, access)
     }
 
-    private func folderAttributes(_ inode: UInt64) -> stat {
+    private func folderAttributes(_ inode: UInt64, writable: Bool = false) -> stat {
         var attributes = stat()
         attributes.st_ino = __ino_t(inode)
-        attributes.st_mode = S_IFDIR | 0o500
+        attributes.st_mode = S_IFDIR | (writable ? 0o700 : 0o500)
         attributes.st_nlink = 2
         attributes.st_uid = ownerUID
         attributes.st_gid = getgid()
         return attributes
     }
 
-    private func attributes(_ node: Node) throws(Errno) -> stat {
+    func attributes(_ node: Node) throws(Errno) -> stat {
         let number = inode(node)
         switch node {
         case .root, .byApp, .appFolder:
             return folderAttributes(number)
         case .documentFolder(let id, let app):
-            _ = try document(id, app: app)
-            return folderAttributes(number)
+            // Writable (0700) where the view may save the document by a
+            // temporary renamed over it (S48): the kernel's own checks
+            // (`default_permissions`) then let the create through.
+            let (document, _) = try document(id, app: app)
+            return folderAttributes(number, writable: mayReplace(document, app: app))
+        case .temporary(let number):
+            guard let temporary = temporaries.temporary(number) else { throw Errno.noSuchFileOrDirectory }
+            var attributes = stat()
+            let (document, _) = try document(temporary.documentID, app: temporary.app)
+            guard Self.hostPath(of: temporary, in: document).withHostCString({ lstat($0, &attributes) }) == 0 else {
+                throw Errno(rawValue: errno)
+            }
+            attributes.st_ino = __ino_t(self.inode(node))
+            attributes.st_uid = ownerUID
+            return attributes
         case .documentFile(let id, let app):
             let (document, access) = try document(id, app: app)
             var attributes = stat()
             guard document.hostPath.withHostCString({ stat($0, &attributes) }) == 0 else {
                 throw Errno(rawValue: errno)
             }
-            // Permissions as mode bits: read for every grant, write only for read-write.
-            let writable: mode_t = access == .read ? 0 : 0o200
-            attributes.st_mode = (attributes.st_mode & S_IFMT) | 0o400 | (attributes.st_mode & writable)
+            // Permissions as mode bits: the file's own, readable by its
+            // owner, without write bits for a read-only grant. (A save
+            // copies them to its temporary: they must be the file's.)
+            let kept: mode_t = access == .read ? ~0o7222 : ~0o7000
+            attributes.st_mode = (attributes.st_mode & kept) | 0o400
             attributes.st_ino = __ino_t(number)
             attributes.st_uid = ownerUID
             return attributes
@@ -181,9 +209,15 @@ final class DocumentLayout: FileSystem {
                 ($0, .documentFolder($0, app: app))
             }
         case .documentFolder(let id, let app):
+            // The document's file while it is there (a save may have moved
+            // it to a temporary name for a moment), then the view's
+            // temporaries.
             let (document, _) = try document(id, app: app)
-            return [(document.name, .documentFile(id, app: app))]
-        case .documentFile:
+            var status = stat()
+            let present = document.hostPath.withHostCString { lstat($0, &status) } == 0
+            return (present ? [(document.name, Node.documentFile(id, app: app))] : [])
+                + temporaries.listed(document: id, app: app).map { ($0.name, .temporary($0.number)) }
+        case .documentFile, .temporary:
             throw Errno.notDirectory
         }
     }
@@ -196,13 +230,14 @@ final class DocumentLayout: FileSystem {
     /// `binding`: a lookup of `by-app` or `by-app/APP`, which bubblewrap
     /// (the owner's uid, already one of the run's processes) makes to show
     /// that folder.
-    private func checkCaller(_ request: Request, reaching node: Node, binding: Bool = false) throws(Errno) {
+    func checkCaller(_ request: Request, reaching node: Node, binding: Bool = false) throws(Errno) {
         let caller = portal.callers.identify(pid: request.threadID, uid: request.uid)
         if caller.isOwner || (binding && request.uid == ownerUID && caller.app != nil) { return }
         let app: AppID?
         switch node {
         case .appFolder(let folder): app = folder
         case .documentFolder(_, let folder), .documentFile(_, let folder): app = folder
+        case .temporary(let number): app = temporaries.temporary(number)?.app
         case .root, .byApp: app = nil
         }
         guard let own = caller.app, let app, own == app else { throw Errno.permissionDenied }
@@ -228,41 +263,78 @@ final class DocumentLayout: FileSystem {
             child = try children(parentNode).first(where: { $0.name.sameHostName(as: name) })
         }
         guard let child else { throw Errno.noSuchFileOrDirectory }
-        return Entry(
-            inode: inode(child.node), attributes: try attributes(child.node), attributeTimeout: Self.timeout,
-            entryTimeout: Self.timeout)
+        return try entry(child.node)
     }
 
-    func forget(_ inode: UInt64, count: UInt64) {}
+    /// The entry of `node`. A document folder's names change with saves
+    /// (a temporary renamed over the document, the document renamed to a
+    /// temporary name), so the kernel keeps none of them: it asks again.
+    func entry(_ node: Node) throws(Errno) -> Entry {
+        let timeout = Self.cacheTimeout(node)
+        return Entry(
+            inode: inode(node), attributes: try attributes(node), attributeTimeout: timeout, entryTimeout: timeout)
+    }
+
+    static func cacheTimeout(_ node: Node) -> Double {
+        switch node {
+        case .documentFile, .temporary: return 0
+        default: return timeout
+        }
+    }
+
+    func forget(_ inode: UInt64, count: UInt64) {
+        if inode >> 56 == 6 { temporaries.forgotten(inode & 0x00ff_ffff_ffff_ffff) }
+    }
 
     func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
-        Attributes(stat: try attributes(try node(inode)), timeout: Self.timeout)
+        let node = try node(inode)
+        return Attributes(stat: try attributes(node), timeout: Self.cacheTimeout(node))
     }
 
     func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
         let file = try node(inode)
         try checkCaller(request, reaching: file)
-        guard case .documentFile(let id, let app) = file else { throw Errno.isDirectory }
         let writing = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
-        let (document, access) = try document(id, app: app)
-        // Write needs a read-write grant (the mode shows 0400 otherwise);
-        // the owner writes as the host file's mode lets it.
-        if writing, access == .read { throw Errno.permissionDenied }
         let hostFlags =
             (writing ? (flags & O_ACCMODE == O_RDONLY ? O_RDWR : flags & O_ACCMODE) : O_RDONLY)
             | (flags & (O_TRUNC | O_APPEND)) | O_CLOEXEC | O_NOFOLLOW
-        let descriptor = document.hostPath.withHostCString { Glibc.open($0, hostFlags) }
-        guard descriptor >= 0 else { throw Errno(rawValue: errno) }
-        let handle = handles.withLock { state -> UInt64 in
-            let handle = state.next
-            state.next += 1
-            state.open[handle] = OpenDocument(descriptor: descriptor, app: app, documentID: id, writable: writing)
-            return handle
+        let opened: OpenDocument
+        switch file {
+        case .documentFile(let id, let app):
+            let (document, access) = try document(id, app: app)
+            // Write needs a read-write grant (the mode shows 0400 otherwise);
+            // the owner writes as the host file's mode lets it.
+            if writing, access == .read { throw Errno.permissionDenied }
+            let descriptor = document.hostPath.withHostCString { Glibc.open($0, hostFlags) }
+            guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+            opened = OpenDocument(descriptor: descriptor, app: app, documentID: id, writable: writing)
+        case .temporary(let number):
+            guard let temporary = temporaries.temporary(number) else { throw Errno.noSuchFileOrDirectory }
+            let (document, _) = try document(temporary.documentID, app: temporary.app)
+            guard mayReplace(document, app: temporary.app) else { throw Errno.permissionDenied }
+            let descriptor = Self.hostPath(of: temporary, in: document).withHostCString { Glibc.open($0, hostFlags) }
+            guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+            opened = OpenDocument(
+                descriptor: descriptor, app: temporary.app, documentID: temporary.documentID, writable: writing,
+                temporary: number)
+        default:
+            throw Errno.isDirectory
         }
+        let handle = register(opened)
         // An app's reads and writes bypass the page cache, so each one
         // reaches `read` or `writeTarget` and its grant check: nothing read
         // or written before a revoke is served after it.
-        return OpenFile(handle: handle, directIO: app != nil)
+        return OpenFile(handle: handle, directIO: opened.app != nil)
+    }
+
+    /// Keeps an open descriptor of the layout; its handle.
+    func register(_ opened: OpenDocument) -> UInt64 {
+        handles.withLock { state -> UInt64 in
+            let handle = state.next
+            state.next += 1
+            state.open[handle] = opened
+            return handle
+        }
     }
 
     func read(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadData {
@@ -272,14 +344,18 @@ final class DocumentLayout: FileSystem {
     /// The host descriptor behind HANDLE, once its app's grant is checked
     /// again (every read and write: a revoke cuts this descriptor, EPERM),
     /// and for a write, that the grant still allows writing.
-    private func checkedDescriptor(_ handle: UInt64, writing: Bool) throws(Errno) -> Int32 {
+    func checkedDescriptor(_ handle: UInt64, writing: Bool) throws(Errno) -> Int32 {
         guard let open = handles.withLock({ $0.open[handle] }) else { throw Errno.badFileDescriptor }
         if writing, !open.writable { throw Errno.badFileDescriptor }
         guard let app = open.app else { return open.descriptor }
         guard let document = portal.table.documents[open.documentID] else { throw Errno.notPermitted }
         let grant: Grant?
         do { grant = try portal.grants.grant(Self.itemKey(document), app: app) } catch { throw Errno.notPermitted }
-        guard DocumentGrants.descriptorAllowed(open.access, grant: grant, app: app) else { throw Errno.notPermitted }
+        let allowed =
+            open.temporary == nil
+            ? DocumentGrants.descriptorAllowed(open.access, grant: grant, app: app)
+            : DocumentGrants.temporaryDescriptorAllowed(open.access, grant: grant, app: app)
+        guard allowed else { throw Errno.notPermitted }
         return open.descriptor
     }
 
@@ -302,7 +378,10 @@ final class DocumentLayout: FileSystem {
         for (index, entry) in entries.enumerated().dropFirst(Int(offset)) {
             var attributes = stat()
             attributes.st_ino = __ino_t(self.inode(entry.1))
-            if case .documentFile = entry.1 { attributes.st_mode = S_IFREG } else { attributes.st_mode = S_IFDIR }
+            switch entry.1 {
+            case .documentFile, .temporary: attributes.st_mode = S_IFREG
+            default: attributes.st_mode = S_IFDIR
+            }
             // readdirplus entries go without attributes (no lookup count
             // to return): the kernel looks each name up when it is used.
             let added = entry.0.withHostCString { name in
@@ -353,8 +432,16 @@ final class DocumentLayout: FileSystem {
     {
         let file = try node(inode)
         try checkCaller(request, reaching: file)
+        if case .temporary(let number) = file {
+            return try setTemporaryAttributes(number, changes: changes, handle: handle, node: file)
+        }
         guard case .documentFile(let id, let app) = file else { throw Errno.readOnlyFileSystem }
-        guard changes.mode == nil, changes.uid == nil, changes.gid == nil else { throw Errno.notPermitted }
+        guard changes.uid == nil, changes.gid == nil else { throw Errno.notPermitted }
+        // An editor sets the mode it read back after a save: that no-op
+        // stands; any other change of the grant's mode bits does not.
+        if let mode = changes.mode, mode & 0o7777 != (try attributes(file)).st_mode & 0o7777 {
+            throw Errno.notPermitted
+        }
         // Through a descriptor (`ftruncate`, `futimens`): its checks, as a
         // write's (EPERM once revoked); by name: the grant as it is now.
         let descriptor: Int32
@@ -378,26 +465,7 @@ final class DocumentLayout: FileSystem {
 
     // Everything that would change the layout's names and folders: read only.
     func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String { throw Errno.invalidArgument }
-    func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry {
-        throw Errno.readOnlyFileSystem
-    }
-    func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
-        throw Errno.readOnlyFileSystem
-    }
-    func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
-        throw Errno.readOnlyFileSystem
-    }
-    func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry {
-        throw Errno.readOnlyFileSystem
-    }
-    func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
     func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
-    func rename(_ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
-        throws(Errno)
-    { throw Errno.readOnlyFileSystem }
-    func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
-        throws(Errno) -> (Entry, OpenFile)
-    { throw Errno.readOnlyFileSystem }
     func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         try checkedDescriptor(handle, writing: true)
     }

@@ -55,9 +55,10 @@ public final class PortalService: @unchecked Sendable {
         if let error = failure.withLock({ $0 }) { throw error }
         let mountPoint = object.portal.mountPoint
         let session: FuseSession
+        let layout = DocumentLayout(portal: object.portal)
         do {
             session = try FuseSession(
-                fileSystem: DocumentLayout(portal: object.portal),
+                fileSystem: layout,
                 options: ["fsname=scopefs-portal", "subtype=scopefs-portal"] + Self.accessOptions)
             try session.mount(at: mountPoint)
         } catch {
@@ -67,7 +68,10 @@ public final class PortalService: @unchecked Sendable {
         log("portal: document layout mounted at \(mountPoint)")
         let status = session.loop(maxThreads: 8, maxIdleThreads: 2)
         session.unmount()
-        exit(status == 0 ? 0 : 1)
+        layout.removeLeftTemporaries()
+        // libfuse's loop answers the signal that ended it: being asked to
+        // stop is a clean end (a systemd unit stays "inactive", not "failed").
+        exit(status == 0 || [SIGTERM, SIGINT, SIGHUP].contains(status) ? 0 : 1)
     }
 
     /// A root owner's apps run as app accounts (`scopefs run`), which

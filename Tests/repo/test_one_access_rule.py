@@ -20,9 +20,12 @@ CONSUMERS = {
     "ScopeFS/ScopeFileSystem+Control.swift": "start, stop, scope and bookmark attributes",
     "Portal/DocumentGrants.swift": "the document layout's access and its descriptors",
     "Portal/DocumentPortal.swift": "the portal's Info and List permissions (through DocumentGrants)",
+    "Portal/DocumentLayout+Saves.swift": "atomic saves' temporaries, S48 (through DocumentGrants.mayReplace)",
     "Documents/Bookmarks.swift": "whether a bookmark resolves",
 }
-ASKS = re.compile(r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor|DocumentGrants\.access)\(")
+ASKS = re.compile(
+    r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor|DocumentGrants\.(?:access|mayReplace))\("
+)
 # Deciding on a grant's state or access by hand, where the rule belongs
 # (the rule's own answer, an `Access`, may be read: that is its output).
 BY_HAND = re.compile(r"\.state == \.active|\bgrant\.access ==|\bgrant\.state [!=]=")
@@ -37,6 +40,7 @@ def test_every_consumer_asks_the_one_rule():
 def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
     for name in (
         "Portal/DocumentLayout.swift",
+        "Portal/DocumentLayout+Saves.swift",
         "Portal/DocumentPortal.swift",
         "Documents/Bookmarks.swift",
         "ScopeFS/ScopeFileSystem+Control.swift",

@@ -1,0 +1,235 @@
+"""Atomic saves through `scopefs portal`'s document layout (SPEC S48, S45):
+an app that may write a document saves it as editors do, by writing a
+temporary file beside it in DOC_ID/ and renaming it over the document,
+with the real libraries (GLib's g_file_set_contents and
+g_file_replace_contents, through Debian's python3-gi; vim with
+backupcopy=no). The grant and the item's identity follow the new file;
+the temporary is visible to that app's view only and never becomes a
+grant; nothing else may be made beside the document; a revoke cuts a
+temporary's descriptor as it cuts the document's (S14).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, run_bounded
+from test_portal import SYSTEM_PYTHON, Portal, SessionBus, privacy
+
+
+@pytest.fixture
+def portal(env):
+    if not shutil.which("flatpak") or not shutil.which("dbus-daemon"):
+        pytest.fail("flatpak and dbus-daemon are needed (make deps installs them)")
+    bus = SessionBus(env.root)
+    (env.root / "doc").mkdir()
+    served = Portal(env, bus, env.root / "doc")
+    yield served
+    served.stop()
+    bus.stop()
+
+
+def export(portal, path: Path, app: str, *flags: str) -> str:
+    """The document id `flatpak document-export` gives `app` for `path`."""
+    out = portal.flatpak("document-export", "--app", app, *flags, path).stdout.strip()
+    return Path(out).parent.name
+
+
+def item_row(env, path: str) -> tuple:
+    """The items table's identity of provider item `path`: (id, inode, missing)."""
+    with sqlite3.connect(env.state / "scopefs.sqlite") as db:
+        return db.execute(
+            "SELECT id, inode, missing FROM items WHERE provider_id = ? AND relative_path = ?", (LOCAL, path)
+        ).fetchone()
+
+
+def hidden_leftovers(folder: Path) -> list[str]:
+    return [name for name in os.listdir(folder) if ".scopefs-" in name]
+
+
+GLIB_SAVE = """
+import sys
+from gi.repository import Gio, GLib
+path, how, text = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+if how == "set_contents":
+    GLib.file_set_contents(path, text)
+else:
+    Gio.File.new_for_path(path).replace_contents(text, None, False, Gio.FileCreateFlags.NONE, None)
+"""
+
+
+@pytest.mark.parametrize("how", ["set_contents", "replace_contents"])
+def test_glib_saves_a_document_atomically(env, portal, how):
+    """SPEC S48: GLib's atomic save of by-app/APP/DOC_ID/NAME writes a
+    temporary beside the document and renames it over; the host file has
+    the new content, the grant is still the app's, the item's identifier
+    is the same and now names the new file (its inode), and no temporary
+    is left on the host."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    doc = export(portal, report, ALPHA, "--allow-write")
+    before = item_row(env, "docs/report.txt")
+    old_inode = report.stat().st_ino
+    path = portal.mountpoint / "by-app" / ALPHA / doc / "report.txt"
+    p = run_bounded(
+        [SYSTEM_PYTHON, "-c", GLIB_SAVE, str(path), how, "saved by GLib"], 30, env.base_env, what="GLib save"
+    )
+    assert p.returncode == 0, describe(p)
+    assert report.read_bytes() == b"saved by GLib"
+    assert report.stat().st_ino != old_inode, "replaced by a new file, not written in place"
+    assert path.read_bytes() == b"saved by GLib"
+    assert os.listdir(path.parent) == ["report.txt"], "no temporary left in the document folder"
+    assert hidden_leftovers(report.parent) == []
+    after = item_row(env, "docs/report.txt")
+    assert after[0] == before[0], "the same item identifier"
+    assert after[1] == os.stat(report).st_ino and after[2] == 0, "now naming the new file"
+    [grant] = privacy(env, ALPHA)
+    assert (grant["path"], grant["access"], grant["state"]) == ("docs/report.txt", "read-write", "active"), grant
+
+
+def test_temporary_is_the_saving_apps_own(env, portal):
+    """SPEC S48: a temporary made in by-app/ALPHA/DOC_ID is listed and
+    found there only: not in DOC_ID/ (the owner's view), not in
+    by-app/BETA/DOC_ID, and not on the host under its name; renamed over
+    the document it replaces the document for every view; removing it
+    removes its host file."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    doc = export(portal, report, ALPHA, "--allow-write")
+    export(portal, report, BETA)
+    mine = portal.mountpoint / "by-app" / ALPHA / doc
+    temp = mine / "report.txt.XYZ123"
+    temp.write_bytes(b"draft")
+    assert sorted(os.listdir(mine)) == ["report.txt", "report.txt.XYZ123"]
+    assert os.listdir(portal.mountpoint / doc) == ["report.txt"]
+    assert os.listdir(portal.mountpoint / "by-app" / BETA / doc) == ["report.txt"]
+    assert not (portal.mountpoint / "by-app" / BETA / doc / "report.txt.XYZ123").exists()
+    assert not (report.parent / "report.txt.XYZ123").exists()
+    assert len(hidden_leftovers(report.parent)) == 1, "one hidden host file holds it"
+    # Renamed to another temporary name, then removed: nothing left.
+    os.rename(temp, mine / "second")
+    assert sorted(os.listdir(mine)) == ["report.txt", "second"]
+    os.unlink(mine / "second")
+    assert hidden_leftovers(report.parent) == []
+    # Made again and renamed over: every view reads the new content.
+    (mine / "third").write_bytes(b"final")
+    os.rename(mine / "third", mine / "report.txt")
+    assert (portal.mountpoint / "by-app" / BETA / doc / "report.txt").read_bytes() == b"final"
+    assert (portal.mountpoint / doc / "report.txt").read_bytes() == b"final"
+    assert report.read_bytes() == b"final"
+
+
+def test_nothing_else_is_made_beside_a_document(env, portal):
+    """SPEC S48, S32: a read-only grant makes no temporary (EACCES, as
+    the folder's mode 0500 says); a read-write one makes files only:
+    no folder, symbolic link or hard link (EPERM), the document itself is
+    never unlinked (EPERM), names never move to another document's folder
+    (EXDEV) and the layout's own folders stay read-only (EROFS)."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    secret = env.backing(LOCAL) / "docs" / "secret.txt"
+    doc = export(portal, report, ALPHA, "--allow-write")
+    other = export(portal, secret, ALPHA, "--allow-write")
+    read_only = export(portal, report, BETA)
+    mine = portal.mountpoint / "by-app" / ALPHA / doc
+    assert os.stat(mine).st_mode & 0o777 == 0o700
+    assert os.stat(portal.mountpoint / "by-app" / BETA / read_only).st_mode & 0o777 == 0o500
+
+    def refused(code, call, *args):
+        with pytest.raises(OSError) as denied:
+            call(*args)
+        assert denied.value.errno == code, (call, args, denied.value)
+
+    # A root owner's process passes mode bits: the layout refuses it itself.
+    refused(errno.EACCES, os.open, portal.mountpoint / "by-app" / BETA / read_only / "tmp", os.O_CREAT | os.O_WRONLY)
+    refused(errno.EPERM, os.mkdir, mine / "folder")
+    refused(errno.EPERM, os.symlink, "target", mine / "link")
+    refused(errno.EPERM, os.link, mine / "report.txt", mine / "hard")
+    refused(errno.EPERM, os.unlink, mine / "report.txt")
+    (mine / "tmp").write_bytes(b"x")
+    refused(errno.EXDEV, os.rename, mine / "tmp", portal.mountpoint / "by-app" / ALPHA / other / "tmp")
+    refused(errno.EXDEV, os.rename, mine / "tmp", portal.mountpoint / doc / "tmp")
+    refused(errno.EROFS, os.mkdir, portal.mountpoint / "by-app" / ALPHA / "folder")
+    os.unlink(mine / "tmp")
+    assert report.read_bytes() == REPORT_BYTES
+
+
+def test_revoke_cuts_a_temporary_and_hides_it(env, portal):
+    """SPEC S48, S14: a descriptor of a temporary is cut at its next write
+    once the document's grant is revoked (EPERM), the temporary cannot be
+    renamed over the document any more, and a restore gives it back."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    doc = export(portal, report, ALPHA, "--allow-write")
+    mine = portal.mountpoint / "by-app" / ALPHA / doc
+    fd = os.open(mine / "draft", os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        assert os.write(fd, b"before") == 6
+        env.cli("revoke", ALPHA, f"{LOCAL}:docs/report.txt")
+        with pytest.raises(OSError) as cut:
+            os.write(fd, b" after")
+        assert cut.value.errno == errno.EPERM
+    finally:
+        os.close(fd)
+    assert not mine.exists() or "draft" not in os.listdir(mine)
+    env.cli("restore", ALPHA, f"{LOCAL}:docs/report.txt")
+    os.rename(mine / "draft", mine / "report.txt")
+    assert report.read_bytes() == b"before"
+
+
+def test_vim_saves_by_renaming_the_document_away(env, portal):
+    """SPEC S48: vim with backupcopy=no moves the document to its backup
+    name, writes the document's name anew and removes the backup; the
+    document has the new content and the item follows it. (backupskip
+    is emptied: its default skips backups of files under /tmp, where the
+    test's files are.)"""
+    vim = shutil.which("vim.basic") or shutil.which("vim")
+    if not vim:
+        pytest.fail("vim is needed (make deps installs it)")
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    doc = export(portal, report, ALPHA, "--allow-write")
+    before = item_row(env, "docs/report.txt")
+    old_inode = report.stat().st_ino
+    path = portal.mountpoint / "by-app" / ALPHA / doc / "report.txt"
+    argv = [vim, "-u", "NONE", "-i", "NONE", "-N", "-n", "-e", "-s"]
+    argv += [
+        "-c",
+        "set backupcopy=no writebackup nobackup backupskip=",
+        "-c",
+        "%d",
+        "-c",
+        "call setline(1, 'saved by vim')",
+    ]
+    argv += ["-c", "wq", str(path)]
+    p = run_bounded(argv, 30, dict(env.base_env, HOME=str(env.root)), what="vim")
+    assert p.returncode == 0, describe(p)
+    assert report.read_bytes() == b"saved by vim\n"
+    assert report.stat().st_ino != old_inode, "a new file, not written in place"
+    assert os.listdir(path.parent) == ["report.txt"]
+    assert hidden_leftovers(report.parent) == []
+    after = item_row(env, "docs/report.txt")
+    assert after[0] == before[0] and after[1] == os.stat(report).st_ino
+
+
+def test_python_client_saves_atomically(env, portal):
+    """SPEC S48: the plain pattern every language has (write a temporary
+    with O_EXCL beside the document, fsync, rename over it) works, with
+    the temporary's mode set from the document's (fchmod), as the
+    project's own clients save."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    report.chmod(0o640)
+    doc = export(portal, report, ALPHA, "--allow-write")
+    folder = portal.mountpoint / "by-app" / ALPHA / doc
+    fd = os.open(folder / ".report.txt.tmp", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        os.write(fd, b"saved by Python")
+        os.fchmod(fd, 0o640)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(folder / ".report.txt.tmp", folder / "report.txt")
+    assert report.read_bytes() == b"saved by Python"
+    assert report.stat().st_mode & 0o777 == 0o640
+    [grant] = privacy(env, ALPHA)
+    assert grant["path"] == "docs/report.txt", "the grant is still the one of the document, and no other"
