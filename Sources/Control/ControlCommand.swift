@@ -23,7 +23,7 @@ extension ControlRequest.Operation {
         case .register, .reload, .status, .servedPolicy, .identify, .grant, .revoke, .restore, .forget, .agentNext,
             .agentAnswer,
             .pickForApp,
-            .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent:
+            .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent, .endApp:
             .owner
         case .resolve, .pick, .watch, .coordinate, .query:
             .app
@@ -85,6 +85,8 @@ public enum ControlCommand: Sendable, Equatable {
     case faultList
     case faultClear(id: Int?)
     case providerContent(provider: ProviderID, action: ContentAction, path: String?)
+    /// SIGKILL to every process of the app (issue 48).
+    case endApp(app: AppID)
 
     /// The command a wire request carries, or what it lacks (a usage
     /// error, exit 64, which the daemon answers without running anything).
@@ -126,6 +128,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .faultAdd: self = .faultAdd(try need(request.fault, "a rule"), seed: request.seed)
         case .faultList: self = .faultList
         case .faultClear: self = .faultClear(id: request.faultID)
+        case .endApp: self = .endApp(app: try need(request.app, "an app"))
         case .providerContent:
             self = .providerContent(
                 provider: try need(request.contentProvider, "a provider"),
@@ -137,7 +140,7 @@ public enum ControlCommand: Sendable, Equatable {
     public var request: ControlRequest {
         var request = ControlRequest(op: operation)
         switch self {
-        case .register(let app): request.app = app
+        case .register(let app), .endApp(let app): request.app = app
         case .reload(let app, let paths, let imported):
             request.app = app
             request.containerPaths = paths
@@ -216,6 +219,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .faultList: .faultList
         case .faultClear: .faultClear
         case .providerContent: .providerContent
+        case .endApp: .endApp
         }
     }
 }

@@ -64,6 +64,9 @@ public struct ControlRequest: Codable, Sendable {
         /// The owner's hand on an extension provider's content (SPEC S41,
         /// S42): sync now, pin, unpin or evict an item (`scopefs pin`, ...).
         case providerContent
+        /// The owner ends every process of an app (`scopefs revoke --kill`,
+        /// Android's `pm revoke`; issue 48).
+        case endApp
 
     }
 
@@ -168,6 +171,8 @@ public struct ControlResponse: Codable, Sendable {
     /// With `forget`: the grants removed, and the container paths of the
     /// references to their items that went with them.
     public var forgotten: [Grant]?
+    /// With `endApp`: the processes killed.
+    public var ended: [Int32]?
     public var references: [String]?
     /// With `agentNext`: the request to answer (nil: none came in time).
     public var pending: PendingPick?
@@ -469,6 +474,10 @@ public enum ContentAction: String, Codable, Sendable, CaseIterable {
     case unpin
     /// Drop the downloaded content (it stays a placeholder).
     case evict
+    /// Testing (issue 48): the remote changes the item (a new version of
+    /// the same bytes) or deletes it, as a store edited elsewhere would
+    /// (`scopefs fault remote-change`, `remote-delete`).
+    case remoteChange, remoteDelete
     /// Start the extension again (a failed one too), without a remount.
     case restart
 }

@@ -34,6 +34,12 @@ enum ContentHandling {
                 return ControlResponse(ok: true)
             case .evict:
                 return ControlResponse(ok: true, message: "\(try replica.evict(item)) files evicted")
+            case .remoteChange, .remoteDelete:
+                guard let id = replica.itemIdentifier(at: item), let remote = extensions.remoteFaults(provider) else {
+                    return .failure(CommandError.Kind.unknown.rawValue, "no item \(provider)/\(item) in the replica")
+                }
+                if action == .remoteChange { remote.change(id) } else { remote.delete(id) }
+                return ControlResponse(ok: true)
             case .restart:
                 return restart(provider, replica, extensions)
             }

@@ -45,6 +45,8 @@ struct DaemonControl: ControlHandling {
             return response
         case .status:
             return ProcessHandling.status(services)
+        case .endApp(let app):
+            return ProcessHandling.endApp(app, services: services)
         case .identify(let pid):
             return ProcessHandling.identify(pid, services: services)
         case .servedPolicy:
@@ -77,7 +79,9 @@ struct DaemonControl: ControlHandling {
                 items, wait: wait, pid: sender.pid, coordinator: services.coordinator,
                 snapshot: services.fileSystem.snapshot, containers: services.state.containersPath)
         case .faultAdd, .faultList, .faultClear:
-            return FaultHandling.handle(command, faults: services.fileSystem.faults)
+            return FaultHandling.handle(command, faults: services.fileSystem.faults) {
+                for inode in services.fileSystem.inodesWithOpenFiles() { services.session.invalidateInode(inode) }
+            }
         case .providerContent(let provider, let action, let path):
             return ContentHandling.handle(
                 provider: provider, action: action, path: path, extensions: services.extensions)

@@ -38,6 +38,8 @@ final class ExtensionProviders: Sendable {
         var host: ExtensionHost
         var replica: ExtensionProvider
         var writer: ReplicaWriterProcess
+        /// The owner's remote rules and edits, between replica and host.
+        var remote: RemoteFaults
     }
 
     init(
@@ -97,6 +99,7 @@ final class ExtensionProviders: Sendable {
 
     /// The process of a provider's extension (its state, a restart).
     func host(_ provider: ProviderID) -> ExtensionHost? { running.withLock { $0[provider]?.host } }
+    func remoteFaults(_ provider: ProviderID) -> RemoteFaults? { running.withLock { $0[provider]?.remote } }
 
     /// A fleet claim's key for the provider item `p/PROVIDER/PATH` of an
     /// extension: `x/PROVIDER/ID`, the extension's identifier, which every
@@ -145,8 +148,11 @@ final class ExtensionProviders: Sendable {
             tunables: ExtensionCommands.tunables, logger: logger,
             events: { [weak self] event in self?.recordHostEvent(id, event) })
         let writer = ReplicaWriterProcess(executable: ExtensionCommands.ownExecutable, root: provider.directory)
+        let remote = RemoteFaults(
+            host, provider: id, faults: fileSystem.faults, stallLimit: ExtensionCommands.tunables.stallLimit,
+            record: { [events] event in events.record(event) })
         let replica = try ExtensionProvider(
-            providerID: id, calls: host, folder: ReplicaFolder(root: provider.directory), writer: writer,
+            providerID: id, calls: remote, folder: ReplicaFolder(root: provider.directory), writer: writer,
             store: ReplicaStore(path: layout.database), staging: layout.staging,
             tunables: ExtensionCommands.replicaTunables, logger: logger,
             events: { [weak self] event in self?.recordReplicaEvent(event) },
@@ -156,7 +162,7 @@ final class ExtensionProviders: Sendable {
         replica.onContentDropped = { [contentDropped] inode in contentDropped(id, inode) }
         replica.neverDownload = Set(
             fileSystem.snapshot.apps.values.filter { $0.downloads == .never }.map(\.id))
-        running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer) }
+        running.withLock { $0[id] = Running(spec: spec, host: host, replica: replica, writer: writer, remote: remote) }
         host.start()
         replica.start()
         fileSystem.setContent(

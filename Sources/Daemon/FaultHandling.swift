@@ -13,7 +13,13 @@ enum FaultHandling {
     /// every request scan thousands of rules.
     static let maximumRules = 1000
 
-    static func handle(_ command: ControlCommand, faults: FaultInjector) -> ControlResponse {
+    /// `dropCachedPages`: called after a rule on reads was added, to drop
+    /// the pages open files cached, which reads would be served from
+    /// without meeting the rule (off the FUSE threads: this is a control
+    /// thread).
+    static func handle(
+        _ command: ControlCommand, faults: FaultInjector, dropCachedPages: () -> Void = {}
+    ) -> ControlResponse {
         switch command {
         case .faultAdd(let rule, let seed):
             if let problem = rule.problem {
@@ -26,6 +32,7 @@ enum FaultHandling {
             guard let added = faults.add(rule, seed: seed) else {
                 return .failure(CommandError.Kind.usage.rawValue, "bad fault rule")
             }
+            if faults.actsOnReads { dropCachedPages() }
             var response = ControlResponse(ok: true)
             response.faults = [added]
             return response

@@ -52,6 +52,26 @@ enum ProcessHandling {
         }
     }
 
+    /// `endApp`: SIGKILL to every process of `app`, as Android's `pm
+    /// revoke` ends the app whose permission it took (`scopefs revoke
+    /// --kill`, issue 48). Again while new ones appear (a fork racing the
+    /// kill), a few rounds at most; answers the pids it killed.
+    static func endApp(_ app: AppID, services: DaemonServices) -> ControlResponse {
+        guard services.fileSystem.snapshot.apps[app] != nil else {
+            return .failure(CommandError.Kind.unknown.rawValue, CommandError.unknownApp(app).message)
+        }
+        var ended = Set<Int32>()
+        for _ in 0..<10 {
+            let live = services.tracker.processes(of: app).filter { $0 != getpid() && !ended.contains($0) }
+            if live.isEmpty { break }
+            for pid in live where kill(pid, SIGKILL) == 0 { ended.insert(pid) }
+            usleep(10_000)
+        }
+        var response = ControlResponse(ok: true)
+        response.ended = ended.sorted()
+        return response
+    }
+
     static func status(_ services: DaemonServices) -> ControlResponse {
         let counters = services.scopes.processes
         // bubblewrap's own processes (the sandbox's keeper and its pid 1)

@@ -240,6 +240,13 @@ public final class ProcessTracker: CallerResolver {
         state.withLock { Array($0.processes.values) }.sorted { $0.key.pid < $1.key.pid }
     }
 
+    /// Every live process of `app`: its runs' cgroups hold them all (the
+    /// sandbox's own processes too); without cgroups, those followed.
+    public func processes(of app: AppID) -> [Int32] {
+        let followed = state.withLock { $0.processes.values.filter { $0.app == app }.map(\.key.pid) }
+        return Array(Set(followed + (cgroups?.processes(of: app) ?? []))).sorted()
+    }
+
     // MARK: Events
 
     /// Runs until `stop` says so, applying fork and exit events as they come.

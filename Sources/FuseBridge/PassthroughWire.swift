@@ -43,6 +43,29 @@ enum PassthroughWire {
         return body.loadUnaligned(fromByteOffset: initRequestFlags2, as: UInt32.self) & flags2Passthrough != 0
     }
 
+    /// FUSE_DIRECT_IO_ALLOW_MMAP (1 << 36): bit 4 of flags2. A file opened
+    /// with direct I/O (while a fault rule acts on reads) may then still be
+    /// mapped shared; without it such an mmap fails with ENODEV.
+    static let flags2DirectIOAllowMmap: UInt32 = 1 << 4
+
+    /// Whether an INIT request (its body) offers shared mmap of direct I/O files.
+    static func offersDirectIOMmap(initBody body: UnsafeRawBufferPointer) -> Bool {
+        guard body.count >= initRequestFlags2 + 4 else { return false }
+        let flags = body.loadUnaligned(fromByteOffset: initRequestFlags, as: UInt32.self)
+        guard flags & initExtended != 0 else { return false }
+        return body.loadUnaligned(fromByteOffset: initRequestFlags2, as: UInt32.self) & flags2DirectIOAllowMmap != 0
+    }
+
+    /// Asks for it in an INIT reply's body; false when the body has no flags2.
+    static func allowDirectIOMmap(initReplyBody body: UnsafeMutableRawPointer, length: Int) -> Bool {
+        guard length >= initReplyFlags2 + 4 else { return false }
+        let flags = body.loadUnaligned(fromByteOffset: initReplyFlags, as: UInt32.self)
+        body.storeBytes(of: flags | initExtended, toByteOffset: initReplyFlags, as: UInt32.self)
+        let flags2 = body.loadUnaligned(fromByteOffset: initReplyFlags2, as: UInt32.self)
+        body.storeBytes(of: flags2 | flags2DirectIOAllowMmap, toByteOffset: initReplyFlags2, as: UInt32.self)
+        return true
+    }
+
     /// Asks for passthrough in an INIT reply's body, with `stackDepth`.
     /// False when the body is too short to carry it (a libfuse that sends
     /// an older fuse_init_out).

@@ -21,7 +21,8 @@ import Synchronization
 ///   it on the same thread).
 ///
 /// The same `writev` hook adds FUSE passthrough to the INIT, OPEN and
-/// CREATE replies (`PassthroughWire`).
+/// CREATE replies (`PassthroughWire`), and FUSE_DIRECT_IO_ALLOW_MMAP to
+/// the INIT reply.
 ///
 /// Without splice_receive libfuse reads every request through the hook
 /// (no SPLICE_READ); replies are still spliced, through `spliceSend`.
@@ -121,7 +122,10 @@ enum SetIDClearing {
             wire.initUnique.store(request.loadUnaligned(fromByteOffset: 8, as: UInt64.self), ordering: .relaxed)
             wire.kernelOffersKillPriv.store(flags & handleKillPrivV2 != 0, ordering: .relaxed)
             wire.kernelOffersPassthrough.store(passthrough, ordering: .relaxed)
-            wire.initPending.store(flags & handleKillPrivV2 != 0 || passthrough, ordering: .releasing)
+            let directMmap = PassthroughWire.offersDirectIOMmap(
+                initBody: UnsafeRawBufferPointer(rebasing: request[inHeaderSize...]))
+            wire.kernelOffersDirectIOMmap.store(directMmap, ordering: .relaxed)
+            wire.initPending.store(flags & handleKillPrivV2 != 0 || passthrough || directMmap, ordering: .releasing)
             return
         }
         guard let (offset, mask) = killBit(opcode) else { return }
@@ -143,6 +147,9 @@ enum SetIDClearing {
         if wire.kernelOffersKillPriv.load(ordering: .relaxed), wire.clearsSetIDBits.load(ordering: .acquiring) {
             let flags = body.loadUnaligned(fromByteOffset: 12, as: UInt32.self)
             body.storeBytes(of: flags | handleKillPrivV2, toByteOffset: 12, as: UInt32.self)
+        }
+        if wire.kernelOffersDirectIOMmap.load(ordering: .relaxed) {
+            _ = PassthroughWire.allowDirectIOMmap(initReplyBody: body, length: vector[1].iov_len)
         }
         let depth = wire.passthroughDepth.load(ordering: .acquiring)
         if depth > 0, wire.kernelOffersPassthrough.load(ordering: .relaxed),
@@ -168,6 +175,8 @@ final class WireState: Sendable {
     /// What the kernel offered: FUSE_HANDLE_KILLPRIV_V2, FUSE_PASSTHROUGH.
     let kernelOffersKillPriv = Atomic<Bool>(false)
     let kernelOffersPassthrough = Atomic<Bool>(false)
+    /// FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6+), asked for whenever offered.
+    let kernelOffersDirectIOMmap = Atomic<Bool>(false)
     /// The file system asked for it (set by `initialize`, before the reply).
     let clearsSetIDBits = Atomic<Bool>(false)
     /// The `max_stack_depth` to agree passthrough with (0: not asked for;

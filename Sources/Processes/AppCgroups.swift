@@ -135,6 +135,12 @@ package final class AppCgroups: Sendable {
         return pids
     }
 
+    /// Every process in the runs of `app` (`scopefs revoke --kill`).
+    package func processes(of app: AppID) -> [Int32] {
+        let leaves = runs.withLock { $0.filter { $0.value.app == app }.map(\.key) }
+        return leaves.flatMap { processes(inLeaf: $0) ?? [] }
+    }
+
     /// Removes an empty run leaf and forgets it.
     package func remove(leaf: String) {
         guard leaf.hasPrefix(Self.leafPrefix), !leaf.contains("/") else { return }

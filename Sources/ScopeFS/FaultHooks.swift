@@ -52,6 +52,11 @@ extension ScopeFileSystem {
         }
     }
 
+    /// The inodes whose cached pages a new rule on reads must drop: those
+    /// of open files. Later opens bypass the page cache while the rule
+    /// lasts (`open`), so every read meets it, repeats included.
+    public func inodesWithOpenFiles() -> [UInt64] { table.withOpenFiles() }
+
     /// `/APP/Providers/local/a.txt` as the app sees it: `Providers/local/a.txt`.
     static func pathInView(_ shown: String, app: AppID?) -> String {
         guard let app else { return String(shown.drop { $0 == "/" }) }

@@ -20,10 +20,20 @@ public struct FaultRules: Sendable {
     private var globs: [Glob?] = []
     /// Each rule's hits, kept apart so that counting does not rebuild `globs`.
     private var counts: [Int] = []
+    /// Each rule's matching requests so far, for `nth` (hit or not).
+    private var matched: [Int] = []
     private var nextID = 1
     private var generator: SeededGenerator
+    /// Remote rules draw apart: the extension's calls come from other
+    /// threads than apps' requests, and neither shifts the other's draws.
+    private var remoteGenerator: SeededGenerator
 
-    public init(seed: UInt64 = 0) { generator = SeededGenerator(seed: seed) }
+    public init(seed: UInt64 = 0) {
+        generator = SeededGenerator(seed: seed)
+        remoteGenerator = SeededGenerator(seed: seed ^ Self.remoteSeedMix)
+    }
+
+    private static let remoteSeedMix: UInt64 = 0x5EED_0F_C10D
 
     /// Adds a rule (its id assigned) and returns it; nil when not well formed.
     public mutating func add(_ rule: FaultRule) -> FaultRule? {
@@ -33,6 +43,7 @@ public struct FaultRules: Sendable {
         added.hits = nil
         nextID += 1
         counts.append(0)
+        matched.append(0)
         rules.append(added)
         return added
     }
@@ -52,12 +63,16 @@ public struct FaultRules: Sendable {
         let before = rules.count
         let kept = rules.indices.filter { index in id.map { rules[index].id != $0 } ?? false }
         counts = kept.map { counts[$0] }
+        matched = kept.map { matched[$0] }
         rules = kept.map { rules[$0] }
         return before - rules.count
     }
 
     /// Restarts the percentages' draws from `seed`.
-    public mutating func reseed(_ seed: UInt64) { generator = SeededGenerator(seed: seed) }
+    public mutating func reseed(_ seed: UInt64) {
+        generator = SeededGenerator(seed: seed)
+        remoteGenerator = SeededGenerator(seed: seed ^ Self.remoteSeedMix)
+    }
 
     /// The effects for one request: every matching rule draws once, in
     /// rule order; the first errno drawn wins, latencies add up. A rule at
@@ -72,14 +87,14 @@ public struct FaultRules: Sendable {
         let folderBytes = inFolder ? Array((path + "/").utf8CString) : []
         // By index, not by element: no copy (and retain) of each rule.
         for index in rules.indices {
+            if rules[index].isRemote { continue }
             if rules[index].operation != "*" && rules[index].operation != operation { continue }
             if let wanted = rules[index].app, wanted != app { continue }
             if globs[index] != nil, !globs[index]!.matches(bytes) && !(inFolder && globs[index]!.matches(folderBytes)) {
                 continue
             }
             let rule = rules[index]
-            guard draw(rule.percent) else { continue }
-            counts[index] += 1
+            guard hits(index) else { continue }
             if let errno = rule.errno, failure == nil {
                 failure = FaultEffect(rule: rule.id, errno: errno, latencyMilliseconds: nil)
             }
@@ -89,6 +104,54 @@ public struct FaultRules: Sendable {
             }
         }
         return (failure, latency, latencyRules)
+    }
+
+    /// The effects for one call to `provider`'s extension (a remote rule's
+    /// `operation` is the protocol method): the first protocol error hit
+    /// wins, latencies add up, as for requests.
+    public mutating func remoteEffects(provider: String, operation: String)
+        -> (error: (rule: Int, name: String)?, latencyMilliseconds: Int)
+    {
+        var failure: (rule: Int, name: String)? = nil
+        var latency = 0
+        for index in rules.indices where rules[index].provider == provider {
+            let rule = rules[index]
+            if rule.operation != "*" && rule.operation != operation { continue }
+            guard hits(index) else { continue }
+            if let name = rule.remoteError, failure == nil { failure = (rule.id, name) }
+            latency += rule.latencyMilliseconds ?? 0
+        }
+        return (failure, latency)
+    }
+
+    /// Whether rule `index`, which matches a request, hits it (and counts
+    /// the hit): its `nth` match only, else a draw of its percentage.
+    private mutating func hits(_ index: Int) -> Bool {
+        matched[index] += 1
+        let hit =
+            rules[index].nth.map { matched[index] == $0 }
+            ?? (rules[index].isRemote ? drawRemote(rules[index].percent) : draw(rules[index].percent))
+        if hit { counts[index] += 1 }
+        return hit
+    }
+
+    /// Whether a rule in force acts on apps' reads (an errno or a latency
+    /// above 0, on `read` or `*`; a 0 ms rule only counts): opens then bypass the page cache, so that every
+    /// read meets it.
+    public var actsOnReads: Bool {
+        rules.contains {
+            !$0.isRemote && ($0.operation == "read" || $0.operation == "*")
+                && ($0.errno != nil || ($0.latencyMilliseconds ?? 0) > 0)
+        }
+    }
+
+    public var hasRequestRules: Bool { rules.contains { !$0.isRemote } }
+    public var hasRemoteRules: Bool { rules.contains(where: \.isRemote) }
+
+    private mutating func drawRemote(_ percent: Double) -> Bool {
+        if percent >= 100 { return true }
+        let unit = Double(remoteGenerator.next() >> 11) / Double(1 << 53)
+        return unit * 100 < percent
     }
 
     /// True in `percent` of the draws.
@@ -123,18 +186,29 @@ struct Glob: Sendable {
 /// check every request pays is one relaxed atomic load (`isActive`).
 public final class FaultInjector: Sendable {
     private let active = Atomic<Bool>(false)
+    private let remoteActive = Atomic<Bool>(false)
+    private let reads = Atomic<Bool>(false)
     private let state = Mutex(FaultRules())
 
     public init() {}
 
+    /// A rule on apps' requests is in force.
     @inline(__always)
     public var isActive: Bool { active.load(ordering: .relaxed) }
+
+    /// A remote rule (on extension calls) is in force.
+    @inline(__always)
+    public var isRemoteActive: Bool { remoteActive.load(ordering: .relaxed) }
+
+    /// A rule that fails or delays reads is in force (`FaultRules.actsOnReads`).
+    @inline(__always)
+    public var actsOnReads: Bool { reads.load(ordering: .relaxed) }
 
     public func add(_ rule: FaultRule, seed: UInt64? = nil) -> FaultRule? {
         state.withLock { rules in
             if let seed { rules.reseed(seed) }
             let added = rules.add(rule)
-            active.store(!rules.rules.isEmpty, ordering: .relaxed)
+            publish(rules)
             return added
         }
     }
@@ -143,9 +217,21 @@ public final class FaultInjector: Sendable {
     public func clear(_ id: Int? = nil) -> Int {
         state.withLock { rules in
             let removed = rules.clear(id)
-            active.store(!rules.rules.isEmpty, ordering: .relaxed)
+            publish(rules)
             return removed
         }
+    }
+
+    private func publish(_ rules: FaultRules) {
+        active.store(rules.hasRequestRules, ordering: .relaxed)
+        remoteActive.store(rules.hasRemoteRules, ordering: .relaxed)
+        reads.store(rules.actsOnReads, ordering: .relaxed)
+    }
+
+    public func remoteEffects(provider: String, operation: String)
+        -> (error: (rule: Int, name: String)?, latencyMilliseconds: Int)
+    {
+        state.withLock { $0.remoteEffects(provider: provider, operation: operation) }
     }
 
     public var rules: [FaultRule] { state.withLock { $0.listed } }

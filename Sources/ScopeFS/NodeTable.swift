@@ -574,6 +574,14 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The inodes with an open file (whose pages a new fault rule on
+    /// reads drops, so that their next reads reach it).
+    func withOpenFiles() -> [UInt64] {
+        state.withLock { state in
+            state.records.compactMap { inode, record in record.openFiles.first != nil ? inode.number : nil }
+        }
+    }
+
     /// For a grant of `path` just made active: the entries that lead to it
     /// from the app's nodes in the provider view (each ancestor folder the
     /// kernel holds and the next name), so that no answer cached before

@@ -54,10 +54,13 @@ extension ScopeFileSystem {
             access: BackingStore.descriptorAccess(flags), user: FileUser(caller),
             charge: charge, edition: content(of: target.node).map { content, file in content.edition(file) })
         if writes && flags & O_TRUNC != 0 { handle.wrote.store(true, ordering: .relaxed) }
-        // Cached pages stay when the file is as it was at the last open.
+        // Cached pages stay when the file is as it was at the last open;
+        // while a fault rule acts on reads, none are kept, so that every
+        // read meets the rule, a repeated one too (issue 48).
         let version = FileVersion(info)
+        let cached = table.opened(inode, handle, version: version) == version
         return OpenFile(
-            handle: handle.retainedHandle(), keepCache: table.opened(inode, handle, version: version) == version,
+            handle: handle.retainedHandle(), keepCache: cached && !faults.actsOnReads, directIO: faults.actsOnReads,
             passthrough: passthroughOffer(target.node, info, descriptor: descriptor))
     }
 
@@ -85,7 +88,7 @@ extension ScopeFileSystem {
             let passthrough = passthroughOffer(node, info, descriptor: descriptor)
             return (
                 entry(node, info, in: folder.node),
-                OpenFile(handle: handle.retainedHandle(), passthrough: passthrough)
+                OpenFile(handle: handle.retainedHandle(), directIO: faults.actsOnReads, passthrough: passthrough)
             )
         } catch {
             Sys.close(descriptor)

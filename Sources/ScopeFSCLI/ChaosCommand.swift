@@ -35,6 +35,16 @@ struct ChaosCommand: ParsableCommand {
         name: .customLong("latency"), help: "OP:MSms[:PERCENT%], e.g. open:20ms (repeatable).",
         completion: Completions.latencyShorthand)
     var latencies: [String] = []
+    @Option(
+        name: .customLong("remote-fault"),
+        help:
+            "PROVIDER:CALL:ERROR[:PERCENT%|:#N] on an extension provider's calls, e.g. drive:fetch:unreachable:20% (repeatable)."
+    )
+    var remoteFaults: [String] = []
+    @Option(
+        name: .customLong("remote-latency"),
+        help: "PROVIDER:CALL:MSms[:PERCENT%], e.g. drive:fetch:800ms: a slow store (repeatable).")
+    var remoteLatencies: [String] = []
     @Option(help: "Stop the chaos (and the command, with SIGTERM) after this long: 30s, 500ms, 2m.") var duration:
         String?
     @Flag(help: "Run the command without the sandbox (as `scopefs run --no-sandbox`).") var noSandbox = false
@@ -61,6 +71,8 @@ struct ChaosCommand: ParsableCommand {
             var rules: [FaultRule] = []
             for text in faults { rules.append(try FaultCommand.parse(text, latency: false)) }
             for text in latencies { rules.append(try FaultCommand.parse(text, latency: true)) }
+            for text in remoteFaults { rules.append(try FaultCommand.parseRemote(text, latency: false)) }
+            for text in remoteLatencies { rules.append(try FaultCommand.parseRemote(text, latency: true)) }
             let state = options.directory
             let repository = try options.repositoryForChange("drive chaos")
             let grants = try repository.grants(app: app).filter { $0.state == .active }
@@ -68,7 +80,7 @@ struct ChaosCommand: ParsableCommand {
             var added: [Int] = []
             defer { Self.clearFaults(added, state: state) }
             for (index, var rule) in rules.enumerated() {
-                rule.app = app
+                if !rule.isRemote { rule.app = app }
                 // The first rule restarts the daemon's draws: the faults replay too.
                 let rule = try FaultCommand.send(
                     .faultAdd(rule, seed: index == 0 ? seed : nil), state: state, action: "inject faults")

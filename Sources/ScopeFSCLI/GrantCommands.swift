@@ -162,8 +162,13 @@ struct RevokeCommand: ParsableCommand {
         commandName: "revoke", abstract: "Revoke a grant (or all of an app's): the next access fails with EPERM.")
     @OptionGroup var options: StateOptions
     @OptionGroup var selection: GrantSelection
+    @Flag(help: "Then kill every process of the app, as Android's `pm revoke` does (needs a running daemon).")
+    var kill = false
 
-    func run() throws { try changeState(.revoked, selection, options) }
+    func run() throws {
+        try changeState(.revoked, selection, options)
+        if kill { try report { () throws(CommandError) in try AppEnding.end(selection.app, state: options.directory) } }
+    }
 }
 
 struct RestoreCommand: ParsableCommand {

@@ -46,6 +46,7 @@ let sampleCommands: [ControlCommand] = [
     .faultList,
     .faultClear(id: nil),
     .providerContent(provider: "cloud", action: .evict, path: "docs/a.txt"),
+    .endApp(app: "com.example.app"),
 ]
 
 /// The four kinds of sender the daemon meets.

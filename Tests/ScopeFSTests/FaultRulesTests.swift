@@ -126,4 +126,53 @@ import Testing
         #expect(injector.clear(rule?.id) == 1)
         #expect(!injector.isActive)
     }
+
+    @Test("issue 48: an nth rule hits its nth matching request only, whatever the other rules draw")
+    func nth() {
+        var rules = FaultRules(seed: 3)
+        _ = rules.add(FaultRule(path: "a/*", operation: "read", errno: ENOSPC, nth: 3))
+        _ = rules.add(FaultRule(operation: "read", latencyMilliseconds: 1, percent: 50))
+        var failed: [String] = []
+        for path in ["a/1", "b/1", "a/2", "a/3", "a/4", "a/5"] {
+            if rules.effects(app: nil, path: path, operation: "read").errno?.errno == ENOSPC { failed.append(path) }
+        }
+        #expect(failed == ["a/3"])
+        #expect(rules.listed[0].hits == 1)
+        #expect(FaultRule(operation: "read", errno: EIO, percent: 5, nth: 2).problem != nil)
+        #expect(FaultRule(operation: "read", errno: EIO, nth: 0).problem != nil)
+    }
+
+    @Test("issue 48: remote rules act on a provider's calls only, and apps' requests never meet them")
+    func remote() {
+        var rules = FaultRules()
+        _ = rules.add(FaultRule(operation: "fetch", nth: 2, provider: "cloud", remoteError: "unreachable"))
+        _ = rules.add(FaultRule(operation: "*", latencyMilliseconds: 5, provider: "cloud"))
+        #expect(rules.effects(app: nil, path: "x", operation: "read").errno == nil)
+        #expect(rules.remoteEffects(provider: "cloud", operation: "fetch").error == nil)
+        let second = rules.remoteEffects(provider: "cloud", operation: "fetch")
+        #expect(second.error?.name == "unreachable" && second.latencyMilliseconds == 5)
+        #expect(rules.remoteEffects(provider: "cloud", operation: "fetch").error == nil)
+        #expect(rules.remoteEffects(provider: "other", operation: "fetch").latencyMilliseconds == 0)
+        #expect(!rules.actsOnReads && rules.hasRemoteRules && !rules.hasRequestRules)
+        #expect(FaultRule(operation: "fetch", provider: "cloud", remoteError: "frob").problem != nil)
+        #expect(FaultRule(operation: "read", provider: "cloud", remoteError: "unreachable").problem != nil)
+        #expect(FaultRule(operation: "fetch", errno: EIO, provider: "cloud").problem != nil)
+        #expect(FaultRule(operation: "read", remoteError: "unreachable").problem != nil)
+        for name in FaultRule.remoteErrors {
+            #expect(FaultRule(operation: "modify", provider: "cloud", remoteError: name).problem == nil)
+        }
+    }
+
+    @Test("issue 48: a rule that fails or delays reads makes opens bypass the page cache; a counting rule does not")
+    func actsOnReads() {
+        let injector = FaultInjector()
+        let counter = injector.add(FaultRule(operation: "read", latencyMilliseconds: 0))
+        #expect(injector.isActive && !injector.actsOnReads)
+        _ = injector.add(FaultRule(operation: "*", errno: EIO, percent: 10))
+        #expect(injector.actsOnReads)
+        injector.clear(counter?.id)
+        #expect(injector.actsOnReads)
+        injector.clear()
+        #expect(!injector.actsOnReads && !injector.isActive)
+    }
 }
