@@ -25,7 +25,8 @@ Helpers (all run the ``scopefs`` CLI as the mount's owner):
 ``rename_on_host(src, dst)``, ``write_on_host(item, text)``,
 ``inject(op, errno=... | latency_ms=..., path=..., percent=...)``,
 ``clear_faults()``, ``events(kind)``, ``wait_for_events(kind, count=1,
-timeout=5)``, ``run(cmd)`` / ``start(cmd)`` (the command as the app,
+timeout=5)``, ``settle()`` (before counting events of an app that ended),
+``leaks()``, ``run(cmd)`` / ``start(cmd)`` (the command as the app,
 through ``scopefs run``; ``start`` returns an ``AppProcess``, a
 ``subprocess.Popen`` with ``wait_for_line(line, timeout=20)``; both take
 ``sandbox=True``, ``expose=[paths]`` and ``env={...}``, the variables the
@@ -68,6 +69,9 @@ __all__ = [
 #: The provider every world has; more with ``add_provider``.
 LOCAL = "local"
 CLI_TIMEOUT = 30
+#: How long ``settle()`` waits: a few of the daemon's event batches (100 ms),
+#: as ``scopefs test`` waits before its checks.
+SETTLE_SECONDS = 0.4
 
 
 class ScopeFSError(RuntimeError):
@@ -410,6 +414,22 @@ class ScopeFSWorld:
         args = ["events", "--app", app or self.app, "--json"] + (["--kind", kind] if kind else [])
         # One JSON object per line, as every event stream prints (docs/CLI.md).
         return [json.loads(line) for line in self.cli(*args).stdout.splitlines() if line.strip()]
+
+    def settle(self) -> None:
+        """Waits until the event log holds what the app did so far: the
+        daemon writes its events (denials, starts, a process's leaks at its
+        exit) in batches every 100 ms, so a count read at once can miss the
+        last. Call it after the app ended and before counting events (as
+        ``scopefs test`` does before its checks)."""
+        time.sleep(SETTLE_SECONDS)
+
+    def leaks(self, app: str | None = None) -> list:
+        """The app's leak events (SPEC S11: a process ended with scopes
+        still counted), after ``settle()``: call it once the app ended.
+        ``assert not scopefs_mount.leaks()`` is the plugin's
+        ``no_leaked_scope``."""
+        self.settle()
+        return self.events("leak", app)
 
     def wait_for_events(
         self,

@@ -119,6 +119,26 @@ extension ScopeFSMount {
         try events(kind: "denial", app: app).filter { operation == nil || $0.operation == operation }
     }
 
+    /// Waits until the event log holds what the app did so far: the
+    /// daemon writes its events (denials, starts, a process's leaks at its
+    /// exit) in batches every 100 ms, so a count read at once can miss the
+    /// last. Call it after the app ended and before counting events (as
+    /// `scopefs test` does before its checks).
+    public func settle() {
+        Subprocess.sleep(Self.settleTime)
+    }
+
+    /// The app's leak events (SPEC S11: a process ended with scopes still
+    /// counted), after `settle()`: call it once the app ended.
+    /// `#expect(try mount.leaks().isEmpty)` is `scopefs test`'s `no_leaked_scope`.
+    public func leaks(app: String? = nil) throws(ScopeFSTestingError) -> [ScopeFSEvent] {
+        settle()
+        return try events(kind: "leak", app: app)
+    }
+
+    /// How long `settle()` waits: a few of the daemon's event batches (100 ms).
+    static let settleTime = Duration.milliseconds(400)
+
     /// Waits until the app's events of `kind` (and `operation`, if given)
     /// add up to `count` occurrences, at most `timeout`; returns them.
     ///
