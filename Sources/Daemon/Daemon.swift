@@ -150,6 +150,9 @@ public enum Daemon {
             folderDescriptors: descriptors.folders)
         configuration.containerPassthrough = options.containerPassthrough
         let (snapshot, policyVersion) = try store.versionedSnapshot(generation: 1)
+        // Before anything is mounted: a mount over a folder the daemon
+        // reads would wedge it on its own mount (issue 50).
+        try FolderOverlap.refuseMount(at: mountpoint, providers: Array(snapshot.providers.values), state: state.path)
         let fileSystem: ScopeFileSystem
         do {
             fileSystem = try ScopeFileSystem(

@@ -62,13 +62,23 @@ public enum MountPoint {
         return runFusermount(lazy ? ["-u", "-z", path] : ["-u", path])
     }
 
+    /// How long fusermount3 may take: it looks at the mountpoint, which
+    /// a wedged daemon would make it wait on for good (issue 50).
+    static let fusermountLimit = 5.0
+
     static func runFusermount(_ arguments: [String]) -> Bool {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
         process.arguments = arguments
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
+        let deadline = Date().addingTimeInterval(fusermountLimit)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return false
+        }
         return process.terminationStatus == 0
     }
 }

@@ -15,9 +15,14 @@ import Processes
 /// sandbox the database and key are not even visible, and the daemon's
 /// control socket refuses changes from app processes itself.
 public enum OwnerCheck {
-    public static func require(_ state: StateDirectory, to action: String) throws(CommandError) {
+    /// `daemonSeconds`: how long the daemon may take to answer; one that
+    /// does not answer in time names no app (`unmount` asks briefly: the
+    /// daemon it ends may be one that answers nothing, issue 50).
+    public static func require(_ state: StateDirectory, to action: String, daemonSeconds: Int = 30)
+        throws(CommandError)
+    {
         try requireOutsideRuns(to: action)
-        if let app = appNamedByDaemon(state) { throw refused(app, action) }
+        if let app = appNamedByDaemon(state, seconds: daemonSeconds) { throw refused(app, action) }
     }
 
     /// The first sign alone, read from /proc without asking the daemon: for
@@ -36,9 +41,9 @@ public enum OwnerCheck {
 
     /// The app the daemon serving `state` takes this process for (nil for
     /// the owner's processes, or when no daemon answers).
-    private static func appNamedByDaemon(_ state: StateDirectory) -> String? {
+    private static func appNamedByDaemon(_ state: StateDirectory, seconds: Int) -> String? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath),
-            let response = try? ControlClient.send(.whoami, state: state)
+            let response = try? ControlClient.send(.whoami, state: state, timeoutSeconds: seconds)
         else { return nil }
         return response.app
     }

@@ -27,6 +27,11 @@ package enum MountTable {
         table()?.first { $0.type == type }?.path
     }
 
+    /// The mountpoints of the mounts whose file system type passes `type`.
+    package static func mountpoints(ofType type: (String) -> Bool) -> [String] {
+        table()?.filter { type($0.type) }.map(\.path) ?? []
+    }
+
     /// This namespace's mounts, in mount order: where, which device, and the
     /// file system type (the field after the " - " separator).
     ///

@@ -6,6 +6,7 @@ import HostText
 import Launcher
 import Policy
 import PolicyStore
+import Processes
 
 /// `scopefs init --database`: where the fleet's store is and how to log in.
 struct FleetOptions: ParsableArguments {
@@ -69,6 +70,7 @@ struct FleetCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
+                try FolderOverlap.refuseProvider(provider, at: directory)
                 let added = try fleetRepository(options, "add a provider").addProvider(
                     id: provider, directory: directory, name: name)
                 print(

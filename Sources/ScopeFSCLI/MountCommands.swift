@@ -172,57 +172,6 @@ struct MountCommand: ParsableCommand {
     }
 }
 
-struct UnmountCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "unmount", abstract: "Unmount and wait for the daemon to exit.")
-    @OptionGroup var options: StateOptions
-    @Argument(completion: .directory) var mountpoint: String
-    @Option(help: "Seconds to wait for the daemon to exit.") var timeout: Double = 10
-    @Flag(help: "Print the mountpoint and the daemon that exited as JSON.") var json = false
-
-    func run() throws {
-        try report { () throws(CommandError) in
-            try OwnerCheck.require(options.directory, to: "unmount")
-            let path =
-                (mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint)
-            let normalized = (path as NSString).standardizingPath
-            guard MountPoint.isMounted(normalized) else {
-                throw CommandError(.notMounted, "\(normalized) is not mounted")
-            }
-            let daemon = DaemonInfo.read(from: options.directory).flatMap { $0.mountpoint == normalized ? $0.pid : nil }
-            guard MountPoint.unmount(normalized) || MountPoint.unmount(normalized, lazy: true) else {
-                throw CommandError(.ioError, "cannot unmount \(normalized) (busy?)")
-            }
-            if let daemon { try waitForExit(daemon) }
-            if json {
-                struct Unmounted: Encodable {
-                    var mountpoint: String
-                    var pid: Int32?
-                }
-                printJSON(Unmounted(mountpoint: normalized, pid: daemon))
-            }
-        }
-    }
-
-    /// Waits until the daemon has exited. A daemon started in the background
-    /// is a child of init, which may reap it late: a zombie counts as gone.
-    private func waitForExit(_ pid: Int32) throws(CommandError) {
-        let deadline = Date().addingTimeInterval(timeout)
-        while kill(pid, 0) == 0 && !Self.isZombie(pid) {
-            if Date() > deadline { throw CommandError(.timedOut, "daemon \(pid) did not exit within \(timeout) s") }
-            usleep(CLITunables.exitPollPeriod)
-        }
-    }
-
-    static func isZombie(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return true }
-        let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
-        return state == "Z" || state == "X"
-    }
-}
-
 /// Starts the daemon as a detached process.
 enum Spawner {
     static func daemon(arguments: [String], readyPipe: Int32, log: String) throws(CommandError) -> pid_t {

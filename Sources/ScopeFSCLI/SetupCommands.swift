@@ -8,6 +8,7 @@ import HostText
 import Launcher
 import Policy
 import PolicyStore
+import Processes
 
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -127,6 +128,7 @@ struct ProviderCommand: ParsableCommand {
             try report { () throws(CommandError) in
                 var spec: ProviderExtensionSpec?
                 var backing = directory ?? ""
+                if let directory { try FolderOverlap.refuseProvider(id, at: directory) }
                 if let extensionName {
                     let named = try Self.spec(extensionName, extensionOptions)
                     if options.isOnFleet { try Self.refuseOnFleet(named, writable: writablePaths) }

@@ -507,8 +507,9 @@ def test_every_method_refuses_bad_calls_and_grants_nothing(env, portal):
         {"reply": doc},
         {"reply": ""},
     ]
-    # The mount point's folder in a provider: exporting it (or the mount) is refused.
-    env.cli("provider", "add", "top", env.root)
+    # A provider folder above the document layout's mount is refused (issue
+    # 50: exit 73); exporting that folder or what is in the mount is refused.
+    env.cli("provider", "add", "top", env.root, expect=73)
     top = {"fd": str(env.root), "flags": ["O_PATH", "O_DIRECTORY"]}
     inside = {"fd": str(portal.mountpoint / doc / "report.txt")}
     assert portal.calls(

@@ -16,6 +16,8 @@ def test_readme_session_runs_verbatim(tmp_path):
     assert "no scope yet: EPERM" in out, describe(p)
     assert out.count("It was a dark and stormy night.") == 1, describe(p)
     assert "exit 77: only you change grants" in out, describe(p)
+    # Issue 50.1: a mount over a provider's folder is refused at once, not wedged.
+    assert "exit 73: not over a provider's folder" in out, describe(p)
     assert "chapter1.txt ->" in out and "chapter1 2.txt" not in out, describe(p)
 
 
