@@ -70,21 +70,33 @@ public enum ExtensionCommands {
         if let explicit = ProcessInfo.processInfo.environment["SCOPEFS_EXTENSIONS_ROOT"], !explicit.isEmpty {
             return explicit
         }
-        var folder = (ownExecutable as NSString).deletingLastPathComponent
+        var folder = (installedPath as NSString).deletingLastPathComponent
         for _ in 0..<4 {
             if access(folder + "/" + builtIns["s3"]!, R_OK) == 0 { return folder }
             folder = (folder as NSString).deletingLastPathComponent
         }
         let installed =
-            ((ownExecutable as NSString).deletingLastPathComponent as NSString)
+            ((installedPath as NSString).deletingLastPathComponent as NSString)
             .deletingLastPathComponent + "/share/scopefs"
         return access(installed, R_OK) == 0 ? installed : nil
     }
 
-    /// The daemon's own binary (for `scopefs replica-writer`).
-    static var ownExecutable: String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    }
+    /// Where the daemon's binary was installed: its folder locates the
+    /// built-ins (the kernel marks a replaced binary's link " (deleted)").
+    static let installedPath: String = {
+        let link =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let replaced = " (deleted)"
+        return link.hasSuffix(replaced) ? String(link.dropLast(replaced.count)) : link
+    }()
+
+    /// The daemon's own binary, to run `scopefs replica-writer` from. Not
+    /// its path: an upgrade (`make install`, apt) puts a new file there
+    /// while the daemon runs, and /proc/self/exe's link then reads
+    /// "PATH (deleted)" (issue 50, finding 2). A child exec'ing
+    /// /proc/self/exe before its own exec runs the very file its parent
+    /// runs, replaced or not: the helper always matches the daemon.
+    static let ownExecutable = "/proc/self/exe"
 
     private static func number(_ name: String) -> Double? {
         ProcessInfo.processInfo.environment[name].flatMap(Double.init)
