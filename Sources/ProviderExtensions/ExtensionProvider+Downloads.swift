@@ -397,6 +397,7 @@ extension ExtensionProvider {
             }
         } catch {
             failure = error
+            if error.code == .noSuchItem { itemVanished(record.item.id) }
             if error.code != .cancelled {
                 report(
                     .error, lock.withLock { index.path(of: record.item.id) }, "fetch failed: \(error.message)",

@@ -18,6 +18,7 @@ extension ExtensionProvider {
     func pullOrRetry() {
         do {
             try pull()
+            confirmVanished()
             lock.withLock {
                 sync.offline = nil
                 sync.lastPull = Date().timeIntervalSince1970
@@ -51,7 +52,7 @@ extension ExtensionProvider {
             } catch  where error.code == .anchorExpired {
                 return try relist(info)
             }
-            remember(unapplied: apply(updated: changes.updated, deleted: changes.deleted))
+            remember(unapplied: apply(updated: distinctItems(changes.updated, "changes"), deleted: changes.deleted))
             current = changes.anchor
             try? store.setValue(current, for: Self.anchorKey)
             if !changes.more { break }
@@ -93,19 +94,28 @@ extension ExtensionProvider {
         let anchor = info.capabilities.changes == .none ? nil : try calls.currentAnchor(control)
         var items: [ExtensionItem] = []
         var folders = [ExtensionItem.rootID]
-        var seen: Set<String> = [ExtensionItem.rootID]
+        var seen: [String: ExtensionItem] = [:]
         while let folder = folders.popLast() {
             var page: String?
             repeat {
                 let answer = try calls.list(folder, page: page, control)
-                for item in answer.items where item.parent == folder && seen.insert(item.id).inserted {
+                for item in answer.items where item.parent == folder && item.id != ExtensionItem.rootID {
+                    if let first = seen[item.id] {
+                        if first.parent != item.parent || first.name != item.name {
+                            reportDuplicate(item, of: first, "list")
+                        }
+                        continue
+                    }
+                    seen[item.id] = item
                     items.append(item)
                     if item.kind == .folder { folders.append(item.id) }
                 }
                 page = answer.nextPage
             } while page != nil
         }
-        let gone = lock.withLock { index.all.map(\.item.id).filter { !seen.contains($0) } }
+        let gone = lock.withLock {
+            index.all.map(\.item.id).filter { $0 != ExtensionItem.rootID && seen[$0] == nil }
+        }
         // A full listing brings every item: what fails now is all that waits.
         let failed = apply(updated: items, deleted: gone)
         try? store.setValue(failed.isEmpty ? nil : failed.sorted().joined(separator: "\n"), for: Self.retryKey)

@@ -51,6 +51,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     var appDownloads: [String: [RequestControl]] = [:]
     /// The last failed download of each item (`recentFailure`).
     var failedDownloads: [String: FailedDownload] = [:]
+    /// Items a download found gone from the store (`confirmVanished`).
+    var vanished: Set<String> = []
     /// Called with an item's path when its state changed (downloaded,
     /// evicted, pinned, dirty, uploading, uploaded, conflict, error); set
     /// before `start`.

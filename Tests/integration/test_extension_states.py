@@ -10,15 +10,17 @@ the folder example with switches (controlled_folder.py) as the extension.
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
-from doc_scope_helpers import events, mount, status
+from doc_scope_helpers import events, mount, status, wait_events
 from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
 from test_extension_providers import (  # noqa: F401  (cloud: the fixture)
     CLOUD,
     CONTROLLED,
     REPORT,
+    Cloud,
     ask,
     cloud,
     session,
@@ -166,3 +168,44 @@ def test_a_stalled_fetch_gives_etimedout_at_the_stall_limit(env, cloud):
     assert 2.5 <= time.monotonic() - started < 5
     stalls = [e for e in events(env, kind="extension") if "stalled" in (e.get("operation") or "")]
     assert sum(e.get("occurrences", 1) for e in stalls) == 1, stalls
+
+
+def test_an_id_given_to_two_items_is_an_event_not_a_silent_drop(env):
+    """docs/PROVIDERS.md "Identity": an extension that lists one id at two
+    places (here each folder's first file again, as `twin-of-NAME`) has a
+    bug the owner must hear of: the first item is shown, the other is not,
+    and an `extension` event names both. Seen failing on the old main: the
+    twin was dropped with no event."""
+    cloud = Cloud(env)
+    cloud.switch("duplicate-id", "")
+    mount(env)
+    cloud.sync()
+    env._record_daemon()
+    told = wait_events(env, lambda e: "two items" in (e.get("operation") or ""), kind="extension")
+    assert any("big.bin and twin-of-big.bin: twin-of-big.bin is not shown" in e["operation"] for e in told), told
+    replica = env.state / "extensions" / CLOUD / "files" / "docs"
+    assert sorted(os.listdir(replica)) == ["big.bin", "report.txt"]
+
+
+def test_an_item_fetch_finds_gone_leaves_the_listing(env):
+    """docs/PROVIDERS.md, `noSuchItem`: "removes the item from its tree".
+    The store lost a file its listing still has (no poll comes here): the
+    app's read gets ENOENT, the daemon asks the extension for the item, and
+    once it agrees the file leaves the app's folder, with an event. Seen
+    failing on the old main: the file stayed listed, unreadable for good."""
+    cloud = Cloud(env)
+    env.base_env.update(SCOPEFS_EXTENSION_POLL_SECONDS="3600")
+    mount(env)
+    cloud.sync()
+    env._record_daemon()
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cloud.switch("vanish", "report.txt")
+    assert ask(s, op="read", path=cloud.path(ALPHA, "docs/report.txt")) == {"errno": "ENOENT"}
+    wait_for(
+        "the lost file to leave the app's folder",
+        lambda: ask(s, op="list", path=cloud.path(ALPHA, "docs")),
+        lambda listing: listing == {"ok": ["big.bin"]},
+        timeout=10,
+    )
+    wait_events(env, lambda e: "any more" in (e.get("operation") or ""), kind="extension")

@@ -17,6 +17,10 @@ request looks at files in CONTROL, which the test writes:
 - ``linger-modify``: a number of seconds each ``modify`` waits after it
   wrote, before it answers (a test kills the daemon meanwhile: the store
   has the edit, the daemon never heard);
+- ``duplicate-id``: each listing of a folder with a file gives that
+  file's id a second time, as ``twin-of-NAME`` (an extension's bug);
+- ``vanish``: a file name; ``item`` and ``fetch`` of a file of that name
+  answer ``noSuchItem`` (the store lost it, its listing does not know yet);
 - ``crash`` (read at start): the process exits with status 1 before it
   answers anything (a crash loop: the provider ends ``failed``);
 - ``streams`` (read once, at ``initialize``): the extension declares
@@ -41,7 +45,7 @@ sys.path.insert(0, str(ROOT / "docs" / "examples" / "extensions"))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
 from folder import FolderExtension  # noqa: E402 - the example sits in docs/examples/extensions
-from scopefs_extension import Cancelled, Fetched, Unreachable, run  # noqa: E402
+from scopefs_extension import Cancelled, Fetched, NoSuchItem, Unreachable, run  # noqa: E402
 
 
 class ControlledFolder(FolderExtension):
@@ -94,13 +98,23 @@ class ControlledFolder(FolderExtension):
             out.write(source.read(length - half))
         return Fetched(path=staged, version=current.content_version, offset=offset, length=length)
 
+    def _vanished(self, identifier) -> None:
+        name = self._switch("vanish")
+        if name and os.path.basename(self._path_of(identifier)) == name:
+            raise NoSuchItem(f"the store lost {name}")
+
     def item(self, identifier):
         self._note("item", identifier)
+        self._vanished(identifier)
         return super().item(identifier)
 
     def enumerate_items(self, container, page, page_size):
         self._note("list", container)
-        return super().enumerate_items(container, page, page_size)
+        items, next_page = super().enumerate_items(container, page, page_size)
+        first = next((item for item in items if item.kind == "file"), None)
+        if self._switch("duplicate-id") is not None and first is not None:
+            items = [*items, dataclasses.replace(first, name=f"twin-of-{first.name}")]
+        return items, next_page
 
     def current_anchor(self):
         self._note("currentAnchor")
@@ -112,6 +126,7 @@ class ControlledFolder(FolderExtension):
 
     def fetch_contents(self, identifier, version, byte_range, request):
         self._note("fetch", f"{identifier} {byte_range[0]} {byte_range[1]}" if byte_range else identifier)
+        self._vanished(identifier)
         if self._switch("stall-fetch") is not None:
             time.sleep(3600)
         if self._switch("streams") is not None and (byte_range is None or byte_range[1] > 1 << 20):

@@ -1,0 +1,68 @@
+import Foundation
+
+/// What the extension's answers say of an item's identity that cannot be
+/// so, made visible (issue 47, docs/PROVIDERS.md "Identity"): one id for
+/// two items, and an item `fetch` says does not exist.
+extension ExtensionProvider {
+    /// One item per id. A listing may give an item twice while a folder
+    /// changes under its pages (the same place: nothing to tell); one id at
+    /// two places is the extension's bug: the first is kept and each other
+    /// is reported (an `extension` event), never dropped in silence.
+    func distinctItems(_ items: [ExtensionItem], _ method: String) -> [ExtensionItem] {
+        var places: [String: ExtensionItem] = [:]
+        var kept: [ExtensionItem] = []
+        for item in items {
+            guard let first = places[item.id] else {
+                places[item.id] = item
+                kept.append(item)
+                continue
+            }
+            if first.parent != item.parent || first.name != item.name {
+                reportDuplicate(item, of: first, method)
+            }
+        }
+        return kept
+    }
+
+    func reportDuplicate(_ item: ExtensionItem, of first: ExtensionItem, _ method: String) {
+        let (firstPath, otherPath) = lock.withLock {
+            (
+                first.parent.flatMap { index.path(parent: $0, name: first.name) } ?? first.name,
+                item.parent.flatMap { index.path(parent: $0, name: item.name) } ?? item.name
+            )
+        }
+        report(
+            .error, otherPath,
+            "\(method): the extension gave id \(item.id) to two items, \(firstPath) and \(otherPath): "
+                + "\(otherPath) is not shown")
+    }
+
+    /// A download's `noSuchItem`: the store no longer has the item although
+    /// the replica lists it. The sync thread asks the extension for it and
+    /// removes it when `item` agrees (`confirmVanished`), so an app does not
+    /// keep seeing a file it can never read.
+    func itemVanished(_ id: String) {
+        _ = lock.withLock { vanished.insert(id) }
+        wake(pull: true)
+    }
+
+    /// On the sync thread, after a pull: each item a fetch found gone that
+    /// `item` finds gone too leaves the replica, with an event.
+    func confirmVanished() {
+        let ids = lock.withLock {
+            defer { vanished = [] }
+            return vanished
+        }
+        for id in ids.sorted() {
+            do {
+                _ = try calls.item(id, RequestControl())
+            } catch  where error.code == .noSuchItem {
+                let path = lock.withLock { index.path(of: id) }
+                removeRemotely(deleted: id)
+                report(.error, path, "fetch and item: the store has no item \(path ?? id) any more: removed")
+            } catch {
+                // Not known either way (offline): the next download tells again.
+            }
+        }
+    }
+}
