@@ -21,6 +21,8 @@
 const int scopefs_o_direct = O_DIRECT;
 const int scopefs_o_path = O_PATH;
 const int scopefs_o_tmpfile = O_TMPFILE;
+const int scopefs_seek_data = SEEK_DATA;
+const int scopefs_seek_hole = SEEK_HOLE;
 const int scopefs_at_empty_path = AT_EMPTY_PATH;
 const short scopefs_posix_spawn_setsid = POSIX_SPAWN_SETSID;
 const int scopefs_netlink_connector = NETLINK_CONNECTOR;

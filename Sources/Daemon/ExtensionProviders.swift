@@ -287,6 +287,7 @@ final class ExtensionContent: ProviderContent {
 
     func state(_ file: ContentFile) -> String? { replica.state(inode: file.inode) }
     func progress(_ file: ContentFile) -> String? { replica.progress(inode: file.inode) }
+    func dataRanges(_ file: ContentFile) -> [Range<Int64>]? { replica.presentRanges(inode: file.inode) }
 
     /// Runs `body`, which may wait for a download, within the app's bound
     /// of waits (S40) and ended by a signal to it.

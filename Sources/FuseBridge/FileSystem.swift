@@ -41,6 +41,9 @@ public protocol FileSystem: AnyObject, Sendable {
         _ request: Request, from: (inode: UInt64, handle: UInt64, offset: Int64),
         to: (inode: UInt64, handle: UInt64, offset: Int64), length: Int, flags: Int32
     ) throws(Errno) -> Int
+    /// `lseek` with SEEK_DATA or SEEK_HOLE (the kernel answers the other
+    /// whences itself): where the next data or hole at or after `offset` is.
+    func lseek(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, whence: Int32) throws(Errno) -> Int64
 
     func opendir(_ request: Request, inode: UInt64) throws(Errno) -> OpenDirectory
     /// Fills `listing` from `offset`; `listing.isPlus` asks for full entries (readdirplus).
@@ -238,4 +241,14 @@ public struct ConnectionSettings {
 extension FileSystem {
     /// Nothing to track by default.
     public func writeFinished(inode: UInt64, handle: UInt64) {}
+}
+
+extension FileSystem {
+    /// A file system that keeps no holes of its own: ENOSYS, and the kernel
+    /// takes every file for data from then on (its generic answer).
+    public func lseek(_ request: Request, inode: UInt64, handle: UInt64, offset: Int64, whence: Int32)
+        throws(Errno) -> Int64
+    {
+        throw .noFunction
+    }
 }

@@ -229,6 +229,16 @@ enum Operations {
                     offset: Int64(offset), length: Int64(length))
             }
         }
+        ops.lseek = { req, ino, offset, whence, fi in
+            let fs = Bridge.fileSystem(req!)
+            Bridge.answer(
+                req!,
+                { () throws(Errno) in
+                    try fs.lseek(
+                        Bridge.caller(req!), inode: UInt64(ino), handle: fi!.pointee.fh, offset: Int64(offset),
+                        whence: whence)
+                }, reply: { found in _ = fuse_reply_lseek(req!, off_t(found)) })
+        }
         ops.copy_file_range = { req, inIno, inOff, inFi, outIno, outOff, outFi, length, flags in
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(

@@ -42,6 +42,19 @@ extension ExtensionProvider {
         }
     }
 
+    /// The bytes of `inode`'s current version on disk while some are
+    /// missing (SEEK_DATA and SEEK_HOLE show the rest as holes, and nothing
+    /// is downloaded); nil when all of it is on disk (materialized, dirty)
+    /// or it is no file of the replica.
+    public func presentRanges(inode: UInt64) -> [Range<Int64>]? {
+        lock.withLock {
+            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile, !record.isMaterialized,
+                record.dirty == 0
+            else { return nil }
+            return record.cachedVersion == record.item.version.content ? record.present.ranges : []
+        }
+    }
+
     /// "DONE/TOTAL" bytes of the current version: on disk, plus what the
     /// downloads in flight have received (their `$/progress`).
     public func progress(inode: UInt64) -> String? {

@@ -57,6 +57,15 @@ public protocol ProviderContent: AnyObject, Sendable {
     /// an item of this provider).
     func state(_ file: ContentFile) -> String?
     func progress(_ file: ContentFile) -> String?
+    /// The bytes of `file` on disk while some are missing, in order: what
+    /// SEEK_DATA finds (the rest are holes, so that backup tools skip a
+    /// placeholder without downloading it). nil: all of it is on disk, ask
+    /// the file itself.
+    func dataRanges(_ file: ContentFile) -> [Range<Int64>]?
+}
+
+extension ProviderContent {
+    public func dataRanges(_ file: ContentFile) -> [Range<Int64>]? { nil }
 }
 
 /// A replica file, as the mount knows it.

@@ -16,6 +16,7 @@ enum Sys {
     static let emptyPath: Int32 = scopefs_at_empty_path
     static let noFollow: Int32 = AT_SYMLINK_NOFOLLOW
     static let removeDirectory: Int32 = AT_REMOVEDIR
+    static let renameNoReplace: UInt32 = 1  // RENAME_NOREPLACE
     static let renameExchange: UInt32 = 2  // RENAME_EXCHANGE
 
     // Names and paths go to the kernel through `withHostCString` (their
@@ -163,6 +164,11 @@ enum Sys {
 
     static func fsync(_ descriptor: Int32, dataOnly: Bool) throws(Errno) {
         _ = try retrying { dataOnly ? fdatasync(descriptor) : Glibc.fsync(descriptor) }
+    }
+
+    /// The corresponding C function is `lseek`.
+    static func seek(_ descriptor: Int32, _ offset: Int64, _ whence: Int32) throws(Errno) -> Int64 {
+        Int64(try retrying { Glibc.lseek(descriptor, off_t(offset), whence) })
     }
 
     static func fallocate(_ descriptor: Int32, _ mode: Int32, _ offset: Int64, _ length: Int64) throws(Errno) {

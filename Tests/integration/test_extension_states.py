@@ -209,3 +209,38 @@ def test_an_item_fetch_finds_gone_leaves_the_listing(env):
         timeout=10,
     )
     wait_events(env, lambda e: "any more" in (e.get("operation") or ""), kind="extension")
+
+
+# argv: the granted folder; lseek's answers on a placeholder, then an
+# archive of it by `tar --sparse` (a child of the app: it shares the scope).
+SPARSE = r"""
+import subprocess
+folder = sys.argv[1]
+os.getxattr(folder, "user.scopefs.start")
+path = os.path.join(folder, "big.bin")
+out = {}
+fd = os.open(path, os.O_RDONLY)
+for name, whence in (("data", os.SEEK_DATA), ("hole", os.SEEK_HOLE)):
+    out[name] = outcome(os.lseek, fd, 0, whence)
+os.close(fd)
+p = subprocess.run(["tar", "--sparse", "-cf", "/tmp/backup.tar", "-C", folder, "big.bin"], capture_output=True, text=True)
+out["tar"] = [p.returncode, p.stderr.strip()]
+out["archive"] = os.path.getsize("/tmp/backup.tar")
+out["state"] = os.getxattr(path, "user.scopefs.state").decode()
+emit(out)
+"""
+
+
+def test_a_placeholder_reads_as_a_hole_and_tar_sparse_archives_it_without_a_download(env, cloud):
+    """S42: SEEK_DATA and SEEK_HOLE see a placeholder's missing bytes as a
+    hole (ENXIO, 0), so `tar --sparse` archives the 20 MiB placeholder as
+    a hole, exits 0 and downloads nothing; the file stays dataless. Seen
+    failing on the old main: lseek found data at 0, tar read (downloaded)
+    the whole file, wrote it in full and exited 1, "file changed as we
+    read it"."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    before = fetches(cloud)
+    got = env.app_json(ALPHA, SPARSE, cloud.path(ALPHA, "docs"), sandbox=True)
+    assert got["data"] == {"errno": "ENXIO"} and got["hole"] == {"ok": 0}, got
+    assert got["tar"] == [0, ""] and got["archive"] < 1 << 20, got
+    assert got["state"] == "dataless" and fetches(cloud) == before, (got, fetches(cloud))

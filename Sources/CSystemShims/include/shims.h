@@ -91,6 +91,9 @@ extern const int scopefs_o_path;
 /// O_TMPFILE: an anonymous file in a directory, linked into place with linkat.
 extern const int scopefs_o_tmpfile;
 extern const int scopefs_at_empty_path;
+/// lseek's whences for sparse files (SEEK_DATA, SEEK_HOLE).
+extern const int scopefs_seek_data;
+extern const int scopefs_seek_hole;
 extern const short scopefs_posix_spawn_setsid;
 extern const int scopefs_netlink_connector;
 extern const unsigned long scopefs_tiocsti;
