@@ -26,7 +26,8 @@ public enum AppLauncher {
     /// `keepOnMountLoss`: keep the app running when its mount dies
     /// (`MountLossFollower`); by default the run ends it and exits 69.
     public static func run(
-        app: String, command: [String], confinement: Confinement, state: StateDirectory, keepOnMountLoss: Bool = false
+        app: String, command: [String], confinement: Confinement, state: StateDirectory, keepOnMountLoss: Bool = false,
+        held: HeldScopes = HeldScopes()
     ) throws(CommandError) -> Int32 {
         // Checked before registering: a missing bubblewrap must not leave a
         // registered launcher behind.
@@ -50,7 +51,7 @@ public enum AppLauncher {
             let sandbox = Sandbox(
                 app: app, mountpoint: mountpoint, state: state, shape: shape, runAs: try runAs(response),
                 appEndpoint: response.appEndpoint)
-            return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss)
+            return try runSandboxed(command, in: sandbox, bubblewrap: bubblewrap!, loss: loss, held: held)
         case .none(let view):
             var environment = HostEnvironment.current
             environment["SCOPEFS_APP"] = app
@@ -59,7 +60,10 @@ public enum AppLauncher {
             environment["SCOPEFS_MOUNT"] = mountpoint + "/" + app
             let entered = AppNamespace.enter(view, app: app, mountpoint: mountpoint)
             environment["SCOPEFS_VIEW"] = "\(entered)"
-            return try spawnAndWait(command, environment: environment, directory: nil, loss: loss)
+            let binary = Sandbox.executable ?? CommandLine.arguments[0]
+            return try spawnAndWait(
+                held.wrapping(command, binary: binary, appDirectory: mountpoint + "/" + app),
+                environment: environment, directory: nil, loss: loss)
         }
     }
 
@@ -111,9 +115,9 @@ public enum AppLauncher {
         return account
     }
 
-    private static func runSandboxed(_ command: [String], in sandbox: Sandbox, bubblewrap: String, loss: MountLoss)
-        throws(CommandError) -> Int32
-    {
+    private static func runSandboxed(
+        _ command: [String], in sandbox: Sandbox, bubblewrap: String, loss: MountLoss, held: HeldScopes
+    ) throws(CommandError) -> Int32 {
         // The filter travels through a pipe that bubblewrap reads to its end;
         // a compiled filter is a few hundred bytes, far below a pipe's size.
         let filter = try SeccompFilter.pipe()
@@ -161,8 +165,12 @@ public enum AppLauncher {
             try InheritedPipe.writeAll(optionBytes, to: descriptor)
         }
         defer { arguments.close() }
+        // CMD was checked above as itself; `scope exec` in front of it is
+        // the binary the sandbox always shows.
+        let inScope = held.wrapping(
+            command, binary: Sandbox.binaryInside + "/scopefs", appDirectory: sandbox.appDirectory)
         let argv = profile.commandLine(
-            bubblewrap: bubblewrap, optionsDescriptor: arguments.descriptor, command: command)
+            bubblewrap: bubblewrap, optionsDescriptor: arguments.descriptor, command: inScope)
         return try spawnAndWait(argv, environment: [:], directory: nil, loss: loss)
     }
 

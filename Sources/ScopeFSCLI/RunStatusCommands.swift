@@ -32,6 +32,20 @@ struct RunCommand: ParsableCommand {
             Its accesses through the mount then fail with ENOTCONN.
             """)
     var keepOnMountLoss = false
+    @Flag(
+        help: """
+            Start a security scope on each of the app's active grants for CMD, as `scope exec` does: for a \
+            program that knows nothing of scopes. CMD and the processes it starts are in scope while CMD runs; \
+            a revoke still cuts them.
+            """)
+    var holdScopes = false
+    @Option(
+        name: .customLong("hold-scope"),
+        help: ArgumentHelp(
+            "Start a security scope on this granted item for CMD, as --hold-scopes does (repeatable).",
+            valueName: "provider:relpath"),
+        completion: Completions.items)
+    var heldItems: [ItemReference] = []
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command: [String]
 
     func validate() throws {
@@ -63,9 +77,27 @@ struct RunCommand: ParsableCommand {
             }
             status = try AppLauncher.run(
                 app: app, command: command, confinement: confinement, state: options.directory,
-                keepOnMountLoss: keepOnMountLoss)
+                keepOnMountLoss: keepOnMountLoss, held: try heldScopes())
         }
         throw ExitCode(status)
+    }
+
+    /// The items of --hold-scopes (every active grant's, from the
+    /// isolation layer) and of --hold-scope, in the app's view.
+    private func heldScopes() throws(CommandError) -> HeldScopes {
+        var items = heldItems.map { HeldScopes.viewPath(provider: $0.provider, path: $0.path) }
+        if holdScopes {
+            let grants = try options.isolationStore().grants(app: app).filter { $0.state == .active }
+            if grants.isEmpty {
+                FileHandle.standardError.write(
+                    Data("scopefs: --hold-scopes: \(app.escapedForTerminal) has no active grant to hold\n".utf8))
+            }
+            items += grants.sorted { $0.id < $1.id }.map {
+                HeldScopes.viewPath(provider: $0.provider, path: $0.relativePath)
+            }
+        }
+        var seen = Set<[UInt8]>()  // by bytes: names that differ only by normalisation are two items
+        return HeldScopes(paths: items.filter { seen.insert($0.hostBytes).inserted })
     }
 }
 

@@ -14,7 +14,13 @@ struct ScopeCommand: ParsableCommand {
     struct Exec: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "exec",
-            abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.")
+            abstract: "Start accessing PATH in this process, then exec CMD (same pid): CMD runs in scope.",
+            discussion: "Put --also PATH options before PATH: everything after PATH belongs to CMD.")
+        @Option(
+            name: .customLong("also"),
+            help: ArgumentHelp("Another path to start accessing first (repeatable).", valueName: "path"),
+            completion: .file())
+        var others: [String] = []
         @Argument(help: "A path inside the mount.") var path: String
         @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command:
             [String]
@@ -29,7 +35,7 @@ struct ScopeCommand: ParsableCommand {
                 // The getxattr form tells the outcome in one call (docs/API.md).
                 // Held until exit: this process becomes CMD, whose exit ends
                 // the scope without a leak (SPEC S11).
-                _ = try ControlAttributes.read(path, .startUntilExit)
+                for path in others + [path] { _ = try ControlAttributes.read(path, .startUntilExit) }
                 let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
                 execvp(argv[0]!, argv)
                 let code = errno
