@@ -21,6 +21,10 @@ final class DocumentBridge: DocumentServices {
     /// Set while a wake-up is pending: a burst of renames (on the host, or
     /// an app's through the mount) costs one pass, not one each.
     private let wakePending = Atomic<Bool>(false)
+    /// Items an atomic save replaced through the mount (SPEC S48), for the
+    /// next pass to record before it looks for moved items: otherwise it
+    /// would take the replaced file for a lost item.
+    private let replaced = Mutex<[(ProviderID, String)]>([])
     private let inbox: InboxKeeper
     private let events: any EventSink
     let contentNotices: ContentNotices
@@ -54,6 +58,11 @@ final class DocumentBridge: DocumentServices {
 
     func itemsMayHaveMoved() {
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
+    }
+
+    func itemReplaced(provider: ProviderID, path: String) {
+        replaced.withLock { $0.append((provider, path)) }
+        itemsMayHaveMoved()
     }
 
     var followsContainerReads: Bool { inbox.followsReads }
@@ -122,7 +131,15 @@ final class DocumentBridge: DocumentServices {
             _ = wake.wait(timeout: .now() + DaemonTunables.itemLocatorPeriodSeconds)
             wakePending.store(false, ordering: .releasing)
             do {
-                if try locator.refresh() { changed() }
+                var adopted = false
+                let saves = replaced.withLock { list in
+                    defer { list = [] }
+                    return list
+                }
+                for (provider, path) in saves {
+                    adopted = try locator.repository.adoptFile(provider: provider, path: path) || adopted
+                }
+                if try locator.refresh() || adopted { changed() }
             } catch {
                 logger.error("item locations: \(error)")
             }

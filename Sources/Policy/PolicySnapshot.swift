@@ -302,6 +302,12 @@ public struct CoveragePosition: Sendable {
     /// Outside every grant of the app in the provider.
     static let outside = CoveragePosition(coverage: .hidden, trieNode: nil)
 
+    /// The position of an app's temporary beside `grant`'s file (SPEC S48):
+    /// outside the trie, as any name no grant is made at.
+    public static func replacing(_ grant: Grant) -> CoveragePosition {
+        CoveragePosition(coverage: .replacing(grant), trieNode: nil)
+    }
+
     /// The position of an item that is not the file its path's grant was
     /// made for (issue 28): covered by `enclosing`, a grant on a folder
     /// above, as every other item of that folder is; or, with none, hidden

@@ -42,6 +42,13 @@ enum BackingStore {
         try Sys.openAt(directory, name, backingFlags(flags) | O_CREAT | O_NOFOLLOW, mode)
     }
 
+    /// Creates `name` in `directory`, failing with EEXIST when the host has
+    /// it: for a name the app cannot see (a temporary of a save, SPEC S48),
+    /// where the kernel's own O_EXCL check knows nothing of the host's.
+    static func createNewEntry(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(Errno) -> Int32 {
+        try Sys.openAt(directory, name, backingFlags(flags) | O_CREAT | O_EXCL | O_NOFOLLOW, mode)
+    }
+
     /// Where an extended-attribute call on a node is aimed: a folder's own
     /// descriptor (followed to the folder), or its parent's descriptor plus
     /// its name (a final symlink not followed); see `Sys.XattrPath`.

@@ -111,7 +111,12 @@ extension ScopeFileSystem {
         }
         let (generation, found, checks) =
             if let stepped { stepped } else { try walked(resolved, app: app, provider: provider) }
-        let position = checkedGrantRoots(found, checks, of: resolved)
+        var position = checkedGrantRoots(found, checks, of: resolved)
+        // A name no grant shows may be the app's temporary of a save (S48).
+        if case .hidden = position.coverage, let replacing = replacementPosition(resolved, app: app, provider: provider)
+        {
+            position = replacing
+        }
         table.storeCoverage(resolved, generation: generation, position: position)
         return position.coverage
     }

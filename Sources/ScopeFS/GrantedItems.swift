@@ -65,7 +65,11 @@ extension ScopeFileSystem {
             check.levelsUp == 0
             ? resolved.node.identity : table.identity(of: resolved.node.inode, levelsUp: check.levelsUp)
         guard let identity else { return false }
-        return identity.device == file.device && identity.inode == file.inode
+        if identity.device == file.device && identity.inode == file.inode { return true }
+        // A save renamed a new file over the grant's (S48): it is the item
+        // now, before the served policy records it.
+        let replaced = temporaries.replacedFile(of: check.grant.id, recorded: file)
+        return replaced.map { identity.device == $0.device && identity.inode == $0.inode } ?? false
     }
 
     /// A file the owner put at a grant's path, under a bare folder, is as

@@ -68,14 +68,26 @@ extension ScopeFileSystem {
         throws(Errno) -> (Entry, OpenFile)
     {
         let caller = callers.caller(of: request)
-        let folder = try gate(parent, .write, caller, .create)
+        // Beside a single-file grant, a temporary of a save (S48): made
+        // with O_EXCL, so it never opens a file the host has there.
+        let replacement = try replacementFolder(parent, name, caller, .create)
+        let folder: Target
+        if let replacement { folder = replacement } else { folder = try gate(parent, .write, caller, .create) }
         let lease = try backedDirectory(folder)
         defer { withExtendedLifetime(lease) {} }
         let directory = lease.number
         let charge = try chargeDescriptor(caller, folder.resolved, .create)
         let allowed = Self.modeAllowed(mode, in: folder.node.place, isDirectory: false)
-        let descriptor = try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in
-            try BackingStore.createEntry(directory, name, flags: flags, mode: allowed)
+        let descriptor: Int32
+        do throws(Errno) {
+            descriptor = try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in
+                replacement == nil
+                    ? try BackingStore.createEntry(directory, name, flags: flags, mode: allowed)
+                    : try BackingStore.createNewEntry(directory, name, flags: flags, mode: allowed)
+            }
+        } catch {
+            if replacement != nil { forgetTemporary(name, in: folder) }
+            throw error
         }
         do {
             try clearSetIDBits(descriptor, for: request)

@@ -117,7 +117,9 @@ extension ScopeFileSystem {
         if StagingNames.isStaging(name) { throw .noSuchFileOrDirectory }
         guard folder.grant == nil else { return }
         let path = RelativePath.join(try folder.path, name)
-        if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden {
+        if withPolicy({ $0.coverage(app: app, provider: provider, path: path) }) == .hidden,
+            temporaries.grant(of: ReplacementTemporaries.Key(app: app, provider: provider, path: path)) == nil
+        {
             throw .noSuchFileOrDirectory
         }
     }

@@ -75,6 +75,7 @@ extension ScopeFileSystem {
         _ request: Request, _ parent: UInt64, _ name: String, flags: Int32, _ operation: FileOperation
     ) throws(Errno) {
         let caller = callers.caller(of: request)
+        if operation == .unlink, try removeTemporary(caller, parent: parent, name: name) { return }
         let folder = try gate(parent, .write, caller, operation)
         try requireVisible(name, in: folder)
         let directory = try backedDirectory(folder)
@@ -89,6 +90,11 @@ extension ScopeFileSystem {
         _ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32
     ) throws(Errno) {
         let caller = callers.caller(of: request)
+        if try renameTemporary(
+            request, caller, parent: parent, name: name, newParent: newParent, newName: newName, flags: flags)
+        {
+            return
+        }
         let from = try gate(parent, .write, caller, .rename)
         let to = parent == newParent ? from : try gate(newParent, .write, caller, .rename)
         try requireSameGrant(from, to)

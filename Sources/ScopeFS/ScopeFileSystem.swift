@@ -18,6 +18,11 @@ public protocol DocumentServices: Sendable {
     func bookmark(app: AppID, provider: ProviderID, path: String, access: Access) throws(Errno) -> String
     /// Something was renamed through the mount: item locations may have changed.
     func itemsMayHaveMoved()
+    /// A temporary was renamed over the provider item at `path` (an atomic
+    /// save, SPEC S48): the item's record must name the file there now, so
+    /// its identifier, grants, references and bookmarks follow it. Called
+    /// on a FUSE worker: it must only queue.
+    func itemReplaced(provider: ProviderID, path: String)
     /// A process of `app` opened (for reading) the item at `path` of its
     /// container: import inboxes count what the app has seen (SPEC S18).
     func containerItemRead(app: AppID, process: ProcessKey, path: String)
@@ -128,6 +133,8 @@ public final class ScopeFileSystem: FileSystem {
     let providerDirectories = ProviderDirectories()
     /// Providers whose items live elsewhere (extensions, SPEC S41).
     let providerContents = ProviderContents()
+    /// Temporaries of atomic saves beside single-file grants (SPEC S48).
+    let temporaries = ReplacementTemporaries()
 
     public init(
         configuration: MountConfiguration, callers: any CallerResolver, scopes: ScopeRegistry, events: any EventSink,

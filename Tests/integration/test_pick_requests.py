@@ -413,7 +413,8 @@ def test_swift_example_app_story(world, swift_check):
     presents a picker, gets a URL from a scripted agent, reads it in scope,
     hears about a host rename with the new URL, and coordinates a write
     with a second app (which holds a read claim and relinquishes when its
-    presenter is asked)."""
+    presenter is asked); the write is Foundation's atomic one, a temporary
+    beside the single-file grant renamed over it (SPEC S48)."""
     from scopefs_harness import BETA
 
     world.cli("open", BETA, f"{LOCAL}:docs")
@@ -438,6 +439,7 @@ def test_swift_example_app_story(world, swift_check):
         assert reader.recv() == {"holding": "read"}  # claimed before the Swift app can want to write
         backing = world.backing(LOCAL) / "docs"
         (backing / "report.txt").rename(backing / "final.txt")
+        renamed_inode = (backing / "final.txt").stat().st_ino
         reader.send("go")
         moved = json.loads(app.stdout.readline())
         assert moved["moved"] == world.prov(ALPHA, LOCAL, "docs/final.txt"), moved
@@ -460,6 +462,9 @@ def test_swift_example_app_story(world, swift_check):
             app.kill()
             app.wait()
     assert (backing / "final.txt").read_text() == "edited by the Swift app\n"
+    # write(to:atomically: true): a temporary beside the single-file grant,
+    # renamed over it (SPEC S48), not a write in place.
+    assert (backing / "final.txt").stat().st_ino != renamed_inode
 
 
 @pytest.mark.sqlite_store(ITEMS_MOVE)

@@ -266,7 +266,7 @@ case "story":
     }
     say(["moved": url.path])
     try FileCoordinator.coordinate(.writing, itemAt: url, timeout: 15) { target in
-        try "edited by the Swift app\n".write(to: target, atomically: false, encoding: .utf8)
+        try "edited by the Swift app\n".write(to: target, atomically: true, encoding: .utf8)
     }
     say(["wrote": Date().timeIntervalSince1970])
     if started { url.stopAccessingSecurityScopedResource() }
