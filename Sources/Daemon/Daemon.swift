@@ -209,6 +209,10 @@ public enum Daemon {
                 // Not on a FUSE worker (an owner's command, the quota): the
                 // evicted file is not open, so no read holds its pages.
                 for node in fileSystem.kernelNodes(provider: provider, inode: inode) { session.invalidateInode(node) }
+            },
+            conflictKept: { provider, original, copy in
+                ConflictGrants(repository: repository, reloader: reloader, events: recorder, logger: logger)
+                    .share(provider: provider, original: original, copy: copy, in: fileSystem.snapshot)
             })
         extensions.follow(snapshot)
         if let fleet {

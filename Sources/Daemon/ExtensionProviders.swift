@@ -25,6 +25,9 @@ final class ExtensionProviders: Sendable {
     /// Drops what the kernel caches of a replica file (its pages and
     /// attributes, in every view) after its content went (an evict).
     private let contentDropped: @Sendable (ProviderID, UInt64) -> Void
+    /// A conflict copy was made: `ConflictGrants` shows it to the apps that
+    /// hold only the original (provider, original, copy).
+    private let conflictKept: @Sendable (ProviderID, String, String) -> Void
     private let running = Mutex<[ProviderID: Running]>([:])
     /// Apps' waits for downloads, bounded across every provider (S40).
     private let downloadWaits = DownloadWaits()
@@ -45,9 +48,11 @@ final class ExtensionProviders: Sendable {
     init(
         state: StateDirectory, mountpoint: String, fileSystem: ScopeFileSystem, events: any EventSink, logger: Logger,
         builtInsOnly: Bool, stateChanged: @escaping @Sendable (ProviderID, String) -> Void,
-        contentDropped: @escaping @Sendable (ProviderID, UInt64) -> Void
+        contentDropped: @escaping @Sendable (ProviderID, UInt64) -> Void,
+        conflictKept: @escaping @Sendable (ProviderID, String, String) -> Void
     ) {
         self.contentDropped = contentDropped
+        self.conflictKept = conflictKept
         self.builtInsOnly = builtInsOnly
         self.stateChanged = stateChanged
         self.state = state
@@ -191,6 +196,9 @@ final class ExtensionProviders: Sendable {
     }
 
     private func recordReplicaEvent(_ event: ProviderEvent) {
+        if event.kind == .conflict, let original = event.original, let copy = event.path {
+            conflictKept(event.provider, original, copy)
+        }
         let path = "/Providers/\(event.provider)" + (event.path.map { "/" + $0 } ?? "")
         events.record(
             Event(

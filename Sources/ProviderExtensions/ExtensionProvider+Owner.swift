@@ -129,6 +129,7 @@ extension ExtensionProvider {
         // Items made here that the store has not got yet wait in the queue
         // too (issue 47): they have no record, only a place in the replica.
         let tree = LocalTree.walk(folder.root)
+        let unresolved = unresolvedConflicts
         return lock.withLock {
             let notCreatedYet = tree.entries.keys.filter { index.id(ofInode: $0) == nil }.count
             let records = Array(index.all)
@@ -138,7 +139,7 @@ extension ExtensionProvider {
                 quotaBytes: quotaBytes, pinned: records.filter(\.pinned).count,
                 queued: records.filter { $0.dirty != 0 }.count + notCreatedYet,
                 uploading: sync.uploadingNow.sorted().first,
-                conflicts: records.filter { $0.problem?.hasPrefix("conflict") ?? false }.count,
+                conflicts: records.filter { $0.problem?.hasPrefix("conflict") ?? false }.count + unresolved,
                 errors: records.filter { $0.problem?.hasPrefix("error") ?? false }.count,
                 offline: sync.offline, lastError: sync.lastError, lastSync: max(sync.lastPull ?? 0, sync.lastPush ?? 0))
         }

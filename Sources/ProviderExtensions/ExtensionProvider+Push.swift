@@ -400,7 +400,10 @@ extension ExtensionProvider {
         updated.present = ByteRanges()
         lock.withLock { index.put(updated) }
         save([updated])
-        report(.conflict, copyPath, "\(path) changed here and remotely: the local edit is kept as \(copyPath)")
+        rememberConflict(copyPath)
+        report(
+            .conflict, copyPath, "\(path) changed here and remotely: the local edit is kept as \(copyPath)",
+            original: path)
         wake(push: true)
     }
 

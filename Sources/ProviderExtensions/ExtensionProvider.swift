@@ -256,8 +256,12 @@ public final class ExtensionProvider: @unchecked Sendable {
 
     // MARK: Events
 
-    func report(_ kind: ProviderEvent.Kind, _ path: String?, _ message: String, errno: Int32? = nil) {
-        events(ProviderEvent(kind: kind, provider: providerID, path: path, message: message, errno: errno))
+    func report(
+        _ kind: ProviderEvent.Kind, _ path: String?, _ message: String, errno: Int32? = nil, original: String? = nil
+    ) {
+        events(
+            ProviderEvent(
+                kind: kind, provider: providerID, path: path, message: message, errno: errno, original: original))
         logger.info("\(providerID): \(message)")
     }
 
@@ -292,6 +296,8 @@ public struct ProviderEvent: Sendable {
     public var path: String?
     public var message: String
     public var errno: Int32?
+    /// A conflict copy's item: the file whose local edit it keeps.
+    public var original: String?
 }
 
 /// The replica's knobs (`scopefs mount --extension-*` and tests).

@@ -244,3 +244,34 @@ def test_a_placeholder_reads_as_a_hole_and_tar_sparse_archives_it_without_a_down
     assert got["data"] == {"errno": "ENXIO"} and got["hole"] == {"ok": 0}, got
     assert got["tar"] == [0, ""] and got["archive"] < 1 << 20, got
     assert got["state"] == "dataless" and fetches(cloud) == before, (got, fetches(cloud))
+
+
+def test_an_app_holding_only_the_file_sees_its_conflict_copy_beside_it(env, cloud):
+    """S43, docs/SPEC.md: the app's edit met a remote change; the local
+    edit is kept as a conflict copy beside the file. An app that holds only
+    the file (a file grant, as after Open) gets the copy granted with the
+    same access, as NSFileVersion's conflict versions go with their file:
+    it lists and reads the copy in its own view, hears a `conflict` event
+    of its own, and status counts one conflict. Seen failing on the old
+    main: the copy was not in the app's view, no event named the app, and
+    status said 0 conflicts."""
+    env.grant(ALPHA, f"{CLOUD}:docs/report.txt")
+    s, started = session(env, cloud, rel="docs/report.txt")
+    assert started["start"] == {"ok": "1"}, started
+    path = cloud.path(ALPHA, "docs/report.txt")
+    assert ask(s, op="read", path=path) == {"ok": sha(REPORT)}
+    cloud.switch("offline", "")  # the remote change lands before the upload can
+    time.sleep(0.2)
+    (cloud.remote / "docs" / "report.txt").write_bytes(b"changed remotely\n")
+    assert ask(s, op="write", path=path, data="changed locally\n") == {"ok": "written"}
+    cloud.switch("offline", None)
+    told = wait_events(env, lambda e: "(conflict " in (e.get("path") or ""), kind="conflict", app=ALPHA, timeout=15)
+    copy = told[0]["path"].rsplit("/", 1)[1]
+    assert copy.startswith("report (conflict ") and copy.endswith(").txt"), told
+    listing = ask(s, op="list", path=cloud.path(ALPHA, "docs"))
+    assert listing == {"ok": sorted([copy, "report.txt"])}, listing
+    copy_path = cloud.path(ALPHA, f"docs/{copy}")
+    assert ask(s, op="attr", path=copy_path, name="user.scopefs.start") == {"ok": "1"}
+    assert ask(s, op="read", path=copy_path) == {"ok": sha(b"changed locally\n")}
+    assert ask(s, op="read", path=path) == {"ok": sha(b"changed remotely\n")}
+    assert cloud.extension_status()["conflicts"] == 1
