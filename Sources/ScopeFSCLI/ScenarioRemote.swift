@@ -23,6 +23,17 @@ extension Scenario.Step {
     }
 }
 
+extension Scenario.Step {
+    /// A rule added `at: 0`: the runner adds it before the app starts.
+    var addsRuleAtStart: Bool {
+        guard case .at(let offset) = trigger, offset == 0 else { return false }
+        switch action {
+        case .fault, .remote(.rule), .remote(.offline): return true
+        default: return false
+        }
+    }
+}
+
 extension Scenario {
     static let remoteActionKeys = [
         "remote-fault", "remote-latency", "offline", "online", "remote-change", "remote-delete",

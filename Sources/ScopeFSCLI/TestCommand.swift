@@ -228,7 +228,6 @@ struct ScenarioRunner {
         let started = Date()
         let output = OutputWatcher()
         let errors = OutputWatcher()
-        var process = try launch(command, output: output, errors: errors)
         // Processes a `revoke: {kill: true}` ended: their scopes are the
         // kill's leaks, not the app's.
         var killed = Set<Int32>()
@@ -241,6 +240,17 @@ struct ScenarioRunner {
             actions.append(action)
             FileHandle.standardError.write(Data(("test " + action.text).escapedForTerminal.utf8 + [10]))
         }
+        // Rules `at: 0` are in force before the app starts: its first
+        // request meets them (`fault: read:EIO:#1` fails its first read).
+        var noPick: PendingPick?
+        for (index, step) in scenario.steps.enumerated() where step.addsRuleAtStart {
+            done[index] = true
+            let done = perform(
+                step, process: Process(), revoked: &revoked, faults: &faults, picks: picks, pick: &noPick,
+                killed: &killed)
+            say(.init(at: 0, action: done))
+        }
+        var process = try launch(command, output: output, errors: errors)
         while process.isRunning {
             let now = Date().timeIntervalSince(started)
             if counters.keys.contains(where: { !done[$0] }), Date().timeIntervalSince(lastCount) > 0.02 {
