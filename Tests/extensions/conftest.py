@@ -65,10 +65,11 @@ class Subject:
         self.processes.append(process)
         return process
 
-    def spawn(self) -> ExtensionProcess:
-        """A new process, initialized with the subject's options."""
+    def spawn(self, version: str = "1.0") -> ExtensionProcess:
+        """A new process, initialized with the subject's options (at
+        `version`: 1.1 for what 1.1 added, `streamsFetch`)."""
         process = self.launch()
-        process.capabilities = process.initialize(options=self.options)["capabilities"]
+        process.capabilities = process.initialize(options=self.options, version=version)["capabilities"]
         return process
 
 

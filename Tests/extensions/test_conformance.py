@@ -15,6 +15,7 @@ leave the rest of a store alone.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
@@ -561,3 +562,110 @@ def test_requests_in_flight_are_answered_before_shutdown(subject, tmp_path):
             os.unlink(response["result"]["path"])
     extension.notify("exit")
     assert extension.process.wait(5) == 0
+
+
+# -- what the daemon relies on (issue 47) ----------------------------------------
+
+
+def test_fetch_is_never_short_of_the_range(subject, tmp_path):
+    """A fetch answer holds every byte asked for within the item (cut only
+    at its end): a shorter one, even with an honest `length`, is an error
+    for the app's read (EIO), and large ranges are where a store's partial
+    reads show."""
+    extension = subject.spawn()
+    work = work_folder(extension)
+    data = os.urandom(5 << 20)
+    item = create_file(extension, tmp_path, work["id"], "short.bin", data)
+    for offset, length in [(0, 5 << 20), ((1 << 20) + 17, 3 << 20), (4 << 20, 2 << 20), (len(data) - 1, 4096)]:
+        answer, staged = fetch(extension, item["id"], range={"offset": offset, "length": length})
+        end = min(offset + length, len(data))
+        assert answer["offset"] <= offset, (offset, length, answer)
+        assert answer["offset"] + answer["length"] >= end, f"a short answer for {offset}+{length}: {answer}"
+        assert staged == data[answer["offset"] : answer["offset"] + answer["length"]]
+
+
+def test_fetch_progress_counts_the_range_and_names_the_staged_file(subject, tmp_path):
+    """`$/progress` of a fetch (a sign of life for the stall limit): for a
+    range, `total` is the range's length (cut at the item's end) and
+    `completed` the bytes of it staged so far, never more, never going
+    back. With `streamsFetch` (1.1) it names the staged file the answer
+    will name, at the answer's offset, and its first `completed` bytes are
+    the item's: the daemon hands them to readers before the answer."""
+    extension = subject.spawn(version="1.1")
+    work = work_folder(extension)
+    data = os.urandom(6 << 20)
+    item = create_file(extension, tmp_path, work["id"], "progress.bin", data)
+    offset, length = 1 << 20, 8 << 20
+    request_id = extension.start("fetch", {"id": item["id"], "range": {"offset": offset, "length": length}})
+    answer = extension.wait(request_id)["result"]
+    staged = check_staged(answer["path"], extension.staging)
+    os.unlink(answer["path"])
+    assert staged == data[answer["offset"] : answer["offset"] + answer["length"]]
+    progress = [n["params"] for n in extension.notifications if n["method"] == "$/progress"]
+    progress = [p for p in progress if p.get("id") == request_id]
+    done = [p["completed"] for p in progress]
+    assert done == sorted(done), f"completed went back: {done}"
+    if extension.capabilities.get("ranges"):
+        assert all(p["total"] == len(data) - offset and p["completed"] <= p["total"] for p in progress), progress
+    if not extension.capabilities.get("streamsFetch"):
+        return
+    named = [p["staged"] for p in progress if "staged" in p]
+    assert named, "an extension with streamsFetch names its staged file in $/progress"
+    assert all(s == {"path": answer["path"], "offset": answer["offset"]} for s in named), (named, answer)
+
+
+def test_changed_is_sent_when_another_process_changes_the_store(subject, tmp_path):
+    """`changes: "notify"` promises `changed` when the store changed: the
+    daemon polls such an extension only every 30 s, so without the signal
+    apps see remote edits late. The signal is a notification (no id) with
+    an object for params."""
+    extension = subject.spawn()
+    if extension.capabilities["changes"] != "notify":
+        pytest.skip(f"{subject.name} declares changes: {extension.capabilities['changes']}")
+    other = subject.spawn()
+    work = work_folder(other)
+    create_file(other, tmp_path, work["id"], "signalled.txt", b"s")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any(n["method"] == "changed" for n in extension.notifications):
+            return
+        time.sleep(0.1)
+    pytest.fail("no `changed` within 10 s of a change made by another process")
+
+
+def test_a_change_sent_again_after_a_lost_answer_meets_its_first_copy(subject, tmp_path):
+    """The daemon sends a create, modify or delete again when its answer
+    was lost (the network, a crash): the store must not apply it twice.
+    A create again is `exists` and the item listed holds its content; a
+    modify again from the old base is `conflict`, and `item` and `fetch`
+    then show the first one's version and bytes (the daemon compares them
+    with its own, and keeps no conflict copy of its own edit); a delete
+    again is `noSuchItem`."""
+    extension = subject.spawn()
+    work = work_folder(extension)
+    created = create_file(extension, tmp_path, work["id"], "sent-twice.txt", b"one")
+    again = rpc_error(
+        extension,
+        "create",
+        {
+            "parent": work["id"],
+            "name": "sent-twice.txt",
+            "kind": "file",
+            "contentsPath": contents_file(tmp_path, b"one"),
+        },
+    )
+    assert again.code == EXISTS
+    listed = [child for child in list_all(extension, work["id"]) if child["name"] == "sent-twice.txt"]
+    assert len(listed) == 1 and fetch(extension, listed[0]["id"])[1] == b"one"
+    edit = contents_file(tmp_path, b"two, edited")
+    first = extension.call("modify", {"id": created["id"], "baseVersion": created["version"], "contentsPath": edit})
+    resent = rpc_error(
+        extension, "modify", {"id": created["id"], "baseVersion": created["version"], "contentsPath": edit}
+    )
+    assert resent.code == CONFLICT, "a modify from a base the store has left is refused, not applied again"
+    current = extension.call("item", {"id": first["id"]})
+    assert current["version"]["content"] == first["version"]["content"]
+    assert fetch(extension, first["id"], version=first["version"]["content"])[1] == b"two, edited"
+    extension.call("delete", {"id": first["id"], "baseVersion": first["version"]})
+    gone = rpc_error(extension, "delete", {"id": first["id"], "baseVersion": first["version"]})
+    assert gone.code == NO_SUCH_ITEM
