@@ -20,7 +20,7 @@ extension DocumentLayout {
     /// folder's permissions, which the host checks again at each call.
     func mayReplace(_ document: PortalDocument, app: AppID?) -> Bool {
         guard let app else { return Self.hostFolder(of: document).withHostCString { access($0, W_OK) } == 0 }
-        guard let grant = try? portal.grants.grant(Self.itemKey(document), app: app) else { return false }
+        let grant = (try? portal.grants.grant(Self.itemKey(document), app: app)) ?? document.pendingGrant(for: app)
         return DocumentGrants.mayReplace(grant, app: app)
     }
 
@@ -67,6 +67,7 @@ extension DocumentLayout {
             let descriptor = document.hostPath.withHostCString { Glibc.open($0, hostFlags, permissions) }
             guard descriptor >= 0 else { throw Errno(rawValue: errno) }
             portal.grants.itemReplaced(document)
+            portal.fileAppeared(document)
             node = .documentFile(document.id, app: app)
             opened = OpenDocument(descriptor: descriptor, app: app, documentID: document.id, writable: true)
         } else if let number = temporaries.number(document: document.id, app: app, name: name),
@@ -166,6 +167,7 @@ extension DocumentLayout {
             try hostRename(path, document.hostPath)
             temporaries.becameDocument(number)
             portal.grants.itemReplaced(document)
+            portal.fileAppeared(document)
         }
         switch (source, target) {
         case (.document, .document?):

@@ -124,7 +124,12 @@ final class DocumentLayout: FileSystem {
         let byItem = try activeAccess()
         var result: [String: [AppID: Access]] = [:]
         for document in portal.table.documents.values {
-            result[document.id] = byItem[Self.itemKey(document)] ?? [:]
+            var apps = byItem[Self.itemKey(document)] ?? [:]
+            // A file yet to be made: what its pending permissions give.
+            for grant in document.pendingGrants where apps[grant.app] == nil {
+                apps[grant.app] = DocumentGrants.access(grant, app: grant.app)
+            }
+            result[document.id] = apps
         }
         return result
     }
@@ -141,10 +146,13 @@ final class DocumentLayout: FileSystem {
     /// the current policy version (every read asks: a revoke cuts it).
     func document(_ id: String, app: AppID?) throws(Errno) -> (PortalDocument, Access?) {
         guard let document = portal.table.documents[id] else { throw Errno.noSuchFileOrDirectory }
+        // A file made on the host since: the pending permissions become grants.
+        if document.pending != nil, document.fileExists { portal.fileAppeared(document) }
         guard let app else { return (document, nil) }
-        guard let access = try activeAccess()[Self.itemKey(document)]?[app] else {
-            throw Errno.noSuchFileOrDirectory
-        }
+        let access =
+            try activeAccess()[Self.itemKey(document)]?[app]
+            ?? document.pendingGrant(for: app).flatMap { DocumentGrants.access($0, app: app) }
+        guard let access else { throw Errno.noSuchFileOrDirectory }
         return (document, access)
     }
 
@@ -350,7 +358,11 @@ final class DocumentLayout: FileSystem {
         guard let app = open.app else { return open.descriptor }
         guard let document = portal.table.documents[open.documentID] else { throw Errno.notPermitted }
         let grant: Grant?
-        do { grant = try portal.grants.grant(Self.itemKey(document), app: app) } catch { throw Errno.notPermitted }
+        do {
+            grant = try portal.grants.grant(Self.itemKey(document), app: app) ?? document.pendingGrant(for: app)
+        } catch {
+            throw Errno.notPermitted
+        }
         let allowed =
             open.temporary == nil
             ? DocumentGrants.descriptorAllowed(open.access, grant: grant, app: app)

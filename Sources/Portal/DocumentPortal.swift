@@ -85,7 +85,7 @@ final class DocumentPortal: Sendable {
             }
             if !app.isEmpty, let access {
                 // Write access only where the caller's descriptor showed it could write.
-                try grants.grant(document, to: app, access: entry.file.writable ? access : .read)
+                try allow(document, app: app, access: entry.file.writable ? access : .read)
             }
             documents.append(document)
         }
@@ -98,13 +98,40 @@ final class DocumentPortal: Sendable {
         let document = try document(id)
         try Self.validate(app: app)
         guard let access = try Self.access(of: permissions) else { return }
-        try grants.grant(document, to: app, access: access)
+        try allow(document, app: app, access: access)
+    }
+
+    /// Gives `app` `access` to the document: a ScopeFS grant of its item,
+    /// or, while its file does not exist, a pending permission.
+    private func allow(_ document: PortalDocument, app: AppID, access: Access) throws(PortalError) {
+        if document.fileExists { return try grants.grant(document, to: app, access: access) }
+        try grants.register(app)
+        do { try table.setPending(document.id, app: app, access) } catch {
+            throw .failed("cannot save the document store: \(error)")
+        }
+    }
+
+    /// The document's file appeared (an app made it through the layout):
+    /// its pending permissions become ScopeFS grants of the new item.
+    func fileAppeared(_ document: PortalDocument) {
+        guard document.pending != nil, document.fileExists, let taken = try? table.takePending(document.id) else {
+            return
+        }
+        for (app, access) in taken.sorted(by: { $0.key < $1.key }) {
+            try? grants.grant(document, to: app, access: access)
+        }
     }
 
     func revokePermissions(_ id: String, app: AppID, permissions: [String]) throws(PortalError) {
         let document = try document(id)
         try Self.validate(app: app)
         let asked = try Self.permissions(permissions)
+        if let pending = document.pending?[app], asked.contains(.read) || asked.contains(.write) {
+            let narrowed: Access? = asked.contains(.read) ? nil : (pending == .readWrite ? .read : pending)
+            do { try table.setPending(document.id, app: app, narrowed) } catch {
+                throw .failed("cannot save the document store: \(error)")
+            }
+        }
         if asked.contains(.read) {
             try grants.revoke(document, from: app, keepRead: false)
         } else if asked.contains(.write) {
@@ -143,7 +170,7 @@ final class DocumentPortal: Sendable {
     func info(_ id: String) throws(PortalError) -> (path: String, apps: [AppID: [String]]) {
         let document = try document(id)
         var apps: [AppID: [String]] = [:]
-        for grant in try grants.grants(of: document) {
+        for grant in try grants.grants(of: document) + document.pendingGrants {
             // What the one access rule gives the app through it (S47).
             switch DocumentGrants.access(grant, app: grant.app) {
             case .readWrite: apps[grant.app] = ["read", "write"]
@@ -159,7 +186,7 @@ final class DocumentPortal: Sendable {
         var listed: [String: String] = [:]
         for document in table.documents.values {
             if !app.isEmpty {
-                let held = try grants.grants(of: document).contains {
+                let held = try (grants.grants(of: document) + document.pendingGrants).contains {
                     $0.app == app && DocumentGrants.access($0, app: app) != nil
                 }
                 if !held { continue }
@@ -248,7 +275,13 @@ struct ExportedFile {
             let full = (path == "/" ? "" : path) + "/" + name
             var status = stat()
             guard full.withHostCString({ lstat($0, &status) }) == 0 else {
-                throw .notFound("\(full) does not exist: ScopeFS grants existing items only")
+                // A name to be made ("Save As"): the document waits for its
+                // file, which the caller could make where it may write the folder.
+                guard errno == ENOENT else { throw .notFound("\(full): \(String(cString: strerror(errno)))") }
+                self.init(
+                    path: full, isDirectory: false,
+                    writable: path.withHostCString({ access($0, W_OK) }) == 0 && info.writable != 0)
+                return
             }
             guard (status.st_mode & S_IFMT) == S_IFREG else { throw .notAllowed("\(full) is not a regular file") }
             self.init(

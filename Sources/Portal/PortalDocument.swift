@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import HostText
 import Policy
 import Synchronization
@@ -19,9 +20,32 @@ public struct PortalDocument: Codable, Sendable, Equatable {
     /// Whether the document (and its grants) outlive the portal process and
     /// the apps' sessions; otherwise its grants are session grants (S16a).
     public var persistent: Bool
+    /// The apps' permissions while the document's file does not exist yet
+    /// (AddNamed of a name to be made: "Save As"). ScopeFS grants are of
+    /// items, which need a file: they are made when it appears
+    /// (`DocumentPortal.fileAppeared`), and these go.
+    public var pending: [AppID: Access]? = nil
 
     /// The document's name inside its folder of the mount layout.
     public var name: String { (hostPath as NSString).lastPathComponent }
+
+    /// Whether the document's file is on the host now.
+    var fileExists: Bool {
+        var status = stat()
+        return hostPath.withHostCString { lstat($0, &status) } == 0
+    }
+
+    /// `app`'s pending permission as the grant it will be, for the one
+    /// access rule to decide on (SPEC S47) until the file appears.
+    func pendingGrant(for app: AppID) -> Grant? {
+        guard let access = pending?[app] else { return nil }
+        return Grant(
+            id: 0, app: app, provider: provider, item: "", relativePath: relativePath, isDirectory: false,
+            access: access, state: .active, grantedAt: 0, isSession: !persistent)
+    }
+
+    /// Every pending permission as such a grant.
+    var pendingGrants: [Grant] { (pending ?? [:]).keys.sorted().compactMap(pendingGrant) }
 }
 
 /// The portal's documents: persistent ones in a JSON file of the state
@@ -72,6 +96,31 @@ final class DocumentTable: Sendable {
         }
         if changed { try save() }
         return document
+    }
+
+    /// Sets (nil: removes) `app`'s pending permission on the document.
+    func setPending(_ id: String, app: AppID, _ access: Access?) throws {
+        let persistent = table.withLock { documents -> Bool in
+            guard var document = documents[id] else { return false }
+            var pending = document.pending ?? [:]
+            pending[app] = access
+            document.pending = pending.isEmpty ? nil : pending
+            documents[id] = document
+            return document.persistent
+        }
+        if persistent { try save() }
+    }
+
+    /// Removes every pending permission of the document, returning them.
+    func takePending(_ id: String) throws -> [AppID: Access] {
+        let (taken, persistent) = table.withLock { documents -> ([AppID: Access], Bool) in
+            guard var document = documents[id], let pending = document.pending else { return ([:], false) }
+            document.pending = nil
+            documents[id] = document
+            return (pending, document.persistent)
+        }
+        if persistent && !taken.isEmpty { try save() }
+        return taken
     }
 
     func remove(_ id: String) throws {

@@ -233,3 +233,46 @@ def test_python_client_saves_atomically(env, portal):
     assert report.stat().st_mode & 0o777 == 0o640
     [grant] = privacy(env, ALPHA)
     assert grant["path"] == "docs/report.txt", "the grant is still the one of the document, and no other"
+
+
+def test_save_as_a_name_not_there_yet(env, portal):
+    """SPEC S48, S45: AddNamedFull of a name that does not exist (what the
+    frontend does with every SaveFile result) makes a document whose file
+    is made when the app first writes it: Info shows the app's permissions
+    at once, the document's folder is empty and the host has no file; the
+    app's save (GLib's, a temporary renamed to the name) makes the file,
+    and the permission becomes a ScopeFS grant of the new item."""
+    folder = {"fd": str(env.backing(LOCAL) / "docs"), "flags": ["O_PATH", "O_DIRECTORY"]}
+    [added] = portal.calls(("AddNamedFull", "hayusas", [folder, {"bytes": "new.txt"}, 2, ALPHA, ["read", "write"]]))
+    doc = added["reply"][0]
+    [info] = portal.calls(("Info", "s", [doc]))
+    assert info["reply"][1] == {ALPHA: ["read", "write"]}, info
+    mine = portal.mountpoint / "by-app" / ALPHA / doc
+    assert os.listdir(mine) == [] and not (mine / "new.txt").exists()
+    host = env.backing(LOCAL) / "docs" / "new.txt"
+    assert not host.exists()
+    assert privacy(env, ALPHA) == [], "no ScopeFS grant before the file exists"
+    p = run_bounded(
+        [SYSTEM_PYTHON, "-c", GLIB_SAVE, str(mine / "new.txt"), "set_contents", "saved as"],
+        30,
+        env.base_env,
+        what="GLib save",
+    )
+    assert p.returncode == 0, describe(p)
+    assert host.read_bytes() == b"saved as"
+    assert os.listdir(mine) == ["new.txt"]
+    [grant] = privacy(env, ALPHA)
+    assert (grant["path"], grant["access"], grant["state"]) == ("docs/new.txt", "read-write", "active"), grant
+    [info] = portal.calls(("Info", "s", [doc]))
+    assert info["reply"][1] == {ALPHA: ["read", "write"]}, info
+    # Another app granted read only before the file existed reads it now.
+    [added] = portal.calls(("AddNamedFull", "hayusas", [folder, {"bytes": "later.txt"}, 2, BETA, ["read"]]))
+    later = added["reply"][0]
+    with pytest.raises(OSError) as refused:
+        os.open(portal.mountpoint / "by-app" / BETA / later / "later.txt", os.O_CREAT | os.O_WRONLY, 0o600)
+    assert refused.value.errno == errno.EACCES, "read only: the app cannot make it"
+    (env.backing(LOCAL) / "docs" / "later.txt").write_bytes(b"made by the owner")
+    assert (portal.mountpoint / later / "later.txt").read_bytes() == b"made by the owner"
+    assert (portal.mountpoint / "by-app" / BETA / later / "later.txt").read_bytes() == b"made by the owner"
+    [beta] = privacy(env, BETA)
+    assert (beta["path"], beta["access"]) == ("docs/later.txt", "read"), beta
