@@ -24,7 +24,10 @@ public enum CorpusApp {
     /// Waits until the grant covering the document is revoked, as
     /// `user.scopefs.grant-state` says (read by `ScopeFS.referenceInfo`):
     /// a control attribute, never denied (SPEC S9), so the wait itself
-    /// makes no denial.
+    /// makes no denial; and in force: the daemon drops the kernel's cached
+    /// pages just after it installs the revoke, and a read in between is
+    /// still served from the cache, so the app waits 100 ms more (as
+    /// corpus_app.py does).
     public static func waitUntilRevoked(_ url: URL, seconds: Double = 10) {
         let deadline = Date().addingTimeInterval(seconds)
         while (try? ScopeFS.referenceInfo(for: url).grantState) != "revoked" {
@@ -34,5 +37,6 @@ public enum CorpusApp {
             }
             usleep(10_000)
         }
+        usleep(100_000)
     }
 }

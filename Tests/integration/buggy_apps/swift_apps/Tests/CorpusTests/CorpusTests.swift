@@ -102,7 +102,7 @@ struct CorpusTests {
     @Test(arguments: Case.of("hangs-on-revoke"))
     func aRevokeEndsTheAppWithinSeconds(_ item: Case) throws {
         try Corpus.withMount { mount in
-            expectCleanEnd(try Corpus.revokedWhileOpen(mount, item, timeout: .seconds(3)))
+            expectCleanEnd(try Corpus.revokedWhileOpen(mount, item, timeout: .seconds(5)))
         }
     }
 }
