@@ -55,6 +55,10 @@ extension DocumentLayout {
     func create(_ request: Request, parent: UInt64, name: String, mode: mode_t, flags: Int32)
         throws(Errno) -> (Entry, OpenFile)
     {
+        if let folder = try writableFolder(request, parent) {
+            defer { close(folder.descriptor) }
+            return try createInFolder(folder, name: name, mode: mode, flags: flags, umask: request.umask)
+        }
         let (document, app) = try savingFolder(request, parent)
         try Self.validName(name)
         let accessMode = flags & O_ACCMODE == O_RDONLY ? O_RDWR : flags & O_ACCMODE
@@ -127,13 +131,30 @@ extension DocumentLayout {
     /// once the caller may save there at all); elsewhere the layout's
     /// names are read only (EROFS).
     private func refuseBesideDocument(_ request: Request, _ parent: UInt64) throws(Errno) -> Never {
+        if let folder = try writableFolder(request, parent) {
+            close(folder.descriptor)
+            throw Errno.notPermitted
+        }
         guard case .documentFolder = try node(parent) else { throw Errno.readOnlyFileSystem }
         _ = try savingFolder(request, parent)
         throw Errno.notPermitted
     }
 
     func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry {
+        if let folder = try writableFolder(request, parent) {
+            defer { close(folder.descriptor) }
+            return try makeFolder(folder, name: name, mode: mode, umask: request.umask)
+        }
         try refuseBesideDocument(request, parent)
+    }
+
+    func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno) {
+        if let folder = try writableFolder(request, parent) {
+            defer { close(folder.descriptor) }
+            return try removeInFolder(folder, name: name, directory: true)
+        }
+        if case .documentFolder = try node(parent) { throw Errno.notDirectory }
+        throw Errno.readOnlyFileSystem
     }
 
     func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
@@ -149,6 +170,11 @@ extension DocumentLayout {
     func rename(_ request: Request, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
         throws(Errno)
     {
+        if try renameInFolder(
+            request, parent: parent, name: name, newParent: newParent, newName: newName, flags: flags)
+        {
+            return
+        }
         // Names move inside one document folder of one view only.
         if parent != newParent {
             if case .documentFolder = try node(parent), case .documentFolder = try node(newParent) {
@@ -203,6 +229,10 @@ extension DocumentLayout {
     }
 
     func unlink(_ request: Request, parent: UInt64, name: String) throws(Errno) {
+        if let folder = try writableFolder(request, parent) {
+            defer { close(folder.descriptor) }
+            return try removeInFolder(folder, name: name, directory: false)
+        }
         let (document, app) = try savingFolder(request, parent)
         switch try savedName(name, of: document, app: app) {
         case .document:

@@ -30,6 +30,8 @@ final class DocumentLayout: FileSystem {
     let handles = Mutex<(next: UInt64, open: [UInt64: OpenDocument])>((1, [:]))
     /// The temporary files of saves in progress (SPEC S48).
     let temporaries = DocumentTemporaries()
+    /// The items shown inside folder documents.
+    let folderNodes = DocumentFolderNodes()
 
     static let hostPathAttribute = "user.document-portal.host-path"
     /// FUSE's root inode (FUSE_ROOT_ID).
@@ -66,6 +68,8 @@ final class DocumentLayout: FileSystem {
         case documentFile(String, app: AppID?)
         /// A temporary of a save in a document's folder (`temporaries`).
         case temporary(UInt64)
+        /// An item inside a folder document (`folderNodes`).
+        case inside(UInt64)
     }
 
     private func appIndex(_ app: AppID) -> UInt64 {
@@ -86,12 +90,18 @@ final class DocumentLayout: FileSystem {
         case .documentFolder(let doc, let owner): return 4 << 56 | app(owner) | id(doc)
         case .documentFile(let doc, let owner): return 5 << 56 | app(owner) | id(doc)
         case .temporary(let number): return 6 << 56 | number
+        case .inside(let number): return 7 << 56 | number
         }
     }
 
     func node(_ inode: UInt64) throws(Errno) -> Node {
         if inode == Self.rootInode { return .root }
         if inode == 2 { return .byApp }
+        if inode >> 56 == 7 {
+            let number = inode & 0x00ff_ffff_ffff_ffff
+            guard folderNodes.place(number) != nil else { throw Errno.noSuchFileOrDirectory }
+            return .inside(number)
+        }
         if inode >> 56 == 6 {
             let number = inode & 0x00ff_ffff_ffff_ffff
             guard let temporary = temporaries.temporary(number) else { throw Errno.noSuchFileOrDirectory }
@@ -177,6 +187,8 @@ final class DocumentLayout: FileSystem {
             // (`default_permissions`) then let the create through.
             let (document, _) = try document(id, app: app)
             return folderAttributes(number, writable: mayReplace(document, app: app))
+        case .inside:
+            return try folderItemAttributes(node)
         case .temporary(let number):
             guard let temporary = temporaries.temporary(number) else { throw Errno.noSuchFileOrDirectory }
             var attributes = stat()
@@ -225,8 +237,15 @@ final class DocumentLayout: FileSystem {
             let present = document.hostPath.withHostCString { lstat($0, &status) } == 0
             return (present ? [(document.name, Node.documentFile(id, app: app))] : [])
                 + temporaries.listed(document: id, app: app).map { ($0.name, .temporary($0.number)) }
-        case .documentFile, .temporary:
-            throw Errno.notDirectory
+        case .documentFile, .temporary, .inside:
+            guard let (document, _, path) = try folderPlace(node) else { throw Errno.notDirectory }
+            return try FolderWalk.names(document.hostPath, path).map { entry in
+                let place = DocumentFolderNodes.Place(
+                    documentID: document.id, app: Self.app(of: node, folderNodes),
+                    path: RelativePath.join(path, entry.name))
+                // Listed, not looked up: a known number, else one no node has.
+                return (entry.name, .inside(folderNodes.number(of: place) ?? Self.unheldNumber))
+            }
         }
     }
 
@@ -246,6 +265,7 @@ final class DocumentLayout: FileSystem {
         case .appFolder(let folder): app = folder
         case .documentFolder(_, let folder), .documentFile(_, let folder): app = folder
         case .temporary(let number): app = temporaries.temporary(number)?.app
+        case .inside(let number): app = folderNodes.place(number)?.app
         case .root, .byApp: app = nil
         }
         guard let own = caller.app, let app, own == app else { throw Errno.permissionDenied }
@@ -262,6 +282,7 @@ final class DocumentLayout: FileSystem {
         let parentNode = try node(parent)
         let binding = (parentNode == .root && name == "by-app") || parentNode == .byApp
         try checkCaller(request, reaching: parentNode, binding: binding)
+        if let folder = try folderPlace(parentNode) { return try folderEntry(folder, parentNode, name) }
         // Every app has its folder, empty until it holds a document: a
         // sandbox shows it from the start, before the app picks anything.
         let child: (name: String, node: Node)?
@@ -285,13 +306,14 @@ final class DocumentLayout: FileSystem {
 
     static func cacheTimeout(_ node: Node) -> Double {
         switch node {
-        case .documentFile, .temporary: return 0
+        case .documentFile, .temporary, .inside: return 0
         default: return timeout
         }
     }
 
     func forget(_ inode: UInt64, count: UInt64) {
         if inode >> 56 == 6 { temporaries.forgotten(inode & 0x00ff_ffff_ffff_ffff) }
+        if inode >> 56 == 7 { folderNodes.forgot(inode & 0x00ff_ffff_ffff_ffff, count: count) }
     }
 
     func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
@@ -310,6 +332,7 @@ final class DocumentLayout: FileSystem {
         switch file {
         case .documentFile(let id, let app):
             let (document, access) = try document(id, app: app)
+            if document.isDirectory { throw Errno.isDirectory }
             // Write needs a read-write grant (the mode shows 0400 otherwise);
             // the owner writes as the host file's mode lets it.
             if writing, access == .read { throw Errno.permissionDenied }
@@ -325,6 +348,8 @@ final class DocumentLayout: FileSystem {
             opened = OpenDocument(
                 descriptor: descriptor, app: temporary.app, documentID: temporary.documentID, writable: writing,
                 temporary: number)
+        case .inside:
+            opened = try openFolderItem(file, flags: hostFlags, writing: writing)
         default:
             throw Errno.isDirectory
         }
@@ -386,14 +411,26 @@ final class DocumentLayout: FileSystem {
         throws(Errno)
     {
         let folder = try node(inode)
-        let entries = [(".", folder), ("..", Node.root)] + (try children(folder))
+        var entries: [(String, UInt64, mode_t)] = [(".", self.inode(folder), S_IFDIR), ("..", Self.rootInode, S_IFDIR)]
+        if let listed = try folderListing(folder) {
+            entries += listed
+        } else {
+            for (name, node) in try children(folder) {
+                switch node {
+                case .temporary:
+                    entries.append((name, self.inode(node), S_IFREG))
+                case .documentFile(let id, _):
+                    let isFolder = portal.table.documents[id]?.isDirectory ?? false
+                    entries.append((name, self.inode(node), isFolder ? S_IFDIR : S_IFREG))
+                default:
+                    entries.append((name, self.inode(node), S_IFDIR))
+                }
+            }
+        }
         for (index, entry) in entries.enumerated().dropFirst(Int(offset)) {
             var attributes = stat()
-            attributes.st_ino = __ino_t(self.inode(entry.1))
-            switch entry.1 {
-            case .documentFile, .temporary: attributes.st_mode = S_IFREG
-            default: attributes.st_mode = S_IFDIR
-            }
+            attributes.st_ino = __ino_t(entry.1)
+            attributes.st_mode = entry.2
             // readdirplus entries go without attributes (no lookup count
             // to return): the kernel looks each name up when it is used.
             let added = entry.0.withHostCString { name in
@@ -447,6 +484,7 @@ final class DocumentLayout: FileSystem {
         if case .temporary(let number) = file {
             return try setTemporaryAttributes(number, changes: changes, handle: handle, node: file)
         }
+        if case .inside = file { return try setFolderItemAttributes(file, changes: changes, handle: handle) }
         guard case .documentFile(let id, let app) = file else { throw Errno.readOnlyFileSystem }
         guard changes.uid == nil, changes.gid == nil else { throw Errno.notPermitted }
         // An editor sets the mode it read back after a save: that no-op
@@ -477,7 +515,6 @@ final class DocumentLayout: FileSystem {
 
     // Everything that would change the layout's names and folders: read only.
     func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String { throw Errno.invalidArgument }
-    func rmdir(_ request: Request, parent: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
     func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         try checkedDescriptor(handle, writing: true)
     }

@@ -276,3 +276,55 @@ def test_save_as_a_name_not_there_yet(env, portal):
     assert (portal.mountpoint / "by-app" / BETA / later / "later.txt").read_bytes() == b"made by the owner"
     [beta] = privacy(env, BETA)
     assert (beta["path"], beta["access"]) == ("docs/later.txt", "read"), beta
+
+
+def test_folder_document_serves_its_contents(env, portal):
+    """SPEC S45, S2: a folder document (`flatpak document-export DIR`, the
+    export-directory flag) is a folder in DOC_ID/ with the folder's
+    contents as its grant allows: a read grant lists and reads, and gets
+    EACCES for any change; a read-write grant writes, creates, makes
+    folders, renames and removes inside it, never out of it (EXDEV), and
+    makes no links (EPERM); a revoke cuts an open descriptor (EPERM)."""
+    folder = env.backing(LOCAL) / "docs"
+    (folder / "sub").mkdir()
+    (folder / "sub" / "inner.txt").write_bytes(b"inner")
+    doc = export(portal, folder, ALPHA, "--allow-write")
+    assert export(portal, folder, BETA) == doc
+    mine = portal.mountpoint / "by-app" / ALPHA / doc / "docs"
+    theirs = portal.mountpoint / "by-app" / BETA / doc / "docs"
+    assert os.path.isdir(portal.mountpoint / doc / "docs") and os.path.isdir(mine)
+    assert sorted(os.listdir(mine)) == ["report.txt", "secret.txt", "sub"]
+    assert os.listdir(mine / "sub") == ["inner.txt"] and os.path.isdir(theirs / "sub")
+    assert (theirs / "sub" / "inner.txt").read_bytes() == b"inner"
+    assert (mine / "report.txt").read_bytes() == REPORT_BYTES
+
+    def refused(code, call, *args):
+        with pytest.raises(OSError) as denied:
+            call(*args)
+        assert denied.value.errno == code, (call, args, denied.value)
+
+    refused(errno.EACCES, os.open, theirs / "sub" / "inner.txt", os.O_WRONLY)
+    refused(errno.EACCES, os.open, theirs / "new.txt", os.O_CREAT | os.O_WRONLY, 0o600)
+    refused(errno.EACCES, os.mkdir, theirs / "made")
+    refused(errno.EACCES, os.unlink, theirs / "secret.txt")
+    (mine / "sub" / "inner.txt").write_bytes(b"changed")
+    (mine / "made").mkdir()
+    (mine / "made" / "new.txt").write_bytes(b"new")
+    os.rename(mine / "made" / "new.txt", mine / "sub" / "moved.txt")
+    os.rename(mine / "made", mine / "renamed")
+    assert sorted(os.listdir(folder / "sub")) == ["inner.txt", "moved.txt"]
+    assert (folder / "sub" / "inner.txt").read_bytes() == b"changed"
+    assert (theirs / "sub" / "moved.txt").read_bytes() == b"new"
+    refused(errno.EXDEV, os.rename, mine / "sub" / "moved.txt", portal.mountpoint / doc / "docs" / "moved.txt")
+    refused(errno.EPERM, os.symlink, "target", mine / "link")
+    os.unlink(mine / "sub" / "moved.txt")
+    os.rmdir(mine / "renamed")
+    assert sorted(os.listdir(folder)) == ["report.txt", "secret.txt", "sub"]
+    fd = os.open(mine / "sub" / "inner.txt", os.O_RDONLY)
+    try:
+        assert os.pread(fd, 7, 0) == b"changed"
+        env.cli("revoke", ALPHA, f"{LOCAL}:docs")
+        refused(errno.EPERM, os.pread, fd, 7, 0)
+    finally:
+        os.close(fd)
+    refused(errno.ENOENT, os.stat, mine / "sub")
