@@ -162,7 +162,8 @@ public enum Daemon {
             throw CommandError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
         let access = MountAccess(
-            ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount, allowOther: options.allowOther)
+            source: state.path, ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount,
+            allowOther: options.allowOther)
         let session: FuseSession
         do {
             session = try FuseSession(

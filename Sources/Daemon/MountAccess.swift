@@ -1,12 +1,13 @@
 import Control
 import FuseBridge
 import Glibc
+import HostText
 
 /// Who the kernel lets into the mount, and as whom the file system sees
 /// them: the FUSE options and the bridge's uid rules for a daemon of
 /// `ownerUID` (ARCHITECTURE.md, decisions 8 and 43).
 struct MountAccess {
-    var options = ["fsname=scopefs", "subtype=scopefs"]
+    var options = ["subtype=scopefs"]
     /// Root's apps run as the app account; to the file system they act as
     /// the owner.
     var alias: OwnerAlias?
@@ -14,7 +15,15 @@ struct MountAccess {
     /// uid gets EACCES as the kernel gave it.
     var admittedUsers: AdmittedUsers?
 
-    init(ownerUID: uid_t, ownerGID: gid_t, appAccount: AppAccount?, allowOther: Bool) {
+    /// `source`: what the mount table shows as the mount's source, the
+    /// state directory's absolute path, as fstab's device column names it
+    /// for mount.scopefs. The bare word `scopefs` was a relative path to
+    /// mount(8) and umount(8), which resolved it against a `./scopefs`
+    /// folder (issue 50, finding 4).
+    init(source: String, ownerUID: uid_t, ownerGID: gid_t, appAccount: AppAccount?, allowOther: Bool) {
+        // A name that is not UTF-8 keeps the word: the options travel as UTF-8.
+        let plain = source.hostBytes == Array(source.utf8)
+        options.insert("fsname=" + (plain ? Self.escapedOption(source) : "scopefs"), at: 0)
         if ownerUID == 0 {
             // Apps run as the app account, which the kernel lets in only
             // with allow_other. With --allow-other the kernel checks other
@@ -36,5 +45,11 @@ struct MountAccess {
             // unlink. Other users' processes are checked by the kernel.
             options += ["allow_other", "default_permissions"]
         }
+    }
+
+    /// A value inside libfuse's `-o` list, where a comma ends it and a
+    /// backslash escapes the next character.
+    static func escapedOption(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
     }
 }

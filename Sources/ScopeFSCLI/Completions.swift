@@ -30,17 +30,19 @@ enum Completions {
 
     /// Grant ids, of the app named on the command line when there is one
     /// (`scopefs revoke APP GRANT`); a word that is not a number yet is an
-    /// item, `PROVIDER:RELPATH`, completed among those grants' items.
+    /// item, `PROVIDER:RELPATH`, completed among those grants' items. An
+    /// empty word offers both, so the list shows which item each grant is
+    /// (issue 50: bare ids said nothing).
     static let grants = CompletionKind.custom { words, _, prefix in
         guard let repository = try? repository(for: words), let all = try? repository.grants(app: nil) else {
             return []
         }
         let apps = Set(all.map(\.app)).intersection(words)
         let held = all.filter { apps.isEmpty || apps.contains($0.app) }
-        if prefix.isEmpty || prefix.allSatisfy(\.isNumber) {
-            return matching(prefix, held.map { String($0.id) })
-        }
-        return matching(prefix, held.map { "\($0.provider):\($0.relativePath.isEmpty ? "." : $0.relativePath)" })
+        let ids = held.map { String($0.id) }
+        let items = held.map { "\($0.provider):\($0.relativePath.isEmpty ? "." : $0.relativePath)" }
+        if prefix.isEmpty { return matching(prefix, ids + items) }
+        return matching(prefix, prefix.allSatisfy(\.isNumber) ? ids : items)
     }
 
     /// `fault add --op`: the operations a rule can name, from the rules' own list.

@@ -10,6 +10,7 @@ import Launcher
 import Logging
 import Policy
 import PolicyStore
+import Processes
 import ScopeFS
 
 extension MountConfiguration.OpenFiles: ExpressibleByArgument {}
@@ -102,9 +103,25 @@ struct MountCommand: ParsableCommand {
             if let configuration = try fleet.configuration() {
                 try FleetMembership.join(options.directory, configuration)
             }
+            warnIfNotEmpty()
             if foreground { return try serve() }
             try startInBackground()
         }
+    }
+
+    /// A mount over a folder with files hides them without a word
+    /// otherwise (issue 50, finding 4); like libfuse 3 and mount(8),
+    /// ScopeFS mounts anyway. A folder that is a mount already is not
+    /// listed: its daemon may be one that answers nothing.
+    private func warnIfNotEmpty() {
+        let path = FolderOverlap.lexical(mountpoint)
+        guard !MountPoint.isMounted(path), let names = HostFiles.names(in: path), let first = names.sorted().first
+        else { return }
+        let count = names.count == 1 ? "1 entry" : "\(names.count) entries"
+        FileHandle.standardError.write(
+            Data(
+                "scopefs: warning: \(path.escapedForTerminal) is not empty (\(count), such as \(first.escapedForTerminal)): the mount hides them until it is unmounted\n"
+                    .utf8))
     }
 
     private func serve() throws(CommandError) {

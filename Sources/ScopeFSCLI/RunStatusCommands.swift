@@ -65,6 +65,7 @@ struct RunCommand: ParsableCommand {
         if command.first == "--" { command.removeFirst() }
         var status: Int32 = 0
         try report { () throws(CommandError) in
+            try options.requireInitialised()
             let confinement: AppLauncher.Confinement
             if noSandbox {
                 FileHandle.standardError.write(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandErrors
 import Control
+import Daemon
 import Documents
 import FleetStore
 import Foundation
@@ -43,7 +44,21 @@ struct ScopeFSCommand: ParsableCommand {
             print(script, terminator: "")
             return
         }
-        main(arguments)
+        if let unknown = UsageHints.unknownCommand(in: arguments) {
+            FileHandle.standardError.write(Data((unknown + "\n").utf8))
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch {
+            // A host path where PROVIDER:RELPATH belongs: say its provider form.
+            if let hint = UsageHints.providerRelativeForm(for: error, arguments: arguments) {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n" + hint + "\n").utf8))
+                Foundation.exit(exitCode(for: error).rawValue)
+            }
+            exit(withError: error)
+        }
     }
 
     /// `argv` after the program name, each kept losslessly (`HostName`).
@@ -62,6 +77,18 @@ struct StateOptions: ParsableArguments {
     var state: String?
 
     var directory: StateDirectory { StateDirectory.resolve(explicit: state) }
+
+    /// Exit 78 with the `init` line for a state directory never
+    /// initialised, as every command that opens the store does (issue 50:
+    /// `run` said "no daemon", `settings` served a page of nothing). A
+    /// daemon that serves the directory is left to answer: it fails closed
+    /// when the database is gone, and says so; so is one behind a control
+    /// socket alone (a sandbox's state directory shows nothing else).
+    func requireInitialised() throws(CommandError) {
+        guard !DaemonLock.isHeld(directory), !FileManager.default.fileExists(atPath: directory.controlSocketPath)
+        else { return }
+        _ = try PolicyDatabase.open(directory)
+    }
 
     func repository() throws(CommandError) -> PolicyRepository {
         let repository = PolicyRepository(database: try PolicyDatabase.open(directory))

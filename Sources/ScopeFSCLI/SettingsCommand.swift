@@ -27,6 +27,7 @@ struct SettingsCommand: ParsableCommand {
         try report { () throws(CommandError) in
             // An app process gets no page: it would be the owner's hand (SPEC S5, S46).
             try OwnerCheck.requireOutsideRuns(to: "serve the settings page")
+            try options.requireInitialised()
             let server = SettingsServer(
                 state: options.directory, endpoint: socket.map { .unixSocket(path: $0) } ?? .loopback(port: port))
             let open = !noOpen

@@ -121,7 +121,13 @@ def test_completions_offer_the_state_directory_ids(env):
     assert _bash_complete(env, ["scopefs", "--state", state, "run", "--app", "com.example.a"]) == [ALPHA]
     assert _bash_complete(env, ["scopefs", "--state", state, "provider", "remove", ""]) == sorted([LOCAL, DRIVE])
     assert _bash_complete(env, ["scopefs", "--state", state, "grant", ALPHA, "lo"]) == [f"{LOCAL}:"]
-    assert _bash_complete(env, ["scopefs", "--state", state, "revoke", ALPHA, ""]) == sorted([first, second])
+    # Issue 50.4: the ids with their items, so the list says which is which.
+    assert _bash_complete(env, ["scopefs", "--state", state, "revoke", ALPHA, ""]) == sorted(
+        [first, second, f"{LOCAL}:docs/report.txt", f"{DRIVE}:archive"]
+    )
+    assert _bash_complete(env, ["scopefs", "--state", state, "revoke", ALPHA, first[:1]]) == sorted(
+        g for g in (first, second) if g.startswith(first[:1])
+    )
     # A state directory that does not exist: nothing offered, nothing created.
     missing = env.root / "no-such-state"
     assert _bash_complete(env, ["scopefs", "--state", str(missing), "privacy", ""]) == []
