@@ -23,7 +23,7 @@ extension ControlRequest.Operation {
         case .register, .reload, .status, .servedPolicy, .identify, .grant, .revoke, .restore, .forget, .agentNext,
             .agentAnswer,
             .pickForApp,
-            .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent, .endApp:
+            .claimForTransfer, .faultAdd, .faultList, .faultClear, .providerContent, .endApp, .loseUnsynced:
             .owner
         case .resolve, .pick, .watch, .coordinate, .query:
             .app
@@ -87,6 +87,8 @@ public enum ControlCommand: Sendable, Equatable {
     case providerContent(provider: ProviderID, action: ContentAction, path: String?)
     /// SIGKILL to every process of the app (issue 48).
     case endApp(app: AppID)
+    /// Puts back what was written and not fsynced (all apps' when nil).
+    case loseUnsynced(app: AppID?)
 
     /// The command a wire request carries, or what it lacks (a usage
     /// error, exit 64, which the daemon answers without running anything).
@@ -129,6 +131,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .faultList: self = .faultList
         case .faultClear: self = .faultClear(id: request.faultID)
         case .endApp: self = .endApp(app: try need(request.app, "an app"))
+        case .loseUnsynced: self = .loseUnsynced(app: request.app)
         case .providerContent:
             self = .providerContent(
                 provider: try need(request.contentProvider, "a provider"),
@@ -141,6 +144,7 @@ public enum ControlCommand: Sendable, Equatable {
         var request = ControlRequest(op: operation)
         switch self {
         case .register(let app), .endApp(let app): request.app = app
+        case .loseUnsynced(let app): request.app = app
         case .reload(let app, let paths, let imported):
             request.app = app
             request.containerPaths = paths
@@ -220,6 +224,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .faultClear: .faultClear
         case .providerContent: .providerContent
         case .endApp: .endApp
+        case .loseUnsynced: .loseUnsynced
         }
     }
 }

@@ -67,6 +67,9 @@ public struct ControlRequest: Codable, Sendable {
         /// The owner ends every process of an app (`scopefs revoke --kill`,
         /// Android's `pm revoke`; issue 48).
         case endApp
+        /// The owner loses what apps wrote and did not fsync while an
+        /// `unsynced` rule was in force (issue 48, as LazyFS at a crash).
+        case loseUnsynced
 
     }
 
@@ -173,6 +176,8 @@ public struct ControlResponse: Codable, Sendable {
     public var forgotten: [Grant]?
     /// With `endApp`: the processes killed.
     public var ended: [Int32]?
+    /// With `loseUnsynced`: how many files went back to their last fsync.
+    public var lost: Int?
     public var references: [String]?
     /// With `agentNext`: the request to answer (nil: none came in time).
     public var pending: PendingPick?

@@ -47,6 +47,12 @@ struct DaemonControl: ControlHandling {
             return ProcessHandling.status(services)
         case .endApp(let app):
             return ProcessHandling.endApp(app, services: services)
+        case .loseUnsynced(let app):
+            let inodes = services.fileSystem.unsynced.lose(app: app)
+            for inode in inodes { services.session.invalidateInode(inode) }
+            var response = ControlResponse(ok: true)
+            response.lost = inodes.count
+            return response
         case .identify(let pid):
             return ProcessHandling.identify(pid, services: services)
         case .servedPolicy:
@@ -79,9 +85,12 @@ struct DaemonControl: ControlHandling {
                 items, wait: wait, pid: sender.pid, coordinator: services.coordinator,
                 snapshot: services.fileSystem.snapshot, containers: services.state.containersPath)
         case .faultAdd, .faultList, .faultClear:
-            return FaultHandling.handle(command, faults: services.fileSystem.faults) {
+            let response = FaultHandling.handle(command, faults: services.fileSystem.faults) {
                 for inode in services.fileSystem.inodesWithOpenFiles() { services.session.invalidateInode(inode) }
             }
+            // No `unsynced` rule left: nothing is losable any more.
+            if !services.fileSystem.faults.tracksUnsynced { services.fileSystem.unsynced.forgetAll() }
+            return response
         case .providerContent(let provider, let action, let path):
             return ContentHandling.handle(
                 provider: provider, action: action, path: path, extensions: services.extensions)

@@ -34,11 +34,16 @@ public struct FaultRule: Sendable, Codable, Equatable {
     /// (`remoteErrors`: `unreachable`, `conflict`, ...), or `stall` (no
     /// answer until the caller gives up or the stall limit ends it).
     public var remoteError: String?
+    /// An `unsynced` rule fails nothing: while it is in force, what the
+    /// matching writes change and no fsync made durable can be lost on
+    /// cue (`scopefs fault lose-unsynced`, a scenario's `lose-unsynced`),
+    /// as LazyFS loses it at a crash (issue 48). `operation` is `write`.
+    public var unsynced: Bool?
 
     public init(
         id: Int = 0, app: AppID? = nil, path: String? = nil, operation: String, errno: Int32? = nil,
         latencyMilliseconds: Int? = nil, percent: Double = 100, nth: Int? = nil, provider: String? = nil,
-        remoteError: String? = nil
+        remoteError: String? = nil, unsynced: Bool? = nil
     ) {
         self.id = id
         self.app = app
@@ -50,6 +55,7 @@ public struct FaultRule: Sendable, Codable, Equatable {
         self.nth = nth
         self.provider = provider
         self.remoteError = remoteError
+        self.unsynced = unsynced
     }
 
     /// The operations a rule can name (`FileOperation.faultable`), or `*`.
@@ -69,6 +75,7 @@ public struct FaultRule: Sendable, Codable, Equatable {
     ]
 
     public var isRemote: Bool { provider != nil }
+    public var isUnsynced: Bool { unsynced == true }
 
     /// The longest delay a rule may inject: a minute is already a hung disk.
     public static let maximumLatencyMilliseconds = 60_000
@@ -99,6 +106,13 @@ public struct FaultRule: Sendable, Codable, Equatable {
             if percent != 100 { return "a rule hits the nth request or a percentage, not both" }
         }
         if isRemote { return remoteProblem }
+        if isUnsynced {
+            if operation != "write" { return "an unsynced rule is on write (its changes are what can be lost)" }
+            if errno != nil || latencyMilliseconds != nil || remoteError != nil || nth != nil || percent != 100 {
+                return "an unsynced rule injects nothing: no errno, latency, nth or percentage"
+            }
+            return nil
+        }
         if !Self.operations.contains(operation) {
             return "unknown operation '\(operation)'; operations: \(Self.operations.sorted().joined(separator: ", "))"
         }
@@ -151,8 +165,9 @@ public struct FaultRule: Sendable, Codable, Equatable {
         var text = "#\(id) " + (provider.map { "remote \($0) " } ?? "") + operation
         if let errno { text += " \(Self.errnoName(errno))" }
         if let remoteError { text += " \(remoteError)" }
+        if isUnsynced { text += " unsynced (losable)" }
         if let latencyMilliseconds { text += " +\(latencyMilliseconds)ms" }
-        text += nth.map { " request \($0) only" } ?? " \(percent.formatted)%"
+        if !isUnsynced { text += nth.map { " request \($0) only" } ?? " \(percent.formatted)%" }
         if let app { text += " app \(app)" }
         if let path { text += " path \(path)" }
         if let hits { text += " (\(hits) hits)" }

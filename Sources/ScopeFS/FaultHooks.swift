@@ -52,6 +52,32 @@ extension ScopeFileSystem {
         }
     }
 
+    /// Before a change to an open file: while an `unsynced` rule covers
+    /// it, a copy of the file as its last fsync left it (issue 48).
+    func keepUnsynced(_ open: OpenHandle) {
+        guard faults.tracksUnsynced, let (app, path) = ruleView(open) else { return }
+        guard faults.keepsUnsynced(app: app, path: path) else { return }
+        unsynced.willChange(inode: open.node.inode, descriptor: open.descriptor, app: app)
+    }
+
+    /// The same before an open that truncates `name` in `parent`.
+    func keepUnsynced(truncating target: NodeTable.Resolved, _ caller: Caller, parent: Int32) {
+        guard faults.tracksUnsynced else { return }
+        let app = caller.app ?? target.node.place.app
+        let path = Self.pathInView(displayPath(target), app: target.node.place.app)
+        guard faults.keepsUnsynced(app: app, path: path) else { return }
+        unsynced.willTruncate(inode: target.node.inode, parent: parent, name: target.name, app: app)
+    }
+
+    /// An open file's app and path in its view, as rules match them.
+    private func ruleView(_ open: OpenHandle) -> (AppID?, String)? {
+        guard let resolved = table.resolve(open.node.inode, generation: generation) else { return nil }
+        var app: AppID? = nil
+        if case .app(let user) = open.user { app = user }
+        let viewApp = resolved.node.place.app
+        return (app ?? viewApp, Self.pathInView(displayPath(resolved), app: viewApp))
+    }
+
     /// The inodes whose cached pages a new rule on reads must drop: those
     /// of open files. Later opens bypass the page cache while the rule
     /// lasts (`open`), so every read meets it, repeats included.

@@ -87,7 +87,7 @@ public struct FaultRules: Sendable {
         let folderBytes = inFolder ? Array((path + "/").utf8CString) : []
         // By index, not by element: no copy (and retain) of each rule.
         for index in rules.indices {
-            if rules[index].isRemote { continue }
+            if rules[index].isRemote || rules[index].isUnsynced { continue }
             if rules[index].operation != "*" && rules[index].operation != operation { continue }
             if let wanted = rules[index].app, wanted != app { continue }
             if globs[index] != nil, !globs[index]!.matches(bytes) && !(inFolder && globs[index]!.matches(folderBytes)) {
@@ -146,6 +146,12 @@ public struct FaultRules: Sendable {
     }
 
     public var hasRequestRules: Bool { rules.contains { !$0.isRemote } }
+    public var hasUnsyncedRules: Bool { rules.contains(where: \.isUnsynced) }
+
+    /// Whether an `unsynced` rule covers a write by `app` to `path`.
+    public func keepsUnsynced(app: AppID?, path: String) -> Bool {
+        rules.contains { $0.isUnsynced && $0.applies(app: app, path: path, operation: "write") }
+    }
     public var hasRemoteRules: Bool { rules.contains(where: \.isRemote) }
 
     private mutating func drawRemote(_ percent: Double) -> Bool {
@@ -188,6 +194,7 @@ public final class FaultInjector: Sendable {
     private let active = Atomic<Bool>(false)
     private let remoteActive = Atomic<Bool>(false)
     private let reads = Atomic<Bool>(false)
+    private let unsynced = Atomic<Bool>(false)
     private let state = Mutex(FaultRules())
 
     public init() {}
@@ -226,6 +233,15 @@ public final class FaultInjector: Sendable {
         active.store(rules.hasRequestRules, ordering: .relaxed)
         remoteActive.store(rules.hasRemoteRules, ordering: .relaxed)
         reads.store(rules.actsOnReads, ordering: .relaxed)
+        unsynced.store(rules.hasUnsyncedRules, ordering: .relaxed)
+    }
+
+    /// An `unsynced` rule is in force (one relaxed load per write).
+    @inline(__always)
+    public var tracksUnsynced: Bool { unsynced.load(ordering: .relaxed) }
+
+    public func keepsUnsynced(app: AppID?, path: String) -> Bool {
+        state.withLock { $0.keepsUnsynced(app: app, path: path) }
     }
 
     public func remoteEffects(provider: String, operation: String)

@@ -28,7 +28,7 @@ extension ScopeFileSystem {
         let content = content(of: target.node)
         if let (content, file) = content, let size = changes.size {
             try content.prepareTruncate(file, toZero: size == 0, interruption: Interruption(request))
-            content.willWrite(file)
+            try content.willWrite(file, edition: open?.edition)
         }
         defer { if let (content, file) = content, changes.size != nil { content.didWrite(file) } }
         defer { if let (content, file) = content { content.namespaceChanged(provider: file.provider) } }
@@ -54,6 +54,7 @@ extension ScopeFileSystem {
                 // write through the mount may come before the call returns.
                 if let open, open.writable {
                     open.wrote.store(true, ordering: .relaxed)
+                    keepUnsynced(open)
                     try Sys.ftruncate(open.descriptor, size)
                 } else {
                     // No handle's release tells of it: told here.

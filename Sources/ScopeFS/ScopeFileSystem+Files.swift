@@ -16,7 +16,7 @@ extension ScopeFileSystem {
         if let (content, file) = content(of: target.node) {
             try content.prepareOpen(
                 file, writes: writes, truncates: flags & O_TRUNC != 0, interruption: Interruption(request))
-            if writes && flags & O_TRUNC != 0 { content.willWrite(file) }
+            if writes && flags & O_TRUNC != 0 { try content.willWrite(file, edition: nil) }
         }
         let truncation = writes && flags & O_TRUNC != 0 ? content(of: target.node) : nil
         defer { if let (content, file) = truncation { content.didWrite(file) } }
@@ -28,7 +28,10 @@ extension ScopeFileSystem {
         // A write through the mount is noted before it is made: the host
         // channel's echo of it may be read before the open returns.
         let charge = try chargeDescriptor(caller, target.resolved, .open)
-        if writes && flags & O_TRUNC != 0 { target.node.noteMountWrite() }
+        if writes && flags & O_TRUNC != 0 {
+            target.node.noteMountWrite()
+            keepUnsynced(truncating: target.resolved, caller, parent: parent)
+        }
         do {
             descriptor = try BackingStore.openEntry(parent, target.resolved.name, flags: flags)
         } catch .noSuchFileOrDirectory {
@@ -93,6 +96,7 @@ extension ScopeFileSystem {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, name, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: name, known: Sys.stat(descriptor))
+            if let (content, file) = content(of: node) { content.created(file) }
             let handle = OpenHandle(
                 descriptor: descriptor, node: node, grant: folder.grant?.id,
                 access: BackingStore.descriptorAccess(flags), user: FileUser(caller), charge: charge)
@@ -135,10 +139,12 @@ extension ScopeFileSystem {
         try clearSetIDBits(open.descriptor, for: request)
         // Every write, not a handle's first: an upload after an fsync must
         // not take later writes for uploaded (issue 47). `writeFinished`
-        // ends it.
-        if let (content, file) = content(of: open.node) { content.willWrite(file) }
+        // ends it. A descriptor opened before a remote edit writes nothing
+        // into the new version (ESTALE, S49).
+        if let (content, file) = content(of: open.node) { try content.willWrite(file, edition: open.edition) }
         open.wrote.store(true, ordering: .relaxed)
         open.node.noteMountWrite()
+        keepUnsynced(open)
         return open.descriptor
     }
 
@@ -166,6 +172,7 @@ extension ScopeFileSystem {
         try checkUser(open, request, .fsync)
         try checkStillGranted(open, .fsync, request)
         try Sys.fsync(open.descriptor, dataOnly: dataOnly)
+        unsynced.synced(inode: open.node.inode)
         if open.writable, let (content, file) = content(of: open.node) { content.synced(file) }
     }
 
@@ -177,9 +184,10 @@ extension ScopeFileSystem {
         try checkStillGranted(open, .fallocate, request)
         guard open.writable else { throw .badFileDescriptor }
         let content = content(of: open.node)
-        if let (content, file) = content { content.willWrite(file) }
+        if let (content, file) = content { try content.willWrite(file, edition: open.edition) }
         defer { if let (content, file) = content { content.didWrite(file) } }
         open.wrote.store(true, ordering: .relaxed)
+        keepUnsynced(open)
         try Sys.fallocate(open.descriptor, mode, offset, length)
     }
 
@@ -199,9 +207,10 @@ extension ScopeFileSystem {
                 interruption: Interruption(request))
         }
         let content = content(of: destination.node)
-        if let (content, file) = content { content.willWrite(file) }
+        if let (content, file) = content { try content.willWrite(file, edition: destination.edition) }
         defer { if let (content, file) = content { content.didWrite(file) } }
         destination.wrote.store(true, ordering: .relaxed)
+        keepUnsynced(destination)
         return try Sys.copyFileRange(source.descriptor, from.offset, destination.descriptor, to.offset, length)
     }
 

@@ -118,6 +118,8 @@ public final class ScopeFileSystem: FileSystem {
     public let descriptorBudget: DescriptorBudget
     /// The owner's fault and latency rules (issue 18); none by default.
     public let faults = FaultInjector()
+    /// What `unsynced` rules let the owner lose on cue (issue 48).
+    public let unsynced = UnsyncedWrites()
     private let policy: Mutex<PolicySnapshot>
     /// The installed snapshot's generation, readable without the lock;
     /// stored under the policy lock, so it never runs ahead of the snapshot.

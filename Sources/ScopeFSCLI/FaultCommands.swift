@@ -14,7 +14,7 @@ struct FaultCommand: ParsableCommand {
         commandName: "fault", abstract: "Inject errnos and latency into the running mount's requests (testing).",
         subcommands: [
             FaultAddCommand.self, FaultListCommand.self, FaultClearCommand.self, RemoteChangeCommand.self,
-            RemoteDeleteCommand.self,
+            RemoteDeleteCommand.self, LoseUnsyncedCommand.self,
         ])
 
     /// Sends a fault request; a refusal or a bad rule becomes its exit code.
@@ -129,11 +129,16 @@ struct FaultAddCommand: ParsableCommand {
             "With --provider: the protocol error the call fails with (unreachable, conflict, noSuchItem, quota, ...) or stall."
     )
     var remoteError: String?
+    @Flag(
+        help:
+            "With --op write: fail nothing, but keep what the writes change and no fsync made durable losable (`fault lose-unsynced`)."
+    )
+    var unsynced = false
     @Option(help: "Restart the daemon's draws for percentages from this seed.") var seed: UInt64?
     @Flag(help: "Print the rule as JSON.") var json = false
 
     func validate() throws {
-        let effects = [errno != nil, latency != nil, remoteError != nil].filter { $0 }.count
+        let effects = [errno != nil, latency != nil, remoteError != nil, unsynced].filter { $0 }.count
         if effects != 1 { throw ValidationError("give --errno or --latency (or --remote-error with --provider)") }
         if (remoteError != nil) && provider == nil { throw ValidationError("--remote-error needs --provider") }
         if errno != nil && provider != nil { throw ValidationError("a remote rule takes --remote-error, not --errno") }
@@ -143,7 +148,7 @@ struct FaultAddCommand: ParsableCommand {
         try report { () throws(CommandError) in
             var rule = FaultRule(
                 app: app, path: path, operation: op, latencyMilliseconds: latency, percent: percent, nth: nth,
-                provider: provider, remoteError: remoteError)
+                provider: provider, remoteError: remoteError, unsynced: unsynced ? true : nil)
             if let errno {
                 guard let value = FaultRule.errno(named: errno) else {
                     throw CommandError(
@@ -241,5 +246,36 @@ struct RemoteDeleteCommand: ParsableCommand {
             try OwnerCheck.require(options.directory, to: "edit the remote")
             try ContentCommands.send(.remoteDelete, provider: item.provider, path: item.path, state: options.directory)
         }
+    }
+}
+
+/// `scopefs fault lose-unsynced [--app APP]`: what apps wrote and did not
+/// fsync while an `unsynced` rule was in force is lost, as at a crash
+/// (LazyFS's fault): the files go back to their last fsync (issue 48).
+struct LoseUnsyncedCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lose-unsynced",
+        abstract: "Testing: put the files apps changed back as their last fsync left them, as a crash would.")
+    @OptionGroup var options: StateOptions
+    @Option(help: "Only this app's writes (default: every app's).", completion: Completions.apps) var app: String?
+
+    func run() throws {
+        try report { () throws(CommandError) in
+            let lost = try FaultCommand.loseUnsynced(app: app, state: options.directory)
+            print("\(lost) file\(lost == 1 ? "" : "s") back to their last fsync")
+        }
+    }
+}
+
+extension FaultCommand {
+    static func loseUnsynced(app: String?, state: StateDirectory) throws(CommandError) -> Int {
+        try OwnerCheck.require(state, to: "lose unsynced writes")
+        let response = try ControlClient.send(.loseUnsynced(app: app), state: state)
+        guard response.ok else {
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                response.message ?? "cannot lose unsynced writes")
+        }
+        return response.lost ?? 0
     }
 }

@@ -164,10 +164,21 @@ struct RevokeCommand: ParsableCommand {
     @OptionGroup var selection: GrantSelection
     @Flag(help: "Then kill every process of the app, as Android's `pm revoke` does (needs a running daemon).")
     var kill = false
+    @Flag(
+        help:
+            "Then lose what the app wrote and did not fsync, as a crash would (needs an `unsynced` fault rule in force)."
+    )
+    var loseUnsynced = false
 
     func run() throws {
         try changeState(.revoked, selection, options)
-        if kill { try report { () throws(CommandError) in try AppEnding.end(selection.app, state: options.directory) } }
+        try report { () throws(CommandError) in
+            if kill { try AppEnding.end(selection.app, state: options.directory) }
+            if loseUnsynced {
+                let lost = try FaultCommand.loseUnsynced(app: selection.app, state: options.directory)
+                FileHandle.standardError.write(Data("\(lost) files back to their last fsync\n".utf8))
+            }
+        }
     }
 }
 

@@ -42,12 +42,14 @@ struct Scenario {
             /// `OP:ERRNO[:P%]` or, for latency, `OP:MSms[:P%]`.
             case fault(FaultRule)
             case signal(Int32, String)
-            /// Revokes and ends every process of the app, as Android's `pm
-            /// revoke` does; the command is started again unless not
-            /// `relaunch` (issue 48).
-            case revokeAndKill(String, relaunch: Bool)
+            /// Revokes as other systems do (issue 48, `ScenarioRemote.swift`):
+            /// ending every process of the app, as Android's `pm revoke`
+            /// does, and relaunching it; losing what was not fsynced.
+            case revokeAs(String, RevokeMode)
             /// Cloud storage misbehaving on cue (`ScenarioRemote.swift`).
             case remote(RemoteAction)
+            /// What the app wrote and did not fsync is lost, as at a crash.
+            case loseUnsynced
         }
 
         var trigger: Trigger
@@ -153,7 +155,7 @@ extension Scenario {
     private static let actionKeys =
         [
             "revoke", "restore", "forget", "answer-pick", "rename", "delete", "recreate", "write", "fault", "latency",
-            "signal",
+            "signal", "lose-unsynced",
         ] + remoteActionKeys
 
     private static func step(_ node: Node) throws -> Step {
@@ -195,6 +197,7 @@ extension Scenario {
         let action: Step.Action
         switch key {
         case "revoke": action = try revoke(value)
+        case "lose-unsynced": action = try loseUnsynced(value)
         case _ where remoteActionKeys.contains(key): action = .remote(try remoteAction(key, value))
         case "restore": action = .restore(try item(value, key))
         case "forget": action = .forget(try item(value, key))

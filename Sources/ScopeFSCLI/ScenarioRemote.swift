@@ -9,6 +9,16 @@ import Yams
 /// that misbehaves on cue for extension providers, through the daemon's
 /// remote rules and edits (docs/SCENARIOS.md).
 extension Scenario.Step {
+    /// `revoke: {item: ..., kill: true, relaunch: false, lose_unsynced: true}`.
+    struct RevokeMode: Equatable {
+        /// End every process of the app after the revoke.
+        var kill = false
+        /// Start the command again after the kill.
+        var relaunch = true
+        /// Then lose what the app wrote and did not fsync (a crash).
+        var loseUnsynced = false
+    }
+
     enum RemoteAction: Equatable {
         /// `remote-fault: drive:fetch:unreachable[:P%|:#N]`,
         /// `remote-latency: drive:fetch:500ms`.
@@ -24,6 +34,16 @@ extension Scenario.Step {
 }
 
 extension Scenario.Step {
+    /// The step loses unsynced writes: the runner keeps them losable (an
+    /// `unsynced` rule for the app) from before the app starts.
+    var losesUnsynced: Bool {
+        switch action {
+        case .loseUnsynced: true
+        case .revokeAs(_, let mode): mode.loseUnsynced
+        default: false
+        }
+    }
+
     /// A rule added `at: 0`: the runner adds it before the app starts.
     var addsRuleAtStart: Bool {
         guard case .at(let offset) = trigger, offset == 0 else { return false }
@@ -59,24 +79,32 @@ extension Scenario {
     }
 
     /// `revoke: local:docs`, or `revoke: {item: local:docs, kill: true,
-    /// relaunch: false}`: the app ended with it, and (by default) started
-    /// again, as after Android's `pm revoke`.
+    /// relaunch: false, lose_unsynced: true}`: the app ended with it, and
+    /// (by default) started again, as after Android's `pm revoke`; what it
+    /// wrote and did not fsync lost, as at a crash.
     static func revoke(_ node: Node) throws -> Step.Action {
         guard case .mapping = node else { return .revoke(try item(node, "revoke")) }
-        let fields = try mapping(node, "revoke", allowed: ["item", "kill", "relaunch"])
+        let fields = try mapping(node, "revoke", allowed: ["item", "kill", "relaunch", "lose_unsynced"])
         guard let target = fields["item"] else {
             throw ScenarioError(line: line(node), message: "revoke: needs item")
         }
-        let grant = try item(target, "item")
-        let kill = try fields["kill"].map { try bool($0, "kill") } ?? false
-        let relaunch = try fields["relaunch"].map { try bool($0, "relaunch") } ?? true
-        if !kill {
-            guard fields["relaunch"] == nil else {
-                throw ScenarioError(line: line(node), message: "revoke: relaunch is for kill: true")
-            }
-            return .revoke(grant)
+        var mode = Step.RevokeMode()
+        mode.kill = try fields["kill"].map { try bool($0, "kill") } ?? false
+        mode.relaunch = try fields["relaunch"].map { try bool($0, "relaunch") } ?? true
+        mode.loseUnsynced = try fields["lose_unsynced"].map { try bool($0, "lose_unsynced") } ?? false
+        if !mode.kill && fields["relaunch"] != nil {
+            throw ScenarioError(line: line(node), message: "revoke: relaunch is for kill: true")
         }
-        return .revokeAndKill(grant, relaunch: relaunch)
+        let grant = try item(target, "item")
+        return mode == Step.RevokeMode() ? .revoke(grant) : .revokeAs(grant, mode)
+    }
+
+    /// `lose-unsynced: true`.
+    static func loseUnsynced(_ node: Node) throws -> Step.Action {
+        guard try bool(node, "lose-unsynced") else {
+            throw ScenarioError(line: line(node), message: "lose-unsynced: true, or no such step")
+        }
+        return .loseUnsynced
     }
 }
 
@@ -101,20 +129,49 @@ extension ScenarioRunner {
     /// then starts the command again (as a user reopens the app) unless
     /// the step says `relaunch: false`. What happened, for the log.
     func relaunched(
-        _ process: inout Process, _ relaunch: Bool, _ command: [String], output: OutputWatcher, errors: OutputWatcher
+        _ process: inout Process, _ mode: Scenario.Step.RevokeMode, _ command: [String], output: OutputWatcher,
+        errors: OutputWatcher
     ) -> String {
         let deadline = Date().addingTimeInterval(5)
         while process.isRunning && Date() < deadline { usleep(CLITunables.exitPollPeriod) }
         if process.isRunning { return "; the app still runs 5 s after the kill" }
         let status =
             process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-        guard relaunch else { return "; it ended (\(status))" }
+        guard mode.relaunch else { return "; it ended (\(status))" }
         do {
             process = try launch(command, output: output, errors: errors)
             return "; it ended (\(status)) and was started again"
         } catch {
             return "; it ended (\(status)) and could not be started again: \(error.message)"
         }
+    }
+
+    /// After a step's revoke: the kill (its processes are the kill's, not
+    /// leaks), then the loss of what was not fsynced, as at a crash.
+    func revokedAs(_ mode: Scenario.Step.RevokeMode, killed: inout Set<Int32>) throws -> String {
+        var said = ""
+        if mode.kill {
+            let ended = try AppEnding.end(app, state: state, quiet: true)
+            killed.formUnion(ended)
+            said += " and kill the app (\(ended.count) processes)"
+        }
+        if mode.loseUnsynced {
+            said += ", lose unsynced writes (\(try FaultCommand.loseUnsynced(app: app, state: state)) files)"
+        }
+        return said
+    }
+
+    /// The `unsynced` rule a scenario that loses unsynced writes needs,
+    /// added before the app starts (removed at the end with the others).
+    func addUnsyncedRule() throws(CommandError) -> Int {
+        let rule = FaultRule(app: app, operation: "write", unsynced: true)
+        let response = try ControlClient.send(.faultAdd(rule, seed: nil), state: state)
+        guard response.ok, let id = response.faults?.first?.id else {
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                response.message ?? "cannot keep unsynced writes losable")
+        }
+        return id
     }
 
     /// A step of cloud storage misbehaving on cue (docs/SCENARIOS.md):

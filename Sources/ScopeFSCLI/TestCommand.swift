@@ -173,7 +173,7 @@ struct ScenarioRunner {
         // Every item a step names must exist before the app starts.
         for step in scenario.steps {
             switch step.action {
-            case .revoke(let item), .restore(let item), .forget(let item), .revokeAndKill(let item, _):
+            case .revoke(let item), .restore(let item), .forget(let item), .revokeAs(let item, _):
                 guard grants[item] != nil else {
                     throw CommandError(.badData, "\(scenario.name):\(step.line): \(app) has no grant of \(item)")
                 }
@@ -240,6 +240,9 @@ struct ScenarioRunner {
             actions.append(action)
             FileHandle.standardError.write(Data(("test " + action.text).escapedForTerminal.utf8 + [10]))
         }
+        if scenario.steps.contains(where: \.losesUnsynced) {
+            faults.append(try addUnsyncedRule())
+        }
         // Rules `at: 0` are in force before the app starts: its first
         // request meets them (`fault: read:EIO:#1` fails its first read).
         var noPick: PendingPick?
@@ -281,8 +284,8 @@ struct ScenarioRunner {
                 var done = perform(
                     step, process: process, revoked: &revoked, faults: &faults, picks: picks, pick: &pick,
                     killed: &killed)
-                if case .revokeAndKill(_, let relaunch) = step.action {
-                    done += relaunched(&process, relaunch, command, output: output, errors: errors)
+                if case .revokeAs(_, let mode) = step.action, mode.kill {
+                    done += relaunched(&process, mode, command, output: output, errors: errors)
                 }
                 // From the step's time (or its trigger's sighting) to its
                 // effect: a revocation is in force once the daemon acknowledged it (SPEC S13).
@@ -434,13 +437,13 @@ struct ScenarioRunner {
             case .signal(let number, let name):
                 kill(process.processIdentifier, number)
                 return "signal SIG\(name)"
-            case .revokeAndKill(let item, _):
+            case .revokeAs(let item, let mode):
                 let grant = grants[item]!.id
                 setState(.revoked, grant: grant)
                 revoked.insert(grant)
-                let ended = try AppEnding.end(app, state: state, quiet: true)
-                killed.formUnion(ended)
-                return "revoke grant \(grant) (\(item)) and kill the app (\(ended.count) processes)"
+                return "revoke grant \(grant) (\(item))" + (try revokedAs(mode, killed: &killed))
+            case .loseUnsynced:
+                return "lose unsynced writes: \(try FaultCommand.loseUnsynced(app: app, state: state)) files"
             case .remote(let action):
                 return try performRemote(action, faults: &faults)
             }

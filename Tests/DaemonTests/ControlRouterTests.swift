@@ -47,6 +47,7 @@ let sampleCommands: [ControlCommand] = [
     .faultClear(id: nil),
     .providerContent(provider: "cloud", action: .evict, path: "docs/a.txt"),
     .endApp(app: "com.example.app"),
+    .loseUnsynced(app: nil),
 ]
 
 /// The four kinds of sender the daemon meets.
@@ -90,6 +91,7 @@ private let strangerOnAppEndpoint = ControlSender(endpoint: .app, pid: 13, app: 
     func malformedRequestsAreUsageErrors() {
         let needsNothing: Set<ControlRequest.Operation> = [
             .reload, .status, .servedPolicy, .whoami, .agentNext, .watch, .query, .faultList, .faultClear,
+            .loseUnsynced,
         ]
         for operation in ControlRequest.Operation.allCases {
             let handler = RecordingHandler()

@@ -126,3 +126,118 @@ def test_scopefs_revoke_kill_ends_every_process_of_the_app(env):
     alpha.kill()
     p = env.cli("revoke", "com.example.nobody", "1", "--kill", expect=None)
     assert p.returncode == 67, p.stderr
+
+
+# Saves v1 durably, then v2 (open with O_TRUNC, write, close) with or
+# without an fsync, says "saved v2" and goes on running.
+SAVER = """
+import time
+path, mode = sys.argv[1], sys.argv[2]
+start_accessing(os.path.dirname(path))
+def save(text, durable):
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o644)
+    os.write(fd, text.encode())
+    if durable:
+        os.fsync(fd)
+    os.close(fd)
+save("v1\\n", True)
+save("v2\\n", mode == "fsync")
+print("saved v2", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+CRASH = """
+timeout: 20s
+steps:
+  - when: app prints saved v2
+    revoke: {item: "local:docs", kill: true, relaunch: false, lose_unsynced: true}
+expect:
+  exit: 137
+  files:
+    - {path: "local:docs/notes.txt", content: "v2\\n"}
+"""
+
+
+def test_a_crash_loses_what_was_not_fsynced(env):
+    """`revoke: {kill: true, lose_unsynced: true}`: the app is ended and
+    what it wrote and did not fsync is lost, as LazyFS loses it at a crash
+    (issue 48), so a scenario tests an app's durability claim. The app that
+    fsyncs its save keeps v2 and passes; the one that does not is back to
+    v1, its last fsync, and the same scenario fails, naming the file."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    scenario = env.root / "crash.yaml"
+    scenario.write_text(CRASH)
+    notes = env.prov(ALPHA, LOCAL, "docs/notes.txt")
+    reports = {}
+    for mode in ("fsync", "no-fsync"):
+        p = env.cli(
+            "test",
+            scenario,
+            "--app",
+            ALPHA,
+            "--json",
+            "--",
+            "python3",
+            "-c",
+            snippet(SAVER),
+            notes,
+            mode,
+            expect=None,
+            timeout=60,
+        )
+        reports[mode] = (p.returncode, json.loads(p.stdout))
+    code, report = reports["fsync"]
+    assert code == 0 and report["passed"], report["expectations"]
+    assert any("lose unsynced writes (0 files)" in a["action"] for a in report["actions"]), report["actions"]
+    code, report = reports["no-fsync"]
+    assert any("lose unsynced writes (1 files)" in a["action"] for a in report["actions"]), report["actions"]
+    assert code == 1 and not report["passed"]
+    failed = [e for e in report["expectations"] if not e["passed"]]
+    assert [e["name"] for e in failed] == ["host file local:docs/notes.txt holds the expected content"], failed
+    assert failed[0]["detail"] == 'it holds "v1\\n"', failed
+    assert json.loads(env.cli("fault", "list", "--json").stdout) == []
+
+
+WRITER = """
+path = sys.argv[1]
+start_accessing(os.path.dirname(path))
+with open(path, "w") as f:
+    f.write(sys.argv[2])
+    f.flush()
+    if sys.argv[3] == "fsync":
+        os.fsync(f.fileno())
+emit("written")
+"""
+
+
+def test_fault_lose_unsynced_puts_files_back_to_their_last_fsync(env):
+    """`fault add --op write --unsynced` fails nothing; `fault
+    lose-unsynced` then puts a file written without an fsync back as it
+    was (here: as on the host before), leaves one that was fsynced, and
+    drops the page cache so the app reads the host's bytes; with the rule
+    cleared nothing is losable. `revoke --lose-unsynced` does the same
+    for the revoked app."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    host = env.backing(LOCAL) / "docs"
+    (host / "a.txt").write_text("a0\n")
+    (host / "b.txt").write_text("b0\n")
+    env.cli("fault", "add", "--app", ALPHA, "--op", "write", "--unsynced")
+    a, b = env.prov(ALPHA, LOCAL, "docs/a.txt"), env.prov(ALPHA, LOCAL, "docs/b.txt")
+    env.app_json(ALPHA, WRITER, a, "a1\n", "none", sandbox=True)
+    env.app_json(ALPHA, WRITER, b, "b1\n", "fsync", sandbox=True)
+    assert (host / "a.txt").read_text() == "a1\n"  # written through, as always
+    assert "1 file back to their last fsync" in env.cli("fault", "lose-unsynced").stdout
+    assert (host / "a.txt").read_text() == "a0\n" and (host / "b.txt").read_text() == "b1\n"
+    code = "path = sys.argv[1]; start_accessing(os.path.dirname(path)); emit(read_bytes(path).decode())"
+    assert env.app_json(ALPHA, code, a, sandbox=True) == "a0\n"
+    env.app_json(ALPHA, WRITER, a, "a2\n", "none", sandbox=True)
+    p = env.cli("revoke", ALPHA, f"{LOCAL}:docs", "--lose-unsynced")
+    assert "1 files back to their last fsync" in p.stderr and (host / "a.txt").read_text() == "a0\n"
+    env.cli("restore", ALPHA, f"{LOCAL}:docs")
+    env.app_json(ALPHA, WRITER, a, "a3\n", "none", sandbox=True)
+    env.cli("fault", "clear", "--all")
+    assert "0 files back" in env.cli("fault", "lose-unsynced").stdout
+    assert (host / "a.txt").read_text() == "a3\n"
