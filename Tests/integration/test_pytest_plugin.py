@@ -261,3 +261,27 @@ def test_the_plugin_passes_an_environment_to_the_app(env):
     assert p.returncode == 0, describe(p)
     assert "3 passed" in p.stdout, p.stdout
     assert mounts_under(env.root) == []
+
+
+STDERR_TEST = """
+import pytest
+
+
+@pytest.mark.scopefs(app="com.example.noisy")
+def test_an_app_that_fails_quietly_for_the_test(scopefs_mount):
+    app = scopefs_mount.start(["python3", "-c", "import sys; print('disk on', 'fire', file=sys.stderr); sys.exit(3)"])
+    assert app.wait(timeout=30) == 0
+"""
+
+
+def test_a_failed_tests_report_shows_the_apps_standard_error(env):
+    """Issue 50.4: a test that fails on the app's exit status shows what the
+    app wrote on its standard error, in a section of the report per app
+    process (the plugin's report said nothing of why the app failed)."""
+    test = env.root / "test_noisy_app.py"
+    test.write_text(STDERR_TEST)
+    p = run_pytest(env, test)
+    assert p.returncode == 1 and "1 failed" in p.stdout, describe(p)
+    assert "scopefs app " in p.stdout and "(exit status 3) stderr" in p.stdout, p.stdout
+    assert "disk on fire" in p.stdout, p.stdout
+    assert mounts_under(env.root) == []

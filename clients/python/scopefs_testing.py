@@ -505,6 +505,25 @@ def scopefs_mount(request, scopefs_world):
     return scopefs_world
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report shows what each app it started wrote on its
+    standard error (issue 50: an assertion on the app's exit status or
+    output said nothing of why it failed): a section per app process."""
+    report = yield
+    world = getattr(item, "funcargs", {}).get("scopefs_world")
+    if report.when == "call" and report.failed and isinstance(world, ScopeFSWorld):
+        for process in world.started:
+            if not isinstance(process, AppProcess) or process.stderr is None or process.stderr.closed:
+                continue
+            process._errors += process._available(process.stderr.fileno())
+            text = process._errors.decode(errors="replace")
+            status = process.poll()
+            ended = "running" if status is None else f"exit status {status}"
+            report.sections.append((f"scopefs app {process.pid} ({ended}) stderr", text or "(nothing)"))
+    return report
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
