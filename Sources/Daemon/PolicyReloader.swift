@@ -366,6 +366,9 @@ final class PolicyReloader: Sendable {
     }
 
     private func install(_ snapshot: PolicySnapshot) {
+        // The pages a revoke takes away go before it is in force as well
+        // as after (SPEC S14): see `pagesLosingAccess`.
+        for inode in fileSystem.pagesLosingAccess(to: snapshot) { session.invalidateInode(inode) }
         let previous = fileSystem.snapshot
         let invalidation = fileSystem.install(snapshot)
         afterInstall.withLock { $0 }?(previous, snapshot)
