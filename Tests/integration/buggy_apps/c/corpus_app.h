@@ -41,18 +41,14 @@ static inline int scope(const char *path, const char *action) {
 }
 
 /* Until the grant covering PATH is revoked, as user.scopefs.grant-state
- * says (a control attribute, never denied, SPEC S9), and in force: the
- * daemon drops the kernel's cached pages just after it installs the
- * revoke, and a read in between is still served from the cache, so the
- * app waits 100 ms more (as corpus_app.py does). */
+ * says (a control attribute, never denied, SPEC S9). Once it does, the
+ * revoke is in force for the next read, a cached page included (S14). */
 static inline void wait_until_revoked(const char *path) {
     for (int i = 0; i < 1000; i++) {
         char state[16] = {0};
         if (getxattr(path, "user.scopefs.grant-state", state, sizeof state - 1) > 0 &&
-            strcmp(state, "revoked") == 0) {
-            usleep(100000);
+            strcmp(state, "revoked") == 0)
             return;
-        }
         usleep(10000);
     }
     fprintf(stderr, "the test never revoked the document\n");

@@ -22,20 +22,14 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-#: How long after ``grant-state`` says ``revoked`` the apps wait before they
-#: act: the daemon drops the kernel's cached pages of the document just
-#: after it installs the revoke, and a read in between is still served from
-#: the cache (seen 4 times in 30), which would let a buggy app pass.
-IN_FORCE_SECONDS = 0.1
-
-
 def wait_until_revoked(path: str, seconds: float = 10) -> None:
     """Until the grant covering ``path`` is revoked, as
     ``user.scopefs.grant-state`` says (a control attribute, never denied,
-    SPEC S9: the wait itself makes no denial), and in force."""
+    SPEC S9: the wait itself makes no denial). Once it does, the revoke is
+    in force for the app's next read, a page in the kernel's cache included
+    (SPEC S14)."""
     deadline = time.monotonic() + seconds
     while os.getxattr(path, "user.scopefs.grant-state") != b"revoked":
         if time.monotonic() > deadline:
             sys.exit("the test never revoked the document")
         time.sleep(0.01)
-    time.sleep(IN_FORCE_SECONDS)

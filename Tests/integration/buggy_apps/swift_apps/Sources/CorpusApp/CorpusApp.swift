@@ -24,10 +24,8 @@ public enum CorpusApp {
     /// Waits until the grant covering the document is revoked, as
     /// `user.scopefs.grant-state` says (read by `ScopeFS.referenceInfo`):
     /// a control attribute, never denied (SPEC S9), so the wait itself
-    /// makes no denial; and in force: the daemon drops the kernel's cached
-    /// pages just after it installs the revoke, and a read in between is
-    /// still served from the cache, so the app waits 100 ms more (as
-    /// corpus_app.py does).
+    /// makes no denial. Once it does, the revoke is in force for the next
+    /// read, a page in the kernel's cache included (SPEC S14).
     public static func waitUntilRevoked(_ url: URL, seconds: Double = 10) {
         let deadline = Date().addingTimeInterval(seconds)
         while (try? ScopeFS.referenceInfo(for: url).grantState) != "revoked" {
@@ -37,6 +35,5 @@ public enum CorpusApp {
             }
             usleep(10_000)
         }
-        usleep(100_000)
     }
 }
