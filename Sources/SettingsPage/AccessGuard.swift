@@ -73,7 +73,7 @@ struct AccessGuard: RouterMiddleware {
                 )
             }
             if let reason = peerCheck(context) { return ErrorPage.response(.forbidden, reason) }
-            return Self.enter(path: request.uri.path, token: secrets.token)
+            return Self.enter(path: request.uri.path, query: query, token: secrets.token)
         }
         guard SettingsSecrets.matches(Self.cookie(request.headers[values: .cookie]), secrets.token) else {
             return ErrorPage.response(
@@ -90,9 +90,16 @@ struct AccessGuard: RouterMiddleware {
     }
 
     /// The token traded for the cookie; the redirect drops it from the
-    /// address bar and the history.
-    static func enter(path: String, token: String) -> Response {
-        let target = path.hasPrefix("/") && !path.hasPrefix("//") ? path : "/"
+    /// address bar and the history, and keeps the rest of the query: a
+    /// link to `/app?id=APP&token=T` must land on that app's page (issue
+    /// 50: it lost `id` and answered 400).
+    static func enter(path: String, query: String, token: String) -> Response {
+        let rest = query.split(separator: "&").filter { field in
+            let name = field.prefix { $0 != "=" }
+            return name != "token" && !name.isEmpty
+        }
+        var target = path.hasPrefix("/") && !path.hasPrefix("//") ? path : "/"
+        if !rest.isEmpty { target += "?" + rest.joined(separator: "&") }
         return Response(
             status: .seeOther,
             headers: [

@@ -90,6 +90,20 @@ import Testing
         }
     }
 
+    /// Issue 50: a link that carries the token keeps the rest of its query
+    /// through the redirect (`/app?id=...` lost its id and answered 400).
+    @Test func testTheTokensRedirectKeepsTheRestOfTheQuery() async throws {
+        try await withPage(Self.backend()) { client in
+            let response = try await client.execute(
+                uri: "/app?id=com.example.editor&token=t0ken&done=revoked", method: .get)
+            #expect(response.status == .seeOther)
+            #expect(response.headers[.location] == "/app?id=com.example.editor&done=revoked")
+            let page = try await client.execute(
+                uri: try #require(response.headers[.location]), method: .get, headers: Self.cookie)
+            #expect(page.status == .ok)
+        }
+    }
+
     @Test func testAnOldOrWrongTokenIsRefused() async throws {
         try await withPage(Self.backend()) { client in
             let old = try await client.execute(uri: "/?token=tokenOfAnEarlierStart", method: .get)
