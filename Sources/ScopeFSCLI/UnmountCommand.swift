@@ -31,9 +31,7 @@ struct UnmountCommand: ParsableCommand {
     func run() throws {
         try report { () throws(CommandError) in
             try OwnerCheck.require(options.directory, to: "unmount", daemonSeconds: Self.whoamiSeconds)
-            // By its words, not by stat: a stat of a wedged mount's root
-            // waits for its daemon for good (issue 50).
-            let normalized = FolderOverlap.lexical(mountpoint)
+            let normalized = Self.resolved(mountpoint)
             guard MountPoint.isMounted(normalized) else {
                 throw CommandError(.notMounted, "\(normalized) is not mounted")
             }
@@ -50,6 +48,21 @@ struct UnmountCommand: ParsableCommand {
                 printJSON(Unmounted(mountpoint: normalized, pid: daemon))
             }
         }
+    }
+
+    /// The mountpoint as mountinfo names it, without a stat of it: a stat
+    /// of a wedged mount's root waits for its daemon for good (issue 50).
+    /// The folders above it are outside it: their links are followed.
+    static func resolved(_ mountpoint: String) -> String {
+        let lexical = FolderOverlap.lexical(mountpoint)
+        guard lexical != "/" else { return lexical }
+        let parent = (lexical as NSString).deletingLastPathComponent
+        let name = (lexical as NSString).lastPathComponent
+        let real = HostFiles.realPath(parent) ?? parent
+        let plain = (real == "/" ? "" : real) + "/" + name
+        // A link as the last name: only then is the mount's root looked at.
+        if !MountPoint.isMounted(plain), let target = HostFiles.realPath(plain) { return target }
+        return plain
     }
 
     /// Waits until the daemon has exited; past the timeout, ends it. A
