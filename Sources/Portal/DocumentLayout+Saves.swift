@@ -236,8 +236,10 @@ extension DocumentLayout {
         let (document, app) = try savingFolder(request, parent)
         switch try savedName(name, of: document, app: app) {
         case .document:
-            // A save never removes the document itself.
-            throw Errno.notPermitted
+            // An app's save never removes the document itself; the owner,
+            // who may remove the file on the host, may here too.
+            guard app == nil else { throw Errno.notPermitted }
+            guard document.hostPath.withHostCString({ Glibc.unlink($0) }) == 0 else { throw Errno(rawValue: errno) }
         case .temporary(let number, let path):
             guard path.withHostCString({ Glibc.unlink($0) }) == 0 || errno == ENOENT else {
                 throw Errno(rawValue: errno)

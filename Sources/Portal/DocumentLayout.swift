@@ -186,7 +186,8 @@ final class DocumentLayout: FileSystem {
             // temporary renamed over it (S48): the kernel's own checks
             // (`default_permissions`) then let the create through.
             let (document, _) = try document(id, app: app)
-            return folderAttributes(number, writable: mayReplace(document, app: app))
+            // A folder document is saved inside itself, never beside.
+            return folderAttributes(number, writable: !document.isDirectory && mayReplace(document, app: app))
         case .inside:
             return try folderItemAttributes(node)
         case .temporary(let number):
@@ -458,17 +459,20 @@ final class DocumentLayout: FileSystem {
 
     func getxattr(_ request: Request, inode: UInt64, name: String, size: Int) throws(Errno) -> [UInt8] {
         guard name == Self.hostPathAttribute else { throw Errno(rawValue: ENODATA) }
-        switch try node(inode) {
-        case .documentFile(let id, let app), .documentFolder(let id, let app):
-            return try document(id, app: app).0.hostPath.hostBytes
-        default:
-            throw Errno(rawValue: ENODATA)
+        // The document's file and what is below a folder document have a
+        // host path; the DOC_ID folder, the layout's own, has none.
+        let node = try node(inode)
+        if let (document, app, path) = try folderPlace(node), !path.isEmpty {
+            _ = try self.document(document.id, app: app)
+            return RelativePath.join(document.hostPath, path).hostBytes
         }
+        guard case .documentFile(let id, let app) = node else { throw Errno(rawValue: ENODATA) }
+        return try document(id, app: app).0.hostPath.hostBytes
     }
 
     func listxattr(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
         switch try node(inode) {
-        case .documentFile, .documentFolder: return Array(Self.hostPathAttribute.utf8) + [0]
+        case .documentFile, .inside: return Array(Self.hostPathAttribute.utf8) + [0]
         default: return []
         }
     }

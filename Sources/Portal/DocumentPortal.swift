@@ -65,7 +65,10 @@ final class DocumentPortal: Sendable {
         let access = try Self.access(of: permissions)
         if !app.isEmpty { try Self.validate(app: app) }
         var located: [(file: ExportedFile, provider: ProviderID, relativePath: String)] = []
-        for file in files {
+        for var file in files {
+            // A document's own file in the layout (the frontend re-exports
+            // an app's document to open it with another app): the document.
+            if let hostPath = hostPathInLayout(file.path) { file.path = hostPath }
             if file.isDirectory && !flags.contains(.exportDirectory) {
                 throw .notAllowed("\(file.path) is a folder: export folders with AddFull's export-directory flag")
             }
@@ -154,12 +157,10 @@ final class DocumentPortal: Sendable {
         guard !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }) else {
             throw .invalidArgument("\(path) has . or .. components")
         }
+        // In the layout only a document's own file names it (a save's
+        // temporary beside it names nothing).
         if path.hasHostPrefix(mountPoint + "/") {
-            let inside = HostName.string(path.utf8.dropFirst(mountPoint.utf8.count + 1))
-            var components = inside.split(separator: "/")
-            if components.first == "by-app", components.count >= 3 { components.removeFirst(2) }
-            if let id = components.first, table.documents[String(id)] != nil { return String(id) }
-            return ""
+            return hostPathInLayout(path).flatMap { table.document(at: $0)?.id } ?? ""
         }
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         return table.document(at: resolved)?.id ?? table.document(at: path)?.id ?? ""
@@ -210,6 +211,20 @@ final class DocumentPortal: Sendable {
         return document
     }
 
+    /// The host path that `path` names through the layout: a document's
+    /// file (`MOUNT/DOC_ID/NAME`, `MOUNT/by-app/APP/DOC_ID/NAME`) or what
+    /// is below a folder document; nil for anything else (the layout's own
+    /// folders, a save's temporary).
+    private func hostPathInLayout(_ path: String) -> String? {
+        guard path.hasHostPrefix(mountPoint + "/") else { return nil }
+        var components = HostName.string(path.utf8.dropFirst(mountPoint.utf8.count + 1)).split(separator: "/")
+        if components.first == "by-app", components.count >= 2 { components.removeFirst(2) }
+        guard components.count >= 2, let document = table.documents[String(components[0])],
+            String(components[1]).sameHostName(as: document.name), components.count == 2 || document.isDirectory
+        else { return nil }
+        return ([document.hostPath] + components.dropFirst(2).map(String.init)).joined(separator: "/")
+    }
+
     /// The mount layout cannot hold itself: exporting the mount point, a
     /// folder above it or anything inside it is refused.
     private func refuseMountAncestor(_ path: String) throws(PortalError) {
@@ -220,8 +235,22 @@ final class DocumentPortal: Sendable {
         }
     }
 
+    /// A portal app id is a Flatpak application id (as xdg-document-portal
+    /// checks it): a ScopeFS app id of at least two dot-separated elements,
+    /// each of letters, digits, `_` and `-`, none starting with a digit.
     static func validate(app: AppID) throws(PortalError) {
         do { try Identifier.validate(app, what: "app") } catch { throw .invalidArgument(error.message) }
+        let elements = app.split(separator: ".", omittingEmptySubsequences: false)
+        let valid =
+            elements.count >= 2 && app.utf8.count <= 255
+            && elements.allSatisfy { element in
+                guard let first = element.first, !first.isNumber else { return false }
+                return element.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
+            }
+        guard valid else {
+            throw .invalidArgument(
+                "invalid app id '\(app)': a Flatpak application id has two or more elements (e.g. org.example.Editor)")
+        }
     }
 
     static func permissions(_ names: [String]) throws(PortalError) -> Set<Permission> {

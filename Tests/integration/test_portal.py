@@ -502,15 +502,20 @@ def test_every_method_refuses_bad_calls_and_grants_nothing(env, portal):
         {"reply": ""},
     ]
     # A provider folder above the document layout's mount is refused (issue
-    # 50: exit 73); exporting that folder or what is in the mount is refused.
+    # 50: exit 73); exporting that folder or the layout's own folders is
+    # refused. A document's file in the layout is that document (issue 49:
+    # the frontend re-exports an app's document to open it elsewhere).
     env.cli("provider", "add", "top", env.root, expect=73)
     top = {"fd": str(env.root), "flags": ["O_PATH", "O_DIRECTORY"]}
+    layout_folder = {"fd": str(portal.mountpoint / doc), "flags": ["O_PATH", "O_DIRECTORY"]}
     inside = {"fd": str(portal.mountpoint / doc / "report.txt")}
     assert portal.calls(
         ("AddFull", "ahusas", [[top], 8 | 2, ALPHA, ["read"]]),
-        ("AddFull", "ahusas", [[inside], 2, ALPHA, ["read"]]),
+        ("AddFull", "ahusas", [[layout_folder], 8 | 2, ALPHA, ["read"]]),
     ) == [{"error": ERROR + "NotAllowed"}, {"error": ERROR + "NotAllowed"}]
     assert privacy(env) == [], "no bad call granted anything"
+    [again] = portal.calls(("Add", "hbb", [inside, True, True]))
+    assert again == {"reply": doc}, again
 
 
 def test_version_and_add_full_reply(env, portal):

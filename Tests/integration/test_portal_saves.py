@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -328,3 +329,48 @@ def test_folder_document_serves_its_contents(env, portal):
     finally:
         os.close(fd)
     refused(errno.ENOENT, os.stat, mine / "sub")
+
+
+def test_layout_details_as_xdg_document_portal(env, portal):
+    """SPEC S45, issue 49 finding 6: only a Flatpak application id has a
+    by-app folder (ENOENT otherwise); the DOC_ID folder has no host path,
+    a folder document's items have theirs; Lookup of a save's temporary
+    names no document; the owner may remove the document's file through
+    DOC_ID/ as on the host, an app never (EPERM)."""
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    doc = export(portal, report, ALPHA, "--allow-write")
+    folder_doc = export(portal, env.backing(LOCAL) / "deep", ALPHA)
+    with pytest.raises(FileNotFoundError):
+        os.lstat(portal.mountpoint / "by-app" / "not-an-app-id")
+    assert os.path.isdir(portal.mountpoint / "by-app" / "org.example.Unknown")
+    attribute = "user.document-portal.host-path"
+    with pytest.raises(OSError) as none:
+        os.getxattr(portal.mountpoint / doc, attribute)
+    assert none.value.errno == errno.ENODATA
+    assert os.getxattr(portal.mountpoint / folder_doc / "deep" / "a", attribute) == bytes(
+        str(env.backing(LOCAL) / "deep" / "a"), "utf-8"
+    )
+    (portal.mountpoint / doc / "draft").write_bytes(b"x")
+    [looked] = portal.calls(("Lookup", "ay", [{"bytes": str(portal.mountpoint / doc / "draft")}]))
+    assert looked == {"reply": ""}, looked
+    os.unlink(portal.mountpoint / doc / "draft")
+    with pytest.raises(OSError) as kept:
+        os.unlink(portal.mountpoint / "by-app" / ALPHA / doc / "report.txt")
+    assert kept.value.errno == errno.EPERM
+    os.unlink(portal.mountpoint / doc / "report.txt")
+    assert not report.exists()
+    assert os.listdir(portal.mountpoint / "by-app" / ALPHA / doc) == []
+
+
+def test_portal_stops_cleanly_on_sighup(env):
+    """Issue 49 finding 5: SIGHUP, as SIGTERM, ends `scopefs portal` with
+    exit 0 and its layout unmounted (a systemd unit is not left failed)."""
+    bus = SessionBus(env.root)
+    (env.root / "doc").mkdir()
+    served = Portal(env, bus, env.root / "doc")
+    try:
+        served.process.send_signal(signal.SIGHUP)
+        assert served.process.wait(timeout=10) == 0, served.log.read_text()
+    finally:
+        served.stop()
+        bus.stop()
