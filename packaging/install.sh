@@ -100,11 +100,13 @@ sed "s|@BINDIR@|$BINDIR|g" "$repo/mount-scripts/portal/org.freedesktop.impl.port
   > "$DESTDIR$DBUSSERVICEDIR/org.freedesktop.impl.portal.desktop.scopefs.service"
 chmod 0644 "$DESTDIR$DBUSSERVICEDIR/org.freedesktop.impl.portal.desktop.scopefs.service"
 
+# The pages name the documentation folder this install uses (issue 50:
+# they said /usr/share/doc while `make install` uses /usr/local/share/doc).
 for page in "$generated"/man/*.1; do
-  gzip -9n < "$page" > "$DESTDIR$MANDIR/man1/$(basename "$page").gz"
+  sed "s|/usr/share/doc/scopefs|$DOCDIR|g" "$page" | gzip -9n > "$DESTDIR$MANDIR/man1/$(basename "$page").gz"
   chmod 0644 "$DESTDIR$MANDIR/man1/$(basename "$page").gz"
 done
-gzip -9n < "$repo/mount-scripts/mount.scopefs.8" > "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
+sed "s|/usr/share/doc/scopefs|$DOCDIR|g" "$repo/mount-scripts/mount.scopefs.8" | gzip -9n > "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
 chmod 0644 "$DESTDIR$MANDIR/man8/mount.scopefs.8.gz"
 ln -sf mount.scopefs.8.gz "$DESTDIR$MANDIR/man8/mount.fuse.scopefs.8.gz"
 # bash sources completion scripts: no #! line.
@@ -113,11 +115,25 @@ chmod 0644 "$DESTDIR$BASHCOMPDIR/scopefs"
 install -m 0644 "$generated/completions/scopefs.zsh" "$DESTDIR$ZSHCOMPDIR/_scopefs"
 install -m 0644 "$generated/completions/scopefs.fish" "$DESTDIR$FISHCOMPDIR/scopefs.fish"
 
-install -m 0644 "$repo/README.md" "$repo/CHANGELOG.md" "$repo"/docs/*.md "$DESTDIR$DOCDIR/"
-# The examples the documentation runs, without what building them left.
+# The documents and their images in one folder: the README's links to
+# docs/X point beside it once installed.
+install -m 0644 "$repo/CHANGELOG.md" "$repo"/docs/*.md "$repo"/docs/*.png "$DESTDIR$DOCDIR/"
+sed 's|](docs/|](|g' "$repo/README.md" > "$DESTDIR$DOCDIR/README.md"
+chmod 0644 "$DESTDIR$DOCDIR/README.md"
+# The Swift client library, for the Swift examples to build against.
+SWIFTCLIENTDIR=$PREFIX/share/scopefs/clients/swift
+(cd "$repo/clients/swift" && find . \( -name .build -o -name '.build-*' -o -name .swiftpm \) -prune -o -type f -print) \
+  | sort | while read -r file; do
+  install -D -m 0644 "$repo/clients/swift/$file" "$DESTDIR$SWIFTCLIENTDIR/$file"
+done
+# The examples the documentation runs, without what building them left;
+# a Swift example's package names the installed client.
 (cd "$repo/docs/examples" && find . \( -name .build -o -name '.build-*' -o -name __pycache__ -o -name .pytest_cache \) -prune \
   -o -type f ! -name '*.pyc' -print) | sort | while read -r file; do
   install -D -m 0644 "$repo/docs/examples/$file" "$DESTDIR$EXAMPLESDIR/$file"
+  case $file in
+    */Package.swift) sed -i "s|\"../../../clients/swift\"|\"$SWIFTCLIENTDIR\"|" "$DESTDIR$EXAMPLESDIR/$file" ;;
+  esac
 done
 
 # The C client library, its header and pkg-config file: clients/c's own

@@ -11,6 +11,7 @@ purges it again."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -317,6 +318,31 @@ def test_make_install_installs_the_clients_examples_and_a_stripped_binary(make_i
     tracked = run_bounded(["git", "-C", REPO_ROOT, "ls-files", "docs/examples"], 30, dict(os.environ)).stdout.split()
     missing = [f for f in tracked if not (examples / Path(f).relative_to("docs/examples")).is_file()]
     assert tracked and not missing, missing
+
+
+def test_installed_docs_have_their_images_clients_and_folder(make_install):
+    """Issue 50.4: the installed README's links and images resolve beside
+    it, PERFORMANCE.md's charts are there, the Swift examples name the
+    installed Swift client (not ../../../clients/swift, which is not
+    installed), and the man pages name the documentation folder of this
+    install (/usr/local/share/doc, not /usr/share/doc)."""
+    root, _ = make_install
+    prefix = root / "usr" / "local"
+    doc = prefix / "share" / "doc" / "scopefs"
+    readme = (doc / "README.md").read_text()
+    assert "](docs/" not in readme, "the installed README links to docs/, which is not installed"
+    for name in ("README.md", "PERFORMANCE.md"):
+        images = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", (doc / name).read_text())
+        assert images and all((doc / image).is_file() for image in images), (name, images)
+    packages = sorted((doc / "examples").glob("*/Package.swift"))
+    assert packages
+    for package in packages:
+        paths = re.findall(r'\.package\(path: "([^"]+)"\)', package.read_text())
+        assert paths == ["/usr/local/share/scopefs/clients/swift"], (package, paths)
+        assert (root / paths[0].lstrip("/") / "Package.swift").is_file(), paths
+    for page in ("man1/scopefs.1.gz", "man8/mount.scopefs.8.gz"):
+        text = gzip.decompress((prefix / "share" / "man" / page).read_bytes()).decode()
+        assert "/usr/share/doc" not in text and "/usr/local/share/doc/scopefs" in text, page
 
 
 def _exit_codes_of_cli_md() -> list[str]:
