@@ -161,6 +161,10 @@ public enum Daemon {
         } catch {
             throw CommandError(.ioError, "cannot open \(state.containersPath): \(error)")
         }
+        // What a daemon killed under an `unsynced` rule kept losable is
+        // lost now, as at a crash (issue 48); later copies are kept here.
+        let lost = fileSystem.unsynced.keep(in: state.unsyncedPath)
+        if lost > 0 { logger.notice("\(lost) files back to their last fsync: the last daemon was killed") }
         let access = MountAccess(
             source: state.path, ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount,
             allowOther: options.allowOther)
@@ -300,6 +304,8 @@ public enum Daemon {
         if let endpoint = Self.sandboxEndpoint { unlink(endpoint) }
         tracker.removeFinishedRuns()
         session.unmount()
+        // A clean stop is no crash: nothing of the `unsynced` rules is lost.
+        fileSystem.unsynced.forgetAll()
         DaemonInfo.remove(from: state)
         logger.info("unmounted \(mountpoint) (loop result \(result))")
         return 0

@@ -42,6 +42,10 @@ public struct StateDirectory: Sendable {
     /// The daemon's log where there is no journal; older parts are
     /// `daemon.log.1`, `.2`, ... (size-rotated).
     public var daemonLogPath: String { path + "/daemon.log" }
+    /// The copies of files changed and not fsynced while an `unsynced`
+    /// fault rule was in force, lost at the next mount after a daemon
+    /// killed with them (issue 48).
+    public var unsyncedPath: String { path + "/unsynced" }
 
     public func containerPath(of app: String) -> String { containersPath + "/" + app }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Policy
 import Synchronization
@@ -8,8 +9,10 @@ import Synchronization
 /// fsync keeps a copy of the file as it was; an fsync drops the copy (the
 /// file is durable as it is); `lose` puts every copy back, so the files
 /// are as the last fsync left them, as after a power cut. Writes go to the
-/// host file as always: only the copies are extra, in memory, and only
-/// for files an app changes while a rule is in force (a test fixture).
+/// host file as always: only the copies are extra, and only for files an
+/// app changes while a rule is in force (a test fixture). Each copy is
+/// also written to the state directory (`keep(in:)`), so that a daemon
+/// killed meanwhile loses those writes at the next mount, as a crash does.
 public final class UnsyncedWrites: Sendable {
     struct Copy {
         /// The host file, opened for reading and writing (its own open
@@ -17,10 +20,14 @@ public final class UnsyncedWrites: Sendable {
         var descriptor: Int32
         var bytes: [UInt8]
         var app: AppID?
+        /// Its files' base path in the journal folder (nil: none is kept).
+        var journal: String?
     }
 
     /// By the kernel's inode of the view the app changed it through.
     private let copies = Mutex<[UInt64: Copy]>([:])
+    /// Where copies are journalled (`keep(in:)`); nil: in memory only.
+    private let folder = Mutex<String?>(nil)
 
     /// A file larger than this is not kept (and its writes are not lost):
     /// the copies are in memory.
@@ -40,12 +47,16 @@ public final class UnsyncedWrites: Sendable {
             close(reopened)
             return
         }
+        let journal = journalled(bytes, of: reopened)
         let kept: Bool = copies.withLock { copies in
             guard copies[inode] == nil else { return false }
-            copies[inode] = Copy(descriptor: reopened, bytes: bytes, app: app)
+            copies[inode] = Copy(descriptor: reopened, bytes: bytes, app: app, journal: journal)
             return true
         }
-        if !kept { close(reopened) }
+        if !kept {
+            close(reopened)
+            if let journal { Self.unlinkJournal(journal) }
+        }
     }
 
     /// Before an open with O_TRUNC of `name` in the folder `parent`: the
@@ -60,7 +71,7 @@ public final class UnsyncedWrites: Sendable {
 
     /// After an fsync of `inode`: what it holds is durable.
     func synced(inode: UInt64) {
-        if let copy = copies.withLock({ $0.removeValue(forKey: inode) }) { close(copy.descriptor) }
+        if let copy = copies.withLock({ $0.removeValue(forKey: inode) }) { drop(copy) }
     }
 
     /// Puts back every copy (of `app`'s changes only, when given): the
@@ -82,7 +93,7 @@ public final class UnsyncedWrites: Sendable {
                 if count <= 0 { break }
                 written += count
             }
-            close(copy.descriptor)
+            drop(copy)
         }
         return taken.map(\.0)
     }
@@ -93,7 +104,93 @@ public final class UnsyncedWrites: Sendable {
             defer { copies = [:] }
             return Array(copies.values)
         }
-        for copy in all { close(copy.descriptor) }
+        for copy in all { drop(copy) }
+    }
+
+    private func drop(_ copy: Copy) {
+        close(copy.descriptor)
+        if let journal = copy.journal { Self.unlinkJournal(journal) }
+    }
+
+    // MARK: The journal
+
+    /// Journals copies in `directory` from now on, after putting back the
+    /// ones a killed daemon left there (the file at the path it had, if it
+    /// is still the same file). Returns how many went back.
+    public func keep(in directory: String) -> Int {
+        folder.withLock { $0 = directory }
+        var restored = 0
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names where name.hasSuffix(Self.header) {
+            let base = directory + "/" + String(name.dropLast(Self.header.count))
+            if Self.restore(header: base + Self.header, bytes: base + Self.body) { restored += 1 }
+            unlink(base + Self.header)
+            unlink(base + Self.body)
+        }
+        return restored
+    }
+
+    private static let header = ".where"
+    private static let body = ".bytes"
+    private let counter = Atomic<UInt64>(0)
+
+    /// Writes the copy and where its file is (path, device, inode); the
+    /// journal's base path, nil when there is no journal or it failed.
+    private func journalled(_ bytes: [UInt8], of descriptor: Int32) -> String? {
+        guard let directory = folder.withLock({ $0 }) else { return nil }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, let path = Self.path(of: descriptor) else { return nil }
+        mkdir(directory, 0o700)  // made once a copy is first kept
+        let base = directory + "/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)"
+        let place = "\(info.st_dev) \(info.st_ino)\n\(path)"
+        guard Self.write(bytes, to: base + Self.body), Self.write(Array(place.utf8), to: base + Self.header) else {
+            unlink(base + Self.body)
+            return nil
+        }
+        return base
+    }
+
+    private static func unlinkJournal(_ base: String) {
+        unlink(base + header)
+        unlink(base + body)
+    }
+
+    private static func restore(header: String, bytes: String) -> Bool {
+        guard let place = read(header).flatMap({ String(bytes: $0, encoding: .utf8) }), let content = read(bytes)
+        else { return false }
+        let lines = place.split(separator: "\n", maxSplits: 1).map(String.init)
+        let identity = lines.first?.split(separator: " ").compactMap { UInt64($0) } ?? []
+        guard lines.count == 2, identity.count == 2 else { return false }
+        let descriptor = open(lines[1], O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, UInt64(info.st_dev) == identity[0], UInt64(info.st_ino) == identity[1]
+        else { return false }
+        guard ftruncate(descriptor, off_t(content.count)) == 0 else { return false }
+        return content.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) } == content.count
+    }
+
+    private static func path(of descriptor: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/fd/\(descriptor)", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private static func write(_ bytes: [UInt8], to path: String) -> Bool {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        return written == bytes.count && fsync(descriptor) == 0
+    }
+
+    private static func read(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        return contents(of: descriptor)
     }
 
     private static func contents(of descriptor: Int32) -> [UInt8]? {

@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from scopefs_harness import ALPHA, BETA, LOCAL, RUNNERS, snippet, wait_for
+from scopefs_harness import ALPHA, BETA, LOCAL, RUNNERS, snippet, wait_for, wait_for_exit
 
 pytestmark = pytest.mark.sqlite_store(RUNNERS)
 
@@ -241,3 +241,32 @@ def test_fault_lose_unsynced_puts_files_back_to_their_last_fsync(env):
     env.cli("fault", "clear", "--all")
     assert "0 files back" in env.cli("fault", "lose-unsynced").stdout
     assert (host / "a.txt").read_text() == "a3\n"
+
+
+def test_a_daemon_killed_under_an_unsynced_rule_loses_those_writes(env):
+    """The daemon crash of issue 48: SIGKILL the daemon while an app's
+    write is not fsynced under an `unsynced` rule; the next mount puts
+    the file back to its last fsync (the copy was journalled in the state
+    directory), and keeps the fsynced file. A clean unmount loses nothing."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    host = env.backing(LOCAL) / "docs"
+    (host / "a.txt").write_text("a0\n")
+    (host / "b.txt").write_text("b0\n")
+    env.cli("fault", "add", "--app", ALPHA, "--op", "write", "--unsynced")
+    a, b = env.prov(ALPHA, LOCAL, "docs/a.txt"), env.prov(ALPHA, LOCAL, "docs/b.txt")
+    env.app_json(ALPHA, WRITER, a, "a1\n", "none", sandbox=True)
+    env.app_json(ALPHA, WRITER, b, "b1\n", "fsync", sandbox=True)
+    env.kill_daemon()
+    assert (host / "a.txt").read_text() == "a1\n"
+    env.mount()
+    assert (host / "a.txt").read_text() == "a0\n" and (host / "b.txt").read_text() == "b1\n"
+    env.cli("fault", "add", "--app", ALPHA, "--op", "write", "--unsynced")
+    env.app_json(ALPHA, WRITER, a, "a2\n", "none", sandbox=True)
+    pid = env.daemon_pid()
+    env.cli("unmount", env.mnt)
+    env.mounted = False
+    assert wait_for_exit(pid, 10)[0] != "alive"
+    env.mount()
+    assert (host / "a.txt").read_text() == "a2\n"
+    assert list((env.state / "unsynced").iterdir()) == []
