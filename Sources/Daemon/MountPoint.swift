@@ -39,6 +39,17 @@ public enum MountPoint {
         return normalized
     }
 
+    /// Detaches a dead FUSE mount at `path` (its daemon was killed), and
+    /// leaves anything else as it is: what a portal, which may find its
+    /// own earlier mount there, does before it mounts. True when it did.
+    public static func clearDead(_ path: String) throws(CommandError) -> Bool {
+        var info = stat()
+        let unreachable = stat(path, &info) != 0 && errno == ENOTCONN
+        guard unreachable || (isMounted(path) && isDead(path)) else { return false }
+        try recoverDead(path)
+        return true
+    }
+
     /// statfs is never cached: a FUSE mount whose daemon died answers ENOTCONN.
     static func isDead(_ path: String) -> Bool {
         var info = statvfs()

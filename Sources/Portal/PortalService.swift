@@ -40,6 +40,21 @@ public final class PortalService: @unchecked Sendable {
     /// unmounts. The name is owned before the mount is made, so a second
     /// portal fails before it touches the mount point.
     public func runWithLayout() throws(CommandError) -> Never {
+        // The session and its signal handlers come first: a SIGTERM that
+        // arrives while the name is taken or the layout mounted ends the
+        // loop at once, after which the layout is unmounted (the default
+        // action would kill the process and leave a dead mount).
+        let mountPoint = object.portal.mountPoint
+        let layout = DocumentLayout(portal: object.portal)
+        let session: FuseSession
+        do {
+            session = try FuseSession(
+                fileSystem: layout,
+                options: ["fsname=scopefs-portal", "subtype=scopefs-portal"] + Self.accessOptions)
+        } catch {
+            throw CommandError(.cannotMount, "cannot start the document layout for \(mountPoint): \(error)")
+        }
+        session.installSignalHandlers()
         let ready = DispatchSemaphore(value: 0)
         let failure = Mutex<CommandError?>(nil)
         let bus = Thread { [self] in
@@ -53,18 +68,11 @@ public final class PortalService: @unchecked Sendable {
         bus.start()
         ready.wait()
         if let error = failure.withLock({ $0 }) { throw error }
-        let mountPoint = object.portal.mountPoint
-        let session: FuseSession
-        let layout = DocumentLayout(portal: object.portal)
         do {
-            session = try FuseSession(
-                fileSystem: layout,
-                options: ["fsname=scopefs-portal", "subtype=scopefs-portal"] + Self.accessOptions)
             try session.mount(at: mountPoint)
         } catch {
             throw CommandError(.cannotMount, "cannot mount the document layout at \(mountPoint): \(error)")
         }
-        session.installSignalHandlers()
         log("portal: document layout mounted at \(mountPoint)")
         let status = session.loop(maxThreads: 8, maxIdleThreads: 2)
         session.unmount()

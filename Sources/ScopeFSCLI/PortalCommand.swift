@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandErrors
 import Control
+import Daemon
 import Foundation
 import Glibc
 import Launcher
@@ -35,6 +36,10 @@ struct PortalCommand: ParsableCommand {
             let service = PortalService(
                 state: state, mountPoint: resolved, policy: try Self.policy(options), log: { note($0) })
             if noMount { try service.run() }
+            // A layout left by a portal that was killed (SIGKILL, a crash)
+            // answers ENOTCONN until detached: detach it, as `scopefs
+            // mount` does, so the next start needs no `fusermount3 -u`.
+            if try MountPoint.clearDead(resolved) { note("portal: detached the dead mount at \(resolved)") }
             // Like xdg-document-portal: the mount point is made when missing (0700).
             if !FileManager.default.fileExists(atPath: resolved) {
                 try? FileManager.default.createDirectory(

@@ -16,10 +16,11 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, run_bounded
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, mount_count, run_bounded, wait_for
 from test_portal import SYSTEM_PYTHON, Portal, SessionBus, privacy
 
 
@@ -374,3 +375,45 @@ def test_portal_stops_cleanly_on_sighup(env):
     finally:
         served.stop()
         bus.stop()
+
+
+def test_portal_recovers_from_sigkill_and_early_sigterm(env):
+    """Issue 49 finding 5, SPEC S34: after a SIGKILL the next `scopefs
+    portal` detaches the dead layout and serves (no exit 73, no
+    `fusermount3 -u` by hand); a SIGTERM as soon as the bus name appears
+    ends it with exit 0 and no mount left, every time."""
+    bus = SessionBus(env.root)
+    mountpoint = env.root / "doc"
+    mountpoint.mkdir()
+    try:
+        killed = Portal(env, bus, mountpoint)
+        killed.process.kill()
+        killed.process.wait(timeout=10)
+        assert mount_count(mountpoint) > 0, "the killed portal's layout stays, dead"
+        served = Portal(env, bus, mountpoint)
+        assert os.listdir(mountpoint) == ["by-app"], "a live layout again"
+        served.stop()
+        for _ in range(5):
+            early = subprocess.Popen(
+                env.cli_argv("portal", "--mountpoint", mountpoint),
+                env=dict(env.base_env, DBUS_SESSION_BUS_ADDRESS=bus.address),
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            wait_for("the portal's bus name", lambda p=early: p.poll() is not None or owned(bus, env), timeout=15)
+            early.send_signal(signal.SIGTERM)
+            assert early.wait(timeout=10) == 0
+            assert mount_count(mountpoint) == 0, "no layout left behind"
+    finally:
+        if mount_count(mountpoint):
+            subprocess.run(["fusermount3", "-uz", str(mountpoint)], check=False)
+        bus.stop()
+
+
+def owned(bus, env) -> bool:
+    argv = ["gdbus", "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus"]
+    argv += ["--method", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.portal.Documents"]
+    p = subprocess.run(
+        argv, env=dict(env.base_env, DBUS_SESSION_BUS_ADDRESS=bus.address), capture_output=True, text=True
+    )
+    return "true" in p.stdout
