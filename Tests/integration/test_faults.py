@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from doc_scope_helpers import wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, snippet
 
 REPORT = "docs/report.txt"
 
@@ -318,3 +318,39 @@ start_accessing(path)
 fd = os.open(path, os.O_RDONLY)
 emit(outcome(lambda: mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)[:10].decode()))
 """
+
+
+def test_chaos_read_faults_meet_repeated_reads_and_replay(env):
+    """`chaos --fault read:EIO:20%` over 200 reads of one page of one
+    descriptor (finding 5 of issue 48: before, none failed after the first
+    read was cached): about a fifth fail, the same seed fails the same
+    reads, and `read:EIO:#5` fails the fifth only."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    env.mount()
+    path = env.prov(ALPHA, LOCAL, REPORT)
+
+    def chaos(fault: str, seed: int = 5) -> str:
+        p = env.cli(
+            "chaos",
+            "--app",
+            ALPHA,
+            "--seed",
+            seed,
+            "--revoke-rate",
+            "0",
+            "--fault",
+            fault,
+            "--",
+            "python3",
+            "-c",
+            snippet(REPEATED_READS),
+            path,
+            200,
+            timeout=60,
+        )
+        return json.loads(p.stdout.strip().splitlines()[-1])["pattern"]
+
+    first = chaos("read:EIO:20%")
+    assert abs(first.count("x") - 40) <= 5 * 5.7, first.count("x")
+    assert chaos("read:EIO:20%") == first
+    assert chaos("read:EIO:#5") == "...." + "x" + "." * 195
