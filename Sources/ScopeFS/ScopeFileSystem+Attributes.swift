@@ -41,8 +41,13 @@ extension ScopeFileSystem {
             if let mode = changes.mode {
                 if isSymlink { throw Errno.notSupported }
                 let node = target.node
-                let allowed = Self.modeAllowed(mode & 0o7777, in: node.place, isDirectory: node.isDirectory)
-                try Sys.chmod(descriptor, allowed)
+                var asked = mode & 0o7777
+                // Which kind of file keeps a set-id bit (`modeAllowed`): asked only then.
+                if asked & (S_ISUID | S_ISGID) != 0, !node.isDirectory {
+                    asked |= try Sys.stat(descriptor).st_mode & S_IFMT
+                }
+                let allowed = Self.modeAllowed(asked, in: node.place, isDirectory: node.isDirectory)
+                try Sys.chmod(descriptor, allowed & 0o7777)
             }
             if changes.uid != nil || changes.gid != nil {
                 try Sys.chownAt(descriptor, "", changes.uid ?? uid_t.max, changes.gid ?? gid_t.max)
