@@ -66,7 +66,9 @@ extension ExtensionProvider {
             try push()
             lock.withLock {
                 sync.failures = 0
-                sync.offline = nil
+                // A pass may make no call at all: only a pull's success
+                // says the store answers again after a pull failed.
+                if sync.offline?.hasPrefix(Self.pushFailed) ?? false { sync.offline = nil }
                 sync.lastPush = Date().timeIntervalSince1970
                 if sync.lastError?.hasPrefix(Self.pushFailed) ?? false { sync.lastError = nil }
             }

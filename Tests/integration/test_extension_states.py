@@ -89,7 +89,8 @@ def test_status_reads_as_sentences_and_an_error_clears_once_the_store_answers(en
     again, the offline line and the last error go. Seen failing on the old
     main: "last error: changes failed: ExtensionFailure(code: ...)" stayed."""
     cloud.switch("offline", "")
-    env.cli("provider", "sync", CLOUD, expect=None)
+    p = env.cli("provider", "sync", CLOUD, expect=None)
+    assert p.returncode == 74 and "offline" in p.stderr, describe(p)
     text = env.cli("status").stdout
     assert "last error: changes failed: unreachable: the test took the store offline" in text, text
     assert "ExtensionFailure" not in text and "code:" not in text, text
