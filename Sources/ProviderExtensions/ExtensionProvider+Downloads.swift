@@ -504,7 +504,10 @@ extension ExtensionProvider {
         }
         for record in candidates where total > quota {
             let freed = record.present.byteCount
-            if (try? evictItem(record.item.id)) == true { total -= freed }
+            if (try? evictItem(record.item.id)) == true {
+                total -= freed
+                onContentDropped?(record.inode)
+            }
         }
     }
 
