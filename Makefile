@@ -215,18 +215,30 @@ MANUAL_DATE = $(shell LC_ALL=C date -u -d @$$(git log -1 --format=%ct 2>/dev/nul
 
 generated: deps
 	$(SWIFT) build -c $(CONFIG) --product scopefs
+	@$(MAKE) --no-print-directory $(GENERATED)/.stamp
+
+# The man page and completions of the binary built last, made again only
+# when it or what they are made from changed.
+$(GENERATED)/.stamp: $(PACKAGED_BIN) docs/CLI.md packaging/manpage.py
 	rm -rf $(GENERATED) && mkdir -p $(GENERATED)/man $(GENERATED)/completions
 	$(PYTHON) packaging/manpage.py $(PACKAGED_BIN) docs/CLI.md "$(MANUAL_DATE)" $(GENERATED)/man/scopefs.1
 	for shell in bash zsh fish; do \
 	  $(PACKAGED_BIN) --generate-completion-script $$shell > $(GENERATED)/completions/scopefs.$$shell || exit 1; \
 	done
+	touch $@
+
+# A checkout not built yet is built here; once it is, install only installs.
+$(PACKAGED_BIN):
+	@$(MAKE) --no-print-directory generated
 
 # DESTDIR and PREFIX work as usual; the mount helper goes to /sbin. Besides
 # the binary (stripped; STRIP=0 keeps its symbols): the C client library
 # with its header and pkg-config file, the Python client and pytest plugin
 # (for the system's python3), the man pages, completions, units, and the
-# documentation with its examples (packaging/install.sh lists them).
-install: generated
+# documentation with its examples (packaging/install.sh lists them). After
+# a build it takes seconds: no second build, no check of the packages
+# (issue 50: a no-op `swift build` and `deps` made it a minute).
+install: $(GENERATED)/.stamp
 	DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) STRIP=$(STRIP) ./packaging/install.sh $(PACKAGED_BIN) $(GENERATED)
 
 deb: generated
