@@ -14,6 +14,40 @@
 static scopefs_portal_handler current_handler;
 static scopefs_portal_handler chooser_handler;
 static scopefs_portal_handler request_handler;
+static scopefs_portal_handler transfer_handler;
+
+static int dispatch_transfer(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    if (transfer_handler == NULL) return -ENOSYS;
+    return transfer_handler(message, userdata, error);
+}
+
+static int get_transfer_version(
+    sd_bus *bus, const char *path, const char *interface, const char *property, sd_bus_message *reply,
+    void *userdata, sd_bus_error *error) {
+    (void)bus, (void)path, (void)interface, (void)property, (void)userdata, (void)error;
+    return sd_bus_message_append_basic(reply, 'u', &(uint32_t){1});
+}
+
+// The signatures of xdg-desktop-portal's data/org.freedesktop.portal.FileTransfer.xml, version 1.
+static const sd_bus_vtable transfer_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_PROPERTY("version", "u", get_transfer_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_METHOD("StartTransfer", "a{sv}", "s", dispatch_transfer, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("AddFiles", "saha{sv}", "", dispatch_transfer, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("RetrieveFiles", "sa{sv}", "as", dispatch_transfer, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("StopTransfer", "s", "", dispatch_transfer, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL("TransferClosed", "s", 0),
+    SD_BUS_VTABLE_END,
+};
+
+int scopefs_portal_add_transfer(sd_bus *bus, const char *path, scopefs_portal_handler handler, void *context) {
+    transfer_handler = handler;
+    return sd_bus_add_object_vtable(bus, NULL, path, "org.freedesktop.portal.FileTransfer", transfer_vtable, context);
+}
+
+int scopefs_portal_emit_transfer_closed(sd_bus *bus, const char *path, const char *key) {
+    return sd_bus_emit_signal(bus, path, "org.freedesktop.portal.FileTransfer", "TransferClosed", "s", key);
+}
 
 static int dispatch(sd_bus_message *message, void *userdata, sd_bus_error *error) {
     if (current_handler == NULL) return -ENOSYS;

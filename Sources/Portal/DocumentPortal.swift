@@ -215,7 +215,7 @@ final class DocumentPortal: Sendable {
     /// file (`MOUNT/DOC_ID/NAME`, `MOUNT/by-app/APP/DOC_ID/NAME`) or what
     /// is below a folder document; nil for anything else (the layout's own
     /// folders, a save's temporary).
-    private func hostPathInLayout(_ path: String) -> String? {
+    func hostPathInLayout(_ path: String) -> String? {
         guard path.hasHostPrefix(mountPoint + "/") else { return nil }
         var components = HostName.string(path.utf8.dropFirst(mountPoint.utf8.count + 1)).split(separator: "/")
         if components.first == "by-app", components.count >= 2 { components.removeFirst(2) }

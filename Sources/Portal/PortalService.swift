@@ -22,6 +22,7 @@ public final class PortalService: @unchecked Sendable {
     public static let backendName = "org.freedesktop.impl.portal.desktop.scopefs"
 
     private let object: DocumentsObject
+    private let transfer: FileTransferObject
     private let chooser: FileChooserObject
     private let mailbox = BusMailbox()
     private let log: @Sendable (String) -> Void
@@ -31,6 +32,7 @@ public final class PortalService: @unchecked Sendable {
     ) {
         let portal = DocumentPortal(state: state, mountPoint: mountPoint, policy: policy)
         self.object = DocumentsObject(portal: portal)
+        self.transfer = FileTransferObject(portal: portal)
         self.chooser = FileChooserObject(portal: portal, mailbox: mailbox, log: log)
         self.log = log
     }
@@ -125,6 +127,17 @@ public final class PortalService: @unchecked Sendable {
         guard result >= 0 else {
             throw CommandError(
                 .internalError, "cannot add the Documents object (\(String(cString: strerror(-result))))")
+        }
+        let transferContext = Unmanaged.passUnretained(transfer).toOpaque()
+        result = scopefs_portal_add_transfer(
+            bus, Self.objectPath,
+            { message, context, error in
+                guard let message, let context else { return -EINVAL }
+                return Unmanaged<FileTransferObject>.fromOpaque(context).takeUnretainedValue().handle(message, error)
+            }, transferContext)
+        guard result >= 0 else {
+            throw CommandError(
+                .internalError, "cannot add the FileTransfer object (\(String(cString: strerror(-result))))")
         }
         let chooserContext = Unmanaged.passUnretained(chooser).toOpaque()
         result = scopefs_portal_add_chooser(

@@ -12,6 +12,7 @@ temporary's descriptor as it cuts the document's (S14).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, mount_count, run_bounded, wait_for
 from test_portal import SYSTEM_PYTHON, Portal, SessionBus, privacy
 
@@ -417,3 +419,68 @@ def owned(bus, env) -> bool:
         argv, env=dict(env.base_env, DBUS_SESSION_BUS_ADDRESS=bus.address), capture_output=True, text=True
     )
     return "true" in p.stdout
+
+
+TRANSFER = "org.freedesktop.portal.FileTransfer"
+START_AND_ADD = """
+import json, os, sys
+import dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+portal = bus.get_object("org.freedesktop.portal.Documents", "/org/freedesktop/portal/documents")
+transfer = dbus.Interface(portal, "org.freedesktop.portal.FileTransfer")
+key = transfer.StartTransfer(dbus.Dictionary({"writable": dbus.Boolean(sys.argv[2] == "writable")}, signature="sv"))
+fds = [os.open(path, os.O_RDWR if sys.argv[2] == "writable" else os.O_RDONLY) for path in sys.argv[3:]]
+transfer.AddFiles(key, [dbus.types.UnixFd(fd) for fd in fds], dbus.Dictionary({}, signature="sv"))
+print(json.dumps({"key": str(key)}))
+"""
+
+
+def test_file_transfer_grants_what_an_app_retrieves(env, portal):
+    """SPEC S45, S14, issue 49 finding 4: org.freedesktop.portal.FileTransfer
+    (GTK's drag-and-drop between apps): a transfer started by one process,
+    with files added by descriptor, is retrieved by an app as document
+    paths in its document mount, each a ScopeFS grant of the item (read;
+    write for a writable transfer whose sender could write), which
+    `scopefs revoke` takes back; the transfer ends with the retrieval
+    (autostop), so the key then names nothing (NotFound)."""
+    mount(env)
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    p = run_bounded(
+        [SYSTEM_PYTHON, "-c", START_AND_ADD, portal.bus.address, "writable", str(report)],
+        30,
+        portal.environ,
+        what="StartTransfer and AddFiles",
+    )
+    assert p.returncode == 0, describe(p)
+    key = json.loads(p.stdout.strip().splitlines()[-1])["key"]
+    # A transfer's documents are transient: session grants, which last
+    # while a process of the app runs (S16a); this one keeps BETA running.
+    running = env.app_session(BETA, 'step({"running": True})')
+    assert running.recv() == {"running": True}
+    prefix = env.run_argv(BETA, [])  # `scopefs run --app BETA --no-sandbox --`
+    [retrieved, again] = portal.calls(
+        ("RetrieveFiles", "sa{sv}", [key, {}], TRANSFER),
+        ("RetrieveFiles", "sa{sv}", [key, {}], TRANSFER),
+        prefix=prefix,
+    )
+    [path] = retrieved["reply"]
+    doc = Path(path).parent.name
+    assert path == f"{portal.mountpoint}/{doc}/report.txt", retrieved
+    assert again == {"error": "org.freedesktop.portal.Error.NotFound"}, again
+    [grant] = privacy(env, BETA)
+    assert (grant["path"], grant["access"], grant["state"]) == ("docs/report.txt", "read-write", "active"), grant
+    assert grant["lifetime"] == "session", grant
+    assert (portal.mountpoint / "by-app" / BETA / doc / "report.txt").read_bytes() == REPORT_BYTES
+    env.cli("revoke", BETA, f"{LOCAL}:docs/report.txt")
+    assert not (portal.mountpoint / "by-app" / BETA / doc / "report.txt").exists()
+    running.send()
+    assert running.finish() == 0
+    # The owner's own process gets the host paths; a stopped transfer is gone.
+    p = run_bounded(
+        [SYSTEM_PYTHON, "-c", START_AND_ADD, portal.bus.address, "read", str(report)], 30, portal.environ, what="again"
+    )
+    key = json.loads(p.stdout.strip().splitlines()[-1])["key"]
+    [owner] = portal.calls(("RetrieveFiles", "sa{sv}", [key, {}], TRANSFER))
+    assert owner == {"reply": [str(report)]}, owner
+    [stopped] = portal.calls(("StopTransfer", "s", ["0123456789abcdef"], TRANSFER))
+    assert stopped == {"error": "org.freedesktop.portal.Error.NotFound"}, stopped

@@ -26,6 +26,14 @@ int scopefs_portal_add_chooser(
     sd_bus *bus, const char *path, scopefs_portal_handler chooser, scopefs_portal_handler request,
     void *context);
 
+/// Adds org.freedesktop.portal.FileTransfer (version 1) at `path`, calling
+/// `handler` with `context` for each method.
+int scopefs_portal_add_transfer(sd_bus *bus, const char *path, scopefs_portal_handler handler, void *context);
+
+/// Emits FileTransfer's TransferClosed(key) from `path` (sd_bus_emit_signal
+/// is variadic, which Swift cannot call).
+int scopefs_portal_emit_transfer_closed(sd_bus *bus, const char *path, const char *key);
+
 /// Who sent `message`: pid and effective uid, from the bus's credentials
 /// (SO_PEERCRED of the caller's connection). 0 or a negative errno.
 int scopefs_portal_caller(sd_bus_message *message, pid_t *pid, uid_t *uid);
