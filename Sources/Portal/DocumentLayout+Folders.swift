@@ -18,7 +18,7 @@ extension DocumentLayout {
     static let unheldNumber: UInt64 = 0x00ff_ffff_ffff_ffff
 
     /// The view a node belongs to (an app's, or the owner's when nil).
-    static func app(of node: Node, _ folderNodes: DocumentFolderNodes) -> AppID? {
+    static func viewApp(of node: Node, _ folderNodes: DocumentFolderNodes) -> AppID? {
         switch node {
         case .documentFolder(_, let app), .documentFile(_, let app): return app
         case .inside(let number): return folderNodes.place(number)?.app

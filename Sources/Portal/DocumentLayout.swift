@@ -242,7 +242,7 @@ final class DocumentLayout: FileSystem {
             guard let (document, _, path) = try folderPlace(node) else { throw Errno.notDirectory }
             return try FolderWalk.names(document.hostPath, path).map { entry in
                 let place = DocumentFolderNodes.Place(
-                    documentID: document.id, app: Self.app(of: node, folderNodes),
+                    documentID: document.id, app: Self.viewApp(of: node, folderNodes),
                     path: RelativePath.join(path, entry.name))
                 // Listed, not looked up: a known number, else one no node has.
                 return (entry.name, .inside(folderNodes.number(of: place) ?? Self.unheldNumber))

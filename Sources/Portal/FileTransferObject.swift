@@ -39,12 +39,7 @@ final class FileTransferObject: Sendable {
 
     /// Who may call: the owner's processes (nil) or an app's; anyone else is refused.
     private func caller(_ message: OpaquePointer) throws(PortalError) -> AppID? {
-        var pid: pid_t = 0
-        var uid: uid_t = 0
-        guard scopefs_portal_caller(message, &pid, &uid) == 0 else {
-            throw .notAllowed("the caller's credentials cannot be read")
-        }
-        switch portal.callers.identify(pid: pid, uid: uid) {
+        switch try OwnerCaller.identify(message, callers: portal.callers) {
         case .owner: return nil
         case .app(let app): return app
         case .otherUser: throw .notAllowed("file transfers serve the owner's processes and apps only")

@@ -12,6 +12,18 @@ import Processes
 /// `xdg-dbus-proxy`, which the daemon counts among the run's processes.
 /// The messages say which object refused.
 enum OwnerCaller {
+    /// Who sent `message`, as `CallerIdentity` says from the bus's
+    /// credentials of the sender: for the objects that serve apps too
+    /// (FileTransfer), which decide on the answer themselves.
+    static func identify(_ message: OpaquePointer, callers: CallerIdentity) throws(PortalError) -> CallerIdentity.Peer {
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        guard scopefs_portal_caller(message, &pid, &uid) == 0 else {
+            throw .notAllowed("the caller's credentials cannot be read")
+        }
+        return callers.identify(pid: pid, uid: uid)
+    }
+
     static func check(
         _ message: OpaquePointer, callers: CallerIdentity, otherUser: String, appProcess: String
     ) throws(PortalError) {

@@ -21,6 +21,7 @@ CONSUMERS = {
     "Portal/DocumentGrants.swift": "the document layout's access and its descriptors",
     "Portal/DocumentPortal.swift": "the portal's Info and List permissions (through DocumentGrants)",
     "Portal/DocumentLayout+Saves.swift": "atomic saves' temporaries, S48 (through DocumentGrants.mayReplace)",
+    "ScopeFS/ScopeFileSystem+Replacement.swift": "temporaries beside a single-file grant, S48",
     "Documents/Bookmarks.swift": "whether a bookmark resolves",
 }
 ASKS = re.compile(
@@ -41,7 +42,9 @@ def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
     for name in (
         "Portal/DocumentLayout.swift",
         "Portal/DocumentLayout+Saves.swift",
+        "Portal/DocumentLayout+Folders.swift",
         "Portal/DocumentPortal.swift",
+        "ScopeFS/ScopeFileSystem+Replacement.swift",
         "Documents/Bookmarks.swift",
         "ScopeFS/ScopeFileSystem+Control.swift",
         "ScopeFS/Gate.swift",

@@ -58,6 +58,7 @@ CONSUMERS = {
     SOURCES / "Portal" / "OwnerCaller.swift": r"callers\.identify\(pid:",
     SOURCES / "Portal" / "DocumentsObject.swift": r"OwnerCaller\.check\(\s*message, callers: portal\.callers",
     SOURCES / "Portal" / "FileChooserObject.swift": r"OwnerCaller\.check\(\s*message, callers: portal\.callers",
+    SOURCES / "Portal" / "FileTransferObject.swift": r"OwnerCaller\.identify\(message, callers: portal\.callers",
     SOURCES / "Portal" / "DocumentLayout.swift": r"portal\.callers\.identify\(pid: request\.threadID",
     SOURCES / "SettingsPage" / "AppPeerCheck.swift": r"callers\.identify\(pid:",
     SOURCES / "Daemon" / "ControlServer.swift": r"identity\.identify\(pid:",
