@@ -242,7 +242,7 @@ final class ExtensionContent: ProviderContent {
         guard state.missing != nil else { return }
         try waiting(file, "read", interruption) { control throws(ExtensionFailure) in
             try replica.prepareRead(
-                inode: file.inode, offset: offset, length: length, app: file.app, control: control,
+                inode: file.inode, offset: offset, length: length, app: file.app, control: control, edition: edition,
                 interrupted: { interruption.signalPending() })
         }
     }
@@ -274,8 +274,11 @@ final class ExtensionContent: ProviderContent {
     }
 
     func edition(_ file: ContentFile) -> UInt64 { replica.edition(inode: file.inode) }
-    func willWrite(_ file: ContentFile) { replica.willWrite(inode: file.inode) }
+    func willWrite(_ file: ContentFile, edition: UInt64?) throws(Errno) {
+        guard replica.willWrite(inode: file.inode, edition: edition) else { throw .staleNFSFileHandle }
+    }
     func didWrite(_ file: ContentFile) { replica.didWrite(inode: file.inode) }
+    func created(_ file: ContentFile) { replica.created(inode: file.inode) }
     func synced(_ file: ContentFile) { replica.settled(inode: file.inode) }
     func namespaceChanged(provider: ProviderID) { replica.localChanged() }
 

@@ -81,8 +81,11 @@ extension ExtensionProvider {
     /// `interrupted` is polled while it waits: the app's thread has a
     /// signal to handle (a read through the page cache waits on a page
     /// lock, where the kernel sends no FUSE interrupt).
+    /// `edition`: the one the reader's descriptor was opened at; a remote
+    /// edit applied while it waited makes its read ESTALE (`conflict`), not
+    /// a read of the new version's bytes after the old one's (issue 47).
     public func prepareRead(
-        inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl,
+        inode: UInt64, offset: Int64, length: Int, app: String?, control: RequestControl, edition: UInt64? = nil,
         interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws(ExtensionFailure) {
         guard let (id, size) = missingContent(inode: inode) else { return }
@@ -94,6 +97,9 @@ extension ExtensionProvider {
         register(control, for: app)
         defer { unregister(control, for: app) }
         try materialize(id, offset, end, control, interrupted, app: app)
+        if let edition, self.edition(inode: inode) != edition {
+            throw ExtensionFailure(.conflict, "the item changed remotely during the read")
+        }
     }
 
     /// Whether a read of `inode` may have to wait for a download: its item
@@ -337,7 +343,9 @@ extension ExtensionProvider {
         }
         guard prefix.offset == download.streamedFrom, let through = download.streamedThrough else { return }
         let end = min(prefix.offset + prefix.length, record.item.size)
-        guard end > through, let path = lock.withLock({ index.path(of: record.item.id) }) else { return }
+        guard end > through, let path = located(record) else { return }
+        guard beginDownloadWrite(record) else { return }
+        defer { endDownloadWrite(record.item.id) }
         do {
             ownWrite(record.inode)
             try folder.withFile(path, O_WRONLY, inode: record.inode) { target throws(ReplicaFolder.Failure) in
@@ -398,7 +406,12 @@ extension ExtensionProvider {
         } catch {
             failure = error
             if error.code == .noSuchItem { itemVanished(record.item.id) }
-            if error.code != .cancelled {
+            if error.code == .conflict && !isCurrent(record) {
+                // The replica moved on to a new version meanwhile: not this
+                // request's error; its readers go on with the new version
+                // (a descriptor opened on the old one reads ESTALE).
+                failure = nil
+            } else if error.code != .cancelled {
                 report(
                     .error, lock.withLock { index.path(of: record.item.id) }, "fetch failed: \(error.message)",
                     errno: error.errno)
@@ -427,9 +440,13 @@ extension ExtensionProvider {
     private func write(_ file: FetchedFile, into record: ReplicaRecord, from: Int64? = nil) throws(ExtensionFailure)
         -> Range<Int64>
     {
-        guard let path = lock.withLock({ index.path(of: record.item.id) }) else {
-            throw ExtensionFailure(.noSuchItem, "the item is gone")
+        guard let path = located(record) else { throw ExtensionFailure(.noSuchItem, "the item is gone") }
+        // Changed meanwhile: these bytes are of a version the file no
+        // longer holds; the readers go on with the new one (issue 47).
+        guard beginDownloadWrite(record) else {
+            throw ExtensionFailure(.conflict, "the item changed during the download")
         }
+        defer { endDownloadWrite(record.item.id) }
         let source = open(file.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard source >= 0 else { throw ExtensionFailure(.internalError, "cannot open the staged file") }
         defer { close(source) }
@@ -520,25 +537,30 @@ extension ExtensionProvider {
                 return (record, path)
             }), record.isFile
         else { return false }
-        guard record.dirty == 0, lock.withLock({ opens[record.inode] == nil }) else {
-            throw ExtensionFailure(.busy, "\(path) is open or not uploaded")
+        // The record says "not on disk" before the bytes go (a daemon killed
+        // between the two re-fetches them), and no download writes meanwhile.
+        let updated: ReplicaRecord? = lock.withLock {
+            guard var updated = index[id], updated.dirty == 0, opens[updated.inode] == nil else { return nil }
+            beginReplacingLocked(id)
+            updated.present = ByteRanges()
+            updated.pinned = false
+            index.put(updated)
+            return updated
         }
+        guard let updated else { throw ExtensionFailure(.busy, "\(path) is open or not uploaded") }
+        defer { endReplacing(id) }
+        save([updated])
         ownWrite(record.inode)
         do {
             try folder.withFile(path, O_WRONLY, inode: record.inode) { file throws(ReplicaFolder.Failure) in
-                guard ftruncate(file, 0) == 0, ftruncate(file, off_t(record.item.size)) == 0 else {
+                guard ftruncate(file, 0) == 0, ftruncate(file, off_t(updated.item.size)) == 0 else {
                     throw .system(errno, "cannot empty \(path)")
                 }
-                try ReplicaFolder.restoreTime(file, record.item.mtime, path)
+                try ReplicaFolder.restoreTime(file, updated.item.mtime, path)
             }
         } catch {
             throw ExtensionFailure(.internalError, "\(error)")
         }
-        var updated = record
-        updated.present = ByteRanges()
-        updated.pinned = false
-        lock.withLock { index.put(updated) }
-        save([updated])
         return true
     }
 }

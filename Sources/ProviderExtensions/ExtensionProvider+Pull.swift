@@ -156,43 +156,89 @@ extension ExtensionProvider {
         }
         guard let newPath else { return true }
         do {
-            guard var record = existing else {
+            guard let record = existing else {
                 if item.kind == .file, adoptLocalTwin(item, at: newPath) { return true }
                 try makeLocal(item, at: newPath)
                 return true
             }
+            // Its file was removed here (the removal not sent yet): what is
+            // at its path now is another file, which the change must not touch.
+            if record.inode == ReplicaIndex.noFile { return true }
             if let oldPath, oldPath != newPath {
                 try makeRoom(at: newPath)
                 try writer.rename(oldPath, to: newPath)
             }
-            let contentChanged = record.isFile && record.item.version.content != item.version.content
-            if contentChanged && record.dirty != 0 {
-                // The local edit wins the replica until its upload meets the
-                // conflict (which keeps both); its base stays the old version.
-                var kept = item
-                kept.version.content = record.item.version.content
-                kept.size = record.item.size
-                record.item = kept
-            } else if contentChanged {
-                // A new edition before the reset: a descriptor opened on the
-                // old one reads nothing of the new (issue 47).
-                lock.withLock { editions[record.inode, default: 0] += 1 }
-                try writer.reset(newPath, size: item.size, mtime: item.mtime, mode: item.mode)
-                record.item = item
-                record.cachedVersion = item.size == 0 ? item.version.content : nil
-                record.present = ByteRanges()
-            } else {
-                if record.item.mtime != item.mtime || record.item.mode != item.mode, item.kind != .symlink {
-                    try writer.setAttributes(newPath, mtime: item.mtime, mode: item.mode)
-                }
-                record.item = item
+            if record.isFile && record.item.version.content != item.version.content {
+                return try replaceContent(with: item, at: newPath)
             }
-            lock.withLock { index.put(record) }
-            save([record])
+            if record.item.mtime != item.mtime || record.item.mode != item.mode, item.kind != .symlink {
+                try writer.setAttributes(newPath, mtime: item.mtime, mode: item.mode)
+            }
+            // The record as it is now: an app's first write may have marked
+            // it dirty since it was read (a lost dirty mark is a lost write).
+            let updated: ReplicaRecord? = lock.withLock {
+                guard var current = index[item.id] else { return nil }
+                current.item = item
+                index.put(current)
+                return current
+            }
+            if let updated { save([updated]) }
             return true
         } catch {
             report(.error, newPath, "cannot apply a remote change to \(newPath): \(error)")
             return false
+        }
+    }
+
+    /// The item's content changed remotely. A file with local changes keeps
+    /// them (its base stays the old version; the upload's conflict keeps
+    /// both); any other becomes a placeholder of the new version: a new
+    /// edition first (a descriptor opened on the old one reads nothing of
+    /// the new, issue 47), then the record, then the file (a daemon
+    /// killed between the two finds a record its file disagrees with, and
+    /// repairs it at its start), with no download or app write meanwhile.
+    private func replaceContent(with item: ExtensionItem, at path: String) throws -> Bool {
+        enum Step {
+            case keptLocal(ReplicaRecord)
+            case replacing(old: ReplicaRecord, new: ReplicaRecord)
+        }
+        let step: Step? = lock.withLock {
+            guard var current = index[item.id] else { return nil }
+            if current.dirty != 0 {
+                var kept = item
+                kept.version.content = current.item.version.content
+                kept.size = current.item.size
+                current.item = kept
+                index.put(current)
+                return .keptLocal(current)
+            }
+            beginReplacingLocked(item.id)
+            editions[current.inode, default: 0] += 1
+            var replaced = current
+            replaced.item = item
+            replaced.cachedVersion = item.size == 0 ? item.version.content : nil
+            replaced.present = ByteRanges()
+            index.put(replaced)
+            return .replacing(old: current, new: replaced)
+        }
+        switch step {
+        case nil: return true
+        case .keptLocal(let record):
+            save([record])
+            return true
+        case .replacing(let old, let new):
+            defer { endReplacing(item.id) }
+            save([new])
+            do {
+                try writer.reset(path, size: item.size, mtime: item.mtime, mode: item.mode)
+            } catch {
+                // Not applied: the record says what the file still holds,
+                // and the change is asked for again (`applyAgain`).
+                lock.withLock { index.put(old) }
+                save([old])
+                throw error
+            }
+            return true
         }
     }
 
@@ -250,13 +296,23 @@ extension ExtensionProvider {
     /// except local edits not uploaded, which stay and are uploaded again
     /// ("a queued upload of an item deleted elsewhere creates it again").
     func removeRemotely(deleted id: String) {
-        let (ids, path, anyDirty) = lock.withLock {
+        let (ids, path, anyDirty, inode) = lock.withLock {
             let ids = index.subtree(id)
-            return (ids, index.path(of: id), ids.contains { index[$0]?.dirty ?? 0 != 0 })
+            return (ids, index.path(of: id), ids.contains { index[$0]?.dirty ?? 0 != 0 }, index[id]?.inode)
         }
         guard let path, !ids.isEmpty else { return }
-        if !anyDirty { try? writer.remove(path) }
-        lock.withLock { for id in ids { index.remove(id) } }
+        // Only the item's own file: an app may have removed it and made
+        // another under its name since (not uploaded yet, issue 47).
+        let same = folder.status(path).map { UInt64($0.st_ino) == inode } ?? false
+        if !anyDirty && same { try? writer.remove(path) }
+        lock.withLock {
+            for id in ids {
+                // A descriptor still open on it reads ESTALE, not the holes of
+                // a placeholder nobody can fetch any more (S49).
+                if !anyDirty && same, let record = index[id], record.isFile { editions[record.inode, default: 0] += 1 }
+                index.remove(id)
+            }
+        }
         save([], removing: ids)
     }
 

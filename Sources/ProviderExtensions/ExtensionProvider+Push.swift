@@ -14,20 +14,28 @@ extension ExtensionProvider {
     /// What the mount tells before each change of `inode`'s content (a
     /// write, truncate, fallocate, copy); `didWrite` follows once it is on
     /// disk. Only the first change since an upload writes the record.
-    public func willWrite(inode: UInt64) {
-        let record: ReplicaRecord? = lock.withLock {
+    /// `edition`: the one the writing descriptor was opened at (nil: a
+    /// change by path). A remote edit applied since replaced the file the
+    /// descriptor wrote: false, nothing begun, and the app gets ESTALE
+    /// (S49), rather than its bytes in the new version's placeholder.
+    @discardableResult
+    public func willWrite(inode: UInt64, edition: UInt64? = nil) -> Bool {
+        let (allowed, record): (Bool, ReplicaRecord?) = lock.withLock {
+            waitForReplacementLocked(ofInode: inode)
+            if let edition, editions[inode] ?? 0 != edition { return (false, nil) }
             writeActivity.begin(inode, now: MonotonicClock.now)
-            guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return nil }
-            guard record.dirty == 0 || record.problem != nil else { return nil }
+            guard let id = index.id(ofInode: inode), var record = index[id], record.isFile else { return (true, nil) }
+            guard record.dirty == 0 || record.problem != nil else { return (true, nil) }
             record.dirty += 1
             record.problem = nil
             if record.cachedVersion != record.item.version.content {
                 record.cachedVersion = record.item.version.content
             }
             index.put(record)
-            return record
+            return (true, record)
         }
         if let record { save([record]) }
+        return allowed
     }
 
     /// The change `willWrite` announced is on disk (or failed).
@@ -101,7 +109,10 @@ extension ExtensionProvider {
         lock.withLock {
             let live = { (inode: UInt64) in tree.entries[inode] != nil || self.index.id(ofInode: inode) != nil }
             writeActivity.forgetGone(live: live, before: walked)
-            editions = editions.filter { live($0.key) }
+            // A file removed while an app holds it open keeps its edition:
+            // forgotten, it would read 0 again, and a descriptor opened at
+            // 0 would read the holes of what the remote replaced (issue 47).
+            editions = editions.filter { live($0.key) || opens[$0.key] != nil }
         }
     }
 
@@ -387,21 +398,39 @@ extension ExtensionProvider {
         let name = ConflictName.make(for: record.item.name, at: Date())
         let parentPath = (path as NSString).deletingLastPathComponent
         let copyPath = parentPath.isEmpty ? name : parentPath + "/" + name
+        // No app write lands between the copy and the reset (it would be
+        // in neither), and the record says "the remote version, not on
+        // disk" before the reset: a daemon killed in between repairs the
+        // file at its start, and never uploads the placeholder's zeros.
+        lock.withLock {
+            beginReplacingLocked(record.item.id)
+            while writeActivity.files[record.inode]?.inProgress ?? 0 > 0 {
+                _ = lock.wait(until: Date().addingTimeInterval(0.01))
+            }
+        }
+        defer { endReplacing(record.item.id) }
         do {
             _ = try writer.copy(path, to: copyPath)
-            lock.withLock { editions[record.inode, default: 0] += 1 }
-            try writer.reset(path, size: remote.size, mtime: remote.mtime, mode: remote.mode)
         } catch {
             throw ExtensionFailure(.internalError, "cannot keep the conflict copy \(copyPath): \(error)")
         }
-        var updated = record
-        updated.item = remote
-        updated.dirty = 0
-        updated.problem = nil
-        updated.cachedVersion = nil
-        updated.present = ByteRanges()
-        lock.withLock { index.put(updated) }
+        let updated: ReplicaRecord = lock.withLock {
+            editions[record.inode, default: 0] += 1
+            var updated = index[record.item.id] ?? record
+            updated.item = remote
+            updated.dirty = 0
+            updated.problem = nil
+            updated.cachedVersion = remote.size == 0 ? remote.version.content : nil
+            updated.present = ByteRanges()
+            index.put(updated)
+            return updated
+        }
         save([updated])
+        do {
+            try writer.reset(path, size: remote.size, mtime: remote.mtime, mode: remote.mode)
+        } catch {
+            throw ExtensionFailure(.internalError, "cannot reset \(path) after its conflict copy: \(error)")
+        }
         rememberConflict(copyPath)
         report(
             .conflict, copyPath, "\(path) changed here and remotely: the local edit is kept as \(copyPath)",

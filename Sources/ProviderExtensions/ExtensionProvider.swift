@@ -44,6 +44,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     var opens: [UInt64: Int] = [:]
     /// Apps' changes of content in progress and since each upload.
     var writeActivity = WriteActivity()
+    /// Downloads writing files and files being replaced (never both).
+    var contentWrites = ContentWrites()
     /// Remote changes of each file's content applied to the replica (its
     /// edition), by inode; absent: none since the daemon started.
     var editions: [UInt64: UInt64] = [:]
@@ -114,6 +116,7 @@ public final class ExtensionProvider: @unchecked Sendable {
         self.ownWrite = ownWrite
         index = ReplicaIndex(try store.records())
         try ensureRoot()
+        repairAfterCrash()
     }
 
     /// The root's record: the replica folder itself.
@@ -266,7 +269,8 @@ public final class ExtensionProvider: @unchecked Sendable {
     }
 
     func save(_ records: [ReplicaRecord], removing: [String] = []) {
-        do { try store.save(records, removing: removing) } catch {
+        let detached = lock.withLock { index.takeDetached() }
+        do { try store.save(detached + records, removing: removing) } catch {
             logger.error("\(providerID): cannot save the replica's records: \(error)")
         }
         tellStateChanges()

@@ -7,6 +7,9 @@ struct ReplicaIndex {
     private var children: [String: Set<String>] = [:]
     /// Items whose `state` changed since the last `takeStateChanges`.
     private var stateChanges: [String] = []
+    /// Records whose file is gone, found when its inode was given to a new
+    /// file, since the last `takeDetached`.
+    private var detached: [ReplicaRecord] = []
 
     init(_ records: [ReplicaRecord]) {
         for record in records { put(record) }
@@ -25,6 +28,17 @@ struct ReplicaIndex {
             if old.item.parent != record.item.parent, let parent = old.item.parent {
                 children[parent]?.remove(old.item.id)
             }
+        }
+        // The file system gave a removed file's inode to a new one (the
+        // removal not yet sent): the old record's file is gone, and the
+        // next push deletes its item, rather than take the new file for a
+        // rename of it (issue 47).
+        if let other = byInode[record.inode], other != record.item.id, var stale = records[other],
+            record.inode != Self.noFile
+        {
+            stale.inode = Self.noFile
+            records[other] = stale
+            detached.append(stale)
         }
         records[record.item.id] = record
         byInode[record.inode] = record.item.id
@@ -46,6 +60,26 @@ struct ReplicaIndex {
     }
 
     func childIDs(of id: String) -> Set<String> { children[id] ?? [] }
+
+    /// No inode: the record of an item whose file was removed here.
+    static let noFile: UInt64 = 0
+
+    /// A new file was made at `inode` (the mount's create): a record that
+    /// still names it is of a file removed here since.
+    mutating func madeNew(_ inode: UInt64) {
+        guard let id = byInode[inode], var stale = records[id] else { return }
+        byInode[inode] = nil
+        stale.inode = Self.noFile
+        records[id] = stale
+        detached.append(stale)
+    }
+
+    /// The records `put` or `madeNew` detached from their inode since the
+    /// last call (to save).
+    mutating func takeDetached() -> [ReplicaRecord] {
+        defer { detached = [] }
+        return detached
+    }
 
     /// The items whose state changed since the last call, once each.
     mutating func takeStateChanges() -> [String] {

@@ -37,8 +37,15 @@ public protocol ProviderContent: AnyObject, Sendable {
     /// handle, a truncate, a fallocate, a copy): remembered before the
     /// write, so that a daemon killed before the close still uploads it
     /// (S43). `didWrite` follows once the change is on disk, or failed.
-    func willWrite(_ file: ContentFile)
+    /// `edition`: the one the writing descriptor was opened at (nil for a
+    /// change by path or a new open): a remote edit applied since replaced
+    /// the file it wrote, and the change is ESTALE before it is made (S49).
+    func willWrite(_ file: ContentFile, edition: UInt64?) throws(Errno)
     func didWrite(_ file: ContentFile)
+    /// An app made a new item at `file`'s inode (create, mknod, mkdir,
+    /// symlink): the file system may have given it the inode of one removed
+    /// a moment ago, whose removal the replica has not sent yet.
+    func created(_ file: ContentFile)
     /// An app asked for the content to be durable (fsync): upload soon.
     func synced(_ file: ContentFile)
     /// An app made, removed, renamed or changed the attributes of an item of

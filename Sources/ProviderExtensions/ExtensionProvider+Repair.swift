@@ -1,0 +1,51 @@
+import Foundation
+import Glibc
+
+/// A daemon killed in the middle of a replacement, a download or an
+/// eviction leaves a file its record disagrees with (issue 47, finding 7:
+/// the record said 22 bytes, the file held 50 MB of two versions, across
+/// remounts, until an evict). The record is written before the file
+/// changes, so what it says is never more than what is on disk; at the
+/// next start each file is checked against it and made to agree (SPEC
+/// S42, S43).
+extension ExtensionProvider {
+    /// Checks every file without local changes against its record: one
+    /// whose size or modification time is not the item's (the replica puts
+    /// both back after each of its own writes), or that has no blocks
+    /// while the record says bytes are on disk, becomes a placeholder of
+    /// the recorded version again; its bytes are fetched when read. A file
+    /// with local changes is the app's: it goes up as any dirty file, with
+    /// its base version (a conflict keeps both). Returns the repaired paths.
+    @discardableResult
+    func repairAfterCrash() -> [String] {
+        let records = lock.withLock { index.all.filter { $0.isFile && $0.dirty == 0 && $0.problem == nil } }
+        var repaired: [String] = []
+        for record in records {
+            guard let path = lock.withLock({ index.path(of: record.item.id) }), let info = folder.status(path),
+                UInt64(info.st_ino) == record.inode, Self.disagrees(info, with: record)
+            else { continue }
+            do {
+                try writer.reset(path, size: record.item.size, mtime: record.item.mtime, mode: record.item.mode)
+            } catch {
+                report(.error, path, "cannot repair \(path) after a crash: \(error)")
+                continue
+            }
+            var fixed = record
+            fixed.present = ByteRanges()
+            fixed.cachedVersion = record.item.size == 0 ? record.item.version.content : nil
+            lock.withLock { index.put(fixed) }
+            save([fixed])
+            repaired.append(path)
+            report(.state, path, "\(path) did not match its record after a crash: it is a placeholder again")
+        }
+        return repaired
+    }
+
+    /// Whether the file on disk cannot be what `record` says it holds.
+    static func disagrees(_ info: stat, with record: ReplicaRecord) -> Bool {
+        let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        if Int64(info.st_size) != record.item.size || abs(mtime - record.item.mtime) > 1e-5 { return true }
+        return info.st_blocks == 0 && record.cachedVersion == record.item.version.content
+            && record.present.byteCount > 0
+    }
+}
