@@ -116,7 +116,8 @@ let package = Package(
         ),
         // The fleet's isolation layer on PostgreSQL (SPEC S44): the shared
         // store many hosts' daemons serve from, its LISTEN/NOTIFY follower
-        // and the per-host roles. Only the CLI and the daemon link it.
+        // and the per-host roles, and `IsolationBackend`, which of the two stores
+        // a state directory is on. The CLI, the daemon and the settings page link it.
         .target(
             name: "FleetStore",
             dependencies: [
@@ -220,8 +221,8 @@ let package = Package(
         .target(
             name: "SettingsPage",
             dependencies: [
-                "HostText", "Control", "Policy", "PolicyStore", "Documents", "Processes", "CommandErrors",
-                "CSystemShims",
+                "HostText", "Control", "Policy", "PolicyStore", "FleetStore", "Documents", "Processes",
+                "CommandErrors", "CSystemShims",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -77,7 +77,9 @@ public enum Daemon {
 
     public static func run(_ options: DaemonOptions, logger: Logger) throws(CommandError) -> Int32 {
         let state = options.state
-        let database = try PolicyDatabase.open(state)
+        // Local or fleet, decided once for the whole run (issue 51).
+        let backend = try IsolationBackend(state)
+        let database = try backend.localDatabase()
         let repository = PolicyRepository(database: database)
         let lock = try DaemonLock(state)
         defer { lock.release() }
@@ -115,10 +117,8 @@ public enum Daemon {
         // A fleet's daemon serves the shared store's policy (SPEC S44); it
         // must reach it once to start, then keeps it in memory as always.
         let fleet: FleetLink?
-        if let configuration = try FleetConfiguration.load(state) {
-            let link = FleetLink(
-                repository: FleetRepository(database: try FleetDatabase(configuration), replicas: state),
-                logger: logger)
+        if let shared = try backend.fleetRepository() {
+            let link = FleetLink(repository: shared, logger: logger)
             try link.repository.checkSchema()
             logger.info(
                 "host \(link.hostName) serves the fleet's policy from \(link.description), lease \(link.lease) s")
@@ -132,9 +132,7 @@ public enum Daemon {
         // The item identifiers of `user.scopefs.item` and of new bookmarks
         // come through a connection of their own on a fleet: what an app
         // asks for never queues in front of a revoke's reload.
-        let documentFleet = try fleet.map { link throws(CommandError) in
-            FleetRepository(database: try FleetDatabase(link.repository.database.configuration), replicas: state)
-        }
+        let documentFleet = try backend.fleetRepository()
         let documentStore: any IsolationStore = documentFleet ?? repository
         let documents = try DocumentBridge(
             state: state, repository: documentStore,

@@ -23,10 +23,10 @@ public struct PortalPolicy: Sendable {
         self.version = version
     }
 
-    /// The SQLite store of `state`, checked by its version row.
-    public static func local(_ state: StateDirectory) throws(CommandError) -> PortalPolicy {
-        let repository = PolicyRepository(database: try PolicyDatabase.open(state))
-        return PortalPolicy(store: repository) { () throws(CommandError) in try repository.policyVersion() }
+    /// The SQLite store of a state directory of its own, checked by its
+    /// version row (which store it is, `IsolationBackend` decides: issue 51).
+    public static func local(_ repository: PolicyRepository) -> PortalPolicy {
+        PortalPolicy(store: repository) { () throws(CommandError) in try repository.policyVersion() }
     }
 }
 

@@ -90,13 +90,10 @@ enum Completions {
     /// would not create one).
     private static func repository(for words: [String]) throws(CommandError) -> (any IsolationStore)? {
         let state = StateDirectory.resolve(explicit: stateOption(in: words))
-        guard FileManager.default.fileExists(atPath: state.databasePath) else { return nil }
-        if let configuration = try FleetConfiguration.load(state) {
-            // A TAB press waits for this: a server away costs half a second
-            // and no candidates, not the commands' timeout.
-            return FleetRepository(database: try FleetDatabase(configuration, timeout: fleetTimeout))
-        }
-        return PolicyRepository(database: try PolicyDatabase.open(state))
+        guard IsolationBackend.isInitialised(state) else { return nil }
+        // A TAB press waits for this: a server away costs half a second
+        // and no candidates, not the commands' timeout.
+        return try IsolationBackend(state).reader(timeout: fleetTimeout)
     }
 
     static let fleetTimeout = 0.5

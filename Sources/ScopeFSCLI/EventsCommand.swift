@@ -1,5 +1,6 @@
 import ArgumentParser
 import CommandErrors
+import FleetStore
 import Foundation
 import HostText
 import Policy
@@ -28,14 +29,13 @@ struct EventsCommand: ParsableCommand {
     func run() throws {
         try report { () throws(CommandError) in
             guard limit >= 0 else { throw CommandError(.usage, "--limit \(limit): use 0 or more") }
-            let database = try PolicyDatabase.open(options.directory)
+            let backend = try options.backend()
             // An unknown app is an error, as in `privacy` and `query`, not an empty log.
             // The apps are the isolation layer's: on a fleet, its store's;
             // the log is this host's own (docs/CLI.md "A fleet").
-            let layer: any IsolationStore = try options.fleetStore() ?? PolicyRepository(database: database)
-            let apps = try layer.apps()
+            let store = try backend.localEvents()
+            let apps = try backend.reader().apps()
             if let app, !apps.contains(where: { $0.id == app }) { throw CommandError.unknownApp(app) }
-            let store = EventStore(database: database)
             let names = AppNames(apps)
             var filter = EventStore.Filter(app: app, kinds: try kinds(), since: try sinceTime(), limit: limit)
             if follow && limit == 0 {

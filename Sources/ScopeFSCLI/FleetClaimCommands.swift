@@ -38,7 +38,7 @@ extension FleetCommand {
         /// run on (issue 34). Nothing on a state of its own; a line saying
         /// why when the store cannot be read.
         static func printWhereAppsRun(_ options: StateOptions, app: String?) {
-            guard (try? FleetConfiguration.load(options.directory)) ?? nil != nil else { return }
+            guard (try? options.backend().isFleet) == true else { return }
             do throws(CommandError) {
                 for process in try listed(options, app: app) where process.current {
                     print(
@@ -72,10 +72,7 @@ extension FleetCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
-                guard let configuration = try FleetConfiguration.load(options.directory) else {
-                    throw CommandError(.badState, "\(options.directory.path) is not on a fleet database")
-                }
-                let claims = try FleetClaims(database: try FleetDatabase(configuration)).list()
+                let claims = try options.backend().fleetClaims().list()
                 if json { return printJSON(claims) }
                 for claim in claims {
                     let note = claim.live ? "" : "\t(expired with its host's lease)"

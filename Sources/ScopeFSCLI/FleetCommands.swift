@@ -233,13 +233,10 @@ struct FleetCommand: ParsableCommand {
 /// refused inside an app process (SPEC S5).
 func fleetRepository(_ options: StateOptions, _ action: String?) throws(CommandError) -> FleetRepository {
     if let action { try OwnerCheck.require(options.directory, to: action) }
-    guard let configuration = try FleetConfiguration.load(options.directory) else {
-        throw CommandError(
-            .badState,
-            "\(options.directory.path) is not on a fleet database; run `scopefs --state \(options.directory.path) init --database postgresql://...` first"
-        )
-    }
-    return FleetRepository(database: try FleetDatabase(configuration), replicas: options.directory)
+    let backend = try options.backend()
+    _ = try backend.requireFleet()
+    // Non-nil: `requireFleet` said this state directory is on a fleet.
+    return try backend.fleetRepository()!
 }
 
 private func changeState(_ state: GrantState, _ options: StateOptions, _ app: String, _ grant: Int64?) throws {
@@ -257,7 +254,7 @@ private func changeState(_ state: GrantState, _ options: StateOptions, _ app: St
 /// role cannot: it must be migrated by the owner's `init --database`).
 enum FleetMembership {
     static func join(_ state: StateDirectory, _ configuration: FleetConfiguration) throws(CommandError) {
-        if let recorded = try FleetConfiguration.load(state), recorded.url != configuration.url {
+        if let recorded = try IsolationBackend(state).fleet, recorded.url != configuration.url {
             throw CommandError(
                 .badState,
                 "\(state.path) is on the fleet database \(recorded.url) already, not \(configuration.url); mount without --database, or use another state directory"

@@ -3,6 +3,7 @@ import CSystemShims
 import CommandErrors
 import Control
 import Daemon
+import FleetStore
 import Foundation
 import Glibc
 import HostText
@@ -146,7 +147,7 @@ struct MountCommand: ParsableCommand {
     /// Re-runs this binary with `--foreground` in a new session, logging to
     /// the journal or `<state>/daemon.log`, and waits for its readiness report.
     private func startInBackground() throws(CommandError) {
-        _ = try PolicyDatabase.open(options.directory)  // fail here, with the right code, if it is unusable
+        _ = try options.backend().localDatabase()  // fail here, with the right code, if it is unusable
         var pipe: [Int32] = [0, 0]
         guard Glibc.pipe(&pipe) == 0 else { throw CommandError(.ioError, "pipe: \(String(cString: strerror(errno)))") }
         var arguments = [

@@ -55,7 +55,9 @@ struct PortalCommand: ParsableCommand {
     /// daemon fails closed; with no daemon, against the fleet's store.
     static func policy(_ options: StateOptions) throws(CommandError) -> PortalPolicy {
         // Its changes are this host's log's too, as the CLI's (`scopefs events`).
-        guard let fleet = try options.fleetStoreForChange() else { return try .local(options.directory) }
+        guard let fleet = try options.fleetStoreForChange() else {
+            return .local(try options.backend().localRepository())
+        }
         let state = options.directory
         return PortalPolicy(store: fleet) { () throws(CommandError) -> Int64? in
             guard let served = try ControlClient.servedPolicy(state: state) else {

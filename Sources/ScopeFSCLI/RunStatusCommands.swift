@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandErrors
 import Control
+import FleetStore
 import Foundation
 import HostText
 import Launcher
@@ -125,8 +126,7 @@ struct StatusCommand: ParsableCommand {
             var names = AppNames.none
             var databaseError: CommandError?
             do throws(CommandError) {
-                let database = try PolicyDatabase.open(options.directory)
-                leaks = try EventStore(database: database).events(.init(kinds: [.leak], limit: 20))
+                leaks = try options.backend().localEvents().events(.init(kinds: [.leak], limit: 20))
                 names = try AppNames(options.isolationStore())
             } catch {
                 guard status != nil else { throw error }

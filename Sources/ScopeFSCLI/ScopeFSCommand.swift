@@ -87,11 +87,15 @@ struct StateOptions: ParsableArguments {
     func requireInitialised() throws(CommandError) {
         guard !DaemonLock.isHeld(directory), !FileManager.default.fileExists(atPath: directory.controlSocketPath)
         else { return }
-        _ = try PolicyDatabase.open(directory)
+        _ = try backend().localDatabase()
     }
 
+    /// Which store this state directory is on, decided by its owner (issue 51).
+    func backend() throws(CommandError) -> IsolationBackend { try IsolationBackend(directory) }
+
+    /// The SQLite repository (on a fleet, this host's log and journal only).
     func repository() throws(CommandError) -> PolicyRepository {
-        let repository = PolicyRepository(database: try PolicyDatabase.open(directory))
+        let repository = try IsolationBackend(directory).localRepository()
         // What a killed import/export/move left staged (SPEC S34).
         PartialCopies(state: directory).sweep()
         return repository
@@ -101,16 +105,18 @@ struct StateOptions: ParsableArguments {
     /// fleet's store once `init --database` put it there (issue 34),
     /// else its own SQLite file.
     func isolationStore() throws(CommandError) -> any IsolationStore {
-        if let fleet = try fleetStore() { return fleet }
-        return try repository()
+        let backend = try backend()
+        PartialCopies(state: directory).sweep()  // what a killed import/export/move left staged (SPEC S34)
+        return try backend.reader()
     }
 
     /// The fleet's store, logged in as `fleet.json` says; nil when the
     /// isolation layer is the SQLite file.
     func fleetStore() throws(CommandError) -> FleetRepository? {
-        guard let configuration = try FleetConfiguration.load(directory) else { return nil }
+        let backend = try backend()
+        guard backend.isFleet else { return nil }
         PartialCopies(state: directory).sweep()  // as `repository()` does (SPEC S34)
-        return FleetRepository(database: try FleetDatabase(configuration), replicas: directory)
+        return try backend.fleetRepository()
     }
 
     /// The isolation layer for a command that registers or removes apps
@@ -120,15 +126,18 @@ struct StateOptions: ParsableArguments {
     /// role (a host's role may not change the policy, SECURITY.md).
     func storeForChange(_ action: String) throws(CommandError) -> any IsolationStore {
         try OwnerCheck.require(directory, to: action)
-        if let fleet = try fleetStoreForChange() { return fleet }
-        return try repository()
+        let backend = try backend()
+        PartialCopies(state: directory).sweep()  // as `repository()` does (SPEC S34)
+        return try backend.store()
     }
 
     /// The fleet's store for a change, which this host's log records too
     /// (`FleetStoreWithLocalLog`); nil when the isolation layer is the SQLite file.
     func fleetStoreForChange() throws(CommandError) -> FleetStoreWithLocalLog? {
-        guard let fleet = try fleetStore() else { return nil }
-        return FleetStoreWithLocalLog(fleet: fleet, log: EventStore(database: try PolicyDatabase.open(directory)))
+        let backend = try backend()
+        guard backend.isFleet else { return nil }
+        PartialCopies(state: directory).sweep()  // as `repository()` does (SPEC S34)
+        return try backend.fleetRepositoryForChange()
     }
 
     /// The SQLite repository, for a command that works on it alone (test
@@ -167,9 +176,7 @@ struct StateOptions: ParsableArguments {
 extension StateOptions {
     /// Whether `init --database` or a fleet mount put this state
     /// directory's isolation layer in a fleet's store (`fleet.json`).
-    var isOnFleet: Bool {
-        FileManager.default.fileExists(atPath: directory.path + "/" + FleetConfiguration.fileName)
-    }
+    var isOnFleet: Bool { IsolationBackend.isFleet(directory) }
 
     /// What works on the SQLite store alone (test runs and chaos, whose
     /// events and direct daemon commands are one host's): refused on a
@@ -177,11 +184,7 @@ extension StateOptions {
     /// served from a file no other host, and no grant of the fleet's,
     /// would see (SPEC S44).
     func refuseFleetChange(_ action: String) throws(CommandError) {
-        guard isOnFleet else { return }
-        throw CommandError(
-            .badState,
-            "cannot \(action) here: \(directory.path) keeps its isolation layer in the fleet's PostgreSQL database, and this works on the SQLite store alone (see docs/CLI.md, \"A fleet\")"
-        )
+        try IsolationBackend.refuseFleet(directory, action)
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetStore
 import Foundation
 import HostText
 import Policy
@@ -54,8 +55,9 @@ enum UsageHints {
         else { return nil }
         let general = "Hint: an item is PROVIDER:RELPATH, relative to a provider's folder (`scopefs provider list`)"
         let state = StateDirectory.resolve(explicit: Completions.stateOption(in: arguments))
-        guard FileManager.default.fileExists(atPath: state.databasePath),
-            let providers = try? PolicyRepository(database: try PolicyDatabase.open(state)).providers()
+        // The isolation layer's providers: on a fleet, its store's (issue 51).
+        guard IsolationBackend.isInitialised(state),
+            let providers = try? IsolationBackend(state).reader(timeout: Completions.fleetTimeout).providers()
         else { return general }
         let path = HostPathArgument.absolute(value)
         // By bytes: names that differ only by normalisation are other folders.

@@ -1,6 +1,7 @@
 import CommandErrors
 import Control
 import Documents
+import FleetStore
 import Foundation
 import Policy
 import PolicyStore
@@ -25,25 +26,30 @@ public protocol SettingsBackend: Sendable {
 }
 
 /// The backend of `scopefs settings`: a state directory and its daemon.
+/// Its apps, providers and grants are the isolation layer's, as
+/// `IsolationBackend` decides: on a fleet the fleet's store (SPEC S44),
+/// never this host's SQLite file, which holds none of the fleet's grants.
 public struct LiveSettingsBackend: SettingsBackend {
     public let state: StateDirectory
 
     public init(state: StateDirectory) { self.state = state }
 
     // A connection per request, as each CLI command opens its own: the
-    // daemon may replace the database under a long-running page.
-    private func repository() throws(CommandError) -> PolicyRepository {
-        PolicyRepository(database: try PolicyDatabase.open(state))
-    }
+    // daemon may replace the database under a long-running page, and
+    // `init --database` may put the directory on a fleet.
+    private func backend() throws(CommandError) -> IsolationBackend { try IsolationBackend(state) }
 
-    public func apps() throws(CommandError) -> [App] { try repository().apps() }
+    private func reader() throws(CommandError) -> any IsolationStore { try backend().reader() }
 
-    public func providers() throws(CommandError) -> [Provider] { try repository().providers() }
+    public func apps() throws(CommandError) -> [App] { try reader().apps() }
 
-    public func grants(app: AppID?) throws(CommandError) -> [Grant] { try repository().grants(app: app) }
+    public func providers() throws(CommandError) -> [Provider] { try reader().providers() }
 
+    public func grants(app: AppID?) throws(CommandError) -> [Grant] { try reader().grants(app: app) }
+
+    /// This host's log, as `scopefs events` reads it (on a fleet too).
     public func events(_ filter: EventStore.Filter) throws(CommandError) -> [Event] {
-        try EventStore(database: try PolicyDatabase.open(state)).events(filter)
+        try backend().localEvents().events(filter)
     }
 
     public func references(app: AppID) -> [ItemIdentifier: [String]] {
@@ -59,8 +65,20 @@ public struct LiveSettingsBackend: SettingsBackend {
 
     public func status() -> DaemonStatus? { try? ControlClient.status(state: state) }
 
+    /// As `scopefs revoke`, `restore` and `forget` do it: on a fleet written
+    /// to the fleet's store with the owner's role (a host's daemon may not
+    /// change the policy), then this host's daemon installs it before this
+    /// returns (SPEC S13, S44); else through the daemon, or the file.
     public func change(_ command: ControlCommand) throws(CommandError) -> ControlResponse {
         precondition(OwnerPolicy.isPolicyCommand(command))
-        return try ControlClient.policy(command, state: state) { () throws(CommandError) in try repository() }
+        let backend = try backend()
+        if let fleet = try backend.fleetRepositoryForChange() {
+            let response = try OwnerPolicy.apply(command, repository: fleet, state: state)
+            try ControlClient.notifyChange(state: state)
+            return response
+        }
+        return try ControlClient.policy(command, state: state) { () throws(CommandError) in
+            try backend.localRepository()
+        }
     }
 }
