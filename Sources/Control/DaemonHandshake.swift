@@ -57,6 +57,10 @@ public enum Readiness {
 
     public static func report(_ descriptor: Int32?, _ outcome: Outcome) {
         guard let descriptor else { return }
+        // A `mount` that stopped waiting closed its end: the report gets
+        // EPIPE, and the daemon serves on (SIGPIPE's default would end it
+        // and leave a dead mount, issue 50).
+        signal(SIGPIPE, SIG_IGN)
         let line: String
         switch outcome {
         case .ready: line = "ready\n"

@@ -179,6 +179,12 @@ struct MountCommand: ParsableCommand {
             printJSON(Mounted(mountpoint: path, pid: pid, stateDirectory: options.directory.path))
         case .ready:
             print("mounted \(mountpoint.escapedForTerminal) (daemon pid \(pid))")
+        case .failed(let error) where error.kind == .timedOut && kill(pid, 0) == 0:
+            // What was mounted stays until its daemon ends: say how (issue 50).
+            throw CommandError(
+                .timedOut,
+                "\(error.message); daemon \(pid) still runs: `scopefs --state \(options.directory.path) unmount \(FolderOverlap.lexical(mountpoint))` ends it"
+                    .escapedForTerminal)
         case .failed(let error):
             throw error
         case nil:

@@ -108,3 +108,18 @@ def test_unmount_ends_a_daemon_that_does_not_answer_and_says_so(env):
     assert not mount_count(env.mnt), "the mount is still there"
     wait_for("the daemon to be gone", lambda: wait_for_exit(pid, 0)[0], lambda how: how != "alive")
     env.daemon, env.mounted = None, False
+
+
+def test_a_mount_that_gives_up_waiting_says_how_to_end_its_daemon(env):
+    """Issue 50.1: `mount` that stops waiting for readiness (here at once,
+    --timeout 0) exits 75 and says that the daemon still runs and which
+    `unmount` ends it; that command does."""
+    p = env.cli("mount", env.mnt, "--timeout", "0", expect=75)
+    hint = f"`scopefs --state {env.state} unmount {env.mnt}` ends it"
+    assert "still runs" in p.stderr and hint in p.stderr, describe(p)
+    env.mounted = True
+    wait_for("the daemon ready", lambda: env.cli("status", expect=None).returncode == 0, timeout=20)
+    env._record_daemon()
+    env.cli("unmount", env.mnt)
+    assert not mount_count(env.mnt)
+    env.mounted = False
