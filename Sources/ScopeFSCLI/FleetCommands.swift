@@ -70,8 +70,10 @@ struct FleetCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
+                // An app process is refused before its folder is looked at (77, SPEC S5).
+                let fleet = try fleetRepository(options, "add a provider")
                 try FolderOverlap.refuseProvider(provider, at: directory)
-                let added = try fleetRepository(options, "add a provider").addProvider(
+                let added = try fleet.addProvider(
                     id: provider, directory: directory, name: name)
                 print(
                     "provider \(added.id.escapedForTerminal) added to the fleet at \(added.directory.escapedForTerminal)"

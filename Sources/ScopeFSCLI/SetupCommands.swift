@@ -126,6 +126,9 @@ struct ProviderCommand: ParsableCommand {
 
         func run() throws {
             try report { () throws(CommandError) in
+                // An app process is refused before anything about its
+                // request is looked at (77, SPEC S5).
+                let store = try options.storeForChange("add providers")
                 var spec: ProviderExtensionSpec?
                 var backing = directory ?? ""
                 if let directory { try FolderOverlap.refuseProvider(id, at: directory) }
@@ -148,7 +151,7 @@ struct ProviderCommand: ParsableCommand {
                     }
                     backing = layout.files
                 }
-                let provider = try options.storeForChange("add providers").addProvider(
+                let provider = try store.addProvider(
                     id: id, directory: backing, name: name, extension: spec)
                 try ControlClient.notifyChange(state: options.directory)
                 if json { return printJSON(provider) }
