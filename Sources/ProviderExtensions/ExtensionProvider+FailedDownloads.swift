@@ -9,8 +9,9 @@ import Foundation
 /// gave the app its error only after two stall limits, or EIO when the
 /// extension was killed ten seconds after the first (70 s where the stall
 /// limit is 60 s), and a short answer cost two fetches per read. The
-/// second request gets the first one's error instead, within
-/// `retryWindow`; a read after it fetches again.
+/// second request gets the first one's error instead: once, and only
+/// within `retryWindow` (the kernel asks again at once), so that an app
+/// that reads again after its error, the store back, fetches again.
 extension ExtensionProvider {
     struct FailedDownload {
         var range: Range<Int64>
@@ -19,25 +20,32 @@ extension ExtensionProvider {
     }
 
     /// How long a failed download answers for its bytes: the kernel's
-    /// retry comes within microseconds of the first answer.
-    static let retryWindow = 1.0
+    /// retry comes within a millisecond of the first answer.
+    static let retryWindow = 0.25
 
     /// Records a download's failure (under the lock). A cancel is the
     /// reader's own doing (a signal, a revoke), not the store's: nothing
     /// to answer another read with.
     func noteFailed(_ id: String, _ range: Range<Int64>, _ failure: ExtensionFailure) {
         guard failure.code != .cancelled else { return }
-        failedDownloads[id] = FailedDownload(range: range, failure: failure, at: MonotonicClock.now)
+        let now = MonotonicClock.now
+        var failed = (failedDownloads[id] ?? []).filter { now < $0.at &+ Self.retryNanoseconds }
+        failed.append(FailedDownload(range: range, failure: failure, at: now))
+        failedDownloads[id] = failed
     }
 
     /// The failure a read of byte `offset` of `id` gets at once, if a
-    /// download of it failed within `retryWindow` (under the lock).
+    /// download of it failed within `retryWindow`; it answers one read
+    /// (under the lock).
     func recentFailure(_ id: String, _ offset: Int64) -> ExtensionFailure? {
-        guard let failed = failedDownloads[id] else { return nil }
-        guard MonotonicClock.now < failed.at &+ MonotonicClock.nanoseconds(Self.retryWindow) else {
-            failedDownloads[id] = nil
-            return nil
-        }
-        return failed.range.contains(offset) ? failed.failure : nil
+        guard var failed = failedDownloads[id] else { return nil }
+        let now = MonotonicClock.now
+        failed.removeAll { now >= $0.at &+ Self.retryNanoseconds }
+        let hit = failed.firstIndex { $0.range.contains(offset) }
+        let failure = hit.map { failed.remove(at: $0).failure }
+        failedDownloads[id] = failed.isEmpty ? nil : failed
+        return failure
     }
+
+    private static var retryNanoseconds: UInt64 { MonotonicClock.nanoseconds(retryWindow) }
 }

@@ -52,7 +52,7 @@ public final class ExtensionProvider: @unchecked Sendable {
     /// Apps' downloads, to cancel on a revoke.
     var appDownloads: [String: [RequestControl]] = [:]
     /// The last failed download of each item (`recentFailure`).
-    var failedDownloads: [String: FailedDownload] = [:]
+    var failedDownloads: [String: [FailedDownload]] = [:]
     /// Items a download found gone from the store (`confirmVanished`).
     var vanished: Set<String> = []
     /// Called with an item's path when its state changed (downloaded,

@@ -14,7 +14,7 @@ import os
 import time
 
 import pytest
-from doc_scope_helpers import events, mount, status, wait_events
+from doc_scope_helpers import mount, status, wait_events
 from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
 from test_extension_providers import (  # noqa: F401  (cloud: the fixture)
     CLOUD,
@@ -167,7 +167,7 @@ def test_a_stalled_fetch_gives_etimedout_at_the_stall_limit(env, cloud):
     start_slow_read(s, cloud.path(ALPHA, "docs/report.txt"))
     assert s.recv(timeout=30) == {"errno": "ETIMEDOUT"}
     assert 2.5 <= time.monotonic() - started < 5
-    stalls = [e for e in events(env, kind="extension") if "stalled" in (e.get("operation") or "")]
+    stalls = wait_events(env, lambda e: "stalled" in (e.get("operation") or ""), kind="extension")
     assert sum(e.get("occurrences", 1) for e in stalls) == 1, stalls
 
 
