@@ -8,10 +8,18 @@ import Policy
 /// a helper inherits the scopes its parent holds); they end with CMD,
 /// without leak events (S11), and a revoke still cuts them (S14).
 public struct HeldScopes: Sendable, Equatable {
-    /// The items, as paths in the app's view (`Providers/local/docs`).
+    /// The items named (`--hold-scope`), as paths in the app's view
+    /// (`Providers/local/docs`): one that cannot be started stops the run.
     public var paths: [String]
+    /// The app's grants (`--hold-scopes`), as read before the run: one that
+    /// ended meanwhile (a session grant of the last run, a revoke) is
+    /// skipped with a warning.
+    public var grantPaths: [String]
 
-    public init(paths: [String] = []) { self.paths = paths }
+    public init(paths: [String] = [], grantPaths: [String] = []) {
+        self.paths = paths
+        self.grantPaths = grantPaths
+    }
 
     /// The view path of a provider's item (`.` or empty: its root).
     public static func viewPath(provider: ProviderID, path: String) -> String {
@@ -20,11 +28,14 @@ public struct HeldScopes: Sendable, Equatable {
 
     /// `command`, preceded by `scopefs scope exec` with a start on every
     /// path under `appDirectory` (the app's `$SCOPEFS_MOUNT`); `command`
-    /// itself when there is none.
+    /// itself when there is none. Without a named item, scope exec's own
+    /// PATH is the container, where a start is "not needed" (SPEC S9).
     func wrapping(_ command: [String], binary: String, appDirectory: String) -> [String] {
-        guard let last = paths.last else { return command }
+        guard !paths.isEmpty || !grantPaths.isEmpty else { return command }
         var argv = [binary, "scope", "exec"]
+        for path in grantPaths { argv += ["--also-if-granted", appDirectory + "/" + path] }
         for path in paths.dropLast() { argv += ["--also", appDirectory + "/" + path] }
+        let last = paths.last ?? MountLayout.container
         return argv + [appDirectory + "/" + last, "--"] + command
     }
 }

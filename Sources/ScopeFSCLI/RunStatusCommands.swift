@@ -87,19 +87,19 @@ struct RunCommand: ParsableCommand {
     /// The items of --hold-scopes (every active grant's, from the
     /// isolation layer) and of --hold-scope, in the app's view.
     private func heldScopes() throws(CommandError) -> HeldScopes {
-        var items = heldItems.map { HeldScopes.viewPath(provider: $0.provider, path: $0.path) }
-        if holdScopes {
-            let grants = try options.isolationStore().grants(app: app).filter { $0.state == .active }
-            if grants.isEmpty {
-                FileHandle.standardError.write(
-                    Data("scopefs: --hold-scopes: \(app.escapedForTerminal) has no active grant to hold\n".utf8))
-            }
-            items += grants.sorted { $0.id < $1.id }.map {
-                HeldScopes.viewPath(provider: $0.provider, path: $0.relativePath)
-            }
-        }
         var seen = Set<[UInt8]>()  // by bytes: names that differ only by normalisation are two items
-        return HeldScopes(paths: items.filter { seen.insert($0.hostBytes).inserted })
+        let named = heldItems.map { HeldScopes.viewPath(provider: $0.provider, path: $0.path) }
+            .filter { seen.insert($0.hostBytes).inserted }
+        guard holdScopes else { return HeldScopes(paths: named) }
+        let grants = try options.isolationStore().grants(app: app).filter { $0.state == .active }
+        if grants.isEmpty {
+            FileHandle.standardError.write(
+                Data("scopefs: --hold-scopes: \(app.escapedForTerminal) has no active grant to hold\n".utf8))
+        }
+        let granted = grants.sorted { $0.id < $1.id }
+            .map { HeldScopes.viewPath(provider: $0.provider, path: $0.relativePath) }
+            .filter { seen.insert($0.hostBytes).inserted }
+        return HeldScopes(paths: named, grantPaths: granted)
     }
 }
 

@@ -21,6 +21,9 @@ struct ScopeCommand: ParsableCommand {
             help: ArgumentHelp("Another path to start accessing first (repeatable).", valueName: "path"),
             completion: .file())
         var others: [String] = []
+        /// `run --hold-scopes`' grants, read before the run: one that ended
+        /// since (a session grant of the last run) is skipped with a warning.
+        @Option(name: .customLong("also-if-granted"), help: .hidden) var grantedPaths: [String] = []
         @Argument(help: "A path inside the mount.") var path: String
         @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).") var command:
             [String]
@@ -35,6 +38,16 @@ struct ScopeCommand: ParsableCommand {
                 // The getxattr form tells the outcome in one call (docs/API.md).
                 // Held until exit: this process becomes CMD, whose exit ends
                 // the scope without a leak (SPEC S11).
+                for granted in grantedPaths {
+                    do throws(CommandError) {
+                        _ = try ControlAttributes.read(granted, .startUntilExit)
+                    } catch {
+                        FileHandle.standardError.write(
+                            Data(
+                                "scopefs: --hold-scopes: no scope on this grant: \(error.message.escapedForTerminal)\n"
+                                    .utf8))
+                    }
+                }
                 for path in others + [path] { _ = try ControlAttributes.read(path, .startUntilExit) }
                 let argv = command.map { $0.withHostCString { strdup($0) } } + [nil]
                 execvp(argv[0]!, argv)

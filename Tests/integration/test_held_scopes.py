@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -126,3 +127,17 @@ def test_tar_and_rsync_back_up_a_granted_folder_with_held_scopes(env):
     assert b"has no active grant to hold" in after.stderr, after.stderr
     named = backup(env, "tar", "--hold-scope", f"{LOCAL}:docs")
     assert named.returncode == 77 and b"cannot start accessing" in named.stderr, named.stderr
+
+
+def test_a_grant_that_cannot_be_started_is_skipped_with_a_warning(env):
+    """Issue 50.3: --hold-scopes reads the grants before the run; one whose
+    item is gone by then (deleted on the host, or a session grant the last
+    run ended) is skipped with a warning, and CMD runs in scope on the rest."""
+    env.grant(ALPHA, f"{LOCAL}:photos", read_only=True)
+    env.grant(ALPHA, f"{LOCAL}:docs", read_only=True)
+    shutil.rmtree(env.backing(LOCAL) / "photos")
+    mount(env)
+    copied = backup(env, "tar", "--hold-scopes")
+    assert copied.returncode == 0, copied.stderr
+    assert names_in(copied.stdout) == {"report.txt", "secret.txt"}
+    assert b"--hold-scopes: no scope on this grant" in copied.stderr and b"photos" in copied.stderr, copied.stderr
