@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 
 /// The daemon's periods, thread counts and sizes, named in one place. Each
@@ -18,6 +19,10 @@ enum DaemonTunables {
     /// How often the policy version is polled for changes made by another
     /// process (the CLI writes the database directly).
     static let policyPollPeriod: useconds_t = 250_000
+    /// How long a revoke's install waits for the kernel to drop the pages
+    /// it takes away before it is in force (`PolicyReloader.dropPagesEarly`):
+    /// enough for cached pages, never for a read held by a download.
+    static let earlyPageDropWait: DispatchTimeInterval = .milliseconds(100)
     /// How long the process tracker waits for fork and exit events before
     /// it looks at `stop` again.
     static let processEventWaitMilliseconds: Int32 = 200

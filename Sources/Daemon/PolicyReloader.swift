@@ -366,9 +366,7 @@ final class PolicyReloader: Sendable {
     }
 
     private func install(_ snapshot: PolicySnapshot) {
-        // The pages a revoke takes away go before it is in force as well
-        // as after (SPEC S14): see `pagesLosingAccess`.
-        for inode in fileSystem.pagesLosingAccess(to: snapshot) { session.invalidateInode(inode) }
+        dropPagesEarly(fileSystem.pagesLosingAccess(to: snapshot))
         let previous = fileSystem.snapshot
         let invalidation = fileSystem.install(snapshot)
         afterInstall.withLock { $0 }?(previous, snapshot)
@@ -377,6 +375,24 @@ final class PolicyReloader: Sendable {
         if !invalidation.isEmpty {
             logger.debug("policy \(snapshot.generation): dropped caches of \(invalidation.inodes.count) inodes")
         }
+    }
+
+    /// The pages a revoke takes away go before it is in force as well as
+    /// after (SPEC S14, `pagesLosingAccess`), but the install never waits
+    /// on them for long: a page an app's read holds locked while it waits
+    /// for a download is released only once the revoke is installed and
+    /// `afterInstall` cancels that download, so dropping it here would
+    /// hold the revoke for as long as the download takes (30 s seen). The
+    /// drop goes on on its own thread and ends with that read.
+    private func dropPagesEarly(_ inodes: [UInt64]) {
+        guard !inodes.isEmpty else { return }
+        let session = session
+        let dropped = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for inode in inodes { session.invalidateInode(inode) }
+            dropped.signal()
+        }
+        _ = dropped.wait(timeout: .now() + DaemonTunables.earlyPageDropWait)
     }
 
     func dropEntries(_ entries: [(parent: UInt64, name: String)]) {
