@@ -114,13 +114,14 @@ def test_an_app_edits_a_remote_document_meets_a_conflict_and_survives_a_dropped_
     wait_for("the edit in the store", lambda: store.get("docs/report.txt"), lambda v: v == b"version two\n", timeout=30)
 
     # The link drops. A read of what is not downloaded fails (EIO: the
-    # store cannot be reached), what is downloaded stays readable, and an
-    # edit is saved locally and waits.
+    # store cannot be reached; ETIMEDOUT when the extension's own retries
+    # outlast the stall limit, as rclone's do), what is downloaded stays
+    # readable, and an edit is saved locally and waits.
     store.put("docs/other.txt", b"not downloaded yet\n")
     env.cli("provider", "sync", CLOUD, timeout=120)
     store.remote.link_down("unreachable")
     assert ask(app, op="read", name="report.txt") == {"ok": sha(b"version two\n")}
-    assert ask(app, op="read", name="other.txt") == {"errno": "EIO"}
+    assert ask(app, op="read", name="other.txt") in ({"errno": "EIO"}, {"errno": "ETIMEDOUT"})
     # Meanwhile someone else changes the document in the store.
     store.put("docs/report.txt", b"changed in the store while we were offline\n")
     assert ask(app, op="save", name="report.txt", data="changed here, offline\n") == {"ok": "saved"}
