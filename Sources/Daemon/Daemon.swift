@@ -136,7 +136,7 @@ public enum Daemon {
         let documentStore: any IsolationStore = documentFleet ?? repository
         let documents = try DocumentBridge(
             state: state, repository: documentStore,
-            locator: fleet == nil ? ItemLocator(repository: repository) : nil,
+            locator: try backend.locator(over: repository),
             inbox: inbox, events: recorder, logger: logger, notices: notices)
         let hostChanges = try HostChangeChannel.open(options.hostChanges, probe: state.containersPath, logger: logger)
         let cacheTimeout = options.cacheTimeout ?? (hostChanges == nil ? unwatchedCacheTimeout : watchedCacheTimeout)
@@ -203,7 +203,7 @@ public enum Daemon {
         }
         let extensions = ExtensionProviders(
             state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger,
-            builtInsOnly: fleet != nil,
+            builtInsOnly: backend.builtInExtensionsOnly,
             stateChanged: { provider, path in
                 documents.contentNotices.changed(
                     provider: provider, path: path, writer: nil, in: fileSystem.snapshot, kind: .state)
@@ -228,7 +228,9 @@ public enum Daemon {
         }
         reloader.onInstall { previous, current in
             if previous.providers != current.providers || previous.apps != current.apps { extensions.follow(current) }
-            if fleet != nil && previous.apps != current.apps { Daemon.createContainers(of: current, in: state) }
+            if backend.containersFollowPolicy && previous.apps != current.apps {
+                Daemon.createContainers(of: current, in: state)
+            }
             // A revoke ends the app's downloads at once (S42).
             for id in current.grantIDsChanged(since: previous) {
                 if let grant = previous.grantsByID[id], grant.state == .active, current.grantsByID[id]?.state != .active
@@ -243,14 +245,12 @@ public enum Daemon {
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
         // Claims on a fleet's shared provider items are the fleet's (issue 34).
-        let fleetClaims = try fleet.map { link throws(CommandError) in
-            try FleetCoordination(
-                configuration: link.repository.database.configuration, notices: reloader.notices, logger: logger)
+        let fleetClaims = try backend.fleet.map { configuration throws(CommandError) in
+            try FleetCoordination(configuration: configuration, notices: reloader.notices, logger: logger)
         }
         fleetClaims?.start()
-        if let fleet {
-            let forwarder = try FleetEvents(
-                configuration: fleet.repository.database.configuration, logger: logger)
+        if let configuration = backend.fleet {
+            let forwarder = try FleetEvents(configuration: configuration, logger: logger)
             recorder.forwardBatches { forwarder.tell($0) }
         }
         let coordinator = Coordinator(

@@ -81,6 +81,26 @@ public struct IsolationBackend: Sendable {
         return try localRepository()
     }
 
+    // The rules that differ on a fleet.
+
+    /// The locator that finds a moved item again by its file identity on
+    /// the SQLite file (SPEC S1), over `local` when the caller holds that
+    /// repository; nil on a fleet, whose store assigns item identifiers.
+    public func locator(over local: PolicyRepository? = nil) throws(CommandError) -> ItemLocator? {
+        guard !isFleet else { return nil }
+        if let local { return ItemLocator(repository: local) }
+        return ItemLocator(repository: try localRepository())
+    }
+
+    /// A fleet's host starts built-in provider extensions only: one the
+    /// fleet's store names would run on every host (SECURITY.md).
+    public var builtInExtensionsOnly: Bool { isFleet }
+
+    /// On a fleet an app is added from any host (`fleet add-app`), so this
+    /// host's daemon makes its container when its policy first shows it;
+    /// on a state directory of its own, `app add` made it.
+    public var containersFollowPolicy: Bool { isFleet }
+
     /// Refuses, with exit 78, what works on the SQLite store alone (test
     /// runs and chaos) on a fleet, rather than serve it from a file no other
     /// host, and no grant of the fleet's, would see (SPEC S44).

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandErrors
 import Control
 import Documents
+import FleetStore
 import Foundation
 import Glibc
 import HostText
@@ -276,14 +277,11 @@ struct QueryCommand: ParsableCommand {
 
     func run() throws {
         try report { () throws(CommandError) in
-            let query: DocumentQuery
-            if let fleet = try options.fleetStore() {
-                query = DocumentQuery(state: options.directory, repository: fleet, locator: nil)
-            } else {
-                let repository = try options.repository()
-                query = DocumentQuery(
-                    state: options.directory, repository: repository, locator: ItemLocator(repository: repository))
-            }
+            // The isolation layer's items; moved ones found again on the SQLite file alone.
+            let store = try options.isolationStore()
+            let query = DocumentQuery(
+                state: options.directory, repository: store,
+                locator: try options.backend().locator(over: store as? PolicyRepository))
             let mount = DaemonInfo.read(from: options.directory)?.mountpoint
             if follow {
                 try QueryFollower(query: query, app: app, scope: scope, name: name, mount: mount, json: json).run()

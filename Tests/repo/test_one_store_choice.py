@@ -21,9 +21,12 @@ OWNER = SOURCES / "FleetStore" / "IsolationBackend.swift"
 # The configuration's own file defines `load` and `fileName`.
 CONFIGURATION = SOURCES / "FleetStore" / "FleetConfiguration.swift"
 
-# Deciding by oneself: reading `fleet.json`, or opening the SQLite file of
-# a state directory (creating it, `PolicyDatabase.create`, is `init`'s).
-DECIDES = re.compile(r'FleetConfiguration\.load\(|FleetConfiguration\.fileName|"fleet\.json"|PolicyDatabase\.open\(')
+# Deciding by oneself: reading `fleet.json`, opening the SQLite file of a
+# state directory (creating it, `PolicyDatabase.create`, is `init`'s), or
+# making the SQLite file's item locator, which a fleet has none of.
+DECIDES = re.compile(
+    r'FleetConfiguration\.load\(|FleetConfiguration\.fileName|"fleet\.json"|PolicyDatabase\.open\(|ItemLocator\(repository'
+)
 
 # Reaching the fleet's database: only from a configuration handed out.
 CONNECTS = re.compile(r"\bFleetDatabase\(")
@@ -48,6 +51,7 @@ CONSUMERS = {
     "ScopeFSCLI/PortalCommand.swift": "the portal's store",
     "ScopeFSCLI/FleetClaimCommands.swift": "`fleet claims` and `privacy`'s hosts",
     "ScopeFSCLI/FleetCommands.swift": "the `fleet` commands' store",
+    "ScopeFSCLI/DocumentCommands.swift": "`query`: the layer's items and the SQLite file's locator",
 }
 ASKS = re.compile(r"\bIsolationBackend\b|\bbackend\(\)|\boptions\.(?:fleetStore|isolationStore|storeForChange)\(")
 
@@ -94,6 +98,8 @@ def test_every_consumer_asks_the_owner():
 
 def test_the_owner_hands_out_both_stores():
     text = OWNER.read_text()
-    for member in ("func reader(", "func store(", "func localRepository(", "func fleetRepository(", "var isFleet"):
+    members = ("func reader(", "func store(", "func localRepository(", "func fleetRepository(", "var isFleet")
+    rules = ("func locator(", "var builtInExtensionsOnly", "var containersFollowPolicy")
+    for member in members + rules:
         assert member in text, f"IsolationBackend has no {member}"
     assert "FleetConfiguration.load(" in text, "IsolationBackend no longer reads the choice"
