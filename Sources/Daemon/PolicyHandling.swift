@@ -29,11 +29,8 @@ enum PolicyHandling {
                 }
                 fallthrough
             default:
-                // On a fleet, the shared store, whose roles decide (a host's
-                // may not grant): never the local file, which no host serves (SPEC S44).
-                let store: any IsolationStore = services.reloader.fleet?.repository ?? services.reloader.repository
                 let response = try OwnerPolicy.apply(
-                    command, repository: store, state: services.state, requester: requester)
+                    command, repository: services.reloader.policyStore, state: services.state, requester: requester)
                 try services.reloader.reload()
                 if case .forget(let app, _) = command, let references = response.references {
                     services.reloader.dropEntries(services.fileSystem.containerEntries(app: app, paths: references))

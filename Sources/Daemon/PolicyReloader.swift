@@ -42,6 +42,10 @@ final class PolicyReloader: Sendable {
     /// S44): the snapshot comes from there, and the SQLite file keeps only
     /// what is this host's own (events, documents).
     let fleet: FleetLink?
+    /// The store the served policy comes from and the owner's commands
+    /// change: on a fleet the shared store, whose roles decide (a host's
+    /// may not grant), never the local file, which no host serves (SPEC S44).
+    var policyStore: any IsolationStore { fleet?.repository ?? repository }
     private let fileSystem: ScopeFileSystem
     private let session: FuseSession
     private let events: any EventSink
