@@ -286,10 +286,9 @@ extension ExtensionProvider {
         guard let info = folder.status(path) else { return }
         let known = lock.withLock { index.id(ofInode: UInt64(info.st_ino)) != nil }
         guard !known else { return }
-        let name = ConflictName.make(for: (path as NSString).lastPathComponent, at: Date())
-        let parent = (path as NSString).deletingLastPathComponent
-        try writer.rename(path, to: parent.isEmpty ? name : parent + "/" + name)
-        report(.conflict, parent.isEmpty ? name : parent + "/" + name, "\(path) was made here and remotely")
+        let conflictPath = freeConflictPath(beside: path, for: (path as NSString).lastPathComponent)
+        try writer.rename(path, to: conflictPath)
+        report(.conflict, conflictPath, "\(path) was made here and remotely")
     }
 
     /// The remote deleted `id`: the replica drops it with what is below,
@@ -316,6 +315,19 @@ extension ExtensionProvider {
         save([], removing: ids)
     }
 
+    /// A conflict name beside `path` that nothing in the replica holds yet.
+    func freeConflictPath(beside path: String, for name: String) -> String {
+        let parent = (path as NSString).deletingLastPathComponent
+        let now = Date()
+        var attempt = 1
+        while true {
+            let candidate = ConflictName.make(for: name, at: now, attempt: attempt)
+            let full = parent.isEmpty ? candidate : parent + "/" + candidate
+            if folder.status(full) == nil || attempt >= 1000 { return full }
+            attempt += 1
+        }
+    }
+
     /// The next pull or push after the back-off of `sync.failures`.
     func retryLater(pull: Bool = false, push: Bool = false) {
         let delay = lock.withLock {
@@ -339,13 +351,16 @@ extension ExtensionProvider {
 }
 
 /// `NAME (conflict YYYY-MM-DD HHMMSS).EXT`, next to the item (docs/PROVIDERS.md).
+/// A second conflict of one name within the same second gets ` 2`
+/// after the time, and so on (issue 47: the copy failed with EEXIST and
+/// the local edit had nowhere to go).
 enum ConflictName {
-    static func make(for name: String, at date: Date) -> String {
+    static func make(for name: String, at date: Date, attempt: Int = 1) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyy-MM-dd HHmmss"
-        let stamp = "conflict \(formatter.string(from: date))"
+        let stamp = "conflict \(formatter.string(from: date))" + (attempt > 1 ? " \(attempt)" : "")
         let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
         guard let dot else { return "\(name) (\(stamp))" }
         return "\(name[..<dot]) (\(stamp))\(name[dot...])"

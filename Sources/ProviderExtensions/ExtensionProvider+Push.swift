@@ -255,9 +255,7 @@ extension ExtensionProvider {
             }
             if error.code == .exists {
                 // Taken remotely meanwhile: the local one gets a conflict name.
-                let name = ConflictName.make(for: entry.name, at: Date())
-                let parentPath = (path as NSString).deletingLastPathComponent
-                let newPath = parentPath.isEmpty ? name : parentPath + "/" + name
+                let newPath = freeConflictPath(beside: path, for: entry.name)
                 try? writer.rename(path, to: newPath)
                 report(.conflict, newPath, "\(path) was made here and remotely")
                 wake(pull: true, push: true)
@@ -395,9 +393,7 @@ extension ExtensionProvider {
             adopt(remote, for: record, uploadedGeneration: record.dirty, writes: writes)
             return
         }
-        let name = ConflictName.make(for: record.item.name, at: Date())
-        let parentPath = (path as NSString).deletingLastPathComponent
-        let copyPath = parentPath.isEmpty ? name : parentPath + "/" + name
+        let copyPath = freeConflictPath(beside: path, for: record.item.name)
         // No app write lands between the copy and the reset (it would be
         // in neither), and the record says "the remote version, not on
         // disk" before the reset: a daemon killed in between repairs the
