@@ -17,9 +17,7 @@ extension ExtensionProvider {
                 kept.append(item)
                 continue
             }
-            if first.parent != item.parent || first.name != item.name {
-                reportDuplicate(item, of: first, method)
-            }
+            if !item.isSameByBytes(as: first) { reportDuplicate(item, of: first, method) }
         }
         return kept
     }
@@ -30,6 +28,15 @@ extension ExtensionProvider {
                 first.parent.flatMap { index.path(parent: $0, name: first.name) } ?? first.name,
                 item.parent.flatMap { index.path(parent: $0, name: item.name) } ?? item.name
             )
+        }
+        guard item.id.utf8.elementsEqual(first.id.utf8) else {
+            // Swift compares Strings by canonical equivalence: `café` in NFC
+            // and in NFD are one key of the replica's maps (issue 50).
+            report(
+                .error, otherPath,
+                "\(method): ids \(first.id) and \(item.id) differ only by Unicode normalisation, which "
+                    + "the replica does not tell apart: \(otherPath) is not shown")
+            return
         }
         report(
             .error, otherPath,
@@ -64,5 +71,14 @@ extension ExtensionProvider {
                 // Not known either way (offline): the next download tells again.
             }
         }
+    }
+}
+
+extension ExtensionItem {
+    /// The same id, parent and name, byte for byte (names are bytes, SPEC
+    /// S33a; String's == would take NFC and NFD spellings for one).
+    func isSameByBytes(as other: ExtensionItem) -> Bool {
+        id.utf8.elementsEqual(other.id.utf8) && name.utf8.elementsEqual(other.name.utf8)
+            && (parent ?? "").utf8.elementsEqual((other.parent ?? "").utf8) && (parent == nil) == (other.parent == nil)
     }
 }

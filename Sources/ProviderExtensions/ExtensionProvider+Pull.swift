@@ -101,9 +101,7 @@ extension ExtensionProvider {
                 let answer = try calls.list(folder, page: page, control)
                 for item in answer.items where item.parent == folder && item.id != ExtensionItem.rootID {
                     if let first = seen[item.id] {
-                        if first.parent != item.parent || first.name != item.name {
-                            reportDuplicate(item, of: first, "list")
-                        }
+                        if !item.isSameByBytes(as: first) { reportDuplicate(item, of: first, "list") }
                         continue
                     }
                     seen[item.id] = item
