@@ -4,7 +4,7 @@ import ProviderExtensions
 import Synchronization
 import Testing
 
-/// A remote that changes under a reader (issue 47, SPEC S42): no range
+/// A remote that changes under a reader (issue 47, SPEC S42, S49): no range
 /// arithmetic traps. The real folder extension, without a mount; the
 /// integration tests drive readers through /dev/fuse
 /// (test_extension_remote_races.py).

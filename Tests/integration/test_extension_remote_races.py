@@ -1,5 +1,6 @@
 """A remote that changes under a reader, and an extension whose answers
-fall short (issue 47, findings 3 and 5; SPEC S42, docs/PROVIDERS.md).
+fall short (issue 47, findings 3 and 5; SPEC S42, S49: one open file reads one
+version, never a mixture; docs/PROVIDERS.md).
 
 A read that reaches the daemon past the end of an item that shrank
 remotely killed the daemon on the old main ("Range requires lowerBound <=

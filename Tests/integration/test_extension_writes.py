@@ -1,4 +1,6 @@
-"""Every write reaches the remote (issue 47, findings 1 and 2; SPEC S43).
+"""Every write reaches the remote (issue 47, findings 1 and 2; SPEC S43,
+S49: every byte written and fsynced reaches the remote, whatever
+descriptors stay open).
 
 An extension provider's replica file is uploaded when an app fsyncs or
 closes it, or once it has been quiet for a moment while open. Each write
