@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from doc_scope_helpers import GETXATTR, bookmark, mount, resolve_ok
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES
 
 REPORT = "docs/report.txt"
 
@@ -40,6 +41,7 @@ emit(result)
 """
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_a_single_file_grant_is_saved_atomically(env):
     """SPEC S48: the app's temporary beside its granted file is made,
     found, and renamed over the file; the host file is a new one with the
