@@ -164,8 +164,7 @@ public enum Daemon {
         let lost = fileSystem.unsynced.keep(in: state.unsyncedPath)
         if lost > 0 { logger.notice("\(lost) files back to their last fsync: the last daemon was killed") }
         let access = MountAccess(
-            source: state.path, ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount,
-            allowOther: options.allowOther)
+            ownerUID: ownerUID, ownerGID: getgid(), appAccount: appAccount, allowOther: options.allowOther)
         let session: FuseSession
         do {
             session = try FuseSession(

@@ -1,7 +1,6 @@
 import Control
 import FuseBridge
 import Glibc
-import HostText
 
 /// Who the kernel lets into the mount, and as whom the file system sees
 /// them: the FUSE options and the bridge's uid rules for a daemon of
@@ -15,15 +14,17 @@ struct MountAccess {
     /// uid gets EACCES as the kernel gave it.
     var admittedUsers: AdmittedUsers?
 
-    /// `source`: what the mount table shows as the mount's source, the
-    /// state directory's absolute path, as fstab's device column names it
-    /// for mount.scopefs. The bare word `scopefs` was a relative path to
-    /// mount(8) and umount(8), which resolved it against a `./scopefs`
-    /// folder (issue 50, finding 4).
-    init(source: String, ownerUID: uid_t, ownerGID: gid_t, appAccount: AppAccount?, allowOther: Bool) {
-        // A name that is not UTF-8 keeps the word: the options travel as UTF-8.
-        let plain = source.hostBytes == Array(source.utf8)
-        options.insert("fsname=" + (plain ? Self.escapedOption(source) : "scopefs"), at: 0)
+    /// What the mount table shows as the mount's source. Not the state
+    /// directory's path: an app reads its sandbox's mountinfo, and no host
+    /// path of the state directory may show there (S47). Not the bare
+    /// word `scopefs` either, which mount(8) and umount(8) took for a
+    /// relative path and resolved against a `./scopefs` folder (issue 50,
+    /// finding 4); with a colon it reads as a network source, which they
+    /// leave alone.
+    static let source = "scopefs:"
+
+    init(ownerUID: uid_t, ownerGID: gid_t, appAccount: AppAccount?, allowOther: Bool) {
+        options.insert("fsname=" + Self.source, at: 0)
         if ownerUID == 0 {
             // Apps run as the app account, which the kernel lets in only
             // with allow_other. With --allow-other the kernel checks other
@@ -45,11 +46,5 @@ struct MountAccess {
             // unlink. Other users' processes are checked by the kernel.
             options += ["allow_other", "default_permissions"]
         }
-    }
-
-    /// A value inside libfuse's `-o` list, where a comma ends it and a
-    /// backslash escapes the next character.
-    static func escapedOption(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ",", with: "\\,")
     }
 }

@@ -41,12 +41,13 @@ def test_settings_and_run_without_init_exit_78_with_the_init_line(env):
 def test_a_mount_over_a_folder_with_files_warns_and_names_the_source(env):
     """Issue 50.4: mounting over a folder with files says they are hidden
     (it mounts anyway, as FUSE and mount(8) do); the mount table's source
-    is the state directory (what fstab's device is for mount.scopefs), not
-    the bare word `scopefs` that mount(8) took for a relative path."""
+    is `scopefs:`, not the bare word `scopefs` that mount(8) took for a
+    relative path, and not the state directory, which an app would read in
+    its mountinfo (S47)."""
     (env.mnt / "left-here.txt").write_text("hidden while mounted\n")
     p = env.cli(*env.mount_args(), expect=0, timeout=30)
     env.mounted = bool(mount_count(env.mnt))
     env._record_daemon()
     assert f"warning: {env.mnt} is not empty (1 entry, such as left-here.txt)" in p.stderr, describe(p)
     sources = [line.split(" - ")[1].split()[1] for line in open("/proc/self/mountinfo") if f" {env.mnt} " in line]
-    assert sources == [str(env.state)], sources
+    assert sources == ["scopefs:"], sources
