@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from doc_scope_helpers import wait_events
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, snippet
+from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, RUNNERS, snippet
 
 REPORT = "docs/report.txt"
 
@@ -320,6 +321,7 @@ emit(outcome(lambda: mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)[:10].deco
 """
 
 
+@pytest.mark.sqlite_store(RUNNERS)
 def test_chaos_read_faults_meet_repeated_reads_and_replay(env):
     """`chaos --fault read:EIO:20%` over 200 reads of one page of one
     descriptor (finding 5 of issue 48: before, none failed after the first
