@@ -120,12 +120,14 @@ test-integration: build
 # store does are skipped with their reason (the sqlite_store marker); the
 # files that never use the harness's test world (a fresh Debian, the
 # README's blocks, the harness's own waits, every sandbox's attack probes)
-# ran in test-integration. ~25 min.
+# and the package's build and install (test_package.py: it builds the
+# .deb in the repository's .build/dist, which the SQLite run beside it
+# builds too) ran in test-integration. ~25 min.
 test-integration-postgresql: build
 	SCOPEFS_IT_STORE=postgresql SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider Tests/integration --ignore=Tests/integration/test_fresh_debian.py \
 		--ignore=Tests/integration/test_readme.py --ignore=Tests/integration/test_wait_for.py \
-		--ignore=Tests/integration/test_attacks_every_sandbox.py
+		--ignore=Tests/integration/test_attacks_every_sandbox.py --ignore=Tests/integration/test_package.py
 
 # The settings page end to end (issue 36): a real mount and daemon, app
 # processes, `scopefs settings`, and Debian's chromium driven by Playwright.
