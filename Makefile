@@ -123,8 +123,15 @@ test-integration: build
 # and the package's build and install (test_package.py: it builds the
 # .deb in the repository's .build/dist, which the SQLite run beside it
 # builds too) ran in test-integration. ~25 min.
+#
+# It runs a copy of the binary: the SQLite run beside it builds the .deb,
+# and that build links .build/debug/scopefs again while this run's
+# daemons and apps start from it. The copy sits at the same depth, so it
+# finds the repository's extensions as the original does.
+IT_POSTGRESQL_BIN := .build/it-postgresql/scopefs
 test-integration-postgresql: build
-	SCOPEFS_IT_STORE=postgresql SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) \
+	mkdir -p $(dir $(IT_POSTGRESQL_BIN)) && cp $(BIN) $(IT_POSTGRESQL_BIN).new && mv -f $(IT_POSTGRESQL_BIN).new $(IT_POSTGRESQL_BIN)
+	SCOPEFS_IT_STORE=postgresql SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(IT_POSTGRESQL_BIN)) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider Tests/integration --ignore=Tests/integration/test_fresh_debian.py \
 		--ignore=Tests/integration/test_readme.py --ignore=Tests/integration/test_wait_for.py \
 		--ignore=Tests/integration/test_attacks_every_sandbox.py --ignore=Tests/integration/test_package.py
