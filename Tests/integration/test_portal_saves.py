@@ -22,7 +22,17 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount
-from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES, describe, mount_count, run_bounded, wait_for
+from scopefs_harness import (
+    ALPHA,
+    BETA,
+    ITEMS_MOVE,
+    LOCAL,
+    REPORT_BYTES,
+    describe,
+    mount_count,
+    run_bounded,
+    wait_for,
+)
 from test_portal import SYSTEM_PYTHON, Portal, SessionBus, privacy
 
 
@@ -67,6 +77,7 @@ else:
 """
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 @pytest.mark.parametrize("how", ["set_contents", "replace_contents"])
 def test_glib_saves_a_document_atomically(env, portal, how):
     """SPEC S48: GLib's atomic save of by-app/APP/DOC_ID/NAME writes a
@@ -182,6 +193,7 @@ def test_revoke_cuts_a_temporary_and_hides_it(env, portal):
     assert report.read_bytes() == b"before"
 
 
+@pytest.mark.sqlite_store(ITEMS_MOVE)
 def test_vim_saves_by_renaming_the_document_away(env, portal):
     """SPEC S48: vim with backupcopy=no moves the document to its backup
     name, writes the document's name anew and removes the backup; the
