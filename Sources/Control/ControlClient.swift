@@ -126,10 +126,19 @@ public enum ControlClient {
 
     public static func status(state: StateDirectory) throws(CommandError) -> DaemonStatus? {
         guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return nil }
+        let response: ControlResponse
         do {
-            return try send(.status, state: state).status
+            response = try send(.status, state: state)
         } catch  where error.kind == .noDaemon {
             return nil
         }
+        // A daemon that answered with an error serves the state directory:
+        // say what failed, not that nobody serves it (seen at EMFILE).
+        guard response.ok, let status = response.status else {
+            throw CommandError(
+                CommandError.Kind(rawValue: response.code ?? 70) ?? .internalError,
+                response.message ?? "the daemon sent no status")
+        }
+        return status
     }
 }

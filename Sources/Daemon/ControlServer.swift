@@ -99,9 +99,18 @@ final class ControlServer: Sendable {
             // At the descriptor limit the peer's /proc files cannot be read
             // and it looks gone: asked again with the owner's reserve free
             // (SPEC S40), a gone process is still unknown, the owner served.
-            if case .unknown? = who, let peer, let reserve, reserve.release() {
-                who = identity.identify(pid: peer.pid, uid: peer.uid)
-                reserve.refill()
+            // Another thread (the tracker reading a new process's /proc)
+            // may take the freed numbers first; its reads are brief, so a
+            // few more tries, 25 ms apart, while the peer lives (seen on a
+            // loaded machine: the owner's `status` refused at the limit).
+            if case .unknown? = who, let peer, let reserve {
+                let released = reserve.release()
+                for _ in 0..<20 {
+                    who = identity.identify(pid: peer.pid, uid: peer.uid)
+                    guard case .unknown? = who, kill(peer.pid, 0) == 0 else { break }
+                    usleep(25_000)
+                }
+                if released { reserve.refill() }
             }
             if who?.isOwner == true {
                 respond(client, answer(client, peer, who))

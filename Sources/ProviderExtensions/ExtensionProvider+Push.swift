@@ -72,14 +72,19 @@ extension ExtensionProvider {
     func pushOrRetry() {
         do {
             try push()
-            lock.withLock {
+            let pullFailedOffline = lock.withLock {
                 sync.failures = 0
                 // A pass may make no call at all: only a pull's success
                 // says the store answers again after a pull failed.
                 if sync.offline?.hasPrefix(Self.pushFailed) ?? false { sync.offline = nil }
                 sync.lastPush = Date().timeIntervalSince1970
                 if sync.lastError?.hasPrefix(Self.pushFailed) ?? false { sync.lastError = nil }
+                return sync.offline?.hasPrefix(Self.pullFailed) ?? false
             }
+            // The store may answer again: ask it now rather than at the
+            // end of the pull's backoff, so `offline` is not stale for
+            // up to a retry cap after the store came back (issue 47).
+            if pullFailedOffline { wake(pull: true) }
         } catch {
             noteFailure(error, Self.pushFailed)
             retryLater(push: true)

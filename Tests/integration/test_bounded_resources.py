@@ -75,7 +75,7 @@ def wait_for_descriptors(pid: int, at_most: int, timeout: float) -> None:
 def owner_cli(env, *args, timeout: float = 20) -> subprocess.CompletedProcess | None:
     """A CLI command of the owner; None when it did not return in time."""
     try:
-        return subprocess.run(env.cli_argv(*args), env=env.base_env, capture_output=True, timeout=timeout)
+        return subprocess.run(env.cli_argv(*args), env=env.base_env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
 
