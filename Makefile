@@ -83,7 +83,10 @@ demo: build
 	./mount-scripts/demo.sh
 
 # Lint first: it takes seconds and names a layout slip before the long suite.
-test: lint build test-unit test-extensions test-integration-both test-settings test-fleet
+# The groups run in this order; the time of each is printed at the end.
+TEST_GROUPS := lint build test-unit test-extensions test-integration-both test-settings test-fleet
+test:
+	@MAKE=$(MAKE) tools/timed_groups.sh $(TEST_GROUPS)
 
 # The integration suite on SQLite and on PostgreSQL, side by side: their
 # tests mostly wait (on mounts, daemons, apps and timeouts), so together
@@ -112,7 +115,8 @@ test-extensions: build
 # for the fresh-Debian test's one-time bootstrap (~5 min) on a new machine
 # and stays well under CI's 90 minutes.
 test-integration: build
-	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) $(PYTHON) -m pytest -q Tests/integration
+	SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(BIN)) \
+		tools/timed_line.sh "integration (SQLite)" $(PYTHON) -m pytest -q Tests/integration
 
 # The same suite on the fleet's store (issue 34): each test world gets a
 # PostgreSQL database of its own on one throwaway server (Debian's
@@ -132,7 +136,7 @@ IT_POSTGRESQL_BIN := .build/it-postgresql/scopefs
 test-integration-postgresql: build
 	mkdir -p $(dir $(IT_POSTGRESQL_BIN)) && cp $(BIN) $(IT_POSTGRESQL_BIN).new && mv -f $(IT_POSTGRESQL_BIN).new $(IT_POSTGRESQL_BIN)
 	SCOPEFS_IT_STORE=postgresql SCOPEFS_IT_BUDGET=$${SCOPEFS_IT_BUDGET:-2700} SCOPEFS_BIN=$(abspath $(IT_POSTGRESQL_BIN)) \
-		$(PYTHON) -m pytest -q -p no:cacheprovider Tests/integration --ignore=Tests/integration/test_fresh_debian.py \
+		tools/timed_line.sh "integration (PostgreSQL)" $(PYTHON) -m pytest -q -p no:cacheprovider Tests/integration --ignore=Tests/integration/test_fresh_debian.py \
 		--ignore=Tests/integration/test_readme.py --ignore=Tests/integration/test_wait_for.py \
 		--ignore=Tests/integration/test_attacks_every_sandbox.py --ignore=Tests/integration/test_package.py
 
