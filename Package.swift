@@ -2,13 +2,11 @@
 import Foundation
 import PackageDescription
 
-// Layers (arrows point one way):
-//   ScopeFSCLI (`scopefs`) -> Daemon -> ScopeFS -> FuseBridge -> CFuse3
-//                 \-> Launcher -> Processes
-//                 \-> Control -> Documents -> PolicyStore -> Policy
-//   CommandErrors (the people-facing error and its exit codes) sits under
-//   everything that can fail in a way a person must read.
-// Policy has no libfuse, no SQLite and no syscalls: it is unit-tested in memory.
+// The layers, what each target owns and which uses which: docs/ARCHITECTURE.md,
+// whose table Tests/docs/test_architecture_map.py holds to these targets.
+// Each target declares what its sources import, and only that
+// (Tests/repo/test_declared_dependencies.py). Policy has no libfuse, no
+// SQLite and no syscalls: it is unit-tested in memory.
 let strict: [SwiftSetting] = [.unsafeFlags(["-warnings-as-errors"])]
 
 // `scopefs --version` names the commit when the Makefile passes
@@ -121,7 +119,7 @@ let package = Package(
         .target(
             name: "FleetStore",
             dependencies: [
-                "HostText", "Policy", "PolicyStore", "CommandErrors",
+                "Policy", "PolicyStore", "CommandErrors",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strict
@@ -156,7 +154,7 @@ let package = Package(
         // connector, the runs' journal): shared by the launcher and the daemon.
         .target(
             name: "Processes",
-            dependencies: ["Policy", "PolicyStore", "CSystemShims"],
+            dependencies: ["HostText", "Policy", "PolicyStore", "CommandErrors", "CSystemShims"],
             swiftSettings: strict
         ),
         // The one sandbox profile (SPEC S5, S41; docs/SECURITY.md): every
@@ -222,8 +220,10 @@ let package = Package(
             name: "SettingsPage",
             dependencies: [
                 "HostText", "Control", "Policy", "PolicyStore", "FleetStore", "Documents", "Processes",
-                "CommandErrors", "CSystemShims",
+                "CommandErrors",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // The HTTP/1 server channel and its idle timeout (SettingsServer).
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -331,7 +331,8 @@ let package = Package(
         .testTarget(
             name: "DaemonTests",
             dependencies: [
-                "Daemon", "Launcher", "Processes", "Control", "Policy", "PolicyStore", "ScopeFS", "CommandErrors",
+                "Daemon", "Processes", "Control", "Policy", "PolicyStore", "ScopeFS", "FuseBridge", "HostText",
+                "ProviderExtensions", "CommandErrors",
             ]
         ),
         // The Swift client's error kinds and control socket (no daemon needed).
