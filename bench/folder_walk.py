@@ -2,7 +2,7 @@
 """Opt-in benchmark row: a walk of a granted tree of N folders through
 ScopeFS, with the daemon's descriptors and RSS sampled (issue 29, finding 2;
 SPEC S40). Folder descriptors are a bounded cache, so the daemon's count
-must stay under its documented bound (docs/ARCHITECTURE.md decision 43)
+must stay under its documented bound (docs/DECISIONS.md, decision 45)
 however many folders the kernel holds nodes for.
 
 In a full run: `python3 bench/run.py --folder-walk 1000000`. Alone (only

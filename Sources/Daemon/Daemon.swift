@@ -371,7 +371,7 @@ public enum Daemon {
     /// What an app process's exit ends: its inbox copies, and with the
     /// app's last process its session grants. Not on a FUSE worker:
     /// removing entries from the kernel's cache may wait for one
-    /// (docs/ARCHITECTURE.md). Serial: exits in order.
+    /// (docs/DECISIONS.md, decision 3). Serial: exits in order.
     private static func followAppExits(_ services: DaemonServices, sessions: any IsolationStore, logger: Logger) {
         let (tracker, inbox, fileSystem, reloader) = (
             services.tracker, services.inbox, services.fileSystem, services.reloader

@@ -125,7 +125,7 @@ public final class FuseSession: Sendable {
 
     /// Drops the kernel's cached pages and attributes of `inode`; mapped
     /// pages are unmapped too. Must not be called from a thread serving a
-    /// FUSE request: the kernel may be waiting on it (see docs/ARCHITECTURE.md).
+    /// FUSE request: the kernel may be waiting on it (docs/DECISIONS.md, decision 3).
     /// With `pages` false only the attributes go.
     @discardableResult
     public func invalidateInode(_ inode: UInt64, pages: Bool = true) -> Int32 {

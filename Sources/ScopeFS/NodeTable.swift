@@ -624,7 +624,7 @@ final class NodeTable: Sendable {
     /// for the long timeout. The returned folders' attributes and kept
     /// listings must go: the kernel drops the subtree's entries with its
     /// top (d_invalidate), but a descriptor held inside reads the listing
-    /// from its folder's pages (docs/ARCHITECTURE.md, 40). One pass over the
+    /// from its folder's pages (docs/DECISIONS.md, decision 40). One pass over the
     /// table, made only for events that name a folder.
     func folderMovedOnHost(named name: String, in parents: Set<UInt64>) -> [UInt64] {
         state.withLock { state in

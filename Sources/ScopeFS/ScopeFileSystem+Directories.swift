@@ -19,12 +19,12 @@ extension ScopeFileSystem {
         return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node, entries))
     }
 
-    /// Whether listings may be kept by the kernel at all (docs/ARCHITECTURE.md,
+    /// Whether listings may be kept by the kernel at all (docs/DECISIONS.md,
     /// decision 40: switched off once, until a host move of a folder dropped
     /// the kept listings of its whole subtree).
     static let kernelKeepsListings = true
 
-    /// Whether the kernel may keep `folder`'s listing (docs/ARCHITECTURE.md):
+    /// Whether the kernel may keep `folder`'s listing (docs/DECISIONS.md, decision 40):
     /// a backed folder whose host changes the channel reports (each drops
     /// the listing with the folder's pages, `invalidation(for:)`), listed
     /// the same to every caller the gate lets in; a policy change drops the
