@@ -4,8 +4,8 @@ import Glibc
 import Logging
 import PolicyStore
 
-/// Where the daemon's messages and its event stream go (ARCHITECTURE.md,
-/// "journald, else a rotated file").
+/// Where the daemon's messages and its event stream go (docs/DECISIONS.md,
+/// decision 27, "journald, else a rotated file").
 public enum LogDestination: String, Sendable, CaseIterable {
     /// The journal under systemd or where journald runs; else standard
     /// error in the foreground and the rotated file in the background.

@@ -70,7 +70,7 @@ func reserveDescriptorTable(limit: rlim_t) {
 private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 
 /// How the daemon's descriptor limit is shared (SPEC S40,
-/// docs/ARCHITECTURE.md decision 45): `DaemonTunables.daemonReservedDescriptors`
+/// docs/DECISIONS.md, decision 45): `DaemonTunables.daemonReservedDescriptors`
 /// stay with the daemon itself — control sockets and their reserve, the
 /// database, the host-change channel, /dev/fuse clones, splice pipes,
 /// folders evicted while a request uses them — `folders` go to the cache

@@ -23,7 +23,7 @@ public enum HostChangeMode: String, Sendable, CaseIterable {
 
 /// Tells the kernel at once when a file of a folder it holds changes on
 /// the host, so that entries (negative ones too), attributes and pages can
-/// be cached for long (SPEC S37, docs/ARCHITECTURE.md, 3 and 30).
+/// be cached for long (SPEC S37, docs/DECISIONS.md, decisions 3 and 33).
 ///
 /// The file system registers each folder node it makes (`watch`) and lets
 /// go of it when the kernel forgets it (`unwatch`); one host folder has a

@@ -4,7 +4,7 @@ import Glibc
 
 /// Who the kernel lets into the mount, and as whom the file system sees
 /// them: the FUSE options and the bridge's uid rules for a daemon of
-/// `ownerUID` (ARCHITECTURE.md, decisions 8 and 43).
+/// `ownerUID` (docs/DECISIONS.md, decisions 8 and 43).
 struct MountAccess {
     var options = ["subtype=scopefs"]
     /// Root's apps run as the app account; to the file system they act as

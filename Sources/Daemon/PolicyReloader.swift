@@ -13,7 +13,7 @@ import Synchronization
 /// (SPEC S13): on a CLI's reload request, and when the database changes
 /// behind the daemon's back. After installing a snapshot it drops the
 /// kernel's caches of revoked items — always from this (non-FUSE) thread,
-/// since the kernel may be waiting on a FUSE worker (docs/ARCHITECTURE.md).
+/// since the kernel may be waiting on a FUSE worker (docs/DECISIONS.md, decision 3).
 ///
 /// It fails closed (issue 15): when the file it serves from is deleted,
 /// replaced, unreadable or corrupt, every grant is served as revoked until

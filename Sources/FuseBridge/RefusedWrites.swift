@@ -51,7 +51,7 @@ extension BridgeContext {
     /// Drops `length` bytes at `offset` of `inode` from the kernel's page
     /// cache, on a thread of its own: the kernel waits for the writeback of
     /// those pages to end, which needs the reply that the calling request
-    /// thread has yet to send (docs/ARCHITECTURE.md, SPEC S37).
+    /// thread has yet to send (docs/DECISIONS.md, decision 21; SPEC S37).
     func dropCachedRange(inode: UInt64, offset: off_t, length: Int) {
         invalidations.async { [self] in
             let pointer = session.load(ordering: .acquiring)

@@ -1,6 +1,6 @@
 import Glibc
 
-/// Names of copies being staged (SPEC S34; docs/ARCHITECTURE.md, 18): a
+/// Names of copies being staged (SPEC S34; docs/DECISIONS.md, decision 18): a
 /// staging folder `.scopefs-partial-copies-<uid>` on a disk other than the
 /// state's, or an older copy's `.NAME.scopefs-partial-<pid>`. The mount
 /// never shows them in a provider: lookups are ENOENT and listings skip

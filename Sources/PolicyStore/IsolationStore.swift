@@ -3,7 +3,7 @@ import Foundation
 import Policy
 
 /// The isolation layer as the daemon and the commands use it, whichever
-/// store holds it (docs/ARCHITECTURE.md, decision 59): the embedded SQLite
+/// store holds it (docs/DECISIONS.md, decision 59): the embedded SQLite
 /// file (`PolicyRepository`, SPEC S13) or a fleet's PostgreSQL database
 /// (`FleetRepository`, SPEC S44). Both answer the same calls with the same
 /// results and the same errors (exit codes, SPEC S34), which one body of

@@ -15,7 +15,7 @@ import SystemPackage
 ///   RLIMIT_NOFILE does, and a `descriptor-budget-exhausted` event.
 /// - All apps together stop at `total`: the daemon's limit less what it
 ///   keeps for itself (control sockets, database, host-change channel,
-///   folder nodes: docs/ARCHITECTURE.md, decision 45). Past it, an app
+///   folder nodes: docs/DECISIONS.md, decision 45). Past it, an app
 ///   within its own budget gets ENFILE, the system-wide "table full".
 ///   With the default `perApp` (a quarter of `total` at most) that takes
 ///   four apps at their budgets.

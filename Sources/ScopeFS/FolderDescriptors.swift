@@ -77,7 +77,7 @@ final class FolderSlot: Sendable {
 }
 
 /// At most `capacity` folders keep a descriptor (SPEC S40; docs/
-/// ARCHITECTURE.md decision 45). A walk of a tree of any size makes the
+/// DECISIONS.md, decision 45). A walk of a tree of any size makes the
 /// kernel hold a node per folder it passes; each used to pin a descriptor
 /// until the kernel forgot it, and a tree with more folders than the
 /// daemon's limit could not be walked.

@@ -22,7 +22,7 @@ public struct HostDirectoryID: Hashable, Sendable {
 /// What the file system asks of a host-change channel (fanotify or
 /// inotify, in the daemon): to report changes in the folders the kernel
 /// holds, so that their entries and attributes can be cached for long and
-/// dropped exactly when the host changes them (docs/ARCHITECTURE.md, 3).
+/// dropped exactly when the host changes them (docs/DECISIONS.md, decision 3).
 ///
 /// Called from FUSE workers, with no lock of the file system held: the
 /// calls may make system calls, never wait on the kernel's FUSE side.

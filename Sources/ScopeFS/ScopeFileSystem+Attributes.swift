@@ -5,7 +5,7 @@ import SystemPackage
 
 /// setattr: chmod, chown, truncate, utimens (SPEC S35). Permission checks
 /// are the host file system's (or the kernel's with `allow_other`, see
-/// ARCHITECTURE.md, 8); the policy check is ours.
+/// docs/DECISIONS.md, decision 8); the policy check is ours.
 extension ScopeFileSystem {
     public func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
         throws(Errno) -> Attributes

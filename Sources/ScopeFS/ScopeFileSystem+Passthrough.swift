@@ -12,7 +12,7 @@ import SystemPackage
 /// the gate.
 ///
 /// What the daemon no longer sees through such a descriptor, and why that
-/// is sound, is docs/ARCHITECTURE.md's decision 56, "Kernel passthrough
+/// is sound, is docs/DECISIONS.md's decision 56, "Kernel passthrough
 /// for the container": its reads and writes (S33's check of the caller: in the
 /// sandbox no other app can reach the descriptor), and the set-id bits an
 /// unprivileged write would clear (a container file has none: `modeAllowed`).

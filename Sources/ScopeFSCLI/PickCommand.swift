@@ -69,7 +69,7 @@ struct PickCommand: ParsableCommand {
         try report { () throws(CommandError) in
             if mode.startsInContainer {
                 // One destination for all: checked together, then placed in
-                // order (ARCHITECTURE decision 39).
+                // order (docs/DECISIONS.md, decision 39).
                 try transfer(chosen)
             } else {
                 for selection in chosen { try perform(selection) }

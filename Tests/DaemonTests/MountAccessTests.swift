@@ -5,7 +5,7 @@ import Testing
 
 @testable import Daemon
 
-/// Who the kernel lets into the mount (SPEC S5, S39; ARCHITECTURE.md 8, 43).
+/// Who the kernel lets into the mount (SPEC S5, S39; docs/DECISIONS.md, decisions 8 and 43).
 @Suite struct MountAccessTests {
     let appAccount = AppAccount(name: "scopefs-app", uid: 991, gid: 991)
 

@@ -148,8 +148,8 @@ STORM_FILES = 20
 STORM_SECONDS = 8.0
 # What the daemon may hold beyond its count right after mount: one backing
 # descriptor per file open at that moment (at most one per reader) plus the
-# RELEASEs the kernel has in flight (docs/ARCHITECTURE.md, "Descriptor
-# bound"), with room for folder nodes and worker threads.
+# RELEASEs the kernel has in flight (docs/DECISIONS.md,
+# decision 45), with room for folder nodes and worker threads.
 STORM_SLACK = 4 * STORM_READERS + 64
 
 # Starts accessing the folder, waits for "go", then forks the readers: each
@@ -270,7 +270,7 @@ emit(attempt(read_bytes, path))
 
 
 def apps_share(limit: int) -> int:
-    """docs/ARCHITECTURE.md decision 45: apps share the limit less 1,024
+    """docs/DECISIONS.md, decision 45: apps share the limit less 1,024
     and less the folder descriptor cache (4,096 or an eighth of the limit,
     whichever is smaller), but at least half of it."""
     return max(limit - 1024 - min(4096, limit // 8), limit // 2)
@@ -335,7 +335,7 @@ SHARE_TEST_HARD_LIMIT = 4096
 
 @pytest.mark.scopefs_timeout(180)
 def test_apps_filling_their_share_leave_the_daemon_its_reserve(env):
-    """SPEC S40, docs/ARCHITECTURE.md decision 45: the daemon raises its
+    """SPEC S40, docs/DECISIONS.md, decision 45: the daemon raises its
     soft descriptor limit to the hard limit at start (the mount is started
     with a soft limit of 1,024 and a hard one of 4,096), and apps together stop 1,024 plus the
     folder cache short of it.

@@ -6,7 +6,7 @@ A folder node used to keep an O_PATH descriptor for as long as the kernel
 held the node, so `find` over a granted tree of 25,251 folders met "Too many
 open files" once the daemon's limit (20,000 here) was reached. Folder
 descriptors are now a bounded cache, re-opened from the parent by name with
-an identity check on a miss (docs/ARCHITECTURE.md, decision 45).
+an identity check on a miss (docs/DECISIONS.md, decision 45).
 
 The tests run as users run apps: the default mount (strict scopes), an app
 in the default sandbox holding a security scope on its grant.
@@ -31,7 +31,7 @@ WALK_SLACK = 96
 
 
 def folder_cache_capacity(limit: int) -> int:
-    """docs/ARCHITECTURE.md decision 45: the daemon caches at most 4,096
+    """docs/DECISIONS.md, decision 45: the daemon caches at most 4,096
     folder descriptors, or an eighth of its limit if that is smaller."""
     return min(4096, limit // 8)
 

@@ -1,6 +1,6 @@
 """How app processes see the mount: the app view (the default as root), the
 shared view, and what unmount does while app views still hold the mount.
-SPEC S3, S5, S1, S34 (docs/ARCHITECTURE.md, "Mount views")."""
+SPEC S3, S5, S1, S34 (docs/DECISIONS.md, decision 12, "Mount views")."""
 
 import os
 import subprocess

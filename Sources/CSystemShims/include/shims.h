@@ -102,8 +102,8 @@ extern const unsigned long scopefs_tioclinux;
 extern const unsigned long scopefs_clone_namespace_flags[7];
 extern const int scopefs_clone_newns;
 
-/// Host-change channels (docs/ARCHITECTURE.md, "Long caches with exact
-/// invalidation"): fanotify with directory file handles and names for a
+/// Host-change channels (docs/DECISIONS.md, decision 33, "Host changes: one
+/// channel, exact invalidation"): fanotify with directory file handles and names for a
 /// daemon with CAP_SYS_ADMIN, else inotify.
 #include <stddef.h>
 #include <sys/fanotify.h>
