@@ -1,5 +1,5 @@
 """Every "SPEC Sxx" the repository cites resolves to a statement of
-docs/SPEC.md, and ARCHITECTURE's SPEC -> code table names every statement.
+docs/SPEC.md, and docs/SPEC-CODE.md's table names every statement.
 
 Runs anywhere (no FUSE, no root): `make test-unit` runs it after the Swift
 unit tests.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "docs" / "SPEC.md"
-ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+SPEC_CODE = ROOT / "docs" / "SPEC-CODE.md"
 
 # Where statements are cited: code, tests, docs, scripts.
 CITING = ["Sources", "Tests", "docs", "mount-scripts", "bench", "clients", "README.md", "Makefile"]
@@ -58,8 +58,8 @@ def test_every_cited_statement_is_defined():
     assert not unresolved, f"cited but not in docs/SPEC.md: {unresolved}"
 
 
-def test_architecture_table_names_every_statement():
-    table = [line for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines() if line.startswith("| S")]
+def test_spec_code_table_names_every_statement():
+    table = [line for line in SPEC_CODE.read_text(encoding="utf-8").splitlines() if line.startswith("| S")]
     named: set[str] = set()
     for row in table:
         cell = row.split("|")[1]
@@ -67,4 +67,4 @@ def test_architecture_table_names_every_statement():
             named.update(str(n) for n in range(int(low), int(high) + 1))
         named.update(CITATION.findall(cell))
     missing = sorted(defined_statements() - named, key=lambda n: (int(re.match(r"\d+", n).group()), n))
-    assert not missing, f"docs/ARCHITECTURE.md's SPEC table lacks {missing}"
+    assert not missing, f"docs/SPEC-CODE.md's table lacks {missing}"
