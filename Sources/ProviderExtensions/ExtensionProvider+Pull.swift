@@ -316,7 +316,7 @@ extension ExtensionProvider {
     /// A conflict name beside `path` that nothing in the replica holds yet.
     func freeConflictPath(beside path: String, for name: String) -> String {
         let parent = (path as NSString).deletingLastPathComponent
-        let now = Date()
+        let now = tunables.conflictClock()
         var attempt = 1
         while true {
             let candidate = ConflictName.make(for: name, at: now, attempt: attempt)

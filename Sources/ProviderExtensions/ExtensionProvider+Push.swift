@@ -487,10 +487,15 @@ extension ExtensionProvider {
         switch error.code {
         case .unreachable, .notAuthenticated, .busy, .internalError, .cancelled: return true
         default:
-            if var record {
-                record.problem = "error: \(error.code.name): \(error.message)"
-                lock.withLock { index.put(record) }
-                save([record])
+            if let record {
+                // The record as it is now, not the pass's copy (an app's
+                // write since may have marked it dirty again).
+                lock.withLock {
+                    guard var current = index[record.item.id] else { return }
+                    current.problem = "error: \(error.code.name): \(error.message)"
+                    index.put(current)
+                }
+                save()
             }
             report(
                 .error, path ?? record.flatMap { r in lock.withLock { index.path(of: r.item.id) } },

@@ -34,6 +34,9 @@ public final class ExtensionProvider: @unchecked Sendable {
     let ownWrite: @Sendable (UInt64) -> Void
 
     let lock = NSCondition()
+    /// One save at a time (`save`): the store gets the index's changes in
+    /// the order they were made.
+    let saving = NSLock()
     var index: ReplicaIndex
     /// Downloads in flight, by item id.
     var downloads: [String: [Download]] = [:]
@@ -268,10 +271,20 @@ public final class ExtensionProvider: @unchecked Sendable {
         logger.info("\(providerID): \(message)")
     }
 
-    func save(_ records: [ReplicaRecord], removing: [String] = []) {
-        let detached = lock.withLock { index.takeDetached() }
-        do { try store.save(detached + records, removing: removing) } catch {
-            logger.error("\(providerID): cannot save the replica's records: \(error)")
+    /// Writes every record changed in the index since the last save (those
+    /// of `records` and `removing` among them) as the index has it now, so
+    /// a save that runs late never writes an older copy over a newer one
+    /// (issue 47: a lost dirty mark is a lost write after a crash, S43).
+    func save(_ records: [ReplicaRecord] = [], removing: [String] = []) {
+        saving.withLock {
+            let (changed, removed) = lock.withLock {
+                index.markUnsaved(records.map(\.item.id) + removing)
+                return index.takeUnsaved()
+            }
+            do { try store.save(changed, removing: removed) } catch {
+                lock.withLock { index.markUnsaved(changed.map(\.item.id) + removed) }
+                logger.error("\(providerID): cannot save the replica's records: \(error)")
+            }
         }
         tellStateChanges()
     }
@@ -316,6 +329,9 @@ public struct ReplicaTunables: Sendable {
     /// A file open for writing is uploaded once it has been quiet this
     /// long (at once after an fsync or its close): not half-way through.
     public var writeQuiet: Double = 2
+    /// The time conflict copies are named by (docs/PROVIDERS.md): the wall
+    /// clock; a test's own clock, so that a seed replays the same names.
+    public var conflictClock: @Sendable () -> Date = { Date() }
     /// Back-off of a failed push: from `retryBase` doubling to `retryCap`.
     public var retryBase: Double = 1
     public var retryCap: Double = 300

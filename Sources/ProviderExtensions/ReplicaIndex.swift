@@ -7,9 +7,12 @@ struct ReplicaIndex {
     private var children: [String: Set<String>] = [:]
     /// Items whose `state` changed since the last `takeStateChanges`.
     private var stateChanges: [String] = []
-    /// Records whose file is gone, found when its inode was given to a new
-    /// file, since the last `takeDetached`.
-    private var detached: [ReplicaRecord] = []
+    /// Items whose record changed (or went) since the last `takeUnsaved`:
+    /// the store is written from the index as it is when it is saved, never
+    /// from a copy a caller took earlier (issue 47: a download's or a
+    /// pull's save that ran after an app's first write wrote its older
+    /// copy over the dirty mark, and a daemon killed then lost the write).
+    private var unsaved: Set<String> = []
 
     init(_ records: [ReplicaRecord]) {
         for record in records { put(record) }
@@ -38,22 +41,26 @@ struct ReplicaIndex {
         {
             stale.inode = Self.noFile
             records[other] = stale
-            detached.append(stale)
+            unsaved.insert(other)
         }
         records[record.item.id] = record
+        unsaved.insert(record.item.id)
         byInode[record.inode] = record.item.id
         if let parent = record.item.parent { children[parent, default: []].insert(record.item.id) }
     }
 
     /// The item was read or written now (the quota's LRU order).
     mutating func touch(_ id: String, at time: Double) {
+        guard records[id] != nil else { return }
         records[id]?.lastUsed = time
+        unsaved.insert(id)
     }
 
     /// Removes the record (not its descendants); returns it.
     @discardableResult
     mutating func remove(_ id: String) -> ReplicaRecord? {
         guard let record = records.removeValue(forKey: id) else { return nil }
+        unsaved.insert(id)
         if byInode[record.inode] == id { byInode[record.inode] = nil }
         if let parent = record.item.parent { children[parent]?.remove(id) }
         return record
@@ -71,15 +78,19 @@ struct ReplicaIndex {
         byInode[inode] = nil
         stale.inode = Self.noFile
         records[id] = stale
-        detached.append(stale)
+        unsaved.insert(id)
     }
 
-    /// The records `put` or `madeNew` detached from their inode since the
-    /// last call (to save).
-    mutating func takeDetached() -> [ReplicaRecord] {
-        defer { detached = [] }
-        return detached
+    /// What changed since the last call, as it is now: the records to
+    /// write, and the ids whose record is gone.
+    mutating func takeUnsaved() -> (records: [ReplicaRecord], removed: [String]) {
+        defer { unsaved = [] }
+        let ids = unsaved.sorted()
+        return (ids.compactMap { records[$0] }, ids.filter { records[$0] == nil })
     }
+
+    /// A save that failed: its changes are written by the next one.
+    mutating func markUnsaved(_ ids: [String]) { unsaved.formUnion(ids) }
 
     /// The items whose state changed since the last call, once each.
     mutating func takeStateChanges() -> [String] {

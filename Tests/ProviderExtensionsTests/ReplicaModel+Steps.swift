@@ -10,6 +10,7 @@ extension ReplicaModel {
     /// One random step, then the check. Returns false once a problem was found.
     func step(_ number: Int) throws -> Bool {
         let before = files
+        nextSecond()
         let roll = Int.random(in: 0..<100, using: &random)
         switch roll {
         case 0..<7: openFile(writes: false)

@@ -84,6 +84,8 @@ final class ReplicaModel: @unchecked Sendable {
     let folders = ["", "sub"]
     var subID = ""
     private var clock = 1_000.0
+    /// The time the engine names conflict copies by: a second per step.
+    private let conflictTime = Shared(Date(timeIntervalSince1970: 1_800_000_000))
 
     init(seed: UInt64) throws {
         self.seed = seed
@@ -103,6 +105,11 @@ final class ReplicaModel: @unchecked Sendable {
         // Only an fsync or a close makes a file being written ready to go
         // up: the model's steps take no time, so "quiet" would be random.
         tunables.writeQuiet = 3600
+        // Conflict copies are named by the model's clock, not the wall's:
+        // a seed replays the same names (a second conflict within one
+        // "second" gets " 2" the same way each run).
+        let conflictTime = conflictTime
+        tunables.conflictClock = { conflictTime.withLock { $0 } }
         let produced = produced
         let problems = uploadProblems
         remote.onUpload = { [remote] bytes, name in
@@ -333,7 +340,11 @@ final class ReplicaModel: @unchecked Sendable {
         let tree = walk()
         // Conflict copies: the local edit moved to a new file beside the item.
         // (A daemon killed after the copy and before its event leaves one unannounced.)
-        let unannounced = tree.filter { files[$0.key] == nil && Self.original(ofConflictCopy: $0.value) != nil }
+        // (A remote item whose name is a conflict copy's, an upload of one,
+        // comes with its record: a placeholder, not a copy.)
+        let unannounced = tree.filter {
+            files[$0.key] == nil && byInode[$0.key] == nil && Self.original(ofConflictCopy: $0.value) != nil
+        }
         let announced = conflictCopies.withLock { list in
             defer { list = [] }
             return list
@@ -542,6 +553,9 @@ final class ReplicaModel: @unchecked Sendable {
     func note(_ line: String) { log.append(line) }
 
     func problem(_ text: String) { problems.append(text) }
+
+    /// The next step happens a second later for conflict names.
+    func nextSecond() { conflictTime.withLock { $0 = $0.addingTimeInterval(1) } }
 
     func tick() -> Double {
         clock += 1.25

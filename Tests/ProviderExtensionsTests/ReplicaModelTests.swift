@@ -12,13 +12,15 @@ import Testing
     static let environment = ProcessInfo.processInfo.environment
     static let steps = Int(environment["SCOPEFS_MODEL_STEPS"] ?? "") ?? 400
     static let shown = Int(environment["SCOPEFS_MODEL_SHOW"] ?? "") ?? 40
-    /// Seeds that pass on their own (after the fixes they found: an old
-    /// download in a new version, lost dirty marks, writes through stale
-    /// descriptors, reused inodes, renamed placeholders, conflict names).
-    static let passing: [UInt64] = [1, 2, 3, 8, 9, 11, 13]
+    /// Seeds that pass, run strictly in CI: a finding there fails the
+    /// build (after the fixes they found: an old download in a new
+    /// version, lost dirty marks, writes through stale descriptors, reused
+    /// inodes, renamed placeholders, conflict names; 40 and 41: a late
+    /// save's older record over a dirty mark, lost after a daemon kill).
+    static let passing: [UInt64] = [1, 9, 11, 21, 24, 33, 40, 41]
     /// Seeds that still find something (open findings of issue 47: see
-    /// its note).
-    static let failing: [UInt64] = [4, 5, 6, 7, 10, 12, 14, 15, 16, 17, 18, 19, 20]
+    /// its note): known issues unless `SCOPEFS_MODEL_STRICT=1`.
+    static let failing: [UInt64] = [2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 29]
 
     static var chosen: [UInt64]? {
         guard let first = UInt64(environment["SCOPEFS_MODEL_SEED"] ?? "") else { return nil }
@@ -26,53 +28,74 @@ import Testing
         return Array(first..<(first + count))
     }
 
-    /// Until the open findings are fixed, what the model finds is a known
-    /// issue in CI (shown, not failing); `SCOPEFS_MODEL_STRICT=1` makes it
-    /// a failure (a developer's run, and the check that a reverted fix is
-    /// found).
+    /// Until the open findings are fixed, what the failing seeds find is a
+    /// known issue in CI (shown, not failing); `SCOPEFS_MODEL_STRICT=1`
+    /// makes it a failure (a developer's run, and the check that a
+    /// reverted fix is found). The passing seeds, and seeds chosen by
+    /// `SCOPEFS_MODEL_SEED`, are always strict.
     static let strict = environment["SCOPEFS_MODEL_STRICT"] == "1"
 
     @Test("apps, a live remote, faults and crashes never lose a write nor mix versions")
     func randomSteps() throws {
-        for seed in Self.chosen ?? (Self.passing + Self.failing) {
+        // The seeds run side by side (most of a step is waiting for the
+        // store's fsync), each on its own replica; what each found is
+        // recorded here, on the test's thread.
+        let passing = try (Self.chosen ?? Self.passing).map { seed in try Run(seed: seed, steps: Self.steps) }
+        let failing = try (Self.chosen == nil ? Self.failing : []).map { seed in
+            try Run(seed: seed, steps: Self.steps)
+        }
+        for run in passing { finish(run) }
+        for run in failing {
             if Self.strict {
-                try run(seed: seed, steps: Self.steps)
+                finish(run)
             } else {
-                try withKnownIssue("issue 47: the replica model's open findings", isIntermittent: true) {
-                    try run(seed: seed, steps: Self.steps)
-                }
+                withKnownIssue("issue 47: the replica model's open findings", isIntermittent: true) { finish(run) }
             }
         }
     }
 
-    /// Runs one seed on a thread of its own (a wait that never ends is a
-    /// failure, not a hung CI); records its problem with the steps that
-    /// led there.
-    func run(seed: UInt64, steps: Int) throws {
-        let model = try ReplicaModel(seed: seed)
+    /// One seed's run on a thread of its own, at most `Run.slots` at a time.
+    final class Run: @unchecked Sendable {
+        static let slots = DispatchSemaphore(value: 4)
+        let seed: UInt64
+        let steps: Int
+        let model: ReplicaModel
         let done = DispatchSemaphore(value: 0)
         let outcome = Shared<(step: Int, error: (any Error)?)?>(nil)
-        Thread.detachNewThread {
-            var failedAt = steps
-            do {
-                for number in 0..<steps where try !model.step(number) {
-                    failedAt = number
-                    break
+
+        init(seed: UInt64, steps: Int) throws {
+            self.seed = seed
+            self.steps = steps
+            model = try ReplicaModel(seed: seed)
+            Thread.detachNewThread { [self] in
+                Self.slots.wait()
+                defer { Self.slots.signal() }
+                var failedAt = steps
+                do {
+                    for number in 0..<steps where try !model.step(number) {
+                        failedAt = number
+                        break
+                    }
+                    if failedAt == steps { try model.drain() }
+                    outcome.withLock { $0 = (failedAt, nil) }
+                } catch {
+                    outcome.withLock { $0 = (failedAt, error) }
                 }
-                if failedAt == steps { try model.drain() }
-                outcome.withLock { $0 = (failedAt, nil) }
-            } catch {
-                outcome.withLock { $0 = (failedAt, error) }
+                done.signal()
             }
-            done.signal()
         }
-        guard done.wait(timeout: .now() + 120) == .success else {
-            Issue.record("seed \(seed): the run did not end within 120 s (a wait without end)")
+    }
+
+    /// Waits for a run (a wait that never ends is a failure, not a hung
+    /// CI) and records its problem with the steps that led there.
+    func finish(_ run: Run) {
+        guard run.done.wait(timeout: .now() + 120) == .success else {
+            Issue.record("seed \(run.seed): the run did not end within 120 s (a wait without end)")
             return
         }
-        let (step, error) = outcome.withLock { $0 } ?? (steps, nil)
-        if let error { Issue.record("seed \(seed), step \(step): \(error)") }
-        if !model.problems.isEmpty { report(model, seed: seed, step: step) }
+        let (step, error) = run.outcome.withLock { $0 } ?? (run.steps, nil)
+        if let error { Issue.record("seed \(run.seed), step \(step): \(error)") }
+        if !run.model.problems.isEmpty { report(run.model, seed: run.seed, step: step) }
     }
 
     private func report(_ model: ReplicaModel, seed: UInt64, step: Int) {
