@@ -293,15 +293,19 @@ extension ExtensionProvider {
     /// except local edits not uploaded, which stay and are uploaded again
     /// ("a queued upload of an item deleted elsewhere creates it again").
     func removeRemotely(deleted id: String) {
-        let (ids, path, anyDirty, inode) = lock.withLock {
+        let (ids, record, anyDirty) = lock.withLock {
             let ids = index.subtree(id)
-            return (ids, index.path(of: id), ids.contains { index[$0]?.dirty ?? 0 != 0 }, index[id]?.inode)
+            return (ids, index[id], ids.contains { index[$0]?.dirty ?? 0 != 0 })
         }
-        guard let path, !ids.isEmpty else { return }
-        // Only the item's own file: an app may have removed it and made
-        // another under its name since (not uploaded yet, issue 47).
-        let same = folder.status(path).map { UInt64($0.st_ino) == inode } ?? false
-        if !anyDirty && same { try? writer.remove(path) }
+        guard let record, !ids.isEmpty, lock.withLock({ index.path(of: id) }) != nil else { return }
+        // Only the item's own file, wherever an app moved it (the move not
+        // sent yet): left where it is, it was an unknown file, and the
+        // next push created it anew with a placeholder's holes for its
+        // bytes (issue 47: uploads of bytes no app wrote). An app may also
+        // have removed it and made another under its name since.
+        let here = record.inode == ReplicaIndex.noFile ? nil : located(record)
+        let same = here != nil
+        if !anyDirty, let here { try? writer.remove(here) }
         lock.withLock {
             for id in ids {
                 // A descriptor still open on it reads ESTALE, not the holes of

@@ -16,11 +16,13 @@ import Testing
     /// build (after the fixes they found: an old download in a new
     /// version, lost dirty marks, writes through stale descriptors, reused
     /// inodes, renamed placeholders, conflict names; 40 and 41: a late
-    /// save's older record over a dirty mark, lost after a daemon kill).
-    static let passing: [UInt64] = [1, 9, 11, 21, 24, 33, 40, 41]
+    /// save's older record over a dirty mark, lost after a daemon kill;
+    /// 6: a placeholder moved here and deleted remotely, created anew with
+    /// its holes).
+    static let passing: [UInt64] = [1, 6, 9, 11, 21, 24, 33, 40, 41]
     /// Seeds that still find something (open findings of issue 47: see
     /// its note): known issues unless `SCOPEFS_MODEL_STRICT=1`.
-    static let failing: [UInt64] = [2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 29]
+    static let failing: [UInt64] = [2, 3, 4, 5, 7, 8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 29]
 
     static var chosen: [UInt64]? {
         guard let first = UInt64(environment["SCOPEFS_MODEL_SEED"] ?? "") else { return nil }
