@@ -13,6 +13,10 @@ public protocol FileSystem: AnyObject, Sendable {
     func setattr(_ request: Request, inode: UInt64, changes: AttributeChanges, handle: UInt64?)
         throws(Errno) -> Attributes
     func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String
+    /// access(2) and chdir's check, when the kernel checks no permission
+    /// bits itself (no `default_permissions`); `mask` is R_OK, W_OK, X_OK
+    /// or F_OK as access(2) has them.
+    func access(_ request: Request, inode: UInt64, mask: Int32) throws(Errno)
 
     func mknod(_ request: Request, parent: UInt64, name: String, mode: mode_t, device: dev_t) throws(Errno) -> Entry
     func mkdir(_ request: Request, parent: UInt64, name: String, mode: mode_t) throws(Errno) -> Entry
@@ -241,6 +245,14 @@ public struct ConnectionSettings {
 extension FileSystem {
     /// Nothing to track by default.
     public func writeFinished(inode: UInt64, handle: UInt64) {}
+}
+
+extension FileSystem {
+    /// A file system that checks nothing more than the kernel: ENOSYS, and
+    /// the kernel takes every access for granted from then on.
+    public func access(_ request: Request, inode: UInt64, mask: Int32) throws(Errno) {
+        throw .noFunction
+    }
 }
 
 extension FileSystem {

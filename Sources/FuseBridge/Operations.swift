@@ -68,6 +68,12 @@ enum Operations {
                     try fs.readlink(Bridge.caller(req!), inode: UInt64(ino))
                 }, reply: { target in _ = target.withHostCString { fuse_reply_readlink(req!, $0) } })
         }
+        ops.access = { req, ino, mask in
+            let fs = Bridge.fileSystem(req!)
+            Bridge.answer(req!) { () throws(Errno) in
+                try fs.access(Bridge.caller(req!), inode: UInt64(ino), mask: mask)
+            }
+        }
         ops.statfs = { req, ino in
             let fs = Bridge.fileSystem(req!)
             Bridge.answer(

@@ -3,7 +3,7 @@
 /// raw values, so they are part of the log's format: renaming a Swift
 /// method must not change them (PolicyTests pins every one).
 public enum FileOperation: String, CaseIterable, Sendable {
-    case lookup, getattr, setattr, readlink, mknod, mkdir, symlink, link, unlink, rmdir, rename
+    case lookup, getattr, setattr, readlink, access, mknod, mkdir, symlink, link, unlink, rmdir, rename
     case open, create, read, write, fsync, fallocate
     case copyFileRange = "copy_file_range"
     case opendir, readdir, fsyncdir, statfs, getxattr, setxattr, listxattr, removexattr

@@ -19,7 +19,7 @@ extension DocumentLayout {
     /// grant (`DocumentGrants.mayReplace`); for the owner, the host
     /// folder's permissions, which the host checks again at each call.
     func mayReplace(_ document: PortalDocument, app: AppID?) -> Bool {
-        guard let app else { return Self.hostFolder(of: document).withHostCString { access($0, W_OK) } == 0 }
+        guard let app else { return Self.hostFolder(of: document).withHostCString { Glibc.access($0, W_OK) } == 0 }
         let grant = (try? portal.grants.grant(Self.itemKey(document), app: app)) ?? document.pendingGrant(for: app)
         return DocumentGrants.mayReplace(grant, app: app)
     }

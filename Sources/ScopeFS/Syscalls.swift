@@ -80,6 +80,12 @@ enum Sys {
         }
     }
 
+    /// The corresponding system call is `faccessat2` (flags: AT_EMPTY_PATH,
+    /// AT_SYMLINK_NOFOLLOW), checked with the daemon's real ids.
+    static func accessAt(_ directory: Int32, _ name: String, _ mask: Int32, _ flags: Int32) throws(Errno) {
+        _ = try retrying { name.withHostCString { faccessat(directory, $0, mask, flags) } }
+    }
+
     static func unlinkAt(_ directory: Int32, _ name: String, _ flags: Int32) throws(Errno) {
         _ = try retrying { name.withHostCString { unlinkat(directory, $0, flags) } }
     }

@@ -10,10 +10,10 @@ struct FileOperationTests {
         let names = FileOperation.allCases.map(\.rawValue)
         #expect(
             names == [
-                "lookup", "getattr", "setattr", "readlink", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir",
-                "rename", "open", "create", "read", "write", "fsync", "fallocate", "copy_file_range", "opendir",
-                "readdir", "fsyncdir", "statfs", "getxattr", "setxattr", "listxattr", "removexattr", "control",
-                "start",
+                "lookup", "getattr", "setattr", "readlink", "access", "mknod", "mkdir", "symlink", "link", "unlink",
+                "rmdir", "rename", "open", "create", "read", "write", "fsync", "fallocate", "copy_file_range",
+                "opendir", "readdir", "fsyncdir", "statfs", "getxattr", "setxattr", "listxattr", "removexattr",
+                "control", "start",
             ])
     }
 

@@ -24,6 +24,11 @@ CONSUMERS = {
     "ScopeFS/ScopeFileSystem+Replacement.swift": "temporaries beside a single-file grant, S48",
     "Documents/Bookmarks.swift": "whether a bookmark resolves",
 }
+# Handlers that ask the rule through the gate (`gate(`), the choke point
+# every request by name passes before its syscall.
+GATED = {
+    "ScopeFS/ScopeFileSystem+Access.swift": "access(2) and chdir's check, as an open would be decided",
+}
 ASKS = re.compile(
     r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor|DocumentGrants\.(?:access|mayReplace))\("
 )
@@ -38,6 +43,12 @@ def test_every_consumer_asks_the_one_rule():
         assert ASKS.search(text), f"{name} ({what}) no longer asks Decision.permit"
 
 
+def test_every_gated_handler_passes_the_gate():
+    for name, what in GATED.items():
+        text = (SOURCES / name).read_text()
+        assert re.search(r"\bgate\(", text), f"{name} ({what}) no longer passes the gate"
+
+
 def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
     for name in (
         "Portal/DocumentLayout.swift",
@@ -45,6 +56,7 @@ def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
         "Portal/DocumentLayout+Folders.swift",
         "Portal/DocumentPortal.swift",
         "ScopeFS/ScopeFileSystem+Replacement.swift",
+        "ScopeFS/ScopeFileSystem+Access.swift",
         "Documents/Bookmarks.swift",
         "ScopeFS/ScopeFileSystem+Control.swift",
         "ScopeFS/Gate.swift",
