@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount as mount_with_scopes
+from pick_agent import Agent
 from scopefs_harness import ALPHA, LOCAL
 from test_clients import swift_check  # noqa: F401  (fixture: the Swift check app)
-from test_pick_requests import Agent
 
 WITHIN = 1.0
 REPORT = "docs/report.txt"

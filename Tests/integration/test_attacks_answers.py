@@ -29,8 +29,8 @@ import threading
 import time
 
 import pytest
+from pick_agent import Agent
 from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, drop_dentry_caches, wait_for
-from test_pick_requests import Agent
 
 REPORT = "docs/report.txt"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount
+from pick_agent import PY_CLAIMER, PYTHON_CLIENT, REPORT
 from scopefs_harness import ALPHA, BETA, LOCAL
 from test_clients import c_build, compile_c_example  # noqa: F401  (fixture: the C library)
-from test_pick_requests import PY_CLAIMER, PYTHON_CLIENT, REPORT
 
 REPO = Path(__file__).resolve().parents[2]
 

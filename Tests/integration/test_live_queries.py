@@ -14,9 +14,9 @@ import time
 
 import pytest
 from doc_scope_helpers import mount
+from pick_agent import PYTHON_CLIENT, REPORT
 from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL
 from test_clients import c_build, swift_check  # noqa: F401  (fixtures)
-from test_pick_requests import PYTHON_CLIENT, REPORT
 
 
 @pytest.fixture

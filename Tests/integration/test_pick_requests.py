@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from doc_scope_helpers import mount
+from pick_agent import PY_CLAIMER, PY_HOLDER, PYTHON_CLIENT, REPORT, Agent, world  # noqa: F401  (world: the fixture)
 from scopefs_harness import (
     ALPHA,
     FD_SLACK,
@@ -28,8 +28,6 @@ from scopefs_harness import (
 from test_clients import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 REPO = Path(__file__).resolve().parents[2]
-PYTHON_CLIENT = REPO / "clients" / "python"
-REPORT = "docs/report.txt"
 
 PY_PICK = """
 import scopefs
@@ -49,38 +47,6 @@ if "paths" in result and kwargs.get("mode", "open") == "open":
     result["content"] = read_text(p)
 emit(result)
 """
-
-
-class Agent:
-    """`scopefs agent --script FILE` in the background, as the owner."""
-
-    def __init__(self, env, steps: list[dict], count: int | None = None):
-        script = env.root / f"agent-{time.monotonic_ns()}.json"
-        script.write_text(json.dumps({"steps": steps}))
-        args = ["agent", "--script", script] + (["--count", str(count)] if count else [])
-        self.out = env.root / f"agent-{time.monotonic_ns()}.out"
-        with open(self.out, "w") as out:
-            self.popen = subprocess.Popen(
-                env.cli_argv(*args), stdout=out, stderr=subprocess.STDOUT, env=env.base_env, start_new_session=True
-            )
-        wait_for_agent(self.popen.pid)
-
-    def finish(self, timeout: float = 20) -> str:
-        try:
-            self.popen.wait(timeout=timeout)
-        finally:
-            if self.popen.poll() is None:
-                self.popen.kill()
-                self.popen.wait()
-        return self.out.read_text()
-
-
-@pytest.fixture
-def world(env):
-    env.base_env["PYTHONPATH"] = str(PYTHON_CLIENT)
-    (env.backing(LOCAL) / "docs" / "notes.md").write_text("# notes\n")
-    mount(env)
-    return env
 
 
 def pick_as_app(env, **kwargs) -> dict:
@@ -335,33 +301,6 @@ def test_presenter_hears_about_its_documents(world):
     assert other.recv(timeout=15) == {"done": True}, "another app heard of ALPHA's documents"
     assert max(latencies) < 3.0, latencies
     print(f"presenter latencies (s): {[round(x, 3) for x in latencies]}")
-
-
-PY_HOLDER = """
-import scopefs
-path, intent = sys.argv[1], sys.argv[2]
-notices = scopefs.watch_documents(timeout=20)
-with scopefs.coordinate(path, intent):
-    step({"holding": intent})          # the test lets go of us, or a writer asks us to
-    if intent == "read":
-        for notice in notices:
-            if notice["kind"] == "relinquish":
-                emit({"relinquish": notice["path"], "at": time.time()})
-                break
-emit({"released": time.time()})
-step({"done": True})
-"""
-
-PY_CLAIMER = """
-import scopefs
-path, intent, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-started = time.time()
-try:
-    with scopefs.coordinate(path, intent, timeout=timeout):
-        emit({"granted": time.time(), "waited": time.time() - started})
-except OSError as exc:
-    emit({"error": type(exc).__name__, "waited": time.time() - started})
-"""
 
 
 def test_coordination_between_two_apps(world):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount
+from pick_agent import Agent
 from scopefs_harness import (
     ALPHA,
     BETA,
@@ -28,7 +29,6 @@ from scopefs_harness import (
     run_bounded,
     wait_for,
 )
-from test_pick_requests import Agent
 from test_portal import AS_NOBODY, BUS_CONFIG, SYSTEM_PYTHON, Portal, SessionBus, privacy
 
 BACKEND = "org.freedesktop.impl.portal.desktop.scopefs"

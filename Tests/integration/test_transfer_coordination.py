@@ -15,8 +15,8 @@ import time
 
 import pytest
 from doc_scope_helpers import mount
+from pick_agent import PY_CLAIMER, PY_HOLDER, PYTHON_CLIENT, REPORT, Agent
 from scopefs_harness import ALPHA, BETA, LOCAL, REPORT_BYTES
-from test_pick_requests import PY_CLAIMER, PY_HOLDER, PYTHON_CLIENT, REPORT, Agent
 
 NEW = b"the app's new version\n"
 
