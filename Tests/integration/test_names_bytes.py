@@ -302,7 +302,7 @@ def test_picker_lists_and_opens_a_name_that_is_not_utf8(tmp_path):
     """SPEC S21, S33a: the picker lists `caf\\xe9.txt` (escaped on screen),
     and opening it grants that file and writes a reference with its name."""
     pexpect = pytest.importorskip("pexpect", reason="python3 -m pip install pexpect")
-    from test_picker import RIGHT, Picker, grant_path, grants, scopefs
+    from picker_terminal import RIGHT, Picker, grant_path, grants, scopefs
 
     state, provider = tmp_path / "S", tmp_path / "P"
     provider.mkdir()

@@ -466,22 +466,21 @@ def test_interactive_agent_shows_the_terminal_picker(world):
     import threading
 
     import pexpect
-    from test_picker import COLS, ROWS, Picker, Screen
+    from picker_terminal import COLS, ROWS, Terminal
 
     env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
     env.update(TERM="xterm-256color", LANG="C.UTF-8")
-    agent = Picker.__new__(Picker)
-    agent.child = pexpect.spawn(
-        str(world.bin),
-        ["--state", str(world.state), "agent", "--count", "1"],
-        dimensions=(ROWS, COLS),
-        env=env,
-        encoding="utf-8",
-        codec_errors="replace",
-        timeout=15,
+    agent = Terminal(
+        pexpect.spawn(
+            str(world.bin),
+            ["--state", str(world.state), "agent", "--count", "1"],
+            dimensions=(ROWS, COLS),
+            env=env,
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=15,
+        )
     )
-    agent.screen = Screen()
-    agent.status = None
     wait_for_agent(agent.child.pid)
     result: dict = {}
     asker = threading.Thread(
@@ -514,22 +513,21 @@ def test_interactive_agent_honours_multiple_selection(world):
     import threading
 
     import pexpect
-    from test_picker import COLS, ROWS, Picker, Screen
+    from picker_terminal import COLS, ROWS, Terminal
 
     env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
     env.update(TERM="xterm-256color", LANG="C.UTF-8")
-    agent = Picker.__new__(Picker)
-    agent.child = pexpect.spawn(
-        str(world.bin),
-        ["--state", str(world.state), "agent", "--count", "1"],
-        dimensions=(ROWS, COLS),
-        env=env,
-        encoding="utf-8",
-        codec_errors="replace",
-        timeout=15,
+    agent = Terminal(
+        pexpect.spawn(
+            str(world.bin),
+            ["--state", str(world.state), "agent", "--count", "1"],
+            dimensions=(ROWS, COLS),
+            env=env,
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=15,
+        )
     )
-    agent.screen = Screen()
-    agent.status = None
     wait_for_agent(agent.child.pid)
     result: dict = {}
     asker = threading.Thread(
@@ -725,7 +723,7 @@ def test_interactive_agent_shows_the_picker_for_a_single_item_export(world):
     import threading
 
     import pexpect
-    from test_picker import COLS, ROWS, Picker, Screen
+    from picker_terminal import COLS, ROWS, Terminal
 
     documents = world.state / "containers" / ALPHA / "Documents"
     documents.mkdir(parents=True, exist_ok=True)
@@ -733,18 +731,17 @@ def test_interactive_agent_shows_the_picker_for_a_single_item_export(world):
     (world.backing(LOCAL) / "out").mkdir()
     env = {k: v for k, v in world.base_env.items() if k != "SCOPEFS_STATE"}
     env.update(TERM="xterm-256color", LANG="C.UTF-8")
-    agent = Picker.__new__(Picker)
-    agent.child = pexpect.spawn(
-        str(world.bin),
-        ["--state", str(world.state), "agent", "--count", "1"],
-        dimensions=(ROWS, COLS),
-        env=env,
-        encoding="utf-8",
-        codec_errors="replace",
-        timeout=15,
+    agent = Terminal(
+        pexpect.spawn(
+            str(world.bin),
+            ["--state", str(world.state), "agent", "--count", "1"],
+            dimensions=(ROWS, COLS),
+            env=env,
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=15,
+        )
     )
-    agent.screen = Screen()
-    agent.status = None
     time.sleep(0.5)
     result: dict = {}
     asker = threading.Thread(
