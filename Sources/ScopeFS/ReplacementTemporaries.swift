@@ -11,13 +11,31 @@ import Synchronization
 /// written, renamed over a granted file of its folder or to another
 /// temporary name, or removed, and never becomes a grant.
 ///
+/// A temporary's host file has a hidden name of its own (`hostName`), as
+/// the portal's do (`DocumentTemporaries`): the name the app chose is the
+/// app's alone, so a name the host has beside the grant answers as any
+/// other (S2, S32: an ungranted file is invisible, even to a create), and
+/// no ungranted file is ever opened, replaced or shown through one. The
+/// node table knows a temporary by its host name; lookups, listings,
+/// renames and unlinks, which the kernel sends with the app's name, are
+/// translated here.
+///
 /// Leaf lock: no syscall and no other lock while it is held.
 final class ReplacementTemporaries: Sendable {
+    /// A name in a provider as one app sees it.
     struct Key: Hashable, Sendable {
         var app: AppID
         var provider: ProviderID
-        /// The temporary's path in the provider.
+        /// The path in the provider: the app's name of a temporary, or
+        /// the host's (`hostKey`).
         var path: String
+    }
+
+    struct Temporary: Sendable, Equatable {
+        /// The grant whose file it was made to replace.
+        var grant: GrantID
+        /// The host file's name in the folder.
+        var hostName: String
     }
 
     /// Temporaries one app may hold at a time (SPEC S40): a save needs
@@ -25,8 +43,10 @@ final class ReplacementTemporaries: Sendable {
     static let perApp = 64
 
     private struct State {
-        /// Each temporary, and the grant of the file it was made to replace.
-        var grants: [Key: GrantID] = [:]
+        /// Each temporary by the app's path of it.
+        var temporaries: [Key: Temporary] = [:]
+        /// The app's path of each temporary, by its host path.
+        var byHostPath: [Key: Key] = [:]
         /// Files renamed over a grant's file, until the served policy
         /// records them as the grant's item (`PolicySnapshot.itemFile`).
         var replacedFiles: [GrantID: ItemFile] = [:]
@@ -34,31 +54,76 @@ final class ReplacementTemporaries: Sendable {
 
     private let state = Mutex(State())
 
-    func grant(of key: Key) -> GrantID? { state.withLock { $0.grants[key] } }
+    /// The host name a temporary of a file gets: hidden, so the owner's
+    /// file manager does not show a save in progress, and unique.
+    static func hostName(beside granted: String) -> String {
+        ".\(granted).scopefs-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+    }
+
+    /// The temporary the app calls `key.path`.
+    func temporary(_ key: Key) -> Temporary? { state.withLock { $0.temporaries[key] } }
+
+    func grant(of key: Key) -> GrantID? { temporary(key)?.grant }
+
+    /// The grant of the temporary whose host file is at `key.path`.
+    func grant(ofHostPath key: Key) -> GrantID? {
+        state.withLock { state in state.byHostPath[key].flatMap { state.temporaries[$0]?.grant } }
+    }
 
     /// Whether the app has made any temporary in the provider: until it
     /// has, a hidden name costs no path.
     func any(app: AppID, provider: ProviderID) -> Bool {
-        state.withLock { $0.grants.keys.contains { $0.app == app && $0.provider == provider } }
+        state.withLock { $0.temporaries.keys.contains { $0.app == app && $0.provider == provider } }
+    }
+
+    /// The app's temporaries in `folder`: the app's name and the host's.
+    func listed(app: AppID, provider: ProviderID, folder: String) -> [(name: String, hostName: String)] {
+        state.withLock { state in
+            state.temporaries.compactMap { key, temporary in
+                guard key.app == app, key.provider == provider, RelativePath.parent(of: key.path) ?? "" == folder
+                else { return nil }
+                return (RelativePath.lastComponent(of: key.path), temporary.hostName)
+            }.sorted { $0.name < $1.name }
+        }
+    }
+
+    /// The host paths of the temporaries made to replace `grant`'s file.
+    func hostPaths(replacing grant: GrantID) -> [String] {
+        state.withLock { state in
+            state.temporaries.compactMap { key, temporary in
+                guard temporary.grant == grant else { return nil }
+                return RelativePath.join(RelativePath.parent(of: key.path) ?? "", temporary.hostName)
+            }
+        }
     }
 
     /// Records a temporary; false once the app holds the most it may.
-    func add(_ key: Key, replacing grant: GrantID) -> Bool {
+    func add(_ key: Key, _ temporary: Temporary) -> Bool {
         state.withLock { state in
-            guard state.grants.keys.filter({ $0.app == key.app }).count < Self.perApp else { return false }
-            state.grants[key] = grant
+            guard state.temporaries.keys.filter({ $0.app == key.app }).count < Self.perApp else { return false }
+            state.temporaries[key] = temporary
+            state.byHostPath[Self.hostKey(key, temporary)] = key
             return true
         }
     }
 
-    func remove(_ key: Key) { state.withLock { _ = $0.grants.removeValue(forKey: key) } }
+    @discardableResult
+    func remove(_ key: Key) -> Temporary? {
+        state.withLock { state in
+            guard let temporary = state.temporaries.removeValue(forKey: key) else { return nil }
+            state.byHostPath[Self.hostKey(key, temporary)] = nil
+            return temporary
+        }
+    }
 
+    /// Gives the temporary another name the app sees (its host file stays).
     func rename(_ key: Key, to path: String) {
         state.withLock { state in
-            guard let grant = state.grants.removeValue(forKey: key) else { return }
+            guard let temporary = state.temporaries.removeValue(forKey: key) else { return }
             var moved = key
             moved.path = path
-            state.grants[moved] = grant
+            state.temporaries[moved] = temporary
+            state.byHostPath[Self.hostKey(key, temporary)] = moved
         }
     }
 
@@ -76,5 +141,11 @@ final class ReplacementTemporaries: Sendable {
             if file == recorded { state.replacedFiles[grant] = nil }
             return file
         }
+    }
+
+    private static func hostKey(_ key: Key, _ temporary: Temporary) -> Key {
+        var host = key
+        host.path = RelativePath.join(RelativePath.parent(of: key.path) ?? "", temporary.hostName)
+        return host
     }
 }

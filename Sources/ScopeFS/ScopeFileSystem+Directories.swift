@@ -43,8 +43,11 @@ extension ScopeFileSystem {
             Self.kernelKeepsListings && folder.place.isBacked && folder.changesWatched.load(ordering: .relaxed)
                 && configuration.cacheTimeout > configuration.unwatchedTimeout
         else { return false }
+        // A backed folder listed from a fixed list: one app's, with its
+        // temporaries of saves (S48).
+        guard case .host(let stream, _, _) = entries else { return false }
         if folder.openedBefore.exchange(true, ordering: .relaxed) { return true }
-        guard case .host(let stream, _, _) = entries, let size = stream.hostSize else { return true }
+        guard let size = stream.hostSize else { return true }
         return size < Self.largeFolderBytes
     }
 
@@ -179,6 +182,8 @@ extension ScopeFileSystem {
                 return try host(hidesStaging: true)
             }
             let leading = snapshot.childrenLeadingToGrants(app: app, provider: provider, path: try target.path) ?? []
+            // The app's temporaries of saves show to it, by its names (S48).
+            if let listing = try listingWithTemporaries(target, leading: leading, caller: caller) { return listing }
             return try host(shown: leading, hidesStaging: true)
         }
     }

@@ -71,11 +71,13 @@ extension ScopeFileSystem {
         throws(Errno) -> (Entry, OpenFile)
     {
         let caller = callers.caller(of: request)
-        // Beside a single-file grant, a temporary of a save (S48): made
-        // with O_EXCL, so it never opens a file the host has there.
+        // Beside a single-file grant, a temporary of a save (S48): made at
+        // a hidden host name of its own, with O_EXCL, so it never opens a
+        // file the host has there.
         let replacement = try replacementFolder(parent, name, caller, .create)
         let folder: Target
-        if let replacement { folder = replacement } else { folder = try gate(parent, .write, caller, .create) }
+        if let replacement { folder = replacement.folder } else { folder = try gate(parent, .write, caller, .create) }
+        let hostName = replacement?.hostName ?? name
         let lease = try backedDirectory(folder)
         defer { withExtendedLifetime(lease) {} }
         let directory = lease.number
@@ -86,7 +88,7 @@ extension ScopeFileSystem {
             descriptor = try announcing(caller, folder, appearing(name, in: folder)) { () throws(Errno) in
                 replacement == nil
                     ? try BackingStore.createEntry(directory, name, flags: flags, mode: allowed)
-                    : try BackingStore.createNewEntry(directory, name, flags: flags, mode: allowed)
+                    : try BackingStore.createNewEntry(directory, hostName, flags: flags, mode: allowed)
             }
         } catch {
             if replacement != nil { forgetTemporary(name, in: folder) }
@@ -94,12 +96,15 @@ extension ScopeFileSystem {
         }
         do {
             try clearSetIDBits(descriptor, for: request)
-            try giveToCaller(directory, name, request, folder: folder.node)
-            let (node, info) = try backedChild(of: folder.node, named: name, known: Sys.stat(descriptor))
+            try giveToCaller(directory, hostName, request, folder: folder.node)
+            let (node, info) = try backedChild(of: folder.node, named: hostName, known: Sys.stat(descriptor))
             if let (content, file) = content(of: node) { content.created(file) }
             let handle = OpenHandle(
                 descriptor: descriptor, node: node, grant: folder.grant?.id,
-                access: BackingStore.descriptorAccess(flags), user: FileUser(caller), charge: charge)
+                access: BackingStore.descriptorAccess(flags), user: FileUser(caller), charge: charge,
+                // Its writes are ESTALE once the remote replaced the file it
+                // made (uploaded meanwhile), as an opened one's are (S49).
+                edition: content(of: node).map { content, file in content.edition(file) })
             _ = table.opened(node.inode, handle, version: FileVersion(info))
             let passthrough = passthroughOffer(node, info, descriptor: descriptor)
             return (

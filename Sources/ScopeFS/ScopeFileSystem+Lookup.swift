@@ -99,7 +99,9 @@ extension ScopeFileSystem {
             return try backedChild(of: parent.node, named: name)
         case .provider(let app, let provider):
             try requireVisible(name, in: parent)
-            let found = try backedChild(of: parent.node, named: name)
+            // An app's temporary of a save is its host file (S48).
+            let found = try backedChild(
+                of: parent.node, named: parent.grant == nil ? hostName(of: name, in: parent) : name)
             // Under a bare folder a name is shown for the grant made at it:
             // only if what is there now is that grant's item (issue 28).
             if parent.grant == nil { try requireGrantedItem(found.0, app: app, provider: provider) }
