@@ -19,6 +19,10 @@ extension ScopeFileSystem {
             guard let old = current.grantsByID[id], old.state == .active, snapshot.grantsByID[id]?.state != .active
             else { continue }
             inodes += table.nodes(app: old.app, provider: old.provider, within: old.relativePath).map(\.inode)
+            // The temporaries of saves of the grant's file go with it (S48).
+            for path in temporaries.hostPaths(replacing: id) {
+                inodes += table.nodes(app: old.app, provider: old.provider, within: path).map(\.inode)
+            }
         }
         return inodes
     }
