@@ -106,6 +106,9 @@ extension ScopeFileSystem {
         defer { withExtendedLifetime((fromLease, toLease)) {} }
         let (fromDirectory, toDirectory) = (fromLease.number, toLease.number)
         let moves = moving(name, in: from, to: newName, in: to, exchange: flags & Sys.renameExchange != 0)
+        // A file renamed over another may be an atomic save (S48): the
+        // replaced file's item is to follow the new one.
+        let replacedFile = flags & Sys.renameExchange == 0 ? try? Sys.statAt(toDirectory, newName) : nil
         try announcing(caller, to, moves) { () throws(Errno) in
             try Sys.renameAt(fromDirectory, name, toDirectory, newName, flags)
         }
@@ -126,7 +129,15 @@ extension ScopeFileSystem {
         } else {
             table.renamed(from: source, to: target, view: to.node.view, moved: nowAtTarget)
         }
-        if case .provider = to.node.place { documents.itemsMayHaveMoved() }
+        if case .provider(_, let provider) = to.node.place {
+            if let replacedFile, replacedFile.isRegular, let atTarget, atTarget.isRegular,
+                FileIdentity(replacedFile) != nowAtTarget, let folder = try? to.path
+            {
+                documents.itemReplaced(provider: provider, path: RelativePath.join(folder, newName))
+            } else {
+                documents.itemsMayHaveMoved()
+            }
+        }
     }
 
     /// Renames and links stay inside one grant of one provider, or inside
