@@ -2,9 +2,11 @@
 S48): an app that may write a granted file saves it as Foundation's
 write(to:atomically: true), GLib and Qt do, by a temporary file in the
 file's folder renamed over it. The folder is a bare one (S2: only the
-granted file shows), so the temporary is the app's alone, cannot take an
-existing name, and never becomes a grant; the grant, the item identifier
-and bookmarks follow the new file; a revoke cuts the temporary.
+granted file shows), so the temporary is the app's alone (listed to it,
+to no other app or the owner), meets none of the host's names (an
+ungranted file's name is a new name to it), and never becomes a grant;
+the grant, the item identifier and bookmarks follow the new file, inside
+a granted folder too; a revoke cuts the temporary, its cached pages too.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import os
 
 import pytest
 from doc_scope_helpers import GETXATTR, bookmark, mount, resolve_ok
-from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES, describe
+from test_portal import SYSTEM_PYTHON
 
 REPORT = "docs/report.txt"
 
@@ -81,24 +84,21 @@ if mode == "scoped":
     start_accessing(target)
 result["create"] = attempt(make, "tmp-1")
 if mode == "scoped":
-    result["existing_name"] = attempt(make, "secret.txt")
     result["folder"] = attempt(os.mkdir, os.path.join(folder, "sub"))
-    result["onto_ungranted"] = attempt(os.rename, os.path.join(folder, "tmp-1"), os.path.join(folder, "secret.txt"))
     result["to_new_name"] = attempt(os.rename, os.path.join(folder, "tmp-1"), os.path.join(folder, "tmp-2"))
     result["listed"] = sorted(os.listdir(folder))
     result["unlink"] = attempt(os.unlink, os.path.join(folder, "tmp-2"))
     result["unlink_again"] = attempt(os.unlink, os.path.join(folder, "tmp-2"))
+    result["listed_after"] = sorted(os.listdir(folder))
 emit(result)
 """
 
 
 def test_nothing_else_is_made_beside_a_single_file_grant(env):
-    """SPEC S48, S9, S2, S33: without the file's scope no temporary is made
-    (EPERM); with it, a temporary cannot take a name the host has (EEXIST:
-    the ungranted file is never opened), a folder is refused (EPERM), a
-    temporary is never renamed onto an ungranted name (EEXIST, the file
-    untouched) but may take a new name and be removed; the folder still
-    lists only the granted file; a read-only grant makes nothing."""
+    """SPEC S48, S9, S2: without the file's scope no temporary is made
+    (EPERM); with it, a folder is refused (EPERM), a temporary may take a
+    new name, is listed to its app under it, and may be removed; a
+    read-only grant makes nothing; the host folder keeps its files."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:{REPORT}", read_only=True)
     mount(env)
@@ -107,17 +107,110 @@ def test_nothing_else_is_made_beside_a_single_file_grant(env):
     got = env.app_json(ALPHA, RULES, target, "scoped")
     assert got == {
         "create": "OK",
-        "existing_name": "EEXIST",
         "folder": "EPERM",
-        "onto_ungranted": "EEXIST",
         "to_new_name": "OK",
-        "listed": ["report.txt"],
+        "listed": ["report.txt", "tmp-2"],
         "unlink": "OK",
         "unlink_again": "ENOENT",
+        "listed_after": ["report.txt"],
     }, got
     assert (env.backing(LOCAL) / "docs/secret.txt").read_bytes() == b"top secret\n"
     assert env.app_json(BETA, RULES, env.prov(BETA, LOCAL, REPORT), "scoped")["create"] == "EPERM"
     assert sorted(os.listdir(env.backing(LOCAL) / "docs")) == ["report.txt", "secret.txt"]
+
+
+# argv: the granted file. Makes temporaries at a name nothing has and at
+# names ungranted host files have, and answers each the same.
+TAKEN_NAMES = """
+target = sys.argv[1]
+folder = os.path.dirname(target)
+def path(name):
+    return os.path.join(folder, name)
+def make(name, text):
+    fd = os.open(path(name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+start_accessing(target)
+result = {"fresh": attempt(make, "fresh.tmp", "fresh"), "taken": attempt(make, "secret.txt", "mine")}
+result["taken_read"] = outcome(lambda: read_text(path("secret.txt")))
+result["onto_taken"] = attempt(os.rename, path("fresh.tmp"), path("notes.txt"))
+result["listed"] = sorted(os.listdir(folder))
+result["unlink_taken"] = attempt(os.unlink, path("secret.txt"))
+result["gone"] = attempt(os.stat, path("secret.txt"))
+result["save"] = attempt(os.rename, path("notes.txt"), target)
+result["saved"] = outcome(lambda: read_text(target))
+result["listed_after"] = sorted(os.listdir(folder))
+emit(result)
+"""
+
+
+def test_a_name_an_ungranted_file_has_is_a_new_name_to_a_temporary(env):
+    """SPEC S2, S32, S48: an ungranted file beside a single-file grant is
+    invisible, to a create too: a temporary made with O_EXCL at its name
+    is made as at a name nothing has (never EEXIST, which would tell the
+    app the file is there), read back, renamed onto another ungranted
+    file's name, removed and saved over the granted file; the host's
+    ungranted files are never touched, and another app sees none of it."""
+    (env.backing(LOCAL) / "docs/notes.txt").write_bytes(b"owner's notes\n")
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    env.grant(BETA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    got = env.app_json(ALPHA, TAKEN_NAMES, target)
+    assert got == {
+        "fresh": "OK",
+        "taken": "OK",
+        "taken_read": {"ok": "mine"},
+        "onto_taken": "OK",
+        "listed": ["notes.txt", "report.txt", "secret.txt"],
+        "unlink_taken": "OK",
+        "gone": "ENOENT",
+        "save": "OK",
+        "saved": {"ok": "fresh"},
+        "listed_after": ["report.txt"],
+    }, got
+    docs = env.backing(LOCAL) / "docs"
+    assert (docs / "secret.txt").read_bytes() == b"top secret\n"
+    assert (docs / "notes.txt").read_bytes() == b"owner's notes\n"
+    assert (docs / "report.txt").read_bytes() == b"fresh"
+    assert sorted(os.listdir(docs)) == ["notes.txt", "report.txt", "secret.txt"]
+    other = env.app_json(BETA, "emit(sorted(os.listdir(os.path.dirname(sys.argv[1]))))", env.prov(BETA, LOCAL, REPORT))
+    assert other == ["report.txt"], other
+
+
+# argv: the granted file. Makes a temporary, lists the folder, then waits
+# while the test lists it as another app and as the owner's shell.
+LISTS = """
+target = sys.argv[1]
+folder = os.path.dirname(target)
+start_accessing(target)
+fd = os.open(os.path.join(folder, "draft"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+step({"listed": sorted(os.listdir(folder))})
+os.close(fd)
+emit({"listed": sorted(os.listdir(folder))})
+"""
+
+
+def test_a_temporary_is_listed_to_its_app_alone(env):
+    """SPEC S48, S2, S3, S4: the app that made a temporary lists it in the
+    folder (a save's library looks for its file); another app with the
+    same grant, and the owner's inspect view of the app's folder, list the
+    granted file only."""
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    env.grant(BETA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    session = env.app_session(ALPHA, LISTS, target)
+    assert session.recv() == {"listed": ["draft", "report.txt"]}
+    other = env.app_json(BETA, "emit(sorted(os.listdir(os.path.dirname(sys.argv[1]))))", env.prov(BETA, LOCAL, REPORT))
+    assert other == ["report.txt"], other
+    inspect = env.host_json("emit(sorted(os.listdir(sys.argv[1])))", os.path.dirname(target))
+    assert inspect == ["report.txt"], inspect
+    session.send()
+    assert session.recv() == {"listed": ["draft", "report.txt"]}
+    assert session.finish() == 0
 
 
 HOLD = """
@@ -151,3 +244,101 @@ def test_revoke_cuts_a_temporary(env):
     assert session.finish() == 0
     assert got["write"] == "EPERM" and got["rename"] == "EPERM", got
     assert (env.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
+
+
+# argv: the granted file. Writes a temporary, reads it back through a read
+# descriptor (its pages now in the kernel's cache), and after the revoke
+# reads through that descriptor again.
+CACHED = """
+target = sys.argv[1]
+temp = os.path.join(os.path.dirname(target), "draft")
+start_accessing(target)
+fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+os.write(fd, b"cached draft")
+os.fsync(fd)
+os.close(fd)
+rfd = os.open(temp, os.O_RDONLY)
+first = os.pread(rfd, 64, 0).decode()
+step({"read": first, "again": os.pread(rfd, 64, 0).decode()})
+emit({"read": outcome(lambda: os.pread(rfd, 64, 0).decode())})
+"""
+
+
+def test_revoke_drops_a_temporarys_cached_pages(env):
+    """SPEC S14, S48: after a revoke of the granted file returns, the app
+    reads nothing of its temporary through a descriptor opened before,
+    not even pages the kernel holds in its cache (EPERM)."""
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    session = env.app_session(ALPHA, CACHED, env.prov(ALPHA, LOCAL, REPORT))
+    assert session.recv() == {"read": "cached draft", "again": "cached draft"}
+    env.cli("revoke", ALPHA, f"{LOCAL}:{REPORT}")
+    session.send()
+    got = session.recv()
+    assert session.finish() == 0
+    assert got == {"read": {"errno": "EPERM"}}, got
+
+
+@pytest.mark.sqlite_store(ITEMS_MOVE)
+def test_a_save_inside_a_folder_grant_keeps_the_item(env):
+    """SPEC S48, S26: inside a granted folder, a save by a temporary
+    renamed over a file (Qt's QSaveFile: `name.XXXXXX`, written, fsynced,
+    renamed) gives the file's item identifier to the new file: the same
+    identifier after, and a bookmark made before resolves, not stale."""
+    env.grant(ALPHA, f"{LOCAL}:docs")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    host = env.backing(LOCAL) / REPORT
+    old_inode = host.stat().st_ino
+    item = env.app_json(ALPHA, "start_accessing(sys.argv[1])\n" + GETXATTR, target, "user.scopefs.item")
+    assert "ok" in item, item
+    token = bookmark(env, ALPHA, target)
+    got = env.app_json(ALPHA, SAVE, target, "report.txt.Xq7RzB", "saved by QSaveFile's way")
+    assert got == {
+        "create": "OK",
+        "seen": "OK",
+        "rename": "OK",
+        "read": {"ok": "saved by QSaveFile's way"},
+        "leftover": "ENOENT",
+    }, got
+    assert host.stat().st_ino != old_inode, "a new file took the name"
+    assert env.app_json(ALPHA, "start_accessing(sys.argv[1])\n" + GETXATTR, target, "user.scopefs.item") == item
+    resolved = resolve_ok(env, ALPHA, token)
+    assert resolved["path"] == target and resolved["isStale"] is False, resolved
+
+
+# argv: the granted file, how, the text. GLib's own saves, in strict
+# scopes: the app starts accessing the file first (S9).
+GLIB_SAVE = """
+import os, sys
+import gi
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib
+path, how, text = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+os.setxattr(path, "user.scopefs.start", b"")
+if how == "set_contents":
+    GLib.file_set_contents(path, text)
+else:
+    Gio.File.new_for_path(path).replace_contents(text, None, False, Gio.FileCreateFlags.NONE, None)
+print(sorted(os.listdir(os.path.dirname(path))))
+"""
+
+
+@pytest.mark.parametrize("how", ["set_contents", "replace_contents"])
+def test_glib_saves_a_single_file_grant_atomically(env, how):
+    """SPEC S48: GLib's g_file_set_contents (`name.XXXXXX`) and GFile's
+    replace_contents (`.goutputstream-XXXXXX`, what GTK apps save with),
+    run by Debian's python3-gi as an app process, replace the granted file
+    by a new one through the mount; nothing is left beside it, on the host
+    or in the app's view."""
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    host = env.backing(LOCAL) / REPORT
+    old_inode = host.stat().st_ino
+    p = env.run_app(ALPHA, [SYSTEM_PYTHON, "-c", GLIB_SAVE, target, how, f"saved by GLib {how}"])
+    assert p.returncode == 0, describe(p)
+    assert p.stdout.strip().splitlines()[-1] == "['report.txt']", describe(p)
+    assert host.read_bytes() == f"saved by GLib {how}".encode()
+    assert host.stat().st_ino != old_inode, "replaced by a new file, not written in place"
+    assert sorted(os.listdir(host.parent)) == ["report.txt", "secret.txt"]
