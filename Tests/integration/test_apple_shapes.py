@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 import pytest
+from client_builds import swift_check  # noqa: F401  (fixture: the Swift check app)
 from doc_scope_helpers import mount as mount_with_scopes
 from pick_agent import Agent
 from scopefs_harness import ALPHA, LOCAL
-from test_clients import swift_check  # noqa: F401  (fixture: the Swift check app)
 
 WITHIN = 1.0
 REPORT = "docs/report.txt"

@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from client_builds import c_build, compile_c_example  # noqa: F401  (fixture: the C library)
 from doc_scope_helpers import mount
 from pick_agent import PY_CLAIMER, PYTHON_CLIENT, REPORT
 from scopefs_harness import ALPHA, BETA, LOCAL
-from test_clients import c_build, compile_c_example  # noqa: F401  (fixture: the C library)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from client_builds import c_build, compile_c_example  # noqa: F401  (fixture: the C library)
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, LOCAL
-from test_clients import c_build, compile_c_example  # noqa: F401  (fixture: the C library)
 
 HERE = Path(__file__).resolve().parent
 

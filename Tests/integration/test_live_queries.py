@@ -13,10 +13,10 @@ import json
 import time
 
 import pytest
+from client_builds import c_build, swift_check  # noqa: F401  (fixtures)
 from doc_scope_helpers import mount
 from pick_agent import PYTHON_CLIENT, REPORT
 from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL
-from test_clients import c_build, swift_check  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

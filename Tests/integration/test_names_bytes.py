@@ -375,8 +375,8 @@ def test_documents_keep_names_that_are_not_utf8(env):
 # is not UTF-8 as `\udcXX` (docs/API.md "Paths are bytes"): each client
 # library must hand the app a path that opens the exact file.
 
+from client_builds import c_build, swift_check  # noqa: E402,F401  (fixtures: the C library, the Swift check app)
 from pick_agent import Agent  # noqa: E402
-from test_clients import c_build, swift_check  # noqa: E402,F401  (fixtures: the C library, the Swift check app)
 
 PYTHON_CLIENT = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "clients", "python"

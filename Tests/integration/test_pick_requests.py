@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from client_builds import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 from pick_agent import PY_CLAIMER, PY_HOLDER, PYTHON_CLIENT, REPORT, Agent, world  # noqa: F401  (world: the fixture)
 from scopefs_harness import (
     ALPHA,
@@ -25,7 +26,6 @@ from scopefs_harness import (
     wait_for,
     wait_for_agent,
 )
-from test_clients import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 REPO = Path(__file__).resolve().parents[2]
 

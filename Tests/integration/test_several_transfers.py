@@ -16,10 +16,10 @@ import subprocess
 import time
 
 import pytest
+from client_builds import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 from doc_scope_helpers import mount
 from pick_agent import PYTHON_CLIENT, Agent
 from scopefs_harness import ALPHA, LOCAL, describe, wait_for_agent
-from test_clients import c_build, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 
 NAMES = ["a.txt", "b.md", "c.txt"]
 
