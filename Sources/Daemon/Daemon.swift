@@ -200,6 +200,8 @@ public enum Daemon {
                     })
             }
         }
+        // Local providers' previews: the owner's freedesktop cache (S50).
+        fileSystem.setLocalThumbnails(FreedesktopThumbnails.ofOwner())
         let extensions = ExtensionProviders(
             state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger,
             builtInsOnly: backend.builtInExtensionsOnly,

@@ -299,6 +299,8 @@ final class ExtensionContent: ProviderContent {
     func state(_ file: ContentFile) -> String? { replica.state(inode: file.inode) }
     func progress(_ file: ContentFile) -> String? { replica.progress(inode: file.inode) }
     func dataRanges(_ file: ContentFile) -> [Range<Int64>]? { replica.presentRanges(inode: file.inode) }
+    func thumbnail(_ file: ContentFile) -> [UInt8]? { replica.thumbnail(inode: file.inode) }
+    func saveThumbnail(_ file: ContentFile, _ bytes: [UInt8]?) { replica.saveThumbnail(inode: file.inode, bytes) }
 
     /// Runs `body`, which may wait for a download, within the app's bound
     /// of waits (S40) and ended by a signal to it.

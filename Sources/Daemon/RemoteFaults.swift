@@ -115,16 +115,35 @@ final class RemoteFaults: ExtensionCalls {
     func create(_ template: ItemTemplate, contents: String?, _ control: RequestControl)
         throws(ExtensionFailure) -> ExtensionItem
     {
+        try create(template, contents: contents, thumbnail: nil, control)
+    }
+
+    func create(_ template: ItemTemplate, contents: String?, thumbnail: String?, _ control: RequestControl)
+        throws(ExtensionFailure) -> ExtensionItem
+    {
         try inject("create", control)
-        return try inner.create(template, contents: contents, control)
+        return try inner.create(template, contents: contents, thumbnail: thumbnail, control)
+    }
+
+    func thumbnail(_ id: String, size: Int, _ control: RequestControl) throws(ExtensionFailure) -> [UInt8]? {
+        try refuseDeleted(id)
+        return try inner.thumbnail(id, size: size, control)
     }
 
     func modify(
         _ id: String, baseVersion: ItemVersion, fields: ChangedFields, contents: String?, _ control: RequestControl
     ) throws(ExtensionFailure) -> ExtensionItem {
+        try modify(id, baseVersion: baseVersion, fields: fields, contents: contents, thumbnail: nil, control)
+    }
+
+    func modify(
+        _ id: String, baseVersion: ItemVersion, fields: ChangedFields, contents: String?, thumbnail: String?,
+        _ control: RequestControl
+    ) throws(ExtensionFailure) -> ExtensionItem {
         try inject("modify", control)
         let base = try based(id, baseVersion)
-        let item = try inner.modify(id, baseVersion: base, fields: fields, contents: contents, control)
+        let item = try inner.modify(
+            id, baseVersion: base, fields: fields, contents: contents, thumbnail: thumbnail, control)
         // The store now holds this upload: the edit is behind it.
         edits.withLock { $0.settle(id) }
         return item

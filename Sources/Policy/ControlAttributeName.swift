@@ -25,6 +25,10 @@ public enum ControlAttributeName: String, CaseIterable, Sendable {
     // progress as "DONE/TOTAL" bytes.
     case state = "user.scopefs.state"
     case progress = "user.scopefs.progress"
+    // An item's preview (SPEC S50): a PNG, read by any process that may
+    // see the item (no scope, never a download), written by one that may
+    // write it; binary, so answered apart from the textual ones.
+    case thumbnail = "user.scopefs.thumbnail"
 
     /// Every control attribute starts with this; such names are never
     /// stored on host files.

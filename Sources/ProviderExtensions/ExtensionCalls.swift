@@ -28,6 +28,19 @@ public protocol ExtensionCalls: AnyObject, Sendable {
         _ id: String, baseVersion: ItemVersion, fields: ChangedFields, contents: String?, _ control: RequestControl
     ) throws(ExtensionFailure) -> ExtensionItem
     func delete(_ id: String, baseVersion: ItemVersion, _ control: RequestControl) throws(ExtensionFailure)
+    /// The item's preview (protocol 1.2, capability `thumbnails`): a PNG
+    /// of at most `ThumbnailLimits.bytes`, checked like a staged file; nil
+    /// when the item has none. Defaults (ExtensionCalls+Thumbnails.swift)
+    /// serve stores without previews.
+    func thumbnail(_ id: String, size: Int, _ control: RequestControl) throws(ExtensionFailure) -> [UInt8]?
+    /// `create` and `modify` with the preview the saving app wrote
+    /// (`thumbnailPath`, a PNG in the staging folder, SPEC S50).
+    func create(_ template: ItemTemplate, contents: String?, thumbnail: String?, _ control: RequestControl)
+        throws(ExtensionFailure) -> ExtensionItem
+    func modify(
+        _ id: String, baseVersion: ItemVersion, fields: ChangedFields, contents: String?, thumbnail: String?,
+        _ control: RequestControl
+    ) throws(ExtensionFailure) -> ExtensionItem
 }
 
 public enum ExtensionState: Sendable, Equatable {
@@ -80,6 +93,8 @@ public struct ExtensionCapabilities: Sendable, Equatable {
     /// answer's list, else the documented default from `modify` and
     /// `rename`).
     public var settableFields: Set<String> = []
+    /// The extension answers `thumbnail` (protocol 1.2, SPEC S50).
+    public var thumbnails = false
 
     public init() {}
 }
@@ -111,10 +126,13 @@ public struct ExtensionItem: Sendable, Hashable {
     public var mode: UInt32
     public var version: ItemVersion
     public var target: String?
+    /// The item's `thumbnail` field (SPEC S50): true, a preview exists;
+    /// false, none; nil, not said (ask, when the extension has previews).
+    public var thumbnail: Bool?
 
     public init(
         id: String, parent: String?, name: String, kind: ItemKind, size: Int64, mtime: Double, mode: UInt32,
-        version: ItemVersion, target: String? = nil
+        version: ItemVersion, target: String? = nil, thumbnail: Bool? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -125,6 +143,7 @@ public struct ExtensionItem: Sendable, Hashable {
         self.mode = mode
         self.version = version
         self.target = target
+        self.thumbnail = thumbnail
     }
 }
 

@@ -32,6 +32,9 @@ public enum ExtensionEvent: Sendable, Equatable {
     /// `fetch` named a file that is not a regular file of link count 1 of
     /// the right size, directly in the staging folder: refused (EIO).
     case stagedFileRefused(path: String, reason: String)
+    /// A `thumbnail` answer's preview failed the staged-file checks, the
+    /// size limit or the PNG signature (SPEC S50): the item shows none.
+    case thumbnailRefused(id: String, reason: String)
     /// Notifications above the rate limit, dropped since the last report.
     case notificationsDropped(count: Int)
     /// stderr lines above the rate limit, dropped since the last report.
@@ -65,6 +68,7 @@ public enum ExtensionEvent: Sendable, Equatable {
         case .itemRefused: "extension.itemRefused"
         case .answerRefused: "extension.answerRefused"
         case .stagedFileRefused: "extension.stagedFileRefused"
+        case .thumbnailRefused: "extension.thumbnailRefused"
         case .notificationsDropped: "extension.notificationsDropped"
         case .logLinesDropped: "extension.logLinesDropped"
         }
@@ -88,6 +92,7 @@ public enum ExtensionEvent: Sendable, Equatable {
             "\(method): item \(id.map { "'\($0)'" } ?? "without a usable id") left out: \(reason)"
         case .answerRefused(let method, let reason): "\(method): answer refused: \(reason)"
         case .stagedFileRefused(let path, let reason): "fetch: staged file \(path) refused: \(reason)"
+        case .thumbnailRefused(let id, let reason): "thumbnail: the preview of '\(id)' refused: \(reason)"
         case .notificationsDropped(let count): "\(count) notifications dropped (over the rate limit)"
         case .logLinesDropped(let count): "\(count) lines of stderr dropped (over the rate limit)"
         }

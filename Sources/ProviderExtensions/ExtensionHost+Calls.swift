@@ -92,6 +92,12 @@ extension ExtensionHost {
     public func create(_ template: ItemTemplate, contents: String?, _ control: RequestControl)
         throws(ExtensionFailure) -> ExtensionItem
     {
+        try create(template, contents: contents, thumbnail: nil, control)
+    }
+
+    public func create(_ template: ItemTemplate, contents: String?, thumbnail: String?, _ control: RequestControl)
+        throws(ExtensionFailure) -> ExtensionItem
+    {
         if let problem = ItemDecoding.nameProblem(template.name) {
             throw ExtensionFailure(.invalidName, "\(template.name): \(problem)")
         }
@@ -102,11 +108,19 @@ extension ExtensionHost {
         if let mode = template.mode { params["mode"] = .int(Int64(mode)) }
         if let target = template.target { params["target"] = .string(target) }
         if let contents { params["contentsPath"] = .string(contents) }
+        if let thumbnail { params["thumbnailPath"] = .string(thumbnail) }
         return try itemAnswer("create", params, control)
     }
 
     public func modify(
         _ id: String, baseVersion: ItemVersion, fields: ChangedFields, contents: String?, _ control: RequestControl
+    ) throws(ExtensionFailure) -> ExtensionItem {
+        try modify(id, baseVersion: baseVersion, fields: fields, contents: contents, thumbnail: nil, control)
+    }
+
+    public func modify(
+        _ id: String, baseVersion: ItemVersion, fields: ChangedFields, contents: String?, thumbnail: String?,
+        _ control: RequestControl
     ) throws(ExtensionFailure) -> ExtensionItem {
         if let name = fields.name, let problem = ItemDecoding.nameProblem(name) {
             throw ExtensionFailure(.invalidName, "\(name): \(problem)")
@@ -119,6 +133,7 @@ extension ExtensionHost {
         if let mode = fields.mode { changed["mode"] = .int(Int64(mode)) }
         if !changed.isEmpty { params["fields"] = .object(changed) }
         if let contents { params["contentsPath"] = .string(contents) }
+        if let thumbnail { params["thumbnailPath"] = .string(thumbnail) }
         return try itemAnswer("modify", params, control)
     }
 

@@ -262,6 +262,7 @@ extension ExtensionCapabilities {
         case "create": create
         case "modify": modify
         case "delete": delete
+        case "thumbnail": thumbnails
         default: false
         }
     }

@@ -244,8 +244,10 @@ extension ExtensionProvider {
             let template = ItemTemplate(
                 parent: parent, name: entry.name, kind: entry.kind, mtime: entry.mtime, mode: entry.mode,
                 target: entry.target)
+            let preview = entry.kind == .file ? stagedThumbnail(inode: entry.inode) : nil
+            defer { discardStaged(preview) }
             let item = try uploading(path) { () throws(ExtensionFailure) in
-                try calls.create(template, contents: snapshot, RequestControl())
+                try calls.create(template, contents: snapshot, thumbnail: preview, RequestControl())
             }
             // Written while it went up: the rest follows as a modify.
             adoptCreated(item, inode: entry.inode, writes: generation ?? 0)
@@ -363,11 +365,13 @@ extension ExtensionProvider {
         let snapshot: String
         do { snapshot = try self.snapshot(path, inode: record.inode) } catch { return }
         defer { unlink(snapshot) }
+        let preview = stagedThumbnail(inode: record.inode)
+        defer { discardStaged(preview) }
         do {
             let answer = try uploading(path) { () throws(ExtensionFailure) in
                 try calls.modify(
                     record.item.id, baseVersion: record.item.version, fields: ChangedFields(), contents: snapshot,
-                    RequestControl())
+                    thumbnail: preview, RequestControl())
             }
             adopt(answer, for: record, uploadedGeneration: record.dirty, writes: generation)
         } catch {

@@ -74,6 +74,8 @@ public final class ExtensionProvider: @unchecked Sendable {
         set { lock.withLock { neverDownloadApps = newValue } }
     }
     var neverDownloadApps: Set<String> = []
+    /// Items' previews, fetched and saved by apps (SPEC S50).
+    let previews = PreviewCache()
     /// Bytes of content kept on disk at most (nil: no quota).
     public var quota: Int64? {
         get { lock.withLock { quotaBytes } }

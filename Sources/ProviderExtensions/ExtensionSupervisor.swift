@@ -4,8 +4,10 @@ import Glibc
 /// The supervisor thread: start, `initialize`, watch, restart with
 /// back-off, give up (docs/PROVIDERS.md, "Life cycle").
 extension ExtensionHost {
-    /// 1.1 added `streamsFetch` and `$/progress`'s `staged`.
-    static let protocolVersion = "1.1"
+    /// 1.1 added `streamsFetch` and `$/progress`'s `staged`; 1.2 the
+    /// `thumbnail` method, its capability, the item's `thumbnail` field
+    /// and `thumbnailPath` of `create` and `modify` (SPEC S50).
+    static let protocolVersion = "1.2"
 
     /// Whether an extension's answer is one this daemon speaks: the same
     /// major, a minor no higher than offered (docs/PROVIDERS.md, "Versions").
@@ -259,6 +261,7 @@ extension ExtensionCapabilities {
         symlinks = try flag("symlinks", false)
         renameKeepsId = try flag("renameKeepsId", true)
         streamsFetch = try flag("streamsFetch", false)
+        thumbnails = try flag("thumbnails", false)
         if let field = value["maxPageSize"], !field.isNull {
             guard let size = field.int, (1...1000).contains(size) else {
                 throw AnswerRefusal("maxPageSize is not an integer from 1 to 1000")

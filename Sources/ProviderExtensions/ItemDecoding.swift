@@ -43,9 +43,12 @@ enum ItemDecoding {
             else { throw ItemRefusal(id: id, "a symlink without a usable target") }
             target = text
         }
+        // A preview exists (SPEC S50): anything but a boolean says nothing.
+        let thumbnail = kind == .file ? value["thumbnail"]?.bool : false
         return ExtensionItem(
             id: id, parent: parent, name: isRoot ? "" : name, kind: kind, size: kind == .folder ? 0 : size,
-            mtime: mtime, mode: ReplicaFolder.permissions(UInt32(mode)), version: version, target: target)
+            mtime: mtime, mode: ReplicaFolder.permissions(UInt32(mode)), version: version, target: target,
+            thumbnail: thumbnail)
     }
 
     private static func version(_ value: JSONValue?, of id: String) throws(ItemRefusal) -> ItemVersion {

@@ -69,10 +69,18 @@ public protocol ProviderContent: AnyObject, Sendable {
     /// placeholder without downloading it). nil: all of it is on disk, ask
     /// the file itself.
     func dataRanges(_ file: ContentFile) -> [Range<Int64>]?
+    /// `file`'s preview (`user.scopefs.thumbnail`, SPEC S50), asked of the
+    /// store if need be but never its content; nil: none.
+    func thumbnail(_ file: ContentFile) -> [UInt8]?
+    /// An app saved the preview of `file` (nil: removed it): it goes to
+    /// the store with the file's next upload.
+    func saveThumbnail(_ file: ContentFile, _ bytes: [UInt8]?)
 }
 
 extension ProviderContent {
     public func dataRanges(_ file: ContentFile) -> [Range<Int64>]? { nil }
+    public func thumbnail(_ file: ContentFile) -> [UInt8]? { nil }
+    public func saveThumbnail(_ file: ContentFile, _ bytes: [UInt8]?) {}
 }
 
 /// A replica file, as the mount knows it.

@@ -23,6 +23,9 @@ extension ScopeFileSystem {
     public func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
     {
+        if name == ControlAttributeName.thumbnail.rawValue {
+            return try writeThumbnail(request, inode: inode, value: Array(value))
+        }
         if name.hasHostPrefix(Self.controlPrefix) {
             _ = try control(request, inode: inode, name: name)
             return
@@ -33,6 +36,8 @@ extension ScopeFileSystem {
     }
 
     public func getxattr(_ request: Request, inode: UInt64, name: String, size: Int) throws(Errno) -> [UInt8] {
+        // Binary (a PNG), so not one of the textual control answers (S50).
+        if name == ControlAttributeName.thumbnail.rawValue { return try readThumbnail(request, inode: inode) }
         if name.hasHostPrefix(Self.controlPrefix) {
             // Host bytes: `user.scopefs.path` is a path (SPEC S33a).
             return try control(request, inode: inode, name: name, probe: size == 0).hostBytes
@@ -67,6 +72,9 @@ extension ScopeFileSystem {
     }
 
     public func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) {
+        if name == ControlAttributeName.thumbnail.rawValue {
+            return try writeThumbnail(request, inode: inode, value: nil)
+        }
         if name.hasHostPrefix(Self.controlPrefix) || name.sameHostName(as: Self.selinuxLabel) {
             throw .notSupported
         }

@@ -135,6 +135,9 @@ public final class ScopeFileSystem: FileSystem {
     let providerDirectories = ProviderDirectories()
     /// Providers whose items live elsewhere (extensions, SPEC S41).
     let providerContents = ProviderContents()
+    /// Where local providers' previews come from (SPEC S50): the owner's
+    /// freedesktop thumbnail cache, set by the daemon.
+    let localThumbnails = LocalThumbnailSource()
     /// Temporaries of atomic saves beside single-file grants (SPEC S48).
     let temporaries = ReplacementTemporaries()
 

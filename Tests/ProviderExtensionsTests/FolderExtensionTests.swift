@@ -27,7 +27,8 @@ import Testing
             return
         }
         #expect(info.name == "folder")
-        #expect(info.protocolVersion == "1.1", "the Python SDK speaks 1.1, the daemon offers it")
+        #expect(info.protocolVersion == "1.2", "the Python SDK speaks 1.2, the daemon offers it")
+        #expect(info.capabilities.thumbnails, "the folder example serves previews (SPEC S50)")
         #expect(info.capabilities.changes == .poll)
         #expect(info.capabilities.ranges && info.capabilities.create && info.capabilities.rename)
         #expect(info.capabilities.maxPageSize == 500)
@@ -59,6 +60,28 @@ import Testing
         let next = try #require(first.nextPage)
         let second = try host.list(folder.id, page: next, RequestControl())
         #expect(second.items.count == 1 && second.nextPage == nil)
+    }
+
+    @Test("thumbnail: a PNG preview of a file, taken out of staging; a saved one comes back (SPEC S50)")
+    func thumbnails() throws {
+        let hello = try #require(
+            try host.list("root", page: nil, RequestControl()).items.first { $0.name == "hello.txt" })
+        #expect(hello.thumbnail == true)
+        let generated = try #require(try host.thumbnail(hello.id, size: 256, RequestControl()))
+        let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        #expect(Array(generated.prefix(8)) == signature)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: host.stagingDirectory).isEmpty)
+        let preview = signature + Array(repeating: 7, count: 40)
+        let saved = fixture.path("preview.png")
+        try Data(preview).write(to: URL(filePath: saved))
+        let contents = fixture.path("contents")
+        try Data("hello again".utf8).write(to: URL(filePath: contents))
+        _ = try host.modify(
+            hello.id, baseVersion: hello.version, fields: ChangedFields(), contents: contents, thumbnail: saved,
+            RequestControl())
+        #expect(try host.thumbnail(hello.id, size: 256, RequestControl()) == preview)
+        let names = try host.list("root", page: nil, RequestControl()).items.map(\.name)
+        #expect(!names.contains(".scopefs-thumbnails"), "the store's previews are not items")
     }
 
     @Test("fetch with a range: the staged bytes, moved out of staging, link count 1")

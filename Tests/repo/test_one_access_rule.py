@@ -23,6 +23,7 @@ CONSUMERS = {
     "Portal/DocumentLayout+Saves.swift": "atomic saves' temporaries, S48 (through DocumentGrants.mayReplace)",
     "ScopeFS/ScopeFileSystem+Replacement.swift": "temporaries beside a single-file grant, S48",
     "Documents/Bookmarks.swift": "whether a bookmark resolves",
+    "ScopeFS/ScopeFileSystem+Thumbnails.swift": "who reads and saves an item's preview, S50",
 }
 # Handlers that ask the rule through the gate (`gate(`), the choke point
 # every request by name passes before its syscall.
@@ -59,6 +60,7 @@ def test_the_layout_and_the_control_attributes_decide_nothing_by_hand():
         "ScopeFS/ScopeFileSystem+Access.swift",
         "Documents/Bookmarks.swift",
         "ScopeFS/ScopeFileSystem+Control.swift",
+        "ScopeFS/ScopeFileSystem+Thumbnails.swift",
         "ScopeFS/Gate.swift",
     ):
         found = [

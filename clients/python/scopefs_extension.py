@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
-PROTOCOL_VERSION = "1.1"
+PROTOCOL_VERSION = "1.2"
 # A line longer than this (without its "\n") is a protocol error both ways.
 MAX_LINE_BYTES = 1 << 20
 MAX_NAME_BYTES = 255
@@ -170,6 +170,8 @@ class Item:
     content_version: str
     metadata_version: str
     target: str | None = None
+    # A preview exists (protocol 1.2, ``thumbnail``); None says nothing.
+    thumbnail: bool | None = None
 
     def to_json(self) -> dict:
         item = {
@@ -184,6 +186,8 @@ class Item:
         }
         if self.kind == "symlink":
             item["target"] = self.target or ""
+        if self.thumbnail is not None:
+            item["thumbnail"] = self.thumbnail
         return item
 
 
@@ -221,6 +225,14 @@ class Fetched:
     path: str
     version: str
     offset: int
+    length: int
+
+
+@dataclass
+class Thumbnail:
+    """The answer to ``thumbnail``: a PNG in the staging folder (protocol 1.2)."""
+
+    path: str
     length: int
 
 
@@ -365,6 +377,17 @@ class ReplicatedExtension:
 
     def fetch_contents(self, identifier: str, version: str | None, range: tuple | None, request: Request) -> Fetched:
         raise NotSupported("fetch")
+
+    def fetch_thumbnail(self, identifier: str, size: int, request: Request) -> Thumbnail | None:
+        """The item's preview, a PNG of at most ``size`` pixels a side staged
+        with ``staging_file()`` (at most 64 KiB), or None when it has none.
+        Called only when ``capabilities()`` says ``"thumbnails": True``."""
+        raise NotSupported("thumbnail")
+
+    def save_thumbnail(self, identifier: str, thumbnail_path: str, request: Request) -> None:
+        """The preview the saving app wrote, sent with ``create`` or
+        ``modify`` (``thumbnailPath``): keep it if the store can. The file
+        is the daemon's; copy it before returning."""
 
     # Writing
     def create_item(
@@ -623,6 +646,7 @@ class Server:
             "create": self._create,
             "modify": self._modify,
             "delete": self._delete,
+            "thumbnail": self._thumbnail,
         }
 
     def _initialize(self, params: dict, request: Request) -> dict:
@@ -719,6 +743,7 @@ class Server:
         target = _param(params, "target", str, required=kind == "symlink")
         contents = _param(params, "contentsPath", str, required=False)
         item = self.extension.create_item(parent, name, kind, mtime, mode, target, contents, request)
+        self._save_thumbnail(item, params, request)
         return item.to_json()
 
     def _modify(self, params: dict, request: Request) -> dict:
@@ -736,7 +761,22 @@ class Server:
             raise InvalidParams("fields.parent is an id")
         _check_mtime_and_mode(fields.get("mtime"), fields.get("mode"), "fields.")
         contents = _param(params, "contentsPath", str, required=False)
-        return self.extension.modify_item(identifier, base, fields, contents, request).to_json()
+        item = self.extension.modify_item(identifier, base, fields, contents, request)
+        self._save_thumbnail(item, params, request)
+        return item.to_json()
+
+    def _save_thumbnail(self, item: Item, params: dict, request: Request) -> None:
+        thumbnail = _param(params, "thumbnailPath", str, required=False)
+        if thumbnail is not None and item.kind == "file":
+            self.extension.save_thumbnail(item.id, thumbnail, request)
+
+    def _thumbnail(self, params: dict, request: Request) -> dict | None:
+        identifier = _param(params, "id", str)
+        size = _param(params, "size", int)
+        if size < 1:
+            raise InvalidParams("size is at least 1")
+        found = self.extension.fetch_thumbnail(identifier, size, request)
+        return None if found is None else {"path": found.path, "length": found.length}
 
     def _delete(self, params: dict, request: Request) -> dict:
         self.extension.delete_item(_param(params, "id", str), _version(params, "baseVersion"), request)

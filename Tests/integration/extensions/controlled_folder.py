@@ -23,6 +23,10 @@ request looks at files in CONTROL, which the test writes:
   answer ``noSuchItem`` (the store lost it, its listing does not know yet);
 - ``crash`` (read at start): the process exits with status 1 before it
   answers anything (a crash loop: the provider ends ``failed``);
+- ``hostile-thumbnail``: ``text``, ``symlink``, ``big`` or ``outside``: each
+  ``thumbnail`` answer stages a file that is not a PNG, a symlink to a PNG,
+  a PNG of 70,000 bytes, or names a file outside the staging folder
+  (SPEC S50: the daemon refuses each, with an event);
 - ``streams`` (read once, at ``initialize``): the extension declares
   ``streamsFetch``; each ``fetch`` of more than 1 MiB then stages its first
   half, names it in ``$/progress`` (``staged``) and holds the rest until
@@ -45,7 +49,7 @@ sys.path.insert(0, str(ROOT / "docs" / "examples" / "extensions"))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
 from folder import FolderExtension  # noqa: E402 - the example sits in docs/examples/extensions
-from scopefs_extension import Cancelled, Fetched, NoSuchItem, Unreachable, run  # noqa: E402
+from scopefs_extension import Cancelled, Fetched, NoSuchItem, Thumbnail, Unreachable, run  # noqa: E402
 
 
 class ControlledFolder(FolderExtension):
@@ -157,6 +161,27 @@ class ControlledFolder(FolderExtension):
             os.truncate(fetched.path, short)
             fetched = dataclasses.replace(fetched, length=short)
         return fetched
+
+    def fetch_thumbnail(self, identifier, size, request):
+        self._note("thumbnail", identifier)
+        hostile = self._switch("hostile-thumbnail")
+        if not hostile:
+            return super().fetch_thumbnail(identifier, size, request)
+        fd, staged = self.staging_file()
+        os.close(fd)
+        png = b"\x89PNG\r\n\x1a\n"
+        if hostile == "outside":
+            os.unlink(staged)
+            return Thumbnail(path="/etc/passwd", length=os.path.getsize("/etc/passwd"))
+        if hostile == "symlink":
+            real = staged + ".real"
+            Path(real).write_bytes(png + b"\0" * 100)
+            os.unlink(staged)
+            os.symlink(real, staged)
+            return Thumbnail(path=staged, length=len(png) + 100)
+        data = b"not a picture at all\n" if hostile == "text" else png + b"\0" * (70000 - len(png))
+        Path(staged).write_bytes(data)
+        return Thumbnail(path=staged, length=len(data))
 
     def create_item(self, parent, name, kind, mtime, mode, target, contents_path, request):
         self._note("create", name)

@@ -28,15 +28,24 @@ Changes: by comparing snapshots of the whole tree (``SnapshotChanges``,
 ``changes: "poll"``): fine for thousands of items, not for millions.
 Symbolic links are served as symlink items and never followed, so nothing
 outside ROOT is ever reached.
+
+Previews (protocol 1.2, ``thumbnail``): a preview the saving app wrote
+(``thumbnailPath`` of ``create`` and ``modify``) is kept in
+``ROOT/.scopefs-thumbnails/ID.png``, a folder the listings leave out; a file
+without one gets a generated one, an 8x8 PNG of a colour taken from its
+content version, so that every file has a preview and none costs a read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
+import struct
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "clients" / "python"))
@@ -51,11 +60,26 @@ from scopefs_extension import (  # noqa: E402 - the SDK sits in clients/python
     NoSuchItem,
     ReplicatedExtension,
     SnapshotChanges,
+    Thumbnail,
     error_from_os,
     run,
 )
 
 PAGE_SIZE = 500
+# Where saved previews are kept, left out of every listing.
+THUMBNAILS = ".scopefs-thumbnails"
+
+
+def generated_png(seed: str, side: int = 8) -> bytes:
+    """A PNG of ``side`` x ``side`` pixels of one colour taken from ``seed``."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    colour = hashlib.sha256(seed.encode()).digest()[:3]
+    rows = b"".join(b"\0" + colour * side for _ in range(side))
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 class FolderExtension(ReplicatedExtension):
@@ -83,6 +107,7 @@ class FolderExtension(ReplicatedExtension):
             "settableFields": ["name", "parent", "mtime", "mode"],
             "symlinks": True,
             "renameKeepsId": True,
+            "thumbnails": True,
         }
 
     # -- ids and paths -------------------------------------------------------
@@ -146,12 +171,15 @@ class FolderExtension(ReplicatedExtension):
             content_version=f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}" if kind != "folder" else "folder",
             metadata_version=f"{parent}/{name}:{mode:o}:{st.st_mtime_ns}",
             target=os.readlink(path) if kind == "symlink" else None,
+            thumbnail=True if kind == "file" else None,
         )
 
     def _children(self, folder_path: str, folder_id: str) -> list:
         items = []
         with os.scandir(folder_path) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
+                if folder_id == ROOT_ID and entry.name == THUMBNAILS:
+                    continue
                 try:
                     items.append(self._item_at(entry.path, folder_id))
                 except (NoSuchItem, FileNotFoundError):
@@ -219,6 +247,27 @@ class FolderExtension(ReplicatedExtension):
             os.unlink(staged)
             raise
         return Fetched(path=staged, version=current.content_version, offset=offset, length=copied)
+
+    def fetch_thumbnail(self, identifier, size, request) -> Thumbnail | None:
+        current = self._item_at(self._path_of(identifier), None)
+        if current.kind != "file":
+            return None
+        try:
+            with open(os.path.join(self.root, THUMBNAILS, f"{identifier}.png"), "rb") as saved:
+                data = saved.read()
+        except FileNotFoundError:
+            data = generated_png(current.content_version)
+        fd, staged = self.staging_file()
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return Thumbnail(path=staged, length=len(data))
+
+    def save_thumbnail(self, identifier, thumbnail_path, request) -> None:
+        folder = os.path.join(self.root, THUMBNAILS)
+        os.makedirs(folder, exist_ok=True)
+        kept = os.path.join(folder, f"{identifier}.png")
+        shutil.copyfile(thumbnail_path, kept + ".new")
+        os.replace(kept + ".new", kept)
 
     # -- writing -------------------------------------------------------------
 
