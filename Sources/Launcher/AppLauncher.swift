@@ -63,7 +63,7 @@ public enum AppLauncher {
             let binary = Sandbox.executable ?? CommandLine.arguments[0]
             return try spawnAndWait(
                 held.wrapping(command, binary: binary, appDirectory: mountpoint + "/" + app),
-                environment: environment, directory: nil, loss: loss)
+                environment: environment, directory: nil, loss: loss, app: .child)
         }
     }
 
@@ -171,17 +171,23 @@ public enum AppLauncher {
             command, binary: Sandbox.binaryInside + "/scopefs", appDirectory: sandbox.appDirectory)
         let argv = profile.commandLine(
             bubblewrap: bubblewrap, optionsDescriptor: arguments.descriptor, command: inScope)
-        return try spawnAndWait(argv, environment: [:], directory: nil, loss: loss)
+        return try spawnAndWait(argv, environment: [:], directory: nil, loss: loss, app: .sandboxedCommand)
     }
 
+    /// Spawns `command`, passes the run's signals on to the app in it
+    /// (`SignalForwarder`) and waits for it.
     private static func spawnAndWait(
-        _ command: [String], environment: [String: String], directory: String?, loss: MountLoss
+        _ command: [String], environment: [String: String], directory: String?, loss: MountLoss,
+        app: SignalForwarder.Target
     ) throws(CommandError) -> Int32 {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         var defaults = sigset_t()
         sigfillset(&defaults)
+        // bubblewrap starts with the forwarded signals ignored, as they are
+        // here now (`SandboxProfile.launcherSignals`): none of them ends it.
+        if app == .sandboxedCommand { SignalForwarder.signals.forEach { sigdelset(&defaults, $0) } }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         var empty = sigset_t()
         sigemptyset(&empty)
@@ -198,25 +204,20 @@ public enum AppLauncher {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
-        // The terminal's signals reach the child directly; forward the rest.
-        let forwarded = [SIGTERM, SIGHUP, SIGINT, SIGQUIT]
-        forwarded.forEach { signal($0, SIG_IGN) }
+        // Ignored until the forwarder's handlers replace it: a signal in
+        // between neither ends the run nor reaches the app.
+        SignalForwarder.signals.forEach { signal($0, SIG_IGN) }
         var child: pid_t = 0
         let result = posix_spawnp(&child, argv[0]!, &actions, &attributes, argv, envp)
         guard result == 0 else {
             let message = "cannot run \(command[0]): \(String(cString: strerror(result)))"
             throw CommandError(result == ENOENT ? .runNotFound : .runNotExecutable, message)
         }
-        let sources = forwarded.map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { kill(child, number) }
-            source.resume()
-            return source
-        }
-        defer { sources.forEach { $0.cancel() } }
+        let forwarder = SignalForwarder(child: child, target: app)
         loss.start(child: child)
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        forwarder.childDidEnd()
         try loss.finish()
         if status & 0x7f == 0 { return (status >> 8) & 0xff }
         return 128 + (status & 0x7f)

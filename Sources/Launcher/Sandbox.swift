@@ -126,7 +126,7 @@ public struct Sandbox: Sendable {
         }
         return SandboxProfile(
             kind: .app, identity: identity, shareNetwork: shape.shareNetwork, hostname: "scopefs", mounts: mounts,
-            workingDirectory: workingDirectory, environment: environment)
+            workingDirectory: workingDirectory, environment: environment, launcherSignals: SignalForwarder.signals)
     }
 
     /// Who the app runs as: the account a root launcher hands it to, or
@@ -134,13 +134,6 @@ public struct Sandbox: Sendable {
     package var identity: SandboxProfile.Identity {
         guard let runAs else { return .ownerInUserNamespace }
         return .account(uid: runAs.uid, gid: runAs.gid)
-    }
-
-    /// What runs before the app's command inside: with a root launcher,
-    /// `setpriv` becomes the app account for good (no groups, no
-    /// capabilities left) and execs the command.
-    package var commandPrefix: [String] {
-        SandboxProfile(kind: .app, identity: identity, shareNetwork: false, hostname: "scopefs").commandPrefix
     }
 
     /// This process's executable.

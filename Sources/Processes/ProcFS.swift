@@ -53,6 +53,58 @@ package enum ProcFS {
         return Status(tgid: tgid, parent: parent, uid: uid)
     }
 
+    /// The pid a process has in its own pid namespace, the innermost: the
+    /// last number of the `NSpid:` line of `/proc/PID/status` (1 for a
+    /// namespace's init, 2 for the command a bubblewrap sandbox runs).
+    package static func innermostPid(of pid: Int32) -> Int32? {
+        read("/proc/\(pid)/status").flatMap(parseInnermostPid)
+    }
+
+    /// The last number of a status file's `NSpid:` line.
+    package static func parseInnermostPid(_ text: [UInt8]) -> Int32? {
+        let numbers = value(of: "NSpid:", in: text)?.split { $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: " ") }
+        return numbers?.last.flatMap { number($0) }.flatMap(Int32.init(exactly:))
+    }
+
+    /// The signals a process ignores: the `SigIgn:` mask of
+    /// `/proc/PID/status` (bit N-1 for signal N).
+    package static func ignoredSignals(of pid: Int32) -> UInt64? {
+        read("/proc/\(pid)/status").flatMap(parseIgnoredSignals)
+    }
+
+    /// A status file's `SigIgn:` mask.
+    package static func parseIgnoredSignals(_ text: [UInt8]) -> UInt64? {
+        guard let digits = value(of: "SigIgn:", in: text)?.filter({ $0 != UInt8(ascii: "\t") }) else { return nil }
+        return UInt64(String(decoding: digits, as: UTF8.self), radix: 16)
+    }
+
+    /// What follows `name` on the line of `text` that starts with it.
+    private static func value(of name: StaticString, in text: [UInt8]) -> ArraySlice<UInt8>? {
+        let prefix = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        var lineStart = 0
+        while lineStart < text.count {
+            let lineEnd = text[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? text.count
+            let line = text[lineStart..<lineEnd]
+            if line.starts(with: prefix) { return line.dropFirst(prefix.count) }
+            lineStart = lineEnd + 1
+        }
+        return nil
+    }
+
+    /// The pids of every process /proc shows.
+    package static func processes() -> [Int32] {
+        guard let folder = opendir("/proc") else { return [] }
+        defer { closedir(folder) }
+        var pids: [Int32] = []
+        while let entry = readdir(folder) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            if let pid = number(name[...]).flatMap(Int32.init(exactly:)), name.count == String(pid).utf8.count {
+                pids.append(pid)
+            }
+        }
+        return pids
+    }
+
     /// Field 22 of `/proc/PID/stat`: the start time, which tells a reused pid
     /// from the process that had it before.
     package static func startTime(of pid: Int32) -> UInt64? {

@@ -19,7 +19,9 @@ import Glibc
 /// - the system's programs read-only, its own /proc with the kernel's
 ///   knobs (/proc/sys and friends) read-only, no /sys, a minimal /dev, a
 ///   private writable /dev/shm and /tmp (mode 1777, as Flatpak's);
-/// - the seccomp filter (`SeccompFilter`) loaded before its command runs.
+/// - the seccomp filter (`SeccompFilter`) loaded before its command runs;
+/// - the signals its launcher passes on (`launcherSignals`) ignored by
+///   bubblewrap and given back their default action for the command.
 ///
 /// A caller states only what differs: its `mounts` (the binds of what it
 /// may see), the network, the hostname, a session of its own, a cgroup
@@ -138,12 +140,21 @@ public struct SandboxProfile: Sendable, Equatable {
     public var workingDirectory: String
     /// The whole environment inside: nothing of the launcher's passes.
     public var environment: [String: String]
+    /// Signals the launcher starts bubblewrap with ignored and passes on
+    /// to the command itself (`scopefs run`: a `kill` of the run, the
+    /// scenario runner's `signal:` step). bubblewrap has no handler for
+    /// them: one would end it, and `--die-with-parent` would end the
+    /// sandbox with SIGKILL before the command's handler ran. An ignored
+    /// signal stays ignored across exec, so the command gets their
+    /// default action back (`env --default-signal`) before it runs.
+    public var launcherSignals: [Int32]
 
     public init(
         kind: Kind, identity: Identity, shareNetwork: Bool, hostname: String, newSession: Bool = false,
         cgroupNamespace: Bool = false, mounts: [Mount] = [], workingDirectory: String = "/",
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], launcherSignals: [Int32] = []
     ) {
+        self.launcherSignals = launcherSignals
         self.kind = kind
         self.identity = identity
         self.shareNetwork = shareNetwork
@@ -211,8 +222,12 @@ public struct SandboxProfile: Sendable, Equatable {
     }
 
     /// What runs inside before the command: `setpriv` becoming the account
-    /// for good, or emptying a root extension's capabilities for good.
-    public var commandPrefix: [String] {
+    /// for good, or emptying a root extension's capabilities for good;
+    /// then `env` giving the launcher's signals their default action back.
+    /// Each execs the next: the command keeps their pid.
+    public var commandPrefix: [String] { identityPrefix + signalPrefix }
+
+    private var identityPrefix: [String] {
         switch identity {
         case .ownerInUserNamespace:
             return []
@@ -230,8 +245,16 @@ public struct SandboxProfile: Sendable, Equatable {
         }
     }
 
+    private var signalPrefix: [String] {
+        guard !launcherSignals.isEmpty else { return [] }
+        let numbers = launcherSignals.map(String.init).joined(separator: ",")
+        return [Self.env, "--default-signal=" + numbers, "--"]
+    }
+
     /// util-linux's, which every Debian system has.
     static let setpriv = "/usr/bin/setpriv"
+    /// coreutils' (`--default-signal` since 8.31; Debian 11 has 8.32).
+    static let env = "/usr/bin/env"
 
     /// bubblewrap, from `path` (a PATH value) or Debian's place; nil when
     /// it is not installed.

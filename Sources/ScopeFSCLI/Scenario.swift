@@ -102,7 +102,10 @@ struct Scenario {
     var steps: [Step] = []
     var expect = Expectations()
 
-    static let signals: [String: Int32] = ["TERM": SIGTERM, "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT]
+    /// Those `scopefs run` passes on to the app (`SignalForwarder.signals`).
+    static let signals: [String: Int32] = [
+        "TERM": SIGTERM, "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT, "USR1": SIGUSR1, "USR2": SIGUSR2,
+    ]
 }
 
 /// A scenario file's mistake, with its line (exit 65).

@@ -33,6 +33,19 @@ import Testing
         #expect(ProcFS.parseCgroup2Path(Array("1:name=systemd:/\n".utf8)) == nil)
     }
 
+    @Test("SPEC S5: a sandbox's command is the last NSpid number, 2; ignored signals are the SigIgn mask")
+    func namespacePidAndIgnoredSignals() {
+        let text = "Name:\tpython3\nNSpid:\t41007\t2\nSigQ:\t0/63\nSigIgn:\t0000000000004003\n"
+        #expect(ProcFS.parseInnermostPid(Array(text.utf8)) == 2)
+        #expect(ProcFS.parseInnermostPid(Array("Name:\tsh\nNSpid:\t17\n".utf8)) == 17)
+        #expect(ProcFS.parseInnermostPid(Array("Name:\tsh\n".utf8)) == nil)
+        // SIGHUP (bit 0), SIGINT (bit 1) and SIGTERM (bit 14).
+        #expect(ProcFS.parseIgnoredSignals(Array(text.utf8)) == 1 << 0 | 1 << 1 | 1 << 14)
+        #expect(ProcFS.parseIgnoredSignals(Array("Name:\tsh\n".utf8)) == nil)
+        #expect(ProcFS.innermostPid(of: getpid()) != nil)
+        #expect(ProcFS.processes().contains(getpid()))
+    }
+
     @Test("The readers agree with the kernel's view of this test process")
     func readsThisProcess() {
         let me = ProcFS.status(of: getpid())
