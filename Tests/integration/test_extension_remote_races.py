@@ -21,8 +21,8 @@ import time
 
 import pytest
 from doc_scope_helpers import status
+from extension_cloud import BIG, CLOUD, ask, cloud, session, sha  # noqa: F401  (cloud: the fixture)
 from scopefs_harness import ALPHA, EXTENSIONS, wait_for
-from test_extension_providers import BIG, CLOUD, ask, cloud, session, sha  # noqa: F401  (cloud: the fixture)
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 

@@ -15,8 +15,7 @@ import time
 
 import pytest
 from doc_scope_helpers import mount, status, wait_events
-from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
-from test_extension_providers import (  # noqa: F401  (cloud: the fixture)
+from extension_cloud import (  # noqa: F401  (cloud: the fixture)
     CLOUD,
     CONTROLLED,
     REPORT,
@@ -27,6 +26,7 @@ from test_extension_providers import (  # noqa: F401  (cloud: the fixture)
     sha,
     start_slow_read,
 )
+from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 

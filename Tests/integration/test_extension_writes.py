@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from extension_cloud import cloud  # noqa: F401  (the fixture)
 from scopefs_harness import ALPHA, EXTENSIONS, describe, wait_for
-from test_extension_providers import cloud  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 from doc_scope_helpers import wait_events
+from extension_cloud import CLOUD, REPORT, ask, cloud, session, sha  # noqa: F401  (cloud: the fixture)
 from scopefs_harness import ALPHA, EXTENSIONS, snippet, wait_for
-from test_extension_providers import CLOUD, REPORT, ask, cloud, session, sha  # noqa: F401  (cloud: the fixture)
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 

@@ -16,8 +16,8 @@ import shutil
 
 import pytest
 from doc_scope_helpers import mount
+from extension_cloud import CLOUD, CONTROLLED, Cloud
 from scopefs_harness import EXTENSIONS, REPO_ROOT, describe, scopefs_bin, wait_for
-from test_extension_providers import CLOUD, CONTROLLED, Cloud
 
 pytestmark = pytest.mark.sqlite_store(EXTENSIONS)
 
