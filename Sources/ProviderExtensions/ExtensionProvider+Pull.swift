@@ -162,15 +162,24 @@ extension ExtensionProvider {
             // Its file was removed here (the removal not sent yet): what is
             // at its path now is another file, which the change must not touch.
             if record.inode == ReplicaIndex.noFile { return true }
-            if let oldPath, oldPath != newPath {
+            // An app moved it and the move has not gone up: the local move
+            // stands (the next push sends it, on the versions taken in
+            // here), and the change applies where the file is. Renamed back
+            // from a path it is not at, the change failed at every pull, the
+            // versions never came in, and the move met a conflict at every
+            // push, for good (issue 47, the model's drain).
+            guard let here = located(record) else { return true }
+            var path = here
+            if let oldPath, oldPath != newPath, here == oldPath {
                 try makeRoom(at: newPath)
                 try writer.rename(oldPath, to: newPath)
+                path = newPath
             }
             if record.isFile && record.item.version.content != item.version.content {
-                return try replaceContent(with: item, at: newPath)
+                return try replaceContent(with: item, at: path)
             }
             if record.item.mtime != item.mtime || record.item.mode != item.mode, item.kind != .symlink {
-                try writer.setAttributes(newPath, mtime: item.mtime, mode: item.mode)
+                try writer.setAttributes(path, mtime: item.mtime, mode: item.mode)
             }
             // The record as it is now: an app's first write may have marked
             // it dirty since it was read (a lost dirty mark is a lost write).

@@ -360,7 +360,11 @@ extension ExtensionProvider {
     }
 
     private func upload(_ record: ReplicaRecord) throws(ExtensionFailure) {
-        guard let path = lock.withLock({ index.path(of: record.item.id) }) else { return }
+        // Where the file is now: an app may have moved it and the move not
+        // gone up (refused, or the pass stopped before it); at the records'
+        // path the snapshot found another file, or none, and the content
+        // never went up (issue 47, the model's drain left it queued).
+        guard let path = located(record) else { return }
         guard let generation = snapshotPoint(record.inode) else { return }
         let snapshot: String
         do { snapshot = try self.snapshot(path, inode: record.inode) } catch { return }
@@ -402,7 +406,9 @@ extension ExtensionProvider {
             adopt(remote, for: record, uploadedGeneration: record.dirty, writes: writes)
             return
         }
-        let copyPath = freeConflictPath(beside: path, for: record.item.name)
+        // Named after the file as apps see it now (a move not yet sent
+        // leaves the record its old name).
+        let copyPath = freeConflictPath(beside: path, for: (path as NSString).lastPathComponent)
         // No app write lands between the copy and the reset (it would be
         // in neither), and the record says "the remote version, not on
         // disk" before the reset: a daemon killed in between repairs the

@@ -23,9 +23,12 @@ struct WriteActivity {
         var generation: UInt64 = 0
         /// When the last change began or ended (MonotonicClock).
         var lastChange: UInt64 = 0
-        /// An fsync or a close since the last snapshot: upload without
-        /// waiting for quiet.
-        var settled = false
+        /// The generation of the last fsync or close: while nothing was
+        /// written since, the file goes up without waiting for quiet, as
+        /// often as an upload is tried (one that failed does not make a
+        /// settled file wait for quiet again: in the model's drain, with no
+        /// quiet ever, it waited for good).
+        var settledAt: UInt64?
     }
 
     private(set) var files: [UInt64: File] = [:]
@@ -47,7 +50,8 @@ struct WriteActivity {
 
     /// The app fsynced or closed the file: what it wrote is meant whole.
     mutating func settle(_ inode: UInt64) {
-        files[inode]?.settled = true
+        guard let file = files[inode] else { return }
+        files[inode]?.settledAt = file.generation
     }
 
     /// Where a snapshot of `inode` taken now would stand: the generation
@@ -55,12 +59,10 @@ struct WriteActivity {
     /// before asking again, while a change is in progress or the file is
     /// not yet quiet for `quiet` seconds.
     mutating func snapshotPoint(_ inode: UInt64, quiet: Double, now: UInt64) -> Result<UInt64, Wait> {
-        guard var file = files[inode] else { return .success(0) }
+        guard let file = files[inode] else { return .success(0) }
         if file.inProgress > 0 { return .failure(Wait(seconds: min(quiet, 0.05))) }
         let quietFor = Double(now &- file.lastChange) / 1e9
-        if !file.settled && quietFor < quiet { return .failure(Wait(seconds: quiet - quietFor)) }
-        file.settled = false
-        files[inode] = file
+        if file.settledAt != file.generation && quietFor < quiet { return .failure(Wait(seconds: quiet - quietFor)) }
         return .success(file.generation)
     }
 
@@ -77,7 +79,7 @@ struct WriteActivity {
     mutating func unchanged(_ inode: UInt64, since generation: UInt64) -> Bool {
         guard let file = files[inode] else { return generation == 0 }
         guard file.inProgress == 0, file.generation == generation else { return false }
-        if !file.settled { files[inode] = nil }
+        files[inode] = nil
         return true
     }
 

@@ -43,11 +43,15 @@ final class ReplicaModel: @unchecked Sendable {
     struct Handle {
         var descriptor: Int32
         var inode: UInt64
-        /// nil for a file the app created (the mount's `create` keeps none).
+        /// The edition it was opened (or created) at.
         var edition: UInt64?
         var epoch: Int
         var writable: Bool
         var wrote = false
+        /// Opened across a remote replacement (the open's download met the
+        /// new version and applied it): of the epoch the step's reconcile
+        /// gives the file, not of the one before.
+        var ofNextEpoch = false
     }
 
     enum ReadResult: Equatable {
@@ -195,6 +199,7 @@ final class ReplicaModel: @unchecked Sendable {
 
     func open(_ path: String, writes: Bool, truncates: Bool) -> Int32? {
         guard let inode = inode(at: path) else { return nil }
+        let editionBefore = provider.edition(inode: inode)
         do throws(ExtensionFailure) {
             if writes && !truncates && provider.missingContent(inode: inode) != nil {
                 try provider.prepareOpen(
@@ -216,6 +221,7 @@ final class ReplicaModel: @unchecked Sendable {
         var handle = Handle(
             descriptor: descriptor, inode: inode, edition: provider.edition(inode: inode),
             epoch: files[inode]?.epoch ?? 0, writable: writes)
+        handle.ofNextEpoch = handle.edition != editionBefore
         if truncates {
             handle.wrote = true
             changeContent(inode) { $0 = [] }
@@ -234,7 +240,13 @@ final class ReplicaModel: @unchecked Sendable {
         files[inode] = File(content: [], local: true)
         paths[inode] = path
         provider.created(inode: inode)
-        handles.append(Handle(descriptor: descriptor, inode: inode, edition: nil, epoch: 0, writable: true))
+        // The mount's create keeps the edition too: once the file is up and
+        // the remote replaces it, its writes are ESTALE (S49), not bytes in
+        // the new version's placeholder.
+        handles.append(
+            Handle(
+                descriptor: descriptor, inode: inode, edition: provider.edition(inode: inode), epoch: 0,
+                writable: true))
         provider.localChanged()
         return true
     }
@@ -264,7 +276,7 @@ final class ReplicaModel: @unchecked Sendable {
         let handle = handles[index]
         let stale = (before ?? files)[handle.inode].map { $0.epoch != handle.epoch } ?? false
         guard provider.willWrite(inode: handle.inode, edition: handle.edition) else {
-            if !stale && (before ?? files)[handle.inode] != nil {
+            if !stale && (before ?? files)[handle.inode] != nil && !replacedInStep(handle.inode) {
                 problem("a write through \(describe(index)) was refused (ESTALE) with no remote edit")
             }
             return note("  errno \(ESTALE)")
@@ -280,6 +292,16 @@ final class ReplicaModel: @unchecked Sendable {
             if content.count < end { content += [UInt8](repeating: 0, count: end - content.count) }
             content.replaceSubrange(Int(offset)..<end, with: bytes)
         }
+    }
+
+    /// Whether the engine took in a remote version of `inode` the model has
+    /// not seen yet: a write in a hook, inside the pull that replaces the
+    /// file, comes after the replacement's new edition.
+    private func replacedInStep(_ inode: UInt64) -> Bool {
+        let version = provider.lock.withLock {
+            provider.index.id(ofInode: inode).flatMap { provider.index[$0]?.item.version.content }
+        }
+        return version != nil && version != files[inode]?.version
     }
 
     /// `ftruncate` through `handle` (the mount's setattr with a size).
@@ -417,6 +439,10 @@ final class ReplicaModel: @unchecked Sendable {
             if handles.contains(where: { $0.inode == inode }) { gone[inode] = file }
         }
         paths = tree
+        for index in handles.indices where handles[index].ofNextEpoch {
+            handles[index].ofNextEpoch = false
+            handles[index].epoch = (files[handles[index].inode] ?? gone[handles[index].inode])?.epoch ?? 0
+        }
         checkReplica(records, tree)
     }
 
@@ -519,6 +545,17 @@ final class ReplicaModel: @unchecked Sendable {
                 break
             }
         }
+        // What is left in the queue, and why it stays (shown with a failure).
+        let left = provider.lock.withLock { provider.index.all.filter { $0.dirty != 0 || $0.problem != nil } }
+        for record in left {
+            let (path, activity) = provider.lock.withLock {
+                (provider.index.path(of: record.item.id), provider.writeActivity.files[record.inode])
+            }
+            note(
+                "  still queued: \(path ?? record.item.name) (\(record.item.id)), dirty \(record.dirty), "
+                    + "\(record.problem ?? "no problem"), at \(provider.located(record) ?? "no file"), "
+                    + "activity \(activity.map { String(describing: $0) } ?? "none")")
+        }
         for path in unknownFiles() { problem("\(path) never went up") }
         if provider.status.queued != 0 { problem("\(provider.status.queued) items still queued after the drain") }
         // Every file in the replica is an item with the same bytes.
@@ -604,10 +641,13 @@ final class ReplicaModel: @unchecked Sendable {
     }
 
     /// `a.txt` for `a (conflict 2026-12-02 031500).txt`, in the same folder.
+    /// The last stamp is the copy's: `a (conflict T1) (conflict T2).txt` is
+    /// the copy of `a (conflict T1).txt`, itself a copy uploaded since.
     static func original(ofConflictCopy copy: String) -> String? {
-        guard let range = copy.range(of: #" \(conflict [0-9-]+ [0-9]+( [0-9]+)?\)"#, options: .regularExpression) else {
-            return nil
-        }
+        let stamp = try! NSRegularExpression(pattern: #" \(conflict [0-9-]+ [0-9]+( [0-9]+)?\)"#)
+        guard let last = stamp.matches(in: copy, range: NSRange(copy.startIndex..., in: copy)).last,
+            let range = Range(last.range, in: copy)
+        else { return nil }
         var original = copy
         original.removeSubrange(range)
         return original
