@@ -73,4 +73,45 @@ static inline int scopefs_has_cap_sys_admin(void) {
     if (syscall(SYS_capget, &header, data) != 0) return 0;
     return (data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) != 0;
 }
+// FUSE_NOTIFY_PRUNE (Linux 6.16+, protocol 7.45): asks the kernel to drop
+// the dentries of the given nodes that nothing uses (no open file, no
+// current directory, no cached child), so that it sends their FORGETs.
+// libfuse 3.14 and Debian 12's headers predate it: the message is spelled
+// here once, as the kernel's uapi has it, and written to /dev/fuse whole.
+#include <errno.h>
+#include <sys/uio.h>
+
+#define SCOPEFS_NOTIFY_PRUNE 9
+
+struct scopefs_out_header {
+    uint32_t len;
+    int32_t error;  // a notification's code
+    uint64_t unique;  // 0 for notifications
+};
+
+struct scopefs_notify_prune_out {
+    uint32_t count;
+    uint32_t padding;
+    uint64_t spare;
+};
+
+/// Sends one prune notification for `count` node ids on `device`;
+/// returns 0, or -errno (EINVAL from a kernel that has no such message).
+static inline int scopefs_notify_prune(int device, const uint64_t *nodes, uint32_t count) {
+    struct scopefs_notify_prune_out out = {.count = count, .padding = 0, .spare = 0};
+    size_t payload = (size_t)count * sizeof(uint64_t);
+    struct scopefs_out_header header = {
+        .len = (uint32_t)(sizeof(header) + sizeof(out) + payload), .error = SCOPEFS_NOTIFY_PRUNE, .unique = 0};
+    struct iovec parts[3] = {
+        {.iov_base = &header, .iov_len = sizeof(header)},
+        {.iov_base = &out, .iov_len = sizeof(out)},
+        {.iov_base = (void *)nodes, .iov_len = payload},
+    };
+    ssize_t written;
+    do {
+        written = writev(device, parts, 3);
+    } while (written < 0 && errno == EINTR);
+    return written < 0 ? -errno : 0;
+}
+
 #endif

@@ -37,13 +37,16 @@ public struct DaemonOptions: Sendable {
     public var folderDescriptors: Int?
     /// Container files are offered to the kernel for passthrough (issue 33).
     public var containerPassthrough: Bool
+    /// Nodes kept for the kernel (`NodeBudget`); nil: the default; `Int.max`: no bound.
+    public var maxNodes: Int?
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
         scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
         hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil,
-        folderDescriptors: Int? = nil, containerPassthrough: Bool = true
+        folderDescriptors: Int? = nil, containerPassthrough: Bool = true, maxNodes: Int? = nil
     ) {
+        self.maxNodes = maxNodes
         self.containerPassthrough = containerPassthrough
         self.folderDescriptors = folderDescriptors
         self.descriptorsPerApp = descriptorsPerApp
@@ -147,6 +150,7 @@ public enum Daemon {
             descriptorsPerApp: descriptors.perApp, descriptorsForApps: descriptors.forApps,
             folderDescriptors: descriptors.folders)
         configuration.containerPassthrough = options.containerPassthrough
+        configuration.maxNodes = options.maxNodes ?? NodeBudget.defaultLimit
         let (snapshot, policyVersion) = try store.versionedSnapshot(generation: 1)
         // Before anything is mounted: a mount over a folder the daemon
         // reads would wedge it on its own mount (issue 50).
@@ -350,6 +354,7 @@ public enum Daemon {
         Thread.detachNewThread { tracker.follow(until: stopping) }
         Thread.detachNewThread { recorder.run(until: stopping) }
         Thread.detachNewThread { MemoryTrimmer.run(fileSystem, until: stopping) }
+        Thread.detachNewThread { NodePruner.run(fileSystem, session: session, until: stopping) }
         if services.documents.locatesItems {
             Thread.detachNewThread {
                 services.documents.followItemLocations(until: stopping) {

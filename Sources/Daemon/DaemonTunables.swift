@@ -30,6 +30,9 @@ enum DaemonTunables {
     static let mountWatchWaitMilliseconds: Int32 = 500
     /// How often the node count is compared with its peak, to give memory back.
     static let memoryTrimPeriodSeconds: UInt32 = 1
+    /// How long the node pruner waits after a pass that found no node the
+    /// kernel could drop (`NodePruner`).
+    static let nodePrunerBackoff: useconds_t = 100_000
     /// How often items are re-located when no change wakes the locator.
     static let itemLocatorPeriodSeconds: Double = 1
     /// Descriptor-table slots reserved at start, and the size below which

@@ -140,6 +140,32 @@ public final class FuseSession: Sendable {
         for entry in invalidation.entries { invalidateEntry(parent: entry.parent, name: entry.name) }
     }
 
+    /// Asks the kernel to drop the nodes `inodes` where nothing uses them
+    /// (FUSE_NOTIFY_PRUNE): it sends FORGET for each one it drops, and keeps
+    /// any that is open, a current directory or a folder with cached
+    /// children. False when the kernel has no such message (before Linux
+    /// 6.16): then only `invalidateEntry` can make it forget. Takes no
+    /// inode lock in the kernel; still, call it from a thread that serves
+    /// no FUSE request.
+    public func prune(_ inodes: [UInt64]) -> Bool {
+        let device = fuse_session_fd(session)
+        guard device >= 0 else { return true }
+        return inodes.withUnsafeBufferPointer { numbers in
+            // The kernel copies node ids in batches of 512: one message each.
+            var start = 0
+            while start < numbers.count {
+                let count = min(Self.pruneBatch, numbers.count - start)
+                let result = scopefs_notify_prune(device, numbers.baseAddress! + start, UInt32(count))
+                if result == -EINVAL { return false }
+                start += count
+            }
+            return true
+        }
+    }
+
+    /// Node ids per prune message.
+    public static let pruneBatch = 512
+
     /// Drops the kernel's cached directory entry `name` in `parent` (by its
     /// host bytes, SPEC S33a: the kernel caches the name it was asked for).
     @discardableResult

@@ -38,6 +38,12 @@ final class NodeTable: Sendable {
         /// Open files of this node: after an unlink, or a replacement under
         /// its name, their descriptors still reach the file (fstat after unlink).
         var openFiles = OpenHandles()
+        /// The budget's CLOCK bit (`ClockRing`): set by each request on
+        /// the node, cleared by the hand.
+        var recentlyUsed = false
+        /// The pruner's pass that asked the kernel to drop the node, whose
+        /// FORGET has not come yet (counted in `State.forgetsAsked`); 0: none.
+        var forgetAsked: UInt32 = 0
 
         init(node: Node, parent: UInt64, name: String, lookups: UInt64) {
             self.node = node
@@ -103,12 +109,33 @@ final class NodeTable: Sendable {
         var nextInode: UInt64 = 2
         /// Bumped when a directory moves: cached coverage depends on paths.
         var epoch: UInt64 = 0
+        /// The nodes the budget may choose from, oldest first (`NodeBudget`);
+        /// empty without a bound.
+        var clock = ClockRing()
+        /// Nodes with `forgetAsked`: on their way out, not counted
+        /// against the budget.
+        var forgetsAsked = 0
+        /// The pruner's passes (`nodesToForget`), numbered from 1.
+        var prunerPass: UInt32 = 0
+
+        /// A request used a node the pruner had chosen: the kernel may
+        /// have kept it (a process's current folder), so it counts again.
+        mutating func kept(_ record: Record) {
+            record.recentlyUsed = true
+            if record.forgetAsked != 0 {
+                record.forgetAsked = 0
+                forgetsAsked -= 1
+            }
+        }
     }
 
     static let rootInode: UInt64 = 1
     private let state = Mutex(State())
+    /// How many nodes the table keeps for the kernel.
+    let budget: NodeBudget
 
-    init(root: Node) {
+    init(root: Node, budget: NodeBudget = NodeBudget(limit: .max)) {
+        self.budget = budget
         state.withLock { state in
             state.records[Self.rootInode] = Record(node: root, parent: Self.rootInode, name: "", lookups: 1)
         }
@@ -150,6 +177,7 @@ final class NodeTable: Sendable {
     func resolve(_ inode: UInt64, generation: UInt64) -> Resolved? {
         state.withLock { state in
             guard let record = state.records[inode] else { return nil }
+            if record.forgetAsked != 0 { state.kept(record) } else { record.recentlyUsed = true }
             let epoch = state.epoch
             func cachedCoverage(_ record: Record) -> CoveragePosition? {
                 guard let cached = record.coverage, cached.generation == generation, cached.epoch == epoch else {
@@ -226,7 +254,7 @@ final class NodeTable: Sendable {
     func lookup(key: NodeKey, parent: UInt64, name: String, make: (UInt64) -> Node) -> Node {
         state.withLock { state in
             if let known = Self.takeLookup(key, parent: parent, name: name, in: &state) { return known }
-            return Self.add(make(state.nextInode), key: key, parent: parent, name: name, in: &state)
+            return add(make(state.nextInode), key: key, parent: parent, name: name, in: &state)
         }
     }
 
@@ -238,7 +266,7 @@ final class NodeTable: Sendable {
             let view = Self.intern(place, in: &state)
             let key = NodeKey(view: view, identity: nil, kind: .directory)
             if let known = Self.takeLookup(key, parent: parent, name: name, in: &state) { return known }
-            return Self.add(make(state.nextInode, view), key: key, parent: parent, name: name, in: &state)
+            return add(make(state.nextInode, view), key: key, parent: parent, name: name, in: &state)
         }
     }
 
@@ -246,7 +274,7 @@ final class NodeTable: Sendable {
     /// was just opened by name in its parent, so its location is as
     /// trustworthy as the parent's was: it takes over the parent's check
     /// (and so its age), and a walk of new folders costs no check each.
-    private static func add(_ node: Node, key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node {
+    private func add(_ node: Node, key: NodeKey, parent: UInt64, name: String, in state: inout State) -> Node {
         state.nextInode = node.inode + 1
         let record = Record(node: node, parent: parent, name: name, lookups: 1)
         if node.isDirectory, !node.isDomainRoot, let parentRecord = state.records[parent] {
@@ -254,6 +282,7 @@ final class NodeTable: Sendable {
         }
         state.records[node.inode] = record
         state.byKey[key] = node.inode
+        if budget.isBounded { noteAdded(record, in: &state) }
         return node
     }
 
@@ -282,6 +311,7 @@ final class NodeTable: Sendable {
             record.coverage = nil
         }
         record.lookups += 1
+        if record.forgetAsked != 0 { state.kept(record) } else { record.recentlyUsed = true }
         if record.namesIndexed { state.byName[EntryName(parent: parent, name: name)] = inode }
         return record.node
     }
@@ -298,6 +328,7 @@ final class NodeTable: Sendable {
             record.lookups -= min(count, record.lookups)
             if record.lookups > 0 { return nil }
             state.records.remove(at: index)
+            if record.forgetAsked != 0 { state.forgetsAsked -= 1 }
             if let key = record.node.key, let keyIndex = state.byKey.index(forKey: key),
                 state.byKey[keyIndex].value == inode
             {
@@ -669,6 +700,55 @@ final class NodeTable: Sendable {
     }
 
     var count: Int { state.withLock { $0.records.count } }
+
+    // MARK: The node budget
+
+    /// A node just made joins the budget's ring if the kernel may forget
+    /// it: backed nodes other than domain roots (the layout is a few nodes
+    /// per app, and a domain root's descriptor is pinned).
+    private func noteAdded(_ record: Record, in state: inout State) {
+        guard record.node.place.isBacked, !record.node.isDomainRoot else { return }
+        state.clock.append(record.node.inode)
+        if state.records.count - state.forgetsAsked > budget.limit { budget.exceeded() }
+    }
+
+    /// Up to `batch` of the least recently used nodes, while the table
+    /// holds more than the budget's target; each is marked as asked, so
+    /// that no later pass counts it before its FORGET. A node with an open
+    /// file is passed over (the kernel keeps it). A marked node that the
+    /// kernel kept and no request used since is asked again when the hand
+    /// comes round. Nil once the table is at its target. Bounded work under
+    /// the lock: `16 × batch` steps of the hand at most (an empty batch
+    /// then: call again).
+    func nodesToForget(batch: Int) -> [UnusedNode]? {
+        state.withLock { state in
+            guard state.records.count - state.forgetsAsked > budget.target, !state.clock.isEmpty else { return nil }
+            var chosen: [UnusedNode] = []
+            var steps = 0
+            let limit = 16 * batch
+            state.prunerPass = state.prunerPass == .max ? 1 : state.prunerPass + 1
+            while state.records.count - state.forgetsAsked > budget.target, chosen.count < batch, steps < limit,
+                let inode = state.clock.next()
+            {
+                steps += 1
+                guard let record = state.records[NumberKey(inode)] else { continue }  // forgotten
+                state.clock.append(inode)
+                if record.openFiles.first != nil || record.forgetAsked == state.prunerPass { continue }
+                if record.recentlyUsed {
+                    record.recentlyUsed = false
+                    continue
+                }
+                if record.forgetAsked != 0 {
+                    // Asked before and kept, unused since: asked again.
+                    state.forgetsAsked -= 1
+                }
+                record.forgetAsked = state.prunerPass
+                state.forgetsAsked += 1
+                chosen.append(UnusedNode(inode: inode, parent: record.parent, name: record.name))
+            }
+            return chosen
+        }
+    }
 
     /// Swift dictionaries never shrink when entries are removed: after the
     /// kernel forgot most of a large walk, the tables would keep the buckets

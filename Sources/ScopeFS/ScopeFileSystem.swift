@@ -85,6 +85,9 @@ public struct MountConfiguration: Sendable {
     /// Container files are offered to the kernel for passthrough
     /// (`passthroughOffer`); it takes them where it can.
     public var containerPassthrough: Bool = true
+    /// Nodes kept for the kernel before the least recently used are
+    /// dropped (`NodeBudget`); `Int.max`: no bound.
+    public var maxNodes: Int = .max
 
     public init(
         openFiles: OpenFiles, containersPath: String, cacheTimeout: Double = 1.0, layoutTimeout: Double = 60,
@@ -164,7 +167,8 @@ public final class ScopeFileSystem: FileSystem {
         table = NodeTable(
             root: Node(
                 inode: NodeTable.rootInode, place: .root, view: 0, identity: nil, isDirectory: true, folder: nil,
-                isDomainRoot: false))
+                isDomainRoot: false),
+            budget: NodeBudget(limit: configuration.maxNodes))
     }
 
     deinit { Sys.close(containers) }

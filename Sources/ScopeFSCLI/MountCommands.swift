@@ -51,6 +51,13 @@ struct MountCommand: ParsableCommand {
     var folderDescriptors: Int?
     @Option(
         help: """
+            Nodes (files and folders the kernel has looked up) the daemon keeps, about 1 KiB of memory each; \
+            past it the kernel is asked to forget the least recently used ones, which are looked up again on \
+            their next use. Default 100000; 0: no bound; else at least 100.
+            """)
+    var maxNodes: Int?
+    @Option(
+        help: """
             How host changes made outside the mount reach the kernel's caches: auto (default: fanotify when the \
             daemon may mark file systems, as root; else inotify), fanotify, inotify, or none (caches expire \
             after --cache-timeout).
@@ -88,6 +95,9 @@ struct MountCommand: ParsableCommand {
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
         if let descriptorsPerApp, descriptorsPerApp < 1 {
             throw ValidationError("--descriptors-per-app must be at least 1")
+        }
+        if let maxNodes, maxNodes != 0, maxNodes < NodeBudget.minimumLimit {
+            throw ValidationError("--max-nodes must be 0 (no bound) or at least \(NodeBudget.minimumLimit)")
         }
         if let folderDescriptors, folderDescriptors < 1 {
             throw ValidationError("--folder-descriptors must be at least 1")
@@ -135,7 +145,8 @@ struct MountCommand: ParsableCommand {
             state: options.directory, mountpoint: mountpoint, openFiles: openFiles, allowOther: allowOther,
             scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
             hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp,
-            folderDescriptors: folderDescriptors, containerPassthrough: !noContainerPassthrough)
+            folderDescriptors: folderDescriptors, containerPassthrough: !noContainerPassthrough,
+            maxNodes: maxNodes.map { $0 == 0 ? .max : $0 })
         do throws(CommandError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -158,6 +169,7 @@ struct MountCommand: ParsableCommand {
         if let cacheTimeout { arguments += ["--cache-timeout", String(cacheTimeout)] }
         if let descriptorsPerApp { arguments += ["--descriptors-per-app", String(descriptorsPerApp)] }
         if let folderDescriptors { arguments += ["--folder-descriptors", String(folderDescriptors)] }
+        if let maxNodes { arguments += ["--max-nodes", String(maxNodes)] }
         if allowOther { arguments.append("--allow-other") }
         if noContainerPassthrough { arguments.append("--no-container-passthrough") }
         let destination = DaemonLog.resolve(log, foreground: false)
