@@ -21,6 +21,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from client_builds import swift_check  # noqa: F401  (the fixture: the Swift check app)
 from doc_scope_helpers import mount, wait_events
 from scopefs_harness import ALPHA, BETA, EXTENSIONS, LOCAL, wait_for
 from test_extension_providers import CLOUD, Cloud
@@ -99,22 +100,33 @@ def calls(cloud: Cloud, method: str) -> list[str]:
     return [c for c in cloud.calls() if c.split(" ")[0] == method]
 
 
-@pytest.fixture
-def cloud(env):
+def mounted(env, documents: int = 0) -> Cloud:
+    """The Cloud remote, with `documents` small files in many/, mounted and synced."""
     world = Cloud(env)
     many = world.remote / "many"
     many.mkdir()
     os.chmod(many, 0o777)
-    for number in range(MANY):
+    for number in range(documents):
         (many / f"doc-{number:04d}.txt").write_bytes(b"content %d\n" % number)
+    (many / "doc-0001.txt").write_bytes(b"content 1\n")
     mount(env)
     world.sync()
     env._record_daemon()
     return world
 
 
+@pytest.fixture
+def cloud(env):
+    return mounted(env)
+
+
+@pytest.fixture
+def many_cloud(env):
+    return mounted(env, MANY)
+
+
 @pytest.mark.sqlite_store(EXTENSIONS)
-def test_a_thousand_placeholders_show_previews_and_fetch_no_content(env, cloud):
+def test_a_thousand_placeholders_show_previews_and_fetch_no_content(env, many_cloud):
     """S50, S42: a document browser lists 1,000 dataless documents (its
     folder scope started: listing is a read, S9) and reads each one's
     preview: every preview is a PNG, the remote is asked for previews only
@@ -122,7 +134,7 @@ def test_a_thousand_placeholders_show_previews_and_fetch_no_content(env, cloud):
     every document stays dataless."""
     env.grant(ALPHA, f"{CLOUD}:many")
     s = app(env, ALPHA)
-    folder = cloud.path(ALPHA, "many")
+    folder = many_cloud.path(ALPHA, "many")
     assert ask(s, op="start", path=folder) == {"ok": "1"}
     first = ask(s, op="get-all", path=folder)
     assert "ok" in first, first
@@ -130,13 +142,13 @@ def test_a_thousand_placeholders_show_previews_and_fetch_no_content(env, cloud):
     assert len(first) == MANY, len(first)
     bad = {name: got for name, got in first.items() if not got.get("ok", "").startswith("89504e470d0a1a0a")}
     assert not bad, f"previews that are not PNGs: {dict(list(bad.items())[:5])}"
-    assert calls(cloud, "fetch") == [], "a preview downloaded content"
-    asked = len(calls(cloud, "thumbnail"))
+    assert calls(many_cloud, "fetch") == [], "a preview downloaded content"
+    asked = len(calls(many_cloud, "thumbnail"))
     assert asked == MANY, f"{asked} thumbnail calls for {MANY} documents"
     assert ask(s, op="get-all", path=folder)["ok"] == first
-    assert len(calls(cloud, "thumbnail")) == MANY, "the second pass asked the remote again"
+    assert len(calls(many_cloud, "thumbnail")) == MANY, "the second pass asked the remote again"
     assert ask(s, op="state", path=os.path.join(folder, "doc-0007.txt")) == {"ok": "dataless"}
-    assert calls(cloud, "fetch") == []
+    assert calls(many_cloud, "fetch") == []
 
 
 @pytest.mark.sqlite_store(EXTENSIONS)
@@ -237,3 +249,49 @@ def test_a_local_provider_shows_the_owners_freedesktop_preview(env):
     assert ask(other, op="get", path=env.prov(BETA, LOCAL, "photo.txt")) == {"errno": "ENOENT"}
     os.utime(photo, (int(mtime) + 100, int(mtime) + 100))
     assert ask(s, op="get", path=env.prov(ALPHA, LOCAL, "photo.txt")) == {"errno": "ENODATA"}, "a stale preview"
+
+
+@pytest.mark.sqlite_store(EXTENSIONS)
+def test_a_swift_document_browser_reads_promised_values_of_a_thousand_without_a_download(env, many_cloud, swift_check):
+    """S50: the Swift client's `promisedItemResourceValues(forKeys:)` inside
+    a metadata-only coordinated read (`.immediatelyAvailableMetadataOnly`)
+    gives name, size, dates, download state and preview of 1,000 dataless
+    documents, for an app whose policy is never to download, and the
+    remote is never asked for content. (--no-sandbox: the check program
+    is in this checkout's build folder, which the sandbox does not show.)"""
+    env.grant(ALPHA, f"{CLOUD}:many")
+    env.cli("app", "set", ALPHA, "--downloads", "never")
+    p = env.run_app(ALPHA, [swift_check, "promised", many_cloud.path(ALPHA, "many")], timeout=120)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["failures"] == "", report
+    assert report["items"] == str(MANY) and report["previews"] == str(MANY), report
+    assert report["statuses"] == f"not-downloaded={MANY}", report
+    expected = sum(len(b"content %d\n" % number) for number in range(MANY))
+    assert report["bytes"] == str(expected), report
+    assert calls(many_cloud, "fetch") == [], "promised values downloaded content"
+
+
+@pytest.mark.sqlite_store(EXTENSIONS)
+def test_the_python_client_reads_and_saves_promised_values(env, cloud):
+    """S50: `scopefs.promised_item_values` of a dataless document (no scope,
+    no download), `scopefs.set_thumbnail` by the saving app, and the saved
+    preview in the promised values after it. (--no-sandbox: the client
+    module is this checkout's clients/python.)"""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    code = r"""
+import scopefs
+path = sys.argv[1]
+before = scopefs.promised_item_values(path)
+with scopefs.accessing(path):
+    scopefs.set_thumbnail(path, bytes.fromhex(sys.argv[2]))
+after = scopefs.promised_item_values(path)
+emit({"before": [before.name, before.size, before.state, before.downloading_status, before.thumbnail[:4].hex()],
+      "after": after.thumbnail.hex(), "modified": before.modified > 0})
+"""
+    env.base_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "clients" / "python")
+    preview = png("python", side=8)
+    got = env.app_json(ALPHA, code, cloud.path(ALPHA, "docs/big.bin"), preview.hex())
+    assert got["before"] == ["big.bin", 20 << 20, "dataless", "not-downloaded", "89504e47"], got
+    assert got["after"] == preview.hex() and got["modified"], got
+    assert calls(cloud, "fetch") == [], "promised values downloaded content"

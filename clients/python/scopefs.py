@@ -403,6 +403,78 @@ def reference_info(path: StrOrBytesPath) -> ReferenceInfo:
     )
 
 
+# --- Previews and promised metadata (SPEC S50) -------------------------------
+
+THUMBNAIL_ATTR = "user.scopefs.thumbnail"
+
+
+def thumbnail(path: StrOrBytesPath) -> bytes | None:
+    """The item's preview, a PNG (``user.scopefs.thumbnail``), or None when
+    it has none. Needs no scope and never downloads the document."""
+    try:
+        return os.getxattr(path, THUMBNAIL_ATTR)
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, errno.ENOTSUP):
+            return None
+        raise
+
+
+def set_thumbnail(path: StrOrBytesPath | int, png: bytes | None) -> None:
+    """Saves (or, None, removes) the preview of a document the app may
+    write; on an extension's provider it goes up with the document."""
+    if png is None:
+        os.removexattr(path, THUMBNAIL_ATTR)
+    else:
+        os.setxattr(path, THUMBNAIL_ATTR, png)
+
+
+@dataclass(frozen=True)
+class PromisedValues:
+    """Apple's promised item resource values: what a document browser shows
+    of an item whose content may not be local, all of it without a download
+    (``downloading_status`` is Apple's: ``current``, ``downloaded`` or
+    ``not-downloaded``)."""
+
+    name: str
+    size: int
+    modified: float
+    changed: float
+    state: str
+    downloading_status: str
+    thumbnail: bytes | None
+
+
+def _downloading_status(state: str) -> str:
+    if state in ("materialized", "pinned"):
+        return "current"
+    if state in ("dirty", "uploading", "conflict", "error"):
+        return "downloaded"
+    return "not-downloaded"
+
+
+def promised_item_values(path: StrOrBytesPath) -> PromisedValues:
+    """``getPromisedItemResourceValues``: name, size, dates, download state and
+    preview of an item from ``stat`` and its attributes alone, so it never
+    triggers a download (not even for an app whose policy is never to
+    download) and needs no scope. A container item is ``materialized``."""
+    info = os.stat(path)
+    try:
+        state = os.getxattr(path, "user.scopefs.state").decode()
+    except OSError as exc:
+        if exc.errno not in (errno.ENODATA, errno.ENOTSUP):
+            raise
+        state = "materialized"
+    return PromisedValues(
+        name=os.path.basename(os.fsdecode(path).rstrip("/")),
+        size=info.st_size,
+        modified=info.st_mtime,
+        changed=info.st_ctime,
+        state=state,
+        downloading_status=_downloading_status(state),
+        thumbnail=thumbnail(path) if not os.path.isdir(path) else None,
+    )
+
+
 # --- Asking the user to pick (issue 17) -------------------------------------
 
 

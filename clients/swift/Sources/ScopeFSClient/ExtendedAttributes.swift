@@ -72,6 +72,21 @@ func readAttributeText(_ name: String, of path: String, for operation: ScopeFSEr
     }
 }
 
+/// Reads an attribute's bytes (a preview, SPEC S50), growing the buffer on
+/// ERANGE up to the kernel's limit for one attribute (64 KiB).
+func readAttributeBytes(_ name: String, of path: String, for operation: ScopeFSError.Operation)
+    throws(ScopeFSError) -> [UInt8]
+{
+    var capacity = 8192
+    while true {
+        do {
+            return try readAttribute(name, of: path, capacity: capacity, for: operation)
+        } catch  where error.errno == ERANGE && capacity < 1 << 16 {
+            capacity = 1 << 16
+        }
+    }
+}
+
 /// One getxattr(2) call with a buffer of `capacity` bytes.
 private func readAttribute(_ name: String, of path: String, capacity: Int, for operation: ScopeFSError.Operation)
     throws(ScopeFSError) -> [UInt8]

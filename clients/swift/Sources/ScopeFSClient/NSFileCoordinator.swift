@@ -19,7 +19,11 @@
     /// Foundation's own is used and this one does not exist.
     ///
     /// The options are accepted and do not change the claim (a reading
-    /// claim is a reading claim). A claim that cannot be had within
+    /// claim is a reading claim), but for `immediatelyAvailableMetadataOnly`:
+    /// a metadata-only read (Apple's promised items, SPEC S50) takes no
+    /// claim, so it never waits for a writer nor asks presenters to save,
+    /// and whatever the accessor reads through `promisedItemResourceValues`
+    /// never downloads. A claim that cannot be had within
     /// `timeout` seconds (10, Apple waits without end) fills `error` and
     /// does not run the accessor. Two items are claimed in path order, so
     /// two coordinators cannot wait for each other.
@@ -73,6 +77,7 @@
             readingItemAt url: URL, options: ReadingOptions = [], error outError: NSErrorPointer,
             byAccessor reader: (URL) -> Void
         ) {
+            if options.contains(.immediatelyAvailableMetadataOnly) { return reader(url) }
             claimed([(url, .reading)], outError) { reader(url) }
         }
 
@@ -88,6 +93,10 @@
             options writingOptions: WritingOptions = [], error outError: NSErrorPointer,
             byAccessor readerWriter: (URL, URL) -> Void
         ) {
+            if readingOptions.contains(.immediatelyAvailableMetadataOnly) {
+                claimed([(writingURL, .writing)], outError) { readerWriter(readingURL, writingURL) }
+                return
+            }
             claimed([(readingURL, .reading), (writingURL, .writing)], outError) { readerWriter(readingURL, writingURL) }
         }
 

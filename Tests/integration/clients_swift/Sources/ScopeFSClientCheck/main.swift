@@ -13,6 +13,7 @@
 //   scopefs-client-check bytes-pick
 //   scopefs-client-check bytes-watch
 //   scopefs-client-check query N               (MetadataQuery: gathering, then N updates, issue 17)
+//   scopefs-client-check promised FOLDER       (promised metadata of each file, metadata-only reads, S50)
 //   scopefs-client-check apple-...             (Apple-shaped code: AppleShapes.swift, issue 31)
 import Foundation
 import ScopeFSClient
@@ -380,6 +381,40 @@ case "query" where args.count == 3:
     }
     say(["done": query.results.count])
     exit(0)
+
+case "promised" where args.count == 3:
+    // A document browser (issue 53): lists a granted folder in scope and
+    // reads each file's promised values in a metadata-only coordinated
+    // read, which must download nothing (SPEC S50).
+    let folder = URL(fileURLWithPath: args[2])
+    report["started"] = String(folder.startAccessingSecurityScopedResource())
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+    var statuses: [String: Int] = [:]
+    var previews = 0
+    var failures: [String] = []
+    var bytes: Int64 = 0
+    let coordinator = NSFileCoordinator()
+    for name in names.sorted() {
+        let url = folder.appendingPathComponent(name)
+        var error: NSError?
+        coordinator.coordinate(readingItemAt: url, options: .immediatelyAvailableMetadataOnly, error: &error) { url in
+            do throws(ScopeFSError) {
+                let values = try url.promisedItemResourceValues(forKeys: Set(PromisedItemKey.allCases))
+                statuses[values.downloadingStatus?.rawValue ?? "nil", default: 0] += 1
+                if values.thumbnail?.prefix(4) == [0x89, 0x50, 0x4E, 0x47] { previews += 1 }
+                bytes += values.fileSize ?? 0
+                if values.name != name || values.contentModificationDate == nil { failures.append(name) }
+            } catch {
+                failures.append("\(name): \(describe(error))")
+            }
+        }
+        if let error { failures.append("\(name): \(error)") }
+    }
+    report["items"] = String(names.count)
+    report["previews"] = String(previews)
+    report["bytes"] = String(bytes)
+    report["statuses"] = statuses.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+    report["failures"] = failures.prefix(5).joined(separator: "; ")
 
 default:
     FileHandle.standardError.write(Data("usage: scopefs-client-check MODE ARGS...\n".utf8))
