@@ -6,6 +6,7 @@ import FuseBridge
 import Logging
 import Policy
 import PolicyStore
+import Processes
 import ScopeFS
 import Synchronization
 
@@ -54,6 +55,8 @@ final class PolicyReloader: Sendable {
     let notices: NoticeBoard
     /// Held for a whole check and reload, so snapshots are installed in order.
     private let installed: Mutex<Installed>
+    /// Providers a reload brought whose folder overlaps a mount here: never served.
+    private let overlaps: ProviderOverlaps
     private let afterInstall = Mutex<(@Sendable (PolicySnapshot, PolicySnapshot) -> Void)?>(nil)
 
     /// `version`: the policy version of the snapshot the file system started with.
@@ -72,6 +75,7 @@ final class PolicyReloader: Sendable {
                 generation: fileSystem.snapshot.generation, version: version,
                 file: repository.database.identity, failure: nil))
         self.logger = logger
+        self.overlaps = ProviderOverlaps(initial: fileSystem.snapshot)
     }
 
     /// Why the daemon serves no grant (for `scopefs status`), nil when it serves the database.
@@ -369,7 +373,9 @@ final class PolicyReloader: Sendable {
         return String(format: "%.1f", Double(seconds) * 1000 + Double(attoseconds) / 1e15)
     }
 
-    private func install(_ snapshot: PolicySnapshot) {
+    private func install(_ read: PolicySnapshot) {
+        let (snapshot, refusals) = overlaps.served(read)
+        refusals.forEach(tell)
         dropPagesEarly(fileSystem.pagesLosingAccess(to: snapshot))
         let previous = fileSystem.snapshot
         let invalidation = fileSystem.install(snapshot)
@@ -378,6 +384,23 @@ final class PolicyReloader: Sendable {
         session.invalidate(invalidation)
         if !invalidation.isEmpty {
             logger.debug("policy \(snapshot.generation): dropped caches of \(invalidation.inodes.count) inodes")
+        }
+    }
+
+    /// A provider left out (`ProviderOverlaps`), in the daemon's log and
+    /// events, and on a fleet in the fleet's events, which name this host:
+    /// the owner who added it on another host learns why it is not here.
+    /// The event says how the folders lie (the fleet keeps 256 characters of it).
+    private func tell(_ overlap: FolderOverlap.ProviderFolderOverlap) {
+        logger.error("provider \(overlap.provider) is not served on this host: \(overlap.sentence)")
+        let event = Event(
+            time: Date().timeIntervalSince1970, kind: .providerRefused, app: nil,
+            path: "/" + MountLayout.providerPath(provider: overlap.provider, path: ""),
+            operation: String(String.UnicodeScalarView(overlap.summary.unicodeScalars.prefix(256))), errno: ENOENT)
+        events.record(event)
+        guard let fleet else { return }
+        do throws(CommandError) { try fleet.repository.record(event) } catch {
+            logger.warning("cannot record the refused provider in the fleet's events: \(error.message)")
         }
     }
 

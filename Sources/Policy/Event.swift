@@ -34,6 +34,11 @@ public struct Event: Sendable, Codable, Equatable {
         /// An upload met a remote change (SPEC S43): the local edit was kept
         /// as a conflict copy, whose path is `path`.
         case conflict
+        /// A provider a reload brought (another host's, on a fleet) has a
+        /// folder that is, is inside or is above a ScopeFS mount of this
+        /// host: the daemon does not serve it (issue 50, SPEC S34).
+        /// `path` is `/Providers/ID`, `operation` names both folders.
+        case providerRefused = "provider-refused"
 
         /// Which events rotation gives up first (SPEC S29).
         public var retention: Retention {
@@ -41,7 +46,7 @@ public struct Event: Sendable, Codable, Equatable {
             case .start, .stop, .unbalancedStop, .budgetExhausted, .fault, .staleBookmark, .descriptorBudgetExhausted,
                 .downloadBudgetExhausted:
                 .routine
-            case .denial, .leak, .policyFailedClosed, .stranded, .extension, .conflict: .incident
+            case .denial, .leak, .policyFailedClosed, .stranded, .extension, .conflict, .providerRefused: .incident
             case .grant, .revoke, .restore, .forget: .policyChange
             }
         }

@@ -77,31 +77,56 @@ package enum FolderOverlap {
         }
     }
 
-    /// Refuses a provider folder that is, is inside or is above a ScopeFS
-    /// mount of this mount namespace (exit 73). The path is compared as
-    /// given before any link of it is followed, which could lead into a
-    /// mount.
-    package static func refuseProvider(_ id: String, at directory: String) throws(CommandError) {
-        let mounts = scopefsMounts()
-        guard !mounts.isEmpty else { return }
-        let plain = lexical(directory)
-        for mount in mounts { try refuseProviderFolder(id, [plain], mount) }
-        for mount in mounts { try refuseProviderFolder(id, forms(of: directory), mount) }
+    /// How a provider's folder lies against a ScopeFS mount.
+    package struct ProviderFolderOverlap: Sendable, Equatable {
+        package var provider: String
+        package var folder: String
+        /// "is", "is inside" or "is above".
+        package var relation: String
+        package var mount: String
+
+        /// `FOLDER is above the ScopeFS mount MOUNT`: for an event.
+        package var summary: String { "\(folder) \(relation) the ScopeFS mount \(mount)" }
+
+        /// The refusal, for people.
+        package var sentence: String {
+            """
+            refused: the folder of provider \(provider), \(folder.escapedForTerminal), \(relation) the ScopeFS mount \
+            \(mount.escapedForTerminal): the daemon would ask its own mount for the provider's items. \
+            Give a folder outside every ScopeFS mount (see docs/CLI.md, "Where to mount")
+            """
+        }
     }
 
-    private static func refuseProviderFolder(_ id: String, _ folders: [String], _ mount: String)
-        throws(CommandError)
-    {
-        for folder in folders {
-            guard let how = relation(of: folder, to: mount) else { continue }
-            throw CommandError(
-                .cannotMount,
-                """
-                refused: the folder of provider \(id), \(folder.escapedForTerminal), \(how) the ScopeFS mount \
-                \(mount.escapedForTerminal): the daemon would ask its own mount for the provider's items. \
-                Give a folder outside every ScopeFS mount (see docs/CLI.md, "Where to mount")
-                """)
+    /// Refuses a provider folder that is, is inside or is above a ScopeFS
+    /// mount of this mount namespace (exit 73).
+    package static func refuseProvider(_ id: String, at directory: String) throws(CommandError) {
+        if let overlap = providerOverlap(id, at: directory) { throw CommandError(.cannotMount, overlap.sentence) }
+    }
+
+    /// How a provider's folder overlaps a ScopeFS mount of this mount
+    /// namespace, nil when it does not. The path is compared as given
+    /// before any link of it is followed, which could lead into a mount.
+    /// A daemon asks it of each provider a reload brings (another host's,
+    /// on a fleet), which no CLI of this host checked (`ProviderOverlaps`).
+    package static func providerOverlap(_ id: String, at directory: String) -> ProviderFolderOverlap? {
+        let mounts = scopefsMounts()
+        guard !mounts.isEmpty else { return nil }
+        let plain = lexical(directory)
+        for mount in mounts {
+            if let how = relation(of: plain, to: mount) {
+                return ProviderFolderOverlap(provider: id, folder: plain, relation: how, mount: mount)
+            }
         }
+        let folders = forms(of: directory)
+        for mount in mounts {
+            for folder in folders {
+                if let how = relation(of: folder, to: mount) {
+                    return ProviderFolderOverlap(provider: id, folder: folder, relation: how, mount: mount)
+                }
+            }
+        }
+        return nil
     }
 
     private static func refuse(_ mountpoints: [String], against folders: [String], _ what: String)
