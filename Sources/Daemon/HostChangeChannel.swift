@@ -181,11 +181,12 @@ final class HostChangeChannel: HostChangeMarker {
             index.marked[folder.device] = marked
         }
         guard index.marked[folder.device] == true else { return nil }
-        var key = [UInt8](repeating: 0, count: Int(SCOPEFS_DIRECTORY_KEY_MAX))
-        let length = scopefs_directory_key(directory, &key, key.count)
-        guard length > 0 else { return nil }
-        key.removeSubrange(Int(length)...)
-        return key
+        // Kept at its length: an array cut down keeps its full capacity,
+        // and every folder node the kernel holds has its key here.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(SCOPEFS_DIRECTORY_KEY_MAX)) { buffer in
+            let length = scopefs_directory_key(directory, buffer.baseAddress!, buffer.count)
+            return length > 0 ? Array(buffer.prefix(Int(length))) : nil
+        }
     }
 
     /// How many host folders are watched (for status and tests of bounds).

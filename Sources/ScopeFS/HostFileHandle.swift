@@ -22,9 +22,11 @@ struct HostFileHandle: Sendable {
     init?(of descriptor: Int32) {
         var type: Int32 = 0
         var length: Int32 = -1
-        let bytes = [UInt8](unsafeUninitializedCapacity: Self.capacity) { buffer, count in
+        // Read into the stack, kept at its length: every folder node holds
+        // one, and an array made at the full capacity keeps all of it.
+        let bytes = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.capacity) { buffer in
             length = scopefs_handle_of(descriptor, buffer.baseAddress!, Int32(Self.capacity), &type)
-            count = max(Int(length), 0)
+            return length > 0 ? Array(buffer.prefix(Int(length))) : []
         }
         guard length > 0 else { return nil }
         self.type = type
