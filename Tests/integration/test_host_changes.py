@@ -16,9 +16,9 @@ import time
 
 import pytest
 from doc_scope_helpers import open_document
+from host_change_mounts import mount_long
 from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, MOUNT_TIMEOUT, describe, mount_count, wait_for
 
-CACHE_TIMEOUT = "300"
 TRIALS = 20
 VISIBLE_WITHIN = 0.100  # seconds (issue 21: p99 <= 100 ms)
 POLL = 0.005
@@ -79,36 +79,6 @@ while True:
             time.sleep(0.005)
         emit({"seen": seen, "latency": now - t0})
 """
-
-
-def mount_long(env, channel: str, *extra: str, scopes: str = "lenient") -> dict:
-    """`scopefs mount` with a host-change channel and long timeouts; returns
-    `status --json`'s daemon record, which must name both (issue 21).
-    Lenient scopes unless asked: these tests time how soon a host change
-    reaches the kernel's caches, probing every 5 ms, and grants still
-    decide (S9)."""
-    try:
-        env.cli(
-            *env.mount_args(),
-            "--scopes",
-            scopes,
-            "--host-changes",
-            channel,
-            "--cache-timeout",
-            CACHE_TIMEOUT,
-            *extra,
-            timeout=MOUNT_TIMEOUT,
-        )
-    finally:
-        env.mounted = env.mounted or bool(mount_count(env.mnt))
-    env.mounted = True
-    env._record_daemon()
-    daemon = json.loads(env.cli("status", "--json").stdout)["daemon"]
-    # auto takes fanotify as root (CAP_SYS_ADMIN), else inotify.
-    expected = channel if channel != "auto" else ("fanotify" if os.geteuid() == 0 else "inotify")
-    assert daemon.get("hostChanges") == expected, daemon
-    assert daemon.get("cacheTimeout") == float(CACHE_TIMEOUT), daemon
-    return daemon
 
 
 class Watcher:

@@ -15,9 +15,9 @@ import time
 
 import pytest
 from client_builds import swift_check  # noqa: F401  (fixture: the Swift check app)
+from host_change_mounts import mount_long
 from pick_agent import PY_CLAIMER, PYTHON_CLIENT, REPORT, world  # noqa: F401  (fixture: a mount with the Python client)
 from scopefs_harness import ALPHA, BETA, LOCAL
-from test_host_changes import mount_long
 
 
 @pytest.fixture(params=["fanotify", "inotify"])

@@ -17,9 +17,9 @@ import time
 
 import pytest
 from doc_scope_helpers import status
+from host_change_mounts import mount_long
 from pick_agent import PYTHON_CLIENT
 from scopefs_harness import ALPHA, BETA, LOCAL
-from test_host_changes import mount_long
 
 # The developer's client library, shown to the sandbox as the docs say
 # (docs/CLIENTS.md "The sandbox").
