@@ -35,15 +35,15 @@ extension ScopeFileSystem {
 
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
         let target = try gate(inode, .lookup, callers.caller(of: request), .getattr)
+        // A temporary of a save is its app's alone (S48): never kept.
+        let timeout = isTemporary(target.node) ? 0 : attributeTimeout(target.node, parent: target.resolved.parent)
         if let handle, target.node.place.isBacked, !target.node.isDirectory {
             return Attributes(
                 stat: presentedContent(target.node, try Sys.stat(OpenHandle.from(handle).descriptor)),
-                timeout: attributeTimeout(target.node, parent: target.resolved.parent))
+                timeout: timeout)
         }
         let info = try presented(target.node, try attributes(of: target.resolved), path: target.path)
-        return Attributes(
-            stat: presentedContent(target.node, info),
-            timeout: attributeTimeout(target.node, parent: target.resolved.parent))
+        return Attributes(stat: presentedContent(target.node, info), timeout: timeout)
     }
 
     public func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
@@ -101,7 +101,7 @@ extension ScopeFileSystem {
             try requireVisible(name, in: parent)
             // An app's temporary of a save is its host file (S48).
             let found = try backedChild(
-                of: parent.node, named: parent.grant == nil ? hostName(of: name, in: parent) : name)
+                of: parent.node, named: parent.grant == nil ? hostName(of: name, in: parent, caller: caller) : name)
             // Under a bare folder a name is shown for the grant made at it:
             // only if what is there now is that grant's item (issue 28).
             if parent.grant == nil { try requireGrantedItem(found.0, app: app, provider: provider) }
@@ -243,10 +243,12 @@ extension ScopeFileSystem {
 
     /// The entry of `node`, found in `folder`.
     func entry(_ node: Node, _ info: stat, in folder: Node) -> Entry {
-        Entry(
+        // A temporary of a save is its app's alone (S48): nothing of it kept.
+        let kept = !isTemporary(node)
+        return Entry(
             inode: node.inode, attributes: presentedContent(node, info),
-            attributeTimeout: attributeTimeout(node, parent: folder),
-            entryTimeout: entryTimeout(node, in: folder))
+            attributeTimeout: kept ? attributeTimeout(node, parent: folder) : 0,
+            entryTimeout: kept ? entryTimeout(node, in: folder) : 0)
     }
 
     private func entryTimeout(_ node: Node, in folder: Node) -> Double {

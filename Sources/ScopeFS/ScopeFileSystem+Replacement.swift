@@ -86,13 +86,27 @@ extension ScopeFileSystem {
         return .replacing(grant)
     }
 
-    /// The host name of `name` in `folder`: a temporary's own when `name`
-    /// is one of the caller's app's, else `name`.
-    func hostName(of name: String, in folder: Target) -> String {
+    /// The host name of `name` in `folder` for `caller`: a temporary's own
+    /// when `name` is one of the caller's app's, else `name`. Another
+    /// caller (the owner's inspect view walks the app's nodes) gets ENOENT
+    /// for it: a temporary is seen by its app alone (S48).
+    func hostName(of name: String, in folder: Target, caller: Caller) throws(Errno) -> String {
         guard let key = try? temporary(name, in: folder), let temporary = temporaries.temporary(key) else {
             return name
         }
+        guard caller.app == key.app else { throw .noSuchFileOrDirectory }
         return temporary.hostName
+    }
+
+    /// Whether `node` is one of its app's temporaries: the kernel may keep
+    /// neither its entry nor its attributes, which would show it to the
+    /// owner's inspect view of the same nodes (S48, S4).
+    func isTemporary(_ node: Node) -> Bool {
+        guard case .provider(let app, let provider) = node.place, !node.isDirectory,
+            temporaries.any(app: app, provider: provider),
+            let path = try? table.resolve(node.inode, generation: generation)?.path
+        else { return false }
+        return temporaries.grant(ofHostPath: .init(app: app, provider: provider, path: path)) != nil
     }
 
     /// A bare folder's listing for one of its app's processes with the

@@ -187,9 +187,17 @@ target = sys.argv[1]
 folder = os.path.dirname(target)
 start_accessing(target)
 fd = os.open(os.path.join(folder, "draft"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-step({"listed": sorted(os.listdir(folder))})
+step({"listed": sorted(os.listdir(folder)), "stat": attempt(os.stat, os.path.join(folder, "draft"))})
 os.close(fd)
-emit({"listed": sorted(os.listdir(folder))})
+emit({"listed": sorted(os.listdir(folder)), "stat": attempt(os.stat, os.path.join(folder, "draft"))})
+"""
+
+# The owner's shell, looking at the app's folder right after the app
+# walked to its temporary (the kernel's caches are shared by both).
+INSPECT = """
+folder = sys.argv[1]
+draft = os.path.join(folder, "draft")
+emit({"listed": sorted(os.listdir(folder)), "stat": [attempt(os.stat, draft), attempt(os.stat, draft)]})
 """
 
 
@@ -197,19 +205,20 @@ def test_a_temporary_is_listed_to_its_app_alone(env):
     """SPEC S48, S2, S3, S4: the app that made a temporary lists it in the
     folder (a save's library looks for its file); another app with the
     same grant, and the owner's inspect view of the app's folder, list the
-    granted file only."""
+    granted file only, and the owner's stat of it is ENOENT even right
+    after the app's own (nothing of it is kept by the kernel)."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:{REPORT}")
     mount(env)
     target = env.prov(ALPHA, LOCAL, REPORT)
     session = env.app_session(ALPHA, LISTS, target)
-    assert session.recv() == {"listed": ["draft", "report.txt"]}
+    assert session.recv() == {"listed": ["draft", "report.txt"], "stat": "OK"}
+    inspect = env.host_json(INSPECT, os.path.dirname(target))
+    assert inspect == {"listed": ["report.txt"], "stat": ["ENOENT", "ENOENT"]}, inspect
     other = env.app_json(BETA, "emit(sorted(os.listdir(os.path.dirname(sys.argv[1]))))", env.prov(BETA, LOCAL, REPORT))
     assert other == ["report.txt"], other
-    inspect = env.host_json("emit(sorted(os.listdir(sys.argv[1])))", os.path.dirname(target))
-    assert inspect == ["report.txt"], inspect
     session.send()
-    assert session.recv() == {"listed": ["draft", "report.txt"]}
+    assert session.recv() == {"listed": ["draft", "report.txt"], "stat": "OK"}
     assert session.finish() == 0
 
 
