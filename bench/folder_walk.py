@@ -9,6 +9,11 @@ In a full run: `python3 bench/run.py --folder-walk 1000000`. Alone (only
 ScopeFS, no other system or workload):
 
     python3 bench/folder_walk.py [--folders 1000000] [--backing tmpfs|ext4]
+        [--budgets default,0]
+
+The node budget row (issue 52; `bench/run.py --node-budget-walk N`, in every
+full run): the same walk once per `--max-nodes` setting, each on a fresh
+mount, with the daemon's peak RSS and node count and the walk's time.
 """
 
 import argparse
@@ -54,9 +59,11 @@ def descriptor_limit(pid):
     return None
 
 
-def folder_walk(ctx, sfs, nfolders):
+def folder_walk(ctx, sfs, nfolders, keep_tree=False):
     """`find -type d` through the mount as the bench's app, over NFOLDERS
-    folders made on the host; the daemon's fds and RSS sampled every 0.1 s."""
+    folders made on the host (made only if not there yet; KEEP_TREE leaves
+    them for the next walk); the daemon's fds and RSS sampled every 0.1 s,
+    its node count (`status --json`) every second."""
     pid = sfs.daemon_pid()
     out = {"folders": nfolders, "daemon_pid": pid}
     if not pid:
@@ -68,17 +75,26 @@ def folder_walk(ctx, sfs, nfolders):
         folders = min(4096, limit // 8)
         out["bound"] = {"folder_cache": folders, "apps_share": max(limit - 1024 - folders, limit // 2), "reserve": 1024}
     started = time.monotonic()
-    out["folders"] = make_tree(os.path.join(ctx.workdir, "folders"), nfolders)
-    out["create_seconds"] = round(time.monotonic() - started, 1)
-    log(f"bench:   {out['folders']:,} folders made in {out['create_seconds']} s; walking them through the mount")
+    top = os.path.join(ctx.workdir, "folders")
+    if os.path.isdir(top):
+        out["folders"] = nfolders
+    else:
+        out["folders"] = make_tree(top, nfolders)
+        out["create_seconds"] = round(time.monotonic() - started, 1)
+        log(f"bench:   {out['folders']:,} folders made in {out['create_seconds']} s")
+    log("bench:   walking them through the mount")
     out["before"] = scopefs_costs.sample(pid)
-    peak, stop = {"rss_kib": 0, "fds": 0, "threads": 0}, threading.Event()
+    peak, stop = {"rss_kib": 0, "fds": 0, "threads": 0, "nodes": 0}, threading.Event()
 
     def watch():
+        ticks = 0
         while not stop.wait(0.1):
             s = scopefs_costs.sample(pid)
+            ticks += 1
+            if ticks % 10 == 0:
+                s["nodes"] = sfs.daemon_nodes()
             for k in peak:
-                peak[k] = max(peak[k], s.get(k, 0))
+                peak[k] = max(peak[k], s.get(k) or 0)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -106,6 +122,9 @@ def folder_walk(ctx, sfs, nfolders):
         watcher.join()
     out["during_peak"] = peak
     out["after"] = scopefs_costs.sample(pid)
+    out["after"]["nodes"] = sfs.daemon_nodes()
+    if keep_tree:
+        return out
     ctx.drop_caches()  # the kernel forgets the walked nodes
     time.sleep(3)
     out["after_forget"] = scopefs_costs.sample(pid)
@@ -113,10 +132,36 @@ def folder_walk(ctx, sfs, nfolders):
     return out
 
 
+def budget_walks(ctx, sfs, nfolders, budgets=("default", "0")):
+    """The walk of NFOLDERS folders once per `--max-nodes` setting in
+    BUDGETS ("default": the mount's own), each on a fresh mount of SFS (the
+    kernel's caches dropped in between); SFS is mounted as it was at the end."""
+    runs = {}
+    try:
+        for budget in budgets:
+            extra = [] if budget == "default" else ["--max-nodes", str(budget)]
+            sfs.unmount()
+            ctx.drop_caches()
+            sfs.mount_and_probe(extra)
+            log(f"bench:   --max-nodes {budget}")
+            runs[budget] = folder_walk(ctx, sfs, nfolders, keep_tree=True)
+    finally:
+        sfs.unmount()
+        ctx.drop_caches()
+        ctx.clean("folders")
+        sfs.mount_and_probe([])
+    return {"folders": nfolders, "runs": runs}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--folders", type=int, default=1_000_000)
     p.add_argument("--backing", choices=["tmpfs", "ext4"], default="tmpfs")
+    p.add_argument(
+        "--budgets",
+        help="walk once per `--max-nodes` value, comma-separated (`default`: none given), "
+        "instead of once on the default mount",
+    )
     a = p.parse_args()
     scopefs = os.environ.get("SCOPEFS_BIN") or os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".build", "release", "scopefs"
@@ -128,7 +173,13 @@ def main():
     sfs = sysmod.ScopeFS(ctx)
     try:
         sfs.setup()
-        result = folder_walk(ctx, sfs, a.folders)
+        if a.budgets:
+            result = budget_walks(ctx, sfs, a.folders, a.budgets.split(","))
+            result["error"] = "; ".join(f"{b}: {r['error']}" for b, r in result["runs"].items() if "error" in r)
+            if not result["error"]:
+                del result["error"]
+        else:
+            result = folder_walk(ctx, sfs, a.folders)
     finally:
         sfs.teardown()
         left = [m for m in sysmod.mountpoints() if m == tmp or m.startswith(tmp + "/")]

@@ -322,6 +322,9 @@ def scopefs_section(results):
             )
         )
         lines.append("")
+    budget = sc.get("node_budget")
+    if budget:
+        lines += node_budget_lines(budget)
     pol = sc.get("policy_bench")
     if pol:
         lines.append(f"Policy decision microbenchmark (`{os.path.basename(pol['binary'])}`):")
@@ -332,6 +335,29 @@ def scopefs_section(results):
         lines.append("Policy decision microbenchmark: no binary yet (set SCOPEFS_POLICY_BENCH).")
         lines.append("")
     return "\n".join(lines)
+
+
+def node_budget_lines(budget):
+    """The node budget row (issue 52): one walk per `--max-nodes` setting."""
+    lines = [
+        f"Walk of {budget.get('folders', 0):,} folders (`find -type d`) with the default node budget and "
+        "without one (`--max-nodes 0`), each on a fresh mount:",
+        "",
+        "| --max-nodes | listed | walk | daemon RSS before → peak | nodes peak → after |",
+        "|---|---|---|---|---|",
+    ]
+    for setting, run in budget.get("runs", {}).items():
+        if run.get("error"):
+            lines.append(f"| {setting} | error: {run['error']} | | | |")
+            continue
+        peak, after = run.get("during_peak", {}), run.get("after", {})
+        lines.append(
+            f"| {setting} | {run.get('listed', 0):,} | {run.get('walk_seconds', 0):.1f} s | "
+            f"{run.get('before', {}).get('rss_kib', 0) / 1024:.0f} → {peak.get('rss_kib', 0) / 1024:.0f} MiB | "
+            f"{peak.get('nodes') or 0:,} → {after.get('nodes') or 0:,} |"
+        )
+    lines.append("")
+    return lines
 
 
 def steal_line(config, machine):

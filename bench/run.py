@@ -87,6 +87,14 @@ def parse_args():
         help="also walk a granted tree of N folders through ScopeFS (opt-in row, e.g. 1000000; "
         "bench/folder_walk.py runs it alone)",
     )
+    p.add_argument(
+        "--node-budget-walk",
+        type=int,
+        metavar="N",
+        help="walk a granted tree of N folders with the default node budget and with none "
+        "(`--max-nodes 0`): RSS, node count and time of each (default 200000 in full runs, "
+        "skipped with --quick; 0: skip)",
+    )
     docs = p.add_mutually_exclusive_group()
     docs.add_argument(
         "--docs",
@@ -108,6 +116,8 @@ def parse_args():
         p.error("--groups: unknown " + ", ".join(sorted(set(a.groups) - set(group_names))))
     if a.docs is None:
         a.docs = not (a.quick or a.partial)
+    if a.node_budget_walk is None:
+        a.node_budget_walk = 0 if a.quick else 200_000
     return a
 
 
@@ -278,9 +288,18 @@ def run_all(ctx, started, results, group_names):
                         pass
 
 
-def scopefs_extras(ctx, sfs, results, folders=None):
+def scopefs_extras(ctx, sfs, results, folders=None, budget_folders=None):
     costs = results["scopefs_costs"]
     walks = [("folder_walk", f"walk of {folders:,} folders", folder_walk.folder_walk, folders)] if folders else []
+    if budget_folders:
+        walks.append(
+            (
+                "node_budget",
+                f"walks of {budget_folders:,} folders with and without the node budget",
+                folder_walk.budget_walks,
+                budget_folders,
+            )
+        )
     # The memory row unmounts ScopeFS at its end: it comes last.
     for key, what, fn, n in walks + [
         (
@@ -373,7 +392,7 @@ def main():
         log(f"bench: waited {ctx.settled:.0f} s in all for the daemons to go idle between phases")
         sfs = next((s for s in started if s.name == "scopefs"), None)
         if sfs and not args.partial:
-            scopefs_extras(ctx, sfs, results, args.folder_walk)
+            scopefs_extras(ctx, sfs, results, args.folder_walk, args.node_budget_walk)
     finally:
         cleanup(tmp, started)
     if scopefs and not args.partial:

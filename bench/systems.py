@@ -353,6 +353,14 @@ class ScopeFS(System):
         except (ValueError, KeyError, TypeError):
             return None
 
+    def daemon_nodes(self):
+        """The nodes the daemon holds for the kernel (`status --json`), or None."""
+        r = subprocess.run(self.cli("status", "--json"), capture_output=True, text=True, env=self.env, timeout=30)
+        try:
+            return int(json.loads(r.stdout)["daemon"]["inodes"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
     def unmount(self):
         """Unmounts with the CLI (which waits for the daemon), then makes sure."""
         if not getattr(self, "mounted", False) and not is_mounted(getattr(self, "mnt", "/-")):
