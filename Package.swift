@@ -323,7 +323,8 @@ let package = Package(
         .testTarget(
             name: "ScopeFSTests",
             dependencies: [
-                "ScopeFS", "Policy", "CSystemShims", .product(name: "SystemPackage", package: "swift-system"),
+                "ScopeFS", "FuseBridge", "Policy", "CSystemShims",
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // What the daemon reads from /proc, parsed without a mount; the
