@@ -231,3 +231,14 @@ long scopefs_file_system_type(int fd) {
     if (fstatfs(fd, &info) != 0) return -1;
     return (long)info.f_type;
 }
+
+int scopefs_ofd_lock(int fd) {
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    return fcntl(fd, F_OFD_SETLK, &lock);
+}
+
+int scopefs_ofd_locked(int fd) {
+    struct flock lock = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return -1;
+    return lock.l_type != F_UNLCK;
+}

@@ -44,13 +44,17 @@ public enum ControlClient {
     public static func notifyChange(
         state: StateDirectory, app: String? = nil, containerPaths: [String]? = nil, imported: [String]? = nil
     ) throws(CommandError) {
-        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else { return }
+        guard FileManager.default.fileExists(atPath: state.controlSocketPath) else {
+            return ServedPolicyPage.storeChangedWithoutDaemon(state: state)
+        }
         let response: ControlResponse
         do {
             response = try send(
                 .reload(app: app, containerPaths: containerPaths, imported: imported), state: state)
         } catch  where error.kind == .noDaemon {
-            return  // a socket left by a crashed daemon; the next mount reads the database anyway
+            // A socket left by a crashed daemon; the next mount reads the
+            // database anyway, and the portal's layout, once told, too.
+            return ServedPolicyPage.storeChangedWithoutDaemon(state: state)
         }
         if !response.ok {
             throw CommandError(.internalError, "the daemon could not reload: \(response.message ?? "unknown error")")
@@ -79,7 +83,10 @@ public enum ControlClient {
                 // A socket left by a crashed daemon: nobody serves the mount.
             }
         }
-        return try OwnerPolicy.apply(command, repository: store(), state: state)
+        let response = try OwnerPolicy.apply(command, repository: store(), state: state)
+        // Written behind any daemon: the page it published no longer vouches (S14).
+        ServedPolicyPage.storeChangedWithoutDaemon(state: state)
+        return response
     }
 
     /// The policy version the daemon serving `state` has installed, or

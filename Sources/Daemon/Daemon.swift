@@ -182,7 +182,7 @@ public enum Daemon {
 
         let reloader = PolicyReloader(
             repository: repository, fileSystem: fileSystem, session: session, version: policyVersion, events: recorder,
-            logger: logger, notices: notices, fleet: fleet)
+            logger: logger, notices: notices, fleet: fleet, page: ServedPolicyPage.Publisher(state: state))
         if let hostChanges {
             // inotify reports the mount's own changes too (fanotify tells
             // them by pid): presenters must not hear them twice.

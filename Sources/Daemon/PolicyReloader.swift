@@ -58,12 +58,16 @@ final class PolicyReloader: Sendable {
     /// Providers a reload brought whose folder overlaps a mount here: never served.
     private let overlaps: ProviderOverlaps
     private let afterInstall = Mutex<(@Sendable (PolicySnapshot, PolicySnapshot) -> Void)?>(nil)
+    /// Where the portal's layout reads the version served (issue 52).
+    private let page: ServedPolicyPage.Publisher?
 
     /// `version`: the policy version of the snapshot the file system started with.
     init(
         repository: PolicyRepository, fileSystem: ScopeFileSystem, session: FuseSession, version: Int64,
-        events: any EventSink, logger: Logger, notices: NoticeBoard = NoticeBoard(), fleet: FleetLink? = nil
+        events: any EventSink, logger: Logger, notices: NoticeBoard = NoticeBoard(), fleet: FleetLink? = nil,
+        page: ServedPolicyPage.Publisher? = nil
     ) {
+        self.page = page
         self.fleet = fleet
         self.notices = notices
         self.repository = repository
@@ -89,6 +93,11 @@ final class PolicyReloader: Sendable {
     /// a write behind SQLite's back that the daemon's page cache would hide).
     func reload() throws(CommandError) {
         try installed.withLock { installed throws(CommandError) in
+            // What the portal's layout reads (`ServedPolicyPage`): the
+            // store's direct writes counted before it is read, and the
+            // version served after, before any caller hears of the change.
+            let seen = page?.directWrites()
+            defer { if let seen { page?.publish(version: installed.version, seen: seen) } }
             if let fleet { return reloadFleet(&installed, fleet) }
             let path = repository.database.location
             let file = FileState(path: path)

@@ -7,9 +7,11 @@ import PolicyStore
 import Synchronization
 
 /// Where the portal reads the isolation layer, and how its layout learns
-/// that the policy changed (decision 65): the SQLite file's version row,
-/// or on a fleet the version the host's daemon serves (a local round trip
-/// per read, never the fleet database's).
+/// that the policy changed (decision 65, issue 52): the version the daemon
+/// serving the state directory has installed, read from the page it
+/// publishes (`ServedPolicyPage`: no round trip per check, issue 52), or
+/// where no daemon vouches for it, the store's own version (the SQLite
+/// file's row, the fleet database's).
 public struct PortalPolicy: Sendable {
     /// Grants, apps and providers are read here; changes go through the
     /// daemon (`ControlClient.policy`), or here when none serves.
@@ -23,10 +25,27 @@ public struct PortalPolicy: Sendable {
         self.version = version
     }
 
-    /// The SQLite store of a state directory of its own, checked by its
-    /// version row (which store it is, `IsolationBackend` decides: issue 51).
-    public static func local(_ repository: PolicyRepository) -> PortalPolicy {
-        PortalPolicy(store: repository) { () throws(CommandError) in try repository.policyVersion() }
+    /// The version the daemon serving `state` publishes, or `storeVersion`
+    /// when the page cannot vouch for one (no daemon, nothing published
+    /// yet, a change the daemon has not seen written to the store).
+    public static func served(
+        state: StateDirectory, store: any IsolationStore,
+        storeVersion: @escaping @Sendable () throws(CommandError) -> Int64
+    ) -> PortalPolicy {
+        let page = ServedPolicyPage.Reader(state: state)
+        return PortalPolicy(store: store) { () throws(CommandError) -> Int64? in
+            switch page.served() {
+            case .version(let version): return version
+            case .failedClosed: return nil
+            case .unknown: return try storeVersion()
+            }
+        }
+    }
+
+    /// The SQLite store of a state directory of its own (which store it
+    /// is, `IsolationBackend` decides: issue 51).
+    public static func local(_ repository: PolicyRepository, state: StateDirectory) -> PortalPolicy {
+        served(state: state, store: repository) { () throws(CommandError) in try repository.policyVersion() }
     }
 }
 

@@ -49,21 +49,16 @@ struct PortalCommand: ParsableCommand {
         }
     }
 
-    /// The portal's view of the isolation layer (decision 65). On a fleet
-    /// its layout checks each read against the version this host's daemon
-    /// serves, a local round trip, and denies every document while the
-    /// daemon fails closed; with no daemon, against the fleet's store.
+    /// The portal's view of the isolation layer (decision 65). Its layout
+    /// checks each read against the version this host's daemon publishes
+    /// (`ServedPolicyPage`) and denies every document while the daemon
+    /// fails closed; with no daemon, against the store's own version.
     static func policy(_ options: StateOptions) throws(CommandError) -> PortalPolicy {
+        let state = options.directory
         // Its changes are this host's log's too, as the CLI's (`scopefs events`).
         guard let fleet = try options.fleetStoreForChange() else {
-            return .local(try options.backend().localRepository())
+            return .local(try options.backend().localRepository(), state: state)
         }
-        let state = options.directory
-        return PortalPolicy(store: fleet) { () throws(CommandError) -> Int64? in
-            guard let served = try ControlClient.servedPolicy(state: state) else {
-                return try fleet.fleet.policyVersion()
-            }
-            return served.failure == nil ? served.version : nil
-        }
+        return .served(state: state, store: fleet) { () throws(CommandError) in try fleet.fleet.policyVersion() }
     }
 }

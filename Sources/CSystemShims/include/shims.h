@@ -151,4 +151,21 @@ int scopefs_inotify_init(void);
 /// and attributes: a watch descriptor or -1 with errno.
 int scopefs_inotify_watch(int inotify, const char *path);
 int scopefs_inotify_unwatch(int inotify, int watch);
+
+/// A word of a page shared between processes (`ServedPolicyPage`), read
+/// and written whole: the daemon stores, the portal's layout loads.
+static inline uint64_t scopefs_shared_load(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+static inline void scopefs_shared_store(uint64_t *word, uint64_t value) {
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+static inline void scopefs_shared_add(uint64_t *word, uint64_t value) {
+    __atomic_fetch_add(word, value, __ATOMIC_ACQ_REL);
+}
+/// An open file description lock (F_OFD_SETLK) on all of `fd`'s file, for
+/// writing: held until the description is closed, by the process's exit
+/// too. 0, or -1 with errno (EAGAIN: another description holds one).
+int scopefs_ofd_lock(int fd);
+/// Whether another open file description holds a lock on `fd`'s file
+/// (F_OFD_GETLK, which takes none): 1, 0, or -1 with errno.
+int scopefs_ofd_locked(int fd);
 #endif
