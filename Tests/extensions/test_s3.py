@@ -183,3 +183,32 @@ def test_create_checks_names_against_the_folders_of_the_last_snapshot(launch, st
     with pytest.raises(RpcError) as raised:
         process.call("create", {"parent": "/never/", "name": "z.txt", "kind": "file", "contentsPath": str(body)})
     assert raised.value.code == NO_SUCH_ITEM
+
+
+def test_a_saved_preview_is_an_object_beside_the_document_and_served_by_thumbnail(launch, store, tmp_path):
+    """Protocol 1.2 (SPEC S50): `thumbnailPath` of create is kept as an
+    object under the extension's own prefix, which no listing shows;
+    `thumbnail` serves it staged, and answers null for a document without."""
+    client, prefix = store
+    client.put_object(Bucket=BUCKET, Key=prefix + "plain.txt", Body=b"no preview")
+    process = initialized(launch, prefix=prefix)
+    contents, preview = tmp_path / "contents", tmp_path / "preview.png"
+    contents.write_bytes(b"a drawing")
+    preview.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    made = process.call(
+        "create",
+        {
+            "parent": "root",
+            "name": "drawing.txt",
+            "kind": "file",
+            "contentsPath": str(contents),
+            "thumbnailPath": str(preview),
+        },
+    )
+    answer = process.call("thumbnail", {"id": made["id"], "size": 256})
+    assert answer["length"] == len(preview.read_bytes())
+    assert check_staged(answer["path"], process.staging) == preview.read_bytes()
+    assert process.call("thumbnail", {"id": "/plain.txt", "size": 256}) is None
+    assert names(process, "root") == ["drawing.txt", "plain.txt"], "the previews' prefix is listed"
+    stored = client.get_object(Bucket=BUCKET, Key=prefix + ".scopefs-thumbnails/drawing.txt.png")["Body"].read()
+    assert stored == preview.read_bytes()

@@ -77,6 +77,7 @@ from scopefs_extension import (  # noqa: E402 - the SDK sits in clients/python
     NotSupported,
     ReplicatedExtension,
     SnapshotChanges,
+    Thumbnail,
     TooLarge,
     Unreachable,
     name_problem,
@@ -134,6 +135,13 @@ def protocol_error(error: Exception, conflict_means: type = Conflict) -> Extensi
     return ExtensionError(f"{type(error).__name__}: {error}")
 
 
+# Previews (protocol 1.2) live beside the documents, as objects under this
+# prefix of the extension's own (PREFIX.scopefs-thumbnails/KEY.png), which
+# no listing shows; a preview larger than the protocol's 64 KiB is not served.
+THUMBNAILS = ".scopefs-thumbnails/"
+THUMBNAIL_LIMIT = 65536
+
+
 class S3Extension(ReplicatedExtension):
     name = "s3"
     version = "1.0"
@@ -167,6 +175,7 @@ class S3Extension(ReplicatedExtension):
             "symlinks": False,
             "renameKeepsId": False,
             "streamsFetch": True,
+            "thumbnails": True,
         }
 
     def initialize(self, provider_id, staging_directory, options) -> None:
@@ -220,6 +229,8 @@ class S3Extension(ReplicatedExtension):
 
     def _servable(self, key: str) -> bool:
         relative = key[len(self.prefix) :].removesuffix("/")
+        if relative + "/" == THUMBNAILS or relative.startswith(THUMBNAILS):
+            return False
         return bool(relative) and all(name_problem(part) is None for part in relative.split("/"))
 
     def _file_item(self, key: str, size: int, etag: str, modified) -> Item:
@@ -440,6 +451,39 @@ class S3Extension(ReplicatedExtension):
                 raise protocol_error(error)
             raise
         return Fetched(path=staged, version=current.content_version, offset=offset, length=length)
+
+    def _thumbnail_key(self, identifier: str) -> str:
+        return self.prefix + THUMBNAILS + self._key(identifier)[len(self.prefix) :] + ".png"
+
+    def fetch_thumbnail(self, identifier, size, request):
+        """The preview object beside the document, if the saving app left one
+        (one GET of at most 64 KiB: the document itself is never read)."""
+        if identifier == ROOT_ID or identifier.endswith("/"):
+            return None
+        try:
+            answer = self._client.get_object(Bucket=self.bucket, Key=self._thumbnail_key(identifier))
+        except botocore.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise protocol_error(error)
+        except Exception as error:
+            raise protocol_error(error)
+        if answer.get("ContentLength", 0) > THUMBNAIL_LIMIT:
+            return None
+        data = answer["Body"].read(THUMBNAIL_LIMIT + 1)
+        if len(data) > THUMBNAIL_LIMIT:
+            return None
+        fd, staged = self.staging_file()
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        return Thumbnail(path=staged, length=len(data))
+
+    def save_thumbnail(self, identifier, thumbnail_path, request) -> None:
+        try:
+            with open(thumbnail_path, "rb") as body:
+                self._client.put_object(Bucket=self.bucket, Key=self._thumbnail_key(identifier), Body=body)
+        except Exception as error:
+            raise protocol_error(error)
 
     # -- writing -------------------------------------------------------------
 
