@@ -767,8 +767,14 @@ class Server:
 
     def _save_thumbnail(self, item: Item, params: dict, request: Request) -> None:
         thumbnail = _param(params, "thumbnailPath", str, required=False)
-        if thumbnail is not None and item.kind == "file":
+        if thumbnail is None or item.kind != "file":
+            return
+        # The document is stored: a preview that cannot be kept must not
+        # turn its upload into an error (the daemon would send it again).
+        try:
             self.extension.save_thumbnail(item.id, thumbnail, request)
+        except Exception as error:  # noqa: BLE001 - logged, the upload stands
+            self.extension.log("warning", f"the preview of {item.id!r} was not kept: {error}")
 
     def _thumbnail(self, params: dict, request: Request) -> dict | None:
         identifier = _param(params, "id", str)
