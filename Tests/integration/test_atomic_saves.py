@@ -16,7 +16,7 @@ import os
 
 import pytest
 from doc_scope_helpers import GETXATTR, bookmark, mount, resolve_ok
-from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES, describe
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES, describe, run_bounded
 from test_portal import SYSTEM_PYTHON
 
 REPORT = "docs/report.txt"
@@ -350,4 +350,46 @@ def test_glib_saves_a_single_file_grant_atomically(env, how):
     assert p.stdout.strip().splitlines()[-1] == "['report.txt']", describe(p)
     assert host.read_bytes() == f"saved by GLib {how}".encode()
     assert host.stat().st_ino != old_inode, "replaced by a new file, not written in place"
+    assert sorted(os.listdir(host.parent)) == ["report.txt", "secret.txt"]
+
+
+# argv: the granted file, the text. Qt's own save, through Debian's
+# python3-pyqt5: QSaveFile writes a temporary beside the file (Qt 5.15
+# tries an unnamed O_TMPFILE first, then `name.XXXXXX`), copies the
+# file's permissions to it, fsyncs and renames it over the file.
+QT_SAVE = """
+import os, sys
+from PyQt5.QtCore import QIODevice, QSaveFile
+path, text = sys.argv[1], sys.argv[2].encode()
+os.setxattr(path, "user.scopefs.start", b"")
+saving = QSaveFile(path)
+if not saving.open(QIODevice.WriteOnly):
+    sys.exit("open: " + saving.errorString())
+saving.write(text)
+if not saving.commit():
+    sys.exit("commit: " + saving.errorString())
+print(sorted(os.listdir(os.path.dirname(path))))
+"""
+
+
+def test_qt_qsavefile_saves_a_single_file_grant_atomically(env):
+    """SPEC S48: Qt's QSaveFile (Debian's python3-pyqt5, run as an app
+    process) replaces the granted file by a new one through the mount,
+    keeping its mode; nothing is left beside it, on the host or in the
+    app's view."""
+    probe = run_bounded([SYSTEM_PYTHON, "-c", "import PyQt5.QtCore"], 30, env.base_env, what="PyQt5")
+    if probe.returncode != 0:
+        pytest.fail("python3-pyqt5 is needed (make deps installs it)\n" + describe(probe))
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    target = env.prov(ALPHA, LOCAL, REPORT)
+    host = env.backing(LOCAL) / REPORT
+    host.chmod(0o640)
+    old_inode = host.stat().st_ino
+    p = env.run_app(ALPHA, [SYSTEM_PYTHON, "-c", QT_SAVE, target, "saved by QSaveFile"])
+    assert p.returncode == 0, describe(p)
+    assert p.stdout.strip().splitlines()[-1] == "['report.txt']", describe(p)
+    assert host.read_bytes() == b"saved by QSaveFile"
+    assert host.stat().st_ino != old_inode, "replaced by a new file, not written in place"
+    assert host.stat().st_mode & 0o777 == 0o640
     assert sorted(os.listdir(host.parent)) == ["report.txt", "secret.txt"]
