@@ -221,3 +221,25 @@ def test_a_dead_rcd_is_started_again(webdav_server, launch):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert fetched(process, child(process, "root", "still.txt")["id"]) == b"here"
+
+
+def test_a_saved_preview_is_a_file_beside_the_document_and_served_by_thumbnail(remote, launch, tmp_path):
+    """Protocol 1.2 (SPEC S50): `thumbnailPath` of create is kept under
+    the extension's own folder, which no listing shows; `thumbnail` serves
+    it staged, and answers null for a document without one."""
+    _, server = remote
+    process, folder = served(launch, server)
+    (folder / "plain.txt").write_bytes(b"no preview")
+    assert process.call("thumbnail", {"id": "/plain.txt", "size": 256}) is None
+    contents, preview = tmp_path / "contents", tmp_path / "preview.png"
+    contents.write_bytes(b"a drawing")
+    preview.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    params = {"parent": "root", "name": "drawing.txt", "kind": "file", "contentsPath": str(contents)}
+    made = process.call("create", {**params, "thumbnailPath": str(preview)})
+    answer = process.call("thumbnail", {"id": made["id"], "size": 256})
+    assert check_staged(answer["path"], process.staging) == preview.read_bytes()
+    assert answer["length"] == len(preview.read_bytes())
+    assert process.call("thumbnail", {"id": "/plain.txt", "size": 256}) is None
+    listed = sorted(item["name"] for item in process.call("list", {"id": "root"})["items"])
+    assert listed == ["drawing.txt", "plain.txt"], "the previews' folder is listed"
+    assert (folder / ".scopefs-thumbnails" / "drawing.txt.png").read_bytes() == preview.read_bytes()

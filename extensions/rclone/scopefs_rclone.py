@@ -94,12 +94,18 @@ from scopefs_extension import (  # noqa: E402 - the SDK sits in clients/python
     Quota,
     ReplicatedExtension,
     SnapshotChanges,
+    Thumbnail,
     Unreachable,
     name_problem,
     run,
 )
 
 PAGE_SIZE = 1000
+# Previews (protocol 1.2): files beside the documents under a folder of the
+# extension's own at the served path's top (.scopefs-thumbnails/PATH.png),
+# which no listing shows; at most the protocol's 64 KiB is read of one.
+THUMBNAILS = ".scopefs-thumbnails"
+THUMBNAIL_LIMIT = 65536
 # How long rcd gets to say where it listens, and an API call to answer.
 START_TIMEOUT = 10
 CALL_TIMEOUT = 120
@@ -254,6 +260,7 @@ class RcloneExtension(ReplicatedExtension):
             "settableFields": ["name", "parent"],
             "symlinks": False,
             "renameKeepsId": False,
+            "thumbnails": True,
         }
 
     # -- life cycle ----------------------------------------------------------
@@ -360,8 +367,8 @@ class RcloneExtension(ReplicatedExtension):
         items = []
         for entry in entries:
             name = entry.get("Name", "")
-            if name_problem(name):
-                continue  # not a valid name: not served
+            if name_problem(name) or (not folder and name == THUMBNAILS):
+                continue  # not a valid name, or the previews' folder: not served
             items.append(self._item(entry, f"{folder}/{name}" if folder else name))
         return sorted(items, key=lambda item: item.name.encode())
 
@@ -370,7 +377,7 @@ class RcloneExtension(ReplicatedExtension):
         options = self._list_options(recurse=True)
         for entry in self._rc("operations/list", fs=self.fs, remote="", opt=options)["list"]:
             path = entry.get("Path", "")
-            if any(name_problem(part) for part in path.split("/")):
+            if any(name_problem(part) for part in path.split("/")) or path.split("/")[0] == THUMBNAILS:
                 continue
             item = self._item(entry, path)
             tree[item.id] = item
@@ -436,6 +443,30 @@ class RcloneExtension(ReplicatedExtension):
             log.seek(0)
             raise error_from_rclone(log.read().decode("utf-8", "replace").strip() or f"rclone cat exited {status}")
         request.progress(length, length)
+
+    def fetch_thumbnail(self, identifier, size, request):
+        """The preview file beside the document, if the saving app left one
+        (at most 64 KiB of it read; the document itself never)."""
+        if identifier == ROOT_ID:
+            return None
+        preview = f"{THUMBNAILS}/{path_of(identifier)}.png"
+        try:
+            found = self._stat(preview)
+        except NoSuchItem:
+            return None  # no previews' folder yet
+        if found is None or found.kind != "file" or found.size > THUMBNAIL_LIMIT or found.size == 0:
+            return None
+        fd, staged = self.staging_file()
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self._cat(preview, 0, found.size, out, request)
+        except BaseException:
+            os.unlink(staged)
+            raise
+        return Thumbnail(path=staged, length=os.path.getsize(staged))
+
+    def save_thumbnail(self, identifier, thumbnail_path, request) -> None:
+        self._upload(thumbnail_path, f"{THUMBNAILS}/{path_of(identifier)}.png")
 
     # -- writing -------------------------------------------------------------
 
