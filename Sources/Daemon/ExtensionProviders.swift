@@ -299,7 +299,17 @@ final class ExtensionContent: ProviderContent {
     func state(_ file: ContentFile) -> String? { replica.state(inode: file.inode) }
     func progress(_ file: ContentFile) -> String? { replica.progress(inode: file.inode) }
     func dataRanges(_ file: ContentFile) -> [Range<Int64>]? { replica.presentRanges(inode: file.inode) }
-    func thumbnail(_ file: ContentFile) -> [UInt8]? { replica.thumbnail(inode: file.inode) }
+    /// A preview the extension must be asked for holds a worker of the
+    /// mount as a download does: within the app's bound of waits (S40);
+    /// past it, none now (ENODATA), and nothing is kept of the refusal.
+    func thumbnail(_ file: ContentFile) -> [UInt8]? {
+        if let known = replica.knownThumbnail(inode: file.inode) { return known }
+        if let app = file.app {
+            guard waits.enter(app) else { return nil }
+        }
+        defer { if let app = file.app { waits.leave(app) } }
+        return replica.thumbnail(inode: file.inode)
+    }
     func saveThumbnail(_ file: ContentFile, _ bytes: [UInt8]?) { replica.saveThumbnail(inode: file.inode, bytes) }
 
     /// Runs `body`, which may wait for a download, within the app's bound

@@ -93,13 +93,12 @@ extension ExtensionProvider {
     /// the extension's for the item's current content (asked once per
     /// content version, never a download). nil: none.
     public func thumbnail(inode: UInt64) -> [UInt8]? {
-        if let saved = previews.saved(inode: inode) { return saved }
+        if let known = knownThumbnail(inode: inode) { return known }
         let known: (id: String, version: String, said: Bool?)? = lock.withLock {
             guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else { return nil }
             return (id, record.item.version.content, record.item.thumbnail)
         }
         guard let known, known.said != false, capabilities?.thumbnails == true else { return nil }
-        if let cached = previews.fetched(id: known.id, version: known.version) { return cached }
         let bytes: [UInt8]?
         do {
             bytes = try calls.thumbnail(known.id, size: ThumbnailLimits.size, RequestControl())
@@ -110,6 +109,19 @@ extension ExtensionProvider {
         }
         previews.keep(id: known.id, version: known.version, bytes)
         return bytes
+    }
+
+    /// The preview of `inode` when no call is needed to tell it (saved,
+    /// cached, or none to ask for); nil: the extension must be asked,
+    /// which the mount bounds as it bounds an app's download waits (S40).
+    public func knownThumbnail(inode: UInt64) -> [UInt8]?? {
+        if let saved = previews.saved(inode: inode) { return .some(saved) }
+        let known: (id: String, version: String, said: Bool?)? = lock.withLock {
+            guard let id = index.id(ofInode: inode), let record = index[id], record.isFile else { return nil }
+            return (id, record.item.version.content, record.item.thumbnail)
+        }
+        guard let known, known.said != false, capabilities?.thumbnails == true else { return .some(nil) }
+        return previews.fetched(id: known.id, version: known.version)
     }
 
     /// An app saved `bytes` as the preview of `inode` (nil: removed it). It
