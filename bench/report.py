@@ -243,6 +243,54 @@ def fleet_section(results, labels):
     return "\n".join(lines)
 
 
+def portal_section(results, labels):
+    """ScopeFS's portal layout against xdg-document-portal, workload by
+    workload (issue 52): the same workloads through a folder document of
+    each, the goal being at or under the reference on every one. Empty
+    unless both ran."""
+    lines = [
+        "| workload | xdg-document-portal | scopefs-portal | × reference | paired × reference |",
+        "|---|---|---|---|---|",
+    ]
+    ratios, paired_ratios, failed = {}, [], []
+    for key in KEYS:
+        per = results["workloads"].get(key, {})
+        reference, ours = (per.get(name) or {} for name in ("portal", "scopefs-portal"))
+        if not reference.get("summary"):
+            continue
+        if not ours.get("summary"):
+            if ours:
+                failed.append(labels[key])
+                lines.append(f"| {labels[key]} | {fmt_time(reference['summary']['median'])} | failed | | |")
+            continue
+        ratio = ours["summary"]["median"] / reference["summary"]["median"]
+        ratios[key] = ratio
+        paired = paired_ratio(ours["samples"], reference["samples"])
+        if paired:
+            paired_ratios.append(paired)
+        lines.append(
+            f"| {labels[key]} | {fmt_time(reference['summary']['median'])} | {fmt_time(ours['summary']['median'])} "
+            f"| {fmt_ratio(ratio)} | {fmt_ratio(paired)} |"
+        )
+    if not ratios:
+        return ""
+    geomean = math.exp(statistics.mean(math.log(r) for r in ratios.values()))
+    paired_mean = math.exp(statistics.mean(math.log(r) for r in paired_ratios)) if paired_ratios else None
+    lines.append(
+        f"| geometric mean over {len(ratios)} workloads | | | {fmt_ratio(geomean)} | {fmt_ratio(paired_mean)} |"
+    )
+    over = sorted((k for k, r in ratios.items() if r > 1.0), key=lambda k: -ratios[k])
+    lines += [
+        "",
+        "Goal (issue 52): every workload ≤ 1.0× the reference portal: "
+        + ("met" if not over and not failed else "**not met**")
+        + ("; over: " + ", ".join(f"{labels[k]} {fmt_ratio(ratios[k])}" for k in over) if over else "")
+        + ("; failed: " + ", ".join(failed) if failed else "")
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
 def write_json(results, path):
     with open(path, "w") as f:
         json.dump(results, f, indent=2, sort_keys=False)
@@ -419,6 +467,9 @@ def performance_md(results, table, chart_name, labels):
         parts += [f"![time relative to native]({chart_name})", ""]
     if not c["quick"]:
         parts += ["## Goals (issue 33)", "", goals_section(results, labels), ""]
+    portal = portal_section(results, labels)
+    if portal:
+        parts += ["## ScopeFS's portal layout against the reference portal (issue 52)", "", portal, ""]
     section = scopefs_section(results)
     if section:
         parts += ["## ScopeFS-specific costs", "", section]

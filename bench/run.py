@@ -426,6 +426,9 @@ def main():
     fleet = report.fleet_section(results, labels)
     if fleet:
         print("\nThe fleet's shared store against SQLite (issue 34)\n" + fleet)
+    portal = report.portal_section(results, labels)
+    if portal:
+        print("\nScopeFS's portal layout against the reference portal (issue 52)\n" + portal)
     extra = report.scopefs_section(results)
     if extra:
         print("\nScopeFS-specific costs\n" + extra)

@@ -110,6 +110,26 @@ def _tail(path, n=800):
         return ""
 
 
+def start_session_bus(base, env):
+    """A private session bus in the foreground of our own child process:
+    the process and its address ("" when it did not start)."""
+    bus = subprocess.Popen(
+        [
+            "dbus-daemon",
+            "--session",
+            "--nofork",
+            "--print-address=1",
+            "--address=unix:path=" + os.path.join(base, "bus"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        **DAEMON_SESSION,
+    )
+    return bus, bus.stdout.readline().strip()
+
+
 class System:
     name = "?"
     label = "?"
@@ -225,22 +245,7 @@ class DocumentPortal(System):
             raise Skip(f"document {docid} does not appear at {self.root}")
 
     def _start_bus(self, base):
-        # A private session bus in the foreground of our own child process.
-        self.bus = subprocess.Popen(
-            [
-                "dbus-daemon",
-                "--session",
-                "--nofork",
-                "--print-address=1",
-                "--address=unix:path=" + os.path.join(base, "bus"),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=self.env,
-            text=True,
-            **DAEMON_SESSION,
-        )
-        self.address = self.bus.stdout.readline().strip()
+        self.bus, self.address = start_session_bus(base, self.env)
         if not self.address:
             raise Skip("dbus-daemon --session did not start")
         self.env["DBUS_SESSION_BUS_ADDRESS"] = self.address
@@ -402,6 +407,89 @@ class ScopeFS(System):
         }
 
 
+class ScopeFSPortal(ScopeFS):
+    """`scopefs portal`'s document layout (SPEC S45, issue 52), beside the
+    reference portal on the same workloads: the working folder exported
+    as one folder document to an app (AddFull with the directory flag and
+    the app's id, as a file chooser's folder pick gives an app), and the
+    workloads run under `by-app/APP/DOCID/work`, where every lookup, open,
+    read and write is checked against the app's grant (a revoke cuts open
+    descriptors, S14; the reference's do not). A ScopeFS daemon serves the
+    state directory, as on a desktop with a mount, so the layout reads the
+    policy version the daemon publishes. The workloads run as the owner's
+    processes, as the reference portal's do."""
+
+    name, label = "scopefs-portal", "ScopeFS portal layout (by-app, folder document)"
+    # It refuses symbolic and hard links inside a folder document (EPERM),
+    # which some workloads make: those show in its row, not as a failure.
+    comparison_only = True
+
+    def setup(self):
+        if not shutil.which("dbus-daemon"):
+            raise SetupError("dbus-daemon is not installed (apt package dbus-daemon)")
+        self.state = os.path.join(self.ctx.tmp, self.name + "-state")
+        self.mnt = os.path.join(self.ctx.tmp, "mnt-" + self.name)
+        os.makedirs(self.mnt)
+        base = os.path.join(self.ctx.tmp, self.name)
+        os.makedirs(base)
+        self.env = dict(os.environ, SCOPEFS_STATE=self.state)
+        self.run_cli("init")
+        self.run_cli("provider", "add", self.PROVIDER, self.ctx.backing)
+        self.run_cli("app", "add", self.APP)
+        self.mount_and_probe([])
+        self.bus, address = start_session_bus(base, self.env)
+        if not address:
+            raise SetupError("dbus-daemon --session did not start")
+        self.env["DBUS_SESSION_BUS_ADDRESS"] = address
+        self.doc = os.path.join(base, "doc")
+        self.logfile = os.path.join(base, "portal.log")
+        with open(self.logfile, "w") as logf:
+            self.portal = subprocess.Popen(
+                self.cli("portal", "--mountpoint", self.doc),
+                env=self.env,
+                stdout=logf,
+                stderr=logf,
+                stdin=subprocess.DEVNULL,
+                **DAEMON_SESSION,
+            )
+        ok = wait_until(lambda: is_mounted(self.doc) or self.portal.poll() is not None, 20)
+        if not ok or not is_mounted(self.doc):
+            raise SetupError("scopefs portal did not mount its layout: " + (_tail(self.logfile) or "no output"))
+        try:
+            docid = dbus_wire.add_folder_document(address, os.path.join(self.ctx.backing, WORKDIR), app_id=self.APP)
+        except (OSError, dbus_wire.DBusError) as e:
+            raise SetupError(f"adding the folder document failed: {e}") from e
+        self.root = os.path.join(self.doc, "by-app", self.APP, docid, WORKDIR)
+        if not os.path.isdir(self.root):
+            raise SetupError(f"document {docid} does not appear at {self.root}")
+
+    def wrap(self, argv):
+        return list(argv)
+
+    def pids(self):
+        return [self.portal.pid] + super().pids()
+
+    def teardown(self):
+        portal = getattr(self, "portal", None)
+        if portal is not None and portal.poll() is None:
+            portal.send_signal(signal.SIGTERM)  # it unmounts its layout and exits
+        stop_process(portal, timeout=10)
+        if hasattr(self, "doc"):
+            fusermount_u(self.doc)
+        stop_process(getattr(self, "bus", None), timeout=0)
+        super().teardown()
+
+    def info(self):
+        r = subprocess.run([self.ctx.scopefs, "--version"], capture_output=True, text=True)
+        return {
+            "binary": self.ctx.scopefs,
+            "version": r.stdout.strip(),
+            "documents": f"one folder document (AddFull with the DIRECTORY flag) for BACKING/work, granted to "
+            f"{self.APP}; workloads under DOC/by-app/{self.APP}/DOCID/work, as the owner's processes",
+            "daemon": "scopefs mount MNT on the same state directory (SQLite store)",
+        }
+
+
 class ScopeFSShared(ScopeFS):
     """ScopeFS as users without CAP_SYS_ADMIN run it: the app uses the
     shared mount, where MOUNT/<app> is looked up on every path walk."""
@@ -492,6 +580,6 @@ class ScopeFSFleet(ScopeFS):
         }
 
 
-ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared, ScopeFSContainer, ScopeFSFleet]
+ALL = [Native, PassthroughLL, DocumentPortal, ScopeFS, ScopeFSShared, ScopeFSContainer, ScopeFSPortal, ScopeFSFleet]
 # What runs without --systems: every system but the opt-in ones.
 DEFAULT = [c for c in ALL if not getattr(c, "opt_in", False)]
