@@ -385,7 +385,9 @@ def test_portal_stops_cleanly_on_sighup(env):
     served = Portal(env, bus, env.root / "doc")
     try:
         served.process.send_signal(signal.SIGHUP)
-        assert served.process.wait(timeout=10) == 0, served.log.read_text()
+        # The exit's code is the point, not its speed: with the PostgreSQL
+        # suite beside the SQLite one it took over 10 s once (and was 0).
+        assert served.process.wait(timeout=30) == 0, served.log.read_text()
     finally:
         served.stop()
         bus.stop()
