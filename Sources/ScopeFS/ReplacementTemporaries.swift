@@ -53,6 +53,10 @@ final class ReplacementTemporaries: Sendable {
     }
 
     private let state = Mutex(State())
+    /// How many temporaries there are, readable without the lock: every
+    /// getattr and lookup of a provider file asks `any` (`isTemporary`),
+    /// and with none, which is nearly always, that costs one load.
+    private let held = Atomic<Int>(0)
 
     /// The host name a temporary of a file gets: hidden, so the owner's
     /// file manager does not show a save in progress, and unique.
@@ -61,7 +65,10 @@ final class ReplacementTemporaries: Sendable {
     }
 
     /// The temporary the app calls `key.path`.
-    func temporary(_ key: Key) -> Temporary? { state.withLock { $0.temporaries[key] } }
+    func temporary(_ key: Key) -> Temporary? {
+        guard held.load(ordering: .acquiring) > 0 else { return nil }
+        return state.withLock { $0.temporaries[key] }
+    }
 
     func grant(of key: Key) -> GrantID? { temporary(key)?.grant }
 
@@ -73,7 +80,8 @@ final class ReplacementTemporaries: Sendable {
     /// Whether the app has made any temporary in the provider: until it
     /// has, a hidden name costs no path.
     func any(app: AppID, provider: ProviderID) -> Bool {
-        state.withLock { $0.temporaries.keys.contains { $0.app == app && $0.provider == provider } }
+        guard held.load(ordering: .acquiring) > 0 else { return false }
+        return state.withLock { $0.temporaries.keys.contains { $0.app == app && $0.provider == provider } }
     }
 
     /// The app's temporaries in `folder`: the app's name and the host's.
@@ -100,9 +108,12 @@ final class ReplacementTemporaries: Sendable {
     /// Records a temporary; false once the app holds the most it may.
     func add(_ key: Key, _ temporary: Temporary) -> Bool {
         state.withLock { state in
-            guard state.temporaries.keys.filter({ $0.app == key.app }).count < Self.perApp else { return false }
+            var ofApp = 0
+            for other in state.temporaries.keys where other.app == key.app { ofApp += 1 }
+            guard ofApp < Self.perApp else { return false }
             state.temporaries[key] = temporary
             state.byHostPath[Self.hostKey(key, temporary)] = key
+            held.store(state.temporaries.count, ordering: .releasing)
             return true
         }
     }
@@ -112,6 +123,7 @@ final class ReplacementTemporaries: Sendable {
         state.withLock { state in
             guard let temporary = state.temporaries.removeValue(forKey: key) else { return nil }
             state.byHostPath[Self.hostKey(key, temporary)] = nil
+            held.store(state.temporaries.count, ordering: .releasing)
             return temporary
         }
     }

@@ -33,18 +33,10 @@ extension ScopeFileSystem {
     }
 
     func readThumbnail(_ request: Request, inode: UInt64) throws(Errno) -> [UInt8] {
-        let caller = callers.caller(of: request)
-        let target = try gate(inode, .lookup, caller, .getxattr)
-        guard case .provider(let app, let provider) = target.node.place else { throw .noData }
-        // The one access rule (S47): a preview is metadata of the item.
-        let verdict = Decision.permit(
-            .metadata, coverage: try coverage(of: target.resolved, app: app, provider: provider), caller: caller,
-            enclosing: { grant in self.withPolicy { $0.enclosingGrants(of: grant.id) } })
-        if case .failure(let denial) = verdict {
-            recordDenial(denial.errno, target.resolved, caller, .getxattr)
-            throw denial.errno
-        }
-        guard !target.node.isDirectory else { throw .noData }
+        // The one access rule (S47), through the gate: a preview is
+        // metadata of the item, which needs no scope.
+        let target = try gate(inode, .metadata, callers.caller(of: request), .getxattr)
+        guard case .provider(_, let provider) = target.node.place, !target.node.isDirectory else { throw .noData }
         if let (content, file) = content(of: target.node) {
             guard let bytes = content.thumbnail(file) else { throw .noData }
             return bytes

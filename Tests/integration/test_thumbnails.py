@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from client_builds import swift_check  # noqa: F401  (the fixture: the Swift check app)
 from doc_scope_helpers import mount, wait_events
+from extension_cloud import CLOUD, Cloud
 from scopefs_harness import ALPHA, BETA, EXTENSIONS, LOCAL, wait_for
-from test_extension_providers import CLOUD, Cloud
 
 THUMBNAIL = "user.scopefs.thumbnail"
 MANY = 1000
@@ -257,11 +257,17 @@ def test_a_swift_document_browser_reads_promised_values_of_a_thousand_without_a_
     a metadata-only coordinated read (`.immediatelyAvailableMetadataOnly`)
     gives name, size, dates, download state and preview of 1,000 dataless
     documents, for an app whose policy is never to download, and the
-    remote is never asked for content. (--no-sandbox: the check program
-    is in this checkout's build folder, which the sandbox does not show.)"""
+    remote is never asked for content. In the default sandbox, shown the
+    check program's folder (`--expose`)."""
     env.grant(ALPHA, f"{CLOUD}:many")
     env.cli("app", "set", ALPHA, "--downloads", "never")
-    p = env.run_app(ALPHA, [swift_check, "promised", many_cloud.path(ALPHA, "many")], timeout=120)
+    p = env.run_app(
+        ALPHA,
+        [swift_check, "promised", many_cloud.path(ALPHA, "many")],
+        sandbox=True,
+        timeout=120,
+        extra=("--expose", str(Path(swift_check).parent)),
+    )
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["failures"] == "", report
@@ -276,8 +282,8 @@ def test_a_swift_document_browser_reads_promised_values_of_a_thousand_without_a_
 def test_the_python_client_reads_and_saves_promised_values(env, cloud):
     """S50: `scopefs.promised_item_values` of a dataless document (no scope,
     no download), `scopefs.set_thumbnail` by the saving app, and the saved
-    preview in the promised values after it. (--no-sandbox: the client
-    module is this checkout's clients/python.)"""
+    preview in the promised values after it. In the default sandbox,
+    shown this checkout's clients/python (`--expose`)."""
     env.grant(ALPHA, f"{CLOUD}:docs")
     code = r"""
 import scopefs
@@ -289,9 +295,10 @@ after = scopefs.promised_item_values(path)
 emit({"before": [before.name, before.size, before.state, before.downloading_status, before.thumbnail[:4].hex()],
       "after": after.thumbnail.hex(), "modified": before.modified > 0})
 """
-    env.base_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "clients" / "python")
+    client = str(Path(__file__).resolve().parents[2] / "clients" / "python")
     preview = png("python", side=8)
-    got = env.app_json(ALPHA, code, cloud.path(ALPHA, "docs/big.bin"), preview.hex())
+    shown = ("--expose", client, "--env", f"PYTHONPATH={client}")
+    got = env.app_json(ALPHA, code, cloud.path(ALPHA, "docs/big.bin"), preview.hex(), sandbox=True, extra=shown)
     assert got["before"] == ["big.bin", 20 << 20, "dataless", "not-downloaded", "89504e47"], got
     assert got["after"] == preview.hex() and got["modified"], got
     assert calls(cloud, "fetch") == [], "promised values downloaded content"

@@ -23,12 +23,12 @@ CONSUMERS = {
     "Portal/DocumentLayout+Saves.swift": "atomic saves' temporaries, S48 (through DocumentGrants.mayReplace)",
     "ScopeFS/ScopeFileSystem+Replacement.swift": "temporaries beside a single-file grant, S48",
     "Documents/Bookmarks.swift": "whether a bookmark resolves",
-    "ScopeFS/ScopeFileSystem+Thumbnails.swift": "who reads and saves an item's preview, S50",
 }
 # Handlers that ask the rule through the gate (`gate(`), the choke point
 # every request by name passes before its syscall.
 GATED = {
     "ScopeFS/ScopeFileSystem+Access.swift": "access(2) and chdir's check, as an open would be decided",
+    "ScopeFS/ScopeFileSystem+Thumbnails.swift": "who reads (metadata) and saves (a write) an item's preview, S50",
 }
 ASKS = re.compile(
     r"\b(?:Decision\.permit|Decision\.permitDescriptor|\.permitDescriptor|DocumentGrants\.(?:access|mayReplace))\("
