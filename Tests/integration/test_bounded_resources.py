@@ -167,7 +167,9 @@ def test_owner_socket_serves_after_accept_fails_with_emfile(env):
     read_restored = reader.recv()
     reader.kill()
 
-    assert accept_failures(log), f"in {INJECTION_TRIES} tries the lowered limit made no accept fail; the test injected nothing"
+    assert accept_failures(log), (
+        f"in {INJECTION_TRIES} tries the lowered limit made no accept fail; the test injected nothing"
+    )
     unanswered = [name for name, p in after.items() if not answered(p)]
     assert not unanswered, (
         f"after one EMFILE on accept the owner's socket no longer answers {unanswered}: "
