@@ -144,7 +144,38 @@ extension ExtensionProvider {
         }
         register(control, for: app)
         defer { unregister(control, for: app) }
-        try materialize(id, 0, size, control, interrupted, app: app)
+        for attempt in 1...Self.catchUpAttempts {
+            do {
+                try materialize(id, 0, lock.withLock { index[id]?.item.size } ?? size, control, interrupted, app: app)
+                return
+            } catch  where error.code == .conflict && attempt < Self.catchUpAttempts {
+                // The store holds a version the replica has not pulled
+                // yet. Nobody has read this open's bytes: it takes the
+                // item's present version, not ESTALE (S49 is about files
+                // already open; the model's seed 18).
+                try catchUp(id, control)
+            }
+        }
+    }
+
+    /// How often a writer's open or a pin takes the item's present version
+    /// when the store moved on during its download, before it fails.
+    static let catchUpAttempts = 3
+
+    /// Applies the store's present description of `id` now, as the next
+    /// pull would (a clean file becomes a placeholder of the new version,
+    /// a new edition: descriptors open on the old one read ESTALE).
+    private func catchUp(_ id: String, _ control: RequestControl) throws(ExtensionFailure) {
+        let item: ExtensionItem
+        do {
+            item = try calls.item(id, control)
+        } catch  where error.code == .noSuchItem {
+            itemVanished(id)
+            throw error
+        }
+        guard apply(updated: [item], deleted: []).isEmpty else {
+            throw ExtensionFailure(.conflict, "the item changed remotely and the change cannot be applied here")
+        }
     }
 
     private func materialize(
@@ -154,6 +185,7 @@ extension ExtensionProvider {
         let streams = capabilities?.streamsFetch ?? false
         while true {
             if control.isCancelled { throw ExtensionFailure(.cancelled, "interrupted") }
+            let running = calls.state.isRunning
             enum Step {
                 case done
                 case failed(ExtensionFailure)
@@ -171,7 +203,7 @@ extension ExtensionProvider {
                 if let download = downloads[id]?.first(where: { $0.range.contains(missing) }) {
                     return .wait(download, missing: missing)
                 }
-                if let failure = recentFailure(id, missing) { return .failed(failure) }
+                if let failure = recentFailure(id, missing, running: running) { return .failed(failure) }
                 let (range, window) = fetchRange(id, record, missing, end, present, streams: streams)
                 guard !range.isEmpty else { return .done }
                 let download = makeDownload(range, record, streams: streams)

@@ -36,11 +36,14 @@ extension ExtensionProvider {
 
     /// The failure a read of byte `offset` of `id` gets at once, if a
     /// download of it failed within `retryWindow`; it answers one read
-    /// (under the lock).
-    func recentFailure(_ id: String, _ offset: Int64) -> ExtensionFailure? {
+    /// (under the lock). `running`: the extension runs now, so a failure
+    /// because it did not ("unreachable", no stall) is history: the read
+    /// fetches (the model's seed 2: EIO after the extension was back).
+    func recentFailure(_ id: String, _ offset: Int64, running: Bool) -> ExtensionFailure? {
         guard var failed = failedDownloads[id] else { return nil }
         let now = MonotonicClock.now
         failed.removeAll { now >= $0.at &+ Self.retryNanoseconds }
+        if running { failed.removeAll { $0.failure.code == .unreachable && !$0.failure.stalled } }
         let hit = failed.firstIndex { $0.range.contains(offset) }
         let failure = hit.map { failed.remove(at: $0).failure }
         failedDownloads[id] = failed.isEmpty ? nil : failed

@@ -169,6 +169,9 @@ final class ModelRemote: @unchecked Sendable {
 
     func isTaken(_ name: String, in parent: String) -> Bool { lock.withLock { nameTaken(name, in: parent) } }
 
+    /// Whether the store still has item `id` (a remote delete removes it).
+    func has(_ id: String) -> Bool { lock.withLock { stored[id] != nil } }
+
     // MARK: Helpers (under the lock)
 
     private func newVersion(_ bytes: [UInt8]) -> String {

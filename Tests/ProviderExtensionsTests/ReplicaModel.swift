@@ -378,6 +378,7 @@ final class ReplicaModel: @unchecked Sendable {
                 problem("the conflict copy \(copy) holds bytes no app wrote")
             }
             files[inode] = File(content: bytes, local: true)
+            note("  conflict copy \(copy) (\(bytes.count) bytes)")
             // The original shows the remote version now: a new edition.
             if let original = Self.original(ofConflictCopy: copy),
                 let (originalInode, _) = tree.first(where: { $0.value == original }),
@@ -388,6 +389,12 @@ final class ReplicaModel: @unchecked Sendable {
                 file.content = remote.bytes(ofVersion: record.item.version.content) ?? []
                 file.epoch += 1
                 files[originalInode] = file
+            } else if let original = Self.original(ofConflictCopy: copy) {
+                let inode = tree.first(where: { $0.value == original })?.key
+                note(
+                    "  its original \(original): inode \(inode.map(String.init) ?? "none"), "
+                        + "modelled \(inode.flatMap { files[$0] } != nil), "
+                        + "record dirty \(inode.flatMap { byInode[$0]?.dirty }.map(String.init) ?? "no record")")
             }
         }
         for problem in uploadProblems.withLock({ list in
@@ -495,6 +502,12 @@ final class ReplicaModel: @unchecked Sendable {
         if queued != dirty { problem("status counts \(queued) queued, the replica has \(dirty) to send") }
     }
 
+    /// Whether the store still has the item the replica file `inode` is of.
+    private func remoteHolds(inode: UInt64) -> Bool {
+        guard let id = provider.lock.withLock({ provider.index.id(ofInode: inode) }) else { return false }
+        return remote.has(id)
+    }
+
     /// A read's answer against the model as it was before the step: one
     /// version per open, or ESTALE once that version was replaced.
     func check(
@@ -508,6 +521,10 @@ final class ReplicaModel: @unchecked Sendable {
             if code == ESTALE { return }  // at or after a replacement: allowed any time after one began
             if faulty && (code == EIO || code == ENOENT) { return }
             if before[handle.inode] == nil && (code == ENOENT || code == EIO) { return }
+            // Deleted remotely, the delete not pulled yet: "the item is gone
+            // remotely" is ENOENT (docs/PROVIDERS.md); no bytes of another
+            // version were read.
+            if code == ENOENT && !remoteHolds(inode: handle.inode) { return }
             problem("\(where_) failed with errno \(code)")
         case .bytes(let bytes):
             guard let file else { return }
