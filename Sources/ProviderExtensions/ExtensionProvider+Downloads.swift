@@ -450,13 +450,14 @@ extension ExtensionProvider {
             }
         }
         download.delivery.sync {}
+        let extensionDown = failure != nil && !calls.state.isRunning
         let streamed = download.streamedFrom.flatMap { from in download.streamedThrough.map { from..<$0 } }
         var saved: ReplicaRecord?
         lock.withLock {
             download.done = true
             download.failure = failure
             downloads[record.item.id]?.removeAll { $0 === download }
-            if let failure { noteFailed(record.item.id, download.range, failure) }
+            if let failure { noteFailed(record.item.id, download.range, failure, extensionDown: extensionDown) }
             if let bytes = fetched ?? streamed, !bytes.isEmpty {
                 saved = markPresent(bytes, of: record)
             }

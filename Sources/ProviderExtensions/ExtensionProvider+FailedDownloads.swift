@@ -17,6 +17,9 @@ extension ExtensionProvider {
         var range: Range<Int64>
         var failure: ExtensionFailure
         var at: UInt64
+        /// The extension was not running when it failed: once it runs
+        /// again the failure says nothing of the next fetch.
+        var extensionDown: Bool
     }
 
     /// How long a failed download answers for its bytes: the kernel's
@@ -26,24 +29,25 @@ extension ExtensionProvider {
     /// Records a download's failure (under the lock). A cancel is the
     /// reader's own doing (a signal, a revoke), not the store's: nothing
     /// to answer another read with.
-    func noteFailed(_ id: String, _ range: Range<Int64>, _ failure: ExtensionFailure) {
+    func noteFailed(_ id: String, _ range: Range<Int64>, _ failure: ExtensionFailure, extensionDown: Bool) {
         guard failure.code != .cancelled else { return }
         let now = MonotonicClock.now
         var failed = (failedDownloads[id] ?? []).filter { now < $0.at &+ Self.retryNanoseconds }
-        failed.append(FailedDownload(range: range, failure: failure, at: now))
+        failed.append(FailedDownload(range: range, failure: failure, at: now, extensionDown: extensionDown))
         failedDownloads[id] = failed
     }
 
     /// The failure a read of byte `offset` of `id` gets at once, if a
     /// download of it failed within `retryWindow`; it answers one read
     /// (under the lock). `running`: the extension runs now, so a failure
-    /// because it did not ("unreachable", no stall) is history: the read
-    /// fetches (the model's seed 2: EIO after the extension was back).
+    /// of a moment it did not is history: the read fetches (the model's
+    /// seed 2: EIO after the extension was back). A store's own
+    /// "unreachable" while it runs still answers the kernel's retry.
     func recentFailure(_ id: String, _ offset: Int64, running: Bool) -> ExtensionFailure? {
         guard var failed = failedDownloads[id] else { return nil }
         let now = MonotonicClock.now
         failed.removeAll { now >= $0.at &+ Self.retryNanoseconds }
-        if running { failed.removeAll { $0.failure.code == .unreachable && !$0.failure.stalled } }
+        if running { failed.removeAll(where: \.extensionDown) }
         let hit = failed.firstIndex { $0.range.contains(offset) }
         let failure = hit.map { failed.remove(at: $0).failure }
         failedDownloads[id] = failed.isEmpty ? nil : failed
