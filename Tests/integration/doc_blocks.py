@@ -13,6 +13,8 @@ Conventions the docs follow (docs/CLIENTS.md says them to its readers):
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
@@ -121,10 +123,18 @@ def run_as_a_new_user(
     timeout: float = 180,
     extra_env: dict | None = None,
     home_ready: bool = False,
+    builds_in_checkout: bool = False,
 ):
     """Runs `script` with bash in a fresh home folder, with `scopefs` on
     PATH, as a new user pastes a README block; the mount goes after.
-    `home_ready`: the caller made the home folder (with files the block expects)."""
+    `home_ready`: the caller made the home folder (with files the block expects).
+    `builds_in_checkout`: the block builds into the checkout as printed
+    (`cc -o clients/c/build/example`), so it runs alone: the SQLite and
+    PostgreSQL suites run side by side, and one ran the example while the
+    other was writing it ("not an executable file", exit 126)."""
+    if builds_in_checkout:
+        with checkout_builds_lock():
+            return run_as_a_new_user(tmp_path, script, cwd, timeout, extra_env, home_ready)
     home = tmp_path / "home"
     home.mkdir(exist_ok=home_ready)
     bin_dir = tmp_path / "bin"
@@ -141,6 +151,19 @@ def run_as_a_new_user(
             subprocess.run(["fusermount3", "-u", str(home / "scopefs")], capture_output=True)
     assert not mount_count(home / "scopefs"), "the block left its mount behind"
     return p
+
+
+@contextlib.contextmanager
+def checkout_builds_lock():
+    """Held while a block builds into the checkout, across processes."""
+    lock = REPO_ROOT / ".build" / "docs-builds-in-checkout.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 EXAMPLES = REPO_ROOT / "docs" / "examples"

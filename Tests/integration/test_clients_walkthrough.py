@@ -124,7 +124,8 @@ def example_blocks():
     return [b for b in blocks(CLIENTS.read_text(encoding="utf-8")) if b.text not in walkthrough]
 
 
-@pytest.mark.scopefs_timeout(WALKTHROUGH_TIMEOUT + 20)
+# Twice the run: it may wait for the other suite's run (builds_in_checkout).
+@pytest.mark.scopefs_timeout(2 * WALKTHROUGH_TIMEOUT + 20)
 def test_the_examples_of_clients_md_run_as_printed_after_the_readme_session():
     """Issue 31: every command block of docs/CLIENTS.md outside the
     walkthrough (the world, the Swift, C and Python examples) runs as
@@ -142,7 +143,7 @@ def test_the_examples_of_clients_md_run_as_printed_after_the_readme_session():
     root = traversable_root()
     try:
         script = session_block() + "echo '=== examples'\n" + as_script(found) + "scopefs unmount ~/scopefs\n"
-        p = run_as_a_new_user(root, script, cwd=README.parent, timeout=WALKTHROUGH_TIMEOUT)
+        p = run_as_a_new_user(root, script, cwd=README.parent, timeout=WALKTHROUGH_TIMEOUT, builds_in_checkout=True)
         assert p.returncode == 0, describe(p)
         out = p.stdout[p.stdout.index("=== examples") :]
         # Swift, C and Python: EPERM before the start, the line in scope.
@@ -174,7 +175,7 @@ def test_every_command_in_an_example_file_is_run_or_says_why_not():
     assert not unmarked, f"commands in comments that no test runs: {unmarked}"
 
 
-@pytest.mark.scopefs_timeout(WALKTHROUGH_TIMEOUT + 20)
+@pytest.mark.scopefs_timeout(2 * WALKTHROUGH_TIMEOUT + 20)  # as above
 def test_the_commands_in_docs_examples_run_as_printed():
     """Issue 31: the `$ ` commands in the comments of docs/examples (the C,
     Python, picker, coordination, scenario and pytest examples) run as
@@ -190,7 +191,7 @@ def test_the_commands_in_docs_examples_run_as_printed():
     root = traversable_root()
     try:
         script = session_block() + world.text + "echo '=== examples'\n" + commands + "wait\nscopefs unmount ~/scopefs\n"
-        p = run_as_a_new_user(root, script, cwd=README.parent, timeout=WALKTHROUGH_TIMEOUT)
+        p = run_as_a_new_user(root, script, cwd=README.parent, timeout=WALKTHROUGH_TIMEOUT, builds_in_checkout=True)
         assert p.returncode == 0, describe(p)
         out = p.stdout[p.stdout.index("=== examples") :]
         # example.c, example.py, the Swift example
