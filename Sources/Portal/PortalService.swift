@@ -57,6 +57,16 @@ public final class PortalService: @unchecked Sendable {
             throw CommandError(.cannotMount, "cannot start the document layout for \(mountPoint): \(error)")
         }
         session.installSignalHandlers()
+        // libfuse's handlers only mark the session exited; the loop ends
+        // when its own thread (this one) is interrupted. A signal the bus
+        // thread takes instead leaves the loop waiting for a request that
+        // may never come (SIGHUP beside a loaded suite: no exit in 30 s).
+        // The bus thread starts with them blocked; libfuse's workers block
+        // every signal themselves.
+        var ending = sigset_t()
+        sigemptyset(&ending)
+        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&ending, number) }
+        pthread_sigmask(SIG_BLOCK, &ending, nil)
         let ready = DispatchSemaphore(value: 0)
         let failure = Mutex<CommandError?>(nil)
         let bus = Thread { [self] in
@@ -68,6 +78,7 @@ public final class PortalService: @unchecked Sendable {
             }
         }
         bus.start()
+        pthread_sigmask(SIG_UNBLOCK, &ending, nil)
         ready.wait()
         if let error = failure.withLock({ $0 }) { throw error }
         do {
