@@ -211,6 +211,12 @@ extension ExtensionProvider {
         }
         let step: Step? = lock.withLock {
             guard var current = index[item.id] else { return nil }
+            // Applied already: an app's open that caught up (`catchUp`) and
+            // the sync thread's pull can apply the same version side by
+            // side. A second replacement would bump the edition again (a
+            // spurious ESTALE) and punch out bytes a download of that very
+            // version has just written.
+            if current.item.version.content == item.version.content { return nil }
             if current.dirty != 0 {
                 var kept = item
                 kept.version.content = current.item.version.content
