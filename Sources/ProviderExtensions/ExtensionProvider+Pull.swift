@@ -295,13 +295,31 @@ extension ExtensionProvider {
         return true
     }
 
-    private func makeRoom(at path: String) throws {
+    /// The remote's item goes to `path`: what an app put there gets a
+    /// conflict name beside it. That is a file the store does not know
+    /// yet, or one it knows by another name, moved here by an app with
+    /// the move not sent: the store refuses that move (`exists`) for as
+    /// long as its own item holds the name, and the replica cannot take
+    /// that item in, so neither went through, for good (issue 47, the
+    /// model's seeds 7, 12 and 41). The move goes up under the new name.
+    func makeRoom(at path: String) throws {
         guard let info = folder.status(path) else { return }
-        let known = lock.withLock { index.id(ofInode: UInt64(info.st_ino)) != nil }
-        guard !known else { return }
+        let id = lock.withLock { index.id(ofInode: UInt64(info.st_ino)) }
+        if let id, lock.withLock({ index.path(of: id) }) == path { return }
         let conflictPath = freeConflictPath(beside: path, for: (path as NSString).lastPathComponent)
         try writer.rename(path, to: conflictPath)
-        report(.conflict, conflictPath, "\(path) was made here and remotely")
+        report(.conflict, conflictPath, "\(path) was \(id == nil ? "made" : "moved") here and remotely")
+        // Its upload refused for the name (`exists`) waits for no write:
+        // the name is free of that now.
+        guard let id else { return }
+        let cleared: ReplicaRecord? = lock.withLock {
+            guard var record = index[id], record.problem != nil else { return nil }
+            record.problem = nil
+            index.put(record)
+            return record
+        }
+        if let cleared { save([cleared]) }
+        wake(push: true, after: tunables.pushDelay)
     }
 
     /// The remote deleted `id`: the replica drops it with what is below,

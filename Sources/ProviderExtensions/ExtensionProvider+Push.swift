@@ -261,10 +261,12 @@ extension ExtensionProvider {
                 return
             }
             if error.code == .exists {
-                // Taken remotely meanwhile: the local one gets a conflict name.
-                let newPath = freeConflictPath(beside: path, for: entry.name)
-                try? writer.rename(path, to: newPath)
-                report(.conflict, newPath, "\(path) was made here and remotely")
+                // Taken remotely meanwhile: the local one gets a conflict
+                // name, if it is still there and still unknown. A pull
+                // that ran meanwhile (an app's open catching up) may have
+                // moved it and put the remote's item at the name, which
+                // must not be renamed in its place (issue 47, seed 12).
+                try? makeRoom(at: path)
                 wake(pull: true, push: true)
                 return
             }
@@ -514,8 +516,17 @@ extension ExtensionProvider {
         }
     }
 
+    /// The record of an item whose file an app removed. A descriptor still
+    /// open on it, with bytes of it never fetched, reads ESTALE, not the
+    /// holes of a placeholder no fetch fills any more (S49; the model's
+    /// seed 50 read zeros through one after the delete went up).
     private func drop(_ id: String) {
-        _ = lock.withLock { index.remove(id) }
+        lock.withLock {
+            if let record = index[id], record.isFile, !record.isMaterialized, record.dirty == 0 {
+                editions[record.inode, default: 0] += 1
+            }
+            _ = index.remove(id)
+        }
         save([], removing: [id])
     }
 
