@@ -10,8 +10,9 @@ import Foundation
 /// extension was killed ten seconds after the first (70 s where the stall
 /// limit is 60 s), and a short answer cost two fetches per read. The
 /// second request gets the first one's error instead: once, and only
-/// within `retryWindow` (the kernel asks again at once), so that an app
-/// that reads again after its error, the store back, fetches again.
+/// within `tunables.failureRetryWindow` (the kernel asks again at once),
+/// so that an app that reads again after its error, the store back,
+/// fetches again.
 extension ExtensionProvider {
     struct FailedDownload {
         var range: Range<Int64>
@@ -22,23 +23,19 @@ extension ExtensionProvider {
         var extensionDown: Bool
     }
 
-    /// How long a failed download answers for its bytes: the kernel's
-    /// retry comes within a millisecond of the first answer.
-    static let retryWindow = 0.25
-
     /// Records a download's failure (under the lock). A cancel is the
     /// reader's own doing (a signal, a revoke), not the store's: nothing
     /// to answer another read with.
     func noteFailed(_ id: String, _ range: Range<Int64>, _ failure: ExtensionFailure, extensionDown: Bool) {
         guard failure.code != .cancelled else { return }
         let now = MonotonicClock.now
-        var failed = (failedDownloads[id] ?? []).filter { now < $0.at &+ Self.retryNanoseconds }
+        var failed = (failedDownloads[id] ?? []).filter { now < $0.at &+ retryNanoseconds }
         failed.append(FailedDownload(range: range, failure: failure, at: now, extensionDown: extensionDown))
         failedDownloads[id] = failed
     }
 
     /// The failure a read of byte `offset` of `id` gets at once, if a
-    /// download of it failed within `retryWindow`; it answers one read
+    /// download of it failed within `tunables.failureRetryWindow`; it answers one read
     /// (under the lock). `running`: the extension runs now, so a failure
     /// of a moment it did not is history: the read fetches (the model's
     /// seed 2: EIO after the extension was back). A store's own
@@ -46,7 +43,7 @@ extension ExtensionProvider {
     func recentFailure(_ id: String, _ offset: Int64, running: Bool) -> ExtensionFailure? {
         guard var failed = failedDownloads[id] else { return nil }
         let now = MonotonicClock.now
-        failed.removeAll { now >= $0.at &+ Self.retryNanoseconds }
+        failed.removeAll { now >= $0.at &+ retryNanoseconds }
         if running { failed.removeAll(where: \.extensionDown) }
         let hit = failed.firstIndex { $0.range.contains(offset) }
         let failure = hit.map { failed.remove(at: $0).failure }
@@ -54,5 +51,5 @@ extension ExtensionProvider {
         return failure
     }
 
-    private static var retryNanoseconds: UInt64 { MonotonicClock.nanoseconds(retryWindow) }
+    private var retryNanoseconds: UInt64 { MonotonicClock.nanoseconds(tunables.failureRetryWindow) }
 }

@@ -355,6 +355,11 @@ public struct ReplicaTunables: Sendable {
     public var maxLeftStreams = 4
     /// How many windows ahead of a sequential reader are fetched.
     public var prefetchWindows = 2
+    /// How long a failed download answers the next read of its bytes: the
+    /// kernel's retry of a readahead comes within a millisecond
+    /// (ExtensionProvider+FailedDownloads). 0 in the replica's model,
+    /// whose reads are an app's own and must each fetch.
+    public var failureRetryWindow: Double = 0.25
 
     public init() {}
 }

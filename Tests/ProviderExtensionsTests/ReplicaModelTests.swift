@@ -6,7 +6,8 @@ import Testing
 /// real engine, checked after every step (`ReplicaModel`). CI runs the
 /// seeds below, 400 steps each; `SCOPEFS_MODEL_SEED=N` (with
 /// `SCOPEFS_MODEL_SEEDS=K` for K seeds from N, `SCOPEFS_MODEL_STEPS`,
-/// `SCOPEFS_MODEL_SHOW` for the steps a failure shows) runs others. A
+/// `SCOPEFS_MODEL_SHOW` for the steps a failure shows, `SCOPEFS_MODEL_TRACE=1`
+/// for every file's state after each step) runs others. A
 /// failure names its seed and step and the steps that led there.
 @Suite(.serialized) struct ReplicaModelTests {
     static let environment = ProcessInfo.processInfo.environment
@@ -23,18 +24,23 @@ import Testing
     /// move met a remote change: neither went through, for good; (18) a
     /// writer's open whose download met a version not pulled yet: ESTALE
     /// for a file nobody had open; (2) a download's "unreachable" answering
-    /// the next read after the extension was back.
-    static let passing: [UInt64] = [1, 2, 4, 5, 8, 9, 11, 12, 13, 15, 17, 18, 20, 24, 29, 30, 40]
+    /// the next read after the extension was back; (12) a create meeting
+    /// `exists` renaming the remote's item a pull had just put at the
+    /// name; (7, 12, 41) a file an app moved into a name the remote had
+    /// taken: the move refused and the remote's item never came in, for
+    /// good; (19, 32, 14) a clean file whose move was refused checked as
+    /// if it waited to go up; (7) a short fetch's failure answering a read
+    /// 44 steps later (the model's reads are apps': no retry window).
+    static let passing: [UInt64] = [
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 24, 28, 29, 30, 32, 40, 41, 45,
+    ]
     /// Seeds that still find something (open findings of issue 47: see
-    /// its note), some only in some runs (6, 21, 28, 34, 41, 45: the threads'
-    /// timing; 41's lost write is fixed, it now meets moves that race), 32
-    /// on a quiet machine only (a conflict copy left at its file's old
-    /// name, the file's own upload queued behind it for good); 10 and 16
-    /// in some runs (a truncate to empty, taken for uploaded with no
-    /// conflict copy, then replaced by the remote's next edit: seen with
-    /// 16 in three runs in a row beside a build):
-    /// known issues unless `SCOPEFS_MODEL_STRICT=1`.
-    static let failing: [UInt64] = [3, 6, 7, 10, 14, 16, 19, 21, 28, 32, 34, 41, 45]
+    /// its note): 10 and 16 (a truncate to empty, or writes, taken for
+    /// uploaded with no conflict copy, then replaced by the remote's next
+    /// edit: 10 in most runs, 16 in some), 34 in some runs (a read of 0
+    /// bytes through a descriptor opened before a remote edit): known
+    /// issues unless `SCOPEFS_MODEL_STRICT=1`.
+    static let failing: [UInt64] = [10, 16, 34]
 
     static var chosen: [UInt64]? {
         guard let first = UInt64(environment["SCOPEFS_MODEL_SEED"] ?? "") else { return nil }
