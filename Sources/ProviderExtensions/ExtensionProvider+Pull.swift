@@ -155,6 +155,7 @@ extension ExtensionProvider {
         guard let newPath else { return true }
         do {
             guard let record = existing else {
+                if adoptOwnPlaceholder(item, at: newPath) { return true }
                 if item.kind == .file, adoptLocalTwin(item, at: newPath) { return true }
                 try makeLocal(item, at: newPath)
                 return true
@@ -270,9 +271,6 @@ extension ExtensionProvider {
         save([record])
     }
 
-    /// A name the remote now uses may be taken by something an app made
-    /// that is not uploaded yet: that one moves to a conflict name and is
-    /// uploaded under it (nothing is lost).
     /// A new remote file whose name a local file not yet uploaded holds,
     /// with the same content: our own create, whose answer was lost (the
     /// store took it). That file is the item; no conflict copy (issue 47).

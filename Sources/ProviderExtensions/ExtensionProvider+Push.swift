@@ -253,12 +253,16 @@ extension ExtensionProvider {
             adoptCreated(item, inode: entry.inode, writes: generation ?? 0)
         } catch {
             if error.code == .exists, entry.kind == .file, let snapshot, let generation,
-                let same = try? sameFileRemotely(named: entry.name, in: parent, as: snapshot)
+                let taken = try? remoteItem(named: entry.name, in: parent)
             {
+                // A placeholder of that item, its record lost in a crash.
+                if adoptOwnPlaceholder(taken, at: path) { return }
                 // Our own earlier create, whose answer was lost: the same
                 // content under the name is that item, not a conflict.
-                adoptCreated(same, inode: entry.inode, writes: generation)
-                return
+                if (try? isSameFile(taken, as: snapshot)) == true {
+                    adoptCreated(taken, inode: entry.inode, writes: generation)
+                    return
+                }
             }
             if error.code == .exists {
                 // Taken remotely meanwhile: the local one gets a conflict
@@ -274,24 +278,25 @@ extension ExtensionProvider {
         }
     }
 
-    /// The remote file named `name` in `parent`, when its content is the
-    /// snapshot's (nil otherwise): a create sent again after its answer
-    /// was lost meets its first copy (docs/PROVIDERS.md, "Uploads").
-    private func sameFileRemotely(named name: String, in parent: String, as snapshot: String)
-        throws(ExtensionFailure) -> ExtensionItem?
-    {
+    /// The remote item named `name` in `parent`, if any.
+    private func remoteItem(named name: String, in parent: String) throws(ExtensionFailure) -> ExtensionItem? {
         var page: String?
         repeat {
             let listed = try calls.list(parent, page: page, RequestControl())
-            if let item = listed.items.first(where: { $0.name == name }) {
-                guard item.kind == .file else { return nil }
-                let fetched = try calls.fetch(item.id, version: item.version.content, range: nil, RequestControl())
-                defer { unlink(fetched.path) }
-                return Self.sameContent(fetched.path, snapshot) ? item : nil
-            }
+            if let item = listed.items.first(where: { $0.name == name }) { return item }
             page = listed.nextPage
         } while page != nil
         return nil
+    }
+
+    /// Whether `item` is a file whose content is the snapshot's: a create
+    /// sent again after its answer was lost meets its first copy
+    /// (docs/PROVIDERS.md, "Uploads").
+    private func isSameFile(_ item: ExtensionItem, as snapshot: String) throws(ExtensionFailure) -> Bool {
+        guard item.kind == .file else { return false }
+        let fetched = try calls.fetch(item.id, version: item.version.content, range: nil, RequestControl())
+        defer { unlink(fetched.path) }
+        return Self.sameContent(fetched.path, snapshot)
     }
 
     /// A created file's record: its content is present, and it stays dirty

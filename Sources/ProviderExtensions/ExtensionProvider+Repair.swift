@@ -42,6 +42,31 @@ extension ExtensionProvider {
     }
 
     /// Whether the file on disk cannot be what `record` says it holds.
+    /// Takes the file at `path`, which no record names, as the placeholder
+    /// of `item` if it is what one is made as: a regular file with the
+    /// item's size and modification time and no blocks. The daemon was
+    /// killed between making the placeholder and saving its record (the
+    /// replica model's seeds 59, 60, 66, 77). Taken for an app's new file,
+    /// its holes went up as bytes, or to a conflict copy of zeros. An app's
+    /// own sparse file does not carry the remote item's time.
+    func adoptOwnPlaceholder(_ item: ExtensionItem, at path: String) -> Bool {
+        guard item.kind == .file, let info = folder.status(path), info.st_mode & S_IFMT == S_IFREG,
+            info.st_blocks == 0
+        else { return false }
+        var record = ReplicaRecord(item: item, inode: UInt64(info.st_ino))
+        guard !Self.disagrees(info, with: record) else { return false }
+        if item.size == 0 { record.cachedVersion = item.version.content }
+        let adopted: Bool = lock.withLock {
+            guard index.id(ofInode: record.inode) == nil, index[item.id] == nil else { return false }
+            index.put(record)
+            return true
+        }
+        guard adopted else { return false }
+        save([record])
+        report(.state, path, "\(path) was made as a placeholder just before a crash: it is taken as that")
+        return true
+    }
+
     static func disagrees(_ info: stat, with record: ReplicaRecord) -> Bool {
         let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
         if Int64(info.st_size) != record.item.size || abs(mtime - record.item.mtime) > 1e-5 { return true }
