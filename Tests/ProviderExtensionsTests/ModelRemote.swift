@@ -38,6 +38,8 @@ final class ModelRemote: @unchecked Sendable {
     private var stored: [String: Stored] = [:]
     /// Content version → bytes, of every version ever stored or uploaded.
     private var versions: [String: [UInt8]] = ["": []]
+    /// Item → the versions uploads made of it (their sequence numbers).
+    private var uploadedVersions: [String: [Int]] = [:]
     /// Hashes of those versions' contents.
     let versionHashes = Mutex<Set<UInt64>>([ModelRemote.hash([])])
     /// (sequence, id) of each change, for `changes`.
@@ -168,6 +170,15 @@ final class ModelRemote: @unchecked Sendable {
     }
 
     func isTaken(_ name: String, in parent: String) -> Bool { lock.withLock { nameTaken(name, in: parent) } }
+
+    /// Whether an upload of `id` carried `bytes` before `version` (an edit
+    /// elsewhere, or a later upload) replaced it.
+    func uploaded(_ bytes: [UInt8], of id: String, before version: String) -> Bool {
+        lock.withLock {
+            guard let now = Int(version.dropFirst()) else { return false }
+            return uploadedVersions[id, default: []].contains { $0 < now && versions["c\($0)"] == bytes }
+        }
+    }
 
     /// Whether the store still has item `id` (a remote delete removes it).
     func has(_ id: String) -> Bool { lock.withLock { stored[id] != nil } }
@@ -302,6 +313,7 @@ extension ModelRemote: ExtensionCalls {
             nextID += 1
             let id = "i\(nextID)"
             let version = template.kind == .file ? newVersion(bytes) : ""
+            if template.kind == .file { uploadedVersions[id, default: []].append(sequence) }
             let item = ExtensionItem(
                 id: id, parent: template.parent, name: template.name, kind: template.kind,
                 size: Int64(bytes.count), mtime: template.mtime ?? 0, mode: template.mode ?? 0o644,
@@ -342,6 +354,7 @@ extension ModelRemote: ExtensionCalls {
                 entry.bytes = bytes
                 entry.item.size = Int64(bytes.count)
                 entry.item.version.content = newVersion(bytes)
+                uploadedVersions[id, default: []].append(sequence)
             }
             entry.item.version.metadata = "m\(sequence + 1)"
             stored[id] = entry

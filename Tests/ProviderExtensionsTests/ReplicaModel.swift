@@ -88,6 +88,9 @@ final class ReplicaModel: @unchecked Sendable {
     static let traces = ProcessInfo.processInfo.environment["SCOPEFS_MODEL_TRACE"] == "1"
     private let tracedEvents = Shared<[String]>([])
     private var tracedFiles: [UInt64: String] = [:]
+    /// The daemon died in this step; the files it left with no record.
+    private var daemonDied = false
+    private var leftByDeadDaemon: Set<UInt64> = []
     private(set) var log: [String] = []
     private(set) var problems: [String] = []
     let names = ["a.txt", "b.txt", "c.txt", "d.txt"]
@@ -166,6 +169,7 @@ final class ReplicaModel: @unchecked Sendable {
     /// descriptors are gone (the mount died with it).
     func killDaemon() throws {
         life.kill()
+        daemonDied = true
         for handle in handles { Glibc.close(handle.descriptor) }
         handles = []
         gone = [:]
@@ -384,12 +388,17 @@ final class ReplicaModel: @unchecked Sendable {
             return list
         }
         for copy in Set(announced + unannounced.values) {
-            guard let inode = tree.first(where: { $0.value == copy })?.key, files[inode] == nil else { continue }
+            // (A copy may reuse the inode number of a file removed in the
+            // same step, which the model still holds: seed 16.)
+            guard let inode = tree.first(where: { $0.value == copy })?.key, files[inode] == nil || byInode[inode] == nil
+            else { continue }
             let bytes = contentOnDisk(copy) ?? []
             if !produced.withLock({ $0.contains(ModelRemote.hash(bytes)) }) {
                 problem("the conflict copy \(copy) holds bytes no app wrote")
             }
-            files[inode] = File(content: bytes, local: true)
+            // An app's file the engine moved aside keeps its epoch (its
+            // descriptors are on it still).
+            files[inode] = File(content: bytes, epoch: files[inode]?.epoch ?? 0, local: true)
             note("  conflict copy \(copy) (\(bytes.count) bytes)")
             // The original shows the remote version now: a new edition.
             if let original = Self.original(ofConflictCopy: copy),
@@ -418,9 +427,21 @@ final class ReplicaModel: @unchecked Sendable {
             guard var file = files[inode] else {
                 // A new remote item: a placeholder of its version.
                 guard let record, record.dirty == 0 else {
+                    // A placeholder the daemon made just before it died, its
+                    // record not saved: the next pull or push takes it as
+                    // that item's (adoptOwnPlaceholder); until then it is no
+                    // app's, and nothing of it may go up.
+                    var info = stat()
+                    if record == nil, daemonDied || leftByDeadDaemon.contains(inode),
+                        lstat(replicaRoot + "/" + path, &info) == 0, info.st_blocks == 0
+                    {
+                        leftByDeadDaemon.insert(inode)
+                        continue
+                    }
                     problem("\(path) appeared with no record and no app made it")
                     continue
                 }
+                leftByDeadDaemon.remove(inode)
                 files[inode] = File(
                     content: remote.bytes(ofVersion: record.item.version.content) ?? [],
                     version: record.item.version.content)
@@ -434,6 +455,13 @@ final class ReplicaModel: @unchecked Sendable {
                     // Taken for uploaded: the remote must hold exactly this.
                     if remote.bytes(ofVersion: version) == file.content {
                         file.local = false
+                    } else if remote.uploaded(file.content, of: record.item.id, before: version) {
+                        // It went up, and an edit elsewhere replaced it
+                        // within the step (the last writer wins): a new
+                        // edition of the remote's version.
+                        file.local = false
+                        file.content = remote.bytes(ofVersion: version) ?? []
+                        file.epoch += 1
                     } else {
                         let held = remote.bytes(ofVersion: version)?.count ?? -1
                         problem(
@@ -465,6 +493,7 @@ final class ReplicaModel: @unchecked Sendable {
             handles[index].epoch = (files[handles[index].inode] ?? gone[handles[index].inode])?.epoch ?? 0
         }
         checkReplica(records, tree)
+        daemonDied = false
         if Self.traces { trace(records: byInode, tree: tree) }
     }
 
