@@ -340,8 +340,11 @@ extension ExtensionProvider {
         lock.withLock {
             for id in ids {
                 // A descriptor still open on it reads ESTALE, not the holes of
-                // a placeholder nobody can fetch any more (S49).
-                if !anyDirty && same, let record = index[id], record.isFile { editions[record.inode, default: 0] += 1 }
+                // a placeholder nobody can fetch any more (S49): also when an
+                // app removed the file first (the model's seed 67).
+                if !anyDirty, let record = index[id], record.isFile, same || !record.isMaterialized {
+                    editions[record.inode, default: 0] += 1
+                }
                 index.remove(id)
             }
         }

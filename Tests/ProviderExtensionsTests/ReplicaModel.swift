@@ -380,8 +380,11 @@ final class ReplicaModel: @unchecked Sendable {
         // (A daemon killed after the copy and before its event leaves one unannounced.)
         // (A remote item whose name is a conflict copy's, an upload of one,
         // comes with its record: a placeholder, not a copy.)
+        // (A remote item named as a conflict copy, its placeholder left
+        // with no record by a crash, is no copy: seed 87.)
         let unannounced = tree.filter {
             files[$0.key] == nil && byInode[$0.key] == nil && Self.original(ofConflictCopy: $0.value) != nil
+                && !isLeftByDeadDaemon($0.key, at: $0.value)
         }
         let announced = conflictCopies.withLock { list in
             defer { list = [] }
@@ -427,17 +430,7 @@ final class ReplicaModel: @unchecked Sendable {
             guard var file = files[inode] else {
                 // A new remote item: a placeholder of its version.
                 guard let record, record.dirty == 0 else {
-                    // A placeholder the daemon made just before it died, its
-                    // record not saved: the next pull or push takes it as
-                    // that item's (adoptOwnPlaceholder); until then it is no
-                    // app's, and nothing of it may go up.
-                    var info = stat()
-                    if record == nil, daemonDied || leftByDeadDaemon.contains(inode),
-                        lstat(replicaRoot + "/" + path, &info) == 0, info.st_blocks == 0
-                    {
-                        leftByDeadDaemon.insert(inode)
-                        continue
-                    }
+                    if record == nil, isLeftByDeadDaemon(inode, at: path) { continue }
                     problem("\(path) appeared with no record and no app made it")
                     continue
                 }
@@ -495,6 +488,19 @@ final class ReplicaModel: @unchecked Sendable {
         checkReplica(records, tree)
         daemonDied = false
         if Self.traces { trace(records: byInode, tree: tree) }
+    }
+
+    /// Whether the file at `path`, which no record names, is a placeholder
+    /// the daemon made just before it died, its record not saved: the
+    /// next pull or push takes it as that item's (adoptOwnPlaceholder);
+    /// until then it is no app's, and nothing of it may go up.
+    private func isLeftByDeadDaemon(_ inode: UInt64, at path: String) -> Bool {
+        var info = stat()
+        guard daemonDied || leftByDeadDaemon.contains(inode), lstat(replicaRoot + "/" + path, &info) == 0,
+            info.st_blocks == 0
+        else { return false }
+        leftByDeadDaemon.insert(inode)
+        return true
     }
 
     /// One line per file whose model, record or bytes changed in the step
