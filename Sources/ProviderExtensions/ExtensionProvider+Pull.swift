@@ -302,8 +302,11 @@ extension ExtensionProvider {
     /// model's seeds 7, 12 and 41). The move goes up under the new name.
     func makeRoom(at path: String) throws {
         guard let info = folder.status(path) else { return }
-        let id = lock.withLock { index.id(ofInode: UInt64(info.st_ino)) }
-        if let id, lock.withLock({ index.path(of: id) }) == path { return }
+        let (id, atItsOwnName) = lock.withLock {
+            let id = index.id(ofInode: UInt64(info.st_ino))
+            return (id, id.map { index.path(of: $0) == path } ?? false)
+        }
+        if atItsOwnName { return }
         let conflictPath = freeConflictPath(beside: path, for: (path as NSString).lastPathComponent)
         try writer.rename(path, to: conflictPath)
         report(.conflict, conflictPath, "\(path) was \(id == nil ? "made" : "moved") here and remotely")
@@ -339,16 +342,21 @@ extension ExtensionProvider {
         if !anyDirty, let here { try? writer.remove(here) }
         lock.withLock {
             for id in ids {
-                // A descriptor still open on it reads ESTALE, not the holes of
-                // a placeholder nobody can fetch any more (S49): also when an
-                // app removed the file first (the model's seed 67).
-                if !anyDirty, let record = index[id], record.isFile, same || !record.isMaterialized {
-                    editions[record.inode, default: 0] += 1
-                }
+                if !anyDirty, let record = index[id] { endEditionLocked(of: record, fileRemovedHere: same) }
                 index.remove(id)
             }
         }
         save([], removing: ids)
+    }
+
+    /// The record of a file goes away: a descriptor still open on it reads
+    /// ESTALE, not the holes of a placeholder no fetch fills any more (S49),
+    /// when the replica removed the file itself, or when bytes of it were
+    /// never fetched (an app removed it first: the model's seeds 50, 67).
+    /// Under the lock; for a record without local changes.
+    func endEditionLocked(of record: ReplicaRecord, fileRemovedHere: Bool) {
+        guard record.isFile, record.dirty == 0, fileRemovedHere || !record.isMaterialized else { return }
+        editions[record.inode, default: 0] += 1
     }
 
     /// A conflict name beside `path` that nothing in the replica holds yet.

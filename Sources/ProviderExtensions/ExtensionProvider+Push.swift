@@ -529,15 +529,10 @@ extension ExtensionProvider {
         }
     }
 
-    /// The record of an item whose file an app removed. A descriptor still
-    /// open on it, with bytes of it never fetched, reads ESTALE, not the
-    /// holes of a placeholder no fetch fills any more (S49; the model's
-    /// seed 50 read zeros through one after the delete went up).
+    /// The record of an item whose file an app removed.
     private func drop(_ id: String) {
         lock.withLock {
-            if let record = index[id], record.isFile, !record.isMaterialized, record.dirty == 0 {
-                editions[record.inode, default: 0] += 1
-            }
+            if let record = index[id] { endEditionLocked(of: record, fileRemovedHere: false) }
             _ = index.remove(id)
         }
         save([], removing: [id])

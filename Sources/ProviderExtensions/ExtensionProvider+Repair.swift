@@ -41,7 +41,6 @@ extension ExtensionProvider {
         return repaired
     }
 
-    /// Whether the file on disk cannot be what `record` says it holds.
     /// Takes the file at `path`, which no record names, as the placeholder
     /// of `item` if it is what one is made as: a regular file with the
     /// item's size and modification time and no blocks. The daemon was
@@ -67,6 +66,7 @@ extension ExtensionProvider {
         return true
     }
 
+    /// Whether the file on disk cannot be what `record` says it holds.
     static func disagrees(_ info: stat, with record: ReplicaRecord) -> Bool {
         let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
         if Int64(info.st_size) != record.item.size || abs(mtime - record.item.mtime) > 1e-5 { return true }
