@@ -114,7 +114,7 @@ public struct ItemVersion: Sendable, Hashable, Codable {
 /// An item as the extension describes it (docs/PROVIDERS.md, "Items"),
 /// already checked against the limits: a valid name, an id of 1 to 2048
 /// bytes, versions of at most 4096.
-public struct ExtensionItem: Sendable, Hashable {
+public struct ExtensionItem: Sendable, Hashable, Codable {
     public static let rootID = "root"
     public var id: String
     /// nil for the root only.

@@ -125,6 +125,8 @@ extension ExtensionProvider {
     /// Returns the ids whose change could not be applied here.
     @discardableResult
     func apply(updated: [ExtensionItem], deleted: [String]) -> [String] {
+        let new = placing(updated)
+        defer { placed(new) }
         var failed: [String] = []
         var pending = updated.filter { $0.id != ExtensionItem.rootID }
         var progress = true

@@ -234,14 +234,6 @@ extension ExtensionProvider {
         var snapshot: String?
         var generation: UInt64?
         if entry.kind == .file {
-            // A file with a size and no blocks at a name the store uses may
-            // be that item's placeholder, its record lost in a crash: its
-            // holes must not go up as bytes (the replica model's seed 87).
-            if let info = folder.status(path), info.st_size > 0, info.st_blocks == 0,
-                let taken = try? remoteItem(named: entry.name, in: parent), adoptOwnPlaceholder(taken, at: path)
-            {
-                return
-            }
             // A file still being written goes up once it is whole (finding 2).
             guard let point = snapshotPoint(entry.inode) else { return }
             generation = point

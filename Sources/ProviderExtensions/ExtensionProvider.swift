@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Logging
+import Synchronization
 
 /// One provider whose items an extension supplies (SPEC S41–S43): the
 /// replica folder the mount serves, kept in step with the extension both
@@ -97,6 +98,9 @@ public final class ExtensionProvider: @unchecked Sendable {
     var roundsDone = 0
     /// When a pull asked for by `changed` may come (`minPullInterval`).
     var nextPullAllowed = 0.0
+    /// New items of the pulls in progress, as saved before they are made
+    /// (`placing`).
+    let placingJournal = Mutex<[String: ExtensionItem]>([:])
 
     struct Work {
         var pull = false
@@ -121,6 +125,7 @@ public final class ExtensionProvider: @unchecked Sendable {
         self.ownWrite = ownWrite
         index = ReplicaIndex(try store.records())
         try ensureRoot()
+        adoptLeftByKilledPull()
         repairAfterCrash()
     }
 

@@ -176,6 +176,16 @@ public struct ReplicaFolder: Sendable {
     }
 
     /// What is at `path` now, without following a symlink.
+    /// The target of the symlink at `path` (nil: none there).
+    public func linkTarget(_ path: String) -> String? {
+        try? inParent(of: path) { folder, name throws(Failure) in
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let length = readlinkat(folder, name, &buffer, buffer.count - 1)
+            guard length >= 0 else { throw .system(errno, path) }
+            return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
     public func status(_ path: String) -> stat? {
         if path.isEmpty {
             var info = stat()
