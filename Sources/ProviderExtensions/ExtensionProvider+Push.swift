@@ -168,33 +168,57 @@ extension ExtensionProvider {
                 return fields.isEmpty ? nil : (record, fields)
             }
         }
-        for (record, fields) in moved.sorted(by: { depth($0.0.item.id) < depth($1.0.item.id) }) {
-            var fields = fields
-            if !capabilities.modify { continue }
-            // What the store cannot keep stays local (as chmod on a file
-            // system without modes), and is not asked for at every pass.
-            let settable = capabilities.settableFields
-            if !capabilities.rename || !settable.contains("name") { fields.name = nil }
-            if !capabilities.rename || !settable.contains("parent") { fields.parent = nil }
-            if !settable.contains("mode") { fields.mode = nil }
-            if fields.isEmpty { continue }
-            do {
-                let answer = try calls.modify(
-                    record.item.id, baseVersion: record.item.version, fields: fields, contents: nil, RequestControl())
-                adopt(answer, for: record)
-            } catch {
-                if error.code == .notSupported {
-                    if fields.name != nil || fields.parent != nil { moveBack(record, tree) }
-                    continue
-                }
-                if error.code == .conflict || error.code == .noSuchItem {
-                    try? store.setValue(nil, for: Self.anchorKey)
-                    wake(pull: true)
-                    continue
-                }
-                if failsThePass(error, record) { throw error }
+        // A move the store refuses for its name (`exists`) goes again once
+        // another move of the pass has freed that name: an app's move into
+        // a name the remote's item leaves by its own pending move.
+        // Reported only when no move of a round got through; else nothing
+        // woke the next pass, and the app's move waited for an unrelated
+        // change (issue 47, the model's seed 71).
+        var waiting = moved.sorted(by: { depth($0.0.item.id) < depth($1.0.item.id) })
+        while !waiting.isEmpty {
+            var refused: [(ReplicaRecord, ChangedFields, ExtensionFailure)] = []
+            for (record, fields) in waiting {
+                if let error = try move(record, fields, tree, capabilities) { refused.append((record, fields, error)) }
             }
+            if refused.count == waiting.count {
+                for (record, _, error) in refused where failsThePass(error, record) { throw error }
+                return
+            }
+            waiting = refused.map { ($0.0, $0.1) }
         }
+    }
+
+    /// One move; the store's refusal for the name is returned, to go again.
+    private func move(
+        _ record: ReplicaRecord, _ proposed: ChangedFields, _ tree: LocalTree, _ capabilities: ExtensionCapabilities
+    ) throws(ExtensionFailure) -> ExtensionFailure? {
+        var fields = proposed
+        if !capabilities.modify { return nil }
+        // What the store cannot keep stays local (as chmod on a file
+        // system without modes), and is not asked for at every pass.
+        let settable = capabilities.settableFields
+        if !capabilities.rename || !settable.contains("name") { fields.name = nil }
+        if !capabilities.rename || !settable.contains("parent") { fields.parent = nil }
+        if !settable.contains("mode") { fields.mode = nil }
+        if fields.isEmpty { return nil }
+        do {
+            let answer = try calls.modify(
+                record.item.id, baseVersion: record.item.version, fields: fields, contents: nil, RequestControl())
+            adopt(answer, for: record)
+        } catch {
+            if error.code == .exists { return error }
+            if error.code == .notSupported {
+                if fields.name != nil || fields.parent != nil { moveBack(record, tree) }
+                return nil
+            }
+            if error.code == .conflict || error.code == .noSuchItem {
+                try? store.setValue(nil, for: Self.anchorKey)
+                wake(pull: true)
+                return nil
+            }
+            if failsThePass(error, record) { throw error }
+        }
+        return nil
     }
 
     /// The store cannot make this move (S3 moves no folders): the replica
@@ -300,17 +324,25 @@ extension ExtensionProvider {
     }
 
     /// A created file's record: its content is present, and it stays dirty
-    /// if it was written after the snapshot that went up.
+    /// if it was written after the snapshot that went up. Not when a pull
+    /// took the item in meanwhile (a fetch of the create's check can run
+    /// one): it may have moved the file to a conflict name and made the
+    /// item's placeholder, and a second record of the item would leave
+    /// that placeholder with none (the replica model's seed 64). The file
+    /// then goes up again as a new item, its bytes kept.
     func adoptCreated(_ item: ExtensionItem, inode: UInt64, writes generation: UInt64) {
         var record = ReplicaRecord(item: item, inode: inode)
         record.cachedVersion = item.version.content
         record.present = ByteRanges([0..<item.size])
-        let writtenSince: Bool = lock.withLock {
+        // nil: not adopted.
+        let writtenSince: Bool? = lock.withLock {
+            if index[item.id] != nil || index.id(ofInode: inode) != nil { return nil }
             let changed = !writeActivity.unchanged(inode, since: generation)
             if changed { record.dirty = 1 }
             index.put(record)
             return changed
         }
+        guard let writtenSince else { return }
         save([record])
         if writtenSince { wake(push: true, after: tunables.pushDelay) }
     }
@@ -432,16 +464,18 @@ extension ExtensionProvider {
         } catch {
             throw ExtensionFailure(.internalError, "cannot keep the conflict copy \(copyPath): \(error)")
         }
-        let updated: ReplicaRecord = lock.withLock {
+        let (updated, pulledMeanwhile): (ReplicaRecord, Bool) = lock.withLock {
             editions[record.inode, default: 0] += 1
             var updated = index[record.item.id] ?? record
+            let seen = updated.item.version.metadata
+            let pulledMeanwhile = seen != record.item.version.metadata && seen != remote.version.metadata
             updated.item = remote
             updated.dirty = 0
             updated.problem = nil
             updated.cachedVersion = remote.size == 0 ? remote.version.content : nil
             updated.present = ByteRanges()
             index.put(updated)
-            return updated
+            return (updated, pulledMeanwhile)
         }
         save([updated])
         do {
@@ -453,6 +487,14 @@ extension ExtensionProvider {
         report(
             .conflict, copyPath, "\(path) changed here and remotely: the local edit is kept as \(copyPath)",
             original: path)
+        // A pull ran meanwhile (an app's open catching up, or one inside
+        // the fetch above) and took in a later remote change as kept
+        // local: the record now says `remote`, which that change replaced,
+        // and the anchor is past it. Asked again, or the replica showed
+        // the older version for good (the replica model's seed 198).
+        if pulledMeanwhile, let now = try? calls.item(record.item.id, RequestControl()) {
+            apply(updated: [now], deleted: [])
+        }
         wake(push: true)
     }
 

@@ -657,6 +657,12 @@ final class ReplicaModel: @unchecked Sendable {
                     + "\(record.problem ?? "no problem"), at \(provider.located(record) ?? "no file"), "
                     + "activity \(activity.map { String(describing: $0) } ?? "none")")
         }
+        if !left.isEmpty {
+            for (id, stored) in remote.items.sorted(by: { $0.key < $1.key }) where id != ExtensionItem.rootID {
+                let parent = stored.item.parent == subID ? "sub/" : ""
+                note("  remote: \(id) at \(parent)\(stored.item.name), \(stored.bytes.count) bytes")
+            }
+        }
         for path in unknownFiles() { problem("\(path) never went up") }
         if provider.status.queued != 0 { problem("\(provider.status.queued) items still queued after the drain") }
         // Every file in the replica is an item with the same bytes.
