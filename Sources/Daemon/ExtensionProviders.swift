@@ -278,7 +278,10 @@ final class ExtensionContent: ProviderContent {
         guard replica.willWrite(inode: file.inode, edition: edition) else { throw .staleNFSFileHandle }
     }
     func didWrite(_ file: ContentFile) { replica.didWrite(inode: file.inode) }
-    func created(_ file: ContentFile) { replica.created(inode: file.inode) }
+    func created(_ file: ContentFile, open: Bool) {
+        replica.created(inode: file.inode)
+        if open { replica.opened(inode: file.inode) }
+    }
     func synced(_ file: ContentFile) { replica.settled(inode: file.inode) }
     func namespaceChanged(provider: ProviderID) { replica.localChanged() }
 

@@ -44,8 +44,10 @@ public protocol ProviderContent: AnyObject, Sendable {
     func didWrite(_ file: ContentFile)
     /// An app made a new item at `file`'s inode (create, mknod, mkdir,
     /// symlink): the file system may have given it the inode of one removed
-    /// a moment ago, whose removal the replica has not sent yet.
-    func created(_ file: ContentFile)
+    /// a moment ago, whose removal the replica has not sent yet. `open`:
+    /// the app holds a descriptor of it (create), an open until `closed`
+    /// as any other: never evicted, its edition kept if it is removed.
+    func created(_ file: ContentFile, open: Bool)
     /// An app asked for the content to be durable (fsync): upload soon.
     func synced(_ file: ContentFile)
     /// An app made, removed, renamed or changed the attributes of an item of

@@ -98,7 +98,7 @@ extension ScopeFileSystem {
             try clearSetIDBits(descriptor, for: request)
             try giveToCaller(directory, hostName, request, folder: folder.node)
             let (node, info) = try backedChild(of: folder.node, named: hostName, known: Sys.stat(descriptor))
-            if let (content, file) = content(of: node) { content.created(file) }
+            if let (content, file) = content(of: node) { content.created(file, open: true) }
             let handle = OpenHandle(
                 descriptor: descriptor, node: node, grant: folder.grant?.id,
                 access: BackingStore.descriptorAccess(flags), user: FileUser(caller), charge: charge,

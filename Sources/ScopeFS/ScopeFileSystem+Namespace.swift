@@ -44,7 +44,7 @@ extension ScopeFileSystem {
         }
         try giveToCaller(lease.number, name, request, folder: folder.node)
         let (node, info) = try backedChild(of: folder.node, named: name)
-        if let (content, file) = content(of: node) { content.created(file) }
+        if let (content, file) = content(of: node) { content.created(file, open: false) }
         return entry(node, info, in: folder.node)
     }
 

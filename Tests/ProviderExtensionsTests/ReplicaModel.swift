@@ -256,6 +256,7 @@ final class ReplicaModel: @unchecked Sendable {
         files[inode] = File(content: [], local: true)
         paths[inode] = path
         provider.created(inode: inode)
+        provider.opened(inode: inode)  // as the mount's create (`created(_:open:)`)
         // The mount's create keeps the edition too: once the file is up and
         // the remote replaces it, its writes are ESTALE (S49), not bytes in
         // the new version's placeholder.

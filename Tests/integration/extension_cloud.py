@@ -162,6 +162,20 @@ while True:
             held = os.open(path, os.O_RDONLY)
             return "held"
         emit(outcome(hold))
+    elif op == "create-hold":
+        # A new file kept open for writing after its first bytes are
+        # fsynced, as an editor's or a database's.
+        def create_hold():
+            global written
+            written = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(written, cmd["data"].encode())
+            os.fsync(written)
+            return "held"
+        emit(outcome(create_hold))
+    elif op == "held-pwrite":
+        emit(outcome(lambda: os.pwrite(written, cmd["data"].encode(), cmd["offset"])))
+    elif op == "held-close":
+        emit(outcome(os.close, written))
     elif op == "held-read":
         emit(outcome(lambda: hashlib.sha256(os.pread(held, cmd["length"], cmd["offset"])).hexdigest()))
     elif op == "slow-read":

@@ -56,6 +56,29 @@ def test_an_evicted_file_shows_its_state_at_once_and_reads_download_again(env, c
     assert len(fetches(cloud)) == seen + 1, "the read after the evict was served from the page cache"
 
 
+def test_a_file_an_app_made_and_holds_open_is_never_evicted(env, cloud):
+    """S42 ("never evicted while open"), S43: an app creates a file, writes
+    and fsyncs it (it goes up), and keeps the descriptor. `scopefs evict`
+    refuses it (exit 77, "is open"), and a later write through that
+    descriptor reaches the remote with the rest of the file's bytes. Seen
+    failing on the old main (found by the replica model's seed 169): a
+    create did not count as an open, the evict said "1 files evicted", and
+    the remote got "EDIT" and zeros for all the write did not cover."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    path = cloud.path(ALPHA, "docs/kept-open.txt")
+    first = "".join(f"line {n:05d}\n" for n in range(4000))
+    assert ask(s, op="create-hold", path=path, data=first) == {"ok": "held"}
+    remote = cloud.remote / "docs/kept-open.txt"
+    wait_for("the upload", lambda: remote.exists() and remote.read_text(), lambda text: text == first, timeout=15)
+    p = env.cli("evict", f"{CLOUD}:docs/kept-open.txt", expect=77)
+    assert "is open" in p.stderr, describe(p)
+    assert ask(s, op="held-pwrite", path=path, data="EDIT", offset=0) == {"ok": 4}
+    assert ask(s, op="held-close", path=path) == {"ok": None}
+    wanted = "EDIT" + first[4:]
+    wait_for("the edit's upload", lambda: remote.read_text(), lambda text: text == wanted, timeout=15)
+
+
 def test_a_new_file_waiting_to_upload_is_dirty_and_counted_in_the_queue(env, cloud):
     """S43: a file made here while the store is offline is `dirty`, and
     the queue counts it in `scopefs status` (text and JSON) and in
