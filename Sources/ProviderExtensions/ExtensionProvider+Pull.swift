@@ -246,7 +246,7 @@ extension ExtensionProvider {
             defer { endReplacing(item.id) }
             save([new])
             do {
-                try writer.reset(path, size: item.size, mtime: item.mtime, mode: item.mode)
+                try writer.reset(path, inode: old.inode, size: item.size, mtime: item.mtime, mode: item.mode)
             } catch {
                 // Not applied: the record says what the file still holds,
                 // and the change is asked for again (`applyAgain`).

@@ -445,9 +445,6 @@ extension ExtensionProvider {
             adopt(remote, for: record, uploadedGeneration: record.dirty, writes: writes)
             return
         }
-        // Named after the file as apps see it now (a move not yet sent
-        // leaves the record its old name).
-        let copyPath = freeConflictPath(beside: path, for: (path as NSString).lastPathComponent)
         // No app write lands between the copy and the reset (it would be
         // in neither), and the record says "the remote version, not on
         // disk" before the reset: a daemon killed in between repairs the
@@ -459,14 +456,26 @@ extension ExtensionProvider {
             }
         }
         defer { endReplacing(record.item.id) }
+        // Where the file is now, not where the upload found it: a pull
+        // meanwhile (an app's open catching up, or one inside the fetch
+        // above) may have moved it to put the remote's item at its name,
+        // and the copy took that item's placeholder for the app's bytes
+        // and the reset shaped it as this item (the replica model's seeds
+        // 268, 278). The conflict copy is named after the file as apps
+        // see it (a move not yet sent leaves the record its old name).
+        guard let path = located(record) else {
+            throw ExtensionFailure(.internalError, "\(path) went away while its conflict was resolved")
+        }
+        let copyPath = freeConflictPath(beside: path, for: (path as NSString).lastPathComponent)
         do {
             _ = try writer.copy(path, to: copyPath)
         } catch {
             throw ExtensionFailure(.internalError, "cannot keep the conflict copy \(copyPath): \(error)")
         }
-        let (updated, pulledMeanwhile): (ReplicaRecord, Bool) = lock.withLock {
+        let (before, updated, pulledMeanwhile): (ReplicaRecord, ReplicaRecord, Bool) = lock.withLock {
             editions[record.inode, default: 0] += 1
-            var updated = index[record.item.id] ?? record
+            let before = index[record.item.id] ?? record
+            var updated = before
             let seen = updated.item.version.metadata
             let pulledMeanwhile = seen != record.item.version.metadata && seen != remote.version.metadata
             updated.item = remote
@@ -475,12 +484,17 @@ extension ExtensionProvider {
             updated.cachedVersion = remote.size == 0 ? remote.version.content : nil
             updated.present = ByteRanges()
             index.put(updated)
-            return (updated, pulledMeanwhile)
+            return (before, updated, pulledMeanwhile)
         }
         save([updated])
         do {
-            try writer.reset(path, size: remote.size, mtime: remote.mtime, mode: remote.mode)
+            try writer.reset(path, inode: record.inode, size: remote.size, mtime: remote.mtime, mode: remote.mode)
         } catch {
+            // Not reset: the file still holds the app's edit, and stays
+            // queued (the next pass makes the copy again: kept twice,
+            // never lost).
+            lock.withLock { index.put(before) }
+            save([before])
             throw ExtensionFailure(.internalError, "cannot reset \(path) after its conflict copy: \(error)")
         }
         rememberConflict(copyPath)

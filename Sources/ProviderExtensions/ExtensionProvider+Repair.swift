@@ -25,7 +25,8 @@ extension ExtensionProvider {
                 UInt64(info.st_ino) == record.inode, Self.disagrees(info, with: record)
             else { continue }
             do {
-                try writer.reset(path, size: record.item.size, mtime: record.item.mtime, mode: record.item.mode)
+                try writer.reset(
+                    path, inode: record.inode, size: record.item.size, mtime: record.item.mtime, mode: record.item.mode)
             } catch {
                 report(.error, path, "cannot repair \(path) after a crash: \(error)")
                 continue
@@ -48,15 +49,31 @@ extension ExtensionProvider {
     /// replica model's seeds 59, 60, 66, 77). Taken for an app's new file,
     /// its holes went up as bytes, or to a conflict copy of zeros. An app's
     /// own sparse file does not carry the remote item's time.
-    func adoptOwnPlaceholder(_ item: ExtensionItem, at path: String) -> Bool {
+    ///
+    /// `reusedInode`: the pull that made it is known to have been killed
+    /// (`adoptLeftByKilledPull`). A record that names the inode and whose
+    /// own path does not hold it is then taken for a file removed here,
+    /// its removal not sent, whose inode number the file system gave the
+    /// placeholder (the replica model's seed 233); it could otherwise be
+    /// that record's file moved to this very name by an app, which would
+    /// need to carry the new item's size and time as well. Elsewhere the
+    /// claim stands.
+    func adoptOwnPlaceholder(_ item: ExtensionItem, at path: String, reusedInode: Bool = false) -> Bool {
         guard item.kind == .file, let info = folder.status(path), info.st_mode & S_IFMT == S_IFREG,
             info.st_blocks == 0
         else { return false }
         var record = ReplicaRecord(item: item, inode: UInt64(info.st_ino))
         guard !Self.disagrees(info, with: record) else { return false }
         if item.size == 0 { record.cachedVersion = item.version.content }
+        let claimer = lock.withLock { index.id(ofInode: record.inode).map { ($0, index.path(of: $0)) } }
+        if let (_, claimed) = claimer {
+            guard reusedInode, claimed != path,
+                claimed.flatMap({ folder.status($0) }).map({ UInt64($0.st_ino) != record.inode }) ?? true
+            else { return false }
+        }
         let adopted: Bool = lock.withLock {
-            guard index.id(ofInode: record.inode) == nil, index[item.id] == nil else { return false }
+            guard index.id(ofInode: record.inode) == claimer?.0, index[item.id] == nil else { return false }
+            // (`put` ends a stale claim on the inode.)
             index.put(record)
             return true
         }

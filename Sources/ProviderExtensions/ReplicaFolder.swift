@@ -75,9 +75,11 @@ public struct ReplicaFolder: Sendable {
     }
 
     /// The item's content changed elsewhere: the file becomes a placeholder
-    /// of the new size (its bytes are dropped).
-    public func reset(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(Failure) {
-        try withFile(path, O_WRONLY) { file throws(Failure) in
+    /// of the new size (its bytes are dropped). `inode`: the file the
+    /// caller means; another at `path` (moved there since the caller
+    /// looked) is ESTALE, untouched.
+    public func reset(_ path: String, inode: UInt64, size: Int64, mtime: Double, mode: UInt32) throws(Failure) {
+        try withFile(path, O_WRONLY, inode: inode) { file throws(Failure) in
             // Its bytes go, not its size: emptied first, the file showed
             // size 0 to a stat between the two truncates, and an app read
             // an empty version of an item that has none (S49; seen after a

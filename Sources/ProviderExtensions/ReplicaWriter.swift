@@ -14,7 +14,7 @@ import Glibc
 /// changes: the daemon writes those itself.
 public protocol ReplicaWriting: Sendable {
     func placeholder(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) -> UInt64
-    func reset(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure)
+    func reset(_ path: String, inode: UInt64, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure)
     func setAttributes(_ path: String, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure)
     func makeFolder(_ path: String, mode: UInt32, mtime: Double) throws(ReplicaFolder.Failure) -> UInt64
     func makeSymlink(_ path: String, target: String) throws(ReplicaFolder.Failure) -> UInt64
@@ -56,7 +56,9 @@ public enum ReplicaWriterServer {
         let size = Int64(request["size"] as? Int ?? 0)
         switch request["op"] as? String {
         case "placeholder": return ["inode": try folder.placeholder(path, size: size, mtime: mtime, mode: mode)]
-        case "reset": try folder.reset(path, size: size, mtime: mtime, mode: mode)
+        case "reset":
+            let inode = UInt64(truncatingIfNeeded: request["inode"] as? Int ?? 0)
+            try folder.reset(path, inode: inode, size: size, mtime: mtime, mode: mode)
         case "attributes": try folder.setAttributes(path, mtime: mtime, mode: mode)
         case "folder": return ["inode": try folder.makeFolder(path, mode: mode, mtime: mtime)]
         case "symlink": return ["inode": try folder.makeSymlink(path, target: request["target"] as? String ?? "")]
@@ -101,8 +103,13 @@ public final class ReplicaWriterProcess: ReplicaWriting, @unchecked Sendable {
     {
         try inode(["op": "placeholder", "path": path, "size": size, "mtime": mtime, "mode": Int(mode)])
     }
-    public func reset(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
-        _ = try call(["op": "reset", "path": path, "size": size, "mtime": mtime, "mode": Int(mode)])
+    public func reset(_ path: String, inode: UInt64, size: Int64, mtime: Double, mode: UInt32)
+        throws(ReplicaFolder.Failure)
+    {
+        _ = try call([
+            "op": "reset", "path": path, "inode": Int(truncatingIfNeeded: inode), "size": size, "mtime": mtime,
+            "mode": Int(mode),
+        ])
     }
     public func setAttributes(_ path: String, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
         _ = try call(["op": "attributes", "path": path, "mtime": mtime, "mode": Int(mode)])

@@ -508,9 +508,9 @@ struct LifeWriter: ReplicaWriting {
             try folder.placeholder(path, size: size, mtime: mtime, mode: mode)
         }
     }
-    func reset(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
+    func reset(_ path: String, inode: UInt64, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
         try run("reset") { () throws(ReplicaFolder.Failure) in
-            try folder.reset(path, size: size, mtime: mtime, mode: mode)
+            try folder.reset(path, inode: inode, size: size, mtime: mtime, mode: mode)
         }
     }
     func setAttributes(_ path: String, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {

@@ -100,13 +100,13 @@ final class FlakyWriter: ReplicaWriting {
 
     init(_ base: ReplicaFolder) { self.base = base }
 
-    func reset(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
+    func reset(_ path: String, inode: UInt64, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure) {
         let fail = failingResets.withLock { count in
             defer { count = max(0, count - 1) }
             return count > 0
         }
         if fail { throw .system(EIO, "the test's writer fails this reset") }
-        try base.reset(path, size: size, mtime: mtime, mode: mode)
+        try base.reset(path, inode: inode, size: size, mtime: mtime, mode: mode)
     }
 
     func placeholder(_ path: String, size: Int64, mtime: Double, mode: UInt32) throws(ReplicaFolder.Failure)
