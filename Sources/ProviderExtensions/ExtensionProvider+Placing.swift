@@ -56,7 +56,7 @@ extension ExtensionProvider {
                 let path = lock.withLock({ index[item.id] == nil ? index.path(parent: parent, name: item.name) : nil })
             else { continue }
             if item.kind == .file {
-                _ = adoptOwnPlaceholder(item, at: path)
+                _ = adoptOwnPlaceholder(item, at: path, reusedInode: true)
             } else if isMade(item, at: path) {
                 var record = ReplicaRecord(item: item, inode: UInt64(folder.status(path)?.st_ino ?? 0))
                 record.cachedVersion = item.version.content
