@@ -132,11 +132,11 @@ extension ExtensionProvider {
         inode: UInt64, app: String?, control: RequestControl, interrupted: @escaping @Sendable () -> Bool = { false }
     ) throws(ExtensionFailure) {
         guard
-            let (id, size) = lock.withLock({ () -> (String, Int64)? in
+            let id = lock.withLock({ () -> String? in
                 guard let id = index.id(ofInode: inode), let record = index[id], record.isFile,
                     !record.isMaterialized, record.dirty == 0
                 else { return nil }
-                return (id, record.item.size)
+                return id
             })
         else { return }
         if let app, neverDownload.contains(app) {
@@ -146,7 +146,12 @@ extension ExtensionProvider {
         defer { unregister(control, for: app) }
         for attempt in 1...Self.catchUpAttempts {
             do {
-                try materialize(id, 0, lock.withLock { index[id]?.item.size } ?? size, control, interrupted, app: app)
+                // To the end of the version present at each step: one
+                // applied meanwhile (a pull inside a fetch, an app's open
+                // catching up) may be larger, and its bytes past the old
+                // size were holes under the writer, uploaded as zeros (the
+                // replica model's seed 373).
+                try materialize(id, 0, Int64.max, control, interrupted, app: app)
                 return
             } catch  where error.code == .conflict && attempt < Self.catchUpAttempts {
                 // The store holds a version the replica has not pulled
