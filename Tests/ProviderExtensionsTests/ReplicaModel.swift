@@ -82,6 +82,10 @@ final class ReplicaModel: @unchecked Sendable {
     private let produced = Shared<Set<UInt64>>([])
     private let uploadProblems = Shared<[String]>([])
     private let conflictCopies = Shared<[String]>([])
+    /// The announced copies whose original became the remote's version
+    /// ("changed here and remotely"); the others are an app's file moved
+    /// aside for the remote's item ("made" or "moved here").
+    private let copiesOfResetFiles = Shared<Set<String>>([])
     /// `SCOPEFS_MODEL_TRACE=1`: the log shows the engine's events and,
     /// after each step, every file whose model, record or bytes changed
     /// (how seeds 7, 12 and 19 were read).
@@ -154,13 +158,17 @@ final class ReplicaModel: @unchecked Sendable {
     func startDaemon() throws {
         life = DaemonLife()
         let copies = conflictCopies
+        let resets = copiesOfResetFiles
         provider = try ExtensionProvider(
             providerID: "model", calls: LifeCalls(remote, life), folder: ReplicaFolder(root: replicaRoot),
             writer: LifeWriter(folder: ReplicaFolder(root: replicaRoot), life: life),
             store: ReplicaStore(path: storePath), staging: staging, tunables: tunables,
             logger: .init(label: "model") { _ in SwiftLogNoOpLogHandler() },
             events: { [traced = tracedEvents] event in
-                if event.kind == .conflict, let path = event.path { copies.withLock { $0.append(path) } }
+                if event.kind == .conflict, let path = event.path {
+                    copies.withLock { $0.append(path) }
+                    if event.message.contains("changed here and remotely") { resets.withLock { _ = $0.insert(path) } }
+                }
                 if Self.traces { traced.withLock { $0.append("\(event.kind) \(event.path ?? "-"): \(event.message)") } }
             })
     }
@@ -401,11 +409,16 @@ final class ReplicaModel: @unchecked Sendable {
                 problem("the conflict copy \(copy) holds bytes no app wrote")
             }
             // An app's file the engine moved aside keeps its epoch (its
-            // descriptors are on it still).
+            // descriptors are on it still), and what is at its name now is
+            // the remote's item as it was, not a new edition of it (seed
+            // 260: a descriptor of an item renamed there remotely).
+            let originalReset =
+                copiesOfResetFiles.withLock { $0.remove(copy) != nil }
+                || (!announced.contains(copy) && files[inode] == nil)
             files[inode] = File(content: bytes, epoch: files[inode]?.epoch ?? 0, local: true)
             note("  conflict copy \(copy) (\(bytes.count) bytes)")
             // The original shows the remote version now: a new edition.
-            if let original = Self.original(ofConflictCopy: copy),
+            if originalReset, let original = Self.original(ofConflictCopy: copy),
                 let (originalInode, _) = tree.first(where: { $0.value == original }),
                 var file = files[originalInode], let record = byInode[originalInode], record.dirty == 0
             {
@@ -497,8 +510,11 @@ final class ReplicaModel: @unchecked Sendable {
     /// until then it is no app's, and nothing of it may go up.
     private func isLeftByDeadDaemon(_ inode: UInt64, at path: String) -> Bool {
         var info = stat()
+        // (An empty file is no such placeholder's sign: a conflict copy of
+        // an app's truncate the daemon died before announcing is one,
+        // seed 390; an empty item's placeholder the journal adopts.)
         guard daemonDied || leftByDeadDaemon.contains(inode), lstat(replicaRoot + "/" + path, &info) == 0,
-            info.st_blocks == 0
+            info.st_blocks == 0, info.st_size > 0
         else { return false }
         leftByDeadDaemon.insert(inode)
         return true
