@@ -130,14 +130,19 @@ extension ExtensionProvider {
         // too (issue 47): they have no record, only a place in the replica.
         let tree = LocalTree.walk(folder.root)
         let unresolved = unresolvedConflicts
+        let capabilities = self.capabilities
         return lock.withLock {
             let notCreatedYet = tree.entries.keys.filter { index.id(ofInode: $0) == nil }.count
             let records = Array(index.all)
+            // So are moves and renames not sent yet (the replica model's
+            // drain saw "queue: 0" while one waited: seed 656). A record
+            // both moved and dirty counts once.
+            let movedOnly = unsentMoves(tree, capabilities).filter { $0.0.dirty == 0 }.count
             return Status(
                 provider: providerID, items: records.count - 1,
                 cachedBytes: records.reduce(0) { $0 + ($1.isFile ? $1.present.byteCount : 0) },
                 quotaBytes: quotaBytes, pinned: records.filter(\.pinned).count,
-                queued: records.filter { $0.dirty != 0 }.count + notCreatedYet,
+                queued: records.filter { $0.dirty != 0 }.count + notCreatedYet + movedOnly,
                 uploading: sync.uploadingNow.sorted().first,
                 conflicts: records.filter { $0.problem?.hasPrefix("conflict") ?? false }.count + unresolved,
                 errors: records.filter { $0.problem?.hasPrefix("error") ?? false }.count,

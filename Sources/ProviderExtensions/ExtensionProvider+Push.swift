@@ -153,21 +153,35 @@ extension ExtensionProvider {
         }
     }
 
-    private func pushMoves(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
-        let moved: [(ReplicaRecord, ChangedFields)] = lock.withLock {
-            index.all.compactMap { record in
-                guard record.item.id != ExtensionItem.rootID, let entry = tree.entries[record.inode],
-                    let parent = index.id(ofInode: entry.parentInode)
-                else { return nil }
-                var fields = ChangedFields()
-                if entry.name != record.item.name { fields.name = entry.name }
-                if parent != record.item.parent { fields.parent = parent }
-                if entry.kind != .symlink && entry.mode != record.item.mode && record.dirty == 0 {
-                    fields.mode = entry.mode
-                }
-                return fields.isEmpty ? nil : (record, fields)
+    /// The moves, renames and mode changes apps made that the store has
+    /// not got yet, as much of each as the store can keep (under the
+    /// lock). The pass sends them; `status` counts them in the queue
+    /// (nil capabilities: the extension has not started since the daemon
+    /// did, and every change counts).
+    func unsentMoves(_ tree: LocalTree, _ capabilities: ExtensionCapabilities?) -> [(ReplicaRecord, ChangedFields)] {
+        if let capabilities, !capabilities.modify { return [] }
+        // What the store cannot keep stays local (as chmod on a file
+        // system without modes), and is not asked for at every pass.
+        let settable = capabilities?.settableFields ?? ["name", "parent", "mode"]
+        let renames = capabilities?.rename ?? true
+        return index.all.compactMap { record in
+            guard record.item.id != ExtensionItem.rootID, let entry = tree.entries[record.inode],
+                let parent = index.id(ofInode: entry.parentInode)
+            else { return nil }
+            var fields = ChangedFields()
+            if entry.name != record.item.name && renames && settable.contains("name") { fields.name = entry.name }
+            if parent != record.item.parent && renames && settable.contains("parent") { fields.parent = parent }
+            if entry.kind != .symlink && entry.mode != record.item.mode && record.dirty == 0
+                && settable.contains("mode")
+            {
+                fields.mode = entry.mode
             }
+            return fields.isEmpty ? nil : (record, fields)
         }
+    }
+
+    private func pushMoves(_ tree: LocalTree, _ capabilities: ExtensionCapabilities) throws(ExtensionFailure) {
+        let moved = lock.withLock { unsentMoves(tree, capabilities) }
         // A move the store refuses for its name (`exists`) goes again once
         // another move of the pass has freed that name: an app's move into
         // a name the remote's item leaves by its own pending move.
@@ -190,17 +204,8 @@ extension ExtensionProvider {
 
     /// One move; the store's refusal for the name is returned, to go again.
     private func move(
-        _ record: ReplicaRecord, _ proposed: ChangedFields, _ tree: LocalTree, _ capabilities: ExtensionCapabilities
+        _ record: ReplicaRecord, _ fields: ChangedFields, _ tree: LocalTree, _ capabilities: ExtensionCapabilities
     ) throws(ExtensionFailure) -> ExtensionFailure? {
-        var fields = proposed
-        if !capabilities.modify { return nil }
-        // What the store cannot keep stays local (as chmod on a file
-        // system without modes), and is not asked for at every pass.
-        let settable = capabilities.settableFields
-        if !capabilities.rename || !settable.contains("name") { fields.name = nil }
-        if !capabilities.rename || !settable.contains("parent") { fields.parent = nil }
-        if !settable.contains("mode") { fields.mode = nil }
-        if fields.isEmpty { return nil }
         do {
             let answer = try calls.modify(
                 record.item.id, baseVersion: record.item.version, fields: fields, contents: nil, RequestControl())

@@ -242,6 +242,15 @@ final class ReplicaModel: @unchecked Sendable {
             provider.released(inode: inode)
             return errno
         }
+        // The mount opens the name and checks it is still the node's file:
+        // another (a catch-up inside the open moved this one away, seed
+        // 686) is ESTALE, and the kernel looks the name up again.
+        var opened = stat()
+        guard fstat(descriptor, &opened) == 0, UInt64(opened.st_ino) == inode else {
+            Glibc.close(descriptor)
+            provider.released(inode: inode)
+            return ESTALE
+        }
         var handle = Handle(
             descriptor: descriptor, inode: inode, edition: provider.edition(inode: inode),
             epoch: files[inode]?.epoch ?? 0, writable: writes)
@@ -599,7 +608,14 @@ final class ReplicaModel: @unchecked Sendable {
             }
         }
         let queued = provider.status.queued
-        let dirty = records.filter { $0.dirty != 0 }.count + unknownFiles().count
+        // (A move an app made and the store has not got is queued too.)
+        let moved = records.filter { record in
+            guard record.dirty == 0, record.item.id != ExtensionItem.rootID, let here = tree[record.inode] else {
+                return false
+            }
+            return here != provider.lock.withLock { provider.index.path(of: record.item.id) }
+        }
+        let dirty = records.filter { $0.dirty != 0 }.count + unknownFiles().count + moved.count
         if queued != dirty { problem("status counts \(queued) queued, the replica has \(dirty) to send") }
     }
 
