@@ -154,3 +154,28 @@ def test_a_create_whose_answer_was_lost_is_not_a_duplicate(env, cloud):
     assert names == ["big.bin", "new.txt", "report.txt"], names
     assert (cloud.remote / "docs/new.txt").read_text() == "made once\n"
     assert sorted(ask(s, op="list", path=cloud.path(ALPHA, "docs"))["ok"]) == names
+
+
+def test_a_writers_open_takes_a_remote_edit_the_daemon_has_not_pulled(env, cloud):
+    """S43, S49 (docs/PROVIDERS.md: "a writer's open whose download meets a
+    version not pulled yet takes that version"): the store's change feed
+    lags (`frozen-changes`), the file is edited remotely, and an app opens
+    it for writing without truncating and patches its first bytes. The
+    open takes the remote's new version (no ESTALE, no EIO), the app's
+    edit lands on it, and it goes up as one file with no conflict copy.
+    Seen failing with the catch-up taken out (one attempt): the app's
+    open failed with ESTALE."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    path = cloud.path(ALPHA, "docs/report.txt")
+    cloud.switch("frozen-changes", "")
+    edited = b"edited remotely, longer than the version the replica knows\n" * 40
+    (cloud.remote / "docs/report.txt").write_bytes(edited)
+    assert ask(s, op="patch", path=path, data="EDIT", offset=0) == {"ok": 4}
+    wanted = b"EDIT" + edited[4:]
+    assert ask(s, op="read", path=path) == {"ok": sha(wanted)}
+    cloud.switch("frozen-changes", None)
+    remote = cloud.remote / "docs/report.txt"
+    wait_for("the upload", remote.read_bytes, lambda data: data == wanted, timeout=15)
+    listing = ask(s, op="list", path=cloud.path(ALPHA, "docs"))["ok"]
+    assert not [name for name in listing if "conflict" in name], listing

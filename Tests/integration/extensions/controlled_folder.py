@@ -21,6 +21,9 @@ request looks at files in CONTROL, which the test writes:
   file's id a second time, as ``twin-of-NAME`` (an extension's bug);
 - ``vanish``: a file name; ``item`` and ``fetch`` of a file of that name
   answer ``noSuchItem`` (the store lost it, its listing does not know yet);
+- ``frozen-changes``: ``changes`` answers that nothing changed, with the
+  anchor it was given (the store's change feed lags behind its items: only
+  ``item`` and ``fetch`` tell of an edit);
 - ``crash`` (read at start): the process exits with status 1 before it
   answers anything (a crash loop: the provider ends ``failed``);
 - ``hostile-thumbnail``: ``text``, ``symlink``, ``big`` or ``outside``: each
@@ -49,7 +52,7 @@ sys.path.insert(0, str(ROOT / "docs" / "examples" / "extensions"))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
 from folder import FolderExtension  # noqa: E402 - the example sits in docs/examples/extensions
-from scopefs_extension import Cancelled, Fetched, NoSuchItem, Thumbnail, Unreachable, run  # noqa: E402
+from scopefs_extension import Cancelled, Changes, Fetched, NoSuchItem, Thumbnail, Unreachable, run  # noqa: E402
 
 
 class ControlledFolder(FolderExtension):
@@ -126,6 +129,8 @@ class ControlledFolder(FolderExtension):
 
     def enumerate_changes(self, anchor):
         self._note("changes")
+        if self._switch("frozen-changes") is not None:
+            return Changes(updated=[], deleted=[], anchor=anchor)
         return super().enumerate_changes(anchor)
 
     def fetch_contents(self, identifier, version, byte_range, request):
