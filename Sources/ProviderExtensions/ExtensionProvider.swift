@@ -69,10 +69,18 @@ public final class ExtensionProvider: @unchecked Sendable {
     /// still show the evicted bytes (issue 47). Set before `start`; never
     /// called on a FUSE worker.
     public var onContentDropped: (@Sendable (UInt64) -> Void)?
-    /// Apps that never trigger downloads (an indexer, a backup).
+    /// Apps that never trigger downloads (an indexer, a backup). An app
+    /// set so causes no traffic from then on (S42): what it started, its
+    /// read-ahead included, is cancelled, as at a revoke.
     public var neverDownload: Set<String> {
         get { lock.withLock { neverDownloadApps } }
-        set { lock.withLock { neverDownloadApps = newValue } }
+        set {
+            let added: Set<String> = lock.withLock {
+                defer { neverDownloadApps = newValue }
+                return newValue.subtracting(neverDownloadApps)
+            }
+            for app in added { cancelDownloads(of: app) }
+        }
     }
     var neverDownloadApps: Set<String> = []
     /// Items' previews, fetched and saved by apps (SPEC S50).

@@ -109,6 +109,41 @@ def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
     cloud.switch("slow-fetch", None)
 
 
+def test_downloads_never_cancels_what_the_app_started(env, cloud):
+    """S42 (an app that never downloads causes no traffic), issue 47's
+    "cancellation that reaches everything": `scopefs app set APP
+    --downloads never` while the app waits on a window and its read-ahead
+    cancels them all, as a revoke does, and its next read of a placeholder
+    is EDEADLK with no fetch. Seen failing on the old main: the fetches ran
+    on, none was cancelled."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    big = cloud.path(ALPHA, "docs/big.bin")
+    assert "ok" in ask(s, op="read", path=big, offset=0, length=4096)
+    cloud.switch("slow-fetch", "20")
+    before = len(cloud.calls())
+    reader = threading.Thread(target=lambda: ask(s, op="read", path=big, offset=1 << 20, length=1 << 20), daemon=True)
+    reader.start()
+    wait_for(
+        "the window and its read-ahead to be fetched",
+        lambda: [c for c in cloud.calls()[before:] if c.startswith("fetch")],
+        lambda started: len(started) >= 2,
+    )
+    started = [c for c in cloud.calls()[before:] if c.startswith("fetch")]
+    env.cli("app", "set", ALPHA, "--downloads", "never")
+    wait_for(
+        f"all {len(started)} fetches cancelled",
+        lambda: [c for c in cloud.calls()[before:] if c.startswith("cancelled")],
+        lambda cancelled: len(cancelled) >= len(started),
+        timeout=10,
+    )
+    reader.join(timeout=10)
+    cloud.switch("slow-fetch", None)
+    fetched = len([c for c in cloud.calls() if c.startswith("fetch")])
+    assert ask(s, op="read", path=big, offset=BIG - 4096, length=4096) == {"errno": "EDEADLOCK"}
+    assert len([c for c in cloud.calls() if c.startswith("fetch")]) == fetched
+
+
 def test_a_remote_edit_during_a_read_never_mixes_versions(env, cloud):
     """Finding 4 (S42): a same-size remote edit while a descriptor reads:
     its later reads get ESTALE, never the new version's bytes after the
