@@ -79,18 +79,15 @@ def test_a_short_fetch_answer_is_an_error_not_a_loop(env, cloud):
     assert os.path.exists(cloud.remote / "docs/big.bin")
 
 
-def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
-    """Finding 6 (S42: a revoked app causes no traffic): the read-ahead
-    window a sequential reader started is cancelled with the read it
-    waited on, not left to finish after the revoke."""
-    grant = env.grant(ALPHA, f"{CLOUD}:docs")
-    s, _ = session(env, cloud)
-    big = cloud.path(ALPHA, "docs/big.bin")
-    assert "ok" in ask(s, op="read", path=big, offset=0, length=4096)
+def cancels_a_window_and_its_read_ahead(env, cloud, s, path: str, cut) -> None:
+    """A sequential reader of `path` waits on a window while the next ones
+    are fetched ahead (slow fetches); `cut()` must cancel every one of
+    those fetches, not leave them to finish."""
+    assert "ok" in ask(s, op="read", path=path, offset=0, length=4096)
     cloud.switch("slow-fetch", "20")
     before = len(cloud.calls())
     # Where the last read ended: the window grows and the next ones are fetched ahead.
-    reader = threading.Thread(target=lambda: ask(s, op="read", path=big, offset=1 << 20, length=1 << 20), daemon=True)
+    reader = threading.Thread(target=lambda: ask(s, op="read", path=path, offset=1 << 20, length=1 << 20), daemon=True)
     reader.start()
     wait_for(
         "the window and its read-ahead to be fetched",
@@ -98,7 +95,7 @@ def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
         lambda started: len(started) >= 2,
     )
     started = [c for c in cloud.calls()[before:] if c.startswith("fetch")]
-    env.revoke(ALPHA, grant)
+    cut()
     wait_for(
         f"all {len(started)} fetches cancelled",
         lambda: [c for c in cloud.calls()[before:] if c.startswith("cancelled")],
@@ -107,6 +104,17 @@ def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
     )
     reader.join(timeout=10)
     cloud.switch("slow-fetch", None)
+
+
+def test_a_revoke_cancels_the_read_ahead_its_reads_started(env, cloud):
+    """Finding 6 (S42: a revoked app causes no traffic): the read-ahead
+    window a sequential reader started is cancelled with the read it
+    waited on, not left to finish after the revoke."""
+    grant = env.grant(ALPHA, f"{CLOUD}:docs")
+    s, _ = session(env, cloud)
+    cancels_a_window_and_its_read_ahead(
+        env, cloud, s, cloud.path(ALPHA, "docs/big.bin"), lambda: env.revoke(ALPHA, grant)
+    )
 
 
 def test_downloads_never_cancels_what_the_app_started(env, cloud):
@@ -119,26 +127,9 @@ def test_downloads_never_cancels_what_the_app_started(env, cloud):
     env.grant(ALPHA, f"{CLOUD}:docs")
     s, _ = session(env, cloud)
     big = cloud.path(ALPHA, "docs/big.bin")
-    assert "ok" in ask(s, op="read", path=big, offset=0, length=4096)
-    cloud.switch("slow-fetch", "20")
-    before = len(cloud.calls())
-    reader = threading.Thread(target=lambda: ask(s, op="read", path=big, offset=1 << 20, length=1 << 20), daemon=True)
-    reader.start()
-    wait_for(
-        "the window and its read-ahead to be fetched",
-        lambda: [c for c in cloud.calls()[before:] if c.startswith("fetch")],
-        lambda started: len(started) >= 2,
+    cancels_a_window_and_its_read_ahead(
+        env, cloud, s, big, lambda: env.cli("app", "set", ALPHA, "--downloads", "never")
     )
-    started = [c for c in cloud.calls()[before:] if c.startswith("fetch")]
-    env.cli("app", "set", ALPHA, "--downloads", "never")
-    wait_for(
-        f"all {len(started)} fetches cancelled",
-        lambda: [c for c in cloud.calls()[before:] if c.startswith("cancelled")],
-        lambda cancelled: len(cancelled) >= len(started),
-        timeout=10,
-    )
-    reader.join(timeout=10)
-    cloud.switch("slow-fetch", None)
     fetched = len([c for c in cloud.calls() if c.startswith("fetch")])
     assert ask(s, op="read", path=big, offset=BIG - 4096, length=4096) == {"errno": "EDEADLOCK"}
     assert len([c for c in cloud.calls() if c.startswith("fetch")]) == fetched
