@@ -46,6 +46,10 @@ public final class FuseSession: Sendable {
         context.session.store(0, ordering: .releasing)
         context.passthrough.device.store(-1, ordering: .releasing)
         context.invalidations.sync {}
+        exitWatch.withLock { $0?.timer.cancel() }
+        _ = Self.signalledSession.compareExchange(
+            expected: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(session))), desired: 0,
+            ordering: .acquiringAndReleasing)
         fuse_session_destroy(session)
     }
 
@@ -72,7 +76,46 @@ public final class FuseSession: Sendable {
     /// SIGINT, SIGTERM and SIGHUP end the loop (libfuse's handlers).
     public func installSignalHandlers() {
         _ = fuse_set_signal_handlers(session)
+        // libfuse's handler only marks the session exited, on whichever
+        // thread took the signal; the loop's thread sees the mark only when
+        // it is interrupted itself, and a mark made before the loop starts
+        // may not be seen at all. `scopefs portal` took over 30 s to end on
+        // a SIGHUP sent as it came up, beside a loaded suite (twice in a
+        // full run). So the signal is also remembered here, and a watch
+        // ends the loop a moment after it, whoever took it and whenever.
+        Self.signalled.store(0, ordering: .relaxed)
+        Self.signalledSession.store(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(session))), ordering: .releasing)
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { number in
+            FuseSession.signalled.store(number, ordering: .releasing)
+            let pointer = FuseSession.signalledSession.load(ordering: .acquiring)
+            if pointer != 0, let session = OpaquePointer(bitPattern: pointer) { fuse_session_exit(session) }
+        }
+        sigemptyset(&action.sa_mask)
+        for number in [SIGTERM, SIGINT, SIGHUP] { sigaction(number, &action, nil) }
+        let watch = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        watch.schedule(deadline: .now() + Self.exitWatchSeconds, repeating: Self.exitWatchSeconds)
+        watch.setEventHandler { [weak self] in self?.endLoopIfSignalled() }
+        watch.resume()
+        exitWatch.withLock { $0 = ExitWatch(timer: watch) }
     }
+
+    /// The last of SIGTERM, SIGINT and SIGHUP the process took (0: none),
+    /// and the session its handler ends; set by the handler, so atomics.
+    private static let signalled = Atomic<Int32>(0)
+    private static let signalledSession = Atomic<UInt>(0)
+
+    private func endLoopIfSignalled() {
+        guard Self.signalled.load(ordering: .acquiring) != 0 || fuse_session_exited(session) != 0 else { return }
+        fuse_session_exit(session)
+        let thread = loopThread.load(ordering: .acquiring)
+        if thread != 0 { pthread_kill(pthread_t(thread), Self.wakeSignal) }
+    }
+
+    private static let exitWatchSeconds = 0.1
+    /// A timer is used from its own queue and cancelled once, under the lock.
+    private struct ExitWatch: @unchecked Sendable { let timer: any DispatchSourceTimer }
+    private let exitWatch = Mutex<ExitWatch?>(nil)
 
     /// Serves requests on up to `maxThreads` threads until unmount, signal
     /// or `stop()`.
@@ -80,6 +123,8 @@ public final class FuseSession: Sendable {
         Self.installWakeHandler
         loopThread.store(UInt(pthread_self()), ordering: .releasing)
         defer { loopThread.store(0, ordering: .releasing) }
+        // Asked to end before the loop began: it is not begun.
+        if Self.signalled.load(ordering: .acquiring) != 0 { return 0 }
         guard let config = fuse_loop_cfg_create() else { return -ENOMEM }
         defer { fuse_loop_cfg_destroy(config) }
         fuse_loop_cfg_set_max_threads(config, maxThreads)
@@ -119,6 +164,11 @@ public final class FuseSession: Sendable {
     /// gone from this namespace already, and whatever is mounted there now
     /// is not ours.
     public func unmount() {
+        Self.signalledSession.store(0, ordering: .releasing)
+        exitWatch.withLock { watch in
+            watch?.timer.cancel()
+            watch = nil
+        }
         fuse_remove_signal_handlers(session)
         if !stopped.load(ordering: .acquiring) { fuse_session_unmount(session) }
     }
