@@ -247,6 +247,9 @@ public enum Daemon {
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
         _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
         sweepPartialCopies(state: state)
+        // What an earlier daemon's apps left of their saves (S48).
+        let leftTemporaries = fileSystem.removeLeftTemporaries()
+        if leftTemporaries > 0 { logger.info("removed \(leftTemporaries) temporaries of saves an earlier daemon left") }
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
         // Claims on a fleet's shared provider items are the fleet's (issue 34).
@@ -410,6 +413,8 @@ public enum Daemon {
                 lastOfApp
                 ? Set(fileSystem.snapshot.grants(of: process.app).filter(\.isSession).map(\.id)) : []
             exits.async {
+                // A save its app did not finish never will (S48).
+                if lastOfApp { fileSystem.removeTemporaries(of: process.app) }
                 var removed = inbox.processExited(process.key)
                 removed.merge(inbox.removeExpired(apps: Array(fileSystem.snapshot.apps.keys))) { $0 + $1 }
                 for (app, paths) in removed {

@@ -191,7 +191,15 @@ extension ScopeFileSystem {
         if handle.grantVerified.load(ordering: .acquiring) == current { return }
         // The kernel holds the node while the file is open.
         guard let resolved = table.resolve(handle.node.inode, generation: current) else { throw .notPermitted }
-        let coverage = try coverage(of: resolved, app: app, provider: provider)
+        let coverage: Coverage
+        do {
+            coverage = try self.coverage(of: resolved, app: app, provider: provider)
+        } catch .noSuchFileOrDirectory {
+            // Unlinked while open (a removed temporary of a save, a file
+            // deleted on the host): no name leads to it any more, so the
+            // grant it was opened through decides, as for a moved item.
+            coverage = .hidden
+        }
         let caller = handle.user.caller
         let verdict = withPolicy {
             $0.permitDescriptor(handle.access, coverage: coverage, openedThrough: handle.grant, caller: caller)

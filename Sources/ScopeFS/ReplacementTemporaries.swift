@@ -128,6 +128,43 @@ final class ReplacementTemporaries: Sendable {
         }
     }
 
+    /// Forgets every temporary `ending` picks and returns their host
+    /// files (provider, host path) for the caller to remove: those of an
+    /// app whose last process exited, or made to replace a grant's file
+    /// that lost its access. A save left that way is never finished, and
+    /// its file would stay in the owner's folder for good.
+    func removeAll(where ending: (Key, Temporary) -> Bool) -> [(provider: ProviderID, hostPath: String)] {
+        state.withLock { state in
+            var ended: [(ProviderID, String)] = []
+            for (key, temporary) in state.temporaries where ending(key, temporary) {
+                state.temporaries[key] = nil
+                let host = Self.hostKey(key, temporary)
+                state.byHostPath[host] = nil
+                ended.append((key.provider, host.path))
+            }
+            held.store(state.temporaries.count, ordering: .releasing)
+            return ended
+        }
+    }
+
+    /// Whether some app's temporary has its host file at `hostPath`.
+    func holds(provider: ProviderID, hostPath: String) -> Bool {
+        state.withLock { state in state.byHostPath.keys.contains { $0.provider == provider && $0.path == hostPath } }
+    }
+
+    /// Whether `name` has the form `hostName(beside:)` gives, beside `granted`.
+    static func isHostName(_ name: String, beside granted: String) -> Bool {
+        let prefix = ".\(granted).scopefs-".utf8
+        guard name.utf8.starts(with: prefix) else { return false }
+        let suffix = name.utf8.dropFirst(prefix.count)
+        // UInt64's largest, in base 36, has 13 digits.
+        return (1...13).contains(suffix.count)
+            && suffix.allSatisfy {
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+            }
+    }
+
     /// Gives the temporary another name the app sees (its host file stays).
     func rename(_ key: Key, to path: String) {
         state.withLock { state in

@@ -34,7 +34,21 @@ extension ScopeFileSystem {
     }
 
     public func getattr(_ request: Request, inode: UInt64, handle: UInt64?) throws(Errno) -> Attributes {
-        let target = try gate(inode, .lookup, callers.caller(of: request), .getattr)
+        let caller = callers.caller(of: request)
+        let target: Target
+        do {
+            target = try gate(inode, .lookup, caller, .getattr)
+        } catch .noSuchFileOrDirectory where handle != nil {
+            // An open file no name leads to any more (unlinked, a save's
+            // temporary a revoke removed): the kernel asks before a read
+            // through it, and the descriptor's rule answers (S14: EPERM
+            // once revoked), not the name's ENOENT.
+            guard let handle else { throw .noSuchFileOrDirectory }
+            let open = OpenHandle.from(handle)
+            try checkUser(open, request, .getattr, caller)
+            try checkStillGranted(open, .getattr, request)
+            return Attributes(stat: presentedContent(open.node, try Sys.stat(open.descriptor)), timeout: 0)
+        }
         // A temporary of a save is its app's alone (S48): never kept.
         let timeout = isTemporary(target.node) ? 0 : attributeTimeout(target.node, parent: target.resolved.parent)
         if let handle, target.node.place.isBacked, !target.node.isDirectory {

@@ -195,8 +195,10 @@ extension ScopeFileSystem {
             view: folder.node.view, moved: moved)
         temporaries.remove(key)
         if let moved { temporaries.replaced(replaced.id, by: ItemFile(device: moved.device, inode: moved.inode)) }
-        // The grant's item is the new file: its record follows (S48).
+        // The grant's item is the new file: its record follows (S48), and
+        // other apps presenting it hear that its content changed.
         documents.itemReplaced(provider: key.provider, path: other.path)
+        documents.contentWritten(by: key.app, provider: key.provider, path: other.path, in: snapshot)
         return true
     }
 

@@ -238,9 +238,11 @@ public final class ScopeFileSystem: FileSystem {
         let changed = snapshot.grantIDsChanged(since: previous)
         invalidation.inodes += keptListingsAltered(from: previous, to: snapshot, changed: changed)
         scopes.grantsRemoved(Set(changed.filter { previous.grantsByID[$0] != nil && snapshot.grantsByID[$0] == nil }))
+        var cut: Set<GrantID> = []
         for id in changed {
             let (old, new) = (previous.grantsByID[id], snapshot.grantsByID[id])
             if let old, old.state == .active, new?.state != .active {
+                cut.insert(id)
                 for node in table.nodes(app: old.app, provider: old.provider, within: old.relativePath) {
                     invalidation.inodes.append(node.inode)
                     if new == nil { invalidation.entries.append((node.parent, node.name)) }
@@ -253,6 +255,7 @@ public final class ScopeFileSystem: FileSystem {
                     app: new.app, provider: new.provider, path: new.relativePath)
             }
         }
+        removeTemporaries(replacing: cut)
         return invalidation
     }
 

@@ -16,7 +16,7 @@ import os
 
 import pytest
 from doc_scope_helpers import GETXATTR, bookmark, mount, resolve_ok
-from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES, describe, run_bounded
+from scopefs_harness import ALPHA, BETA, ITEMS_MOVE, LOCAL, REPORT_BYTES, describe, run_bounded, wait_for
 from test_portal import SYSTEM_PYTHON
 
 REPORT = "docs/report.txt"
@@ -237,8 +237,9 @@ emit(result)
 
 def test_revoke_cuts_a_temporary(env):
     """SPEC S48, S14: a revoke of the granted file cuts the temporary's
-    descriptor (EPERM at its next write) and the rename over the file;
-    another app never sees the temporary (ENOENT)."""
+    descriptor (EPERM at its next write) and removes the temporary, so
+    the rename over the file finds no name (ENOENT) and the owner's folder
+    keeps no hidden file; another app never sees the temporary (ENOENT)."""
     env.grant(ALPHA, f"{LOCAL}:{REPORT}")
     env.grant(BETA, f"{LOCAL}:{REPORT}")
     mount(env)
@@ -251,7 +252,68 @@ def test_revoke_cuts_a_temporary(env):
     session.send()
     got = session.recv()
     assert session.finish() == 0
-    assert got["write"] == "EPERM" and got["rename"] == "EPERM", got
+    # The revoke removed the temporary: its name is no more (ENOENT).
+    assert got["write"] == "EPERM" and got["rename"] == "ENOENT", got
+    assert (env.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
+    # The save it cut will never end: its hidden file left with it.
+    assert sorted(os.listdir(env.backing(LOCAL) / "docs")) == ["report.txt", "secret.txt"]
+
+
+def host_folder(env) -> list[str]:
+    return sorted(os.listdir(env.backing(LOCAL) / "docs"))
+
+
+# argv: the granted file. Starts a save and ends without finishing it, as
+# an app that crashes mid-save does.
+ABANDON = """
+target = sys.argv[1]
+start_accessing(target)
+fd = os.open(os.path.join(os.path.dirname(target), "draft"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+os.write(fd, b"never saved")
+step({"made": True})
+os._exit(0)
+"""
+
+
+def test_a_save_the_app_never_finished_leaves_no_file(env):
+    """SPEC S48, S40: an app that made a temporary and exited without
+    renaming it (a crash mid-save) leaves nothing in the owner's folder
+    once its last process is gone; the document is as it was."""
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    session = env.app_session(ALPHA, ABANDON, env.prov(ALPHA, LOCAL, REPORT))
+    assert session.recv() == {"made": True}
+    assert len(host_folder(env)) == 3, "the temporary's host file is there while the app runs"
+    session.send()
+    session.finish()
+    wait_for("the abandoned temporary removed", lambda: host_folder(env), lambda names: len(names) == 2)
+    assert host_folder(env) == ["report.txt", "secret.txt"]
+    assert (env.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
+
+
+def test_a_killed_daemons_temporaries_are_removed_at_the_next_mount(env):
+    """SPEC S48, S34: the daemon killed while an app holds a temporary
+    leaves its hidden host file; the next mount removes it, and nothing
+    else: a file of the owner's of a name close to it, and a symbolic
+    link of exactly such a name, stay."""
+    docs = env.backing(LOCAL) / "docs"
+    (docs / ".report.txt.scopefs-Owner").write_bytes(b"the owner's")
+    os.symlink("secret.txt", docs / ".report.txt.scopefs-link1")
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount(env)
+    session = env.app_session(ALPHA, HOLD, env.prov(ALPHA, LOCAL, REPORT))
+    assert session.recv() == {"made": True}
+    [left] = [
+        n
+        for n in host_folder(env)
+        if n not in (".report.txt.scopefs-Owner", ".report.txt.scopefs-link1", "report.txt", "secret.txt")
+    ]
+    assert left.startswith(".report.txt.scopefs-"), left
+    env.kill_daemon()
+    session.kill()
+    mount(env)
+    assert host_folder(env) == [".report.txt.scopefs-Owner", ".report.txt.scopefs-link1", "report.txt", "secret.txt"]
+    assert (docs / "secret.txt").read_bytes() == b"top secret\n"
     assert (env.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
 
 

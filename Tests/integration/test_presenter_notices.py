@@ -174,6 +174,46 @@ def test_an_apps_truncate_is_changed_to_others_not_to_the_writer(channel_world):
     assert (world.backing(LOCAL) / REPORT).read_bytes() == b"ag"
 
 
+PY_SAVER = """
+import scopefs
+path = sys.argv[1]
+notices = scopefs.watch_documents(timeout=2.5)
+scopefs.start_accessing(path)
+step({"ready": True})
+temp = os.path.join(os.path.dirname(path), ".report.txt.saving")
+with open(temp, "wb") as f:
+    f.write(b"saved atomically\\n")
+    os.fsync(f.fileno())
+os.rename(temp, path)
+emit({"saved": time.time()})
+for notice in notices:
+    emit(notice)
+emit({"done": True})
+"""
+
+
+@pytest.mark.parametrize("granted", ["file", "folder"])
+def test_an_atomic_save_is_changed_to_others_not_to_the_saver(channel_world, granted):
+    """SPEC S48, S27a: an app saves a document by a temporary renamed over
+    it, beside a single-file grant or inside a granted folder: another app
+    presenting the document hears `changed` within 1 s, as for a write in
+    place, and the saver hears nothing of its own save."""
+    world = channel_world
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:{REPORT if granted == 'file' else 'docs'}")
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
+    saver = world.app_session(BETA, "import time\n" + PY_SAVER, world.prov(BETA, LOCAL, REPORT))
+    assert saver.recv() == {"ready": True}
+    saver.send("go")
+    saved = saver.recv()
+    assert "saved" in saved, saved
+    notice = alpha.recv(timeout=5)
+    assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
+    assert notice["at"] - saved["saved"] < 1.0, notice["at"] - saved["saved"]
+    assert [n for n in until_done(saver) if n.get("kind") == "changed"] == [], "the saver heard of its own save"
+    assert (world.backing(LOCAL) / REPORT).read_bytes() == b"saved atomically\n"
+
+
 PY_ORDERED_HOLDER = """
 import scopefs
 path = sys.argv[1]
