@@ -115,21 +115,30 @@ emit({"done": True})
 """
 
 
+def heard_by_a_presenter_within_a_second(world, granted: str, script: str, stamp: str):
+    """ALPHA presents REPORT; BETA, granted `granted`, runs `script`, which
+    changes REPORT when told and emits the time under `stamp`: ALPHA hears
+    `changed` within 1 s. Returns BETA's session, to read what it heard."""
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    world.cli("open", BETA, f"{LOCAL}:{granted}")
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
+    changer = world.app_session(BETA, "import time\n" + script, world.prov(BETA, LOCAL, REPORT))
+    assert changer.recv() == {"ready": True}
+    changer.send("go")
+    changed = changer.recv()
+    assert stamp in changed, changed
+    notice = alpha.recv(timeout=5)
+    assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
+    assert notice["at"] - changed[stamp] < 1.0, notice["at"] - changed[stamp]
+    return changer
+
+
 def test_another_apps_write_is_changed_to_others_not_to_the_writer(channel_world):
     """An app writes a document through the mount and closes it: another
     app presenting it hears `changed` within 1 s; the writer does not hear
     of its own write."""
     world = channel_world
-    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
-    world.cli("open", BETA, f"{LOCAL}:docs")
-    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
-    writer = world.app_session(BETA, "import time\n" + PY_WRITER, world.prov(BETA, LOCAL, REPORT))
-    assert writer.recv() == {"ready": True}
-    writer.send("go")
-    wrote = writer.recv()
-    notice = alpha.recv(timeout=5)
-    assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
-    assert notice["at"] - wrote["wrote"] < 1.0, notice["at"] - wrote["wrote"]
+    writer = heard_by_a_presenter_within_a_second(world, "docs", PY_WRITER, "wrote")
     assert until_done(writer) == [], "the writer heard of its own write"
     assert (world.backing(LOCAL) / REPORT).read_bytes().endswith(b"written through the mount\n")
 
@@ -199,17 +208,7 @@ def test_an_atomic_save_is_changed_to_others_not_to_the_saver(channel_world, gra
     presenting the document hears `changed` within 1 s, as for a write in
     place, and the saver hears nothing of its own save."""
     world = channel_world
-    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
-    world.cli("open", BETA, f"{LOCAL}:{REPORT if granted == 'file' else 'docs'}")
-    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
-    saver = world.app_session(BETA, "import time\n" + PY_SAVER, world.prov(BETA, LOCAL, REPORT))
-    assert saver.recv() == {"ready": True}
-    saver.send("go")
-    saved = saver.recv()
-    assert "saved" in saved, saved
-    notice = alpha.recv(timeout=5)
-    assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
-    assert notice["at"] - saved["saved"] < 1.0, notice["at"] - saved["saved"]
+    saver = heard_by_a_presenter_within_a_second(world, REPORT if granted == "file" else "docs", PY_SAVER, "saved")
     assert [n for n in until_done(saver) if n.get("kind") == "changed"] == [], "the saver heard of its own save"
     assert (world.backing(LOCAL) / REPORT).read_bytes() == b"saved atomically\n"
 
