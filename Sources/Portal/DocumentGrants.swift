@@ -253,6 +253,14 @@ final class DocumentGrants: Sendable {
         }
     }
 
+    /// Removes the document's session grants for good: those a transient
+    /// document of an earlier portal gave, which ended with it.
+    func forgetSessions(_ document: PortalDocument) throws(PortalError) {
+        for grant in try grants(of: document) where grant.isSession {
+            _ = try policy(.forget(app: grant.app, grant: grant.id))
+        }
+    }
+
     /// Removes every grant of the document for good (the portal's Delete).
     func forgetAll(_ document: PortalDocument) throws(PortalError) {
         for grant in try grants(of: document) {

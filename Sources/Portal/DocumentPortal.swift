@@ -51,6 +51,21 @@ final class DocumentPortal: Sendable {
             appUIDs: Set(appAccount.map { [$0.uid] } ?? []))
     }
 
+    /// Ends what an earlier portal's transient documents gave: they lasted
+    /// its lifetime (as xdg-document-portal's do), so their session grants
+    /// end now, whether it stopped cleanly or was killed; without this an
+    /// app kept access a restart had taken from the document table.
+    /// Returns how many documents ended, or what failed.
+    func endEarlierTransients() -> Result<Int, PortalError> {
+        do throws(PortalError) {
+            for document in table.ended { try grants.forgetSessions(document) }
+            do { try table.forgetEnded() } catch { throw .failed("cannot save the document store: \(error)") }
+            return .success(table.ended.count)
+        } catch {
+            return .failure(error)
+        }
+    }
+
     // MARK: Adding documents
 
     /// Add, AddNamed, AddFull and AddNamedFull: one document per file,

@@ -48,21 +48,35 @@ public struct PortalDocument: Codable, Sendable, Equatable {
     var pendingGrants: [Grant] { (pending ?? [:]).keys.sorted().compactMap(pendingGrant) }
 }
 
-/// The portal's documents: persistent ones in a JSON file of the state
-/// directory (written whole, through a rename, so a crash leaves the old
-/// or the new file), the others in memory for the portal's lifetime.
+/// The portal's documents, in a JSON file of the state directory
+/// (written whole, through a rename, so a crash leaves the old or the new
+/// file). Persistent ones outlive the portal; transient ones last the
+/// portal's lifetime, and are written too so that the next portal knows
+/// which session grants the last one gave (`ended`), however it stopped.
 /// The bus thread changes it while the layout's FUSE workers read it.
 final class DocumentTable: Sendable {
     private let table = Mutex<[String: PortalDocument]>([:])
     private let file: String
+    /// The transient documents an earlier portal left in the file: gone
+    /// with it, their grants are to end (`DocumentPortal.endTransient`).
+    let ended: [PortalDocument]
 
     init(file: String) {
         self.file = file
-        if let data = FileManager.default.contents(atPath: file),
-            let saved = try? JSONDecoder().decode([PortalDocument].self, from: data)
-        {
-            table.withLock { documents in for document in saved { documents[document.id] = document } }
+        let saved =
+            FileManager.default.contents(atPath: file).flatMap {
+                try? JSONDecoder().decode([PortalDocument].self, from: $0)
+            } ?? []
+        ended = saved.filter { !$0.persistent }
+        table.withLock { documents in
+            for document in saved where document.persistent { documents[document.id] = document }
         }
+    }
+
+    /// Writes the table without the earlier portal's transient documents,
+    /// once their grants ended.
+    func forgetEnded() throws {
+        if !ended.isEmpty { try save() }
     }
 
     var documents: [String: PortalDocument] { table.withLock { $0 } }
@@ -92,7 +106,7 @@ final class DocumentTable: Sendable {
                 id: id, hostPath: hostPath, provider: provider, relativePath: relativePath, isDirectory: isDirectory,
                 persistent: persistent)
             documents[id] = document
-            return (document, persistent)
+            return (document, true)
         }
         if changed { try save() }
         return document
@@ -100,37 +114,37 @@ final class DocumentTable: Sendable {
 
     /// Sets (nil: removes) `app`'s pending permission on the document.
     func setPending(_ id: String, app: AppID, _ access: Access?) throws {
-        let persistent = table.withLock { documents -> Bool in
+        let changed = table.withLock { documents -> Bool in
             guard var document = documents[id] else { return false }
             var pending = document.pending ?? [:]
             pending[app] = access
             document.pending = pending.isEmpty ? nil : pending
             documents[id] = document
-            return document.persistent
+            return true
         }
-        if persistent { try save() }
+        if changed { try save() }
     }
 
     /// Removes every pending permission of the document, returning them.
     func takePending(_ id: String) throws -> [AppID: Access] {
-        let (taken, persistent) = table.withLock { documents -> ([AppID: Access], Bool) in
-            guard var document = documents[id], let pending = document.pending else { return ([:], false) }
+        let taken = table.withLock { documents -> [AppID: Access] in
+            guard var document = documents[id], let pending = document.pending else { return [:] }
             document.pending = nil
             documents[id] = document
-            return (pending, document.persistent)
+            return pending
         }
-        if persistent && !taken.isEmpty { try save() }
+        if !taken.isEmpty { try save() }
         return taken
     }
 
     func remove(_ id: String) throws {
-        guard let removed = table.withLock({ $0.removeValue(forKey: id) }) else { return }
-        if removed.persistent { try save() }
+        guard table.withLock({ $0.removeValue(forKey: id) }) != nil else { return }
+        try save()
     }
 
     /// Written by the bus thread only, so two saves never race.
     private func save() throws {
-        let kept = documents.values.filter(\.persistent).sorted { $0.id < $1.id }
+        let kept = documents.values.sorted { $0.id < $1.id }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data = try encoder.encode(kept)

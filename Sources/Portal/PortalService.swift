@@ -81,6 +81,13 @@ public final class PortalService: @unchecked Sendable {
         pthread_sigmask(SIG_UNBLOCK, &ending, nil)
         ready.wait()
         if let error = failure.withLock({ $0 }) { throw error }
+        // Only once the name is ours: a second portal, refused, leaves the
+        // first one's documents alone.
+        switch object.portal.endEarlierTransients() {
+        case .success(let ended) where ended > 0: log("portal: \(ended) transient documents of the last portal ended")
+        case .success: break
+        case .failure(let error): log("portal: the last portal's transient documents did not end: \(error)")
+        }
         do {
             try session.mount(at: mountPoint)
         } catch {

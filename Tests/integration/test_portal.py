@@ -643,6 +643,34 @@ def test_portal_exit_codes(env, portal):
     assert mount_count(portal.mountpoint) == 1
 
 
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_transient_documents_grant_ends_with_its_portal(env, how):
+    """SPEC S45, S16a: a transient document lasts its portal's lifetime,
+    and so does the session grant it gave: after a restart, whether the
+    portal stopped cleanly or was killed, the app has no grant of it; a
+    persistent document's grant of another app stays."""
+    bus = SessionBus(env.root)
+    (env.root / "doc").mkdir()
+    first = Portal(env, bus, env.root / "doc")
+    again = None
+    try:
+        first.flatpak("document-export", "--transient", "--app", BETA, env.backing(LOCAL) / "docs" / "secret.txt")
+        first.flatpak("document-export", "--app", ALPHA, env.backing(LOCAL) / "docs" / "report.txt")
+        [grant] = privacy(env, BETA)
+        assert (grant["path"], grant["lifetime"], grant["state"]) == ("docs/secret.txt", "session", "active"), grant
+        if how == "sigkill":
+            first.process.kill()
+            first.process.wait(timeout=10)
+        else:
+            first.stop()
+        again = Portal(env, bus, env.root / "doc")
+        assert privacy(env, BETA) == [], "the transient document's grant outlived its portal"
+        assert [g["path"] for g in privacy(env, ALPHA)] == ["docs/report.txt"]
+    finally:
+        (again or first).stop()
+        bus.stop()
+
+
 def test_persistent_documents_outlive_the_portal(env, portal):
     """SPEC S45, S16a: a restarted portal knows its persistent documents;
     a transient one was the portal's only, and its grant a session grant."""
