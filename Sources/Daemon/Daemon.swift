@@ -247,9 +247,13 @@ public enum Daemon {
         let channel = ChannelStatus(name: hostChanges?.kind.rawValue ?? "none", cacheTimeout: cacheTimeout)
         _ = inbox.removeExpired(apps: Array(snapshot.apps.keys))
         sweepPartialCopies(state: state)
-        // What an earlier daemon's apps left of their saves (S48).
-        let leftTemporaries = fileSystem.removeLeftTemporaries()
-        if leftTemporaries > 0 { logger.info("removed \(leftTemporaries) temporaries of saves an earlier daemon left") }
+        // What an earlier daemon's apps left of their saves (S48): off this
+        // thread, which starts the loop, as it lists each folder holding a
+        // file granted alone.
+        DispatchQueue.global(qos: .utility).async {
+            let left = fileSystem.removeLeftTemporaries()
+            if left > 0 { logger.info("removed \(left) temporaries of saves an earlier daemon left") }
+        }
         let stopping = Atomic<Bool>(false)
         let picks = PickBroker()
         // Claims on a fleet's shared provider items are the fleet's (issue 34).

@@ -312,6 +312,8 @@ def test_a_killed_daemons_temporaries_are_removed_at_the_next_mount(env):
     env.kill_daemon()
     session.kill()
     mount(env)
+    # Removed beside the serving mount, not before it.
+    wait_for("the killed daemon's temporary removed", lambda: host_folder(env), lambda names: left not in names)
     assert host_folder(env) == [".report.txt.scopefs-Owner", ".report.txt.scopefs-link1", "report.txt", "secret.txt"]
     assert (docs / "secret.txt").read_bytes() == b"top secret\n"
     assert (env.backing(LOCAL) / REPORT).read_bytes() == REPORT_BYTES
