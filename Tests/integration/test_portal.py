@@ -667,8 +667,10 @@ def test_a_transient_documents_grant_ends_with_its_portal(env, how):
         assert privacy(env, BETA) == [], "the transient document's grant outlived its portal"
         assert [g["path"] for g in privacy(env, ALPHA)] == ["docs/report.txt"]
     finally:
-        (again or first).stop()
-        bus.stop()
+        try:
+            (again or first).stop()
+        finally:
+            bus.stop()
 
 
 def test_persistent_documents_outlive_the_portal(env, portal):
