@@ -169,8 +169,9 @@ extension ScopeFileSystem {
     /// writes (made for an app, and told when it closes the file): when the
     /// channel cannot tell the writer (`writerKnown` false: inotify), the
     /// node table tells an echo (`NodeTable.isMountsOwnWrite`), even one
-    /// read late on a loaded machine. What inotify cannot tell apart is a
-    /// host write made while an app holds the file open for writing: the
+    /// read late on a loaded machine, and a name gone since tells nothing.
+    /// What inotify cannot tell apart is a host write made while an app
+    /// holds the file open for writing: the
     /// other apps hear of it when that app closes the file, the app itself
     /// not at all.
     public func changedProviderItems(_ change: HostChange, writerKnown: Bool) -> [(provider: ProviderID, path: String)]
@@ -179,10 +180,15 @@ extension ScopeFileSystem {
             return []
         }
         let folders = table.directoryNodes(of: change.folder.identity)
-        if !writerKnown, let info = statInFolder(folders, name),
-            table.isMountsOwnWrite(FileIdentity(info), version: FileVersion(info))
-        {
-            return []
+        if !writerKnown {
+            // Read late, the event may find the name gone (the writer moved
+            // or removed the file meanwhile), and then nothing tells whose
+            // write it was: a full run had the writing app hear of its own
+            // write so. Nothing at that name has new content; its move or
+            // removal is told as such (`namedProviderItems`).
+            guard let info = statInFolder(folders, name),
+                !table.isMountsOwnWrite(FileIdentity(info), version: FileVersion(info))
+            else { return [] }
         }
         return providerItems(named: name, in: folders)
     }
