@@ -38,7 +38,7 @@ extension ScopeFileSystem {
         let target: Target
         do {
             target = try gate(inode, .lookup, caller, .getattr)
-        } catch .noSuchFileOrDirectory where handle != nil {
+        } catch .noSuchFileOrDirectory {
             // An open file no name leads to any more (unlinked, a save's
             // temporary a revoke removed): the kernel asks before a read
             // through it, and the descriptor's rule answers (S14: EPERM

@@ -133,13 +133,7 @@ extension ScopeFileSystem {
             if let replacedFile, replacedFile.isRegular, let atTarget, atTarget.isRegular,
                 FileIdentity(replacedFile) != nowAtTarget, let folder = try? to.path
             {
-                // A save (S48): the item follows the new file, and its
-                // presenters in other apps hear that its content changed.
-                let path = RelativePath.join(folder, newName)
-                documents.itemReplaced(provider: provider, path: path)
-                if let app = caller.app {
-                    documents.contentWritten(by: app, provider: provider, path: path, in: snapshot)
-                }
+                itemSaved(by: caller.app, provider: provider, path: RelativePath.join(folder, newName))
             } else {
                 documents.itemsMayHaveMoved()
             }

@@ -195,11 +195,16 @@ extension ScopeFileSystem {
             view: folder.node.view, moved: moved)
         temporaries.remove(key)
         if let moved { temporaries.replaced(replaced.id, by: ItemFile(device: moved.device, inode: moved.inode)) }
-        // The grant's item is the new file: its record follows (S48), and
-        // other apps presenting it hear that its content changed.
-        documents.itemReplaced(provider: key.provider, path: other.path)
-        documents.contentWritten(by: key.app, provider: key.provider, path: other.path, in: snapshot)
+        itemSaved(by: key.app, provider: key.provider, path: other.path)
         return true
+    }
+
+    /// A file was saved over `path` by a rename (S48): the item's record
+    /// follows the new file, and other apps presenting it hear that its
+    /// content changed (S27a). Both ways a save reaches the mount call it.
+    func itemSaved(by app: AppID?, provider: ProviderID, path: String) {
+        documents.itemReplaced(provider: provider, path: path)
+        if let app { documents.contentWritten(by: app, provider: provider, path: path, in: snapshot) }
     }
 
     /// The unlink of one of the caller's temporaries; false when `name` is
