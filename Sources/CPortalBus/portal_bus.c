@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 // One object of each kind per process: the handlers live here so the
@@ -169,4 +171,29 @@ int scopefs_portal_inspect_fd(int fd, struct scopefs_portal_fd_info *info) {
         info->writable = mode == O_WRONLY || mode == O_RDWR;
     }
     return 0;
+}
+
+// linux/magic.h's FUSE_SUPER_MAGIC.
+#define SCOPEFS_FUSE_SUPER_MAGIC 0x65735546
+
+int scopefs_portal_inspect_mount_fd(int fd, struct scopefs_portal_fd_mount *info) {
+    memset(info, 0, sizeof *info);
+    int flags = fcntl(fd, F_GETFL);
+    struct stat status;
+    struct statfs system;
+    if (flags < 0 || fstat(fd, &status) != 0 || fstatfs(fd, &system) != 0) return -EBADF;
+    info->on_fuse = system.f_type == SCOPEFS_FUSE_SUPER_MAGIC;
+    info->device = status.st_dev;
+    info->is_directory = S_ISDIR(status.st_mode);
+    if ((flags & O_PATH) != O_PATH) {
+        int mode = flags & O_ACCMODE;
+        info->readable = mode == O_RDONLY || mode == O_RDWR;
+        info->writable = mode == O_WRONLY || mode == O_RDWR;
+    }
+    return 0;
+}
+
+long scopefs_portal_fd_attribute(int fd, const char *name, void *value, unsigned long size) {
+    ssize_t length = fgetxattr(fd, name, value, size);
+    return length < 0 ? -errno : length;
 }

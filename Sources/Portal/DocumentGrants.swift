@@ -208,6 +208,39 @@ final class DocumentGrants: Sendable {
         return (provider.id, HostName.string(rest))
     }
 
+    /// The host file of a local provider's item; extension providers'
+    /// items have none the layout could serve.
+    func hostPath(provider id: ProviderID, relativePath: String) throws(PortalError) -> String {
+        let provider: Provider?
+        do { provider = try store.providers().first { $0.id == id } } catch { throw .failed(error.message) }
+        guard let provider else { throw .notFound("no provider \(id)") }
+        guard provider.extension == nil else {
+            throw .notAllowed("\(id) is an extension provider: the document portal exports local providers' files only")
+        }
+        if relativePath.isEmpty { return provider.directory }
+        return (provider.directory == "/" ? "" : provider.directory) + "/" + relativePath
+    }
+
+    /// Whether the one rule (SPEC S47, `Decision.permitDescriptor`) lets
+    /// `app` use a descriptor of the provider item for `access` now,
+    /// through whichever of its active grants covers the item (a folder
+    /// grant covers what is inside). As for documents, a portal app holds
+    /// no security scope.
+    func permitsDescriptor(
+        _ access: DescriptorAccess, app: AppID, provider: ProviderID, path: String
+    ) throws(PortalError) -> Bool {
+        let grants: [Grant]
+        do { grants = try allGrants().filter { $0.app == app } } catch { throw .failed(error.message) }
+        let snapshot = PolicySnapshot(generation: 0, apps: [], providers: [], grants: grants)
+        let coverage = snapshot.coverage(app: app, provider: provider, path: path)
+        if case .success = Decision.permitDescriptor(
+            access, coverage: coverage, openedThrough: nil, caller: .anyProcess(of: app))
+        {
+            return true
+        }
+        return false
+    }
+
     /// Every grant of the document's item, whatever its state.
     func grants(of document: PortalDocument) throws(PortalError) -> [Grant] {
         do {

@@ -80,10 +80,7 @@ final class DocumentPortal: Sendable {
         let access = try Self.access(of: permissions)
         if !app.isEmpty { try Self.validate(app: app) }
         var located: [(file: ExportedFile, provider: ProviderID, relativePath: String)] = []
-        for var file in files {
-            // A document's own file in the layout (the frontend re-exports
-            // an app's document to open it with another app): the document.
-            if let hostPath = hostPathInLayout(file.path) { file.path = hostPath }
+        for file in files {
             if file.isDirectory && !flags.contains(.exportDirectory) {
                 throw .notAllowed("\(file.path) is a folder: export folders with AddFull's export-directory flag")
             }

@@ -44,13 +44,13 @@ final class DocumentsObject {
         case "GetMountPoint":
             try reply.path(portal.mountPoint)
         case "Add":
-            let file = try ExportedFile(descriptor: try arguments.descriptor())
+            let file = try portal.exportedFile(descriptor: try arguments.descriptor(), sender: nil)
             var flags: DocumentPortal.AddFlags = try arguments.bool() ? [.reuseExisting] : []
             if try arguments.bool() { flags.insert(.persistent) }
             try reply.string(try portal.add([file], flags: flags, app: "", permissions: []).first!.id)
         case "AddNamed":
             let folder = try arguments.descriptor()
-            let file = try ExportedFile(descriptor: folder, name: try arguments.path())
+            let file = try portal.exportedFile(descriptor: folder, name: try arguments.path(), sender: nil)
             var flags: DocumentPortal.AddFlags = try arguments.bool() ? [.reuseExisting] : []
             if try arguments.bool() { flags.insert(.persistent) }
             try reply.string(try portal.add([file], flags: flags, app: "", permissions: []).first!.id)
@@ -59,13 +59,13 @@ final class DocumentsObject {
             let flags = DocumentPortal.AddFlags(rawValue: try arguments.uint32())
             let (app, permissions) = (try arguments.string(), try arguments.strings())
             var files: [ExportedFile] = []
-            for fd in descriptors { files.append(try ExportedFile(descriptor: fd)) }
+            for fd in descriptors { files.append(try portal.exportedFile(descriptor: fd, sender: nil)) }
             let documents = try portal.add(files, flags: flags, app: app, permissions: permissions)
             try reply.strings(documents.map(\.id))
             try reply.mountPointExtra(portal.mountPoint)
         case "AddNamedFull":
             let folder = try arguments.descriptor()
-            let file = try ExportedFile(descriptor: folder, name: try arguments.path())
+            let file = try portal.exportedFile(descriptor: folder, name: try arguments.path(), sender: nil)
             let flags = DocumentPortal.AddFlags(rawValue: try arguments.uint32())
             let (app, permissions) = (try arguments.string(), try arguments.strings())
             try reply.string(try portal.add([file], flags: flags, app: app, permissions: permissions).first!.id)

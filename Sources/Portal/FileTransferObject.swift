@@ -59,7 +59,7 @@ final class FileTransferObject: Sendable {
             case "StartTransfer":
                 try reply.string(try start(arguments, sender: sender))
             case "AddFiles":
-                try add(arguments, sender: sender)
+                try add(arguments, sender: sender, app: app)
             case "RetrieveFiles":
                 let key = try arguments.string()
                 let (paths, ended) = try retrieve(key, by: app)
@@ -104,17 +104,13 @@ final class FileTransferObject: Sendable {
         return key
     }
 
-    private func add(_ arguments: ArgumentReader, sender: String) throws(PortalError) {
+    private func add(_ arguments: ArgumentReader, sender: String, app: AppID?) throws(PortalError) {
         let key = try arguments.string()
         let descriptors = try arguments.descriptors()
         // Each descriptor proves the sender can reach its file (read at
-        // least); a document's file in the layout stands for its host file.
+        // least), or for an item of the ScopeFS mount, the rule does.
         var files: [ExportedFile] = []
-        for descriptor in descriptors {
-            var file = try ExportedFile(descriptor: descriptor)
-            if let hostPath = portal.hostPathInLayout(file.path) { file.path = hostPath }
-            files.append(file)
-        }
+        for descriptor in descriptors { files.append(try portal.exportedFile(descriptor: descriptor, sender: app)) }
         try transfers.withLock { transfers throws(PortalError) in
             guard var transfer = transfers[key] else { throw .notFound("no transfer \(key)") }
             guard transfer.sender == sender else { throw .notAllowed("only the transfer's starter adds files") }

@@ -443,6 +443,15 @@ def test_a_non_root_owners_app_opens_a_file_through_the_portal_and_loses_it(nobo
     open_read_and_lose(nobody_env, nobody_desktop, revoker, owner=AS_NOBODY)
 
 
+@pytest.fixture(params=["root owner", "non-root owner"])
+def owner_desktop(request):
+    """(env, desktop, name) of a root owner, or of a non-root owner (uid 65534)
+    whose bus, portals, mount, agent and app all run as that user."""
+    if request.param == "root owner":
+        return request.getfixturevalue("env"), request.getfixturevalue("desktop"), "root-owner"
+    return request.getfixturevalue("nobody_env"), request.getfixturevalue("nobody_desktop"), "non-root-owner"
+
+
 def name_owner_uid(portal, name: str) -> int:
     """The uid of the process owning NAME on the portal's bus."""
     p = bus_call(portal.prefix, portal.environ, "GetConnectionUnixUser", name)

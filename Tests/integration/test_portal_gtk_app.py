@@ -21,7 +21,7 @@ import pytest
 from pick_agent import Agent
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES
 from test_portal import privacy
-from test_portal_chooser import desktop, nobody_desktop, nobody_env  # noqa: F401  (fixtures)
+from test_portal_chooser import desktop, nobody_desktop, nobody_env, owner_desktop  # noqa: F401  (fixtures)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".build" / "test-artifacts" / "portal"
 
@@ -88,24 +88,15 @@ else:
 """
 
 
-@pytest.fixture(params=["root owner", "non-root owner"])
-def world(request):
-    """(env, desktop, name) of a root owner, or of a non-root owner (uid 65534)
-    whose bus, portals, mount, agent and app all run as that user."""
-    if request.param == "root owner":
-        return request.getfixturevalue("env"), request.getfixturevalue("desktop"), "root-owner"
-    return request.getfixturevalue("nobody_env"), request.getfixturevalue("nobody_desktop"), "non-root-owner"
-
-
 @pytest.fixture
-def display(world):
+def display(owner_desktop):
     """Xvfb on a display number of its choosing (-displayfd), only on its
     socket in /tmp/.X11-unix; any local client may draw (-ac), as the app
     runs as another account than the test's."""
     xvfb = shutil.which("Xvfb")
     if not xvfb:
         pytest.fail("Xvfb is needed (make deps installs xvfb)")
-    env, _, _ = world
+    env, _, _ = owner_desktop
     reader, writer = os.pipe()
     log = open(env.root / "xvfb.err", "w")
     server = subprocess.Popen(
@@ -127,7 +118,7 @@ def display(world):
         log.close()
 
 
-def test_a_gtk_app_opens_saves_loses_and_regains_a_document(world, display):
+def test_a_gtk_app_opens_saves_loses_and_regains_a_document(owner_desktop, display):
     """SPEC S45, S21a, S48, S14: GtkFileChooserNative in the default sandbox
     (strict scopes) goes through the FileChooser portal to ScopeFS's
     backend; the agent's choice reaches the app as a document path, which
@@ -136,7 +127,7 @@ def test_a_gtk_app_opens_saves_loses_and_regains_a_document(world, display):
     same item. `scopefs revoke` cuts the descriptor it holds (EPERM) and
     its next save; `scopefs restore` gives the document back. With a root
     owner and with a non-root one."""
-    env, desktop, owner = world
+    env, desktop, owner = owner_desktop
     agent = Agent(env, [{"choose": [f"{LOCAL}:docs/report.txt"]}], count=1)
     socket = f"/tmp/.X11-unix/X{display}"
     extra = ("--portal-bus", "--expose", socket, "--env", f"DISPLAY=:{display}", "--env", "GTK_USE_PORTAL=1")

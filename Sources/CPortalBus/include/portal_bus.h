@@ -58,4 +58,24 @@ struct scopefs_portal_fd_info {
 /// -ENOENT (file gone or renamed away), -ENAMETOOLONG.
 int scopefs_portal_inspect_fd(int fd, struct scopefs_portal_fd_info *info);
 
+/// What a descriptor of a FUSE mount shows of itself, without its path
+/// (which names another mount namespace's mounts when a sandboxed app
+/// sent it): its device, whether a folder, what it was opened for
+/// (O_PATH: neither), and the named attribute's value (ScopeFS's
+/// `user.scopefs.*`).
+struct scopefs_portal_fd_mount {
+    int on_fuse;
+    unsigned long long device;
+    int is_directory;
+    int readable;
+    int writable;
+};
+
+/// Fills `info` for `fd`: 0, or -EBADF.
+int scopefs_portal_inspect_mount_fd(int fd, struct scopefs_portal_fd_mount *info);
+
+/// fgetxattr(2) of `fd`: the value's length, or -errno (-ERANGE when
+/// `size` is too small; `value` NULL and `size` 0 asks for the length).
+long scopefs_portal_fd_attribute(int fd, const char *name, void *value, unsigned long size);
+
 #endif
