@@ -36,7 +36,8 @@ extension ExtensionHost {
     public func thumbnail(_ id: String, size: Int, _ control: RequestControl) throws(ExtensionFailure) -> [UInt8]? {
         guard case .running(let info) = state, info.capabilities.thumbnails else { return nil }
         guard let staged = monitor.withLock({ staged }) else { return nil }
-        let (value, _) = try call("thumbnail", ["id": .string(id), "size": .int(Int64(size))], control) { late in
+        let (value, _) = try call("thumbnail", ["id": .string(ReplicaID.wire(id)), "size": .int(Int64(size))], control)
+        { late in
             if let path = late["path"]?.string { staged.discard(path) }
         }
         if value.isNull { return nil }

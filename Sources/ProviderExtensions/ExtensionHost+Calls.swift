@@ -2,7 +2,7 @@
 /// JSON, answers checked and read back.
 extension ExtensionHost {
     public func item(_ id: String, _ control: RequestControl) throws(ExtensionFailure) -> ExtensionItem {
-        let (value, _) = try call("item", ["id": .string(id)], control)
+        let (value, _) = try call("item", ["id": .string(ReplicaID.wire(id))], control)
         do throws(ItemRefusal) {
             return try ItemDecoding.item(value)
         } catch {
@@ -11,7 +11,7 @@ extension ExtensionHost {
     }
 
     public func list(_ folder: String, page: String?, _ control: RequestControl) throws(ExtensionFailure) -> ItemPage {
-        var params: [String: JSONValue] = ["id": .string(folder)]
+        var params: [String: JSONValue] = ["id": .string(ReplicaID.wire(folder))]
         if let page { params["page"] = .string(page) }
         let (value, connection) = try call("list", params, control)
         var decoder = AnswerDecoder()
@@ -59,7 +59,7 @@ extension ExtensionHost {
         guard let staged = monitor.withLock({ staged }) else {
             throw ExtensionFailure(.unreachable, "the extension of \(providerID) has not started")
         }
-        var params: [String: JSONValue] = ["id": .string(id)]
+        var params: [String: JSONValue] = ["id": .string(ReplicaID.wire(id))]
         if let version { params["version"] = .string(version) }
         if let range {
             params["range"] = .object(["offset": .int(range.offset), "length": .int(range.length)])
@@ -102,7 +102,8 @@ extension ExtensionHost {
             throw ExtensionFailure(.invalidName, "\(template.name): \(problem)")
         }
         var params: [String: JSONValue] = [
-            "parent": .string(template.parent), "name": .string(template.name), "kind": .string(template.kind.rawValue),
+            "parent": .string(ReplicaID.wire(template.parent)), "name": .string(template.name),
+            "kind": .string(template.kind.rawValue),
         ]
         if let mtime = template.mtime { params["mtime"] = .double(mtime) }
         if let mode = template.mode { params["mode"] = .int(Int64(mode)) }
@@ -125,10 +126,10 @@ extension ExtensionHost {
         if let name = fields.name, let problem = ItemDecoding.nameProblem(name) {
             throw ExtensionFailure(.invalidName, "\(name): \(problem)")
         }
-        var params: [String: JSONValue] = ["id": .string(id), "baseVersion": baseVersion.json]
+        var params: [String: JSONValue] = ["id": .string(ReplicaID.wire(id)), "baseVersion": baseVersion.json]
         var changed: [String: JSONValue] = [:]
         if let name = fields.name { changed["name"] = .string(name) }
-        if let parent = fields.parent { changed["parent"] = .string(parent) }
+        if let parent = fields.parent { changed["parent"] = .string(ReplicaID.wire(parent)) }
         if let mtime = fields.mtime { changed["mtime"] = .double(mtime) }
         if let mode = fields.mode { changed["mode"] = .int(Int64(mode)) }
         if !changed.isEmpty { params["fields"] = .object(changed) }
@@ -138,7 +139,7 @@ extension ExtensionHost {
     }
 
     public func delete(_ id: String, baseVersion: ItemVersion, _ control: RequestControl) throws(ExtensionFailure) {
-        _ = try call("delete", ["id": .string(id), "baseVersion": baseVersion.json], control)
+        _ = try call("delete", ["id": .string(ReplicaID.wire(id)), "baseVersion": baseVersion.json], control)
     }
 
     private func itemAnswer(_ method: String, _ params: [String: JSONValue], _ control: RequestControl)

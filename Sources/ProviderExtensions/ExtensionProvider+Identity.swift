@@ -31,7 +31,9 @@ extension ExtensionProvider {
         }
         guard item.id.utf8.elementsEqual(first.id.utf8) else {
             // Swift compares Strings by canonical equivalence: `café` in NFC
-            // and in NFD are one key of the replica's maps (issue 50).
+            // and in NFD are one key of the replica's maps (issue 50). The
+            // wire keeps ids as ASCII (`ReplicaID`), so only an
+            // `ExtensionCalls` that is not the wire (a test's remote) gets here.
             report(
                 .error, otherPath,
                 "\(method): ids \(first.id) and \(item.id) differ only by Unicode normalisation, which "

@@ -46,7 +46,8 @@ enum ItemDecoding {
         // A preview exists (SPEC S50): anything but a boolean says nothing.
         let thumbnail = kind == .file ? value["thumbnail"]?.bool : false
         return ExtensionItem(
-            id: id, parent: parent, name: isRoot ? "" : name, kind: kind, size: kind == .folder ? 0 : size,
+            id: ReplicaID.kept(id), parent: parent.map(ReplicaID.kept), name: isRoot ? "" : name, kind: kind,
+            size: kind == .folder ? 0 : size,
             mtime: mtime, mode: ReplicaFolder.permissions(UInt32(mode)), version: version, target: target,
             thumbnail: thumbnail)
     }
@@ -152,7 +153,7 @@ struct AnswerDecoder {
                 refused.append(ItemRefusal(id: nil, "deleted id: \(problem)"))
                 continue
             }
-            deleted.append(id)
+            deleted.append(ReplicaID.kept(id))
         }
         let anchor = try ItemDecoding.token(value["anchor"], "anchor")
         guard let more = value["more"].map({ $0.isNull ? false : $0.bool }) ?? false else {

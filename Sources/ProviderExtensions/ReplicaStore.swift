@@ -51,7 +51,48 @@ public final class ReplicaStore: Sendable {
                     CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
                     """)
         }
+        migrator.registerMigration("v2-ids-by-bytes", migrate: keepIDsByBytes)
         return migrator
+    }
+
+    /// Ids saved as the extension gave them become the replica's form
+    /// (`ReplicaID`, issue 50): the items' ids and parents, the folders a
+    /// pull must list again, and the journal of items a pull was making.
+    /// The rows are rewritten all at once: converting one at a time could
+    /// meet another row's old id on the way.
+    private static func keepIDsByBytes(_ db: Database) throws {
+        let rows = try Row.fetchAll(db, sql: "SELECT * FROM items")
+        try db.execute(sql: "DELETE FROM items")
+        for row in rows {
+            let columns = Array(row.columnNames)
+            var values = Array(row.databaseValues)
+            for (index, column) in columns.enumerated() where column == "id" || column == "parent" {
+                if let text = String.fromDatabaseValue(values[index]) {
+                    values[index] = ReplicaID.kept(text).databaseValue
+                }
+            }
+            let names = columns.joined(separator: ", ")
+            let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+            try db.execute(
+                sql: "INSERT INTO items (\(names)) VALUES (\(marks))", arguments: StatementArguments(values))
+        }
+        let keyed = "SELECT value FROM meta WHERE key = ?"
+        if let retry = try String.fetchOne(db, sql: keyed, arguments: [ExtensionProvider.retryKey]) {
+            let kept = retry.split(separator: "\n").map { ReplicaID.kept(String($0)) }.joined(separator: "\n")
+            try db.execute(
+                sql: "UPDATE meta SET value = ? WHERE key = ?", arguments: [kept, ExtensionProvider.retryKey])
+        }
+        if let placing = try String.fetchOne(db, sql: keyed, arguments: [ExtensionProvider.placingKey]),
+            var items = try? JSONDecoder().decode([ExtensionItem].self, from: Data(placing.utf8))
+        {
+            for index in items.indices {
+                items[index].id = ReplicaID.kept(items[index].id)
+                items[index].parent = items[index].parent.map(ReplicaID.kept)
+            }
+            let text = String(decoding: try JSONEncoder().encode(items), as: UTF8.self)
+            try db.execute(
+                sql: "UPDATE meta SET value = ? WHERE key = ?", arguments: [text, ExtensionProvider.placingKey])
+        }
     }
 
     public func records() throws -> [ReplicaRecord] {

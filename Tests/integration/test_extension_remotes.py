@@ -245,3 +245,42 @@ def test_what_the_s3_store_cannot_hold_is_refused_or_put_back(remotes, env):
         timeout=30,
     )
     assert listing
+
+
+COMPOSED = "caf\u00e9.txt"  # NFC
+DECOMPOSED = "cafe\u0301.txt"  # NFD
+
+
+@pytest.mark.scopefs_timeout(180)
+def test_names_that_differ_only_by_normalisation_are_two_documents(remotes, env):
+    """SPEC S33a, issue 50 finding 4: an S3 bucket holds `docs/café.txt`
+    in NFC and in NFD, two objects (S3 keys are bytes). Through the
+    default mount (strict scopes) an app in the default sandbox sees two
+    files, reads each one's own content, and a save to one reaches only
+    its object. (The replica had taken the two ids for one: Swift's String
+    equality is canonical equivalence.)"""
+    store = Store(remotes, "s3")
+    store.put(f"docs/{COMPOSED}", b"composed\n")
+    store.put(f"docs/{DECOMPOSED}", b"decomposed\n")
+    env.base_env.update(store.remote.env, SCOPEFS_EXTENSION_POLL_SECONDS="1")
+    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
+    mount(env)
+    env.cli("provider", "sync", CLOUD, timeout=120)
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env._record_daemon()
+    app = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
+    assert app.recv() == {"start": {"ok": "1"}}
+    assert ask(app, op="list") == {"ok": sorted([COMPOSED, DECOMPOSED])}
+    assert ask(app, op="read", name=COMPOSED) == {"ok": sha(b"composed\n")}
+    assert ask(app, op="read", name=DECOMPOSED) == {"ok": sha(b"decomposed\n")}
+    assert ask(app, op="save", name=DECOMPOSED, data="decomposed, edited\n") == {"ok": "saved"}
+    wait_for(
+        "the edit in its own object",
+        lambda: store.get(f"docs/{DECOMPOSED}"),
+        lambda v: v == b"decomposed, edited\n",
+        timeout=30,
+    )
+    assert store.get(f"docs/{COMPOSED}") == b"composed\n"
+    assert store.names("docs") == sorted([COMPOSED, DECOMPOSED])
+    app.popen.stdin.close()
+    assert app.finish() == 0, app.stderr()
