@@ -79,6 +79,20 @@ class Store:
         return sorted(path.name for path in (self.remote.folder / folder).iterdir())
 
 
+def docs_app(env, store: Store):
+    """The store as provider CLOUD on the default mount, `docs` granted to
+    ALPHA, and an APP session of ALPHA in the default sandbox holding a
+    scope on it."""
+    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
+    mount(env)
+    env.cli("provider", "sync", CLOUD, timeout=120)
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    env._record_daemon()  # the extension and its replica are the daemon's from here on
+    app = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
+    assert app.recv() == {"start": {"ok": "1"}}
+    return app
+
+
 def ask(session, **cmd):
     session.popen.stdin.write((json.dumps(cmd) + "\n").encode())
     session.popen.stdin.flush()
@@ -100,13 +114,7 @@ def test_an_app_edits_a_remote_document_meets_a_conflict_and_survives_a_dropped_
         SCOPEFS_EXTENSION_RETRY_SECONDS="0.5",
         SCOPEFS_EXTENSION_STALL_SECONDS="20",
     )
-    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
-    mount(env)
-    env.cli("provider", "sync", CLOUD, timeout=120)
-    env.grant(ALPHA, f"{CLOUD}:docs")
-    env._record_daemon()  # the extension and its replica are the daemon's from here on
-    app = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
-    assert app.recv() == {"start": {"ok": "1"}}
+    app = docs_app(env, store)
 
     # Open, read, edit, save: the store has the edit.
     assert ask(app, op="read", name="report.txt") == {"ok": sha(V1)}
@@ -162,13 +170,7 @@ def test_a_download_in_flight_when_the_link_drops_times_out_then_reads_again(rem
     data = bytes(range(256)) * (64 << 10)  # 16 MiB
     store.put("docs/big.bin", data)
     env.base_env.update(store.remote.env, SCOPEFS_EXTENSION_STALL_SECONDS="5", SCOPEFS_EXTENSION_RETRY_SECONDS="0.5")
-    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
-    mount(env)
-    env.cli("provider", "sync", CLOUD, timeout=120)
-    env.grant(ALPHA, f"{CLOUD}:docs")
-    env._record_daemon()
-    app = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
-    assert app.recv() == {"start": {"ok": "1"}}
+    app = docs_app(env, store)
     store.remote.netem(rate="4mbit")
     app.popen.stdin.write((json.dumps({"op": "read", "name": "big.bin"}) + "\n").encode())
     app.popen.stdin.flush()
@@ -263,13 +265,7 @@ def test_names_that_differ_only_by_normalisation_are_two_documents(remotes, env)
     store.put(f"docs/{COMPOSED}", b"composed\n")
     store.put(f"docs/{DECOMPOSED}", b"decomposed\n")
     env.base_env.update(store.remote.env, SCOPEFS_EXTENSION_POLL_SECONDS="1")
-    env.cli("provider", "add", CLOUD, *store.remote.extension_arguments())
-    mount(env)
-    env.cli("provider", "sync", CLOUD, timeout=120)
-    env.grant(ALPHA, f"{CLOUD}:docs")
-    env._record_daemon()
-    app = env.app_session(ALPHA, APP, env.prov(ALPHA, CLOUD, "docs"), sandbox=True)
-    assert app.recv() == {"start": {"ok": "1"}}
+    app = docs_app(env, store)
     assert ask(app, op="list") == {"ok": sorted([COMPOSED, DECOMPOSED])}
     assert ask(app, op="read", name=COMPOSED) == {"ok": sha(b"composed\n")}
     assert ask(app, op="read", name=DECOMPOSED) == {"ok": sha(b"decomposed\n")}
