@@ -46,7 +46,7 @@ public final class FuseSession: Sendable {
         context.session.store(0, ordering: .releasing)
         context.passthrough.device.store(-1, ordering: .releasing)
         context.invalidations.sync {}
-        exitWatch.withLock { $0?.timer.cancel() }
+        exitWatch.withLock { $0?.source.cancel() }
         _ = Self.signalledSession.compareExchange(
             expected: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(session))), desired: 0,
             ordering: .acquiringAndReleasing)
@@ -81,47 +81,80 @@ public final class FuseSession: Sendable {
         // it is interrupted itself, and a mark made before the loop starts
         // may not be seen at all. `scopefs portal` took over 30 s to end on
         // a SIGHUP sent as it came up, beside a loaded suite (twice in a
-        // full run). So the signal is also remembered here, and a watch
-        // ends the loop a moment after it, whoever took it and whenever.
+        // full run). So the signal is also remembered here, and the handler
+        // wakes a watch (a byte down a pipe, which a handler may write)
+        // that ends the loop, whoever took the signal and whenever. The
+        // watch sleeps until then: no wake-ups while nothing is signalled.
         Self.signalled.store(0, ordering: .relaxed)
         Self.signalledSession.store(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(session))), ordering: .releasing)
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, O_NONBLOCK)  // a full pipe never blocks the handler
+        }
+        Self.wakePipe.store(ends[1], ordering: .releasing)
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { number in
             FuseSession.signalled.store(number, ordering: .releasing)
             let pointer = FuseSession.signalledSession.load(ordering: .acquiring)
             if pointer != 0, let session = OpaquePointer(bitPattern: pointer) { fuse_session_exit(session) }
+            var byte: UInt8 = 1
+            let saved = errno  // a handler leaves errno as it found it
+            _ = write(FuseSession.wakePipe.load(ordering: .acquiring), &byte, 1)
+            errno = saved
         }
         sigemptyset(&action.sa_mask)
         for number in [SIGTERM, SIGINT, SIGHUP] { sigaction(number, &action, nil) }
-        let watch = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        watch.schedule(deadline: .now() + Self.exitWatchSeconds, repeating: Self.exitWatchSeconds)
-        watch.setEventHandler { [weak self] in self?.endLoopIfSignalled() }
+        let watch = DispatchSource.makeReadSource(fileDescriptor: ends[0], queue: .global(qos: .utility))
+        watch.setEventHandler { [weak self] in
+            var drained = [UInt8](repeating: 0, count: 64)
+            while read(ends[0], &drained, drained.count) > 0 {}
+            self?.endLoopWhenSignalled()
+        }
+        watch.setCancelHandler {
+            close(ends[0])
+            close(Self.wakePipe.exchange(-1, ordering: .acquiringAndReleasing))
+        }
         watch.resume()
-        exitWatch.withLock { $0 = ExitWatch(timer: watch) }
+        exitWatch.withLock { $0 = ExitWatch(source: watch) }
     }
 
     /// The last of SIGTERM, SIGINT and SIGHUP the process took (0: none),
     /// and the session its handler ends; set by the handler, so atomics.
     private static let signalled = Atomic<Int32>(0)
     private static let signalledSession = Atomic<UInt>(0)
+    /// The write end of the watch's pipe (-1: none).
+    private static let wakePipe = Atomic<Int32>(-1)
 
-    private func endLoopIfSignalled() {
+    /// Ends the loop after a signal: marks the session exited and wakes
+    /// the loop's thread, again every 100 ms until the loop has ended, for
+    /// a wake-up can come just before the thread starts to wait (at most
+    /// 10 s: by then the loop has ended, or never began).
+    private func endLoopWhenSignalled(attempt: Int = 0) {
         guard Self.signalled.load(ordering: .acquiring) != 0 || fuse_session_exited(session) != 0 else { return }
         fuse_session_exit(session)
         let thread = loopThread.load(ordering: .acquiring)
         if thread != 0 { pthread_kill(pthread_t(thread), Self.wakeSignal) }
+        guard attempt < 100, thread != 0 || loopBegan.load(ordering: .acquiring) == false else { return }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + 0.1) { [weak self] in
+            self?.endLoopWhenSignalled(attempt: attempt + 1)
+        }
     }
 
-    private static let exitWatchSeconds = 0.1
-    /// A timer is used from its own queue and cancelled once, under the lock.
-    private struct ExitWatch: @unchecked Sendable { let timer: any DispatchSourceTimer }
+    /// A dispatch source is used from its own queue and cancelled once, under the lock.
+    private struct ExitWatch: @unchecked Sendable { let source: any DispatchSourceRead }
     private let exitWatch = Mutex<ExitWatch?>(nil)
+    /// Whether `loop` was entered: before it, a signal's watch keeps
+    /// waking until the loop sees the signal at its start.
+    private let loopBegan = Atomic<Bool>(false)
 
     /// Serves requests on up to `maxThreads` threads until unmount, signal
     /// or `stop()`.
     public func loop(maxThreads: UInt32, maxIdleThreads: UInt32) -> Int32 {
         Self.installWakeHandler
         loopThread.store(UInt(pthread_self()), ordering: .releasing)
+        loopBegan.store(true, ordering: .releasing)
         defer { loopThread.store(0, ordering: .releasing) }
         // Asked to end before the loop began: it is not begun.
         if Self.signalled.load(ordering: .acquiring) != 0 { return 0 }
@@ -166,7 +199,7 @@ public final class FuseSession: Sendable {
     public func unmount() {
         Self.signalledSession.store(0, ordering: .releasing)
         exitWatch.withLock { watch in
-            watch?.timer.cancel()
+            watch?.source.cancel()
             watch = nil
         }
         fuse_remove_signal_handlers(session)
