@@ -56,3 +56,53 @@ def test_exit_without_shutdown_or_a_lost_daemon_is_status_one(launch):
     for each in (process, lost):
         each.expect_failure = True
         assert each.violations == []
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
+
+
+def test_previews_saved_with_a_document_are_served_by_thumbnail(launch, tmp_path):
+    """Protocol 1.2 (SPEC S50, issue 53) in the Swift SDK: offered 1.2, the
+    folder example answers 1.2 with `thumbnails`; `thumbnailPath` of
+    `create` and `modify` is kept where no listing shows it, `thumbnail`
+    serves it staged, and answers null for a file without one."""
+    process, root = launch()
+    answer = process.initialize(version="1.2")
+    assert answer["protocolVersion"] == "1.2" and answer["capabilities"]["thumbnails"] is True, answer
+    (root / "plain.txt").write_bytes(b"no preview\n")
+    [plain] = process.call("list", {"id": "root"})["items"]
+    assert process.call("thumbnail", {"id": plain["id"], "size": 256}) is None
+    preview = tmp_path / "preview.png"
+    preview.write_bytes(PNG)
+    contents = tmp_path / "drawing"
+    contents.write_bytes(b"a drawing\n")
+    made = process.call(
+        "create",
+        {
+            "parent": "root",
+            "name": "drawing.txt",
+            "kind": "file",
+            "contentsPath": str(contents),
+            "thumbnailPath": str(preview),
+        },
+    )
+    served = process.call("thumbnail", {"id": made["id"], "size": 256})
+    assert check_staged(served["path"], process.staging) == PNG and served["length"] == len(PNG)
+    os.unlink(served["path"])
+    names = sorted(item["name"] for item in process.call("list", {"id": "root"})["items"])
+    assert names == ["drawing.txt", "plain.txt"], "the kept previews are in no listing"
+    again = PNG + b"second"
+    preview.write_bytes(again)
+    process.call("modify", {"id": made["id"], "baseVersion": made["version"], "thumbnailPath": str(preview)})
+    served = process.call("thumbnail", {"id": made["id"], "size": 256})
+    assert check_staged(served["path"], process.staging) == again
+    os.unlink(served["path"])
+    assert process.shutdown() == 0 and process.violations == []
+
+
+def test_a_daemon_of_1_0_gets_1_0(launch):
+    """Negotiation (docs/PROVIDERS.md "Versions"): offered 1.0, the 1.2 SDK
+    answers 1.0 and the daemon never calls `thumbnail`."""
+    process, _ = launch()
+    assert process.initialize(version="1.0")["protocolVersion"] == "1.0"
+    assert process.shutdown() == 0 and process.violations == []

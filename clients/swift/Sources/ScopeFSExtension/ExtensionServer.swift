@@ -10,7 +10,7 @@ import Foundation
 /// requests run concurrently and are answered in any order; `initialize`
 /// and `shutdown` run on the reader itself, since nothing may overtake them.
 public final class ExtensionServer: @unchecked Sendable {
-    public static let protocolVersion = "1.0"
+    public static let protocolVersion = "1.2"
     /// Longest line, both ways, without its "\n".
     public static let maxLineBytes = 1 << 20
     static let maxPageSize = 1000
@@ -233,6 +233,7 @@ public final class ExtensionServer: @unchecked Sendable {
 
     static let methods: Set<String> = [
         "initialize", "shutdown", "item", "list", "currentAnchor", "changes", "fetch", "create", "modify", "delete",
+        "thumbnail",
     ]
 
     private func handle(_ request: RequestContext, _ params: Params) async throws -> JSONValue {
@@ -271,6 +272,11 @@ public final class ExtensionServer: @unchecked Sendable {
             return try await create(params, request)
         case "modify":
             return try await modify(params, request)
+        case "thumbnail":
+            let size = try params.nonNegative("size")
+            guard size >= 1 else { throw ExtensionError.invalidParams("size is at least 1") }
+            let found = try await ext.fetchThumbnail(for: params.string("id"), size: Int(size), request: request)
+            return found.map { .object(["path": .string($0.url.path), "length": .int($0.length)]) } ?? .null
         case "delete":
             try await ext.deleteItem(
                 identifier: params.string("id"), baseVersion: params.version("baseVersion"), request: request)
@@ -373,7 +379,9 @@ public final class ExtensionServer: @unchecked Sendable {
             mode: try params.optionalMode("mode"),
             symlinkTarget: kind == .symlink ? try params.string("target") : try params.optionalString("target"))
         let contents = try params.optionalString("contentsPath").map { URL(fileURLWithPath: $0) }
-        return try await implementation.createItem(basedOn: template, contents: contents, request: request).json
+        let item = try await implementation.createItem(basedOn: template, contents: contents, request: request)
+        try await saveThumbnail(of: item, params, request)
+        return item.json
     }
 
     private func modify(_ params: Params, _ request: RequestContext) async throws -> JSONValue {
@@ -390,9 +398,24 @@ public final class ExtensionServer: @unchecked Sendable {
             throw ExtensionError(.invalidName, problem)
         }
         let contents = try params.optionalString("contentsPath").map { URL(fileURLWithPath: $0) }
-        return try await implementation.modifyItem(
-            id, baseVersion: base, changedFields: changed, contents: contents, request: request
-        ).json
+        let item = try await implementation.modifyItem(
+            id, baseVersion: base, changedFields: changed, contents: contents, request: request)
+        try await saveThumbnail(of: item, params, request)
+        return item.json
+    }
+
+    /// `thumbnailPath` of `create` and `modify` (protocol 1.2). The
+    /// document is stored: a preview that cannot be kept must not turn its
+    /// upload into an error (the daemon would send it again).
+    private func saveThumbnail(of item: Item, _ params: Params, _ request: RequestContext) async throws {
+        guard let path = try params.optionalString("thumbnailPath"), item.kind == .file else { return }
+        do {
+            try await implementation.saveThumbnail(
+                for: item.identifier, from: URL(fileURLWithPath: path), request: request)
+        } catch {
+            ExtensionConnection(server: self).log(
+                .warning, "the preview of '\(item.identifier)' was not kept: \(error)")
+        }
     }
 }
 

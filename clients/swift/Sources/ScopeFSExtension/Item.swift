@@ -35,10 +35,15 @@ public struct Item: Sendable, Equatable {
     public var itemVersion: ItemVersion
     /// Symlinks only: the target as stored.
     public var symlinkTarget: String?
+    /// Files only (protocol 1.2): true, the item has a preview
+    /// (`fetchThumbnail`); false, it has none and the daemon never asks;
+    /// nil says nothing (the daemon may ask).
+    public var hasThumbnail: Bool?
 
     public init(
         identifier: ItemIdentifier, parentIdentifier: ItemIdentifier?, filename: String, kind: ItemKind,
-        size: Int64, modificationTime: Double, mode: Int, itemVersion: ItemVersion, symlinkTarget: String? = nil
+        size: Int64, modificationTime: Double, mode: Int, itemVersion: ItemVersion, symlinkTarget: String? = nil,
+        hasThumbnail: Bool? = nil
     ) {
         self.identifier = identifier
         self.parentIdentifier = parentIdentifier
@@ -49,6 +54,7 @@ public struct Item: Sendable, Equatable {
         self.mode = mode
         self.itemVersion = itemVersion
         self.symlinkTarget = symlinkTarget
+        self.hasThumbnail = hasThumbnail
     }
 
     public var json: JSONValue {
@@ -65,6 +71,7 @@ public struct Item: Sendable, Equatable {
             ]),
         ]
         if kind == .symlink { item["target"] = .string(symlinkTarget ?? "") }
+        if kind == .file, let hasThumbnail { item["thumbnail"] = .bool(hasThumbnail) }
         return .object(item)
     }
 }
@@ -92,6 +99,8 @@ public struct Capabilities: Sendable {
     public var settableFields: [String]? = nil
     public var symlinks = false
     public var renameKeepsId = true
+    /// Protocol 1.2: the extension serves previews (`fetchThumbnail`).
+    public var thumbnails = false
 
     public init() {}
 
@@ -100,7 +109,7 @@ public struct Capabilities: Sendable {
             "changes": .string(changes.rawValue), "ranges": .bool(ranges), "create": .bool(create),
             "modify": .bool(modify), "delete": .bool(delete), "rename": .bool(rename),
             "conditionalWrites": .bool(conditionalWrites), "maxPageSize": .int(Int64(maxPageSize)),
-            "symlinks": .bool(symlinks), "renameKeepsId": .bool(renameKeepsId),
+            "symlinks": .bool(symlinks), "renameKeepsId": .bool(renameKeepsId), "thumbnails": .bool(thumbnails),
         ]
         if let settableFields { object["settableFields"] = .array(settableFields.map { .string($0) }) }
         return .object(object)
@@ -151,6 +160,17 @@ public struct FetchedContents: Sendable {
         self.url = url
         self.contentVersion = contentVersion
         self.offset = offset
+        self.length = length
+    }
+}
+
+/// `thumbnail`'s answer (protocol 1.2): a PNG of at most 64 KiB in the
+/// staging folder (`RequestContext.makeStagingFile`).
+public struct StagedThumbnail: Sendable {
+    public var url: URL
+    public var length: Int64
+    public init(url: URL, length: Int64) {
+        self.url = url
         self.length = length
     }
 }

@@ -33,6 +33,16 @@ public protocol ReplicatedExtension: Sendable {
         request: RequestContext
     ) async throws -> Item
     func deleteItem(identifier: ItemIdentifier, baseVersion: ItemVersion, request: RequestContext) async throws
+    /// `thumbnail` (protocol 1.2, only when `Capabilities.thumbnails`): the
+    /// item's preview, at most `size` pixels a side, staged; nil, it has
+    /// none. Never fetch the whole document for it (SPEC S50).
+    func fetchThumbnail(for identifier: ItemIdentifier, size: Int, request: RequestContext) async throws
+        -> StagedThumbnail?
+    /// The preview the saving app wrote, sent with `create` or `modify`
+    /// (`thumbnailPath`): keep it if the store can. The file is the
+    /// daemon's: copy it before returning. A failure is logged; the
+    /// document's upload stands.
+    func saveThumbnail(for identifier: ItemIdentifier, from url: URL, request: RequestContext) async throws
     /// Finish or abandon work; the daemon sends `exit` next.
     func shutdown() async
 }
@@ -73,6 +83,12 @@ extension ReplicatedExtension {
     {
         throw ExtensionError.notSupported("delete")
     }
+    public func fetchThumbnail(for identifier: ItemIdentifier, size: Int, request: RequestContext) async throws
+        -> StagedThumbnail?
+    {
+        throw ExtensionError.notSupported("thumbnail")
+    }
+    public func saveThumbnail(for identifier: ItemIdentifier, from url: URL, request: RequestContext) async throws {}
     public func shutdown() async {}
 }
 

@@ -22,6 +22,11 @@
 //
 // Changes: snapshots of the whole tree compared (SnapshotChanges, "poll").
 // Symbolic links are served as symlink items and never followed.
+//
+// Previews (protocol 1.2): a preview the saving app wrote (`thumbnailPath`
+// of create and modify) is kept as ROOT/.scopefs-thumbnails/ID.png, a
+// folder the listings leave out, and served by `thumbnail`; a file without
+// one has none (the Python example also generates one).
 import Foundation
 import ScopeFSExtension
 
@@ -61,6 +66,7 @@ final class FolderExtension: ReplicatedExtension, @unchecked Sendable {
         capabilities.maxPageSize = Self.pageSize
         capabilities.settableFields = ["name", "parent", "mtime", "mode"]
         capabilities.symlinks = true
+        capabilities.thumbnails = true
         return capabilities
     }
 
@@ -146,7 +152,8 @@ final class FolderExtension: ReplicatedExtension, @unchecked Sendable {
         } catch {
             throw ExtensionError.noSuchItem("cannot list '\(identifier)'")
         }
-        return names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.compactMap { name in
+        let shown = folder == root ? names.filter { $0 != Self.thumbnails } : names
+        return shown.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.compactMap { name in
             try? item(at: folder + "/" + name, parent: identifier)  // gone meanwhile, or a kind not served
         }
     }
@@ -229,6 +236,41 @@ final class FolderExtension: ReplicatedExtension, @unchecked Sendable {
             unlink(url.path)
             throw error
         }
+    }
+
+    // MARK: Previews
+
+    /// Where saved previews are kept, left out of every listing.
+    static let thumbnails = ".scopefs-thumbnails"
+
+    private func thumbnailPath(of identifier: ItemIdentifier) -> String {
+        root + "/" + Self.thumbnails + "/" + identifier + ".png"
+    }
+
+    func fetchThumbnail(for identifier: ItemIdentifier, size: Int, request: RequestContext) async throws
+        -> StagedThumbnail?
+    {
+        guard try item(at: path(of: identifier), parent: nil).kind == .file,
+            let data = FileManager.default.contents(atPath: thumbnailPath(of: identifier))
+        else { return nil }
+        let (staged, url) = try request.makeStagingFile()
+        defer { close(staged) }
+        let bytes = [UInt8](data)
+        do {
+            try writeAll(staged, bytes, bytes.count)
+        } catch {
+            unlink(url.path)
+            throw error
+        }
+        return StagedThumbnail(url: url, length: Int64(bytes.count))
+    }
+
+    func saveThumbnail(for identifier: ItemIdentifier, from url: URL, request: RequestContext) async throws {
+        let folder = root + "/" + Self.thumbnails
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let kept = thumbnailPath(of: identifier)
+        let data = try Data(contentsOf: url)
+        try data.write(to: URL(fileURLWithPath: kept), options: .atomic)
     }
 
     // MARK: Writing
