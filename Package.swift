@@ -220,7 +220,7 @@ let package = Package(
             name: "SettingsPage",
             dependencies: [
                 "HostText", "Control", "Policy", "PolicyStore", "FleetStore", "Documents", "Processes",
-                "CommandErrors",
+                "CommandErrors", "CSystemShims",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // The HTTP/1 server channel and its idle timeout (SettingsServer).
                 .product(name: "HummingbirdCore", package: "hummingbird"),

@@ -2,6 +2,7 @@ import CommandErrors
 import Control
 import HostText
 import Policy
+import PolicyStore
 
 /// Which apps hold a given file or folder: a grant on the item itself, or
 /// on a folder that contains it. Without a query, every granted item.
@@ -25,8 +26,10 @@ struct ItemsPage {
             let byItem = Dictionary(grouping: grants, by: ItemText.label).sorted { $0.key < $1.key }
             let rows = byItem.map { item, holders -> HTML in
                 let apps = holders.map { grant -> HTML in Self.holder(grant, how: "") }
+                let preview =
+                    holders.first { $0.state == .active }.map { self.preview($0, path: $0.relativePath) } ?? ""
                 return
-                    "<tr><td data-label=\"Item\"><span class=\"name\">\(item)</span></td><td data-label=\"Held by\">\(apps)</td></tr>"
+                    "<tr><td data-label=\"Item\">\(preview)<span class=\"name\">\(item)</span></td><td data-label=\"Held by\">\(apps)</td></tr>"
             }
             let table: HTML =
                 rows.isEmpty
@@ -38,18 +41,17 @@ struct ItemsPage {
             throw CommandError(.unknown, "unknown provider \(provider)")
         }
         let wanted = Self.normalized(path ?? "")
-        let holders = grants.filter { $0.provider == provider }.compactMap { grant -> HTML? in
-            let granted = grant.relativePath
-            if granted.sameHostName(as: wanted) { return Self.holder(grant, how: "the item itself") }
-            if granted.isEmpty || wanted.hasHostPrefix(granted + "/") {
-                return Self.holder(grant, how: "inside \(ItemText.label(grant))")
-            }
-            return nil
+        let holding = grants.filter { $0.provider == provider && Self.covers($0, wanted) }
+        let holders = holding.map { grant -> HTML in
+            grant.relativePath.sameHostName(as: wanted)
+                ? Self.holder(grant, how: "the item itself")
+                : Self.holder(grant, how: "inside \(ItemText.label(grant))")
         }
+        let preview = holding.first { $0.state == .active }.map { self.preview($0, path: wanted) } ?? ""
         let answer: HTML =
             holders.isEmpty
             ? "<p>No app holds <span class=\"name\">\(provider):\(wanted)</span>.</p>"
-            : "<ul>\(holders.map { "<li>\($0)</li>" as HTML })</ul>"
+            : "\(preview)<ul>\(holders.map { "<li>\($0)</li>" as HTML })</ul>"
         return Layout.page(
             "Items", section: .items,
             "\(form)<h2>Who holds <span class=\"name\">\(provider):\(wanted.isEmpty ? "." : wanted)</span></h2>\(answer)"
@@ -62,6 +64,34 @@ struct ItemsPage {
             <a href="/app\(URLText.query([("id", grant.app)]))"><span class="name">\(grant.app)</span></a> \
             <span class="state-\(grant.state.rawValue)">\(grant.state.rawValue)</span> \(grant.access.rawValue)\(howText)<br>
             """
+    }
+
+    /// Whether `grant` holds the item at `path`: the item itself, or a folder holding it.
+    static func covers(_ grant: Grant, _ path: String) -> Bool {
+        grant.relativePath.sameHostName(as: path) || grant.relativePath.isEmpty
+            || path.hasHostPrefix(grant.relativePath + "/")
+    }
+
+    /// The item's preview (SPEC S50), shown where it has one.
+    private func preview(_ grant: Grant, path: String) -> HTML {
+        guard backend.preview(of: grant, path: path) != nil else { return "" }
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return
+            "<img class=\"preview\" src=\"\(ItemPreview.address(grant, path: path))\" alt=\"preview of \(name)\" width=\"64\" height=\"64\">"
+    }
+
+    /// The grant of `app` through which the page shows `provider:path`'s
+    /// preview: an active one holding the item. Paths with `..` are refused.
+    func previewTarget(app: AppID?, provider: ProviderID?, path: String?) throws(CommandError) -> (Grant, String) {
+        guard let app, let provider else { throw CommandError(.usage, "which item? (app=APP&provider=P&path=PATH)") }
+        try Identifier.validate(app, what: "app")
+        let wanted = Self.normalized(path ?? "")
+        guard !wanted.split(separator: "/").contains("..") else { throw CommandError(.usage, "a path without '..'") }
+        let grant = try backend.grants(app: app).first {
+            $0.provider == provider && $0.state == .active && Self.covers($0, wanted)
+        }
+        guard let grant else { throw CommandError(.unknown, "\(app) holds no \(provider):\(wanted)") }
+        return (grant, wanted)
     }
 
     /// "a//b/./c/" as "a/b/c"; "." and "" are the provider's root.

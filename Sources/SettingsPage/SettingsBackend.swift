@@ -23,6 +23,9 @@ public protocol SettingsBackend: Sendable {
     func status() -> DaemonStatus?
     /// One of the owner's policy commands (revoke, restore, forget).
     func change(_ command: ControlCommand) throws(CommandError) -> ControlResponse
+    /// The preview of a granted item (SPEC S50), as the mount shows it to
+    /// an app holding it: a PNG, never a download; nil when it has none.
+    func preview(of grant: Grant, path: String) -> [UInt8]?
 }
 
 /// The backend of `scopefs settings`: a state directory and its daemon.
@@ -64,6 +67,14 @@ public struct LiveSettingsBackend: SettingsBackend {
     }
 
     public func status() -> DaemonStatus? { try? ControlClient.status(state: state) }
+
+    /// `user.scopefs.thumbnail` of the item in the holding app's view of
+    /// the daemon's mount, which answers the owner's processes too.
+    public func preview(of grant: Grant, path: String) -> [UInt8]? {
+        guard grant.state == .active, let mountpoint = status()?.mountpoint else { return nil }
+        let inView = [mountpoint, grant.app, "Providers", grant.provider, path].filter { !$0.isEmpty }
+        return ItemPreview.read(inView.joined(separator: "/"))
+    }
 
     /// As `scopefs revoke`, `restore` and `forget` do it: on a fleet written
     /// to the fleet's store with the owner's role (a host's daemon may not

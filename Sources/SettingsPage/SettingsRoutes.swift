@@ -45,6 +45,22 @@ public enum SettingsRoutes {
                     provider: try fields.optional("provider"), path: try fields.single("path"))
             }
         }
+        router.get("/items/preview") { request, _ in
+            do throws(CommandError) {
+                let fields = try query(request)
+                let (grant, path) = try ItemsPage(backend: backend).previewTarget(
+                    app: try fields.optional("app"), provider: try fields.optional("provider"),
+                    path: try fields.single("path"))
+                guard let png = backend.preview(of: grant, path: path) else {
+                    throw CommandError(.unknown, "no preview of \(grant.provider):\(path)")
+                }
+                return Response(
+                    status: .ok, headers: [.contentType: "image/png", .cacheControl: "no-store"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: png)))
+            } catch {
+                return ErrorPage.response(error)
+            }
+        }
         router.get("/providers") { _, _ in
             page { () throws(CommandError) in try ProvidersPage(backend: backend).render() }
         }

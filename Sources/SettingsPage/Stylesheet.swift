@@ -28,6 +28,7 @@ enum Stylesheet {
         .scroll { overflow-x: auto; }
         code, .name { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
         .muted { color: var(--muted); }
+        img.preview { vertical-align: middle; margin-right: 0.5em; border: 1px solid var(--muted); image-rendering: auto; }
         .state-revoked { color: var(--danger); font-weight: 600; }
         .state-active { color: var(--ok); font-weight: 600; }
         .error { color: var(--danger); font-weight: 600; }

@@ -17,6 +17,8 @@ final class FakeBackend: SettingsBackend {
         var grants: [Grant] = []
         var events: [Event] = []
         var changes: [ControlCommand] = []
+        /// Previews by "provider:path", as the mount would show them.
+        var previews: [String: [UInt8]] = [:]
     }
 
     let store: Mutex<Store>
@@ -51,6 +53,9 @@ final class FakeBackend: SettingsBackend {
     func record(_ event: Event) { store.withLock { $0.events.append(event) } }
     func references(app: AppID) -> [ItemIdentifier: [String]] { [:] }
     func status() -> DaemonStatus? { nil }
+    func preview(of grant: Grant, path: String) -> [UInt8]? {
+        store.withLock { grant.state == .active ? $0.previews["\(grant.provider):\(path)"] : nil }
+    }
 
     func change(_ command: ControlCommand) throws(CommandError) -> ControlResponse {
         store.withLock { store in

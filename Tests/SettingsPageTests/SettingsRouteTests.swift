@@ -297,6 +297,50 @@ import Testing
         }
     }
 
+    @Test func testItemsShowTheirPreviewsServedAsPNG() async throws {
+        // SPEC S50, issue 53: a granted item with a preview shows it in the
+        // Items view, served by the page as image/png; bad requests are
+        // refused, and an item without one shows none.
+        let backend = Self.backend()
+        let png: [UInt8] = ItemPreview.signature + [1, 2, 3]
+        backend.store.withLock { $0.previews["drive:notes.txt"] = png }
+        try await withPage(backend) { client in
+            let list = String(buffer: try await client.execute(uri: "/items", method: .get, headers: Self.cookie).body)
+            let address = "/items/preview?app=com.example.editor&amp;provider=drive&amp;path=notes.txt"
+            #expect(list.contains("<img class=\"preview\" src=\"\(address)\""), "\(list)")
+            #expect(list.components(separatedBy: "<img").count == 2, "one item has a preview")
+            let one = String(
+                buffer: try await client.execute(
+                    uri: "/items?provider=drive&path=notes.txt", method: .get, headers: Self.cookie
+                ).body)
+            #expect(one.contains("alt=\"preview of notes.txt\""))
+            let served = try await client.execute(
+                uri: "/items/preview?app=com.example.editor&provider=drive&path=notes.txt", method: .get,
+                headers: Self.cookie)
+            #expect(served.status == .ok)
+            #expect(served.headers[.contentType] == "image/png")
+            #expect(Array(buffer: served.body) == png)
+            for (uri, status) in [
+                (
+                    "/items/preview?app=com.example.editor&provider=drive&path=../notes.txt",
+                    HTTPResponse.Status.badRequest
+                ),
+                ("/items/preview?app=org.other&provider=drive&path=notes.txt", .notFound),
+                (
+                    "/items/preview?app=com.example.editor&provider=drive&path=%3Cscript%3Ealert(1)%3C/script%3E",
+                    .notFound
+                ),
+                ("/items/preview?provider=drive&path=notes.txt", .badRequest),
+            ] {
+                let refused = try await client.execute(uri: uri, method: .get, headers: Self.cookie)
+                #expect(refused.status == status, "\(uri)")
+            }
+            let anonymous = try await client.execute(
+                uri: "/items/preview?app=com.example.editor&provider=drive&path=notes.txt", method: .get)
+            #expect(anonymous.status != .ok, "no preview without the token or cookie")
+        }
+    }
+
     @Test func testAppsPageAndActivityFilters() async throws {
         try await withPage(Self.backend()) { client in
             let apps = String(buffer: try await client.execute(uri: "/", method: .get, headers: Self.cookie).body)

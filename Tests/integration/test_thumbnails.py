@@ -16,14 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 from client_builds import swift_check  # noqa: F401  (the fixture: the Swift check app)
 from doc_scope_helpers import mount, wait_events
 from extension_cloud import CLOUD, Cloud
+from previews import png
 from scopefs_harness import ALPHA, BETA, EXTENSIONS, LOCAL, wait_for
 
 THUMBNAIL = "user.scopefs.thumbnail"
@@ -69,19 +68,6 @@ while True:
     elif op == "state":
         emit(outcome(lambda: os.getxattr(path, "user.scopefs.state").decode()))
 """
-
-
-def png(seed: str, side: int = 4, text: dict | None = None) -> bytes:
-    """A small PNG of one colour, with tEXt chunks `text`."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    colour = hashlib.sha256(seed.encode()).digest()[:3]
-    rows = b"".join(b"\0" + colour * side for _ in range(side))
-    texts = b"".join(chunk(b"tEXt", k.encode() + b"\0" + v.encode()) for k, v in (text or {}).items())
-    header = chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
-    return b"\x89PNG\r\n\x1a\n" + header + texts + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def app(env, name: str):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from doc_scope_helpers import mount as mount_with_scopes
+from previews import cache_preview
 from scopefs_harness import ALPHA, BETA, LOCAL, REPO_ROOT, REPORT_BYTES, describe, last_json_line, snippet
 
 CHROMIUM = "/usr/bin/chromium"
@@ -218,6 +219,42 @@ def test_the_page_reads_at_400_percent_zoom_in_dark_mode_without_script(env, pag
     assert tab.evaluate("document.activeElement.textContent") == "Skip to content"
     tab.locator("tr", has_text=REPORT).get_by_role("button", name="Revoke").click()
     assert notice(tab).startswith("Revoked")
+
+
+def test_items_show_their_previews_without_a_download(env, browser):
+    """SPEC S50, S46, issue 53: the Items view shows a granted item's
+    preview, read from the mount (here a local provider's file with the
+    owner's freedesktop preview), as an image the browser draws; an item
+    without one shows none, and a revoked grant's item shows none."""
+    cache = env.root / "owner-cache"
+    env.base_env["XDG_CACHE_HOME"] = str(cache)
+    photo = env.backing(LOCAL) / "photo.txt"
+    photo.write_bytes(b"a photo\n")
+    preview = cache_preview(cache, photo)
+    env.grant(ALPHA, f"{LOCAL}:photo.txt", read_only=True)
+    env.grant(ALPHA, f"{LOCAL}:{REPORT}")
+    mount_with_scopes(env)
+    served = Page(env)
+    try:
+        tab = browser.new_context().new_page()
+        tab.goto(served.url)
+        tab.goto(f"{served.base}/items")
+        images = tab.locator("main img.preview")
+        assert images.count() == 1, tab.locator("main").inner_html()
+        assert images.first.get_attribute("alt") == "preview of photo.txt"
+        tab.wait_for_function("() => document.querySelector('img.preview').complete")
+        assert images.first.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [4, 4], "the browser drew it"
+        shoot(tab, "items-previews")
+        address = images.first.get_attribute("src")
+        served_png = tab.request.get(served.base + address)
+        assert served_png.status == 200 and served_png.headers["content-type"] == "image/png"
+        assert served_png.body() == preview
+        env.cli("revoke", ALPHA, f"{LOCAL}:photo.txt")
+        tab.goto(f"{served.base}/items")
+        assert tab.locator("main img.preview").count() == 0, "a revoked grant shows no preview"
+        assert tab.request.get(served.base + address).status == 404
+    finally:
+        served.stop()
 
 
 def test_hostile_names_show_as_ls_b_and_never_as_markup(env, browser):
