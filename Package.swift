@@ -61,6 +61,13 @@ let package = Package(
             pkgConfig: "libseccomp",
             providers: [.apt(["libseccomp-dev"])]
         ),
+        // CRC-32 of the PNG chunks of previews kept for the owner's file
+        // manager (SPEC S50), from Debian's zlib.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         // Readiness for systemd (sd_notify) and the journal (sd_journal_sendv).
         .systemLibrary(
             name: "CSystemd",
@@ -130,7 +137,7 @@ let package = Package(
             name: "Documents",
             dependencies: [
                 "HostText",
-                "Policy", "PolicyStore", "CommandErrors", "CSystemShims",
+                "Policy", "PolicyStore", "CommandErrors", "CSystemShims", "CZlib",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict

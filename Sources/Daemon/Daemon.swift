@@ -206,6 +206,8 @@ public enum Daemon {
         }
         // Local providers' previews: the owner's freedesktop cache (S50).
         fileSystem.setLocalThumbnails(FreedesktopThumbnails.ofOwner())
+        // Extensions' previews, kept there for the owner's file manager.
+        fileSystem.setOwnerPreviews(OwnerPreviewCache(cache: FreedesktopThumbnails.ofOwner(), mountpoint: mountpoint))
         let extensions = ExtensionProviders(
             state: state, mountpoint: mountpoint, fileSystem: fileSystem, events: recorder, logger: logger,
             builtInsOnly: backend.builtInExtensionsOnly,

@@ -141,6 +141,7 @@ public final class ScopeFileSystem: FileSystem {
     /// Where local providers' previews come from (SPEC S50): the owner's
     /// freedesktop thumbnail cache, set by the daemon.
     let localThumbnails = LocalThumbnailSource()
+    let ownerPreviews = OwnerPreviewSource()
     /// Temporaries of atomic saves beside single-file grants (SPEC S48).
     let temporaries = ReplacementTemporaries()
 

@@ -302,7 +302,7 @@ import Testing
         // Items view, served by the page as image/png; bad requests are
         // refused, and an item without one shows none.
         let backend = Self.backend()
-        let png: [UInt8] = ItemPreview.signature + [1, 2, 3]
+        let png: [UInt8] = ThumbnailLimits.pngSignature + [1, 2, 3]
         backend.store.withLock { $0.previews["drive:notes.txt"] = png }
         try await withPage(backend) { client in
             let list = String(buffer: try await client.execute(uri: "/items", method: .get, headers: Self.cookie).body)

@@ -632,6 +632,9 @@ class Env:
         self.base_env.pop("PYTHONFAULTHANDLER", None)
         self.base_env.pop("SCOPEFS_STATE", None)
         self.base_env.update(XDG_STATE_HOME=str(self.root / "xdg-state"), PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
+        # The daemon keeps previews for the owner's file manager in the
+        # owner's freedesktop cache (S50): the test's own, not the machine's.
+        self.base_env["XDG_CACHE_HOME"] = str(self.root / "xdg-cache")
 
     # -- paths -------------------------------------------------------------
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
+import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -169,6 +172,57 @@ def test_a_preview_saved_with_a_document_reaches_the_store_and_another_app(env, 
         cloud.path(ALPHA, "docs/drawing.txt"),
     )
     assert owner == {"ok": preview.hex()}, owner
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """A PNG's chunks (type, data), each CRC checked."""
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    chunks, offset = [], 8
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
+        assert crc == zlib.crc32(kind + body), f"bad CRC in {kind}"
+        chunks.append((kind, body))
+        offset += 12 + length
+    return chunks
+
+
+@pytest.mark.sqlite_store(EXTENSIONS)
+def test_the_owners_file_manager_finds_previews_of_dataless_documents(env):
+    """S50, S4, issue 53: the owner lists an extension's folder in the
+    mount (as a file manager does); the daemon keeps each document's
+    preview in the owner's freedesktop cache under the document's URI in
+    the mount (large/MD5(URI).png, Thumb::URI and Thumb::MTime as the
+    Thumbnail Managing Standard asks, CRCs right), from the extension's
+    `thumbnail`, without fetching any content; a second listing asks the
+    extension nothing."""
+    cache = env.root / "owner-cache"
+    env.base_env["XDG_CACHE_HOME"] = str(cache)
+    world = mounted(env, 5)
+    env.grant(ALPHA, f"{CLOUD}:many")
+    folder = Path(world.path(ALPHA, "many"))
+    names = sorted(os.listdir(folder))  # the owner's process: the inspect view
+    assert len(names) == 5, names
+
+    def kept(name: str) -> Path:
+        uri = (folder / name).as_uri()
+        return cache / "thumbnails" / "large" / (hashlib.md5(uri.encode()).hexdigest() + ".png")
+
+    wait_for("the previews in the owner's cache", lambda: all(kept(name).exists() for name in names), timeout=20)
+    for name in names:
+        chunks = png_chunks(kept(name).read_bytes())
+        assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
+        texts = dict(body.split(b"\0", 1) for kind, body in chunks if kind == b"tEXt")
+        assert texts[b"Thumb::URI"] == (folder / name).as_uri().encode()
+        assert texts[b"Thumb::MTime"] == str(int((folder / name).stat().st_mtime)).encode()
+        assert oct(kept(name).stat().st_mode & 0o777) == "0o600"
+    assert calls(world, "fetch") == [], "a preview downloaded content"
+    asked = len(calls(world, "thumbnail"))
+    assert asked == 5, asked
+    os.listdir(folder)
+    time.sleep(1)
+    assert len(calls(world, "thumbnail")) == asked, "a second listing asked the extension again"
 
 
 @pytest.mark.sqlite_store(EXTENSIONS)
