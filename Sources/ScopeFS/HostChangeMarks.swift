@@ -1,6 +1,7 @@
 import FuseBridge
 import Glibc
 import Policy
+import SystemPackage
 
 /// A host folder, as the host-change channel names it.
 public struct HostDirectoryID: Hashable, Sendable {
@@ -185,10 +186,15 @@ extension ScopeFileSystem {
             // or removed the file meanwhile), and then nothing tells whose
             // write it was: a full run had the writing app hear of its own
             // write so. Nothing at that name has new content; its move or
-            // removal is told as such (`namedProviderItems`).
-            guard let info = statInFolder(folders, name),
-                !table.isMountsOwnWrite(FileIdentity(info), version: FileVersion(info))
-            else { return [] }
+            // removal is told as such (`namedProviderItems`). A stat that
+            // fails otherwise (no folder descriptor to be had on a loaded
+            // daemon) proves no echo: the change is told, as a host write.
+            switch statOrGone(folders, name) {
+            case .gone: return []
+            case .found(let info) where table.isMountsOwnWrite(FileIdentity(info), version: FileVersion(info)):
+                return []
+            default: break
+            }
         }
         return providerItems(named: name, in: folders)
     }
@@ -220,6 +226,24 @@ extension ScopeFileSystem {
 
     /// The status of `name` in the first of one host folder's nodes,
     /// through its descriptor (opened again if the cache evicted it).
+    private enum FolderStat {
+        case found(stat)
+        /// No file at the name (ENOENT).
+        case gone
+        /// Not known: no folder descriptor, or another error.
+        case unknown
+    }
+
+    private func statOrGone(_ folders: [Node], _ name: String) -> FolderStat {
+        guard let folder = folders.first, let descriptor = try? folderDescriptor(of: folder) else { return .unknown }
+        do throws(Errno) {
+            return .found(
+                try withExtendedLifetime(descriptor) { () throws(Errno) in try Sys.statAt(descriptor.number, name) })
+        } catch {
+            return error == .noSuchFileOrDirectory ? .gone : .unknown
+        }
+    }
+
     private func statInFolder(_ folders: [Node], _ name: String) -> stat? {
         guard let folder = folders.first, let descriptor = try? folderDescriptor(of: folder) else { return nil }
         return withExtendedLifetime(descriptor) { try? Sys.statAt(descriptor.number, name) }
