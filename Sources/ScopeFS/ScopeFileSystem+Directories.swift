@@ -16,7 +16,7 @@ extension ScopeFileSystem {
         let charge = target.node.place.isBacked ? try chargeDescriptor(caller, target.resolved, .opendir) : nil
         let entries = try entries(of: target, caller: caller)
         let handle = DirectoryHandle(node: target.node, entries: entries, charge: charge)
-        keepOwnerPreviews(of: target, caller: caller)
+        keepOwnerPreviews(of: target, caller: caller, entries: entries)
         return OpenDirectory(handle: handle.retainedHandle(), cachesListing: cachesListing(of: target.node, entries))
     }
 

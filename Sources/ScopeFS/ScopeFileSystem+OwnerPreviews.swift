@@ -37,26 +37,36 @@ extension ScopeFileSystem {
 
     /// The most files of one folder whose previews one listing keeps.
     static let ownerPreviewsPerFolder = 1000
+    /// The most folders waiting at once: a walk of a large tree (`find`)
+    /// queues no more than this; the folders it listed beyond are not
+    /// kept until listed again.
+    static let ownerPreviewFolders = 64
 
     /// The owner lists a folder of an extension's provider in the mount
     /// (the inspect view, S4): the previews of its files go into the
     /// owner's cache under their paths in the mount, as the extension
     /// gives them (`thumbnail`, cached per content version), never from
     /// their content. Files whose preview is kept for their current mtime
-    /// cost a stat and a read of the cache.
-    func keepOwnerPreviews(of folder: Target, caller: Caller) {
-        guard case .owner = caller, let keeper = ownerPreviews.current,
+    /// cost a stat and a read of the cache. Only the files the listing
+    /// shows (`entries`: a bare folder above grants shows only what leads
+    /// to them), so no item outside the app's grants costs a call.
+    func keepOwnerPreviews(of folder: Target, caller: Caller, entries: DirectoryHandle.Entries) {
+        guard case .owner = caller, case .host(_, let shown, _) = entries, let keeper = ownerPreviews.current,
             case .provider(let app, let provider) = folder.node.place,
             let content = providerContents.content(of: provider),
             let directory = withPolicy({ $0.providers[provider]?.directory }),
             let relative = try? folder.path
         else { return }
         let hostFolder = relative.isEmpty ? directory : directory + "/" + relative
-        guard ownerPreviews.pending.withLock({ $0.insert(hostFolder).inserted }) else { return }
+        let queued = ownerPreviews.pending.withLock { pending in
+            pending.count < Self.ownerPreviewFolders && pending.insert(hostFolder).inserted
+        }
+        guard queued else { return }
         let viewFolder = MountLayout.providerPath(app: app, provider: provider, path: relative)
         ownerPreviews.queue.async { [ownerPreviews] in
             defer { _ = ownerPreviews.pending.withLock { $0.remove(hostFolder) } }
-            for name in Self.fileNames(in: hostFolder).prefix(Self.ownerPreviewsPerFolder) {
+            let names = Self.fileNames(in: hostFolder).filter { shown?.contains(HostNameKey($0)) ?? true }
+            for name in names.prefix(Self.ownerPreviewsPerFolder) {
                 var info = stat()
                 guard (hostFolder + "/" + name).withHostCString({ lstat($0, &info) }) == 0,
                     (info.st_mode & S_IFMT) == S_IFREG

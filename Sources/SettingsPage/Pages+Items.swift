@@ -12,6 +12,7 @@ struct ItemsPage {
     func render(provider: ProviderID?, path: String?) throws(CommandError) -> HTML {
         let providers = try backend.providers().sorted { $0.id < $1.id }
         let grants = try backend.grants(app: nil)
+        let previews = backend.previews()
         let options = providers.map { option -> HTML in
             let selected: HTML = option.id == provider ? " selected" : ""
             return "<option value=\"\(option.id)\"\(selected)>\(option.id)</option>"
@@ -27,7 +28,8 @@ struct ItemsPage {
             let rows = byItem.map { item, holders -> HTML in
                 let apps = holders.map { grant -> HTML in Self.holder(grant, how: "") }
                 let preview =
-                    holders.first { $0.state == .active }.map { self.preview($0, path: $0.relativePath) } ?? ""
+                    holders.first { $0.state == .active }.map { Self.preview($0, path: $0.relativePath, previews) }
+                    ?? ""
                 return
                     "<tr><td data-label=\"Item\">\(preview)<span class=\"name\">\(item)</span></td><td data-label=\"Held by\">\(apps)</td></tr>"
             }
@@ -47,7 +49,7 @@ struct ItemsPage {
                 ? Self.holder(grant, how: "the item itself")
                 : Self.holder(grant, how: "inside \(ItemText.label(grant))")
         }
-        let preview = holding.first { $0.state == .active }.map { self.preview($0, path: wanted) } ?? ""
+        let preview = holding.first { $0.state == .active }.map { Self.preview($0, path: wanted, previews) } ?? ""
         let answer: HTML =
             holders.isEmpty
             ? "<p>No app holds <span class=\"name\">\(provider):\(wanted)</span>.</p>"
@@ -73,8 +75,10 @@ struct ItemsPage {
     }
 
     /// The item's preview (SPEC S50), shown where it has one.
-    private func preview(_ grant: Grant, path: String) -> HTML {
-        guard backend.preview(of: grant, path: path) != nil else { return "" }
+    private static func preview(
+        _ grant: Grant, path: String, _ previews: (Grant, String) -> [UInt8]?
+    ) -> HTML {
+        guard previews(grant, path) != nil else { return "" }
         let name = path.split(separator: "/").last.map(String.init) ?? path
         return
             "<img class=\"preview\" src=\"\(ItemPreview.address(grant, path: path))\" alt=\"preview of \(name)\" width=\"64\" height=\"64\">"

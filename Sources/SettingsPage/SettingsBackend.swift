@@ -23,9 +23,10 @@ public protocol SettingsBackend: Sendable {
     func status() -> DaemonStatus?
     /// One of the owner's policy commands (revoke, restore, forget).
     func change(_ command: ControlCommand) throws(CommandError) -> ControlResponse
-    /// The preview of a granted item (SPEC S50), as the mount shows it to
-    /// an app holding it: a PNG, never a download; nil when it has none.
-    func preview(of grant: Grant, path: String) -> [UInt8]?
+    /// A reader of granted items' previews (SPEC S50), as the mount shows
+    /// them to an app holding them: a PNG, never a download; nil when it
+    /// has none. One per page: where the mount is is asked once, not per item.
+    func previews() -> @Sendable (_ grant: Grant, _ path: String) -> [UInt8]?
 }
 
 /// The backend of `scopefs settings`: a state directory and its daemon.
@@ -70,10 +71,13 @@ public struct LiveSettingsBackend: SettingsBackend {
 
     /// `user.scopefs.thumbnail` of the item in the holding app's view of
     /// the daemon's mount, which answers the owner's processes too.
-    public func preview(of grant: Grant, path: String) -> [UInt8]? {
-        guard grant.state == .active, let mountpoint = status()?.mountpoint else { return nil }
-        let inView = [mountpoint, grant.app, "Providers", grant.provider, path].filter { !$0.isEmpty }
-        return ItemPreview.read(inView.joined(separator: "/"))
+    public func previews() -> @Sendable (_ grant: Grant, _ path: String) -> [UInt8]? {
+        let mountpoint = status()?.mountpoint
+        return { grant, path in
+            guard grant.state == .active, let mountpoint else { return nil }
+            let inView = [mountpoint, grant.app, "Providers", grant.provider, path].filter { !$0.isEmpty }
+            return ItemPreview.read(inView.joined(separator: "/"))
+        }
     }
 
     /// As `scopefs revoke`, `restore` and `forget` do it: on a fleet written

@@ -51,7 +51,7 @@ public enum SettingsRoutes {
                 let (grant, path) = try ItemsPage(backend: backend).previewTarget(
                     app: try fields.optional("app"), provider: try fields.optional("provider"),
                     path: try fields.single("path"))
-                guard let png = backend.preview(of: grant, path: path) else {
+                guard let png = backend.previews()(grant, path) else {
                     throw CommandError(.unknown, "no preview of \(grant.provider):\(path)")
                 }
                 return Response(

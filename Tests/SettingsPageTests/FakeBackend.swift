@@ -53,8 +53,10 @@ final class FakeBackend: SettingsBackend {
     func record(_ event: Event) { store.withLock { $0.events.append(event) } }
     func references(app: AppID) -> [ItemIdentifier: [String]] { [:] }
     func status() -> DaemonStatus? { nil }
-    func preview(of grant: Grant, path: String) -> [UInt8]? {
-        store.withLock { grant.state == .active ? $0.previews["\(grant.provider):\(path)"] : nil }
+    func previews() -> @Sendable (_ grant: Grant, _ path: String) -> [UInt8]? {
+        { [self] grant, path in
+            self.store.withLock { grant.state == .active ? $0.previews["\(grant.provider):\(path)"] : nil }
+        }
     }
 
     func change(_ command: ControlCommand) throws(CommandError) -> ControlResponse {

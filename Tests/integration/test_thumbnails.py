@@ -205,9 +205,12 @@ def test_the_owners_file_manager_finds_previews_of_dataless_documents(env):
     names = sorted(os.listdir(folder))  # the owner's process: the inspect view
     assert len(names) == 5, names
 
-    def kept(name: str) -> Path:
-        uri = (folder / name).as_uri()
+    def kept_in(where: Path, name: str) -> Path:
+        uri = (where / name).as_uri()
         return cache / "thumbnails" / "large" / (hashlib.md5(uri.encode()).hexdigest() + ".png")
+
+    def kept(name: str) -> Path:
+        return kept_in(folder, name)
 
     wait_for("the previews in the owner's cache", lambda: all(kept(name).exists() for name in names), timeout=20)
     for name in names:
@@ -223,6 +226,14 @@ def test_the_owners_file_manager_finds_previews_of_dataless_documents(env):
     os.listdir(folder)
     time.sleep(1)
     assert len(calls(world, "thumbnail")) == asked, "a second listing asked the extension again"
+    # A bare folder above one granted file shows that file alone: only its
+    # preview is kept, and the files the app was not given cost nothing.
+    env.grant(BETA, f"{CLOUD}:many/{names[1]}")
+    bare = Path(world.path(BETA, "many"))
+    assert os.listdir(bare) == [names[1]]
+    wait_for("the granted file's preview", lambda: kept_in(bare, names[1]).exists(), timeout=20)
+    time.sleep(1)
+    assert [name for name in names if kept_in(bare, name).exists()] == [names[1]]
 
 
 @pytest.mark.sqlite_store(EXTENSIONS)
