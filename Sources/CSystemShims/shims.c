@@ -94,8 +94,17 @@ int scopefs_removexattrat(int dirfd, const char *path, unsigned int at_flags, co
     return (int)syscall(SYS_removexattrat, dirfd, path, at_flags, name);
 }
 
+/* A filesystem mark sees every write of the machine to that file system
+   (builds, databases): the kernel's default queue of 16,384 events fills
+   while the daemon waits for a core, and a full queue drops the rest, a
+   granted file's write among them. The queue is unbounded (the daemon
+   drops foreign events after one hash); bounded only where the kernel
+   refuses that. */
 int scopefs_fanotify_init(void) {
-    return fanotify_init(FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK, O_RDONLY | O_LARGEFILE);
+    const unsigned int flags = FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME | FAN_CLOEXEC | FAN_NONBLOCK;
+    int fanotify = fanotify_init(flags | FAN_UNLIMITED_QUEUE, O_RDONLY | O_LARGEFILE);
+    if (fanotify < 0 && errno == EPERM) fanotify = fanotify_init(flags, O_RDONLY | O_LARGEFILE);
+    return fanotify;
 }
 
 /* Names (create, delete, moves), attributes and content; FAN_ONDIR for

@@ -90,6 +90,19 @@ final class ContentNotices: Sendable {
         }
     }
 
+    /// Host changes were lost (the channel's queue overflowed): which
+    /// items changed is not known, so each active grant's item is told
+    /// `changed` (a folder's: something in it may have), folded as any
+    /// change is. A notice too many makes an app read again; one missing
+    /// leaves it showing stale content.
+    func mayAllHaveChanged(in snapshot: PolicySnapshot) {
+        var told = Set<Key>()
+        for grant in snapshot.grantsByID.values where grant.state == .active {
+            let key = Key(provider: grant.provider, path: grant.relativePath, writer: nil, kind: .changed)
+            if told.insert(key).inserted { changed(provider: key.provider, path: key.path, writer: nil, in: snapshot) }
+        }
+    }
+
     /// One notice per app whose active grant covers the item.
     private static func notices(_ key: Key, _ snapshot: PolicySnapshot) -> [PresenterNotice] {
         let apps = snapshot.apps(withGrantsIn: key.provider)

@@ -201,7 +201,8 @@ public enum Daemon {
                     },
                     subitemChanged: { provider, change in
                         documents.subitemNotices.hostChanged(provider: provider, change, in: fileSystem.snapshot)
-                    })
+                    },
+                    changesLost: { documents.contentNotices.mayAllHaveChanged(in: fileSystem.snapshot) })
             }
         }
         // Local providers' previews: the owner's freedesktop cache (S50).

@@ -198,10 +198,13 @@ final class HostChangeChannel: HostChangeMarker {
     /// stale. `namesChanged` runs (once per batch) when a name came or went
     /// on the host in a folder the kernel holds: an item may have moved.
     /// `contentChanged` runs for each provider item a host write changed,
-    /// `subitemChanged` for each provider item that came, went or moved.
+    /// `subitemChanged` for each provider item that came, went or moved;
+    /// `changesLost` when the queue overflowed and which items changed is
+    /// not known.
     func run(
         fileSystem: ScopeFileSystem, session: FuseSession, namesChanged: () -> Void,
-        contentChanged: (ProviderID, String) -> Void, subitemChanged: (ProviderID, SubitemChange) -> Void
+        contentChanged: (ProviderID, String) -> Void, subitemChanged: (ProviderID, SubitemChange) -> Void,
+        changesLost: () -> Void
     ) {
         defer { finished.signal() }
         // Bounded: one read's worth of events at a time, however many come.
@@ -234,6 +237,7 @@ final class HostChangeChannel: HostChangeMarker {
                     "the host-change queue overflowed (\(kind.rawValue)): events were lost, dropping every cached entry and attribute (\(everything.count) invalidations)"
                 )
                 session.invalidate(everything)
+                changesLost()
                 continue
             }
             guard !changes.isEmpty else { continue }

@@ -10,6 +10,8 @@ processes, real host writes.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -98,6 +100,37 @@ def test_host_write_is_changed_within_a_second(channel_world):
         world.prov(BETA, LOCAL, REPORT),
         world.prov(BETA, LOCAL, "docs/secret.txt"),
     }, beta_heard
+
+
+@pytest.mark.parametrize("flooded", ["elsewhere", "beside"])
+def test_a_flood_of_other_host_writes_loses_no_change(channel_world, flooded):
+    """A host write to a granted file is `changed` to its app even when
+    20,000 other files were written while the daemon was not reading
+    (stopped here; a loaded machine in CI), more than the kernel queues
+    (S27a): elsewhere on the file system, which a fanotify mark sees whole,
+    or beside the file in its folder, which inotify watches. A queue that
+    overflowed has lost which files changed: each granted item is told."""
+    world = channel_world
+    world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT), quiet=90.0)  # outlasts the flood
+    if flooded == "elsewhere":  # the backing's file system, outside every provider
+        elsewhere = world.root / "elsewhere"
+        elsewhere.mkdir()
+    else:
+        elsewhere = world.backing(LOCAL) / "docs"
+    daemon = world.daemon_pid()
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        for i in range(20_000):  # more than the kernel's 16,384 queued events
+            (elsewhere / f"flood-{i}").write_bytes(b"x")
+        with open(world.backing(LOCAL) / REPORT, "ab") as f:
+            f.write(b"a host edit after the flood\n")
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+    resumed = time.time()
+    notice = alpha.recv(timeout=20)
+    assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
+    assert notice["at"] - resumed < 5.0, notice["at"] - resumed
 
 
 PY_WRITER = """
