@@ -35,7 +35,7 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 def repo_path(token: str) -> Path | str | None:
     """Where a backticked token of a map points in the repository: a path
-    under Sources/ (`Daemon/ControlServer.swift`) or from the root
+    under Sources/ (`Daemon/Control/ControlServer.swift`) or from the root
     (`Tests/repo/...`); "bare" for a file name without its folder, which
     a reader cannot find; None for what is no repository path (a type, a
     path of the state directory or the mount, an absolute path)."""

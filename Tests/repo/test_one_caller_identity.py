@@ -41,9 +41,9 @@ PEER_CREDENTIALS = re.compile(r"scopefs_portal_caller\(|SO_PEERCRED")
 # answer, and the daemon handing the tracker to its control server's
 # CallerIdentity.
 TRACKER_QUERIERS = {
-    SOURCES / "Daemon" / "ProcessTracker.swift",
-    SOURCES / "Daemon" / "ProcessHandling.swift",
-    SOURCES / "Daemon" / "Daemon.swift",
+    SOURCES / "Daemon" / "Callers" / "ProcessTracker.swift",
+    SOURCES / "Daemon" / "Control" / "ProcessHandling.swift",
+    SOURCES / "Daemon" / "Mount" / "Daemon.swift",
 }
 # Where the kernel's credentials of a peer are read (then handed to the service).
 CREDENTIAL_READERS = {
@@ -61,13 +61,13 @@ CONSUMERS = {
     SOURCES / "Portal" / "FileTransferObject.swift": r"OwnerCaller\.identify\(message, callers: portal\.callers",
     SOURCES / "Portal" / "DocumentLayout.swift": r"portal\.callers\.identify\(pid: request\.threadID",
     SOURCES / "SettingsPage" / "AppPeerCheck.swift": r"callers\.identify\(pid:",
-    SOURCES / "Daemon" / "ControlServer.swift": r"identity\.identify\(pid:",
+    SOURCES / "Daemon" / "Control" / "ControlServer.swift": r"identity\.identify\(pid:",
 }
 # Where the service is made, each with its source of attribution.
 MAKERS = {
     SOURCES / "Portal" / "DocumentPortal.swift": r"source: \.daemon",
     SOURCES / "SettingsPage" / "AppPeerCheck.swift": r"source: \.daemon",
-    SOURCES / "Daemon" / "ControlServer.swift": r"source: \.tracker",
+    SOURCES / "Daemon" / "Control" / "ControlServer.swift": r"source: \.tracker",
 }
 
 

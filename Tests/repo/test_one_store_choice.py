@@ -36,14 +36,14 @@ CONNECTORS = {
     SOURCES / "ScopeFSCLI" / "FleetCommands.swift",
     # The daemon's claims and events, from the configuration of its run's
     # `IsolationBackend` (Daemon.run).
-    SOURCES / "Daemon" / "FleetCoordination.swift",
-    SOURCES / "Daemon" / "FleetEvents.swift",
+    SOURCES / "Daemon" / "Fleet" / "FleetCoordination.swift",
+    SOURCES / "Daemon" / "Fleet" / "FleetEvents.swift",
 }
 
 # Each consumer, and what it takes from the owner.
 CONSUMERS = {
     "ScopeFSCLI/ScopeFSCommand.swift": "every command's store (StateOptions)",
-    "Daemon/Daemon.swift": "the daemon's policy, document and session stores",
+    "Daemon/Mount/Daemon.swift": "the daemon's policy, document and session stores",
     "SettingsPage/SettingsBackend.swift": "the settings page's apps, grants and changes",
     "ScopeFSCLI/Completions.swift": "TAB completion's apps and providers",
     "ScopeFSCLI/UsageHints.swift": "the providers an error's hint names",
