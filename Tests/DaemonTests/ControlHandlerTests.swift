@@ -11,8 +11,9 @@ import Testing
 /// The control handlers behind the router, each on its own services (no
 /// mount): what every operation answers, good input and bad.
 @Suite struct ControlHandlerTests {
-    private let app = ControlSender(endpoint: .app, pid: getpid(), app: "com.example.app")
-    private let owner = ControlSender(endpoint: .owner, pid: getpid(), app: nil)
+    // As the router hands them over (`ControlRouter.admit`).
+    private let app = AdmittedSender.app(AppCaller(app: "com.example.app", pid: getpid()))
+    private let owner = AdmittedSender.owner(pid: getpid())
 
     @Test("issue 18: fault rules are added, listed and cleared; a bad rule or id is refused with its code")
     func faults() {
@@ -46,6 +47,14 @@ import Testing
         #expect(answer.code == CommandError.Kind.unknown.rawValue)
     }
 
+    @Test("issue 51: an app's command handed an owner's sender is an internal error (70), not a crash")
+    func misroutedAppCommand() {
+        let broker = PickBroker()
+        let response = PickHandling.handle(.pick(PickRequest(mode: .open), wait: 0), from: owner, picks: broker)
+        #expect(response.code == CommandError.Kind.internalError.rawValue)
+        #expect(response.message?.contains("'pick'") == true)
+    }
+
     @Test("issue 35, S21a: the portal backend's pick reaches the agent for the app it names")
     func pickForApp() {
         let broker = PickBroker()
@@ -53,7 +62,7 @@ import Testing
         #expect(
             PickHandling.handle(.pickForApp(app: other, PickRequest(mode: .open), wait: 0), from: owner, picks: broker)
                 .code == CommandError.Kind.noDaemon.rawValue)
-        let agent = ControlSender(endpoint: .owner, pid: getpid(), app: nil)
+        let agent = AdmittedSender.owner(pid: getpid())
         let seen = NSLock()
         nonisolated(unsafe) var seenApp: String?
         let answering = Thread {

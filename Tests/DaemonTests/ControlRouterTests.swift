@@ -10,9 +10,11 @@ import Testing
 /// A handler that answers everything and remembers what reached it.
 private final class RecordingHandler: ControlHandling {
     let received = Mutex<[ControlCommand]>([])
+    let senders = Mutex<[AdmittedSender]>([])
 
-    func answer(_ command: ControlCommand, from sender: ControlSender) -> ControlResponse {
+    func answer(_ command: ControlCommand, from sender: AdmittedSender) -> ControlResponse {
         received.withLock { $0.append(command) }
+        senders.withLock { $0.append(sender) }
         return ControlResponse(ok: true)
     }
 }
@@ -79,6 +81,17 @@ private let strangerOnAppEndpoint = ControlSender(endpoint: .app, pid: 13, app: 
                 let response = ControlRouter(handler: handler).answer(command.request, from: sender)
                 let reached = handler.received.withLock { $0 } == [command]
                 #expect(reached == shouldPass, "\(command.operation) from \(sender)")
+                if shouldPass {
+                    // Handed over as the audience admitted it: an app's command
+                    // with its app, typed; the owner's without one.
+                    let expected: AdmittedSender =
+                        switch audience {
+                        case .owner: .owner(pid: sender.pid)
+                        case .app: .app(AppCaller(app: sender.app ?? "", pid: sender.pid))
+                        case .both: .either(sender)
+                        }
+                    #expect(handler.senders.withLock { $0 } == [expected], "\(command.operation) from \(sender)")
+                }
                 if !shouldPass {
                     #expect(!response.ok)
                     #expect(response.code == CommandError.Kind.refused.rawValue, "\(command.operation) from \(sender)")

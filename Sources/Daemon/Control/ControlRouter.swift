@@ -25,50 +25,104 @@ public struct ControlSender: Sendable, Equatable {
     }
 }
 
+/// An app's process, as the router admitted it for an operation whose
+/// audience is `app`: its app is known, so a handler of an app's request
+/// is never handed an optional to unwrap.
+struct AppCaller: Sendable, Equatable {
+    let app: AppID
+    let pid: Int32
+}
+
+/// Who sent a command the router let through, typed by its operation's
+/// audience (SPEC S5): the router's verdict, so that no handler decides
+/// again, or trusts without a type, who may send what.
+enum AdmittedSender: Sendable, Equatable {
+    /// Audience `owner`: one of the owner's processes, on the owner's socket.
+    case owner(pid: Int32)
+    /// Audience `app`: a process of an app.
+    case app(AppCaller)
+    /// Audience `both`: either; the handler answers each side its own way.
+    case either(ControlSender)
+
+    var pid: Int32 {
+        switch self {
+        case .owner(let pid): pid
+        case .app(let caller): caller.pid
+        case .either(let sender): sender.pid
+        }
+    }
+
+    /// The app of an `app` or `both` sender that is an app's process.
+    var app: AppID? {
+        switch self {
+        case .owner: nil
+        case .app(let caller): caller.app
+        case .either(let sender): sender.app
+        }
+    }
+}
+
 /// What answers commands that passed the router: the daemon's services
 /// (`DaemonControl`), or a fake in the unit tests.
 protocol ControlHandling: Sendable {
-    func answer(_ command: ControlCommand, from sender: ControlSender) -> ControlResponse
+    func answer(_ command: ControlCommand, from sender: AdmittedSender) -> ControlResponse
 }
 
 /// Every control request passes here: it becomes a typed command (or a
 /// usage error), and its operation's audience (`Operation.audience`, the
 /// one place that says who may send what, SPEC S5) is enforced before any
-/// handler runs. A handler never checks who sent a command again, except
-/// where its audience is `both` and the two sides get different answers.
+/// handler runs. A handler never checks who sent a command again: it is
+/// handed the sender as the audience admitted it (`AdmittedSender`).
 struct ControlRouter: Sendable {
     let handler: any ControlHandling
 
     func answer(_ request: ControlRequest, from sender: ControlSender) -> ControlResponse {
-        if let refusal = Self.refusal(of: request.op, from: sender) { return refusal }
+        let admitted: AdmittedSender
+        switch Self.admit(request.op, from: sender) {
+        case .success(let sender): admitted = sender
+        case .failure(let refusal): return refusal.response
+        }
         let command: ControlCommand
         do {
             command = try ControlCommand(request)
         } catch {
             return .failure(error.exitCode, error.message)
         }
-        return handler.answer(command, from: sender)
+        return handler.answer(command, from: admitted)
     }
 
-    /// Why `sender` may not send `operation` (exit 77), or nil.
-    static func refusal(of operation: ControlRequest.Operation, from sender: ControlSender) -> ControlResponse? {
+    /// Why a sender may not send an operation (exit 77).
+    struct Refusal: Error {
+        let message: String
+        var response: ControlResponse { .failure(CommandError.Kind.refused.rawValue, message) }
+    }
+
+    /// `sender` as `operation`'s audience admits it, or why it does not.
+    static func admit(_ operation: ControlRequest.Operation, from sender: ControlSender) -> Result<
+        AdmittedSender, Refusal
+    > {
         let name = operation.rawValue
-        switch operation.audience {
-        case .owner where sender.endpoint == .app:
+        switch (operation.audience, sender.app) {
+        case (.owner, _) where sender.endpoint == .app:
             return .failure(
-                CommandError.Kind.refused.rawValue,
-                "refused: the app endpoint serves app requests only; '\(name)' is the owner's (SPEC S5)")
-        case .owner where sender.app != nil:
+                Refusal(
+                    message: "refused: the app endpoint serves app requests only; '\(name)' is the owner's (SPEC S5)"))
+        case (.owner, let app?):
             return .failure(
-                CommandError.Kind.refused.rawValue,
-                "refused: the sender is an app process of \(sender.app!); only the owner may '\(name)' (SPEC S5)")
-        case .app where sender.app == nil:
+                Refusal(
+                    message: "refused: the sender is an app process of \(app); only the owner may '\(name)' (SPEC S5)"))
+        case (.owner, nil):
+            return .success(.owner(pid: sender.pid))
+        case (.app, let app?):
+            return .success(.app(AppCaller(app: app, pid: sender.pid)))
+        case (.app, nil):
             return .failure(
-                CommandError.Kind.refused.rawValue,
-                "refused: only an app process may '\(name)' (its own documents); run it with `scopefs run --app APP`"
-            )
-        default:
-            return nil
+                Refusal(
+                    message:
+                        "refused: only an app process may '\(name)' (its own documents); run it with `scopefs run --app APP`"
+                ))
+        case (.both, _):
+            return .success(.either(sender))
         }
     }
 }

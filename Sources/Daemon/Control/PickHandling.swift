@@ -13,12 +13,13 @@ enum PickHandling {
     static let defaultPickWait: Double = 300
     static let longestAgentPoll: Double = 30
 
-    static func handle(_ command: ControlCommand, from sender: ControlSender, picks: PickBroker) -> ControlResponse {
+    static func handle(_ command: ControlCommand, from sender: AdmittedSender, picks: PickBroker) -> ControlResponse {
         let peer = sender
         switch command {
         case .pick(let pick, let waitSeconds):
-            // The router admits `pick` from app processes only.
-            return submit(pick, app: sender.app!, pid: peer.pid, waitSeconds: waitSeconds, picks: picks)
+            return DaemonControl.forApp(sender, command) { caller in
+                submit(pick, app: caller.app, pid: caller.pid, waitSeconds: waitSeconds, picks: picks)
+            }
         case .pickForApp(let app, let pick, let waitSeconds):
             // The owner's FileChooser portal backend, for the app the portal
             // frontend attributed the request to (the router admits the owner only).

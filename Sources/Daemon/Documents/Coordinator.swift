@@ -275,7 +275,7 @@ enum CoordinationHandling {
     /// `release` is both sides': an app ends its claim, the owner's
     /// transfer ends its own; a process releases only what it holds.
     static func handle(
-        _ command: ControlCommand, from sender: ControlSender, coordinator: Coordinator, snapshot: PolicySnapshot,
+        _ command: ControlCommand, from sender: AdmittedSender, coordinator: Coordinator, snapshot: PolicySnapshot,
         appRoot: String, containers: String
     ) -> ControlResponse {
         let pid = sender.pid
