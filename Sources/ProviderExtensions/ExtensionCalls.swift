@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// What the daemon asks of a provider extension (docs/PROVIDERS.md), as
 /// blocking calls on the caller's thread: a FUSE worker waiting for a
@@ -328,10 +329,13 @@ public struct StagedPrefix: Sendable {
 }
 
 /// One call's cancellation and progress, shared by the caller and the host.
-public final class RequestControl: @unchecked Sendable {
-    private let lock = NSLock()
-    private var cancelled = false
-    private var cancelHandler: (@Sendable () -> Void)?
+public final class RequestControl: Sendable {
+    private struct State {
+        var cancelled = false
+        var cancelHandler: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
     /// Called with (completed, total) for each `$/progress` of the call.
     public let onProgress: (@Sendable (Int64, Int64) -> Void)?
     /// Called for each `$/progress` of a fetch that names its staged file;
@@ -345,24 +349,25 @@ public final class RequestControl: @unchecked Sendable {
         self.onStaged = onStaged
     }
 
-    public var isCancelled: Bool { lock.withLock { cancelled } }
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Cancels the call: the host sends `$/cancel` and the call throws
     /// `cancelled` (or returns, if the answer was already on its way).
+    /// The handler runs after the lock is let go: it may take others.
     public func cancel() {
-        let handler: (@Sendable () -> Void)? = lock.withLock {
-            guard !cancelled else { return nil }
-            cancelled = true
-            return cancelHandler
+        let handler: (@Sendable () -> Void)? = state.withLock { state in
+            guard !state.cancelled else { return nil }
+            state.cancelled = true
+            return state.cancelHandler
         }
         handler?()
     }
 
     /// The host's hook: called at once if the call is already cancelled.
     public func whenCancelled(_ handler: @escaping @Sendable () -> Void) {
-        let now: Bool = lock.withLock {
-            if cancelled { return true }
-            cancelHandler = handler
+        let now: Bool = state.withLock { state in
+            if state.cancelled { return true }
+            state.cancelHandler = handler
             return false
         }
         if now { handler() }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// The changes the replica makes to its folder when the remote changed:
 /// new placeholders, reset content, moves, removals, conflict copies.
@@ -73,14 +74,19 @@ public enum ReplicaWriterServer {
 
 /// The client of a `scopefs replica-writer` child (see `ReplicaWriting`).
 /// One request at a time; a child that died is started again.
-public final class ReplicaWriterProcess: ReplicaWriting, @unchecked Sendable {
+public final class ReplicaWriterProcess: ReplicaWriting, Sendable {
     private let executable: String
     private let root: String
-    private let lock = NSLock()
-    private var process: Process?
-    private var input: FileHandle?
-    private var output: FileHandle?
-    private var buffer = Data()
+
+    /// The child and its pipes, one request at a time.
+    private struct Child {
+        var process: Process?
+        var input: FileHandle?
+        var output: FileHandle?
+        var buffer = Data()
+    }
+
+    private let child = Mutex(Child())
 
     /// `executable`: the scopefs binary (the daemon's own, /proc/self/exe).
     public init(executable: String, root: String) {
@@ -91,10 +97,10 @@ public final class ReplicaWriterProcess: ReplicaWriting, @unchecked Sendable {
     deinit { stop() }
 
     public func stop() {
-        lock.withLock {
-            try? input?.close()
-            process?.waitUntilExit()
-            process = nil
+        child.withLock { child in
+            try? child.input?.close()
+            child.process?.waitUntilExit()
+            child.process = nil
         }
     }
 
@@ -134,50 +140,56 @@ public final class ReplicaWriterProcess: ReplicaWriting, @unchecked Sendable {
     }
 
     private func call(_ request: [String: Any]) throws(ReplicaFolder.Failure) -> [String: Any] {
-        let answer: [String: Any]? = lock.withLock {
+        guard let body = try? JSONSerialization.data(withJSONObject: request) else {
+            throw .system(EINVAL, "the replica writer's request cannot be written")
+        }
+        // The answer's line leaves the lock as bytes (Sendable); it is read after.
+        let line: Data? = child.withLock { child in
             for _ in 0..<2 {
-                if let answer = try? exchange(request) { return answer }
-                process?.terminate()
-                process = nil
+                if let line = try? exchange(body, &child) { return line }
+                child.process?.terminate()
+                child.process = nil
             }
             return nil
         }
-        guard let answer else { throw .system(EIO, "the replica writer does not answer") }
+        guard let line, let answer = (try? JSONSerialization.jsonObject(with: line)) as? [String: Any] else {
+            throw .system(EIO, "the replica writer does not answer")
+        }
         if let code = answer["errno"] as? Int {
             throw .system(Int32(code), answer["message"] as? String ?? "replica writer error")
         }
         return answer
     }
 
-    private func exchange(_ request: [String: Any]) throws -> [String: Any] {
-        if process == nil || process?.isRunning != true { try launch() }
-        guard let input, let output else { throw ReplicaFolder.Failure.system(EIO, "no replica writer") }
-        try input.write(contentsOf: JSONSerialization.data(withJSONObject: request) + Data("\n".utf8))
+    /// Sends one request line and returns the answer's line.
+    private func exchange(_ body: Data, _ child: inout Child) throws -> Data {
+        if child.process == nil || child.process?.isRunning != true { try launch(&child) }
+        guard let input = child.input, let output = child.output else {
+            throw ReplicaFolder.Failure.system(EIO, "no replica writer")
+        }
+        try input.write(contentsOf: body + Data("\n".utf8))
         while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = buffer[buffer.startIndex..<newline]
-                buffer = Data(buffer[(newline + 1)...])
-                return try JSONSerialization.jsonObject(with: line) as? [String: Any] ?? [:]
+            if let newline = child.buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Data(child.buffer[child.buffer.startIndex..<newline])
+                child.buffer = Data(child.buffer[(newline + 1)...])
+                return line
             }
             // What is there: `read(upToCount:)` would wait for the whole count.
             let more = output.availableData
             guard !more.isEmpty else { throw ReplicaFolder.Failure.system(EIO, "the replica writer exited") }
-            buffer += more
+            child.buffer += more
         }
     }
 
-    private func launch() throws {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: executable)
-        child.arguments = ["replica-writer", root]
+    private func launch(_ child: inout Child) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["replica-writer", root]
         let stdin = Pipe()
         let stdout = Pipe()
-        child.standardInput = stdin
-        child.standardOutput = stdout
-        try child.run()
-        process = child
-        input = stdin.fileHandleForWriting
-        output = stdout.fileHandleForReading
-        buffer = Data()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        try process.run()
+        child = Child(process: process, input: stdin.fileHandleForWriting, output: stdout.fileHandleForReading)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// The staging folder the extension writes `fetch` results in, and the
 /// "received" folder the host moves each checked file to before handing
@@ -8,14 +9,14 @@ import Glibc
 /// between the check and the caller's rename, so the host first takes the
 /// file out of its reach (a rename into `received`, a sibling the sandbox
 /// does not show) and checks it again there, by inode.
-final class StagedFiles: @unchecked Sendable {
+final class StagedFiles: Sendable {
     let staging: String
     let received: String
     private let stagingDescriptor: Int32
     private let receivedDescriptor: Int32
     private let resolvedStaging: String
-    private let counter = Monitor()
-    private var taken: UInt64 = 0
+    /// Names handed out, for the next unique one.
+    private let taken = Atomic<UInt64>(0)
 
     init(staging: String, received: String) throws(SpawnError) {
         self.staging = staging
@@ -133,10 +134,7 @@ final class StagedFiles: @unchecked Sendable {
     }
 
     private func uniqueName() -> String {
-        let number = counter.withLock {
-            taken += 1
-            return taken
-        }
+        let number = taken.wrappingAdd(1, ordering: .relaxed).newValue
         return "fetched-\(getpid())-\(number)-\(UInt32.random(in: 0...UInt32.max))"
     }
 
