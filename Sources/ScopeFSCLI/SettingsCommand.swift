@@ -3,6 +3,7 @@ import CommandErrors
 import Foundation
 import Launcher
 import SettingsPage
+import Synchronization
 
 /// `scopefs settings`: the "Files and Folders" page (issue 36, SPEC S46).
 struct SettingsCommand: ParsableCommand {
@@ -54,12 +55,11 @@ struct SettingsCommand: ParsableCommand {
 }
 
 /// Why the server stopped, handed from its task to the command's thread.
-final class ServerFailure: @unchecked Sendable {
-    private let lock = NSLock()
-    private var text: String?
+final class ServerFailure: Sendable {
+    private let text = Mutex<String?>(nil)
 
-    func set(_ message: String) { lock.withLock { text = message } }
-    var message: String? { lock.withLock { text } }
+    func set(_ message: String) { text.withLock { $0 = message } }
+    var message: String? { text.withLock { $0 } }
 }
 
 /// The owner's browser, when there is a desktop to show it on.

@@ -8,6 +8,7 @@ import HostText
 import Launcher
 import Policy
 import PolicyStore
+import Synchronization
 
 /// `scopefs test SCENARIO -- CMD`: runs CMD as the scenario's app against
 /// the running mount, drives the scenario's timeline, then checks its
@@ -591,23 +592,24 @@ extension ScenarioRunner {
 }
 
 /// The app's standard output: passed on to ours, kept for `when` and `prints`.
-final class OutputWatcher: @unchecked Sendable {
-    private let lock = NSLock()
-    private var buffer = Data()
+final class OutputWatcher: Sendable {
+    private struct State {
+        var buffer = Data()
+        /// One per launch of the app (a relaunch after a kill adds one).
+        var followers = 0
+    }
+
+    private let state = Mutex(State())
     private let finished = DispatchSemaphore(value: 0)
-    /// One per launch of the app (a relaunch after a kill adds one).
-    private var followers = 0
 
     func follow(_ handle: FileHandle) {
-        lock.withLock { followers += 1 }
+        state.withLock { $0.followers += 1 }
         Thread.detachNewThread { [self] in
             while true {
                 let chunk = handle.availableData
                 if chunk.isEmpty { break }
                 FileHandle.standardError.write(chunk)
-                lock.lock()
-                buffer.append(chunk)
-                lock.unlock()
+                state.withLock { $0.buffer.append(chunk) }
             }
             finished.signal()
         }
@@ -616,12 +618,11 @@ final class OutputWatcher: @unchecked Sendable {
     /// Waits until the app's output ended (its last writer exited).
     func finish() {
         let deadline = DispatchTime.now() + 5
-        for _ in 0..<lock.withLock({ followers }) { _ = finished.wait(timeout: deadline) }
+        for _ in 0..<state.withLock({ $0.followers }) { _ = finished.wait(timeout: deadline) }
     }
 
     var text: String {
-        lock.lock()
-        defer { lock.unlock() }
+        let buffer = state.withLock { $0.buffer }
         return String(decoding: buffer, as: UTF8.self)
     }
 
