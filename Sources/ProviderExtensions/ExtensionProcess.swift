@@ -8,7 +8,7 @@ import Glibc
 /// A pid is only signalled while the process is known not to be reaped:
 /// the reaper waits with WNOWAIT, and reaps under the lock that `signal`
 /// takes, so a signal can never reach a stranger that reused the pid.
-final class ExtensionProcess: @unchecked Sendable {
+final class ExtensionProcess: Sendable {
     let pid: pid_t
     /// The daemon's ends: stdin to write (non-blocking), stdout and stderr
     /// to read. Closed by `closeDescriptors` once the threads are done.
@@ -16,8 +16,13 @@ final class ExtensionProcess: @unchecked Sendable {
     let output: Int32
     let errors: Int32
 
-    private let monitor = Monitor()
-    private var status: ExtensionEvent.ExitStatus?
+    private struct State {
+        /// Set once reaped: no signal is sent after.
+        var status: ExtensionEvent.ExitStatus?
+        var inputClosed = false
+    }
+
+    private let state = Monitored(State())
 
     private init(pid: pid_t, input: Int32, output: Int32, errors: Int32) {
         self.pid = pid
@@ -89,8 +94,8 @@ final class ExtensionProcess: @unchecked Sendable {
     /// Sends `signal` to the process's group (the extension and whatever it
     /// started), unless it has been reaped already.
     func signal(_ signal: Int32) {
-        monitor.withLock {
-            guard status == nil else { return }
+        state.withLock { state in
+            guard state.status == nil else { return }
             _ = kill(-pid, signal)
         }
     }
@@ -100,7 +105,7 @@ final class ExtensionProcess: @unchecked Sendable {
     func reap() -> ExtensionEvent.ExitStatus {
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
-        return monitor.withLock {
+        return state.withLock { state in
             // A zombie still holds its pid and group id: neither can name
             // another process yet.
             _ = kill(-pid, SIGKILL)
@@ -108,30 +113,25 @@ final class ExtensionProcess: @unchecked Sendable {
             while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
             let ended: ExtensionEvent.ExitStatus =
                 raw & 0x7F == 0 ? .code((raw >> 8) & 0xFF) : .signal(raw & 0x7F)
-            status = ended
-            monitor.broadcast()
+            state.status = ended
+            self.state.broadcast()
             return ended
         }
     }
 
     /// The exit status once reaped, waiting at most until `deadline`.
     func waitForExit(until deadline: UInt64) -> ExtensionEvent.ExitStatus? {
-        monitor.withLock {
-            while status == nil && MonotonicClock.now < deadline { monitor.wait(until: deadline) }
-            return status
-        }
+        state.withLock(waitingUntil: deadline, for: { $0.status != nil }) { $0.status }
     }
 
-    var exitStatus: ExtensionEvent.ExitStatus? { monitor.withLock { status } }
-
-    private var inputClosed = false
+    var exitStatus: ExtensionEvent.ExitStatus? { state.withLock { $0.status } }
 
     /// Ends the extension's stdin (it reads end of file). The writer thread
     /// calls it after `exit`.
     func closeInput() {
-        monitor.withLock {
-            guard !inputClosed else { return }
-            inputClosed = true
+        state.withLock { state in
+            guard !state.inputClosed else { return }
+            state.inputClosed = true
             close(input)
         }
     }

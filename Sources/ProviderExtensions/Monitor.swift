@@ -62,3 +62,37 @@ final class Monitor: @unchecked Sendable {
         pthread_cond_broadcast(condition)
     }
 }
+
+/// State kept behind a `Monitor`: reached only inside `withLock`, and
+/// waited for only through `withLock(waitingUntil:for:)`, which lets the
+/// lock go between looks and never while a body holds the state. The
+/// classes that keep their fields here are `Sendable` without
+/// `@unchecked`: this is the one type that vouches for it.
+final class Monitored<State: Sendable>: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var state: State
+
+    init(_ state: State) {
+        self.state = state
+    }
+
+    func withLock<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T {
+        try monitor.withLock { () throws(E) -> T in try body(&state) }
+    }
+
+    /// Waits until `ready` holds or the monotonic `deadline` passed (woken
+    /// by `broadcast`), then runs `body`, all under the lock.
+    func withLock<T, E: Error>(
+        waitingUntil deadline: UInt64, for ready: (State) -> Bool, _ body: (inout State) throws(E) -> T
+    ) throws(E) -> T {
+        try monitor.withLock { () throws(E) -> T in
+            while !ready(state) && MonotonicClock.now < deadline { monitor.wait(until: deadline) }
+            return try body(&state)
+        }
+    }
+
+    /// Wakes every waiter; call it inside `withLock` after a change.
+    func broadcast() {
+        monitor.broadcast()
+    }
+}
