@@ -35,7 +35,7 @@ extension ExtensionHost {
     /// (`extension.thumbnailRefused`) and no preview.
     public func thumbnail(_ id: String, size: Int, _ control: RequestControl) throws(ExtensionFailure) -> [UInt8]? {
         guard case .running(let info) = state, info.capabilities.thumbnails else { return nil }
-        guard let staged = monitor.withLock({ staged }) else { return nil }
+        guard let staged = guarded.withLock({ $0.staged }) else { return nil }
         let (value, _) = try call("thumbnail", ["id": .string(ReplicaID.wire(id)), "size": .int(Int64(size))], control)
         { late in
             if let path = late["path"]?.string { staged.discard(path) }

@@ -56,7 +56,7 @@ extension ExtensionHost {
     public func fetch(_ id: String, version: String?, range: ByteRange?, _ control: RequestControl)
         throws(ExtensionFailure) -> FetchedFile
     {
-        guard let staged = monitor.withLock({ staged }) else {
+        guard let staged = guarded.withLock({ $0.staged }) else {
             throw ExtensionFailure(.unreachable, "the extension of \(providerID) has not started")
         }
         var params: [String: JSONValue] = ["id": .string(ReplicaID.wire(id))]

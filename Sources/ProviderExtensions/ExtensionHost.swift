@@ -22,7 +22,7 @@ import Logging
 ///
 /// Lock order: the host's monitor may be held while a connection's is
 /// taken, never the reverse (a connection calls back only after unlocking).
-public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
+public final class ExtensionHost: ExtensionCalls, Sendable {
     public let providerID: String
     public let command: [String]
     public let options: [String: String]
@@ -37,19 +37,22 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     let logger: Logger
     let events: @Sendable (ExtensionEvent) -> Void
 
-    let monitor = Monitor()
-    // Guarded by `monitor`.
-    var currentState: ExtensionState = .stopped
-    var live: ExtensionConnection?
-    var supervising = false
-    var stopRequested = false
-    /// Bumped by every `kick`: the supervisor sleeps only while it is
-    /// unchanged.
-    var kicks: UInt64 = 0
-    /// When the process ended, within the exit window.
-    var exits: [UInt64] = []
-    var changedHandler: (@Sendable () -> Void)?
-    var staged: StagedFiles?
+    /// What the host's threads share, behind one monitor.
+    struct State {
+        var current: ExtensionState = .stopped
+        var live: ExtensionConnection?
+        var supervising = false
+        var stopRequested = false
+        /// Bumped by every `kick`: the supervisor sleeps only while it is
+        /// unchanged.
+        var kicks: UInt64 = 0
+        /// When the process ended, within the exit window.
+        var exits: [UInt64] = []
+        var changedHandler: (@Sendable () -> Void)?
+        var staged: StagedFiles?
+    }
+
+    let guarded = Monitored(State())
 
     /// - Parameters:
     ///   - command: the extension's argv (the first a path or a name on PATH).
@@ -91,27 +94,27 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
         self.events = events
     }
 
-    public var state: ExtensionState { monitor.withLock { currentState } }
+    public var state: ExtensionState { guarded.withLock { $0.current } }
 
     public var onChanged: (@Sendable () -> Void)? {
-        get { monitor.withLock { changedHandler } }
-        set { monitor.withLock { changedHandler = newValue } }
+        get { guarded.withLock { $0.changedHandler } }
+        set { guarded.withLock { $0.changedHandler = newValue } }
     }
 
     /// The running process's pid (for `status`), or nil.
     public var pid: Int32? {
-        monitor.withLock { currentState.isRunning ? live?.process.pid : nil }
+        guarded.withLock { $0.current.isRunning ? $0.live?.process.pid : nil }
     }
 
     /// Starts the extension and returns at once; calls wait for it to run
     /// (`waitForRunning`). Does nothing if it is already supervised.
     public func start() {
-        let begin: Bool = monitor.withLock {
-            guard !supervising else { return false }
-            supervising = true
-            stopRequested = false
-            currentState = .starting
-            monitor.broadcast()
+        let begin: Bool = guarded.withLock { state in
+            guard !state.supervising else { return false }
+            state.supervising = true
+            state.stopRequested = false
+            state.current = .starting
+            guarded.broadcast()
             return true
         }
         guard begin else { return }
@@ -130,25 +133,25 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     /// for it. Calls in flight end with their answer, `cancelled` or
     /// `unreachable`. Not from an `events` closure.
     public func stop() {
-        let starting: ExtensionConnection? = monitor.withLock {
-            stopRequested = true
-            kicks &+= 1
-            monitor.broadcast()
-            return currentState.isRunning ? nil : live
+        let starting: ExtensionConnection? = guarded.withLock { state in
+            state.stopRequested = true
+            state.kicks &+= 1
+            guarded.broadcast()
+            return state.current.isRunning ? nil : state.live
         }
         // An extension still in `initialize` is killed: nothing it does
         // matters any more.
         starting?.kill("stopped while starting")
-        monitor.withLock {
-            while supervising { monitor.wait(until: MonotonicClock.deadline(after: 1)) }
-        }
+        while guarded.withLock(
+            waitingUntil: MonotonicClock.deadline(after: 1), for: { !$0.supervising }, { $0.supervising })
+        {}
     }
 
     /// The owner's restart: stops the extension if it runs, forgets its
     /// past exits (a failed provider runs again) and starts it.
     public func restart() {
         stop()
-        monitor.withLock { exits = [] }
+        guarded.withLock { $0.exits = [] }
         start()
     }
 
@@ -157,23 +160,16 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     @discardableResult
     public func waitUntilRunning(timeout: Double) -> Bool {
         let deadline = MonotonicClock.deadline(after: timeout)
-        return monitor.withLock {
-            while true {
-                switch currentState {
-                case .running: return true
-                case .failed, .stopped: return false
-                default: break
-                }
-                if MonotonicClock.now >= deadline { return false }
-                monitor.wait(until: deadline)
-            }
+        return guarded.withLock(waitingUntil: deadline, for: { $0.current.hasSettled }) { state in
+            if case .running = state.current { return true }
+            return false
         }
     }
 
     func kick() {
-        monitor.withLock {
-            kicks &+= 1
-            monitor.broadcast()
+        guarded.withLock { state in
+            state.kicks &+= 1
+            guarded.broadcast()
         }
     }
 
@@ -189,7 +185,7 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     }
 
     private var stagedFiles: StagedFiles? {
-        monitor.withLock { staged }
+        guarded.withLock { $0.staged }
     }
 
     // MARK: - Calls
@@ -199,24 +195,29 @@ public final class ExtensionHost: ExtensionCalls, @unchecked Sendable {
     func connectionForCall(_ control: RequestControl) throws(ExtensionFailure) -> ExtensionConnection {
         control.whenCancelled { [weak self] in self?.kick() }
         let deadline = MonotonicClock.deadline(after: tunables.waitForRunning)
-        return try monitor.withLock { () throws(ExtensionFailure) -> ExtensionConnection in
-            while true {
-                if control.isCancelled { throw ExtensionFailure(.cancelled, "cancelled") }
-                switch currentState {
-                case .running:
-                    if let live, !live.hasEnded { return live }
-                case .failed(let reason):
-                    throw ExtensionFailure(.unreachable, "the extension of \(providerID) failed: \(reason)")
-                case .stopped:
-                    throw ExtensionFailure(.unreachable, "the extension of \(providerID) is not running")
-                case .starting, .restarting: break
-                }
-                if MonotonicClock.now >= deadline {
-                    throw ExtensionFailure(
-                        .unreachable, "the extension of \(providerID) did not run within \(tunables.waitForRunning) s")
-                }
-                monitor.wait(until: deadline)
+        // Waits while the extension starts or restarts (or runs on a
+        // connection that just ended, until the next one).
+        let mayCall = { (state: State) -> Bool in
+            switch state.current {
+            case .running: state.live.map { !$0.hasEnded } ?? false
+            case .failed, .stopped: true
+            case .starting, .restarting: false
             }
+        }
+        return try guarded.withLock(waitingUntil: deadline, for: { control.isCancelled || mayCall($0) }) {
+            state throws(ExtensionFailure) -> ExtensionConnection in
+            if control.isCancelled { throw ExtensionFailure(.cancelled, "cancelled") }
+            switch state.current {
+            case .running:
+                if let live = state.live, !live.hasEnded { return live }
+            case .failed(let reason):
+                throw ExtensionFailure(.unreachable, "the extension of \(providerID) failed: \(reason)")
+            case .stopped:
+                throw ExtensionFailure(.unreachable, "the extension of \(providerID) is not running")
+            case .starting, .restarting: break
+            }
+            throw ExtensionFailure(
+                .unreachable, "the extension of \(providerID) did not run within \(tunables.waitForRunning) s")
         }
     }
 
@@ -264,6 +265,16 @@ extension ExtensionCapabilities {
         case "delete": delete
         case "thumbnail": thumbnails
         default: false
+        }
+    }
+}
+
+extension ExtensionState {
+    /// Running, failed or stopped: what a wait for the start ends on.
+    var hasSettled: Bool {
+        switch self {
+        case .running, .failed, .stopped: true
+        case .starting, .restarting: false
         }
     }
 }

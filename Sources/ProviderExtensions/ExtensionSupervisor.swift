@@ -34,11 +34,11 @@ extension ExtensionHost {
         do throws(SpawnError) {
             let files = try StagedFiles(staging: stagingDirectory, received: receivedDirectory)
             StagedFiles.empty(receivedDirectory)
-            monitor.withLock { staged = files }
+            guarded.withLock { $0.staged = files }
         } catch {
             failure = "cannot prepare its staging folder: \(error.reason)"
         }
-        while failure == nil && !monitor.withLock({ stopRequested }) {
+        while failure == nil && !guarded.withLock({ $0.stopRequested }) {
             switch runOnce() {
             case .stopped: break
             case .failed(let reason): failure = reason
@@ -65,17 +65,17 @@ extension ExtensionHost {
             setState(.stopped)
             emit(.stopped)
         }
-        monitor.withLock {
-            live = nil
-            supervising = false
-            monitor.broadcast()
+        guarded.withLock { state in
+            state.live = nil
+            state.supervising = false
+            guarded.broadcast()
         }
     }
 
     private func setState(_ state: ExtensionState) {
-        monitor.withLock {
-            currentState = state
-            monitor.broadcast()
+        guarded.withLock {
+            $0.current = state
+            guarded.broadcast()
         }
     }
 
@@ -83,18 +83,16 @@ extension ExtensionHost {
     private func recordExit() -> Int {
         let now = MonotonicClock.now
         let window = MonotonicClock.nanoseconds(tunables.exitWindow)
-        return monitor.withLock {
-            exits.append(now)
-            exits.removeAll { now &- $0 > window }
-            return exits.count
+        return guarded.withLock { state in
+            state.exits.append(now)
+            state.exits.removeAll { now &- $0 > window }
+            return state.exits.count
         }
     }
 
     private func sleepUnlessStopped(_ seconds: Double) {
         let deadline = MonotonicClock.deadline(after: seconds)
-        monitor.withLock {
-            while !stopRequested && MonotonicClock.now < deadline { monitor.wait(until: deadline) }
-        }
+        guarded.withLock(waitingUntil: deadline, for: { $0.stopRequested }) { _ in }
     }
 
     /// One life of the process.
@@ -114,9 +112,9 @@ extension ExtensionHost {
         } catch {
             return .ended("cannot start: \(error.reason)")
         }
-        let stopping: Bool = monitor.withLock {
-            live = connection
-            return stopRequested
+        let stopping: Bool = guarded.withLock { state in
+            state.live = connection
+            return state.stopRequested
         }
         connection.run()
         if stopping { connection.kill("stopped while starting") }
@@ -139,7 +137,7 @@ extension ExtensionHost {
                 "initialize", params, control: nil, limit: .seconds(tunables.initializeTimeout), usesSlot: false)
         } catch {
             if connection.hasEnded {
-                return monitor.withLock({ stopRequested }) ? .stopped : .ended(connection.ended ?? error.message)
+                return guarded.withLock({ $0.stopRequested }) ? .stopped : .ended(connection.ended ?? error.message)
             }
             if error.stalled {
                 connection.kill("no answer to initialize within \(tunables.initializeTimeout) s")
@@ -165,10 +163,10 @@ extension ExtensionHost {
         connection.info = info
         // The event first: whoever sees the state running finds it recorded.
         emit(.started(pid: connection.process.pid, info: info))
-        let started: Bool = monitor.withLock {
-            guard !stopRequested else { return false }
-            currentState = .running(info)
-            monitor.broadcast()
+        let started: Bool = guarded.withLock { state in
+            guard !state.stopRequested else { return false }
+            state.current = .running(info)
+            guarded.broadcast()
             return true
         }
         guard started else {
@@ -185,7 +183,7 @@ extension ExtensionHost {
     /// stays unanswered `killAfterCancel` after its `$/cancel`.
     private func watch(_ connection: ExtensionConnection) -> RunOutcome {
         while !connection.hasEnded {
-            let seen: (kicks: UInt64, stop: Bool) = monitor.withLock { (kicks, stopRequested) }
+            let seen: (kicks: UInt64, stop: Bool) = guarded.withLock { ($0.kicks, $0.stopRequested) }
             if seen.stop {
                 connection.shutdown()
                 return .stopped
@@ -196,29 +194,30 @@ extension ExtensionHost {
                     "\(overdue.method) not answered \(tunables.killAfterCancel) s after its $/cancel")
                 break
             }
-            monitor.withLock {
-                if kicks == seen.kicks && !stopRequested {
-                    monitor.wait(until: deadline ?? MonotonicClock.deadline(after: 3600))
-                }
-            }
+            // Until a kick (a cancel, the connection's end, a stop) or the
+            // next cancelled call's deadline.
+            guarded.withLock(
+                waitingUntil: deadline ?? MonotonicClock.deadline(after: 3600),
+                for: { $0.kicks != seen.kicks || $0.stopRequested }
+            ) { _ in }
         }
         return .ended(connection.ended ?? "it ended")
     }
 
     /// Waits for the process and its threads, and reports its exit.
     private func finish(_ connection: ExtensionConnection, _ outcome: RunOutcome) -> RunOutcome {
-        monitor.withLock {
-            if currentState.isRunning && !stopRequested {
-                currentState = .restarting(reason: connection.ended ?? "", attempt: 0)
+        guarded.withLock { state in
+            if state.current.isRunning && !state.stopRequested {
+                state.current = .restarting(reason: connection.ended ?? "", attempt: 0)
             }
-            monitor.broadcast()
+            guarded.broadcast()
         }
         if !connection.waitUntilFinished(until: MonotonicClock.deadline(after: 10)) {
             connection.process.signal(SIGKILL)
             connection.waitUntilFinished(until: MonotonicClock.deadline(after: 10))
         }
         if let status = connection.process.exitStatus { emit(.exited(status)) }
-        monitor.withLock { live = nil }
+        guarded.withLock { $0.live = nil }
         return outcome
     }
 }
