@@ -67,7 +67,7 @@ final class Monitor: @unchecked Sendable {
 /// waited for only through `withLock(waitingUntil:for:)`, which lets the
 /// lock go between looks and never while a body holds the state. The
 /// classes that keep their fields here are `Sendable` without
-/// `@unchecked`: this is the one type that vouches for it.
+/// `@unchecked`: this is the one type that vouches for it (decision 90).
 final class Monitored<State: Sendable>: @unchecked Sendable {
     private let monitor = Monitor()
     private var state: State
