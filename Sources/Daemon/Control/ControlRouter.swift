@@ -62,6 +62,21 @@ enum AdmittedSender: Sendable, Equatable {
     }
 }
 
+extension AdmittedSender {
+    /// Runs the handler of a command whose audience is `app` with its
+    /// caller. The router hands such a command no other sender; one that
+    /// came anyway means `Operation.audience` and the handler disagree,
+    /// and is an internal error (70), not a crash.
+    func asApp(for command: ControlCommand, _ body: (AppCaller) -> ControlResponse) -> ControlResponse {
+        guard case .app(let caller) = self else {
+            return .failure(
+                CommandError.Kind.internalError.rawValue,
+                "'\(command.operation.rawValue)' reached its handler from a sender its audience does not admit")
+        }
+        return body(caller)
+    }
+}
+
 /// What answers commands that passed the router: the daemon's services
 /// (`DaemonControl`), or a fake in the unit tests.
 protocol ControlHandling: Sendable {

@@ -63,15 +63,15 @@ struct DaemonControl: ControlHandling {
         case .grant, .revoke, .restore, .forget:
             return PolicyHandling.change(command, requester: sender.pid, services: services)
         case .resolve(let token):
-            return Self.forApp(sender, command) { caller in
+            return sender.asApp(for: command) { caller in
                 DocumentHandling.resolve(token, app: caller.app, pid: caller.pid, services: services)
             }
         case .watch(let after, let wait):
-            return Self.forApp(sender, command) { caller in
+            return sender.asApp(for: command) { caller in
                 DocumentHandling.watch(app: caller.app, after: after, wait: wait, notices: services.reloader.notices)
             }
         case .query(let scope, let name, let digest, let wait):
-            return Self.forApp(sender, command) { caller in
+            return sender.asApp(for: command) { caller in
                 QueryHandling.handle(
                     app: caller.app, scope: scope, name: name, digest: digest, wait: wait, state: services.state
                 ) { services.fileSystem.snapshot }
@@ -98,20 +98,5 @@ struct DaemonControl: ControlHandling {
             return ContentHandling.handle(
                 provider: provider, action: action, path: path, extensions: services.extensions)
         }
-    }
-
-    /// Runs the handler of a command whose audience is `app` with its
-    /// caller. The router hands such a command no other sender; one that
-    /// came anyway means `Operation.audience` and this switch disagree, and
-    /// is an internal error (70), not a crash.
-    static func forApp(
-        _ sender: AdmittedSender, _ command: ControlCommand, _ body: (AppCaller) -> ControlResponse
-    ) -> ControlResponse {
-        guard case .app(let caller) = sender else {
-            return .failure(
-                CommandError.Kind.internalError.rawValue,
-                "'\(command.operation.rawValue)' reached its handler from a sender its audience does not admit")
-        }
-        return body(caller)
     }
 }

@@ -17,7 +17,7 @@ enum PickHandling {
         let peer = sender
         switch command {
         case .pick(let pick, let waitSeconds):
-            return DaemonControl.forApp(sender, command) { caller in
+            return sender.asApp(for: command) { caller in
                 submit(pick, app: caller.app, pid: caller.pid, waitSeconds: waitSeconds, picks: picks)
             }
         case .pickForApp(let app, let pick, let waitSeconds):
