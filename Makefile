@@ -30,11 +30,13 @@ BIN := .build/debug/scopefs
 # saving a granted file through the mount (Tests/integration/test_atomic_saves.py);
 # xvfb, gir1.2-gtk-3.0: a GTK app drawn on a virtual display, opening a file
 # through the portal (Tests/integration/test_portal_gtk_app.py); zlib1g-dev:
-# the CRC-32 of previews kept in the owner's freedesktop cache (Documents).
+# the CRC-32 of previews kept in the owner's freedesktop cache (Documents);
+# liburing-dev: FUSE over io_uring, `mount --io-uring` (Sources/CFuseRing).
 APT_PACKAGES := fuse3 libfuse3-dev pkg-config libjson-c-dev libsqlite3-dev libseccomp-dev libsystemd-dev bubblewrap attr util-linux strace \
 	systemd patchelf man-db shared-mime-info lintian debootstrap python3-pip rclone iproute2 iptables s3fs \
 	dbus flatpak python3-dbus libglib2.0-bin chromium xdg-desktop-portal xdg-dbus-proxy python3-gi \
-	postgresql-15 openssl rsync bash-completion vim python3-pyqt5 xvfb gir1.2-gtk-3.0 zlib1g-dev
+	postgresql-15 openssl rsync bash-completion vim python3-pyqt5 xvfb gir1.2-gtk-3.0 zlib1g-dev \
+	liburing-dev
 # The Python provider extensions and their tests (boto3, moto's S3 server),
 # pinned; installed when a pinned version is missing. Debian 12's own
 # python3-boto3 and python3-moto predate S3's conditional writes.

@@ -87,10 +87,14 @@ let package = Package(
         // GNU-only libc calls that Swift's Glibc module hides (header), and
         // the one helper that needs _GNU_SOURCE itself (statx).
         .target(name: "CSystemShims"),
+        // FUSE over io_uring (`scopefs mount --io-uring`), which libfuse
+        // 3.14 does not speak: the rings, on Debian's liburing.
+        .target(name: "CFuseRing", linkerSettings: [.linkedLibrary("uring")]),
         .target(
             name: "FuseBridge",
             dependencies: [
-                "CFuse3", "CSystemShims", "HostText", .product(name: "SystemPackage", package: "swift-system"),
+                "CFuse3", "CFuseRing", "CSystemShims", "HostText",
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
         ),

@@ -357,8 +357,12 @@ enum Negotiation {
         func enable(_ flag: UInt32) { if capable & flag != 0 { want |= flag } }
         func disable(_ flag: UInt32) { want &= ~flag }
         if settings.wantSplice {
-            enable(UInt32(FUSE_CAP_SPLICE_WRITE))
-            enable(UInt32(FUSE_CAP_SPLICE_MOVE))
+            // A reply spliced to /dev/fuse cannot reach a ring entry: with
+            // the ring asked for, read replies are copied (`FuseRing`).
+            if !context.ring.requested {
+                enable(UInt32(FUSE_CAP_SPLICE_WRITE))
+                enable(UInt32(FUSE_CAP_SPLICE_MOVE))
+            }
             enable(UInt32(FUSE_CAP_SPLICE_READ))
         }
         if settings.wantReaddirplus {

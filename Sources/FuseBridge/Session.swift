@@ -18,11 +18,15 @@ public final class FuseSession: Sendable {
 
     /// `options` are mount options as for `-o` (e.g. "default_permissions").
     /// `alias`: the app account that acts as the owner (`OwnerAlias`);
-    /// `admittedUsers`: the only uids served (nil: whoever the kernel lets in).
+    /// `admittedUsers`: the only uids served (nil: whoever the kernel lets in);
+    /// `ringThreads`: threads per kernel queue for FUSE over io_uring (0:
+    /// /dev/fuse only; `FuseRing`).
     public init(
-        fileSystem: any FileSystem, options: [String], alias: OwnerAlias? = nil, admittedUsers: AdmittedUsers? = nil
+        fileSystem: any FileSystem, options: [String], alias: OwnerAlias? = nil, admittedUsers: AdmittedUsers? = nil,
+        ringThreads: UInt32 = 0
     ) throws(Errno) {
-        let context = BridgeContext(fileSystem: fileSystem, alias: alias, admittedUsers: admittedUsers)
+        let context = BridgeContext(
+            fileSystem: fileSystem, alias: alias, admittedUsers: admittedUsers, ringThreads: ringThreads)
         self.context = context
         var arguments = ["scopefs"]
         if !options.isEmpty { arguments += ["-o", options.joined(separator: ",")] }
@@ -46,6 +50,7 @@ public final class FuseSession: Sendable {
         context.session.store(0, ordering: .releasing)
         context.passthrough.device.store(-1, ordering: .releasing)
         context.invalidations.sync {}
+        context.ring.stop()
         exitWatch.withLock { $0?.source.cancel() }
         _ = Self.signalledSession.compareExchange(
             expected: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(session))), desired: 0,
@@ -72,6 +77,9 @@ public final class FuseSession: Sendable {
     /// Whether the kernel reads and writes the files the file system
     /// offers for it itself (FUSE passthrough, `PassthroughFiles`).
     public var passthrough: PassthroughReport { context.passthrough.report }
+
+    /// Whether requests come over io_uring, and how many did (`FuseRing`).
+    public var ring: FuseRingReport { context.ring.report }
 
     /// SIGINT, SIGTERM and SIGHUP end the loop (libfuse's handlers).
     public func installSignalHandlers() {
@@ -180,6 +188,7 @@ public final class FuseSession: Sendable {
         fuse_session_exit(session)
         let thread = loopThread.load(ordering: .acquiring)
         if thread != 0 { pthread_kill(pthread_t(thread), Self.wakeSignal) }
+        context.ring.stop()
     }
 
     private static let wakeSignal = SIGUSR2
@@ -204,6 +213,8 @@ public final class FuseSession: Sendable {
         }
         fuse_remove_signal_handlers(session)
         if !stopped.load(ordering: .acquiring) { fuse_session_unmount(session) }
+        // The unmount tore the kernel's queues down: the ring's threads end.
+        context.ring.stop()
     }
 
     /// Drops the kernel's cached pages and attributes of `inode`; mapped
@@ -264,18 +275,22 @@ final class BridgeContext: Sendable {
     let fileSystem: any FileSystem
     let alias: OwnerAlias?
     let admittedUsers: AdmittedUsers?
-    let wire = WireState()
+    let wire: WireState
     let passthrough = PassthroughFiles()
+    /// FUSE over io_uring, when the mount asked for it (`FuseRing`).
+    let ring: FuseRing
     /// The session, once made (0 before and after): for invalidations the
     /// bridge sends itself (`RefusedWrites`).
     let session = Atomic<UInt>(0)
     /// Runs the bridge's own invalidations off the request threads, in order.
     let invalidations = DispatchQueue(label: "scopefs.invalidations")
 
-    init(fileSystem: any FileSystem, alias: OwnerAlias?, admittedUsers: AdmittedUsers?) {
+    init(fileSystem: any FileSystem, alias: OwnerAlias?, admittedUsers: AdmittedUsers?, ringThreads: UInt32 = 0) {
         self.fileSystem = fileSystem
         self.alias = alias
         self.admittedUsers = admittedUsers
+        self.ring = FuseRing(threadsPerQueue: ringThreads)
+        self.wire = WireState(ringRequested: ringThreads > 0)
     }
 
     static func from(_ userdata: UnsafeMutableRawPointer) -> BridgeContext {

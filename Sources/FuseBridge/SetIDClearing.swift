@@ -79,17 +79,36 @@ enum SetIDClearing {
                 let context = BridgeContext.from(userdata)
                 let wire = context.wire
                 var initReply = false
+                var ringAgreed = false
                 if wire.initPending.load(ordering: .relaxed) {
                     patchInitReply(vector, count, wire)
                     initReply = !wire.initPending.load(ordering: .relaxed)
+                    if initReply { ringAgreed = agreeRing(vector, count, context) }
                 }
                 PassthroughWire.patchOpenReply(vector, count)
+                // A reply to a request a ring entry holds goes to the entry.
+                if let taken = context.ring.reply(vector, count) { return taken }
                 let written = Glibc.writev(fd, vector, count)
                 // The kernel took the INIT reply within the write: a backing
-                // file can be registered now.
+                // file can be registered now, and the ring's entries.
                 if initReply { settlePassthrough(context, replyWritten: written >= 0) }
+                if ringAgreed && written >= 0 {
+                    context.ring.start(device: context.passthrough.device.load(ordering: .acquiring), context: context)
+                }
                 return written
             }
+
+    /// Agrees to FUSE over io_uring in a successful INIT reply (`FuseRing`).
+    private static func agreeRing(_ vector: UnsafeMutablePointer<iovec>, _ count: Int32, _ context: BridgeContext)
+        -> Bool
+    {
+        guard context.ring.requested, count >= 2, let header = vector[0].iov_base, let body = vector[1].iov_base,
+            header.loadUnaligned(fromByteOffset: 4, as: Int32.self) == 0
+        else { return false }
+        return context.ring.agree(
+            initReplyBody: body, length: vector[1].iov_len,
+            kernelOffers: context.wire.kernelOffersRing.load(ordering: .relaxed))
+    }
 
     /// After the INIT reply: tries passthrough if the reply agreed it, and
     /// otherwise says why it is off.
@@ -125,7 +144,12 @@ enum SetIDClearing {
             let directMmap = PassthroughWire.offersDirectIOMmap(
                 initBody: UnsafeRawBufferPointer(rebasing: request[inHeaderSize...]))
             wire.kernelOffersDirectIOMmap.store(directMmap, ordering: .relaxed)
-            wire.initPending.store(flags & handleKillPrivV2 != 0 || passthrough || directMmap, ordering: .releasing)
+            let ring = FuseRing.offered(initBody: UnsafeRawBufferPointer(rebasing: request[inHeaderSize...]))
+            wire.kernelOffersRing.store(ring, ordering: .relaxed)
+            // Looked at whenever the ring is asked for: the reply then says
+            // whether the kernel offered it.
+            wire.initPending.store(
+                flags & handleKillPrivV2 != 0 || passthrough || directMmap || wire.ringRequested, ordering: .releasing)
             return
         }
         guard let (offset, mask) = killBit(opcode) else { return }
@@ -185,4 +209,9 @@ final class WireState: Sendable {
     /// The INIT reply agreed passthrough and is being written: once it is,
     /// the hook tries a backing file (`PassthroughFiles.probe`).
     let passthroughAgreed = Atomic<Bool>(false)
+    /// FUSE over io_uring: the mount asked for it; the kernel offered it.
+    let ringRequested: Bool
+    let kernelOffersRing = Atomic<Bool>(false)
+
+    init(ringRequested: Bool = false) { self.ringRequested = ringRequested }
 }

@@ -468,7 +468,16 @@ def test_deb_contents(deb):
     assert expected <= paths, sorted(expected - paths)
     control = run_bounded(["dpkg-deb", "--field", deb, "Version", "Depends"], 60, dict(os.environ))
     assert f"Version: {VERSION}" in control.stdout, control.stdout
-    for dependency in ("fuse3", "libfuse3-3", "bubblewrap", "libjson-c5", "libseccomp2", "libsqlite3-0", "libsystemd0"):
+    for dependency in (
+        "fuse3",
+        "libfuse3-3",
+        "bubblewrap",
+        "libjson-c5",
+        "libseccomp2",
+        "libsqlite3-0",
+        "libsystemd0",
+        "liburing2",
+    ):
         assert re.search(rf"\b{dependency}\b", control.stdout), control.stdout
 
 
