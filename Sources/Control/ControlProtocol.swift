@@ -368,6 +368,8 @@ public struct DaemonStatus: Codable, Sendable {
     public var extensions: [ProviderExtensionStatus]?
     /// Whether the kernel reads and writes container files itself (issue 33).
     public var containerPassthrough: ContainerPassthroughStatus?
+    /// How requests reach the daemon: /dev/fuse or io_uring (`--io-uring`).
+    public var fuseTransport: FuseTransportStatus?
 
     package init(
         pid: Int32,
@@ -426,6 +428,26 @@ public struct ContainerPassthroughStatus: Codable, Sendable, Equatable {
         self.openFiles = openFiles
         self.fallbacks = fallbacks
         self.lastFallback = lastFallback
+    }
+}
+
+/// The mount's FUSE transport in `scopefs status` (`scopefs mount --io-uring`).
+public struct FuseTransportStatus: Codable, Sendable, Equatable {
+    /// "io_uring" while the ring serves requests, else "/dev/fuse".
+    public var transport: String
+    /// Why it is not io_uring when the mount asked for it (nil otherwise).
+    public var reason: String?
+    public var queues: Int
+    public var threads: Int
+    /// Requests the ring delivered.
+    public var served: UInt64
+
+    package init(transport: String, reason: String?, queues: Int, threads: Int, served: UInt64) {
+        self.transport = transport
+        self.reason = reason
+        self.queues = queues
+        self.threads = threads
+        self.served = served
     }
 }
 

@@ -57,6 +57,15 @@ struct MountCommand: ParsableCommand {
             """)
     var maxNodes: Int?
     @Option(
+        name: .customLong("io-uring"),
+        help: ArgumentHelp(
+            """
+            Serve FUSE requests over io_uring (Linux 6.14+, while the fuse module's enable_uring parameter is Y) \
+            with THREADS threads on each of the kernel's queues (one queue per CPU); the mount serves through \
+            /dev/fuse when the kernel does not offer it. Off by default (docs/PERFORMANCE.md, "FUSE over io_uring").
+            """, valueName: "threads"))
+    var ringThreads: UInt32?
+    @Option(
         help: """
             How host changes made outside the mount reach the kernel's caches: auto (default: fanotify when the \
             daemon may mark file systems, as root; else inotify), fanotify, inotify, or none (caches expire \
@@ -95,6 +104,9 @@ struct MountCommand: ParsableCommand {
         if scopeBudget < 1 { throw ValidationError("--scope-budget must be at least 1") }
         if let descriptorsPerApp, descriptorsPerApp < 1 {
             throw ValidationError("--descriptors-per-app must be at least 1")
+        }
+        if let ringThreads, !(1...64).contains(ringThreads) {
+            throw ValidationError("--io-uring takes 1 to 64 threads per queue")
         }
         if let maxNodes, maxNodes != 0, maxNodes < NodeBudget.minimumLimit {
             throw ValidationError("--max-nodes must be 0 (no bound) or at least \(NodeBudget.minimumLimit)")
@@ -146,7 +158,7 @@ struct MountCommand: ParsableCommand {
             scopeMode: scopes, scopeBudget: scopeBudget, inboxDays: inboxDays, readyDescriptor: readyFd,
             hostChanges: hostChanges, cacheTimeout: cacheTimeout, descriptorsPerApp: descriptorsPerApp,
             folderDescriptors: folderDescriptors, containerPassthrough: !noContainerPassthrough,
-            maxNodes: maxNodes.map { $0 == 0 ? .max : $0 })
+            maxNodes: maxNodes.map { $0 == 0 ? .max : $0 }, ringThreads: ringThreads ?? 0)
         do throws(CommandError) {
             _ = try Daemon.run(daemonOptions, logger: logger)
         } catch {
@@ -170,6 +182,7 @@ struct MountCommand: ParsableCommand {
         if let descriptorsPerApp { arguments += ["--descriptors-per-app", String(descriptorsPerApp)] }
         if let folderDescriptors { arguments += ["--folder-descriptors", String(folderDescriptors)] }
         if let maxNodes { arguments += ["--max-nodes", String(maxNodes)] }
+        if let ringThreads { arguments += ["--io-uring", String(ringThreads)] }
         if allowOther { arguments.append("--allow-other") }
         if noContainerPassthrough { arguments.append("--no-container-passthrough") }
         let destination = DaemonLog.resolve(log, foreground: false)

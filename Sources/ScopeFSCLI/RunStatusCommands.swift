@@ -186,6 +186,7 @@ struct StatusCommand: ParsableCommand {
                 print("  host changes: \(channel.escapedForTerminal); cache timeout: \(Self.seconds(timeout))")
             }
             if let passthrough = status.containerPassthrough { print("  " + Self.describe(passthrough)) }
+            if let transport = status.fuseTransport { print("  " + Self.describe(transport)) }
             // On a fleet, which host these processes run on (issue 34).
             let here = status.fleetHost.map { " on host \($0.escapedForTerminal)" } ?? ""
             print("app processes\(here): \(status.processes.count)")
@@ -214,6 +215,16 @@ struct StatusCommand: ParsableCommand {
         }
         print("recent leaks: \(leaks.count)")
         for leak in leaks { print("  " + EventsCommand.line(leak, names: names)) }
+    }
+
+    /// How requests reach the daemon (`mount --io-uring`, issue 52).
+    static func describe(_ transport: FuseTransportStatus) -> String {
+        var text = "requests: through \(transport.transport)"
+        if transport.transport == "io_uring" {
+            text += ", \(transport.queues) queues, \(transport.threads) threads, \(transport.served) served"
+        }
+        if let reason = transport.reason { text += " (\(reason.escapedForTerminal))" }
+        return text
     }
 
     /// Whether container files go through kernel passthrough (issue 33).

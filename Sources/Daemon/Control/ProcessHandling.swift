@@ -106,7 +106,21 @@ enum ProcessHandling {
         status.containerPassthrough = ContainerPassthroughStatus(
             on: passthrough.isOn, reason: reason, openFiles: passthrough.openFiles,
             fallbacks: passthrough.fallbacks, lastFallback: passthrough.lastFallback)
+        status.fuseTransport = Self.transportStatus(services.session.ring)
         return ControlResponse(ok: true, mountpoint: services.mountpoint, status: status)
+    }
+
+    private static func transportStatus(_ ring: FuseRingReport) -> FuseTransportStatus {
+        let reason: String? =
+            switch ring.state {
+            case .notAsked, .running: nil
+            case .notOffered: "the kernel does not offer io_uring (before Linux 6.14, or fuse's enable_uring is N)"
+            case .failed(let why): why
+            case .ended: "the ring has ended"
+            }
+        return FuseTransportStatus(
+            transport: ring.state == .running ? "io_uring" : "/dev/fuse", reason: reason, queues: ring.queues,
+            threads: ring.threads, served: ring.served)
     }
 
     private static func strandedStatus(_ tracker: ProcessTracker) -> [DaemonStatus.StrandedProcessStatus] {

@@ -39,14 +39,18 @@ public struct DaemonOptions: Sendable {
     public var containerPassthrough: Bool
     /// Nodes kept for the kernel (`NodeBudget`); nil: the default; `Int.max`: no bound.
     public var maxNodes: Int?
+    /// Threads per kernel queue for FUSE over io_uring (0: /dev/fuse only).
+    public var ringThreads: UInt32
 
     public init(
         state: StateDirectory, mountpoint: String, openFiles: MountConfiguration.OpenFiles, allowOther: Bool,
         scopeMode: ScopeTable.Mode, scopeBudget: Int, inboxDays: Int = 7, readyDescriptor: Int32?,
         hostChanges: HostChangeMode = .auto, cacheTimeout: Double? = nil, descriptorsPerApp: Int? = nil,
-        folderDescriptors: Int? = nil, containerPassthrough: Bool = true, maxNodes: Int? = nil
+        folderDescriptors: Int? = nil, containerPassthrough: Bool = true, maxNodes: Int? = nil,
+        ringThreads: UInt32 = 0
     ) {
         self.maxNodes = maxNodes
+        self.ringThreads = ringThreads
         self.containerPassthrough = containerPassthrough
         self.folderDescriptors = folderDescriptors
         self.descriptorsPerApp = descriptorsPerApp
@@ -173,7 +177,7 @@ public enum Daemon {
         do {
             session = try FuseSession(
                 fileSystem: fileSystem, options: access.options, alias: access.alias,
-                admittedUsers: access.admittedUsers)
+                admittedUsers: access.admittedUsers, ringThreads: options.ringThreads)
             try session.mount(at: mountpoint)
         } catch {
             throw CommandError(
