@@ -315,6 +315,28 @@ extension DocumentLayout {
         return Attributes(stat: try attributes(node), timeout: Self.cacheTimeout(node))
     }
 
+    /// What the saves of an earlier portal left when it was killed (SPEC
+    /// S34): the regular files beside each file document named as its
+    /// temporaries are (`DocumentTemporaries.hostName`). Run before the
+    /// layout is mounted, once the bus name is this portal's, so no save
+    /// of this portal is in progress. Returns how many files went.
+    func removeEarlierPortalsTemporaries() -> Int {
+        var removed = 0
+        for document in portal.table.documents.values where !document.isDirectory {
+            let folder = Self.hostFolder(of: document)
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
+            for name in names where DocumentTemporaries.isHostName(name, of: document.name) {
+                let path = (folder == "/" ? "" : folder) + "/" + name
+                var status = stat()
+                guard path.withHostCString({ lstat($0, &status) }) == 0, status.st_mode & S_IFMT == S_IFREG,
+                    path.withHostCString({ Glibc.unlink($0) }) == 0
+                else { continue }
+                removed += 1
+            }
+        }
+        return removed
+    }
+
     /// The temporaries of saves never finished: their host files go with
     /// the layout.
     func removeLeftTemporaries() {

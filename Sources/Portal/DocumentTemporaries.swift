@@ -39,6 +39,14 @@ final class DocumentTemporaries: Sendable {
         ".\(documentName).scopefs-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
     }
 
+    /// Whether `hostName` is a name `hostName(for: documentName)` gives.
+    static func isHostName(_ hostName: String, of documentName: String) -> Bool {
+        let prefix = ".\(documentName).scopefs-"
+        guard hostName.hasPrefix(prefix) else { return false }
+        let suffix = hostName.dropFirst(prefix.count)
+        return !suffix.isEmpty && suffix.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) }
+    }
+
     func temporary(_ number: UInt64) -> Temporary? { state.withLock { $0.byNumber[number] } }
 
     /// The number of the temporary `name` of the view in the document's folder.

@@ -151,8 +151,9 @@ final class FileChooserObject {
 
     /// The impl interface's response and URIs for an outcome: the host
     /// files of the items chosen; for SaveFile and SaveFiles, the files to
-    /// save in the folder chosen (made empty when missing, so the Documents
-    /// portal, which exports existing files only, can export them).
+    /// save in the folder chosen (made empty when missing, so that the app
+    /// can open its result at once; the Documents portal would also take a
+    /// name not made yet, as a pending document).
     private static func results(
         _ outcome: Outcome, method: ChooserMethod, options: ChooserOptions, store: any IsolationStore,
         log: @Sendable (String) -> Void

@@ -88,6 +88,8 @@ public final class PortalService: @unchecked Sendable {
         case .success: break
         case .failure(let error): log("portal: the last portal's transient documents did not end: \(error)")
         }
+        let left = layout.removeEarlierPortalsTemporaries()
+        if left > 0 { log("portal: \(left) temporaries of unfinished saves of the last portal removed") }
         do {
             try session.mount(at: mountPoint)
         } catch {

@@ -426,6 +426,51 @@ def test_portal_recovers_from_sigkill_and_early_sigterm(env):
         bus.stop()
 
 
+def test_a_killed_portals_unfinished_save_is_swept_at_the_next_start(env):
+    """SPEC S34, S48: a portal killed (SIGKILL) while an app's save is
+    half done leaves the temporary's hidden host file beside the
+    document; the next portal removes it before it serves, leaves the
+    document and every other file of the folder alone, and the app can
+    save again."""
+    bus = SessionBus(env.root)
+    mountpoint = env.root / "doc"
+    mountpoint.mkdir()
+    report = env.backing(LOCAL) / "docs" / "report.txt"
+    before = report.read_bytes()
+    (report.parent / ".report.txt.scopefs-notes").mkdir()  # a folder of that shape: not a temporary
+    (report.parent / ".report.txt.kept").write_bytes(b"the owner's")
+    try:
+        killed = Portal(env, bus, mountpoint)
+        doc = export(killed, report, ALPHA, "--allow-write")
+        draft = mountpoint / "by-app" / ALPHA / doc / "report.txt.tmp"
+        held = os.open(draft, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(held, b"half a save")
+        assert len(hidden_leftovers(report.parent)) == 2, sorted(os.listdir(report.parent))
+        killed.process.kill()
+        killed.process.wait(timeout=10)
+        try:
+            os.close(held)
+        except OSError:
+            pass  # its flush meets the dead layout (ENOTCONN)
+        served = Portal(env, bus, mountpoint)
+        try:
+            assert hidden_leftovers(report.parent) == [".report.txt.scopefs-notes"], sorted(os.listdir(report.parent))
+            assert (report.parent / ".report.txt.kept").read_bytes() == b"the owner's"
+            assert report.read_bytes() == before
+            assert "temporaries of unfinished saves" in served.log.read_text()
+            mine = mountpoint / "by-app" / ALPHA / doc
+            assert os.listdir(mine) == ["report.txt"]
+            (mine / "again.tmp").write_bytes(b"saved")
+            os.rename(mine / "again.tmp", mine / "report.txt")
+            assert report.read_bytes() == b"saved"
+        finally:
+            served.stop()
+    finally:
+        if mount_count(mountpoint):
+            subprocess.run(["fusermount3", "-uz", str(mountpoint)], check=False)
+        bus.stop()
+
+
 def owned(bus, env) -> bool:
     argv = ["gdbus", "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus"]
     argv += ["--method", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.portal.Documents"]
