@@ -16,6 +16,7 @@ Layout of one test world (see `Env`):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -28,7 +29,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -99,6 +100,33 @@ mknod -m 666 "$root/dev/fuse" c 10 229
 mount --bind "$root/dev/fuse" /dev/fuse
 as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
 """
+
+
+@contextlib.contextmanager
+def non_root_owner_root(prefix: str, folders: tuple[str, ...], files: dict[str, bytes] | None = None) -> Iterator[Path]:
+    """A folder in /tmp for a NON_ROOT_OWNER_PRELUDE session: `folders`,
+    `dev` (the prelude's) and `files` in it, all owned by the owner (uid
+    65534); removed at the end unless a mount still lives in it."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        for folder in (*folders, "dev"):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+        for name, data in (files or {}).items():
+            (root / name).write_bytes(data)
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+        yield root
+    finally:
+        safe_rmtree(root)
+
+
+def run_non_root_session(session: str, root: Path, *args: str, what: str = "a non-root owner's session"):
+    """Runs `session` (a shell script that starts with NON_ROOT_OWNER_PRELUDE
+    and reads `$1` = root, `$2` = the scopefs binary, then `args`) as root
+    in a private mount namespace, within 90 s."""
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", session, "session"]
+    return run_bounded([*argv, str(root), str(scopefs_bin().resolve()), *args], 90, dict(os.environ), what=what)
 
 
 def postgres_server():

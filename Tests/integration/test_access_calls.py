@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from pathlib import Path
 
 from doc_scope_helpers import mount
 from scopefs_harness import (
     ALPHA,
     BETA,
     LOCAL,
-    NOBODY,
     NON_ROOT_OWNER_PRELUDE,
     REPORT_BYTES,
     describe,
-    run_bounded,
-    safe_rmtree,
-    scopefs_bin,
+    non_root_owner_root,
+    run_non_root_session,
     snippet,
 )
 
@@ -116,24 +112,16 @@ def test_access_answers_as_an_open_would_for_a_non_root_owners_apps():
     """SPEC S47, S32: with a non-root owner (uid 65534), access(W_OK) of
     a read-only grant is EPERM; of a read-write grant of a file the host
     keeps at mode 0444, EACCES, the host's own answer (as the open's)."""
-    root = Path(tempfile.mkdtemp(prefix="scopefs-access-", dir="/tmp"))
-    try:
-        os.chmod(root, 0o755)
-        for folder in ("provider/docs", "mnt", "dev"):
-            (root / folder).mkdir(parents=True)
-        (root / "provider/docs/report.txt").write_bytes(REPORT_BYTES)
-        (root / "provider/docs/secret.txt").write_bytes(b"top secret\n")
-        (root / "provider/docs/locked.txt").write_bytes(b"locked\n")
-        for path in [root, *root.rglob("*")]:
-            os.chown(path, NOBODY, NOBODY)
+    files = {
+        "provider/docs/report.txt": REPORT_BYTES,
+        "provider/docs/secret.txt": b"top secret\n",
+        "provider/docs/locked.txt": b"locked\n",
+    }
+    with non_root_owner_root("scopefs-access-", ("provider/docs", "mnt"), files) as root:
         os.chmod(root / "provider/docs/locked.txt", 0o444)
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NOBODY_SESSION, "session"]
-        argv += [str(root), str(scopefs_bin().resolve()), snippet(PROBE)]
-        p = run_bounded(argv, 90, dict(os.environ), what="a non-root owner's session")
+        p = run_non_root_session(NOBODY_SESSION, root, snippet(PROBE))
         assert p.returncode == 0, describe(p) + (root / "err").read_text(errors="replace")
         read_only, locked = (json.loads(line) for line in p.stdout.strip().splitlines()[-2:])
         assert read_only == READ_ONLY, read_only
         expected = dict(READ_WRITE, write="EACCES", read_write="EACCES", open_for_writing="EACCES")
         assert locked == expected, locked
-    finally:
-        safe_rmtree(root)

@@ -21,9 +21,7 @@ import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,13 +32,11 @@ from scopefs_harness import (
     ALPHA,
     BETA,
     LOCAL,
-    NOBODY,
     REPORT_BYTES,
     AppSession,
     describe,
-    mount_count,
-    run_bounded,
-    scopefs_bin,
+    non_root_owner_root,
+    run_non_root_session,
     wait_for,
 )
 
@@ -567,22 +563,11 @@ def test_a_non_root_owner_serves_the_container_through_the_daemon(tmp_path):
     owner, uid 65534 here) cannot register backing files, so `status`
     (text and --json) says passthrough is off and why, and the app's
     container files are read and written through the daemon, correctly."""
-    root = Path(tempfile.mkdtemp(prefix="scopefs-owner-", dir="/tmp"))
-    try:
-        os.chmod(root, 0o755)
-        for folder in ("state-parent", "mnt", "dev"):
-            (root / folder).mkdir(parents=True)
-        for path in [root, *root.rglob("*")]:
-            os.chown(path, NOBODY, NOBODY)
-        binary = str(scopefs_bin().resolve())
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NOBODY_SESSION, "session"]
-        p = run_bounded(argv + [str(root), binary, WRITES_AND_READS_BACK], 90, dict(os.environ), what="owner")
+    with non_root_owner_root("scopefs-owner-", ("state-parent", "mnt")) as root:
+        p = run_non_root_session(NOBODY_SESSION, root, WRITES_AND_READS_BACK, what="owner")
         assert p.returncode == 0, describe(p)
         assert json.loads(p.stdout.strip().splitlines()[-1]) == {"same": True, "size": 3 << 20}
         state = json.loads((root / "status.json").read_text())["daemon"]["containerPassthrough"]
         assert state["on"] is False and "CAP_SYS_ADMIN" in state["reason"], state
         text = (root / "status.txt").read_text()
         assert "container files: through the daemon (kernel passthrough off: " in text, text
-    finally:
-        if not mount_count(root / "mnt"):
-            shutil.rmtree(root, ignore_errors=True)

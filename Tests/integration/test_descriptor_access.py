@@ -15,20 +15,14 @@ some active grant covered the file, never for what access.
 """
 
 import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
 
 from scopefs_harness import (
     ALPHA,
     LOCAL,
-    NOBODY,
     NON_ROOT_OWNER_PRELUDE,
     describe,
-    mount_count,
-    run_bounded,
-    scopefs_bin,
+    non_root_owner_root,
+    run_non_root_session,
 )
 
 PLAIN = b"plain v1\n"
@@ -227,22 +221,10 @@ def test_a_non_root_owners_revoke_cuts_the_write_descriptor():
     the file's read-write grant, the held write descriptor gets EPERM and
     the host file is unchanged; a read descriptor through the read-only
     folder grant keeps reading (S14, S47)."""
-    root = Path(tempfile.mkdtemp(prefix="scopefs-descriptors-", dir="/tmp"))
-    try:
-        os.chmod(root, 0o755)
-        for folder in ("provider/Reports", "mnt", "dev"):
-            (root / folder).mkdir(parents=True)
-        (root / "provider/Reports/plain.txt").write_bytes(PLAIN)
-        (root / "provider/Reports/other.txt").write_bytes(OTHER)
-        for path in [root, *root.rglob("*")]:
-            os.chown(path, NOBODY, NOBODY)
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NOBODY_SESSION, "session"]
-        argv += [str(root), str(scopefs_bin().resolve()), NOBODY_APP]
-        p = run_bounded(argv, 90, dict(os.environ), what="a non-root owner's session")
+    files = {"provider/Reports/plain.txt": PLAIN, "provider/Reports/other.txt": OTHER}
+    with non_root_owner_root("scopefs-descriptors-", ("provider/Reports", "mnt"), files) as root:
+        p = run_non_root_session(NOBODY_SESSION, root, NOBODY_APP)
         assert p.returncode == 0, describe(p)
         got = json.loads(p.stdout.strip().splitlines()[-1])
         assert got == {"write-held-fd": {"errno": "EPERM"}, "read-held-other": {"ok": OTHER.decode()}}, describe(p)
         assert (root / "provider/Reports/plain.txt").read_bytes() == PLAIN + b"first\n"
-    finally:
-        if not mount_count(root / "mnt"):
-            shutil.rmtree(root, ignore_errors=True)

@@ -14,13 +14,10 @@ machine's: each test sets it and puts it back.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-from scopefs_harness import ALPHA, LOCAL, NOBODY, NON_ROOT_OWNER_PRELUDE, describe, run_bounded, scopefs_bin
+from scopefs_harness import ALPHA, LOCAL, NON_ROOT_OWNER_PRELUDE, describe, non_root_owner_root, run_non_root_session
 
 ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
 THREADS = 2
@@ -275,16 +272,8 @@ def test_a_non_root_owners_mount_serves_over_the_ring(uring):
     fusermount3 serves the app's write, rename and read over the ring,
     and the bytes reach the provider folder."""
     uring("Y")
-    root = Path(tempfile.mkdtemp(prefix="scopefs-ring-", dir="/tmp"))
-    try:
-        os.chmod(root, 0o755)
-        for folder in ("provider/ring", "mnt", "dev"):
-            (root / folder).mkdir(parents=True)
-        for path in [root, *root.rglob("*")]:
-            os.chown(path, NOBODY, NOBODY)
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NOBODY_SESSION, "session"]
-        argv += [str(root), str(scopefs_bin().resolve()), str(THREADS)]
-        p = run_bounded(argv, 90, dict(os.environ), what="a non-root owner's session over io_uring")
+    with non_root_owner_root("scopefs-ring-", ("provider/ring", "mnt")) as root:
+        p = run_non_root_session(NOBODY_SESSION, root, str(THREADS), what="a non-root owner's session over io_uring")
         assert p.returncode == 0, describe(p)
         lines = p.stdout.strip().splitlines()
         assert lines[0] == "written by the app", describe(p)
@@ -292,7 +281,3 @@ def test_a_non_root_owners_mount_serves_over_the_ring(uring):
         assert ring["transport"] == "io_uring" and ring["served"] > 0, ring
         assert (root / "provider/ring/moved.txt").read_text() == "written by the app\n"
         assert not (root / "provider/ring/new.txt").exists()
-    finally:
-        shutil.rmtree(root / "provider", ignore_errors=True)
-        shutil.rmtree(root / "state", ignore_errors=True)
-        shutil.rmtree(root, ignore_errors=True)
