@@ -101,6 +101,16 @@ mount --bind "$root/dev/fuse" /dev/fuse
 as_owner() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$root" XDG_RUNTIME_DIR= "$@"; }
 """
 
+# After NON_ROOT_OWNER_PRELUDE with $binary set: `s ARGS` runs scopefs as
+# the owner on $root/state, made here with the provider `local` on
+# $root/provider and the app com.example.alpha.
+NON_ROOT_OWNER_STATE = r"""
+s() { as_owner "$binary" --state "$root/state" "$@"; }
+s init >/dev/null
+s provider add local "$root/provider" >/dev/null
+s app add com.example.alpha >/dev/null
+"""
+
 
 @contextlib.contextmanager
 def non_root_owner_root(prefix: str, folders: tuple[str, ...], files: dict[str, bytes] | None = None) -> Iterator[Path]:

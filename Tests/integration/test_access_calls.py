@@ -18,6 +18,7 @@ from scopefs_harness import (
     BETA,
     LOCAL,
     NON_ROOT_OWNER_PRELUDE,
+    NON_ROOT_OWNER_STATE,
     REPORT_BYTES,
     describe,
     non_root_owner_root,
@@ -90,11 +91,8 @@ def test_access_answers_as_an_open_would_for_a_root_owners_apps(env):
 NOBODY_SESSION = (
     "root=$1 binary=$2 app=$3"
     + NON_ROOT_OWNER_PRELUDE
+    + NON_ROOT_OWNER_STATE
     + r"""
-s() { as_owner "$binary" --state "$root/state" "$@"; }
-s init >/dev/null
-s provider add local "$root/provider" >/dev/null
-s app add com.example.alpha >/dev/null
 s grant com.example.alpha local:docs/report.txt --read-only >/dev/null
 s grant com.example.alpha local:docs/locked.txt >/dev/null
 s mount "$root/mnt" >/dev/null

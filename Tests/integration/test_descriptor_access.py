@@ -20,6 +20,7 @@ from scopefs_harness import (
     ALPHA,
     LOCAL,
     NON_ROOT_OWNER_PRELUDE,
+    NON_ROOT_OWNER_STATE,
     describe,
     non_root_owner_root,
     run_non_root_session,
@@ -196,11 +197,8 @@ print(json.dumps({"write-held-fd": outcome(lambda: os.write(wfd, b"after\n")),
 NOBODY_SESSION = (
     "root=$1 binary=$2 app=$3"
     + NON_ROOT_OWNER_PRELUDE
+    + NON_ROOT_OWNER_STATE
     + r"""
-s() { as_owner "$binary" --state "$root/state" "$@"; }
-s init >/dev/null
-s provider add local "$root/provider" >/dev/null
-s app add com.example.alpha >/dev/null
 s grant com.example.alpha local:Reports --read-only >/dev/null
 file=$(s grant com.example.alpha local:Reports/plain.txt | awk '{ id = $NF } END { print id }')
 s mount "$root/mnt" >/dev/null

@@ -17,7 +17,15 @@ import json
 from pathlib import Path
 
 import pytest
-from scopefs_harness import ALPHA, LOCAL, NON_ROOT_OWNER_PRELUDE, describe, non_root_owner_root, run_non_root_session
+from scopefs_harness import (
+    ALPHA,
+    LOCAL,
+    NON_ROOT_OWNER_PRELUDE,
+    NON_ROOT_OWNER_STATE,
+    describe,
+    non_root_owner_root,
+    run_non_root_session,
+)
 
 ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
 THREADS = 2
@@ -251,11 +259,8 @@ def test_the_same_seed_draws_the_same_operations(tmp_path):
 NOBODY_SESSION = (
     "root=$1 binary=$2 threads=$3"
     + NON_ROOT_OWNER_PRELUDE
+    + NON_ROOT_OWNER_STATE
     + r"""
-s() { as_owner "$binary" --state "$root/state" "$@"; }
-s init >/dev/null
-s provider add local "$root/provider" >/dev/null
-s app add com.example.alpha >/dev/null
 s grant com.example.alpha local:ring >/dev/null
 s mount "$root/mnt" --io-uring "$threads" >/dev/null
 trap 's unmount "$root/mnt" >/dev/null 2>&1 || fusermount3 -u "$root/mnt"' EXIT
