@@ -13,7 +13,9 @@ machine's: each test sets it and puts it back.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,19 +33,31 @@ ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
 THREADS = 2
 
 
+# enable_uring is one switch for the whole machine: two test runs side by
+# side (CI's SQLite and PostgreSQL suites were) flip it under each other,
+# and a mount meant to fall back got the ring. Every test that sets it
+# holds this lock, whichever run it belongs to.
+ENABLE_URING_LOCK = Path(tempfile.gettempdir()) / "scopefs-tests-enable-uring.lock"
+
+
 @pytest.fixture
 def uring():
-    """Sets the fuse module's enable_uring for the test, and puts it back."""
+    """Sets the fuse module's enable_uring for the test, and puts it back;
+    no other test on the machine sets it meanwhile."""
     if not ENABLE_URING.exists():
         pytest.fail("this kernel's fuse has no io_uring (CONFIG_FUSE_IO_URING): the ring cannot be tested")
-    before = ENABLE_URING.read_text().strip()
+    with open(ENABLE_URING_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        before = ENABLE_URING.read_text().strip()
 
-    def set_to(value: str) -> None:
-        ENABLE_URING.write_text(value)
-        assert ENABLE_URING.read_text().strip() == value
+        def set_to(value: str) -> None:
+            ENABLE_URING.write_text(value)
+            assert ENABLE_URING.read_text().strip() == value
 
-    yield set_to
-    ENABLE_URING.write_text(before)
+        try:
+            yield set_to
+        finally:
+            ENABLE_URING.write_text(before)
 
 
 def possible_cpus() -> int:
