@@ -22,11 +22,13 @@ import zlib
 from pathlib import Path
 
 import pytest
-from client_builds import swift_check  # noqa: F401  (the fixture: the Swift check app)
+from client_builds import c_build, compile_c_example, swift_check  # noqa: F401  (fixtures: the C library, the Swift check app)
 from doc_scope_helpers import mount, wait_events
 from extension_cloud import CLOUD, Cloud
 from previews import png
 from scopefs_harness import ALPHA, BETA, EXTENSIONS, LOCAL, wait_for
+
+HERE = Path(__file__).resolve().parent
 
 THUMBNAIL = "user.scopefs.thumbnail"
 MANY = 1000
@@ -352,4 +354,35 @@ emit({"before": [before.name, before.size, before.state, before.downloading_stat
     got = env.app_json(ALPHA, code, cloud.path(ALPHA, "docs/big.bin"), preview.hex(), sandbox=True, extra=shown)
     assert got["before"] == ["big.bin", 20 << 20, "dataless", "not-downloaded", "89504e47"], got
     assert got["after"] == preview.hex() and got["modified"], got
+    assert calls(cloud, "fetch") == [], "promised values downloaded content"
+
+
+@pytest.mark.sqlite_store(EXTENSIONS)
+def test_the_c_client_reads_and_saves_promised_values(env, cloud, c_build):  # noqa: F811
+    """S50: `scopefs_promised_item_values` of a dataless document gives its
+    name, size, state, Apple's downloading status and the extension's
+    preview with no scope and no download; `scopefs_set_thumbnail` in scope
+    saves a preview that `scopefs_thumbnail` reads back, and refuses a value
+    that is not a PNG (EINVAL); a folder has no preview. In the default
+    sandbox, shown the program's folder (`--expose`)."""
+    env.grant(ALPHA, f"{CLOUD}:docs")
+    folder = env.root / "c-app"
+    folder.mkdir()
+    os.chmod(env.root, 0o755)
+    os.chmod(folder, 0o755)
+    program = compile_c_example(HERE / "c_programs" / "promised_values.c", folder / "promised_values", c_build)
+    preview = png("c", side=8)
+    p = env.run_app(
+        ALPHA,
+        [program, cloud.path(ALPHA, "docs/big.bin"), cloud.path(ALPHA, "docs"), preview.hex()],
+        sandbox=True,
+        extra=("--expose", str(folder)),
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        f"before big.bin {20 << 20} dataless not-downloaded 89504e47 1",
+        f"saved {preview.hex()}",
+        "not-a-png EINVAL",
+        "folder 1 none",
+    ], p.stdout
     assert calls(cloud, "fetch") == [], "promised values downloaded content"

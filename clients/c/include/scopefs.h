@@ -38,13 +38,16 @@
 #ifndef SCOPEFS_H
 #define SCOPEFS_H
 
+#include <stddef.h>
+#include <time.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Version of this header and library. */
 #define SCOPEFS_CLIENT_VERSION_MAJOR 1
-#define SCOPEFS_CLIENT_VERSION_MINOR 0
+#define SCOPEFS_CLIENT_VERSION_MINOR 1
 
 /* scopefs_scope_count() result for a path that needs no scope. */
 #define SCOPEFS_NOT_NEEDED (-2L)
@@ -255,6 +258,57 @@ typedef int (*scopefs_query_handler)(const char *event, const struct scopefs_que
  */
 int scopefs_query(const char *scope, const char *name_glob, scopefs_query_handler handler, void *context,
                   double timeout_seconds, const char *state_dir);
+
+/*
+ * Promised item values (SPEC S50; Apple's getPromisedItemResourceValue):
+ * what a document browser shows of an item whose content may not be local,
+ * gathered from stat(2) and the item's attributes alone. Nothing here needs
+ * a scope or downloads content, even for an app whose policy is never to
+ * download. `state` is user.scopefs.state ("dataless", "materialized",
+ * "pinned", "dirty", "uploading", ...; "materialized" for a container item);
+ * `downloading_status` Apple's reading of it, one of the three below.
+ * `thumbnail` is the preview (a PNG of at most 64 KiB), NULL when the item
+ * has none or is a folder.
+ */
+#define SCOPEFS_DOWNLOADING_CURRENT "current"
+#define SCOPEFS_DOWNLOADING_DOWNLOADED "downloaded"
+#define SCOPEFS_DOWNLOADING_NOT_DOWNLOADED "not-downloaded"
+struct scopefs_promised_values {
+    char *name;
+    long long size;
+    struct timespec modified;
+    struct timespec changed;
+    int is_folder;
+    char state[32];
+    const char *downloading_status;
+    unsigned char *thumbnail;
+    size_t thumbnail_length;
+};
+
+/*
+ * Fills `values` for the item at `path` (free them with
+ * scopefs_promised_values_free()). Returns 0, or -1 with errno set: ENOENT
+ * (invisible to the app), EPERM (a revoked grant), ENOMEM, EINVAL.
+ */
+int scopefs_promised_item_values(const char *path, struct scopefs_promised_values *values);
+
+/* Frees what scopefs_promised_item_values() allocated (NULL is fine). */
+void scopefs_promised_values_free(struct scopefs_promised_values *values);
+
+/*
+ * The item's preview (getxattr "user.scopefs.thumbnail"): a malloc'ed PNG
+ * (free it) of *length bytes, read without a scope and without a download.
+ * NULL with errno set: ENODATA (no preview), ENOENT (invisible), EPERM.
+ */
+unsigned char *scopefs_thumbnail(const char *path, size_t *length);
+
+/*
+ * Saves the preview of a document the app may write (a scope on it in
+ * strict mode); on an extension's provider it goes to the store with the
+ * document's upload. `png` NULL removes it. Returns 0, or -1 with errno
+ * set: EINVAL (not a PNG), E2BIG (over 64 KiB), EPERM (no write access).
+ */
+int scopefs_set_thumbnail(const char *path, const unsigned char *png, size_t length);
 
 #ifdef __cplusplus
 }
