@@ -128,7 +128,12 @@ def test_a_flood_of_other_host_writes_loses_no_change(channel_world, flooded):
     finally:
         os.kill(daemon, signal.SIGCONT)
     resumed = time.time()
-    notice = alpha.recv(timeout=20)
+    try:
+        notice = alpha.recv(timeout=20)
+    except AssertionError as unheard:  # what the daemon made of the flood says why
+        log = world.state / "daemon.log"
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no daemon.log: the journal has it)"
+        raise AssertionError(f"{unheard}\ndaemon log:\n{tail}") from None
     assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
     assert notice["at"] - resumed < 5.0, notice["at"] - resumed
 
