@@ -770,12 +770,16 @@ def test_c_library_install_and_header(tmp_path, c_build):
         "scopefs_free_paths",
         "scopefs_pick",
         "scopefs_pick_items",
+        "scopefs_promised_item_values",
+        "scopefs_promised_values_free",
         "scopefs_query",
         "scopefs_reference_attribute",
         "scopefs_release",
         "scopefs_scope_count",
+        "scopefs_set_thumbnail",
         "scopefs_start_accessing",
         "scopefs_stop_accessing",
+        "scopefs_thumbnail",
         "scopefs_watch",
     ]
     src = tmp_path / "use.c"

@@ -52,6 +52,13 @@ def watcher(world, app: str, path: str, quiet: float = 3.0):
     return session
 
 
+def daemon_log_tail(world) -> str:
+    """What the daemon made of the changes: it says which part of the path
+    (the channel's overflow, a slow reload) dropped or delayed a notice."""
+    log = world.state / "daemon.log"
+    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no daemon.log: the journal has it)"
+
+
 def until_done(session) -> list[dict]:
     notices = []
     while True:
@@ -70,8 +77,10 @@ def test_host_write_is_changed_within_a_second(channel_world):
     world = channel_world
     world.cli("open", ALPHA, f"{LOCAL}:{REPORT}")
     world.cli("open", BETA, f"{LOCAL}:docs")
-    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT))
-    beta = watcher(world, BETA, world.prov(BETA, LOCAL, REPORT))
+    # The watchers end after 8 s without a notice: on a machine running two
+    # suites the burst's last notice once came more than 3 s after it.
+    alpha = watcher(world, ALPHA, world.prov(ALPHA, LOCAL, REPORT), quiet=8.0)
+    beta = watcher(world, BETA, world.prov(BETA, LOCAL, REPORT), quiet=8.0)
     report = world.backing(LOCAL) / REPORT
 
     written = time.time()
@@ -94,7 +103,7 @@ def test_host_write_is_changed_within_a_second(channel_world):
     heard = until_done(alpha)
     assert heard and all(n["kind"] == "changed" and n["path"] == world.prov(ALPHA, LOCAL, REPORT) for n in heard), heard
     assert len(heard) <= (burst_ended - burst_started) / 0.1 + 3, (len(heard), burst_ended - burst_started)
-    assert heard[-1]["at"] >= burst_ended - 0.05, (heard[-1]["at"], burst_ended)
+    assert heard[-1]["at"] >= burst_ended - 0.05, (heard[-1]["at"], burst_ended, daemon_log_tail(world))
     beta_heard = until_done(beta)
     assert {n["path"] for n in beta_heard} == {
         world.prov(BETA, LOCAL, REPORT),
@@ -131,9 +140,7 @@ def test_a_flood_of_other_host_writes_loses_no_change(channel_world, flooded):
     try:
         notice = alpha.recv(timeout=20)
     except AssertionError as unheard:  # what the daemon made of the flood says why
-        log = world.state / "daemon.log"
-        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no daemon.log: the journal has it)"
-        raise AssertionError(f"{unheard}\ndaemon log:\n{tail}") from None
+        raise AssertionError(f"{unheard}\ndaemon log:\n{daemon_log_tail(world)}") from None
     assert notice.get("kind") == "changed" and notice["path"] == world.prov(ALPHA, LOCAL, REPORT), notice
     assert notice["at"] - resumed < 5.0, notice["at"] - resumed
 
