@@ -322,6 +322,28 @@ final class DocumentLayout: FileSystem {
         return Attributes(stat: try attributes(node), timeout: Self.cacheTimeout(node))
     }
 
+    /// access(2) and chdir's check. A non-root owner's layout has the
+    /// kernel check the modes it shows (`default_permissions`); a root
+    /// owner's cannot (`allow_other` for the app account), and the kernel
+    /// would take every access for granted, root's W_OK of a read-only
+    /// folder or document included, as no reference portal does. So the
+    /// answer is the layout's own: the caller rule of every operation, then
+    /// the owner's bits of the mode the layout shows, which say what its
+    /// operations allow (a read grant shows no write bit; the root, `by-app`
+    /// and app folders take no change) whoever asks, root too.
+    func access(_ request: Request, inode: UInt64, mask: Int32) throws(Errno) {
+        let node = try node(inode)
+        let binding: Bool
+        switch node {
+        case .byApp, .appFolder: binding = true
+        default: binding = false
+        }
+        try checkCaller(request, reaching: node, binding: binding)
+        let mode = try attributes(node).st_mode
+        let wanted: [(Int32, mode_t)] = [(R_OK, 0o400), (W_OK, 0o200), (X_OK, 0o100)]
+        for (bit, shown) in wanted where mask & bit != 0 && mode & shown == 0 { throw Errno.permissionDenied }
+    }
+
     func open(_ request: Request, inode: UInt64, flags: Int32) throws(Errno) -> OpenFile {
         let file = try node(inode)
         try checkCaller(request, reaching: file)

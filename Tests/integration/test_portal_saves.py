@@ -377,6 +377,31 @@ def test_layout_details_as_xdg_document_portal(env, portal):
     assert os.listdir(portal.mountpoint / "by-app" / ALPHA / doc) == []
 
 
+def test_access_says_what_the_layout_allows(env, portal):
+    """SPEC S45, S48; issue 49 (xdg-desktop-portal's test_document_fuse
+    checks it first): access(2) answers what the layout's operations
+    allow. The root, by-app and app folders take no change, nor does a
+    read-only document or its folder; a read-write document and its
+    folder do; a document is not executable. A root owner's layout runs
+    without `default_permissions`, and its root passed every access(W_OK)
+    before, while the write itself got EROFS."""
+    rw = export(portal, env.backing(LOCAL) / "docs" / "report.txt", ALPHA, "--allow-write")
+    ro = export(portal, env.backing(LOCAL) / "docs" / "secret.txt", ALPHA)
+    root = portal.mountpoint
+    mine = root / "by-app" / ALPHA
+    for folder in (root, root / "by-app", mine, mine / ro):
+        assert os.access(folder, os.R_OK | os.X_OK), folder
+        assert not os.access(folder, os.W_OK), f"{folder} takes no change"
+    assert os.access(mine / rw, os.W_OK)
+    assert os.access(mine / ro / "secret.txt", os.R_OK)
+    assert not os.access(mine / ro / "secret.txt", os.W_OK), "a read-only document"
+    assert os.access(mine / rw / "report.txt", os.R_OK | os.W_OK)
+    assert not os.access(mine / rw / "report.txt", os.X_OK)
+    with pytest.raises(OSError) as refused:
+        os.mkdir(root / "by-app" / "made-here")
+    assert refused.value.errno in (errno.EROFS, errno.EACCES), refused.value
+
+
 def test_portal_stops_cleanly_on_sighup(env):
     """Issue 49 finding 5: SIGHUP, as SIGTERM, ends `scopefs portal` with
     exit 0 and its layout unmounted (a systemd unit is not left failed)."""
