@@ -95,8 +95,10 @@ SCOPEFS_EXPORT int scopefs_promised_item_values(const char *path, struct scopefs
         return -1;
     }
     values->size = (long long)info.st_size;
-    values->modified = info.st_mtim;
-    values->changed = info.st_ctim;
+    values->modified_seconds = info.st_mtim.tv_sec;
+    values->modified_nanoseconds = info.st_mtim.tv_nsec;
+    values->changed_seconds = info.st_ctim.tv_sec;
+    values->changed_nanoseconds = info.st_ctim.tv_nsec;
     values->is_folder = S_ISDIR(info.st_mode);
     values->downloading_status = downloading_status(values->state);
     if (!(values->name = last_component(path))) {

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
     printf("before %s %lld %s %s ", values.name, values.size, values.state, values.downloading_status);
     if (values.thumbnail) print_hex(values.thumbnail, values.thumbnail_length < 4 ? values.thumbnail_length : 4);
     else printf("none");
-    printf(" %d\n", values.modified.tv_sec > 0);
+    printf(" %d\n", values.modified_seconds > 0);
     scopefs_promised_values_free(&values);
 
     preview = from_hex(argv[3], &length);

@@ -276,8 +276,12 @@ int scopefs_query(const char *scope, const char *name_glob, scopefs_query_handle
 struct scopefs_promised_values {
     char *name;
     long long size;
-    struct timespec modified;
-    struct timespec changed;
+    /* Seconds and nanoseconds since the epoch (stat's st_mtim, st_ctim),
+       as plain numbers: struct timespec is not C99's. */
+    long long modified_seconds;
+    long modified_nanoseconds;
+    long long changed_seconds;
+    long changed_nanoseconds;
     int is_folder;
     char state[32];
     const char *downloading_status;
