@@ -83,11 +83,7 @@ public final class PortalService: @unchecked Sendable {
         if let error = failure.withLock({ $0 }) { throw error }
         // Only once the name is ours: a second portal, refused, leaves the
         // first one's documents alone.
-        switch object.portal.endEarlierTransients() {
-        case .success(let ended) where ended > 0: log("portal: \(ended) transient documents of the last portal ended")
-        case .success: break
-        case .failure(let error): log("portal: the last portal's transient documents did not end: \(error)")
-        }
+        endEarlierTransients()
         let left = layout.removeEarlierPortalsTemporaries()
         if left > 0 { log("portal: \(left) temporaries of unfinished saves of the last portal removed") }
         do {
@@ -102,6 +98,25 @@ public final class PortalService: @unchecked Sendable {
         // libfuse's loop answers the signal that ended it: being asked to
         // stop is a clean end (a systemd unit stays "inactive", not "failed").
         exit(status == 0 || [SIGTERM, SIGINT, SIGHUP].contains(status) ? 0 : 1)
+    }
+
+    /// Serves the bus alone (`--no-mount`) until SIGTERM, SIGINT or
+    /// SIGHUP, which end it with 0 as they end the layout's loop (a
+    /// systemd unit stays "inactive"); the last portal's transient
+    /// documents end once the name is ours, as with a layout.
+    public func runBusOnly() throws(CommandError) -> Never {
+        for number in [SIGTERM, SIGINT, SIGHUP] { signal(number) { _ in _exit(0) } }
+        try run(announce: { [self] in endEarlierTransients() })
+    }
+
+    /// Ends the transient documents (S45) a portal that did not stop
+    /// cleanly left: their session grants must not outlive that session.
+    private func endEarlierTransients() {
+        switch object.portal.endEarlierTransients() {
+        case .success(let ended) where ended > 0: log("portal: \(ended) transient documents of the last portal ended")
+        case .success: break
+        case .failure(let error): log("portal: the last portal's transient documents did not end: \(error)")
+        }
     }
 
     /// A root owner's apps run as app accounts (`scopefs run`), which

@@ -35,7 +35,7 @@ struct PortalCommand: ParsableCommand {
             let resolved = URL(fileURLWithPath: chosen).standardizedFileURL.path
             let service = PortalService(
                 state: state, mountPoint: resolved, policy: try Self.policy(options), log: { note($0) })
-            if noMount { try service.run() }
+            if noMount { try service.runBusOnly() }
             // A layout left by a portal that was killed (SIGKILL, a crash)
             // answers ENOTCONN until detached: detach it, as `scopefs
             // mount` does, so the next start needs no `fusermount3 -u`.

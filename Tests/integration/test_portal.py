@@ -621,6 +621,23 @@ def test_sandboxed_app_carries_its_flatpak_info(env):
     assert (info["write"], info["replace"]) == ("EACCES", "EACCES"), info
 
 
+@pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_bus_only_portal_ends_cleanly_on_signals(env, ending):
+    """SPEC S45 (issue 49): `scopefs portal --no-mount` ends with 0 on
+    SIGTERM, SIGHUP and SIGINT, as the portal with its layout does and as
+    xdg-document-portal does, so a systemd unit is left "inactive", not
+    "failed" (before: killed by the signal, exit 143 from a shell)."""
+    bus = SessionBus(env.root)
+    served = Portal(env, bus, env.root / "doc", mount=False)
+    try:
+        served.process.send_signal(ending)
+        status = served.process.wait(timeout=10)
+    finally:
+        served.stop()
+        bus.stop()
+    assert status == 0, f"exit {status} on {ending.name}:\n" + served.log.read_text()
+
+
 def test_portal_exit_codes(env, portal):
     """SPEC S45, S34 (docs/CLI.md): without `scopefs init` 66, without a
     session bus 69, while another process owns the name 77 (and the first
