@@ -3,6 +3,7 @@ import FuseBridge
 import Glibc
 import HostText
 import Policy
+import Processes
 import SystemPackage
 
 /// Atomic saves in a document's folder (SPEC S48): an app that may write
@@ -81,12 +82,14 @@ extension DocumentLayout {
                 Glibc.open($0, hostFlags, permissions)
             }
             guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+            temporaries.touched(number, by: ProcFS.processKey(ofThread: request.threadID))
             node = .temporary(number)
             opened = OpenDocument(
                 descriptor: descriptor, app: app, documentID: document.id, writable: true, temporary: number)
         } else {
             let (number, descriptor) = try makeTemporary(
                 named: name, of: document, app: app, flags: hostFlags | O_EXCL, permissions: permissions)
+            temporaries.touched(number, by: ProcFS.processKey(ofThread: request.threadID))
             node = .temporary(number)
             opened = OpenDocument(
                 descriptor: descriptor, app: app, documentID: document.id, writable: true, temporary: number)
@@ -206,20 +209,26 @@ extension DocumentLayout {
             try hostRename(path, replacedPath)
             _ = temporaries.remove(replaced)
             temporaries.rename(number, to: newName)
+            temporaries.touched(number, by: ProcFS.processKey(ofThread: request.threadID))
         case (.temporary(let number, _), nil):
             temporaries.rename(number, to: newName)
+            temporaries.touched(number, by: ProcFS.processKey(ofThread: request.threadID))
         case (.document, .temporary(let replaced, let replacedPath)?):
             // The document's file becomes the temporary (a backup).
             try hostRename(document.hostPath, replacedPath)
             temporaries.rename(replaced, to: newName)
+            temporaries.holdsDocument(replaced)
+            temporaries.touched(replaced, by: ProcFS.processKey(ofThread: request.threadID))
         case (.document, nil):
             let (number, descriptor) = try makeTemporary(
                 named: newName, of: document, app: app, flags: O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC,
                 permissions: 0o600)
             close(descriptor)
+            temporaries.touched(number, by: ProcFS.processKey(ofThread: request.threadID))
             guard let temporary = temporaries.temporary(number) else { throw Errno.ioError }
             do {
                 try hostRename(document.hostPath, Self.hostPath(of: temporary, in: document))
+                temporaries.holdsDocument(number)
             } catch {
                 _ = temporaries.remove(number)
                 _ = Self.hostPath(of: temporary, in: document).withHostCString { Glibc.unlink($0) }
@@ -270,7 +279,7 @@ extension DocumentLayout {
     }
 
     /// rename(2)'s RENAME_NOREPLACE (linux/fs.h), which Glibc does not export to Swift.
-    private static let renameNoReplace: UInt32 = 1
+    static let renameNoReplace: UInt32 = 1
 
     private func hostRename(_ from: String, _ to: String) throws(Errno) {
         let result = from.withHostCString { source in to.withHostCString { Glibc.rename(source, $0) } }
@@ -313,36 +322,5 @@ extension DocumentLayout {
             guard futimens(descriptor, changes.utimensTimes) == 0 else { throw Errno(rawValue: errno) }
         }
         return Attributes(stat: try attributes(node), timeout: Self.cacheTimeout(node))
-    }
-
-    /// What the saves of an earlier portal left when it was killed (SPEC
-    /// S34): the regular files beside each file document named as its
-    /// temporaries are (`DocumentTemporaries.hostName`). Run before the
-    /// layout is mounted, once the bus name is this portal's, so no save
-    /// of this portal is in progress. Returns how many files went.
-    func removeEarlierPortalsTemporaries() -> Int {
-        var removed = 0
-        for document in portal.table.documents.values where !document.isDirectory {
-            let folder = Self.hostFolder(of: document)
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
-            for name in names where DocumentTemporaries.isHostName(name, of: document.name) {
-                let path = (folder == "/" ? "" : folder) + "/" + name
-                var status = stat()
-                guard path.withHostCString({ lstat($0, &status) }) == 0, status.st_mode & S_IFMT == S_IFREG,
-                    path.withHostCString({ Glibc.unlink($0) }) == 0
-                else { continue }
-                removed += 1
-            }
-        }
-        return removed
-    }
-
-    /// The temporaries of saves never finished: their host files go with
-    /// the layout.
-    func removeLeftTemporaries() {
-        for temporary in temporaries.removeAll() {
-            guard let document = portal.table.documents[temporary.documentID] else { continue }
-            _ = Self.hostPath(of: temporary, in: document).withHostCString { Glibc.unlink($0) }
-        }
     }
 }

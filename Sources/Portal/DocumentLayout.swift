@@ -368,6 +368,7 @@ final class DocumentLayout: FileSystem {
             guard mayReplace(document, app: temporary.app) else { throw Errno.permissionDenied }
             let descriptor = Self.hostPath(of: temporary, in: document).withHostCString { Glibc.open($0, hostFlags) }
             guard descriptor >= 0 else { throw Errno(rawValue: errno) }
+            temporaries.touched(number, by: ProcFS.processKey(ofThread: request.threadID))
             opened = OpenDocument(
                 descriptor: descriptor, app: temporary.app, documentID: temporary.documentID, writable: writing,
                 temporary: number)

@@ -1,3 +1,4 @@
+import HostText
 import Policy
 import Synchronization
 
@@ -24,6 +25,12 @@ final class DocumentTemporaries: Sendable {
         /// document's file for the kernel, which moved the temporary's
         /// entry to the document's name, until the kernel forgets it.
         var becameDocument = false
+        /// The processes that made or opened it: once none runs and no
+        /// descriptor holds it, the save will never be finished.
+        var makers: Set<ProcessKey> = []
+        /// The document's own file, renamed to a temporary name (vim's
+        /// backup): if the save is never finished, it goes back.
+        var holdsDocument = false
     }
 
     /// Temporaries one view may hold in one document's folder at a time
@@ -33,18 +40,14 @@ final class DocumentTemporaries: Sendable {
 
     private let state = Mutex<(next: UInt64, byNumber: [UInt64: Temporary])>((1, [:]))
 
-    /// The host name a temporary of `documentName` gets: hidden, so the
-    /// owner's file manager does not show a save in progress, and unique.
+    /// The host name a temporary of `documentName` gets (`SaveTemporaryNames`).
     static func hostName(for documentName: String) -> String {
-        ".\(documentName).scopefs-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        SaveTemporaryNames.make(beside: documentName, by: .portal)
     }
 
     /// Whether `hostName` is a name `hostName(for: documentName)` gives.
     static func isHostName(_ hostName: String, of documentName: String) -> Bool {
-        let prefix = ".\(documentName).scopefs-"
-        guard hostName.hasPrefix(prefix) else { return false }
-        let suffix = hostName.dropFirst(prefix.count)
-        return !suffix.isEmpty && suffix.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) }
+        SaveTemporaryNames.isTemporary(hostName, beside: documentName, by: .portal)
     }
 
     func temporary(_ number: UInt64) -> Temporary? { state.withLock { $0.byNumber[number] } }
@@ -84,6 +87,28 @@ final class DocumentTemporaries: Sendable {
 
     func remove(_ number: UInt64) -> Temporary? { state.withLock { $0.byNumber.removeValue(forKey: number) } }
 
+    /// Removes the temporary unless it was renamed over its document
+    /// meanwhile; what was removed.
+    func removeUnsaved(_ number: UInt64) -> Temporary? {
+        state.withLock { state in
+            guard state.byNumber[number]?.becameDocument == false else { return nil }
+            return state.byNumber.removeValue(forKey: number)
+        }
+    }
+
+    /// Every temporary not renamed over its document, by number.
+    func unsaved() -> [(number: UInt64, temporary: Temporary)] {
+        state.withLock { state in
+            state.byNumber.filter { !$0.value.becameDocument }.map { ($0.key, $0.value) }
+        }
+    }
+
+    /// `process` made or opened the temporary.
+    func touched(_ number: UInt64, by process: ProcessKey?) {
+        guard let process else { return }
+        state.withLock { _ = $0.byNumber[number]?.makers.insert(process) }
+    }
+
     /// The temporary was renamed over its document: it is no temporary any
     /// more, and its number names the document until `forgotten`.
     func becameDocument(_ number: UInt64) {
@@ -101,6 +126,11 @@ final class DocumentTemporaries: Sendable {
     /// Gives the temporary another name the app sees (its host file stays).
     func rename(_ number: UInt64, to name: String) {
         state.withLock { $0.byNumber[number]?.name = name }
+    }
+
+    /// The document's file was renamed to the temporary's host name.
+    func holdsDocument(_ number: UInt64) {
+        state.withLock { $0.byNumber[number]?.holdsDocument = true }
     }
 
     /// Every temporary left, removed from the table: the layout's end

@@ -78,6 +78,16 @@ public final class PortalService: @unchecked Sendable {
             }
         }
         bus.start()
+        // Saves no one will finish (an app that crashed mid-save, a
+        // revoke) leave no temporaries behind while the layout serves.
+        let sweeper = Thread { [log] in
+            while true {
+                sleep(DocumentLayout.abandonedSweepInterval)
+                let removed = layout.removeAbandonedTemporaries()
+                if removed > 0 { log("portal: \(removed) temporaries of saves no one will finish removed") }
+            }
+        }
+        sweeper.start()
         pthread_sigmask(SIG_UNBLOCK, &ending, nil)
         ready.wait()
         if let error = failure.withLock({ $0 }) { throw error }

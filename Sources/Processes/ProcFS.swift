@@ -158,6 +158,21 @@ package enum ProcFS {
         startTime(of: pid).map { ProcessKey(pid: pid, startTime: $0) }
     }
 
+    /// The process (thread group) a thread of a request belongs to.
+    package static func processKey(ofThread thread: Int32) -> ProcessKey? {
+        status(of: thread).flatMap { key(of: $0.tgid) }
+    }
+
+    /// Whether the process `key` names still runs: its pid not reused,
+    /// and not a zombie, whose /proc files stay until it is reaped.
+    package static func isRunning(_ key: ProcessKey) -> Bool {
+        guard let text = read("/proc/\(key.pid)/stat"), parseStartTime(text) == key.startTime,
+            let close = text.lastIndex(of: UInt8(ascii: ")")), close + 2 < text.count
+        else { return false }
+        // Field 3, the state, follows the command name's parenthesis.
+        return ![UInt8(ascii: "Z"), UInt8(ascii: "X"), UInt8(ascii: "x")].contains(text[close + 2])
+    }
+
     /// The number after `name` when the line starts with it.
     private static func field(_ name: StaticString, of line: ArraySlice<UInt8>) -> Int64? {
         let prefix = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)

@@ -1,3 +1,4 @@
+import HostText
 import Policy
 import Synchronization
 
@@ -58,10 +59,9 @@ final class ReplacementTemporaries: Sendable {
     /// and with none, which is nearly always, that costs one load.
     private let held = Atomic<Int>(0)
 
-    /// The host name a temporary of a file gets: hidden, so the owner's
-    /// file manager does not show a save in progress, and unique.
+    /// The host name a temporary of a file gets (`SaveTemporaryNames`).
     static func hostName(beside granted: String) -> String {
-        ".\(granted).scopefs-\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        SaveTemporaryNames.make(beside: granted, by: .mount)
     }
 
     /// The temporary the app calls `key.path`.
@@ -154,15 +154,7 @@ final class ReplacementTemporaries: Sendable {
 
     /// Whether `name` has the form `hostName(beside:)` gives, beside `granted`.
     static func isHostName(_ name: String, beside granted: String) -> Bool {
-        let prefix = ".\(granted).scopefs-".utf8
-        guard name.utf8.starts(with: prefix) else { return false }
-        let suffix = name.utf8.dropFirst(prefix.count)
-        // UInt64's largest, in base 36, has 13 digits.
-        return (1...13).contains(suffix.count)
-            && suffix.allSatisfy {
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
-            }
+        SaveTemporaryNames.isTemporary(name, beside: granted, by: .mount)
     }
 
     /// Gives the temporary another name the app sees (its host file stays).

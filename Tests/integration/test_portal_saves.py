@@ -173,8 +173,9 @@ def test_nothing_else_is_made_beside_a_document(env, portal):
 
 def test_revoke_cuts_a_temporary_and_hides_it(env, portal):
     """SPEC S48, S14: a descriptor of a temporary is cut at its next write
-    once the document's grant is revoked (EPERM), the temporary cannot be
-    renamed over the document any more, and a restore gives it back."""
+    once the document's grant is revoked (EPERM), and the temporary is
+    removed (its save can no longer finish): after a restore the document
+    is back as it was, and the save's name is gone."""
     report = env.backing(LOCAL) / "docs" / "report.txt"
     doc = export(portal, report, ALPHA, "--allow-write")
     mine = portal.mountpoint / "by-app" / ALPHA / doc
@@ -188,9 +189,12 @@ def test_revoke_cuts_a_temporary_and_hides_it(env, portal):
     finally:
         os.close(fd)
     assert not mine.exists() or "draft" not in os.listdir(mine)
+    wait_for("the cut save's temporary removed", lambda: hidden_leftovers(report.parent), lambda left: left == [])
     env.cli("restore", ALPHA, f"{LOCAL}:docs/report.txt")
-    os.rename(mine / "draft", mine / "report.txt")
-    assert report.read_bytes() == b"before"
+    with pytest.raises(FileNotFoundError):
+        os.rename(mine / "draft", mine / "report.txt")
+    assert os.listdir(mine) == ["report.txt"]
+    assert report.read_bytes() == REPORT_BYTES
 
 
 @pytest.mark.sqlite_store(ITEMS_MOVE)
