@@ -108,6 +108,14 @@ enum FolderWalk {
         return (try folder(root, components.dropLast().joined(separator: "/")), name)
     }
 
+    /// The inode number the layout shows for a host file below a folder
+    /// document: the host's own (its device folded in), so that hard
+    /// links show as one file, as on the host; a kind of its own (8 in
+    /// the top byte) keeps it apart from the layout's node numbers.
+    static func shownInode(device: UInt64, hostInode: UInt64) -> UInt64 {
+        8 << 56 | ((hostInode ^ (device &* 0x9E37_79B9_7F4A_7C15)) & 0x00ff_ffff_ffff_ffff)
+    }
+
     /// lstat of `path` below `root`.
     static func status(_ root: String, _ path: String) throws(Errno) -> stat {
         if path.isEmpty {
@@ -124,8 +132,11 @@ enum FolderWalk {
         return status
     }
 
-    /// The names in the folder at `path` below `root`, with whether each is a folder.
-    static func names(_ root: String, _ path: String) throws(Errno) -> [(name: String, isFolder: Bool)] {
+    /// The names in the folder at `path` below `root`, with each one's
+    /// type (S_IFDIR, S_IFLNK or S_IFREG for anything else) and host inode.
+    static func names(_ root: String, _ path: String) throws(Errno) -> [(
+        name: String, type: mode_t, hostInode: UInt64
+    )] {
         let folder = try folder(root, path)
         let readable = openat(folder, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         close(folder)
@@ -135,13 +146,19 @@ enum FolderWalk {
             throw Errno(rawValue: failure)
         }
         defer { closedir(stream) }
-        var found: [(String, Bool)] = []
+        var found: [(String, mode_t, UInt64)] = []
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) {
                 HostName.string(cString: $0.bindMemory(to: CChar.self).baseAddress!)
             }
             if name == "." || name == ".." { continue }
-            found.append((name, entry.pointee.d_type == UInt8(DT_DIR)))
+            let type: mode_t =
+                switch Int32(entry.pointee.d_type) {
+                case Int32(DT_DIR): S_IFDIR
+                case Int32(DT_LNK): S_IFLNK
+                default: S_IFREG
+                }
+            found.append((name, type, UInt64(entry.pointee.d_ino)))
         }
         return found.sorted { $0.0 < $1.0 }
     }

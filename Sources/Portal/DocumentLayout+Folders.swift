@@ -10,9 +10,10 @@ import SystemPackage
 /// its contents below it as the host has them, as a ScopeFS folder grant
 /// covers them. A read grant reads and lists; a read-write grant also
 /// writes, creates, makes folders, removes and renames inside the
-/// document (never out of it: EXDEV). Every step below the document is
-/// opened with O_NOFOLLOW from the document's own folder (`FolderWalk`).
-/// Symbolic links and hard links are not made here (EPERM).
+/// document (never out of it: EXDEV), among them symbolic links and hard
+/// links of its own items. Every step below the document is opened with
+/// O_NOFOLLOW from the document's own folder (`FolderWalk`), so no link
+/// leads the layout out of it.
 extension DocumentLayout {
     /// A number no node has: what a listing shows for a name never looked up.
     static let unheldNumber: UInt64 = 0x00ff_ffff_ffff_ffff
@@ -55,7 +56,12 @@ extension DocumentLayout {
         // A read grant shows no write bit, as on the document itself.
         let kept: mode_t = access == .read ? ~0o7222 : ~0o7000
         attributes.st_mode &= kept
-        attributes.st_ino = __ino_t(inode(node))
+        // The document's own folder is a node of the layout; below it,
+        // each file shows its host inode, so hard links are one file.
+        attributes.st_ino =
+            path.isEmpty
+            ? __ino_t(inode(node))
+            : __ino_t(FolderWalk.shownInode(device: UInt64(attributes.st_dev), hostInode: UInt64(attributes.st_ino)))
         attributes.st_uid = ownerUID
         return attributes
     }
@@ -76,16 +82,29 @@ extension DocumentLayout {
         }
     }
 
-    /// A folder document's listing: its host names, with their types.
+    /// A folder document's listing: its host names, with their types and
+    /// the inode numbers `stat` shows for them.
     func folderListing(_ node: Node) throws(Errno) -> [(String, UInt64, mode_t)]? {
         guard let (document, app, path) = try folderPlace(node) else { return nil }
         _ = try access(document, app: app)
+        let device = UInt64(try FolderWalk.status(document.hostPath, path).st_dev)
         return try FolderWalk.names(document.hostPath, path).map { entry in
-            let place = DocumentFolderNodes.Place(
-                documentID: document.id, app: app, path: RelativePath.join(path, entry.name))
-            let number = folderNodes.number(of: place) ?? Self.unheldNumber
-            return (entry.name, inode(.inside(number)), entry.isFolder ? S_IFDIR : S_IFREG)
+            (entry.name, FolderWalk.shownInode(device: device, hostInode: entry.hostInode), entry.type)
         }
+    }
+
+    /// A symbolic link's target below a folder document, as the host has
+    /// it: the layout never follows it (every step is O_NOFOLLOW), and a
+    /// target the kernel follows resolves in the caller's own view.
+    func folderLinkTarget(_ node: Node) throws(Errno) -> String {
+        guard let (document, app, path) = try folderPlace(node), !path.isEmpty else { throw Errno.invalidArgument }
+        _ = try access(document, app: app)
+        let (folder, name) = try FolderWalk.parent(document.hostPath, path)
+        defer { close(folder) }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = name.withHostCString { readlinkat(folder, $0, &buffer, buffer.count - 1) }
+        guard length >= 0 else { throw Errno(rawValue: errno) }
+        return HostName.string(buffer[..<length].map { UInt8(bitPattern: $0) })
     }
 
     func openFolderItem(_ node: Node, flags: Int32, writing: Bool) throws(Errno) -> OpenDocument {
@@ -177,6 +196,51 @@ extension DocumentLayout {
         let number = folderNodes.lookedUp(
             .init(documentID: folder.document.id, app: folder.app, path: RelativePath.join(folder.path, name)))
         return try entry(.inside(number))
+    }
+
+    /// A symbolic link inside a folder document, as the host makes it.
+    /// The layout never follows one (every step is O_NOFOLLOW), so its
+    /// target leads nowhere through the layout (SPEC S33).
+    func makeLink(
+        in folder: (descriptor: Int32, document: PortalDocument, app: AppID?, path: String), name: String,
+        target: String
+    ) throws(Errno) -> Entry {
+        let made = target.withHostCString { target in name.withHostCString { symlinkat(target, folder.descriptor, $0) }
+        }
+        guard made == 0 else { throw Errno(rawValue: errno) }
+        return try lookedUp(in: folder, name: name)
+    }
+
+    /// A hard link of an item of the same folder document and view (EXDEV
+    /// from anywhere else: a link never joins two documents or views).
+    func makeHardLink(
+        of source: Node, in folder: (descriptor: Int32, document: PortalDocument, app: AppID?, path: String),
+        name: String
+    ) throws(Errno) -> Entry {
+        guard case .inside(let number) = source, let place = folderNodes.place(number),
+            place.documentID == folder.document.id, place.app == folder.app, !place.path.isEmpty
+        else { throw Errno.improperLink }
+        let (from, sourceName) = try FolderWalk.parent(folder.document.hostPath, place.path)
+        defer { close(from) }
+        let made = sourceName.withHostCString { source in
+            name.withHostCString { linkat(from, source, folder.descriptor, $0, 0) }
+        }
+        guard made == 0 else { throw Errno(rawValue: errno) }
+        return try lookedUp(in: folder, name: name)
+    }
+
+    /// The entry of a name just made in a folder document.
+    private func lookedUp(
+        in folder: (descriptor: Int32, document: PortalDocument, app: AppID?, path: String), name: String
+    ) throws(Errno) -> Entry {
+        let number = folderNodes.lookedUp(
+            .init(documentID: folder.document.id, app: folder.app, path: RelativePath.join(folder.path, name)))
+        do {
+            return try entry(.inside(number))
+        } catch {
+            folderNodes.forgot(number, count: 1)
+            throw error
+        }
     }
 
     func removeInFolder(

@@ -39,7 +39,7 @@ extension DocumentLayout {
     /// and save its document there.
     private func savingFolder(_ request: Request, _ parent: UInt64) throws(Errno) -> (PortalDocument, AppID?) {
         let folder = try node(parent)
-        guard case .documentFolder(let id, let app) = folder else { throw Errno.readOnlyFileSystem }
+        guard case .documentFolder(let id, let app) = folder else { throw Errno.notPermitted }
         try checkCaller(request, reaching: folder)
         let (document, _) = try document(id, app: app)
         if document.isDirectory { throw Errno.notPermitted }
@@ -131,14 +131,10 @@ extension DocumentLayout {
     }
 
     /// Folders, links and symbolic links: never beside a document (EPERM,
-    /// once the caller may save there at all); elsewhere the layout's
-    /// names are read only (EROFS).
+    /// once the caller may save there at all); the layout's own names
+    /// take no change either (EPERM, as the reference portal answers).
     private func refuseBesideDocument(_ request: Request, _ parent: UInt64) throws(Errno) -> Never {
-        if let folder = try writableFolder(request, parent) {
-            close(folder.descriptor)
-            throw Errno.notPermitted
-        }
-        guard case .documentFolder = try node(parent) else { throw Errno.readOnlyFileSystem }
+        guard case .documentFolder = try node(parent) else { throw Errno.notPermitted }
         _ = try savingFolder(request, parent)
         throw Errno.notPermitted
     }
@@ -156,15 +152,29 @@ extension DocumentLayout {
             defer { close(folder.descriptor) }
             return try removeInFolder(folder, name: name, directory: true)
         }
-        if case .documentFolder = try node(parent) { throw Errno.notDirectory }
-        throw Errno.readOnlyFileSystem
+        // A document's folder holds a file or a folder document: the
+        // latter is never removed here (EPERM), the former is no folder.
+        if case .documentFolder(let id, let app) = try node(parent) {
+            let (document, _) = try document(id, app: app)
+            if document.isDirectory && name.sameHostName(as: document.name) { throw Errno.notPermitted }
+            throw Errno.notDirectory
+        }
+        throw Errno.notPermitted
     }
 
     func symlink(_ request: Request, target: String, parent: UInt64, name: String) throws(Errno) -> Entry {
+        if let folder = try writableFolder(request, parent) {
+            defer { close(folder.descriptor) }
+            return try makeLink(in: folder, name: name, target: target)
+        }
         try refuseBesideDocument(request, parent)
     }
 
     func link(_ request: Request, inode: UInt64, newParent: UInt64, newName: String) throws(Errno) -> Entry {
+        if let folder = try writableFolder(request, newParent) {
+            defer { close(folder.descriptor) }
+            return try makeHardLink(of: try node(inode), in: folder, name: newName)
+        }
         try refuseBesideDocument(request, newParent)
     }
 
@@ -178,12 +188,13 @@ extension DocumentLayout {
         {
             return
         }
-        // Names move inside one document folder of one view only.
+        // Names move inside one document folder of one view only: out of
+        // one, EXDEV; the layout's own names never move (EPERM).
         if parent != newParent {
-            if case .documentFolder = try node(parent), case .documentFolder = try node(newParent) {
-                throw Errno.improperLink
+            for folder in [parent, newParent] {
+                if case .documentFolder = try node(folder) { throw Errno.improperLink }
             }
-            throw Errno.readOnlyFileSystem
+            throw Errno.notPermitted
         }
         let (document, app) = try savingFolder(request, parent)
         try Self.validName(newName)

@@ -183,8 +183,7 @@ final class DocumentLayout: FileSystem {
             return folderAttributes(number)
         case .documentFolder(let id, let app):
             // Writable (0700) where the view may save the document by a
-            // temporary renamed over it (S48): the kernel's own checks
-            // (`default_permissions`) then let the create through.
+            // temporary renamed over it (S48), as `access` then answers.
             let (document, _) = try document(id, app: app)
             // A folder document is saved inside itself, never beside.
             return folderAttributes(number, writable: !document.isDirectory && mayReplace(document, app: app))
@@ -322,11 +321,10 @@ final class DocumentLayout: FileSystem {
         return Attributes(stat: try attributes(node), timeout: Self.cacheTimeout(node))
     }
 
-    /// access(2) and chdir's check. A non-root owner's layout has the
-    /// kernel check the modes it shows (`default_permissions`); a root
-    /// owner's cannot (`allow_other` for the app account), and the kernel
-    /// would take every access for granted, root's W_OK of a read-only
-    /// folder or document included, as no reference portal does. So the
+    /// access(2) and chdir's check. The layout runs without
+    /// `default_permissions` (`PortalService.accessOptions`), so the kernel
+    /// would take every access for granted, W_OK of a read-only folder or
+    /// document included, as no reference portal does. So the
     /// answer is the layout's own: the caller rule of every operation, then
     /// the owner's bits of the mode the layout shows, which say what its
     /// operations allow (a read grant shows no write bit; the root, `by-app`
@@ -512,7 +510,7 @@ final class DocumentLayout: FileSystem {
             return try setTemporaryAttributes(number, changes: changes, handle: handle, node: file)
         }
         if case .inside = file { return try setFolderItemAttributes(file, changes: changes, handle: handle) }
-        guard case .documentFile(let id, let app) = file else { throw Errno.readOnlyFileSystem }
+        guard case .documentFile(let id, let app) = file else { throw Errno.notPermitted }
         guard changes.uid == nil, changes.gid == nil else { throw Errno.notPermitted }
         // An editor sets the mode it read back after a save: that no-op
         // stands; any other change of the grant's mode bits does not.
@@ -541,7 +539,12 @@ final class DocumentLayout: FileSystem {
     }
 
     // Everything that would change the layout's names and folders: read only.
-    func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String { throw Errno.invalidArgument }
+    func readlink(_ request: Request, inode: UInt64) throws(Errno) -> String {
+        let link = try node(inode)
+        try checkCaller(request, reaching: link)
+        guard case .inside = link else { throw Errno.invalidArgument }
+        return try folderLinkTarget(link)
+    }
     func writeTarget(_ request: Request, inode: UInt64, handle: UInt64) throws(Errno) -> Int32 {
         try checkedDescriptor(handle, writing: true)
     }
@@ -567,8 +570,8 @@ final class DocumentLayout: FileSystem {
     func fsyncdir(_ request: Request, inode: UInt64, handle: UInt64, dataOnly: Bool) throws(Errno) {}
     func setxattr(_ request: Request, inode: UInt64, name: String, value: UnsafeRawBufferPointer, flags: Int32)
         throws(Errno)
-    { throw Errno.readOnlyFileSystem }
-    func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) { throw Errno.readOnlyFileSystem }
+    { throw Errno.notPermitted }
+    func removexattr(_ request: Request, inode: UInt64, name: String) throws(Errno) { throw Errno.notPermitted }
 }
 
 /// statvfs(3): inside `DocumentLayout.statfs`, whose result is a `statvfs`

@@ -129,12 +129,14 @@ public final class PortalService: @unchecked Sendable {
         }
     }
 
-    /// A root owner's apps run as app accounts (`scopefs run`), which
-    /// reach their `by-app/APP` folder only through `allow_other`; the
-    /// layout then checks every caller itself (`DocumentLayout`), as mode
-    /// bits of the owner's would refuse the app's account. Another owner's
-    /// apps keep the owner's uid: the kernel's own checks stay.
-    private static var accessOptions: [String] { geteuid() == 0 ? ["allow_other"] : ["default_permissions"] }
+    /// The layout checks every caller and operation itself, for either
+    /// owner (`DocumentLayout.checkCaller`, its `access`), as the reference
+    /// portal does: without `default_permissions` its answers are its own
+    /// (EPERM, EISDIR, EXDEV as the reference's), not the kernel's EACCES
+    /// from the modes it shows. A root owner's apps run as app accounts
+    /// (`scopefs run`), which reach their `by-app/APP` folder only through
+    /// `allow_other`; another owner's apps keep the owner's uid.
+    private static var accessOptions: [String] { geteuid() == 0 ? ["allow_other"] : [] }
 
     /// Whether the name was ever owned: before that, a failure ends the
     /// command (no session bus, the name taken); after, it is a lost bus.
