@@ -131,9 +131,15 @@ final class DocumentGrants: Sendable {
     /// fleet, whose items only the owner's role records, the item locator
     /// of the next `scopefs` change finds it.
     func itemReplaced(_ document: PortalDocument) {
+        fileReplaced(provider: document.provider, path: document.relativePath)
+    }
+
+    /// The item recorded at `path` (a document's, or one inside a folder
+    /// document that a rename inside it replaced) is now the file there.
+    func fileReplaced(provider: ProviderID, path: String) {
         guard let repository = store as? PolicyRepository else { return }
         do {
-            try repository.adoptFile(provider: document.provider, path: document.relativePath)
+            try repository.adoptFile(provider: provider, path: path)
         } catch {
             // The locator finds the new file later; the save itself stands.
         }

@@ -265,6 +265,11 @@ extension DocumentLayout {
             newName.withHostCString { renameat2(from.descriptor, source, to.descriptor, $0, flags) }
         }
         guard result == 0 else { throw Errno(rawValue: errno) }
+        // A save inside the folder (a temporary renamed over a file): the
+        // file's item, its grants, references and bookmarks follow (S48).
+        portal.grants.fileReplaced(
+            provider: from.document.provider,
+            path: RelativePath.join(from.document.relativePath, RelativePath.join(to.path, newName)))
         folderNodes.renamed(
             .init(documentID: from.document.id, app: from.app, path: RelativePath.join(from.path, name)),
             to: .init(documentID: to.document.id, app: to.app, path: RelativePath.join(to.path, newName)))

@@ -587,3 +587,24 @@ def test_file_transfer_grants_what_an_app_retrieves(env, portal):
     assert owner == {"reply": [str(report)]}, owner
     [stopped] = portal.calls(("StopTransfer", "s", ["0123456789abcdef"], TRANSFER))
     assert stopped == {"error": "org.freedesktop.portal.Error.NotFound"}, stopped
+
+
+@pytest.mark.sqlite_store(ITEMS_MOVE)
+def test_a_save_inside_a_folder_document_keeps_the_items_identity(env, portal):
+    """SPEC S48: a temporary renamed over a file inside a read-write
+    folder document is a save of that file: the file's item keeps its
+    identifier, now naming the new file, so another app's grant of it
+    stays the same grant of the same item."""
+    folder = env.backing(LOCAL) / "docs"
+    env.grant(BETA, f"{LOCAL}:docs/report.txt")
+    before = item_row(env, "docs/report.txt")
+    doc = export(portal, folder, ALPHA, "--allow-write")
+    mine = portal.mountpoint / "by-app" / ALPHA / doc / "docs"
+    (mine / ".report.txt.swp").write_bytes(b"saved inside the folder")
+    os.rename(mine / ".report.txt.swp", mine / "report.txt")
+    assert (folder / "report.txt").read_bytes() == b"saved inside the folder"
+    after = item_row(env, "docs/report.txt")
+    assert after[0] == before[0], "the same item identifier"
+    assert after[1] == os.stat(folder / "report.txt").st_ino and after[2] == 0, "now naming the new file"
+    [grant] = privacy(env, BETA)
+    assert (grant["path"], grant["state"]) == ("docs/report.txt", "active"), grant
