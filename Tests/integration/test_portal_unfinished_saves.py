@@ -18,6 +18,7 @@ import os
 import pytest
 from doc_scope_helpers import mount
 from scopefs_harness import ALPHA, LOCAL, REPORT_BYTES, wait_for
+from test_atomic_saves import HOLD  # the mount's save, paused with its temporary made
 from test_caller_identity import nobody_portal, root_portal  # noqa: F401 (fixtures)
 from test_portal import Portal, SessionBus
 from test_portal_chooser import nobody_env  # noqa: F401 (a fixture)
@@ -138,20 +139,6 @@ def test_a_revoke_removes_a_temporary_still_open(owner):
     assert (folder / "report.txt").read_bytes() == REPORT_BYTES
 
 
-# argv: the granted file in the app's mount view. Saves as Foundation and
-# GLib do, pausing with the temporary made.
-MOUNT_SAVE = """
-target = sys.argv[1]
-temp = os.path.join(os.path.dirname(target), "draft")
-start_accessing(target)
-fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-os.write(fd, b"saved through the mount")
-step({"made": True})
-os.close(fd)
-emit({"rename": attempt(os.rename, temp, target)})
-"""
-
-
 def test_a_portal_start_keeps_the_mounts_save_in_progress(env):
     """SPEC S48, S34: a portal starting sweeps what a killed portal left
     beside its documents, and only that: an app saving the same document
@@ -170,15 +157,15 @@ def test_a_portal_start_keeps_the_mounts_save_in_progress(env):
             first.stop()
         env.grant(ALPHA, f"{LOCAL}:{REPORT}")
         mount(env)
-        session = env.app_session(ALPHA, MOUNT_SAVE, env.prov(ALPHA, LOCAL, REPORT))
+        session = env.app_session(ALPHA, HOLD, env.prov(ALPHA, LOCAL, REPORT))
         assert session.recv() == {"made": True}
         [saving] = hidden(report.parent)
         second = Portal(env, bus, mountpoint)
         try:
             assert hidden(report.parent) == [saving], "the portal's start took the mount's live temporary"
             session.send()
-            assert session.recv() == {"rename": "OK"}
-            assert report.read_bytes() == b"saved through the mount"
+            assert session.recv() == {"write": "OK", "rename": "OK"}
+            assert report.read_bytes() == b"before after"
         finally:
             second.stop()
     finally:
